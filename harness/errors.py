@@ -1,0 +1,84 @@
+"""The harness's one exception tree.
+
+    HarnessError                 base of everything the harness raises on purpose
+    ├── UserInputError           a user's mistake: shown as one line, never a traceback
+    │   ├── TranscriptError      a bad transcript record (file, line, field)
+    │   ├── ConfigError          a bad harness.toml, price table or CLI combination
+    │   └── RubricError          a bad rubric file
+    ├── JudgeError               a judge call that did not produce a reply
+    │   ├── RateLimited          429 (retried; honours Retry-After)
+    │   ├── TransientJudgeError  5xx, timeout, connection problem, malformed body (retried)
+    │   └── FatalJudgeError      400/401/403/404, exhausted quota (never retried)
+    └── CacheError               the SQLite cache could not be opened or written
+
+SDK, HTTP and sqlite exceptions are translated at the boundary with ``raise ... from exc``.
+Messages never contain API keys.
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base class of every error the harness raises on purpose."""
+
+
+class UserInputError(HarnessError):
+    """A user's mistake; the CLI prints the message alone and exits 2."""
+
+
+class TranscriptError(UserInputError):
+    """A transcript record that cannot be read. ``str()`` is ``FILE:LINE: field: problem``."""
+
+    def __init__(self, path: str, line: int, field: str, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = path, line, field, problem
+        super().__init__(f"{path}:{line}: {field}: {problem}")
+
+
+class ConfigError(UserInputError):
+    """A bad configuration file, price table or option combination."""
+
+
+class RubricError(UserInputError):
+    """A rubric file that cannot be loaded."""
+
+
+class JudgeError(HarnessError):
+    """A judge call that produced no usable reply. ``kind`` is a short machine-readable tag."""
+
+    kind = "judge_error"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RateLimited(JudgeError):
+    kind = "rate_limited"
+
+    def __init__(self, message: str, *, status: int | None = 429, retry_after: float | None = None) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class TransientJudgeError(JudgeError):
+    kind = "transient"
+
+
+class FatalJudgeError(JudgeError):
+    kind = "fatal"
+
+
+class QuotaExhausted(FatalJudgeError):
+    """The provider says the account has no quota left: stop calling this judge."""
+
+    kind = "quota_exhausted"
+
+
+class JudgeUnreachable(FatalJudgeError):
+    """The endpoint refused connections repeatedly: the judge is down."""
+
+    kind = "unreachable"
+
+
+class CacheError(HarnessError):
+    """The SQLite cache could not be opened, migrated or written."""

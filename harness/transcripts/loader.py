@@ -1,0 +1,200 @@
+"""Stream transcript records from JSONL or a JSON array, one at a time, never the whole file.
+
+Every problem is a :class:`~harness.errors.TranscriptError` reading ``FILE:LINE: field: problem``.
+``scan`` is the validation pass the runner makes before any judge call, so a typo never costs money;
+``iter_transcripts`` is the pass that feeds the judges.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from ..errors import TranscriptError, UserInputError
+from .models import Transcript
+
+#: A record (one JSONL line or one array element) larger than this is refused with a clear message.
+#: 10 MB responses are fine; the limit exists so a corrupt file cannot exhaust memory.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+_CHUNK = 1 << 20
+
+OnBad = Literal["fail", "skip"]
+
+
+@dataclass(slots=True)
+class RawRecord:
+    line: int
+    text: bytes | str
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """What the validation pass found: how many good records, and every bad one."""
+
+    good: int = 0
+    bad: list[TranscriptError] = field(default_factory=list)
+
+
+def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if len(line) > MAX_RECORD_BYTES:
+                raise TranscriptError(str(path), number, "<record>", f"record is larger than the {MAX_RECORD_BYTES // 2**20} MiB limit")
+            if line.strip():
+                yield RawRecord(number, line)
+
+
+def _iter_json_array(path: Path) -> Iterator[RawRecord]:
+    """Yield the elements of a top-level JSON array without reading the file whole."""
+    decoder = json.JSONDecoder()
+    with path.open("rb") as fh:
+        buf, line, eof = "", 1, False
+
+        def fill() -> bool:
+            nonlocal buf, eof
+            chunk = fh.read(_CHUNK)
+            if not chunk:
+                eof = True
+                return False
+            try:
+                buf += chunk.decode("utf-8")
+            except UnicodeDecodeError:
+                # A chunk may end inside a multi-byte character: read one more byte at a time.
+                for _ in range(3):
+                    more = fh.read(1)
+                    chunk += more
+                    try:
+                        buf += chunk.decode("utf-8")
+                        return True
+                    except UnicodeDecodeError:
+                        continue
+                raise TranscriptError(str(path), line + buf.count("\n"), "<file>", "is not valid UTF-8") from None
+            return True
+
+        def skip_ws() -> None:
+            nonlocal buf, line
+            while True:
+                stripped = buf.lstrip()
+                line += buf.count("\n", 0, len(buf) - len(stripped))
+                buf = stripped
+                if buf or not fill():
+                    return
+
+        skip_ws()
+        if not buf.startswith("["):
+            raise TranscriptError(str(path), line, "<file>", "expected a JSON array")
+        buf = buf[1:]
+        first = True
+        while True:
+            skip_ws()
+            if buf.startswith("]"):
+                return
+            if not first:
+                if not buf.startswith(","):
+                    raise TranscriptError(str(path), line, "<file>", "expected ',' or ']' between records")
+                buf = buf[1:]
+                skip_ws()
+            first = False
+            while True:
+                try:
+                    _, end = decoder.raw_decode(buf)
+                    break
+                except json.JSONDecodeError as exc:
+                    if len(buf) > MAX_RECORD_BYTES:
+                        raise TranscriptError(str(path), line, "<record>", "record is too large or malformed") from None
+                    if not fill():
+                        raise TranscriptError(str(path), line + buf.count("\n", 0, exc.pos), "<json>", exc.msg) from None
+            yield RawRecord(line, buf[:end])
+            line += buf.count("\n", 0, end)
+            buf = buf[end:]
+
+
+def iter_raw(path: str | Path) -> Iterator[RawRecord]:
+    """Yield raw records from a ``.jsonl`` file or a file holding one JSON array."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserInputError(f"{path}: no such file")
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip()
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:].lstrip()
+    yield from (_iter_json_array(path) if head.startswith(b"[") else _iter_jsonl(path))
+
+
+def parse_record(path: str | Path, raw: RawRecord) -> Transcript:
+    """Validate one raw record, translating pydantic's error into ``FILE:LINE: field: problem``."""
+    text = raw.text
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TranscriptError(str(path), raw.line, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
+    try:
+        return Transcript.model_validate_json(text)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        if err["type"] == "json_invalid":
+            raise TranscriptError(str(path), raw.line, "<json>", f"invalid JSON ({err['msg'].removeprefix('Invalid JSON: ')})") from None
+        loc = ".".join(str(p) for p in err["loc"]) or "<record>"
+        problem = err["msg"]
+        if err["type"] == "extra_forbidden":
+            problem = "unknown field"
+        elif err["type"] == "missing":
+            problem = "required field is missing"
+        more = exc.error_count() - 1
+        if more:
+            problem += f" (and {more} more problem{'s' if more > 1 else ''} in this record)"
+        raise TranscriptError(str(path), raw.line, loc, problem) from None
+
+
+def iter_transcripts(path: str | Path, on_bad: OnBad = "fail") -> Iterator[tuple[int, Transcript]]:
+    """Yield ``(line, transcript)``; with ``on_bad="skip"`` bad records (and repeated ids) are passed over.
+
+    Run :func:`scan` first: it is the pass that reports problems and checks ids are unique.
+    """
+    seen: set[str] = set()
+    for raw in iter_raw(path):
+        try:
+            record = parse_record(path, raw)
+        except TranscriptError:
+            if on_bad == "skip":
+                continue
+            raise
+        if record.id in seen:
+            if on_bad == "skip":
+                continue
+            raise TranscriptError(str(path), raw.line, "id", f"duplicate id {record.id!r}")
+        seen.add(record.id)
+        yield raw.line, record
+
+
+def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None) -> ScanResult:
+    """Validate every record (up to ``limit`` good ones) before any judge is called.
+
+    With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
+    Duplicate ids are a problem at the repeat, naming the line of the first.
+    """
+    result = ScanResult()
+    first_line: dict[str, int] = {}
+    for raw in iter_raw(path):
+        if limit is not None and result.good >= limit:
+            break
+        try:
+            record = parse_record(path, raw)
+            if record.id in first_line:
+                raise TranscriptError(str(path), raw.line, "id", f"duplicate id {record.id!r} (first on line {first_line[record.id]})")
+        except TranscriptError as exc:
+            if on_bad == "fail":
+                raise
+            result.bad.append(exc)
+            continue
+        first_line[record.id] = raw.line
+        result.good += 1
+    if result.good == 0 and not result.bad:
+        raise UserInputError(f"{path}: holds no transcripts")
+    return result

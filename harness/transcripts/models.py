@@ -1,0 +1,200 @@
+"""The transcript record users hand the harness, as pydantic models (``extra="forbid"``).
+
+A record carries the query and answer either directly (``query``/``response``/``contexts``) or as an
+OpenAI-style ``messages`` list, and its performance data either as ``timings`` or as ``spans``.
+``Transcript.resolved()`` turns either form into one flat, internal :class:`Resolved` value.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .performance import Performance, performance_from_spans
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timings(_Strict):
+    """Latencies measured by the agent itself, in milliseconds (seed 003, performance metrics)."""
+
+    total_ms: float | None = Field(default=None, ge=0)
+    llm_ms: float | None = Field(default=None, ge=0)
+    tool_ms: float | None = Field(default=None, ge=0)
+    api_ms: float | None = Field(default=None, ge=0)
+
+
+class Span(_Strict):
+    """One timed step of the agent. ``start``/``end`` are epoch seconds or ISO-8601 timestamps."""
+
+    kind: Literal["llm", "tool", "api"]
+    name: str | None = None
+    start: float | datetime
+    end: float | datetime
+
+    @model_validator(mode="after")
+    def _end_after_start(self) -> Span:
+        if self.end_s < self.start_s:
+            raise ValueError("end is before start")
+        return self
+
+    @property
+    def start_s(self) -> float:
+        return self.start.timestamp() if isinstance(self.start, datetime) else float(self.start)
+
+    @property
+    def end_s(self) -> float:
+        return self.end.timestamp() if isinstance(self.end, datetime) else float(self.end)
+
+
+class ToolCallFunction(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str
+    arguments: str | dict[str, Any] | None = None
+
+
+class ToolCall(BaseModel):
+    """An OpenAI tool call; unknown keys are kept because providers add their own."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    id: str | None = None
+    type: str | None = "function"
+    function: ToolCallFunction | None = None
+    name: str | None = None
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+    text: str | None = None
+
+
+class Message(_Strict):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    refusal: str | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(part.text for part in self.content if part.text is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A transcript in the one internal shape the runner uses."""
+
+    id: str
+    query: str | None
+    response: str | None
+    contexts: tuple[str, ...] | None
+    reference: str | None
+    performance: Performance
+
+
+class Transcript(_Strict):
+    id: str
+    query: str | None = None
+    response: str | None = None
+    contexts: list[str | dict[str, Any]] | None = None
+    reference: str | None = None
+    metadata: dict[str, Any] | None = None
+    timings: Timings | None = None
+    spans: list[Span] | None = None
+    tool_calls: int | list[ToolCall] | None = None
+    messages: list[Message] | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_text(cls, value: Any) -> Any:
+        # Integer ids are common in exported data; bool is an int in Python but never an id.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @field_validator("id")
+    @classmethod
+    def _id_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _count_not_negative(cls, value: Any) -> Any:
+        if isinstance(value, int) and value < 0:
+            raise ValueError("must be >= 0")
+        return value
+
+    @model_validator(mode="after")
+    def _has_conversation(self) -> Transcript:
+        if self.messages is None and self.query is None and self.response is None:
+            raise ValueError("needs `query` and `response`, or a `messages` list")
+        if self.messages is not None and not any(m.role == "user" for m in self.messages) and self.query is None:
+            raise ValueError("`messages` has no user message to take the query from")
+        return self
+
+    def resolved(self) -> Resolved:
+        """Fill query, response, contexts and tool-call count from ``messages`` where not given.
+
+        Explicit fields win over what ``messages`` implies; ``timings`` fields win over ``spans``.
+        """
+        query, response, contexts = self.query, self.response, self._contexts_text()
+        message_tool_calls = None
+        if self.messages is not None:
+            if query is None:
+                query = next(m.text() for m in self.messages if m.role == "user")
+            if response is None:
+                response = next((m.text() for m in reversed(self.messages) if m.role == "assistant"), None)
+            if contexts is None:
+                tool_results = tuple(m.text() for m in self.messages if m.role in ("tool", "function"))
+                contexts = tool_results or None
+            message_tool_calls = sum(len(m.tool_calls or ()) for m in self.messages if m.role == "assistant")
+        return Resolved(
+            id=self.id,
+            query=query,
+            response=response,
+            contexts=contexts,
+            reference=self.reference,
+            performance=self._performance(message_tool_calls),
+        )
+
+    def _contexts_text(self) -> tuple[str, ...] | None:
+        if self.contexts is None:
+            return None
+        # JSON contexts go to the judge as canonical JSON text, so the same object renders identically.
+        return tuple(c if isinstance(c, str) else json.dumps(c, sort_keys=True, ensure_ascii=False) for c in self.contexts)
+
+    def _performance(self, message_tool_calls: int | None) -> Performance:
+        from_spans = performance_from_spans(self.spans) if self.spans else Performance()
+        timings = self.timings or Timings()
+        if isinstance(self.tool_calls, int):
+            tool_calls: int | None = self.tool_calls
+        elif isinstance(self.tool_calls, list):
+            tool_calls = len(self.tool_calls)
+        elif message_tool_calls is not None:
+            tool_calls = message_tool_calls
+        else:
+            tool_calls = from_spans.tool_calls
+        return Performance(
+            total_ms=_first(timings.total_ms, from_spans.total_ms),
+            llm_ms=_first(timings.llm_ms, from_spans.llm_ms),
+            tool_ms=_first(timings.tool_ms, from_spans.tool_ms),
+            api_ms=_first(timings.api_ms, from_spans.api_ms),
+            tool_calls=tool_calls,
+        )
+
+
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)

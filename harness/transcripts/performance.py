@@ -1,0 +1,61 @@
+"""Performance metrics of one transcript (seed 003, "Performance Metrics").
+
+Latencies are wall-clock milliseconds. From spans, a kind's latency is the length of the union of
+that kind's intervals, so two tool calls running in parallel count once, as the user waited once;
+total latency is the span envelope (first start to last end). A metric with no data is ``None``
+(unknown), never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import Span
+
+PERFORMANCE_FIELDS = ("total_ms", "llm_ms", "tool_ms", "api_ms", "tool_calls")
+
+
+@dataclass(frozen=True, slots=True)
+class Performance:
+    total_ms: float | None = None
+    llm_ms: float | None = None
+    tool_ms: float | None = None
+    api_ms: float | None = None
+    tool_calls: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def union_ms(intervals: Sequence[tuple[float, float]]) -> float:
+    """Length in ms of the union of ``(start_s, end_s)`` intervals."""
+    total, cur_start, cur_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    # Rounded to the microsecond so float noise (229.99999999999997) never reaches the outputs.
+    return round(total * 1000.0, 3)
+
+
+def performance_from_spans(spans: Sequence[Span]) -> Performance:
+    by_kind: dict[str, list[tuple[float, float]]] = {"llm": [], "tool": [], "api": []}
+    for span in spans:
+        by_kind[span.kind].append((span.start_s, span.end_s))
+    starts = [s.start_s for s in spans]
+    ends = [s.end_s for s in spans]
+    return Performance(
+        total_ms=round((max(ends) - min(starts)) * 1000.0, 3),
+        llm_ms=union_ms(by_kind["llm"]),
+        tool_ms=union_ms(by_kind["tool"]),
+        api_ms=union_ms(by_kind["api"]),
+        tool_calls=len(by_kind["tool"]),
+    )
