@@ -2,8 +2,9 @@
 
 Latencies are wall-clock milliseconds. From spans, a kind's latency is the length of the union of
 that kind's intervals, so two tool calls running in parallel count once, as the user waited once;
-total latency is the span envelope (first start to last end). A metric with no data is ``None``
-(unknown), never 0.
+total latency is the span envelope (first start to last end). When a record has spans, a kind
+with no span measured 0 ms (the agent recorded its steps and made no such call); a record with
+neither spans nor timings has every latency ``None`` (unknown), never 0.
 """
 
 from __future__ import annotations

@@ -1,0 +1,180 @@
+"""Run configuration: judges, composites, cache and prompt locations, read from TOML.
+
+``harness.toml``::
+
+    cache = "cache/judgments.sqlite"
+    prompts = ["my_prompts"]
+
+    [[judges]]
+    name = "mini"
+    model = "gpt-4o-mini"
+    base_url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+    input_price_per_1m = 0.15
+    output_price_per_1m = 0.60
+
+    [composites.answer_correctness]
+    relevance = 0.7
+    faithfulness = 0.3
+
+With no judge configured, the run uses the embedded local judge (``provider = "local"``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+DEFAULT_CACHE = Path("cache/judgments.sqlite")
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_COMPOSITES: dict[str, dict[str, float]] = {
+    # seed 003, "Answer Correctness": relevance 70 %, faithfulness 30 %.
+    "answer_correctness": {"relevance": 0.7, "faithfulness": 0.3},
+}
+_WEIGHT_TOLERANCE = 1e-9
+
+
+class JudgeConfig(BaseModel):
+    """One judge endpoint. Sampling fields (model, base_url, temperature, max_tokens) enter the cache
+    key; the others (timeouts, limits, prices, the key's variable name) do not."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+    provider: Literal["openai", "local"] = "openai"
+    model: str
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=256, gt=0)
+    seed: int | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_attempts: int = Field(default=6, ge=1, le=20)
+    max_concurrency: int = Field(default=16, ge=1, le=4096)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    input_price_per_1m: float | None = Field(default=None, ge=0)
+    output_price_per_1m: float | None = Field(default=None, ge=0)
+
+    @field_validator("input_price_per_1m", "output_price_per_1m", "rpm", "tpm")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL actually called: configured, else OPENAI_BASE_URL, else OpenAI's."""
+        if self.provider == "local":
+            return "local"
+        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+    @property
+    def has_prices(self) -> bool:
+        return self.input_price_per_1m is not None and self.output_price_per_1m is not None
+
+
+def local_judge_config() -> JudgeConfig:
+    """The embedded judge: SmolLM2-135M-Instruct run in-process by llama-cpp-python. Its scores are
+    not meaningful; it exists so the pipeline runs anywhere without a key."""
+    return JudgeConfig(
+        name="local-smollm2",
+        provider="local",
+        model="SmolLM2-135M-Instruct-Q4_1",
+        max_concurrency=1,
+        max_tokens=48,
+        seed=0,
+        input_price_per_1m=0.0,
+        output_price_per_1m=0.0,
+    )
+
+
+class HarnessConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cache: Path | None = None
+    prompts: list[Path] = Field(default_factory=list)
+    rubrics: list[str] | None = None
+    judges: list[JudgeConfig] = Field(default_factory=list)
+    composites: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> HarnessConfig:
+        names = [j.name for j in self.judges]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"judge name {dupes[0]!r} is used twice")
+        for name, weights in self.composites.items():
+            check_weights(name, weights)
+        return self
+
+    def all_composites(self) -> dict[str, dict[str, float]]:
+        return {**DEFAULT_COMPOSITES, **self.composites}
+
+
+def check_weights(name: str, weights: dict[str, float]) -> None:
+    if not weights:
+        raise ValueError(f"composite {name!r} has no weights")
+    for rubric, weight in weights.items():
+        if not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"composite {name!r}: weight of {rubric!r} must be a non-negative number")
+    total = math.fsum(weights.values())
+    if abs(total - 1.0) > _WEIGHT_TOLERANCE:
+        raise ValueError(f"composite {name!r}: weights must sum to 1, they sum to {total:g}")
+
+
+def load_config(path: str | Path | None) -> HarnessConfig:
+    """Read ``harness.toml``; every problem is a one-line ConfigError naming the file and field."""
+    if path is None:
+        return HarnessConfig()
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        config = HarnessConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_describe(exc)}") from None
+    # Relative paths in the file are relative to the file, as users expect of a config.
+    base = path.parent
+    config.prompts = [p if p.is_absolute() else base / p for p in config.prompts]
+    if config.cache is not None and not config.cache.is_absolute():
+        config.cache = base / config.cache
+    return config
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = err["loc"]
+    parts: list[str] = []
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            parts[-1] = f"{parts[-1]}[{part}]" if parts else f"[{part}]"
+        else:
+            parts.append(str(part))
+    field = ".".join(parts) or "config"
+    if err["type"] == "extra_forbidden":
+        problem = "unknown key"
+    elif err["type"] == "missing":
+        problem = "required key is missing"
+    else:
+        problem = err["msg"].removeprefix("Value error, ")
+    return f"{field}: {problem}"
+
+
+def api_key_for(judge: JudgeConfig) -> str | None:
+    """The judge's API key, read from its environment variable at call time and kept nowhere else."""
+    if judge.provider == "local":
+        return None
+    return os.environ.get(judge.api_key_env) or None

@@ -1,0 +1,53 @@
+"""The Judge interface: one async call per attempt, plus hooks with defaults.
+
+A judge turns a :class:`JudgeRequest` (rendered chat messages and sampling parameters) into a
+:class:`JudgeReply`, or raises one of :mod:`harness.errors`' ``JudgeError`` kinds. Retrying,
+rate limiting and concurrency live outside the judge (``retry.py``, ``ratelimit.py``, the runner),
+so every provider gets the same behaviour.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from ..config import JudgeConfig
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeRequest:
+    messages: tuple[dict[str, str], ...]
+    max_tokens: int
+    temperature: float
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeReply:
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    finish_reason: str | None = None
+
+
+class Judge(ABC):
+    """Base class of every judge provider."""
+
+    def __init__(self, config: JudgeConfig) -> None:
+        self.config = config
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def max_connections(self) -> int:
+        """How many calls this judge may have in flight; the runner enforces it."""
+        return self.config.max_concurrency
+
+    @abstractmethod
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Make exactly one attempt. Raise RateLimited / TransientJudgeError / FatalJudgeError."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections or models."""

@@ -1,0 +1,32 @@
+"""Providers are found here, by the judge config's ``provider`` field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config import JudgeConfig
+from ..errors import ConfigError
+from .base import Judge
+
+
+def _openai(config: JudgeConfig) -> Judge:
+    from .openai_compat import OpenAICompatibleJudge
+
+    return OpenAICompatibleJudge(config)
+
+
+def _local(config: JudgeConfig) -> Judge:
+    from .local import LocalLlamaJudge
+
+    return LocalLlamaJudge(config)
+
+
+PROVIDERS: dict[str, Callable[[JudgeConfig], Judge]] = {"openai": _openai, "local": _local}
+
+
+def make_judge(config: JudgeConfig) -> Judge:
+    try:
+        factory = PROVIDERS[config.provider]
+    except KeyError:
+        raise ConfigError(f"judge {config.name!r}: unknown provider {config.provider!r}") from None
+    return factory(config)
