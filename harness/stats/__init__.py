@@ -1,0 +1,55 @@
+"""Statistics for evaluation results: classification metrics, agreement, curves, tests, intervals.
+
+Parts (each a module named for what it holds):
+
+- `confusion`: label encoding, the confusion matrix and per-class TP / FP / FN / TN.
+- `classification`: one function per formula on those counts, and `classification_report`.
+- `agreement`: Cohen's kappa and Matthews' correlation (multi-class R_K).
+- `curves`: ROC and precision-recall curves, ROC-AUC and average precision.
+- `hypothesis_tests`: McNemar, paired / Welch / 5x2cv t-tests, Cohen's d.
+- `intervals`: normal, Wilson, t and bootstrap confidence intervals.
+
+The formulas come from seeds/004 (classification metrics) and seeds/002 (statistical validation),
+corrected by the errata in seeds/README.md; each docstring names its section.
+"""
+
+from ._common import UndefinedMetricWarning
+from .agreement import cohen_kappa, matthews_corrcoef
+from .classification import ClassificationReport, classification_report
+from .confusion import ClassCounts, class_counts, confusion_matrix
+from .curves import average_precision, pr_curve, precision_recall_curve, roc_auc, roc_curve
+from .hypothesis_tests import (
+    SignificanceResult,
+    cohens_d,
+    cv52_paired_ttest,
+    mcnemar,
+    paired_ttest,
+    welch_ttest,
+)
+from .intervals import bootstrap_interval, mean_interval, normal_interval, wilson_interval
+
+__all__ = [
+    "ClassCounts",
+    "ClassificationReport",
+    "SignificanceResult",
+    "UndefinedMetricWarning",
+    "average_precision",
+    "bootstrap_interval",
+    "class_counts",
+    "classification_report",
+    "cohen_kappa",
+    "cohens_d",
+    "confusion_matrix",
+    "cv52_paired_ttest",
+    "matthews_corrcoef",
+    "mcnemar",
+    "mean_interval",
+    "normal_interval",
+    "paired_ttest",
+    "pr_curve",
+    "precision_recall_curve",
+    "roc_auc",
+    "roc_curve",
+    "welch_ttest",
+    "wilson_interval",
+]
