@@ -1,0 +1,403 @@
+"""A real OpenAI-compatible judge server on 127.0.0.1 for end-to-end tests and benchmarks.
+
+``JudgeServer`` runs an aiohttp application on its own event loop in a background thread, so
+synchronous and asynchronous tests alike talk to it over real sockets with the real ``openai``
+SDK. It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` and records every request.
+
+What a chat completion replies depends on ``mode`` (or a custom ``reply(body) -> str``):
+
+- ``"score"``: ``{"score": X}`` when the last user message holds the marker ``[[score=X]]`` (X is
+  copied verbatim, so ``[[score=NaN]]`` makes a bad reply on purpose); otherwise ``Score: 0.xx``,
+  a deterministic value from the prompt text (``deterministic_score``).
+- ``"echo"``: the whole prompt text, so a test can show that a hostile transcript that ends up in
+  the judge's reply still cannot inject a score.
+
+Faults are deterministic. A marker ``[[fault:KIND:N]]`` in the last user message makes the first
+N attempts of that exact prompt (sha256 of the request's messages) fail with KIND, then succeed;
+several markers apply one after another, and a marker without N always fails. ``[[fault:quota]]``
+always answers OpenAI's insufficient-quota 429. ``fault_rates`` instead gives each request an
+independent chance of each fault, drawn from ``random.Random`` seeded with ``seed``, the prompt
+and its attempt number, so a benchmark sees the same faults whatever order requests arrive in.
+Kinds: ``429`` (``Retry-After: 0.05``), ``429ra0`` (no Retry-After), ``500``, ``503``, ``hang``
+(answer after ``hang_s``, or as soon as the server stops), ``garbage`` (200, body not JSON),
+``truncated`` (200, JSON cut in half), ``400``, ``401``, ``quota``.
+
+``python -m tests.judge_server --port 0 --latency 0.05`` runs the same server in the foreground
+for benchmarks in another process and prints its base URL as the first line of output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import itertools
+import json
+import random
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["FAULT_KINDS", "JudgeServer", "deterministic_score", "prompt_text"]
+
+FAULT_KINDS = ("429", "429ra0", "500", "503", "hang", "garbage", "truncated", "400", "401", "quota")
+MODES = ("score", "echo")
+RETRY_AFTER_S = "0.05"
+
+_SCORE_MARKER = re.compile(r"\[\[score=([^\]]*)\]\]")
+_FAULT_MARKER = re.compile(r"\[\[fault:([A-Za-z0-9]+)(?::(\d+))?\]\]")
+
+
+def _error(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+# Status and body of each fault that answers at once, shaped like OpenAI's own errors.
+_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "429": (429, _error("Rate limit reached for requests", "requests", "rate_limit_exceeded")),
+    "500": (500, _error("The server had an error while processing your request.", "server_error")),
+    "503": (503, _error("The engine is currently overloaded.", "server_error")),
+    "400": (400, _error("Invalid request (injected fault).", "invalid_request_error")),
+    "401": (401, _error("Incorrect API key provided.", "invalid_request_error", "invalid_api_key")),
+    "quota": (
+        429,
+        {
+            "error": {
+                "message": "You exceeded your current quota",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            }
+        },
+    ),
+}
+_ERRORS["429ra0"] = _ERRORS["429"]
+
+
+def prompt_text(messages: list[Any]) -> str:
+    """All message contents joined by newlines; content parts contribute their text."""
+    return "\n".join(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
+
+
+def deterministic_score(text: str) -> float:
+    """The score mode's answer for a prompt without a marker: sha256-derived, 2 decimals in [0, 1]."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return round(int.from_bytes(digest[:8], "big") / 2**64, 2)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+class _Headers(dict[str, str]):
+    """Request headers with lower-cased keys, looked up case-insensitively."""
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(key.lower(), default)
+
+
+class JudgeServer:
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        mode: str = "score",
+        fault_rates: Mapping[str, float] | None = None,
+        seed: int = 0,
+        hang_s: float = 30.0,
+        reply: Callable[[dict[str, Any]], str] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        rates = dict(fault_rates or {})
+        unknown = set(rates) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {FAULT_KINDS}")
+        if any(not 0 <= p <= 1 for p in rates.values()) or sum(rates.values()) > 1:
+            raise ValueError(f"fault rates must be in [0, 1] and sum to at most 1, got {rates}")
+        self.latency_s = latency_s
+        self.mode = mode
+        self.fault_rates = rates
+        self.seed = seed
+        self.hang_s = hang_s
+        self.reply = reply
+        self.requests: list[dict[str, Any]] = []
+        self.max_in_flight = 0
+        self.base_url: str | None = None
+        self._in_flight = 0
+        self._attempts: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._startup_error: BaseException | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Serve on 127.0.0.1 at a free port in a background thread; return the base URL."""
+        if self._thread is not None:
+            raise RuntimeError("JudgeServer already started")
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._serve(0, lambda _url: ready.set())),
+            name="judge-server",
+            daemon=True,
+        )
+        self._thread.start()
+        ready.wait()
+        if self._startup_error is not None:
+            self._thread.join()
+            self._thread = None
+            raise RuntimeError("JudgeServer failed to start") from self._startup_error
+        assert self.base_url is not None
+        return self.base_url
+
+    def stop(self) -> None:
+        """Stop serving: hung requests end at once, connections and the loop are closed."""
+        thread, loop, stopping = self._thread, self._loop, self._stopping
+        if thread is None:
+            return
+        if loop is not None and stopping is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stopping.set)
+            except RuntimeError:  # the loop finished on its own in the meantime
+                pass
+        thread.join()
+        self._thread = None
+
+    def __enter__(self) -> JudgeServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def count(self) -> int:
+        """How many requests the server has received."""
+        return len(self.requests)
+
+    async def _serve(self, port: int, on_ready: Callable[[str], None]) -> None:
+        """Serve until ``_stopping`` is set; ``on_ready(base_url)`` once listening (or failed)."""
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_route("*", "/{tail:.*}", self._not_found)
+        # handler_cancellation: a client that gives up on a hung request frees its handler.
+        runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0
+        )
+        try:
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", port)
+            await site.start()
+            self.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        except BaseException as exc:
+            self._startup_error = exc
+            await runner.cleanup()
+            on_ready("")
+            return
+        on_ready(self.base_url)
+        try:
+            await self._stopping.wait()
+        finally:
+            await runner.cleanup()
+
+    # --- handlers -------------------------------------------------------------------------------
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._recorded(request, self._complete)
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        async def models(_body: Any) -> web.Response:
+            data = [{"id": "judge-test", "object": "model", "created": 0, "owned_by": "judge-server"}]
+            return web.json_response({"object": "list", "data": data})
+
+        return await self._recorded(request, models)
+
+    async def _not_found(self, request: web.Request) -> web.StreamResponse:
+        async def not_found(_body: Any) -> web.Response:
+            body = _error(f"Unknown route {request.method} {request.path}", "invalid_request_error")
+            return web.json_response(body, status=404)
+
+        return await self._recorded(request, not_found)
+
+    async def _recorded(
+        self, request: web.Request, answer: Callable[[Any], Any]
+    ) -> web.StreamResponse:
+        """Record the request, count it in flight, and note the status it was answered with."""
+        headers = _Headers()
+        for name, value in request.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        entry: dict[str, Any] = {"path": request.path, "body": None, "headers": headers, "status": None}
+        self.requests.append(entry)
+        self._in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            raw = await request.read()
+            try:
+                entry["body"] = json.loads(raw) if raw else None
+            except ValueError:
+                entry["body"] = None
+            response = await answer(entry["body"])
+            entry["status"] = response.status
+            return response
+        finally:
+            self._in_flight -= 1
+
+    async def _complete(self, body: Any) -> web.Response:
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list) or not messages:
+            return web.json_response(
+                _error("'messages' must be a non-empty list", "invalid_request_error"), status=400
+            )
+        if body.get("stream"):
+            return web.json_response(
+                _error("judge_server does not stream", "invalid_request_error"), status=400
+            )
+        key = hashlib.sha256(
+            json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        ).hexdigest()
+        attempt = self._attempts.get(key, 0)
+        self._attempts[key] = attempt + 1
+        last_user = next(
+            (_content_text(m.get("content")) for m in reversed(messages)
+             if isinstance(m, dict) and m.get("role") == "user"),
+            "",
+        )
+        try:
+            fault = self._marker_fault(last_user, attempt) or self._random_fault(key, attempt)
+        except ValueError as exc:
+            return web.json_response(_error(str(exc), "invalid_request_error"), status=400)
+        if self.latency_s > 0:
+            await asyncio.sleep(self.latency_s)
+        if fault in _ERRORS:
+            status, error = _ERRORS[fault]
+            headers = {"Retry-After": RETRY_AFTER_S} if fault == "429" else None
+            return web.json_response(error, status=status, headers=headers)
+        if fault == "hang":
+            assert self._stopping is not None
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.hang_s)
+            except TimeoutError:
+                pass
+        completion = self._completion(body, messages, last_user)
+        payload = json.dumps(completion).encode()
+        if fault == "garbage":
+            payload = b"<html><body>502 Bad Gateway</body></html> not json {"
+        elif fault == "truncated":
+            payload = payload[: len(payload) // 2]
+        return web.Response(body=payload, content_type="application/json")
+
+    # --- replies and faults ---------------------------------------------------------------------
+
+    def _completion(self, body: dict[str, Any], messages: list[Any], last_user: str) -> dict[str, Any]:
+        text = prompt_text(messages)
+        if self.reply is not None:
+            content = self.reply(body)
+        elif self.mode == "echo":
+            content = text
+        elif (marker := _SCORE_MARKER.search(last_user)) is not None:
+            content = '{"score": ' + marker.group(1) + "}"
+        else:
+            content = f"Score: {deterministic_score(text):.2f}"
+        prompt_tokens = sum(
+            len(_content_text(m.get("content")).split()) + 4 for m in messages if isinstance(m, dict)
+        )
+        completion_tokens = len(content.split())
+        return {
+            "id": f"chatcmpl-judge-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "judge-test"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    @staticmethod
+    def _marker_fault(last_user: str, attempt: int) -> str | None:
+        """The fault the prompt's markers assign to this attempt (0-based), if any."""
+        for kind, count in _FAULT_MARKER.findall(last_user):
+            if kind not in FAULT_KINDS:
+                raise ValueError(f"judge_server: unknown fault marker kind {kind!r}")
+            if kind == "quota" or not count:
+                return kind
+            if attempt < int(count):
+                return kind
+            attempt -= int(count)
+        return None
+
+    def _random_fault(self, key: str, attempt: int) -> str | None:
+        """An independent draw per (seed, prompt, attempt) against the cumulative fault rates."""
+        if not self.fault_rates:
+            return None
+        draw = random.Random(f"{self.seed}:{key}:{attempt}").random()
+        total = 0.0
+        for kind, rate in self.fault_rates.items():
+            total += rate
+            if draw < total:
+                return kind
+        return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--mode", choices=MODES, default="score")
+    parser.add_argument("--fault-rates", type=json.loads, default=None, help='JSON, e.g. {"429": 0.2}')
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hang", type=float, default=30.0, help="seconds a hang fault waits")
+    args = parser.parse_args(argv)
+    server = JudgeServer(
+        latency_s=args.latency, mode=args.mode, fault_rates=args.fault_rates, seed=args.seed,
+        hang_s=args.hang,
+    )
+
+    async def run() -> None:
+        def ready(url: str) -> None:
+            if url:
+                print(url, flush=True)
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, server._stopping.set)  # type: ignore[union-attr]
+
+        await server._serve(args.port, ready)
+        if server._startup_error is not None:
+            raise SystemExit(f"judge_server: cannot listen on port {args.port}: {server._startup_error}")
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
