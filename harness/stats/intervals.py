@@ -68,7 +68,10 @@ def wilson_interval(successes: Any, n: Any, confidence: float = 0.95) -> tuple[A
     centre = p + z2 / (2.0 * m)
     half = z * np.sqrt(p * (1.0 - p) / m + z2 / (4.0 * m * m))
     den = 1.0 + z2 / m
-    return _pair(np.clip((centre - half) / den, 0.0, 1.0), np.clip((centre + half) / den, 0.0, 1.0))
+    # At k = 0 and k = n the bounds are exactly 0 and 1; rounding would leave them ~1e-18 off.
+    low = np.where(k == 0, 0.0, np.clip((centre - half) / den, 0.0, 1.0))
+    high = np.where(k == m, 1.0, np.clip((centre + half) / den, 0.0, 1.0))
+    return _pair(low, high)
 
 
 def mean_interval(values: Any, confidence: float = 0.95) -> tuple[float, float]:
