@@ -84,7 +84,7 @@ def prompt_text(messages: list[Any]) -> str:
 
 
 def deterministic_score(text: str) -> float:
-    """The score mode's answer for a prompt without a marker: sha256-derived, 2 decimals in [0, 1]."""
+    """Score mode's answer to a prompt without a marker: from sha256, 2 decimals, in [0, 1]."""
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
     return round(int.from_bytes(digest[:8], "big") / 2**64, 2)
 
@@ -94,7 +94,9 @@ def _content_text(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
         )
     return ""
 
@@ -228,7 +230,9 @@ class JudgeServer:
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         async def models(_body: Any) -> web.Response:
-            data = [{"id": "judge-test", "object": "model", "created": 0, "owned_by": "judge-server"}]
+            data = [
+                {"id": "judge-test", "object": "model", "created": 0, "owned_by": "judge-server"}
+            ]
             return web.json_response({"object": "list", "data": data})
 
         return await self._recorded(request, models)
@@ -243,12 +247,20 @@ class JudgeServer:
     async def _recorded(
         self, request: web.Request, answer: Callable[[Any], Any]
     ) -> web.StreamResponse:
-        """Record the request, count it in flight, and note the status it was answered with."""
-        headers = _Headers()
+        """Record the request, count it in flight, and note the status it was answered with.
+
+        ``status`` stays None when the client went away first (a timed-out hang).
+        """
+        merged: dict[str, str] = {}
         for name, value in request.headers.items():
             key = name.lower()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        entry: dict[str, Any] = {"path": request.path, "body": None, "headers": headers, "status": None}
+            merged[key] = f"{merged[key]}, {value}" if key in merged else value
+        entry: dict[str, Any] = {
+            "path": request.path,
+            "body": None,
+            "headers": _Headers(merged),
+            "status": None,
+        }
         self.requests.append(entry)
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
@@ -258,7 +270,11 @@ class JudgeServer:
                 entry["body"] = json.loads(raw) if raw else None
             except ValueError:
                 entry["body"] = None
-            response = await answer(entry["body"])
+            try:
+                response = await answer(entry["body"])
+            except Exception as exc:  # a custom reply() that fails is a 500, not a dropped socket
+                body = _error(f"judge_server: {type(exc).__name__}: {exc}", "server_error")
+                response = web.json_response(body, status=500)
             entry["status"] = response.status
             return response
         finally:
@@ -275,13 +291,18 @@ class JudgeServer:
                 _error("judge_server does not stream", "invalid_request_error"), status=400
             )
         key = hashlib.sha256(
-            json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            json.dumps(messages, sort_keys=True, ensure_ascii=False).encode(
+                "utf-8", "surrogatepass"
+            )
         ).hexdigest()
         attempt = self._attempts.get(key, 0)
         self._attempts[key] = attempt + 1
         last_user = next(
-            (_content_text(m.get("content")) for m in reversed(messages)
-             if isinstance(m, dict) and m.get("role") == "user"),
+            (
+                _content_text(m.get("content"))
+                for m in reversed(messages)
+                if isinstance(m, dict) and m.get("role") == "user"
+            ),
             "",
         )
         try:
@@ -310,7 +331,9 @@ class JudgeServer:
 
     # --- replies and faults ---------------------------------------------------------------------
 
-    def _completion(self, body: dict[str, Any], messages: list[Any], last_user: str) -> dict[str, Any]:
+    def _completion(
+        self, body: dict[str, Any], messages: list[Any], last_user: str
+    ) -> dict[str, Any]:
         text = prompt_text(messages)
         if self.reply is not None:
             content = self.reply(body)
@@ -321,7 +344,9 @@ class JudgeServer:
         else:
             content = f"Score: {deterministic_score(text):.2f}"
         prompt_tokens = sum(
-            len(_content_text(m.get("content")).split()) + 4 for m in messages if isinstance(m, dict)
+            len(_content_text(m.get("content")).split()) + 4
+            for m in messages
+            if isinstance(m, dict)
         )
         completion_tokens = len(content.split())
         return {
@@ -375,12 +400,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--mode", choices=MODES, default="score")
-    parser.add_argument("--fault-rates", type=json.loads, default=None, help='JSON, e.g. {"429": 0.2}')
+    parser.add_argument(
+        "--fault-rates", type=json.loads, default=None, help='JSON, e.g. {"429": 0.2}'
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hang", type=float, default=30.0, help="seconds a hang fault waits")
     args = parser.parse_args(argv)
     server = JudgeServer(
-        latency_s=args.latency, mode=args.mode, fault_rates=args.fault_rates, seed=args.seed,
+        latency_s=args.latency,
+        mode=args.mode,
+        fault_rates=args.fault_rates,
+        seed=args.seed,
         hang_s=args.hang,
     )
 
@@ -394,7 +424,9 @@ def main(argv: list[str] | None = None) -> None:
 
         await server._serve(args.port, ready)
         if server._startup_error is not None:
-            raise SystemExit(f"judge_server: cannot listen on port {args.port}: {server._startup_error}")
+            raise SystemExit(
+                f"judge_server: cannot listen on port {args.port}: {server._startup_error}"
+            )
 
     asyncio.run(run())
 

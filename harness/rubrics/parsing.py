@@ -123,9 +123,7 @@ _SCALE_WORDS = frozenset(
 )
 
 # Text the judge is quoting: "double quotes", “curly quotes”, `inline code`, > quoted lines.
-_QUOTED_RE = re.compile(
-    r'"[^"\n]*"|“[^”\n]*”|(?<!`)`(?!`)[^`\n]+`(?!`)|^[ \t]*>.*$', re.MULTILINE
-)
+_QUOTED_RE = re.compile(r'"[^"\n]*"|“[^”\n]*”|(?<!`)`(?!`)[^`\n]+`(?!`)|^[ \t]*>.*$', re.MULTILINE)
 
 _REFUSAL_RE = re.compile(
     r"\bi(?:\s*cannot|\s+can['’]?t|\s+can\s+not|\s+am\s+unable\s+to|\s*['’]m\s+unable\s+to"
@@ -156,7 +154,8 @@ class _Reading(NamedTuple):
 
 
 def parse_score(text: str | None, lo: float, hi: float) -> ParsedScore:
-    """The judge's score on the scale ``(lo, hi)``, or unscored with a reason; never raises on text."""
+    """The judge's score on the scale ``(lo, hi)``, or unscored with a reason; never raises
+    for any text. A scale that is not two finite numbers ``lo < hi`` raises ValueError."""
     _check_scale(lo, hi)
     if not isinstance(text, str) or not text.strip():
         return ParsedScore("unscored", None, None, False, "empty_reply")
@@ -173,7 +172,7 @@ def parse_score(text: str | None, lo: float, hi: float) -> ParsedScore:
 
 
 def _from_json(text: str, lo: float, hi: float) -> _Reading | None:
-    """Rule 1: the last JSON object holding a ``score`` key decides, whatever else the reply says."""
+    """Rule 1: the last JSON object holding a ``score`` key decides, whatever else is said."""
     found = _json_field(text, _SCORE_KEY_RE, "score")
     if found is None:
         return None
@@ -267,7 +266,7 @@ def _json_number(value: Any, lo: float, hi: float) -> float | None:
 
 
 def parse_label(text: str | None, labels: Sequence[str]) -> ParsedLabel:
-    """One of ``labels`` (returned as spelled there), or unscored with a reason; never raises on text.
+    """One of ``labels`` (spelled as given there), or unscored with a reason; never raises on text.
 
     The rules mirror ``parse_score``: a JSON ``{"label": ...}`` object, else the last
     ``Label:``/``Verdict:``/``<label>`` label outside quotations, else a reply that starts with a
@@ -310,7 +309,7 @@ def parse_label(text: str | None, labels: Sequence[str]) -> ParsedLabel:
 
 @functools.lru_cache(maxsize=64)
 def _label_regexes(labels: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    """Regexes for one label set: named (``Verdict: X``, ``<label>X</label>``), leading, bare line."""
+    """Regexes for one label set: ``Verdict: X``, ``<label>X</label>``, leading, bare line."""
     if not labels or any(not isinstance(x, str) or not x.strip() for x in labels):
         raise ValueError(f"labels must be non-empty strings, got {list(labels)!r}")
     if len({x.casefold() for x in labels}) != len(labels):
