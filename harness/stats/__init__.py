@@ -17,7 +17,13 @@ from ._common import UndefinedMetricWarning
 from .agreement import cohen_kappa, matthews_corrcoef
 from .classification import ClassificationReport, classification_report
 from .confusion import ClassCounts, class_counts, confusion_matrix
-from .curves import average_precision, pr_curve, precision_recall_curve, roc_auc, roc_curve
+from .curves import (
+    average_precision,
+    pr_curve,
+    precision_recall_curve,
+    roc_auc,
+    roc_curve,
+)
 from .hypothesis_tests import (
     SignificanceResult,
     cohens_d,
@@ -26,7 +32,12 @@ from .hypothesis_tests import (
     paired_ttest,
     welch_ttest,
 )
-from .intervals import bootstrap_interval, mean_interval, normal_interval, wilson_interval
+from .intervals import (
+    bootstrap_interval,
+    mean_interval,
+    normal_interval,
+    wilson_interval,
+)
 
 __all__ = [
     "ClassCounts",

@@ -16,11 +16,11 @@ from scipy import stats as _sp
 __all__ = [
     "Ratio",
     "UndefinedMetricWarning",
+    "accepts_axis",
+    "as_1d_float",
     "check_confidence",
     "critical_value",
     "ratio",
-    "as_1d_float",
-    "accepts_axis",
 ]
 
 
@@ -52,7 +52,9 @@ def check_confidence(confidence: float) -> float:
     """Return ``confidence`` as a float, or raise if it is not strictly between 0 and 1."""
     c = float(confidence)
     if not 0.0 < c < 1.0:
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+        raise ValueError(
+            f"confidence must be strictly between 0 and 1, got {confidence!r}"
+        )
     return c
 
 

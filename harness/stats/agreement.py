@@ -33,7 +33,9 @@ def _disagreement_weights(k: int, weights: KappaWeights) -> np.ndarray:
     raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
 
 
-def kappa_from_matrix(confusion: Any, weights: KappaWeights = None) -> tuple[float, str | None]:
+def kappa_from_matrix(
+    confusion: Any, weights: KappaWeights = None
+) -> tuple[float, str | None]:
     """Cohen's kappa of a confusion matrix: 1 - sum(w * O) / sum(w * E), E = outer(rows, cols) / N.
 
     Source: seeds/004 section 5.1, kappa = (p_o - p_e) / (1 - p_e), which is the unweighted case
@@ -46,7 +48,10 @@ def kappa_from_matrix(confusion: Any, weights: KappaWeights = None) -> tuple[flo
     expected = np.outer(cm.sum(axis=1), cm.sum(axis=0)) / cm.sum()
     denominator = float(np.sum(w * expected))
     if denominator == 0.0:
-        return 0.0, "Cohen's kappa is undefined (chance agreement is 1: 1 - p_e = 0); reported as 0.0"
+        return (
+            0.0,
+            "Cohen's kappa is undefined (chance agreement is 1: 1 - p_e = 0); reported as 0.0",
+        )
     return float(1.0 - np.sum(w * cm) / denominator), None
 
 
@@ -69,7 +74,10 @@ def mcc_from_matrix(confusion: Any) -> tuple[float, str | None]:
     cov_pp = s * s - p @ p
     cov_tt = s * s - t @ t
     if cov_pp * cov_tt == 0.0:
-        return 0.0, "MCC is undefined (y_true or y_pred holds a single class); reported as 0.0"
+        return (
+            0.0,
+            "MCC is undefined (y_true or y_pred holds a single class); reported as 0.0",
+        )
     return float(cov_tp / np.sqrt(cov_pp * cov_tt)), None
 
 

@@ -17,11 +17,19 @@ import numpy as np
 from scipy import stats as _sp
 from scipy.special import ndtr, ndtri
 
-from ._common import UndefinedMetricWarning, accepts_axis, as_1d_float, check_confidence, critical_value
+from ._common import (
+    UndefinedMetricWarning,
+    accepts_axis,
+    as_1d_float,
+    check_confidence,
+    critical_value,
+)
 
 __all__ = ["bootstrap_interval", "mean_interval", "normal_interval", "wilson_interval"]
 
-DEFAULT_MAX_ELEMENTS = 1 << 22  # values per chunk: 32 MiB of float64 plus 32 MiB of indices
+DEFAULT_MAX_ELEMENTS = (
+    1 << 22
+)  # values per chunk: 32 MiB of float64 plus 32 MiB of indices
 
 
 def _proportion(successes: Any, n: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -32,7 +40,9 @@ def _proportion(successes: Any, n: Any) -> tuple[np.ndarray, np.ndarray]:
     if np.any(m <= 0) or np.any(m != np.round(m)):
         raise ValueError(f"n must be a positive integer count, got {n!r}")
     if np.any(k < 0) or np.any(k > m) or not np.all(np.isfinite(k)):
-        raise ValueError(f"successes must lie between 0 and n, got successes={successes!r}, n={n!r}")
+        raise ValueError(
+            f"successes must lie between 0 and n, got successes={successes!r}, n={n!r}"
+        )
     return k, m
 
 
@@ -42,7 +52,9 @@ def _pair(low: np.ndarray, high: np.ndarray) -> tuple[Any, Any]:
     return low, high
 
 
-def normal_interval(successes: Any, n: Any, confidence: float = 0.95) -> tuple[Any, Any]:
+def normal_interval(
+    successes: Any, n: Any, confidence: float = 0.95
+) -> tuple[Any, Any]:
     """Normal-approximation (Wald) interval p +- z sqrt(p(1-p)/n) for a proportion.
 
     seeds/004 section 8.1 (which rounds z to 1.96; the exact normal quantile is used). Clipped to
@@ -56,7 +68,9 @@ def normal_interval(successes: Any, n: Any, confidence: float = 0.95) -> tuple[A
     return _pair(np.clip(p - half, 0.0, 1.0), np.clip(p + half, 0.0, 1.0))
 
 
-def wilson_interval(successes: Any, n: Any, confidence: float = 0.95) -> tuple[Any, Any]:
+def wilson_interval(
+    successes: Any, n: Any, confidence: float = 0.95
+) -> tuple[Any, Any]:
     """Wilson score interval (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n).
 
     seeds/004 section 8.2. Arrays broadcast.
@@ -83,7 +97,11 @@ def mean_interval(values: Any, confidence: float = 0.95) -> tuple[float, float]:
     """
     x = as_1d_float(values, "values", min_size=2)
     c = check_confidence(confidence)
-    half = float(_sp.t.isf((1.0 - c) / 2.0, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    half = (
+        float(_sp.t.isf((1.0 - c) / 2.0, x.size - 1))
+        * float(x.std(ddof=1))
+        / math.sqrt(x.size)
+    )
     m = float(x.mean())
     return m - half, m + half
 
@@ -95,7 +113,9 @@ def _vectorised(statistic: Callable[..., Any]) -> Callable[[np.ndarray], np.ndar
     return lambda a: np.array([statistic(row) for row in a], dtype=np.float64)
 
 
-def _chunked(func: Callable[[np.ndarray], np.ndarray], rows: int, total: int, make_rows) -> np.ndarray:
+def _chunked(
+    func: Callable[[np.ndarray], np.ndarray], rows: int, total: int, make_rows
+) -> np.ndarray:
     """Apply ``func`` to ``make_rows(count)`` blocks of at most ``rows`` rows until ``total`` rows."""
     out = np.empty(total, dtype=np.float64)
     for start in range(0, total, rows):
@@ -109,7 +129,9 @@ def _chunked(func: Callable[[np.ndarray], np.ndarray], rows: int, total: int, ma
     return out
 
 
-def _jackknife(x: np.ndarray, func: Callable[[np.ndarray], np.ndarray], rows: int) -> np.ndarray:
+def _jackknife(
+    x: np.ndarray, func: Callable[[np.ndarray], np.ndarray], rows: int
+) -> np.ndarray:
     """The statistic of each leave-one-out sample, computed in blocks of at most ``rows`` rows."""
     n = x.size
 
@@ -121,14 +143,18 @@ def _jackknife(x: np.ndarray, func: Callable[[np.ndarray], np.ndarray], rows: in
     return _chunked(func, rows, n, leave_one_out)
 
 
-def _bca_levels(theta_hat: float, theta_b: np.ndarray, theta_jack: np.ndarray, alpha: float):
+def _bca_levels(
+    theta_hat: float, theta_b: np.ndarray, theta_jack: np.ndarray, alpha: float
+):
     """BCa quantile levels (Efron & Tibshirani 1993, section 14.3, eq. 14.14-14.15).
 
     z0 = Phi^-1(share of resamples below theta_hat, ties counted half); a = sum U^3 / (6 (sum
     U^2)^1.5) with U the jackknife deviations. Zero jackknife spread means no acceleration (a = 0).
     Returns None when z0 is infinite (every resample on one side of theta_hat).
     """
-    share = (np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)) / (2.0 * theta_b.size)
+    share = (
+        np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)
+    ) / (2.0 * theta_b.size)
     z0 = float(ndtri(share))
     if not math.isfinite(z0):
         return None
@@ -181,12 +207,22 @@ def bootstrap_interval(
     rows = max(1, int(max_elements) // n)
     func = _vectorised(statistic)
 
-    theta_b = _chunked(func, rows, int(n_resamples), lambda _start, count: x[rng.integers(0, n, (count, n))])
+    theta_b = _chunked(
+        func,
+        rows,
+        int(n_resamples),
+        lambda _start, count: x[rng.integers(0, n, (count, n))],
+    )
     alpha = (1.0 - c) / 2.0
     levels = [alpha, 1.0 - alpha]
     if method == "bca":
         theta_hat = float(func(x[np.newaxis, :])[0])
-        bca = _bca_levels(theta_hat, theta_b, _jackknife(x, func, max(1, int(max_elements) // (n - 1))), alpha)
+        bca = _bca_levels(
+            theta_hat,
+            theta_b,
+            _jackknife(x, func, max(1, int(max_elements) // (n - 1))),
+            alpha,
+        )
         if bca is None:
             warnings.warn(
                 "BCa interval undefined (every resample falls on one side of the estimate); "

@@ -6,9 +6,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import metrics as skm
 
-from harness.stats import average_precision, pr_curve, precision_recall_curve, roc_auc, roc_curve
+from harness.stats import (
+    average_precision,
+    pr_curve,
+    precision_recall_curve,
+    roc_auc,
+    roc_curve,
+)
 
-TOL = dict(rtol=0, atol=1e-9)
+TOL = {"rtol": 0, "atol": 1e-9}
 
 
 def binary_case(seed, ties=False):
@@ -36,9 +42,13 @@ def test_binary_curves_and_areas_match_sklearn(seed, ties):
     # seeds/004 6.2: the rank form equals the trapezoidal area under the full curve
     fpr, tpr, _ = roc_curve(y, score, drop_intermediate=False)
     assert auc == pytest.approx(np.trapezoid(tpr, fpr), abs=1e-9)
-    for a, b in zip(precision_recall_curve(y, score), skm.precision_recall_curve(y, score)):
+    for a, b in zip(
+        precision_recall_curve(y, score), skm.precision_recall_curve(y, score)
+    ):
         np.testing.assert_allclose(a, b, **TOL)
-    assert average_precision(y, score) == pytest.approx(skm.average_precision_score(y, score), abs=1e-9)
+    assert average_precision(y, score) == pytest.approx(
+        skm.average_precision_score(y, score), abs=1e-9
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -50,16 +60,25 @@ def test_binary_auc_and_ap_property(pairs):
         assert roc_auc(y, score) == pytest.approx(skm.roc_auc_score(y, score), abs=1e-9)
         # AUC = P(score_pos > score_neg) + P(tie) / 2, by brute force over all pairs
         diff = score[y][:, None] - score[~y][None, :]
-        assert roc_auc(y, score) == pytest.approx(np.mean((diff > 0) + 0.5 * (diff == 0)), abs=1e-9)
+        assert roc_auc(y, score) == pytest.approx(
+            np.mean((diff > 0) + 0.5 * (diff == 0)), abs=1e-9
+        )
     if y.any():
-        assert average_precision(y, score) == pytest.approx(skm.average_precision_score(y, score), abs=1e-9)
+        assert average_precision(y, score) == pytest.approx(
+            skm.average_precision_score(y, score), abs=1e-9
+        )
 
 
 def test_string_labels_with_pos_label():
     y, score = binary_case(3)
     names = np.array(["spam", "ham"])[1 - y]  # 1 -> "spam"
-    assert roc_auc(names, score, pos_label="spam") == pytest.approx(roc_auc(y, score), abs=1e-12)
-    for a, b in zip(roc_curve(names, score, pos_label="spam"), skm.roc_curve(names, score, pos_label="spam")):
+    assert roc_auc(names, score, pos_label="spam") == pytest.approx(
+        roc_auc(y, score), abs=1e-12
+    )
+    for a, b in zip(
+        roc_curve(names, score, pos_label="spam"),
+        skm.roc_curve(names, score, pos_label="spam"),
+    ):
         np.testing.assert_allclose(a, b, **TOL)
     assert average_precision(names, score, pos_label="spam") == pytest.approx(
         skm.average_precision_score(names, score, pos_label="spam"), abs=1e-9
@@ -94,7 +113,9 @@ def test_multiclass_ovr_auc_matches_sklearn(seed):
         assert roc_auc(y, prob, average=average) == pytest.approx(want, abs=1e-9)
     per_class = roc_auc(y, prob, average=None)
     np.testing.assert_allclose(
-        per_class, [skm.roc_auc_score(y == j, prob[:, j]) for j in range(prob.shape[1])], **TOL
+        per_class,
+        [skm.roc_auc_score(y == j, prob[:, j]) for j in range(prob.shape[1])],
+        **TOL,
     )
     # OvR areas do not need rows summing to 1 (scikit-learn insists); scaling by 8 is exact in
     # floating point, so it keeps every order and tie and must leave the areas unchanged
@@ -102,7 +123,8 @@ def test_multiclass_ovr_auc_matches_sklearn(seed):
     want_ap = skm.average_precision_score(np.eye(prob.shape[1])[y], prob, average=None)
     np.testing.assert_allclose(average_precision(y, prob, average=None), want_ap, **TOL)
     assert average_precision(y, prob, average="weighted") == pytest.approx(
-        skm.average_precision_score(np.eye(prob.shape[1])[y], prob, average="weighted"), abs=1e-9
+        skm.average_precision_score(np.eye(prob.shape[1])[y], prob, average="weighted"),
+        abs=1e-9,
     )
 
 
@@ -134,11 +156,17 @@ def test_perfect_and_inverted_scores():
         (lambda: roc_auc([0, 1], [0.1, np.nan]), "NaN"),
         (lambda: roc_auc([], []), "y_true is empty"),
         (lambda: roc_auc([0, 1, 2], [0.1, 0.2, 0.3]), "pass pos_label"),
-        (lambda: roc_auc([0, 1, 2], [0.1, 0.2, 0.3], pos_label=1), "more than two classes"),
+        (
+            lambda: roc_auc([0, 1, 2], [0.1, 0.2, 0.3], pos_label=1),
+            "more than two classes",
+        ),
         (lambda: roc_auc([0, 1, 2], np.ones((3, 2))), "3 classes"),
         (lambda: roc_auc([0, 1, 1], np.ones((3, 3)), labels=[0, 1, 2]), "class 2"),
         (lambda: roc_auc([0, 1, 2], np.eye(3), average="micro"), "average must be"),
-        (lambda: average_precision([0, 1, 1], np.eye(3), labels=[0, 1, 2]), "absent from y_true"),
+        (
+            lambda: average_precision([0, 1, 1], np.eye(3), labels=[0, 1, 2]),
+            "absent from y_true",
+        ),
     ],
 )
 def test_degenerate_and_bad_input_raise_clear_errors(call, message):

@@ -19,12 +19,15 @@ from harness.stats import (
     wilson_interval,
 )
 
-TOL = dict(rel=1e-9, abs=1e-12)
+TOL = {"rel": 1e-9, "abs": 1e-12}
 CONFIDENCES = st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.99, 0.999])
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 5000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))), CONFIDENCES)
+@given(
+    st.integers(1, 5000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
+    CONFIDENCES,
+)
 def test_proportion_intervals_match_statsmodels(case, confidence):
     k, n = case
     for ours, method in ((normal_interval, "normal"), (wilson_interval, "wilson")):
@@ -51,7 +54,10 @@ def test_proportion_intervals_follow_the_seed_formulas():
     p = k / n
     half = z * math.sqrt(p * (1 - p) / n)
     assert normal_interval(k, n) == pytest.approx((p - half, p + half), abs=1e-4)
-    centre, spread = p + z**2 / (2 * n), z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    centre, spread = (
+        p + z**2 / (2 * n),
+        z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)),
+    )
     wilson = ((centre - spread) / (1 + z**2 / n), (centre + spread) / (1 + z**2 / n))
     assert wilson_interval(k, n) == pytest.approx(wilson, abs=1e-4)
     # the raw normal formula leaves [0, 1] near the edges; the interval is clipped
@@ -60,8 +66,13 @@ def test_proportion_intervals_follow_the_seed_formulas():
 
 @pytest.mark.parametrize(
     ("k", "n", "message"),
-    [(1, 0, "positive integer"), (5, 4, "between 0 and n"), (-1, 4, "between 0 and n"), (1, 2.5, "integer"),
-     ([], [], "must not be empty")],
+    [
+        (1, 0, "positive integer"),
+        (5, 4, "between 0 and n"),
+        (-1, 4, "between 0 and n"),
+        (1, 2.5, "integer"),
+        ([], [], "must not be empty"),
+    ],
 )
 def test_proportion_intervals_reject_bad_counts(k, n, message):
     with pytest.raises(ValueError, match=message):
@@ -90,9 +101,13 @@ def test_mean_interval_approaches_the_seed_normal_formula():
     values = np.random.default_rng(1).normal(size=20_000)
     half = 1.96 * values.std(ddof=1) / math.sqrt(values.size)
     low, high = mean_interval(values)
-    assert (low, high) == pytest.approx((values.mean() - half, values.mean() + half), abs=1e-5)
+    assert (low, high) == pytest.approx(
+        (values.mean() - half, values.mean() + half), abs=1e-5
+    )
     small = values[:5]
-    assert mean_interval(small)[1] - mean_interval(small)[0] > 2 * 1.96 * small.std(ddof=1) / math.sqrt(5)
+    assert mean_interval(small)[1] - mean_interval(small)[0] > 2 * 1.96 * small.std(
+        ddof=1
+    ) / math.sqrt(5)
 
 
 def test_mean_interval_guards():
@@ -124,10 +139,24 @@ def test_bootstrap_matches_scipy(seed, name, method):
     statistic = STATISTICS[name]
     rows, n_resamples = int(rng.integers(1, 50)), int(rng.integers(200, 1200))
     confidence = float(rng.choice([0.9, 0.95]))
-    got = bootstrap_interval(values, statistic, confidence, n_resamples, method, seed=seed,
-                             max_elements=rows * values.size)
-    want = stats.bootstrap((values,), statistic, n_resamples=n_resamples, batch=rows, method=method,
-                           confidence_level=confidence, rng=np.random.default_rng(seed)).confidence_interval
+    got = bootstrap_interval(
+        values,
+        statistic,
+        confidence,
+        n_resamples,
+        method,
+        seed=seed,
+        max_elements=rows * values.size,
+    )
+    want = stats.bootstrap(
+        (values,),
+        statistic,
+        n_resamples=n_resamples,
+        batch=rows,
+        method=method,
+        confidence_level=confidence,
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
     assert got == pytest.approx((want.low, want.high), **TOL)
 
 
@@ -137,10 +166,14 @@ def test_bootstrap_chunking_does_not_change_the_result(seed):
     values = rng.normal(size=int(rng.integers(2, 300)))
     n_resamples = 700
     # direct, non-chunked reference from the same generator draws
-    draws = np.random.default_rng(seed).integers(0, values.size, (n_resamples, values.size))
+    draws = np.random.default_rng(seed).integers(
+        0, values.size, (n_resamples, values.size)
+    )
     want = tuple(np.quantile(values[draws].mean(axis=1), [0.025, 0.975]))
     for budget in (1, values.size * 3 + 1, 10**9):
-        got = bootstrap_interval(values, n_resamples=n_resamples, seed=seed, max_elements=budget)
+        got = bootstrap_interval(
+            values, n_resamples=n_resamples, seed=seed, max_elements=budget
+        )
         assert got == pytest.approx(want, **TOL)
 
 
@@ -152,12 +185,18 @@ def test_bootstrap_respects_the_element_budget():
         seen.append(x.shape)
         return np.mean(x, axis=axis)
 
-    bootstrap_interval(values, recording_mean, n_resamples=95, method="bca", max_elements=4000)
+    bootstrap_interval(
+        values, recording_mean, n_resamples=95, method="bca", max_elements=4000
+    )
     assert max(rows * n for rows, n in seen) <= 4000
-    assert sum(rows for rows, n in seen if n == 1000) == 95 + 1  # resamples + the estimate itself
+    assert (
+        sum(rows for rows, n in seen if n == 1000) == 95 + 1
+    )  # resamples + the estimate itself
     assert sum(rows for rows, n in seen if n == 999) == 1000  # jackknife
     seen.clear()
-    bootstrap_interval(values, recording_mean, n_resamples=3, max_elements=10)  # budget < n
+    bootstrap_interval(
+        values, recording_mean, n_resamples=3, max_elements=10
+    )  # budget < n
     assert seen == [(1, 1000)] * 3
 
 
@@ -169,7 +208,9 @@ def test_bootstrap_memory_stays_bounded():
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    full = 300 * values.size * 16  # indices + gathered values of all resamples at once: 458 MiB
+    full = (
+        300 * values.size * 16
+    )  # indices + gathered values of all resamples at once: 458 MiB
     assert peak < 8 * 2**20 < full / 50
 
 
@@ -177,12 +218,16 @@ def test_bootstrap_of_the_mean_covers_like_the_t_interval():
     values = np.random.default_rng(5).normal(10, 2, 400)
     low, high = bootstrap_interval(values, n_resamples=4000, seed=1)
     t_low, t_high = mean_interval(values)
-    assert low == pytest.approx(t_low, abs=0.03) and high == pytest.approx(t_high, abs=0.03)
+    assert low == pytest.approx(t_low, abs=0.03) and high == pytest.approx(
+        t_high, abs=0.03
+    )
 
 
 def test_bootstrap_accepts_a_generator_and_is_reproducible():
     values = np.random.default_rng(2).normal(size=50)
-    assert bootstrap_interval(values, seed=3, n_resamples=300) == bootstrap_interval(values, seed=3, n_resamples=300)
+    assert bootstrap_interval(values, seed=3, n_resamples=300) == bootstrap_interval(
+        values, seed=3, n_resamples=300
+    )
     first = bootstrap_interval(values, seed=np.random.default_rng(3), n_resamples=300)
     assert first == bootstrap_interval(values, seed=3, n_resamples=300)
 
@@ -202,22 +247,27 @@ def test_bca_falls_back_to_percentile_when_undefined():
 
     with pytest.warns(UndefinedMetricWarning, match="BCa interval undefined"):
         got = bootstrap_interval(values, distinct, n_resamples=300, method="bca")
-    assert got == bootstrap_interval(values, distinct, n_resamples=300, method="percentile")
+    assert got == bootstrap_interval(
+        values, distinct, n_resamples=300, method="percentile"
+    )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        (dict(values=[]), "values is empty"),
-        (dict(values=[1.0]), "at least 2"),
-        (dict(values=[1.0, np.nan]), "NaN"),
-        (dict(values=[[1.0, 2.0]]), "one-dimensional"),
-        (dict(values=[1.0, 2.0], n_resamples=0), "n_resamples"),
-        (dict(values=[1.0, 2.0], n_resamples=2.5), "n_resamples"),
-        (dict(values=[1.0, 2.0], method="basic"), "method"),
-        (dict(values=[1.0, 2.0], confidence=1.0), "confidence"),
-        (dict(values=[1.0, 2.0], max_elements=0), "max_elements"),
-        (dict(values=[1.0, 2.0], statistic=lambda x, axis: x), "one number per resample"),
+        ({"values": []}, "values is empty"),
+        ({"values": [1.0]}, "at least 2"),
+        ({"values": [1.0, np.nan]}, "NaN"),
+        ({"values": [[1.0, 2.0]]}, "one-dimensional"),
+        ({"values": [1.0, 2.0], "n_resamples": 0}, "n_resamples"),
+        ({"values": [1.0, 2.0], "n_resamples": 2.5}, "n_resamples"),
+        ({"values": [1.0, 2.0], "method": "basic"}, "method"),
+        ({"values": [1.0, 2.0], "confidence": 1.0}, "confidence"),
+        ({"values": [1.0, 2.0], "max_elements": 0}, "max_elements"),
+        (
+            {"values": [1.0, 2.0], "statistic": lambda x, axis: x},
+            "one number per resample",
+        ),
     ],
 )
 def test_bootstrap_rejects_bad_arguments(kwargs, message):
