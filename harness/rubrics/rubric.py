@@ -99,12 +99,8 @@ class Rubric:
         return 1.0 - unit if self.direction == "lower" else unit
 
     def missing_inputs(self, transcript: Resolved) -> list[str]:
-        missing = []
-        for name in self.inputs:
-            value = getattr(transcript, name)
-            if value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, tuple) and not value):
-                missing.append(name)
-        return missing
+        present = transcript.present_inputs()
+        return [name for name in self.inputs if name not in present]
 
     def render(self, transcript: Resolved) -> list[dict[str, str]]:
         """The chat messages sent to the judge. Call ``missing_inputs`` first."""

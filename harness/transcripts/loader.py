@@ -38,6 +38,8 @@ class ScanResult:
 
     good: int = 0
     bad: list[TranscriptError] = field(default_factory=list)
+    #: rubric inputs (query, response, contexts, reference) that at least one good record supplies
+    inputs_seen: set[str] = field(default_factory=set)
 
 
 def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
@@ -195,6 +197,7 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None) -> 
             continue
         first_line[record.id] = raw.line
         result.good += 1
+        result.inputs_seen |= record.resolved().present_inputs()
     if result.good == 0 and not result.bad:
         raise UserInputError(f"{path}: holds no transcripts")
     return result

@@ -102,6 +102,13 @@ class Resolved:
     reference: str | None
     performance: Performance
 
+    def present_inputs(self) -> frozenset[str]:
+        """Which rubric inputs this transcript can supply (non-empty text, at least one context)."""
+        present = {name for name in ("query", "response", "reference") if (getattr(self, name) or "").strip()}
+        if self.contexts:
+            present.add("contexts")
+        return frozenset(present)
+
 
 class Transcript(_Strict):
     id: str

@@ -1,0 +1,71 @@
+"""Numbered schema migrations for the judgment cache.
+
+The schema changes only here: append a function, never edit one that has shipped. Applied
+versions are recorded in ``_migrations``; ``migrate`` applies what is missing, in order, each in
+its own transaction, so an older cache file is upgraded in place rather than discarded.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def m001_judgments(db: sqlite3.Connection) -> None:
+    db.execute(
+        """
+        CREATE TABLE judgments (
+            key TEXT PRIMARY KEY,
+            judge_model TEXT NOT NULL,
+            base_url TEXT NOT NULL,
+            rubric TEXT NOT NULL,
+            rubric_version TEXT NOT NULL,
+            raw_output TEXT NOT NULL,
+            prompt_tokens INTEGER,
+            completion_tokens INTEGER,
+            latency_ms REAL,
+            cost_usd REAL,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+
+
+def m002_parsed_score(db: sqlite3.Connection) -> None:
+    # The parsed result is stored for inspection; replay re-parses raw_output with the same parser.
+    db.execute("ALTER TABLE judgments ADD COLUMN status TEXT")
+    db.execute("ALTER TABLE judgments ADD COLUMN score REAL")
+    db.execute("ALTER TABLE judgments ADD COLUMN attempts INTEGER")
+    db.execute("CREATE INDEX judgments_rubric ON judgments (rubric, judge_model)")
+
+
+MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def migrate(db: sqlite3.Connection, migrations: list[Migration] | None = None) -> list[str]:
+    """Apply the missing migrations; return the names applied. Safe to race from two processes."""
+    migrations = MIGRATIONS if migrations is None else migrations
+    db.execute("CREATE TABLE IF NOT EXISTS _migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+    db.commit()
+    applied: list[str] = []
+    for version, migration in enumerate(migrations, start=1):
+        # BEGIN IMMEDIATE takes the write lock first, so two processes cannot both apply a step.
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            done = db.execute("SELECT 1 FROM _migrations WHERE version = ?", (version,)).fetchone()
+            if not done:
+                migration(db)
+                db.execute("INSERT INTO _migrations VALUES (?, ?, ?)", (version, migration.__name__, _now()))
+                applied.append(migration.__name__)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    return applied

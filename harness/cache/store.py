@@ -1,0 +1,173 @@
+"""The judgment cache: SQLite through aiosqlite, WAL mode, shared safely between processes.
+
+Reads are batched (``get_many``). Writes go through one writer task that drains a queue and
+commits whatever has arrived in one transaction, so a busy run writes in batches while an idle
+one commits each judgment at once: a finished judgment is on disk within one commit of finishing,
+and a crash loses at most the calls still in flight. Errors are never cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiosqlite
+
+from ..errors import CacheError
+from .migrations import migrate
+
+#: Other processes may hold the write lock briefly; wait this long before giving up.
+BUSY_TIMEOUT_MS = 60_000
+_READ_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class CachedJudgment:
+    key: str
+    judge_model: str
+    base_url: str
+    rubric: str
+    rubric_version: str
+    raw_output: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_ms: float | None
+    cost_usd: float | None
+    attempts: int | None = None
+    status: str | None = None
+    score: float | None = None
+    created_at: str | None = None
+
+
+_COLUMNS = (
+    "key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
+    "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at"
+)
+
+
+def _prepare(path: Path) -> None:
+    """Create, switch to WAL and migrate, synchronously (it runs once, before the run starts)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        migrate(db)
+    finally:
+        db.close()
+
+
+class JudgmentCache:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self._db: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[CachedJudgment | None] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._write_error: BaseException | None = None
+
+    async def open(self) -> JudgmentCache:
+        try:
+            if self.read_only:
+                if not self.path.exists():
+                    raise CacheError(f"{self.path}: no cache file to replay from")
+                # Migrations still run: an older cache is upgraded, not discarded.
+            await asyncio.to_thread(_prepare, self.path)
+            self._db = await aiosqlite.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
+            await self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            await self._db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: cannot open the cache: {exc}") from exc
+        if not self.read_only:
+            self._writer = asyncio.create_task(self._write_loop(), name="harness-cache-writer")
+        return self
+
+    async def __aenter__(self) -> JudgmentCache:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise CacheError("the cache is not open")
+        return self._db
+
+    async def get_many(self, keys: list[str]) -> dict[str, CachedJudgment]:
+        found: dict[str, CachedJudgment] = {}
+        for start in range(0, len(keys), _READ_BATCH):
+            chunk = keys[start : start + _READ_BATCH]
+            marks = ",".join("?" * len(chunk))
+            try:
+                async with self.db.execute(f"SELECT {_COLUMNS} FROM judgments WHERE key IN ({marks})", chunk) as cursor:
+                    async for row in cursor:
+                        found[row[0]] = CachedJudgment(*row)
+            except sqlite3.DatabaseError as exc:
+                raise CacheError(f"{self.path}: read failed: {exc}") from exc
+        return found
+
+    def put(self, judgment: CachedJudgment) -> None:
+        """Queue a finished judgment for writing; raises if an earlier write failed."""
+        if self._write_error is not None:
+            raise CacheError(f"{self.path}: write failed: {self._write_error}") from self._write_error
+        if self._writer is None:
+            raise CacheError("the cache is read-only")
+        self._queue.put_nowait(judgment)
+
+    async def _write_loop(self) -> None:
+        while True:
+            item = await self._queue.get()
+            batch: list[CachedJudgment] = []
+            stop = item is None
+            if item is not None:
+                batch.append(item)
+            while not self._queue.empty():
+                more = self._queue.get_nowait()
+                if more is None:
+                    stop = True
+                else:
+                    batch.append(more)
+            if batch:
+                try:
+                    await self._write(batch)
+                except sqlite3.DatabaseError as exc:
+                    self._write_error = exc
+                    return
+            if stop:
+                return
+
+    async def _write(self, batch: list[CachedJudgment]) -> None:
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        rows = [
+            (j.key, j.judge_model, j.base_url, j.rubric, j.rubric_version, j.raw_output, j.prompt_tokens,
+             j.completion_tokens, j.latency_ms, j.cost_usd, j.attempts, j.status, j.score, j.created_at or now)
+            for j in batch
+        ]
+        marks = ",".join("?" * 14)
+        await self.db.executemany(
+            f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) "
+            "ON CONFLICT(key) DO UPDATE SET raw_output=excluded.raw_output, prompt_tokens=excluded.prompt_tokens, "
+            "completion_tokens=excluded.completion_tokens, latency_ms=excluded.latency_ms, cost_usd=excluded.cost_usd, "
+            "attempts=excluded.attempts, status=excluded.status, score=excluded.score, created_at=excluded.created_at",
+            rows,
+        )
+        await self.db.commit()
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is committed."""
+        while not self._queue.empty() and self._writer is not None and not self._writer.done():
+            await asyncio.sleep(0.005)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._queue.put_nowait(None)
+            await self._writer
+            self._writer = None
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+        if self._write_error is not None:
+            raise CacheError(f"{self.path}: write failed: {self._write_error}") from self._write_error

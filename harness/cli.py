@@ -1,0 +1,64 @@
+"""The ``harness`` command. Thin: parse options, call the library, render the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+
+from .errors import HarnessError, UserInputError
+from .runner import RunOptions, run_evaluation
+from .runner.session import EXIT_USER_ERROR
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
+err = Console(stderr=True)
+
+
+@app.callback()
+def main() -> None:
+    """Judge agent transcripts with LLM rubrics, measure performance, and replay from a cache."""
+
+
+def _fail(exc: HarnessError) -> typer.Exit:
+    err.print(f"[red]error:[/] {exc}", highlight=False)
+    return typer.Exit(EXIT_USER_ERROR if isinstance(exc, UserInputError) else 1)
+
+
+@app.command()
+def run(
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
+    config: Annotated[Path | None, typer.Option(help="harness.toml with judges, composites, cache, prompts.")] = None,
+    rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed.")] = None,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
+    model: Annotated[str | None, typer.Option(help="Ad-hoc judge model (an OpenAI-compatible endpoint).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Ad-hoc judge base URL (default: $OPENAI_BASE_URL or OpenAI).")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the ad-hoc judge's key (default OPENAI_API_KEY).")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Cache file (default cache/judgments.sqlite).")] = None,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Ignore cache hits and overwrite them.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="Replay from the cache only; no network at all.")] = False,
+    limit: Annotated[int | None, typer.Option(help="Judge only the first N transcripts.")] = None,
+    on_bad_record: Annotated[str, typer.Option(help="fail (default): stop before any judge call; skip: judge the rest and list the bad ones.")] = "fail",
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+) -> None:
+    """Judge transcripts and write judgments, per-transcript results and a summary."""
+    if on_bad_record not in ("fail", "skip"):
+        raise _fail(UserInputError("--on-bad-record must be 'fail' or 'skip'"))
+    mode: Literal["fail", "skip"] = "skip" if on_bad_record == "skip" else "fail"
+    options = RunOptions(
+        input=transcripts, out=out, config=config, rubrics=rubric or [], prompts=prompts or [], model=model,
+        base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, cache=cache, refresh=refresh,
+        no_cache=no_cache, offline=offline, limit=limit, on_bad_record=mode, progress=progress and err.is_terminal,
+    )
+    try:
+        outcome = asyncio.run(run_evaluation(options, err, handle_signals=True))
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    style = "green" if outcome.exit_code == 0 else "red"
+    err.print(f"[{style}]{outcome.message}[/]", highlight=False)
+    raise typer.Exit(outcome.exit_code)

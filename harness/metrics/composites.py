@@ -1,0 +1,58 @@
+"""Composite scores: weighted sums of rubric scores (seed 003, "Answer Correctness").
+
+``answer_correctness = 0.7·relevance + 0.3·faithfulness``. Each component enters normalised to
+0..1 on its rubric's scale, and as ``1 − normalised`` when lower is better (hallucination), so a
+composite is always 0..1 with 1 best. For the seed's 0..1 rubrics the normalisation is the
+identity, and the seed's worked example (0.9, 1.0 → 0.93) holds exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..rubrics.rubric import Rubric
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeResult:
+    name: str
+    status: str  # "scored" | "unscored"
+    value: float | None
+    reason: str | None
+    terms: tuple[tuple[str, float, float, float], ...]  # (rubric, weight, score, normalised)
+
+    def formula(self) -> str:
+        """The arithmetic, with the numbers put in: ``0.7·0.9 + 0.3·1 = 0.93``."""
+        parts = " + ".join(f"{w:g}·{n:g}" for _, w, _, n in self.terms)
+        return f"{parts} = {self.value:.6g}" if self.value is not None else f"unscored ({self.reason})"
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One rubric's outcome for a transcript, as a composite sees it."""
+
+    status: str
+    score: float | None
+    reason: str | None
+
+
+def weighted_composite(
+    name: str,
+    weights: Mapping[str, float],
+    components: Mapping[str, Component],
+    rubrics: Mapping[str, Rubric],
+) -> CompositeResult:
+    """Σ wᵢ·normalisedᵢ over the composite's rubrics; unscored when any component is."""
+    terms = []
+    for rubric_name, weight in weights.items():
+        component = components.get(rubric_name)
+        if component is None or component.status != "scored" or component.score is None:
+            why = component.reason if component is not None else "not judged"
+            status = component.status if component is not None else "missing"
+            return CompositeResult(name, "unscored", None, f"{rubric_name} {status} ({why})", ())
+        normalised = rubrics[rubric_name].normalised(component.score)
+        terms.append((rubric_name, weight, component.score, normalised))
+    value = math.fsum(w * n for _, w, _, n in terms)
+    return CompositeResult(name, "scored", value, None, tuple(terms))

@@ -1,0 +1,51 @@
+"""Aggregates for summary.json: mean with a 95% confidence interval, and latency percentiles.
+
+The interval is Student's t interval of the mean (SciPy's t distribution), the usual choice for
+a mean of judge scores; with one value it is undefined and reported as null. Percentiles are
+NumPy's default (linear interpolation), the same definition the report uses.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
+    """Mean and t-interval; ``(None, None)`` for no values, ``(mean, None)`` for one value."""
+    n = len(values)
+    if n == 0:
+        return None, None
+    data = np.asarray(values, dtype=float)
+    mean = float(data.mean())
+    if n == 1:
+        return mean, None
+    sem = float(data.std(ddof=1)) / math.sqrt(n)
+    if sem == 0.0:
+        return mean, (mean, mean)
+    low, high = stats.t.interval(confidence, df=n - 1, loc=mean, scale=sem)
+    return mean, (float(low), float(high))
+
+
+def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 95, 99)) -> dict[str, float | None]:
+    """``{"p50": …, "p95": …, "p99": …}``; every entry None when there are no values."""
+    if len(values) == 0:
+        return {f"p{q:g}": None for q in qs}
+    points = np.percentile(np.asarray(values, dtype=float), qs)
+    return {f"p{q:g}": float(p) for q, p in zip(qs, points, strict=True)}
+
+
+def describe(values: array | Sequence[float]) -> dict[str, object]:
+    """n, mean, 95% CI, min, max of a series (a plain dict, ready for JSON)."""
+    mean, ci = mean_ci(values)
+    return {
+        "n": len(values),
+        "mean": mean,
+        "ci95": list(ci) if ci is not None else None,
+        "min": float(min(values)) if len(values) else None,
+        "max": float(max(values)) if len(values) else None,
+    }

@@ -1,0 +1,1 @@
+"""Run outputs: the files written to --out and the terminal summary."""

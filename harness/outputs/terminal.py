@@ -1,0 +1,98 @@
+"""The terminal side of a run: a rich progress bar and the closing summary table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ..runner.judgment import Judgment
+
+
+class RunProgress:
+    """done / cached / failed / cost so far / ETA, updated as each judgment completes."""
+
+    def __init__(self, total: int, console: Console, enabled: bool) -> None:
+        self.enabled = enabled
+        self.cached = self.failed = 0
+        self.cost = 0.0
+        self._progress = Progress(
+            TextColumn("[bold]judging"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("cached {task.fields[cached]}  failed {task.fields[failed]}  ${task.fields[cost]:.4f}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not enabled,
+            transient=False,
+        )
+        self._task = self._progress.add_task("judging", total=total, cached=0, failed=0, cost=0.0)
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def advance(self, judgment: Judgment) -> None:
+        if judgment.cached:
+            self.cached += 1
+        elif judgment.cost_usd is not None:
+            self.cost += judgment.cost_usd
+        if judgment.status == "failed":
+            self.failed += 1
+        if self.enabled:
+            self._progress.update(self._task, advance=1, cached=self.cached, failed=self.failed, cost=self.cost)
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def summary_table(summary: Mapping[str, Any], console: Console) -> None:
+    scores = Table(title="Scores (mean with 95% CI)", title_justify="left")
+    for column in ("metric", "judge", "n", "mean", "95% CI", "unscored", "failed", "clamped"):
+        scores.add_column(column, justify="left" if column in ("metric", "judge") else "right")
+    for kind in ("rubrics", "composites"):
+        for metric, per_judge in summary[kind].items():
+            for judge, s in per_judge.items():
+                ci = "—" if not s["ci95"] else f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
+                label = metric if kind == "rubrics" else f"{metric} (composite)"
+                scores.add_row(label, judge, str(s["n"]), _fmt(s["mean"]), ci, str(s["unscored"]), str(s["failed"]), str(s["clamped"]))
+    console.print(scores)
+
+    judges = Table(title="Judges", title_justify="left")
+    for column in ("judge", "requests", "cache hits", "failed", "prompt tok", "compl. tok", "cost $", "saved $", "p50 ms", "p95 ms", "p99 ms"):
+        judges.add_column(column, justify="left" if column == "judge" else "right")
+    for name, s in summary["judges"].items():
+        lat = s["latency_ms"]
+        judges.add_row(
+            name, str(s["requests"]), str(s["cache_hits"]), str(s["failed"]), str(s["prompt_tokens"]),
+            str(s["completion_tokens"]), "unknown" if s["cost_usd"] is None else f"{s['cost_usd']:.6f}",
+            "unknown" if s["cost_saved_usd"] is None else f"{s['cost_saved_usd']:.6f}",
+            _fmt(lat["p50"], 1), _fmt(lat["p95"], 1), _fmt(lat["p99"], 1),
+        )
+    console.print(judges)
+
+    perf = Table(title="Agent performance (from the transcripts)", title_justify="left")
+    for column in ("metric", "n", "mean", "p50", "p95", "p99"):
+        perf.add_column(column, justify="left" if column == "metric" else "right")
+    for name, s in summary["performance"].items():
+        perf.add_row(name, str(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
+    console.print(perf)
+    total = summary["cost_usd"]
+    console.print(
+        f"{summary['transcripts']} transcripts, judgments {summary['judgments']}, "
+        f"cost {'unknown (a judge has no price)' if total is None else f'${total:.6f}'}, "
+        f"wall time {summary['wall_time_s']:.2f} s"
+    )

@@ -1,0 +1,322 @@
+"""The run: stream transcripts, look judgments up in the cache, send the misses to the judges.
+
+Shape of a run::
+
+    producer ──(batches of transcripts: render, key, cache lookup)──► per-judge queues
+    per-judge workers (max_concurrency of them) ──(rate limiter, retries, parse)──► complete()
+    drain ──(transcripts in input order, as each finishes)──► OutputSink
+
+Backpressure keeps memory flat: the queues are bounded and at most ``WINDOW`` transcripts are
+between reading and writing. A retry waits inside its worker, so a judge never has more than its
+``max_concurrency`` calls in flight. ``stop()`` (Ctrl-C) stops dispatching: queued calls end as
+``unscored``/``interrupted``, in-flight calls finish, and every finished judgment is already in
+the cache, so rerunning the same command continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..cache import CachedJudgment, JudgmentCache, cache_key
+from ..config import JudgeConfig
+from ..errors import FatalJudgeError, JudgeError, JudgeUnreachable, QuotaExhausted, TransientJudgeError
+from ..judges import Attempts, Judge, JudgeReply, JudgeRequest, RateLimiter, call_with_retries
+from ..rubrics.parsing import parse_score
+from ..rubrics.rubric import Rubric
+from ..transcripts import Resolved, iter_transcripts
+from .judgment import Judgment, call_cost
+from .plan import RunPlan
+
+#: Transcripts read but not yet written; bounds memory when one call is slow.
+WINDOW = 4096
+#: Transcripts rendered and looked up in the cache together.
+BATCH = 128
+#: Connection-refused errors in a row (no success between) after which a judge is declared down.
+DOWN_AFTER = 3
+
+
+@dataclass(slots=True)
+class Job:
+    entry: Entry
+    rubric: Rubric
+    judge: JudgeConfig
+    request: JudgeRequest | None = None
+    key: str | None = None
+    est_tokens: int = 0
+    result: Judgment | None = None
+
+
+@dataclass(slots=True)
+class Entry:
+    transcript: Resolved
+    jobs: list[Job] = field(default_factory=list)
+    pending: int = 0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class JudgeHealth:
+    """Stops a judge for the rest of the run when its quota is gone or it refuses connections."""
+
+    def __init__(self, judge: JudgeConfig) -> None:
+        self.judge = judge
+        self.error: FatalJudgeError | None = None
+        self._refused_in_a_row = 0
+
+    def succeeded(self) -> None:
+        self._refused_in_a_row = 0
+
+    def failed(self, exc: JudgeError) -> None:
+        if isinstance(exc, QuotaExhausted) and self.error is None:
+            self.error = exc
+        elif getattr(exc, "connect_failed", False):
+            self._refused_in_a_row += 1
+            if self._refused_in_a_row >= DOWN_AFTER and self.error is None:
+                self.error = JudgeUnreachable(
+                    f"judge {self.judge.name!r} at {self.judge.endpoint} refused {DOWN_AFTER} connections in a row: "
+                    "is the server running? (stopped calling it for this run)"
+                )
+
+
+def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> int:
+    """A cheap pre-send estimate for the TPM limiter (about 4 characters a token, plus the reply)."""
+    return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages) + max_tokens
+
+
+class Runner:
+    def __init__(
+        self,
+        plan: RunPlan,
+        rubrics: list[Rubric],
+        judges: dict[str, Judge],
+        cache: JudgmentCache | None,
+        on_entry: Callable[[Entry], None],
+        on_judgment: Callable[[Judgment], None] = lambda j: None,
+    ) -> None:
+        self.plan = plan
+        self.rubrics = rubrics
+        self.judges = judges
+        self.cache = cache
+        self.on_entry = on_entry
+        self.on_judgment = on_judgment
+        self.stopping = False
+        self.health = {j.name: JudgeHealth(j) for j in plan.judges}
+        self.limiters = {j.name: RateLimiter(j.rpm, j.tpm) for j in plan.judges}
+        self._queues: dict[str, asyncio.Queue[Job | None]] = {}
+        self._inflight: dict[str, list[Job]] = {}
+        self._window: deque[Entry] = deque()
+        self._room = asyncio.Semaphore(WINDOW)
+        self._appended = asyncio.Event()
+        self._produced = False
+
+    def stop(self) -> None:
+        """Stop dispatching new calls (first Ctrl-C)."""
+        self.stopping = True
+
+    async def run(self) -> None:
+        workers: dict[str, list[asyncio.Task[None]]] = {}
+        for judge_config in self.plan.judges:
+            judge = self.judges.get(judge_config.name)
+            if judge is None:  # offline: no judge objects at all
+                continue
+            slots = min(judge.max_connections, judge_config.max_concurrency)
+            queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=2 * slots)
+            self._queues[judge_config.name] = queue
+            workers[judge_config.name] = [asyncio.create_task(self._worker(judge, queue)) for _ in range(slots)]
+        drain = asyncio.create_task(self._drain())
+        try:
+            await self._produce()
+        finally:
+            for name, queue in self._queues.items():
+                for _ in workers[name]:
+                    await queue.put(None)
+            await asyncio.gather(*(task for tasks in workers.values() for task in tasks))
+            self._produced = True
+            self._appended.set()
+            await drain
+
+    # -- producing -----------------------------------------------------------------------------
+
+    async def _produce(self) -> None:
+        batch: list[Entry] = []
+        count = 0
+        for _, record in iter_transcripts(self.plan.input, self.plan.on_bad_record):
+            if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):
+                break
+            count += 1
+            await self._room.acquire()
+            batch.append(self._entry(record.resolved()))
+            if len(batch) >= BATCH:
+                await self._dispatch(batch)
+                batch = []
+        if batch:
+            await self._dispatch(batch)
+
+    def _entry(self, transcript: Resolved) -> Entry:
+        entry = Entry(transcript)
+        for rubric in self.rubrics:
+            missing = rubric.missing_inputs(transcript)
+            messages = None if missing else tuple(rubric.render(transcript))
+            for judge in self.plan.judges:
+                job = Job(entry, rubric, judge)
+                entry.jobs.append(job)
+                if missing:
+                    job.result = self._judgment(job, "unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
+                    continue
+                assert messages is not None
+                max_tokens = rubric.max_tokens or judge.max_tokens
+                job.request = JudgeRequest(messages, max_tokens, judge.temperature, judge.seed)
+                job.key = cache_key(
+                    model=judge.model, base_url=judge.endpoint, messages=messages, temperature=judge.temperature,
+                    max_tokens=max_tokens, seed=judge.seed, rubric=rubric.name, rubric_version=rubric.version,
+                )
+                job.est_tokens = estimate_tokens(messages, max_tokens)
+        entry.pending = sum(1 for job in entry.jobs if job.result is None)
+        if entry.pending == 0:
+            entry.done.set()
+        return entry
+
+    async def _dispatch(self, batch: list[Entry]) -> None:
+        jobs = [job for entry in batch for job in entry.jobs if job.result is None]
+        hits: dict[str, CachedJudgment] = {}
+        if self.cache is not None and self.plan.cache_mode in ("read-write", "offline"):
+            hits = await self.cache.get_many([job.key for job in jobs if job.key])
+        for entry in batch:
+            self._window.append(entry)
+        self._appended.set()
+        for entry in batch:
+            for job in entry.jobs:
+                if job.result is not None:
+                    self.on_judgment(job.result)
+        for job in jobs:
+            assert job.key is not None
+            if job.key in hits:
+                self._complete(job, self._from_cache(job, hits[job.key]))
+            elif self.plan.cache_mode == "offline":
+                self._complete(job, self._judgment(job, "unscored", reason="cache_miss", error="offline and not in the cache"))
+            elif self.stopping:
+                self._complete(job, self._judgment(job, "unscored", reason="interrupted"))
+            elif job.key in self._inflight:
+                self._inflight[job.key].append(job)  # same prompt already on its way: share its reply
+            else:
+                self._inflight[job.key] = []
+                await self._queues[job.judge.name].put(job)
+
+    # -- calling judges ------------------------------------------------------------------------
+
+    async def _worker(self, judge: Judge, queue: asyncio.Queue[Job | None]) -> None:
+        while (job := await queue.get()) is not None:
+            if self.stopping:
+                result = self._judgment(job, "unscored", reason="interrupted")
+            else:
+                result = await self._call(judge, job)
+            self._complete(job, result)
+            assert job.key is not None
+            for follower in self._inflight.pop(job.key, ()):
+                self._complete(follower, self._shared(follower, result))
+
+    async def _call(self, judge: Judge, job: Job) -> Judgment:
+        health = self.health[judge.name]
+        if health.error is not None:
+            return self._judgment(job, "failed", reason=health.error.kind, error=str(health.error))
+        assert job.request is not None
+        limiter = self.limiters[judge.name]
+        await limiter.acquire(job.est_tokens)
+        attempts = Attempts()
+        last_latency = 0.0
+
+        async def attempt() -> JudgeReply:
+            nonlocal last_latency
+            if health.error is not None:
+                raise health.error
+            started = time.perf_counter()
+            try:
+                reply = await judge.complete(job.request)
+            except JudgeError as exc:
+                last_latency = time.perf_counter() - started
+                health.failed(exc)
+                raise
+            last_latency = time.perf_counter() - started
+            health.succeeded()
+            return reply
+
+        try:
+            reply = await call_with_retries(attempt, judge.config.max_attempts, attempts)
+        except JudgeError as exc:
+            return self._judgment(job, "failed", reason=exc.kind, error=str(exc), attempts=attempts.count,
+                                  latency_ms=last_latency * 1000)
+        used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
+        limiter.reconcile(job.est_tokens, used)
+        judgment = self._parsed(job, reply.text)
+        judgment.prompt_tokens = reply.prompt_tokens
+        judgment.completion_tokens = reply.completion_tokens
+        judgment.cost_usd = call_cost(job.judge, reply.prompt_tokens, reply.completion_tokens)
+        judgment.latency_ms = round(last_latency * 1000, 3)
+        judgment.attempts = attempts.count
+        if self.cache is not None:
+            assert job.key is not None
+            self.cache.put(CachedJudgment(
+                key=job.key, judge_model=job.judge.model, base_url=job.judge.endpoint, rubric=job.rubric.name,
+                rubric_version=job.rubric.version, raw_output=reply.text, prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens, latency_ms=judgment.latency_ms, cost_usd=judgment.cost_usd,
+                attempts=attempts.count, status=judgment.status, score=judgment.score,
+            ))
+        return judgment
+
+    # -- judgments -----------------------------------------------------------------------------
+
+    def _judgment(self, job: Job, status: str, **fields: object) -> Judgment:
+        return Judgment(
+            transcript_id=job.entry.transcript.id, rubric=job.rubric.name, rubric_version=job.rubric.version,
+            judge=job.judge.name, status=status, cache_key=job.key, **fields,  # type: ignore[arg-type]
+        )
+
+    def _parsed(self, job: Job, text: str) -> Judgment:
+        parsed = parse_score(text, job.rubric.lo, job.rubric.hi)
+        return self._judgment(job, parsed.status, score=parsed.score, raw_score=parsed.raw_score,
+                              clamped=parsed.clamped, reason=parsed.reason, raw_output=text)
+
+    def _from_cache(self, job: Job, hit: CachedJudgment) -> Judgment:
+        # The reply is re-parsed rather than trusting the stored score, so replay and a fresh
+        # call always agree on how a reply reads.
+        judgment = self._parsed(job, hit.raw_output)
+        judgment.prompt_tokens = hit.prompt_tokens
+        judgment.completion_tokens = hit.completion_tokens
+        judgment.cost_usd = call_cost(job.judge, hit.prompt_tokens, hit.completion_tokens)
+        judgment.latency_ms = hit.latency_ms
+        judgment.cached = True
+        return judgment
+
+    def _shared(self, job: Job, leader: Judgment) -> Judgment:
+        if leader.status == "failed" or leader.raw_output is None:
+            return self._judgment(job, leader.status, reason=leader.reason, error=leader.error)
+        judgment = self._parsed(job, leader.raw_output)
+        judgment.prompt_tokens, judgment.completion_tokens = leader.prompt_tokens, leader.completion_tokens
+        judgment.cost_usd, judgment.latency_ms, judgment.cached = leader.cost_usd, leader.latency_ms, True
+        return judgment
+
+    def _complete(self, job: Job, result: Judgment) -> None:
+        job.result = result
+        self.on_judgment(result)
+        job.entry.pending -= 1
+        if job.entry.pending == 0:
+            job.entry.done.set()
+
+    # -- writing in input order ----------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        while True:
+            while self._window:
+                head = self._window[0]
+                if head.pending:
+                    await head.done.wait()
+                self._window.popleft()
+                self.on_entry(head)
+                self._room.release()
+            if self._produced:
+                return
+            self._appended.clear()
+            await self._appended.wait()

@@ -1,0 +1,45 @@
+"""One judgment: the outcome of a (transcript, rubric, judge) triple, as written to judgments.jsonl.
+
+Three outcomes only: ``scored``; ``unscored`` with a reason (missing_input, no_score_found,
+refusal, cache_miss, interrupted, ...); ``failed`` with the error. Never a silent 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..config import JudgeConfig
+
+
+@dataclass(slots=True)
+class Judgment:
+    transcript_id: str
+    rubric: str
+    rubric_version: str
+    judge: str
+    status: str
+    score: float | None = None
+    raw_score: float | None = None
+    clamped: bool = False
+    reason: str | None = None
+    error: str | None = None
+    raw_output: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_ms: float | None = None
+    attempts: int = 0
+    cached: bool = False
+    cache_key: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def call_cost(judge: JudgeConfig, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+    """USD for one call from the judge's per-1M prices; None when a price or the usage is unknown."""
+    if not judge.has_prices or prompt_tokens is None or completion_tokens is None:
+        return None
+    assert judge.input_price_per_1m is not None and judge.output_price_per_1m is not None
+    return (prompt_tokens * judge.input_price_per_1m + completion_tokens * judge.output_price_per_1m) / 1_000_000

@@ -1,0 +1,163 @@
+"""From a config file and command-line options to a checked :class:`RunPlan`.
+
+Everything a user can get wrong is checked here, before a transcript is read or a judge called:
+the config, the rubrics asked for, judges' API-key variables, and option combinations.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlparse
+
+from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_weights, load_config, local_judge_config
+from ..errors import ConfigError, UserInputError
+from ..rubrics.rubric import Rubric, load_rubrics
+
+CacheMode = Literal["read-write", "refresh", "off", "offline"]
+
+
+@dataclass(slots=True)
+class RunOptions:
+    """What ``harness run`` takes; every field has the CLI's default."""
+
+    input: Path
+    out: Path
+    config: Path | None = None
+    rubrics: list[str] = field(default_factory=list)
+    prompts: list[Path] = field(default_factory=list)
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int | None = None
+    cache: Path | None = None
+    refresh: bool = False
+    no_cache: bool = False
+    offline: bool = False
+    limit: int | None = None
+    on_bad_record: Literal["fail", "skip"] = "fail"
+    progress: bool = True
+
+
+@dataclass(slots=True)
+class RunPlan:
+    input: Path
+    out: Path
+    judges: list[JudgeConfig]
+    rubrics: list[Rubric] | None  # None: every rubric the transcripts can feed (decided after the scan)
+    available_rubrics: dict[str, Rubric]
+    composites: dict[str, dict[str, float]]
+    cache_path: Path | None
+    cache_mode: CacheMode
+    limit: int | None
+    on_bad_record: Literal["fail", "skip"]
+    progress: bool
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _adhoc_judge(options: RunOptions) -> JudgeConfig:
+    assert options.model is not None
+    name = re.sub(r"[^A-Za-z0-9_.:-]", "-", options.model).strip("-") or "judge"
+    return JudgeConfig(
+        name=name,
+        model=options.model,
+        base_url=options.base_url,
+        api_key_env=options.api_key_env if options.api_key_env is not None else "OPENAI_API_KEY",
+    )
+
+
+def _check_keys(judges: list[JudgeConfig], source: str) -> None:
+    for index, judge in enumerate(judges):
+        if judge.provider != "openai" or not judge.api_key_env:
+            continue
+        if os.environ.get(judge.api_key_env):
+            continue
+        if _is_loopback(judge.endpoint):
+            continue  # local servers (vLLM, Ollama, llama.cpp) usually take no key
+        raise ConfigError(
+            f"{source}: judges[{index}].api_key_env: environment variable {judge.api_key_env} is not set "
+            f"(judge {judge.name!r} at {judge.endpoint})"
+        )
+
+
+def build_plan(options: RunOptions) -> RunPlan:
+    if options.refresh and options.no_cache:
+        raise ConfigError("--refresh and --no-cache cannot be used together")
+    if options.offline and (options.refresh or options.no_cache):
+        raise ConfigError("--offline replays from the cache; it cannot be combined with --refresh or --no-cache")
+    if options.limit is not None and options.limit < 1:
+        raise ConfigError("--limit must be at least 1")
+    if options.concurrency is not None and options.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    if options.config is None and (options.base_url or options.api_key_env) and not options.model:
+        raise ConfigError("--base-url and --api-key-env describe an ad-hoc judge: give --model too")
+
+    config: HarnessConfig = load_config(options.config)
+    source = str(options.config) if options.config else "command line"
+    judges = list(config.judges)
+    if options.model:
+        judges.append(_adhoc_judge(options))
+    if not judges:
+        judges = [local_judge_config()]
+    names = [j.name for j in judges]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{source}: two judges share the name {next(n for n in names if names.count(n) > 1)!r}")
+    if options.concurrency is not None:
+        judges = [j.model_copy(update={"max_concurrency": options.concurrency}) for j in judges]
+    if not options.offline:
+        _check_keys(judges, source)
+
+    available = load_rubrics([*config.prompts, *options.prompts])
+    wanted = options.rubrics or config.rubrics
+    rubrics = None
+    if wanted:
+        unknown = [name for name in wanted if name not in available]
+        if unknown:
+            raise UserInputError(f"unknown rubric {unknown[0]!r}; available: {', '.join(sorted(available))}")
+        rubrics = [available[name] for name in dict.fromkeys(wanted)]
+
+    composites = config.all_composites()
+    for name, weights in composites.items():
+        try:
+            check_weights(name, weights)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: composites.{name}: {exc}") from None
+        unknown = [r for r in weights if r not in available]
+        if unknown:
+            raise ConfigError(f"{source}: composites.{name}: unknown rubric {unknown[0]!r}")
+
+    if options.no_cache:
+        mode: CacheMode = "off"
+    elif options.offline:
+        mode = "offline"
+    elif options.refresh:
+        mode = "refresh"
+    else:
+        mode = "read-write"
+    cache_path = None if mode == "off" else (options.cache or config.cache or DEFAULT_CACHE)
+    return RunPlan(
+        input=options.input,
+        out=options.out,
+        judges=judges,
+        rubrics=rubrics,
+        available_rubrics=available,
+        composites=composites,
+        cache_path=cache_path,
+        cache_mode=mode,
+        limit=options.limit,
+        on_bad_record=options.on_bad_record,
+        progress=options.progress,
+    )

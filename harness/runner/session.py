@@ -1,0 +1,131 @@
+"""``run_evaluation``: one whole ``harness run``, callable from Python as from the CLI.
+
+Order matters and is the contract: check the plan, validate every transcript (a typo never costs
+money), open the cache, make the judges, judge, write outputs, then decide the exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from ..cache import JudgmentCache
+from ..errors import UserInputError
+from ..judges import Judge, make_judge
+from ..outputs.terminal import RunProgress, summary_table
+from ..outputs.writer import OutputSink, write_summary
+from ..rubrics.rubric import Rubric
+from ..transcripts import scan
+from .engine import Runner
+from .plan import RunOptions, RunPlan, build_plan
+
+EXIT_OK = 0
+EXIT_FAILED_JUDGMENTS = 1
+EXIT_USER_ERROR = 2
+EXIT_CACHE_MISSES = 3
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    exit_code: int
+    summary: dict[str, Any]
+    message: str
+
+
+def _select_rubrics(plan: RunPlan, inputs_seen: set[str]) -> list[Rubric]:
+    if plan.rubrics is not None:
+        return plan.rubrics
+    # Default: every rubric that at least one transcript can feed.
+    return [r for name, r in sorted(plan.available_rubrics.items()) if set(r.inputs) <= inputs_seen]
+
+
+async def run_evaluation(options: RunOptions, console: Console | None = None, handle_signals: bool = False) -> RunOutcome:
+    console = console or Console(stderr=True)
+    started = time.perf_counter()
+    plan = build_plan(options)
+    scanned = scan(plan.input, plan.on_bad_record, plan.limit)
+    rubrics = _select_rubrics(plan, scanned.inputs_seen)
+    if not rubrics:
+        raise UserInputError("no rubric can be fed by these transcripts (they lack the inputs every rubric needs)")
+    plan.out.mkdir(parents=True, exist_ok=True)
+    if scanned.bad:
+        with (plan.out / "skipped.jsonl").open("w", encoding="utf-8") as fh:
+            for err in scanned.bad:
+                fh.write(json.dumps({"file": err.path, "line": err.line, "field": err.field, "problem": err.problem}) + "\n")
+        console.print(f"[yellow]skipped {len(scanned.bad)} bad record(s); listed in {plan.out / 'skipped.jsonl'}[/]")
+        for err in scanned.bad[:5]:
+            console.print(f"  {err}", markup=False)
+
+    total = scanned.good * len(rubrics) * len(plan.judges)
+    sink = OutputSink(plan.out, rubrics, plan.judges, plan.composites)
+    cache = JudgmentCache(plan.cache_path, read_only=plan.cache_mode == "offline") if plan.cache_path else None
+    judges: dict[str, Judge] = {}
+    interrupted = False
+    try:
+        if cache is not None:
+            await cache.open()
+        if plan.cache_mode != "offline":  # offline: no judge is even constructed, so nothing can call out
+            judges = {j.name: make_judge(j) for j in plan.judges}
+        with ExitStack() as stack:
+            progress = stack.enter_context(RunProgress(total, console, plan.progress))
+            runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=progress.advance)
+            task = asyncio.ensure_future(runner.run())
+            if handle_signals:
+                loop = asyncio.get_running_loop()
+
+                def on_sigint() -> None:
+                    nonlocal interrupted
+                    if interrupted:  # second Ctrl-C: stop waiting for in-flight calls
+                        task.cancel()
+                    interrupted = True
+                    runner.stop()
+
+                loop.add_signal_handler(signal.SIGINT, on_sigint)
+                loop.add_signal_handler(signal.SIGTERM, on_sigint)
+                stack.callback(loop.remove_signal_handler, signal.SIGINT)
+                stack.callback(loop.remove_signal_handler, signal.SIGTERM)
+            try:
+                await task
+            except asyncio.CancelledError:
+                if not interrupted:
+                    raise
+    finally:
+        sink.close()
+        for judge in judges.values():
+            await judge.aclose()
+        if cache is not None:
+            await cache.close()
+
+    wall = time.perf_counter() - started
+    summary = sink.summary(
+        wall_time_s=wall,
+        extra={
+            "input": str(plan.input),
+            "cache": str(plan.cache_path) if plan.cache_path else None,
+            "cache_mode": plan.cache_mode,
+            "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
+            "rubric_versions": {r.name: r.version for r in rubrics},
+            "skipped_records": len(scanned.bad),
+            "interrupted": interrupted,
+        },
+    )
+    write_summary(plan.out, summary)
+    summary_table(summary, console)
+
+    failed = summary["judgments"].get("failed", 0)
+    misses = sink.reason_counts.get("unscored:cache_miss", 0)
+    if interrupted:
+        return RunOutcome(EXIT_INTERRUPTED, summary, "interrupted: finished judgments are cached; rerun the same command to continue")
+    if failed:
+        return RunOutcome(EXIT_FAILED_JUDGMENTS, summary, f"{failed} judgment(s) failed; see judgments.jsonl (status \"failed\")")
+    if misses:
+        return RunOutcome(EXIT_CACHE_MISSES, summary, f"offline: {misses} judgment(s) were not in the cache (unscored, reason cache_miss)")
+    return RunOutcome(EXIT_OK, summary, f"wrote {plan.out}/judgments.jsonl, results.jsonl, summary.json")
