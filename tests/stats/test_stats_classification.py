@@ -188,6 +188,22 @@ def test_all_correct_single_class_gives_defined_values_and_warnings():
     assert "MCC is undefined" in text
 
 
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_all_correct_and_all_wrong_multiclass(k):
+    y = np.arange(40) % k
+    right = assert_report_matches_sklearn(y, y)
+    assert right.warnings == ()
+    assert right.accuracy == right.mcc == right.cohen_kappa == 1.0
+    wrong = assert_report_matches_sklearn(y, (y + 1) % k)
+    assert wrong.accuracy == 0.0 and wrong.error_rate == 1.0
+    np.testing.assert_array_equal(wrong.per_class["f1"], np.zeros(k))
+
+
+def test_labels_must_cover_the_data():
+    with pytest.raises(ValueError, match="y_true contains labels not in labels"):
+        classification_report([0, 1, 2], [0, 1, 1], labels=[0, 1])
+
+
 def test_never_predicted_class_warns_about_precision_only():
     report = classification_report([0, 1, 1, 0], [0, 0, 0, 0])
     assert report.per_class["precision"][1] == 0.0
