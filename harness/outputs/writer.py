@@ -18,7 +18,7 @@ from ..config import JudgeConfig
 from ..metrics.composites import Component, weighted_composite
 from ..metrics.summary import describe, percentiles
 from ..rubrics.rubric import Rubric
-from ..runner.engine import Entry
+from ..runner.jobs import Entry
 from ..runner.judgment import Judgment
 from ..transcripts import PERFORMANCE_FIELDS
 

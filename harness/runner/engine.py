@@ -19,15 +19,15 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from ..cache import CachedJudgment, JudgmentCache, cache_key
+from ..cache import CachedJudgment, JudgmentCache
 from ..config import JudgeConfig
-from ..errors import FatalJudgeError, JudgeError, JudgeUnreachable, QuotaExhausted, TransientJudgeError
-from ..judges import Attempts, Judge, JudgeReply, JudgeRequest, RateLimiter, call_with_retries
+from ..errors import FatalJudgeError, JudgeError, JudgeUnreachable, QuotaExhausted
+from ..judges import Attempts, Judge, JudgeReply, RateLimiter, call_with_retries
 from ..rubrics.parsing import parse_score
 from ..rubrics.rubric import Rubric
-from ..transcripts import Resolved, iter_transcripts
+from ..transcripts import iter_transcripts
+from .jobs import Entry, Job, plan_entry
 from .judgment import Judgment, call_cost
 from .plan import RunPlan
 
@@ -37,25 +37,6 @@ WINDOW = 4096
 BATCH = 128
 #: Connection-refused errors in a row (no success between) after which a judge is declared down.
 DOWN_AFTER = 3
-
-
-@dataclass(slots=True)
-class Job:
-    entry: Entry
-    rubric: Rubric
-    judge: JudgeConfig
-    request: JudgeRequest | None = None
-    key: str | None = None
-    est_tokens: int = 0
-    result: Judgment | None = None
-
-
-@dataclass(slots=True)
-class Entry:
-    transcript: Resolved
-    jobs: list[Job] = field(default_factory=list)
-    pending: int = 0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class JudgeHealth:
@@ -79,11 +60,6 @@ class JudgeHealth:
                     f"judge {self.judge.name!r} at {self.judge.endpoint} refused {DOWN_AFTER} connections in a row: "
                     "is the server running? (stopped calling it for this run)"
                 )
-
-
-def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> int:
-    """A cheap pre-send estimate for the TPM limiter (about 4 characters a token, plus the reply)."""
-    return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages) + max_tokens
 
 
 class Runner:
@@ -148,36 +124,12 @@ class Runner:
                 break
             count += 1
             await self._room.acquire()
-            batch.append(self._entry(record.resolved()))
+            batch.append(plan_entry(record.resolved(), self.rubrics, self.plan.judges))
             if len(batch) >= BATCH:
                 await self._dispatch(batch)
                 batch = []
         if batch:
             await self._dispatch(batch)
-
-    def _entry(self, transcript: Resolved) -> Entry:
-        entry = Entry(transcript)
-        for rubric in self.rubrics:
-            missing = rubric.missing_inputs(transcript)
-            messages = None if missing else tuple(rubric.render(transcript))
-            for judge in self.plan.judges:
-                job = Job(entry, rubric, judge)
-                entry.jobs.append(job)
-                if missing:
-                    job.result = self._judgment(job, "unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
-                    continue
-                assert messages is not None
-                max_tokens = rubric.max_tokens or judge.max_tokens
-                job.request = JudgeRequest(messages, max_tokens, judge.temperature, judge.seed)
-                job.key = cache_key(
-                    model=judge.model, base_url=judge.endpoint, messages=messages, temperature=judge.temperature,
-                    max_tokens=max_tokens, seed=judge.seed, rubric=rubric.name, rubric_version=rubric.version,
-                )
-                job.est_tokens = estimate_tokens(messages, max_tokens)
-        entry.pending = sum(1 for job in entry.jobs if job.result is None)
-        if entry.pending == 0:
-            entry.done.set()
-        return entry
 
     async def _dispatch(self, batch: list[Entry]) -> None:
         jobs = [job for entry in batch for job in entry.jobs if job.result is None]
@@ -196,9 +148,9 @@ class Runner:
             if job.key in hits:
                 self._complete(job, self._from_cache(job, hits[job.key]))
             elif self.plan.cache_mode == "offline":
-                self._complete(job, self._judgment(job, "unscored", reason="cache_miss", error="offline and not in the cache"))
+                self._complete(job, job.judgment("unscored", reason="cache_miss", error="offline and not in the cache"))
             elif self.stopping:
-                self._complete(job, self._judgment(job, "unscored", reason="interrupted"))
+                self._complete(job, job.judgment("unscored", reason="interrupted"))
             elif job.key in self._inflight:
                 self._inflight[job.key].append(job)  # same prompt already on its way: share its reply
             else:
@@ -210,7 +162,7 @@ class Runner:
     async def _worker(self, judge: Judge, queue: asyncio.Queue[Job | None]) -> None:
         while (job := await queue.get()) is not None:
             if self.stopping:
-                result = self._judgment(job, "unscored", reason="interrupted")
+                result = job.judgment("unscored", reason="interrupted")
             else:
                 result = await self._call(judge, job)
             self._complete(job, result)
@@ -221,7 +173,7 @@ class Runner:
     async def _call(self, judge: Judge, job: Job) -> Judgment:
         health = self.health[judge.name]
         if health.error is not None:
-            return self._judgment(job, "failed", reason=health.error.kind, error=str(health.error))
+            return job.judgment("failed", reason=health.error.kind, error=str(health.error))
         assert job.request is not None
         limiter = self.limiters[judge.name]
         await limiter.acquire(job.est_tokens)
@@ -246,7 +198,7 @@ class Runner:
         try:
             reply = await call_with_retries(attempt, judge.config.max_attempts, attempts)
         except JudgeError as exc:
-            return self._judgment(job, "failed", reason=exc.kind, error=str(exc), attempts=attempts.count,
+            return job.judgment("failed", reason=exc.kind, error=str(exc), attempts=attempts.count,
                                   latency_ms=last_latency * 1000)
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
         limiter.reconcile(job.est_tokens, used)
@@ -268,15 +220,9 @@ class Runner:
 
     # -- judgments -----------------------------------------------------------------------------
 
-    def _judgment(self, job: Job, status: str, **fields: object) -> Judgment:
-        return Judgment(
-            transcript_id=job.entry.transcript.id, rubric=job.rubric.name, rubric_version=job.rubric.version,
-            judge=job.judge.name, status=status, cache_key=job.key, **fields,  # type: ignore[arg-type]
-        )
-
     def _parsed(self, job: Job, text: str) -> Judgment:
         parsed = parse_score(text, job.rubric.lo, job.rubric.hi)
-        return self._judgment(job, parsed.status, score=parsed.score, raw_score=parsed.raw_score,
+        return job.judgment(parsed.status, score=parsed.score, raw_score=parsed.raw_score,
                               clamped=parsed.clamped, reason=parsed.reason, raw_output=text)
 
     def _from_cache(self, job: Job, hit: CachedJudgment) -> Judgment:
@@ -292,7 +238,7 @@ class Runner:
 
     def _shared(self, job: Job, leader: Judgment) -> Judgment:
         if leader.status == "failed" or leader.raw_output is None:
-            return self._judgment(job, leader.status, reason=leader.reason, error=leader.error)
+            return job.judgment(leader.status, reason=leader.reason, error=leader.error)
         judgment = self._parsed(job, leader.raw_output)
         judgment.prompt_tokens, judgment.completion_tokens = leader.prompt_tokens, leader.completion_tokens
         judgment.cost_usd, judgment.latency_ms, judgment.cached = leader.cost_usd, leader.latency_ms, True

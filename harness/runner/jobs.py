@@ -1,0 +1,73 @@
+"""Turning one transcript into its judge requests: the path ``run`` and ``estimate`` share.
+
+For each (rubric, judge): a rubric whose inputs the transcript lacks gives an ``unscored``/
+``missing_input`` judgment at once; otherwise the prompt is rendered, the request built and its
+cache key computed. Nothing here touches the network or the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..cache import cache_key
+from ..config import JudgeConfig
+from ..judges import JudgeRequest
+from ..rubrics.rubric import Rubric
+from ..transcripts import Resolved
+from .judgment import Judgment
+
+
+@dataclass(slots=True)
+class Job:
+    entry: Entry
+    rubric: Rubric
+    judge: JudgeConfig
+    request: JudgeRequest | None = None
+    key: str | None = None
+    est_tokens: int = 0
+    result: Judgment | None = None
+
+    def judgment(self, status: str, **fields: object) -> Judgment:
+        return Judgment(
+            transcript_id=self.entry.transcript.id, rubric=self.rubric.name, rubric_version=self.rubric.version,
+            judge=self.judge.name, status=status, cache_key=self.key, **fields,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(slots=True)
+class Entry:
+    transcript: Resolved
+    jobs: list[Job] = field(default_factory=list)
+    pending: int = 0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> int:
+    """A cheap pre-send estimate for the TPM limiter (about 4 characters a token, plus the reply)."""
+    return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages) + max_tokens
+
+
+def plan_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig]) -> Entry:
+    entry = Entry(transcript)
+    for rubric in rubrics:
+        missing = rubric.missing_inputs(transcript)
+        messages = None if missing else tuple(rubric.render(transcript))
+        for judge in judges:
+            job = Job(entry, rubric, judge)
+            entry.jobs.append(job)
+            if messages is None:
+                job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
+                continue
+            max_tokens = rubric.max_tokens or judge.max_tokens
+            job.request = JudgeRequest(messages, max_tokens, judge.temperature, judge.seed)
+            job.key = cache_key(
+                model=judge.model, base_url=judge.endpoint, messages=messages, temperature=judge.temperature,
+                max_tokens=max_tokens, seed=judge.seed, rubric=rubric.name, rubric_version=rubric.version,
+            )
+            job.est_tokens = estimate_tokens(messages, max_tokens)
+    entry.pending = sum(1 for job in entry.jobs if job.result is None)
+    if entry.pending == 0:
+        entry.done.set()
+    return entry
