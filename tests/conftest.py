@@ -1,0 +1,75 @@
+"""Suite-wide test set-up: no test reaches the real network.
+
+Every test runs with ``socket.socket.connect``/``connect_ex`` guarded (``socket.create_connection``
+and asyncio's ``sock_connect`` go through them): loopback (127.0.0.0/8, ::1, ``localhost``) and
+AF_UNIX sockets connect as usual, so the local judge server and the transport-level fakes work;
+anything else is refused with :class:`NetworkBlocked`, and the test fails at teardown even when the
+code under test swallowed the error (an SDK turns it into a "connection error", which a judge
+would retry quietly). Same idea as pydantic-ai's ``ALLOW_MODEL_REQUESTS = False``.
+
+A test that means to try a blocked address (the guard's own test) takes the ``network_guard``
+fixture and empties ``network_guard.blocked`` before it ends.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+
+class NetworkBlocked(RuntimeError):
+    """A test tried to connect somewhere other than loopback."""
+
+
+@dataclass
+class NetworkGuard:
+    blocked: list[str] = field(default_factory=list)
+
+
+def _is_local(family: int, address: Any) -> bool:
+    if family == getattr(socket, "AF_UNIX", object()):
+        return True
+    if not isinstance(address, tuple) or not address:
+        return False
+    host = address[0]
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False  # a host name: resolving and connecting to it is real network use
+
+
+@pytest.fixture(autouse=True)
+def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
+    guard = NetworkGuard()
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def check(sock: socket.socket, address: Any) -> None:
+        if not _is_local(sock.family, address):
+            guard.blocked.append(repr(address))
+            raise NetworkBlocked(f"tests may not connect to {address!r}: only loopback is allowed")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        check(self, address)
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        check(self, address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    yield guard
+    if guard.blocked:
+        pytest.fail(f"test tried to reach the network: {', '.join(guard.blocked)}", pytrace=False)
