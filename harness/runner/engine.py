@@ -183,6 +183,7 @@ class Runner:
         async def attempt() -> JudgeReply:
             nonlocal last_latency
             if health.error is not None:
+                attempts.count -= 1  # stopped before sending: not an attempt, nothing went over the wire
                 raise health.error
             started = time.perf_counter()
             try:

@@ -21,7 +21,6 @@ from ..errors import UserInputError
 from ..judges import Judge, make_judge
 from ..outputs.terminal import RunProgress, summary_table
 from ..outputs.writer import OutputSink, write_summary
-from ..rubrics.rubric import Rubric
 from ..transcripts import scan
 from .engine import Runner
 from .plan import RunOptions, RunPlan, build_plan
@@ -40,21 +39,14 @@ class RunOutcome:
     message: str
 
 
-def _select_rubrics(plan: RunPlan, inputs_seen: set[str]) -> list[Rubric]:
-    if plan.rubrics is not None:
-        return plan.rubrics
-    # Default: every rubric that at least one transcript can feed.
-    return [r for name, r in sorted(plan.available_rubrics.items()) if set(r.inputs) <= inputs_seen]
-
-
 async def run_evaluation(options: RunOptions, console: Console | None = None, handle_signals: bool = False) -> RunOutcome:
     console = console or Console(stderr=True)
     started = time.perf_counter()
+    if options.out is None:
+        raise UserInputError("--out is required")
     plan = build_plan(options)
     scanned = scan(plan.input, plan.on_bad_record, plan.limit)
-    rubrics = _select_rubrics(plan, scanned.inputs_seen)
-    if not rubrics:
-        raise UserInputError("no rubric can be fed by these transcripts (they lack the inputs every rubric needs)")
+    rubrics = plan.select_rubrics(scanned.inputs_seen)
     plan.out.mkdir(parents=True, exist_ok=True)
     if scanned.bad:
         with (plan.out / "skipped.jsonl").open("w", encoding="utf-8") as fh:
@@ -119,6 +111,9 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
     )
     write_summary(plan.out, summary)
     summary_table(summary, console)
+    for health in runner.health.values():
+        if health.error is not None:  # said once here, not once per judgment it failed
+            console.print(f"[red]judge stopped:[/] {health.error}", highlight=False)
 
     failed = summary["judgments"].get("failed", 0)
     misses = sink.reason_counts.get("unscored:cache_miss", 0)

@@ -1,0 +1,147 @@
+"""Shared pieces of the end-to-end tests of ``harness run``: files, config, server, outputs.
+
+Every end-to-end test starts its own :class:`tests.judge_server.JudgeServer` on 127.0.0.1, writes
+its transcripts and a ``harness.toml`` into ``tmp_path``, runs the harness (library, CLI runner or
+subprocess) and then reads back what the run wrote: judgments.jsonl, results.jsonl, summary.json
+and the rows of the SQLite cache.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.judge_server import JudgeServer
+
+#: The variable the test judges read their key from; tests monkeypatch it.
+KEY_ENV = "HARNESS_E2E_KEY"
+KEY = "sk-e2e-test-0123456789abcdef"
+
+IN_PRICE = 0.15
+OUT_PRICE = 0.60
+
+
+@contextmanager
+def serve(**kwargs: Any) -> Iterator[JudgeServer]:
+    server = JudgeServer(**kwargs)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def closed_port_url() -> str:
+    """A base URL on 127.0.0.1 where nothing listens (connection refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def write_jsonl(path: Path, records: Iterable[Mapping[str, Any] | str]) -> Path:
+    lines = [r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def judge(name: str, base_url: str, *, model: str = "judge-model", prices: bool = True, **fields: Any) -> dict[str, Any]:
+    """One ``[[judges]]`` table; priced at IN_PRICE/OUT_PRICE unless ``prices=False``."""
+    table: dict[str, Any] = {"name": name, "model": model, "base_url": base_url, "api_key_env": KEY_ENV}
+    if prices:
+        table |= {"input_price_per_1m": IN_PRICE, "output_price_per_1m": OUT_PRICE}
+    # Short backoff budget is not configurable; keep attempts modest so faults stay fast.
+    table.setdefault("max_attempts", 4)
+    table |= fields
+    return table
+
+
+def write_config(path: Path, judges: list[dict[str, Any]], **top: Any) -> Path:
+    lines = [f"{key} = {_toml_value(value)}" for key, value in top.items()]
+    for table in judges:
+        lines.append("")
+        lines.append("[[judges]]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in table.items())
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def cost(prompt_tokens: int, completion_tokens: int, in_price: float = IN_PRICE, out_price: float = OUT_PRICE) -> float:
+    return (prompt_tokens * in_price + completion_tokens * out_price) / 1_000_000
+
+
+def chat_requests(server: JudgeServer) -> list[dict[str, Any]]:
+    return [r for r in server.requests if r["path"] == "/v1/chat/completions"]
+
+
+def user_prompt(request: Mapping[str, Any]) -> str:
+    return next(m["content"] for m in reversed(request["body"]["messages"]) if m["role"] == "user")
+
+
+def cache_rows(path: Path) -> list[dict[str, Any]]:
+    db = sqlite3.connect(path)
+    try:
+        db.row_factory = sqlite3.Row
+        return [dict(row) for row in db.execute("SELECT * FROM judgments ORDER BY key")]
+    finally:
+        db.close()
+
+
+def integrity(path: Path) -> str:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        db.close()
+
+
+@dataclass
+class Outputs:
+    """What one run wrote to its --out directory."""
+
+    out: Path
+
+    @property
+    def judgments(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.out / "judgments.jsonl")
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.out / "results.jsonl")
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return json.loads((self.out / "summary.json").read_text(encoding="utf-8"))
+
+    def by_key(self) -> dict[tuple[str, str, str], dict[str, Any]]:
+        rows = self.judgments
+        keyed = {(j["transcript_id"], j["rubric"], j["judge"]): j for j in rows}
+        assert len(keyed) == len(rows), "one judgment per (transcript, rubric, judge)"
+        return keyed
+
+
+def replay_view(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """The fields a replay must reproduce exactly."""
+    return [(r["transcript_id"], r["rubric"], r["judge"], r["status"], r["score"], r["raw_output"]) for r in rows]
