@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -11,6 +12,7 @@ from rich.console import Console
 
 from .errors import HarnessError, UserInputError
 from .runner import RunOptions, run_evaluation
+from .outputs.terminal import estimate_table
 from .runner.session import EXIT_USER_ERROR
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
@@ -45,6 +47,7 @@ def run(
     limit: Annotated[int | None, typer.Option(help="Judge only the first N transcripts.")] = None,
     on_bad_record: Annotated[str, typer.Option(help="fail (default): stop before any judge call; skip: judge the rest and list the bad ones.")] = "fail",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+    max_cost: Annotated[float | None, typer.Option(help="Budget in USD: refuse to start above it, stop dispatching before crossing it.")] = None,
 ) -> None:
     """Judge transcripts and write judgments, per-transcript results and a summary."""
     if on_bad_record not in ("fail", "skip"):
@@ -54,6 +57,7 @@ def run(
         input=transcripts, out=out, config=config, rubrics=rubric or [], prompts=prompts or [], model=model,
         base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, cache=cache, refresh=refresh,
         no_cache=no_cache, offline=offline, limit=limit, on_bad_record=mode, progress=progress and err.is_terminal,
+        max_cost=max_cost,
     )
     try:
         outcome = asyncio.run(run_evaluation(options, err, handle_signals=True))
@@ -62,3 +66,33 @@ def run(
     style = "green" if outcome.exit_code == 0 else "red"
     err.print(f"[{style}]{outcome.message}[/]", highlight=False)
     raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def estimate(
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array.")],
+    config: Annotated[Path | None, typer.Option(help="harness.toml with judges, composites, cache, prompts.")] = None,
+    rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to estimate (repeatable).")] = None,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
+    model: Annotated[str | None, typer.Option(help="Ad-hoc judge model.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Ad-hoc judge base URL.")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Cache file whose hits cost nothing (default cache/judgments.sqlite).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Estimate as if nothing were cached.")] = False,
+    limit: Annotated[int | None, typer.Option(help="Only the first N transcripts.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON on stdout.")] = False,
+) -> None:
+    """What a run would cost and take: tokens counted offline, cache hits free. No network call."""
+    from .cost.estimate import estimate_run
+
+    options = RunOptions(
+        input=transcripts, config=config, rubrics=rubric or [], prompts=prompts or [], model=model,
+        base_url=base_url, cache=cache, no_cache=no_cache, limit=limit,
+    )
+    try:
+        result = estimate_run(options)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        estimate_table(result, Console())

@@ -62,6 +62,16 @@ class JudgeConfig(BaseModel):
     tpm: float | None = Field(default=None, gt=0)
     input_price_per_1m: float | None = Field(default=None, ge=0)
     output_price_per_1m: float | None = Field(default=None, ge=0)
+    #: Token counting for estimates: "o200k_base", "cl100k_base" or "approx"; default: by model name.
+    tokenizer: str | None = None
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str | None) -> str | None:
+        known = ("o200k_base", "cl100k_base", "approx")
+        if value is not None and value not in known:
+            raise ValueError(f"unknown tokenizer {value!r} (known: {', '.join(known)})")
+        return value
 
     @field_validator("input_price_per_1m", "output_price_per_1m", "rpm", "tpm")
     @classmethod
@@ -101,6 +111,7 @@ class HarnessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cache: Path | None = None
+    price_table: Path | None = None
     prompts: list[Path] = Field(default_factory=list)
     rubrics: list[str] | None = None
     judges: list[JudgeConfig] = Field(default_factory=list)
@@ -151,6 +162,8 @@ def load_config(path: str | Path | None) -> HarnessConfig:
     config.prompts = [p if p.is_absolute() else base / p for p in config.prompts]
     if config.cache is not None and not config.cache.is_absolute():
         config.cache = base / config.cache
+    if config.price_table is not None and not config.price_table.is_absolute():
+        config.price_table = base / config.price_table
     return config
 
 

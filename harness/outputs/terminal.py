@@ -96,3 +96,35 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
         f"cost {'unknown (a judge has no price)' if total is None else f'${total:.6f}'}, "
         f"wall time {summary['wall_time_s']:.2f} s"
     )
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:.6f}"
+
+
+def estimate_table(estimate: Any, console: Console) -> None:
+    """The ``harness estimate`` report: per judge and rubric, then per judge with duration."""
+    table = Table(title=f"Estimate for {estimate.transcripts} transcripts (no network used)", title_justify="left")
+    for column in ("judge", "rubric", "requests", "cache hits", "prompt tok", "compl. tok max", "compl. tok expected", "cost expected", "cost max"):
+        table.add_column(column, justify="left" if column in ("judge", "rubric") else "right")
+    for line in estimate.lines:
+        expected = f"{line.completion_tokens_expected:.0f}" + ("" if line.cached_completion_mean is not None else " (max)")
+        table.add_row(line.judge, line.rubric, str(line.requests), str(line.cache_hits), str(line.prompt_tokens),
+                      str(line.completion_tokens_max), expected, _usd(line.cost_usd_expected), _usd(line.cost_usd_max))
+    console.print(table)
+    judges = Table(title="Per judge", title_justify="left")
+    for column in ("judge", "tokenizer", "requests", "cost expected", "cost max", "latency s", "duration", "bound by"):
+        judges.add_column(column, justify="left" if column in ("judge", "tokenizer", "bound by") else "right")
+    for j in estimate.judges:
+        tokenizer = j.tokenizer + (" (approximate)" if j.approximate else "")
+        latency = f"{j.latency_s:.2f}" + ("" if j.latency_measured else " (assumed)")
+        judges.add_row(j.judge, tokenizer, str(j.requests), _usd(j.cost_usd_expected), _usd(j.cost_usd_max), latency,
+                       f"{j.duration_s:.1f} s", j.duration_bound)
+    console.print(judges)
+    approx = [j.judge for j in estimate.judges if j.approximate]
+    if approx:
+        console.print(f"approximate token counts (no known tokenizer; counted with o200k_base): {', '.join(approx)}")
+    unpriced = [j.judge for j in estimate.judges if not j.priced]
+    if unpriced:
+        console.print(f"no price for: {', '.join(unpriced)} (cost unknown; set input_price_per_1m/output_price_per_1m)")
+    console.print(f"total: expected {_usd(estimate.cost_usd_expected)}, at most {_usd(estimate.cost_usd_max)}, about {estimate.duration_s:.1f} s")

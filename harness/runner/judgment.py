@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..config import JudgeConfig
+from ..cost.prices import cost_usd
 
 
 @dataclass(slots=True)
@@ -42,4 +43,4 @@ def call_cost(judge: JudgeConfig, prompt_tokens: int | None, completion_tokens: 
     if not judge.has_prices or prompt_tokens is None or completion_tokens is None:
         return None
     assert judge.input_price_per_1m is not None and judge.output_price_per_1m is not None
-    return (prompt_tokens * judge.input_price_per_1m + completion_tokens * judge.output_price_per_1m) / 1_000_000
+    return cost_usd(prompt_tokens, completion_tokens, judge.input_price_per_1m, judge.output_price_per_1m)

@@ -15,6 +15,7 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_weights, load_config, local_judge_config
+from ..cost.prices import load_price_table, with_prices
 from ..errors import ConfigError, UserInputError
 from ..rubrics.rubric import Rubric, load_rubrics
 
@@ -26,7 +27,7 @@ class RunOptions:
     """What ``harness run`` takes; every field has the CLI's default."""
 
     input: Path
-    out: Path
+    out: Path | None = None
     config: Path | None = None
     rubrics: list[str] = field(default_factory=list)
     prompts: list[Path] = field(default_factory=list)
@@ -41,12 +42,13 @@ class RunOptions:
     limit: int | None = None
     on_bad_record: Literal["fail", "skip"] = "fail"
     progress: bool = True
+    max_cost: float | None = None
 
 
 @dataclass(slots=True)
 class RunPlan:
     input: Path
-    out: Path
+    out: Path | None
     judges: list[JudgeConfig]
     rubrics: list[Rubric] | None  # None: every rubric the transcripts can feed (decided after the scan)
     available_rubrics: dict[str, Rubric]
@@ -56,6 +58,16 @@ class RunPlan:
     limit: int | None
     on_bad_record: Literal["fail", "skip"]
     progress: bool
+    max_cost: float | None = None
+
+    def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
+        """The rubrics asked for, or by default every rubric at least one transcript can feed."""
+        if self.rubrics is not None:
+            return self.rubrics
+        chosen = [r for _, r in sorted(self.available_rubrics.items()) if set(r.inputs) <= inputs_seen]
+        if not chosen:
+            raise UserInputError("no rubric can be fed by these transcripts (they lack the inputs every rubric needs)")
+        return chosen
 
 
 def _is_loopback(url: str) -> bool:
@@ -93,13 +105,16 @@ def _check_keys(judges: list[JudgeConfig], source: str) -> None:
         )
 
 
-def build_plan(options: RunOptions) -> RunPlan:
+def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
+    """Check everything; ``require_keys=False`` for commands that never call a judge (estimate)."""
     if options.refresh and options.no_cache:
         raise ConfigError("--refresh and --no-cache cannot be used together")
     if options.offline and (options.refresh or options.no_cache):
         raise ConfigError("--offline replays from the cache; it cannot be combined with --refresh or --no-cache")
     if options.limit is not None and options.limit < 1:
         raise ConfigError("--limit must be at least 1")
+    if options.max_cost is not None and not options.max_cost >= 0:
+        raise ConfigError("--max-cost must be a non-negative number of USD")
     if options.concurrency is not None and options.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     if options.config is None and (options.base_url or options.api_key_env) and not options.model:
@@ -115,9 +130,11 @@ def build_plan(options: RunOptions) -> RunPlan:
     names = [j.name for j in judges]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: two judges share the name {next(n for n in names if names.count(n) > 1)!r}")
+    user_prices = load_price_table(config.price_table) if config.price_table else None
+    judges = [with_prices(j, user_prices) for j in judges]
     if options.concurrency is not None:
         judges = [j.model_copy(update={"max_concurrency": options.concurrency}) for j in judges]
-    if not options.offline:
+    if require_keys and not options.offline:
         _check_keys(judges, source)
 
     available = load_rubrics([*config.prompts, *options.prompts])
@@ -160,4 +177,5 @@ def build_plan(options: RunOptions) -> RunPlan:
         limit=options.limit,
         on_bad_record=options.on_bad_record,
         progress=options.progress,
+        max_cost=options.max_cost,
     )

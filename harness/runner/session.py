@@ -23,7 +23,7 @@ from ..outputs.terminal import RunProgress, summary_table
 from ..outputs.writer import OutputSink, write_summary
 from ..transcripts import scan
 from .engine import Runner
-from .plan import RunOptions, RunPlan, build_plan
+from .plan import RunOptions, build_plan
 
 EXIT_OK = 0
 EXIT_FAILED_JUDGMENTS = 1
@@ -44,20 +44,21 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
     started = time.perf_counter()
     if options.out is None:
         raise UserInputError("--out is required")
+    out = options.out
     plan = build_plan(options)
     scanned = scan(plan.input, plan.on_bad_record, plan.limit)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
-    plan.out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     if scanned.bad:
-        with (plan.out / "skipped.jsonl").open("w", encoding="utf-8") as fh:
+        with (out / "skipped.jsonl").open("w", encoding="utf-8") as fh:
             for err in scanned.bad:
                 fh.write(json.dumps({"file": err.path, "line": err.line, "field": err.field, "problem": err.problem}) + "\n")
-        console.print(f"[yellow]skipped {len(scanned.bad)} bad record(s); listed in {plan.out / 'skipped.jsonl'}[/]")
+        console.print(f"[yellow]skipped {len(scanned.bad)} bad record(s); listed in {out / 'skipped.jsonl'}[/]")
         for err in scanned.bad[:5]:
             console.print(f"  {err}", markup=False)
 
     total = scanned.good * len(rubrics) * len(plan.judges)
-    sink = OutputSink(plan.out, rubrics, plan.judges, plan.composites)
+    sink = OutputSink(out, rubrics, plan.judges, plan.composites)
     cache = JudgmentCache(plan.cache_path, read_only=plan.cache_mode == "offline") if plan.cache_path else None
     judges: dict[str, Judge] = {}
     interrupted = False
@@ -109,7 +110,7 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
             "interrupted": interrupted,
         },
     )
-    write_summary(plan.out, summary)
+    write_summary(out, summary)
     summary_table(summary, console)
     for health in runner.health.values():
         if health.error is not None:  # said once here, not once per judgment it failed
@@ -123,4 +124,4 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
         return RunOutcome(EXIT_FAILED_JUDGMENTS, summary, f"{failed} judgment(s) failed; see judgments.jsonl (status \"failed\")")
     if misses:
         return RunOutcome(EXIT_CACHE_MISSES, summary, f"offline: {misses} judgment(s) were not in the cache (unscored, reason cache_miss)")
-    return RunOutcome(EXIT_OK, summary, f"wrote {plan.out}/judgments.jsonl, results.jsonl, summary.json")
+    return RunOutcome(EXIT_OK, summary, f"wrote {out}/judgments.jsonl, results.jsonl, summary.json")

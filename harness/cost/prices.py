@@ -1,0 +1,91 @@
+"""Judge prices: the shipped table (``harness/data/prices.toml``), a user's table, and the judge's own.
+
+Precedence, highest first: the judge's ``input_price_per_1m``/``output_price_per_1m``; the user's
+``price_table``; the shipped table. A model found nowhere has no price, and its cost is reported
+as unknown, never as $0.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..config import JudgeConfig
+from ..errors import ConfigError
+
+SHIPPED_TABLE = Path(__file__).resolve().parents[1] / "data" / "prices.toml"
+
+
+class ModelPrice(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    batch_input: float | None = Field(default=None, ge=0)
+    batch_output: float | None = Field(default=None, ge=0)
+
+    @field_validator("*")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class PriceTable(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    models: dict[str, ModelPrice] = Field(default_factory=dict)
+
+
+def load_price_table(path: str | Path) -> PriceTable:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such price table") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return PriceTable.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        field = ".".join(str(p) for p in err["loc"])
+        problem = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{path}: {field}: {problem}") from None
+
+
+@lru_cache(maxsize=1)
+def shipped_table() -> PriceTable:
+    return load_price_table(SHIPPED_TABLE)
+
+
+def lookup(model: str, user_table: PriceTable | None = None) -> ModelPrice | None:
+    for table in (user_table, shipped_table()):
+        if table is not None and model in table.models:
+            return table.models[model]
+    return None
+
+
+def with_prices(judge: JudgeConfig, user_table: PriceTable | None = None) -> JudgeConfig:
+    """The judge with prices filled in from the tables where its config gives none."""
+    if judge.has_prices or judge.provider == "local":
+        return judge
+    price = lookup(judge.model, user_table)
+    if price is None:
+        return judge
+    return judge.model_copy(update={
+        "input_price_per_1m": judge.input_price_per_1m if judge.input_price_per_1m is not None else price.input,
+        "output_price_per_1m": judge.output_price_per_1m if judge.output_price_per_1m is not None else price.output,
+    })
+
+
+def cost_usd(prompt_tokens: float, completion_tokens: float, input_per_1m: float, output_per_1m: float) -> float:
+    """USD for one call. Seed 000's "token cost" with per-1K prices is the same computation:
+    25,474/1000 × 0.000075 + 2,080/1000 × 0.0003 = $0.00253455 (per-1M: 0.075 and 0.30)."""
+    return (prompt_tokens * input_per_1m + completion_tokens * output_per_1m) / 1_000_000
