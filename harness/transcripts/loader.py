@@ -7,7 +7,9 @@ Every problem is a :class:`~harness.errors.TranscriptError` reading ``FILE:LINE:
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,78 +44,91 @@ class ScanResult:
     inputs_seen: set[str] = field(default_factory=set)
 
 
+_BOM = b"\xef\xbb\xbf"
+_JSON_WS = re.compile(r"[ \t\r\n]*")
+
+
 def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
     with path.open("rb") as fh:
         for number, line in enumerate(fh, start=1):
             if len(line) > MAX_RECORD_BYTES:
                 raise TranscriptError(str(path), number, "<record>", f"record is larger than the {MAX_RECORD_BYTES // 2**20} MiB limit")
+            if number == 1:
+                line = line.removeprefix(_BOM)
             if line.strip():
                 yield RawRecord(number, line)
 
 
 def _iter_json_array(path: Path) -> Iterator[RawRecord]:
-    """Yield the elements of a top-level JSON array without reading the file whole."""
+    """Yield the elements of a top-level JSON array without reading the file whole.
+
+    ``buf[pos:]`` is the text not yet consumed and ``line`` the line ``pos`` is on. The buffer is
+    compacted only when more is read, so an element costs its own length, not a copy of the rest
+    of the buffer (small records would otherwise make splitting a large file crawl).
+    """
     decoder = json.JSONDecoder()
+    utf8 = codecs.getincrementaldecoder("utf-8")()  # keeps a character split between reads
     with path.open("rb") as fh:
-        buf, line, eof = "", 1, False
+        buf, pos, line, eof = "", 0, 1, False
 
         def fill() -> bool:
-            nonlocal buf, eof
-            chunk = fh.read(_CHUNK)
-            if not chunk:
-                eof = True
+            nonlocal buf, pos, eof
+            if eof:
                 return False
+            chunk = fh.read(_CHUNK)
+            eof = not chunk
+            held = len(utf8.getstate()[0])  # bytes of a split character from the last read
             try:
-                buf += chunk.decode("utf-8")
-            except UnicodeDecodeError:
-                # A chunk may end inside a multi-byte character: read one more byte at a time.
-                for _ in range(3):
-                    more = fh.read(1)
-                    chunk += more
-                    try:
-                        buf += chunk.decode("utf-8")
-                        return True
-                    except UnicodeDecodeError:
-                        continue
-                raise TranscriptError(str(path), line + buf.count("\n"), "<file>", "is not valid UTF-8") from None
-            return True
+                text = utf8.decode(chunk, final=eof)
+            except UnicodeDecodeError as exc:
+                bad = line + buf.count("\n", pos) + chunk[: max(exc.start - held, 0)].count(b"\n")
+                raise TranscriptError(str(path), bad, "<file>", "is not valid UTF-8") from None
+            if text:  # unchanged otherwise, so offsets into it stay valid
+                buf, pos = buf[pos:] + text, 0
+            return bool(text) or not eof
 
         def skip_ws() -> None:
-            nonlocal buf, line
+            nonlocal pos, line
             while True:
-                stripped = buf.lstrip()
-                line += buf.count("\n", 0, len(buf) - len(stripped))
-                buf = stripped
-                if buf or not fill():
+                end = _JSON_WS.match(buf, pos).end()  # type: ignore[union-attr]
+                line += buf.count("\n", pos, end)
+                pos = end
+                if pos < len(buf) or not fill():
                     return
 
         skip_ws()
-        if not buf.startswith("["):
+        if buf.startswith("\ufeff", pos):
+            pos += 1
+            skip_ws()
+        if not buf.startswith("[", pos):
             raise TranscriptError(str(path), line, "<file>", "expected a JSON array")
-        buf = buf[1:]
+        pos += 1
         first = True
         while True:
             skip_ws()
-            if buf.startswith("]"):
+            if buf.startswith("]", pos):
                 return
             if not first:
-                if not buf.startswith(","):
+                if not buf.startswith(",", pos):
                     raise TranscriptError(str(path), line, "<file>", "expected ',' or ']' between records")
-                buf = buf[1:]
+                pos += 1
                 skip_ws()
             first = False
             while True:
                 try:
-                    _, end = decoder.raw_decode(buf)
-                    break
+                    _, end = decoder.raw_decode(buf, pos)
                 except json.JSONDecodeError as exc:
-                    if len(buf) > MAX_RECORD_BYTES:
+                    if len(buf) - pos > MAX_RECORD_BYTES:
                         raise TranscriptError(str(path), line, "<record>", "record is too large or malformed") from None
                     if not fill():
-                        raise TranscriptError(str(path), line + buf.count("\n", 0, exc.pos), "<json>", exc.msg) from None
-            yield RawRecord(line, buf[:end])
-            line += buf.count("\n", 0, end)
-            buf = buf[end:]
+                        raise TranscriptError(str(path), line + buf.count("\n", pos, exc.pos), "<json>", exc.msg) from None
+                    continue
+                # A number or literal that ends the buffer may go on in the next read.
+                if end < len(buf) or not fill():
+                    break
+            yield RawRecord(line, buf[pos:end])
+            line += buf.count("\n", pos, end)
+            pos = end
 
 
 def iter_raw(path: str | Path) -> Iterator[RawRecord]:
@@ -143,7 +158,7 @@ def parse_record(path: str | Path, raw: RawRecord) -> Transcript:
         if err["type"] == "json_invalid":
             raise TranscriptError(str(path), raw.line, "<json>", f"invalid JSON ({err['msg'].removeprefix('Invalid JSON: ')})") from None
         loc = ".".join(str(p) for p in err["loc"]) or "<record>"
-        problem = err["msg"]
+        problem = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             problem = "unknown field"
         elif err["type"] == "missing":
