@@ -10,10 +10,10 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
-from .errors import HarnessError, UserInputError
+from .errors import BudgetExceeded, HarnessError, UserInputError
 from .runner import RunOptions, run_evaluation
 from .outputs.terminal import estimate_table
-from .runner.session import EXIT_USER_ERROR
+from .runner.session import EXIT_BUDGET, EXIT_USER_ERROR
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
 err = Console(stderr=True)
@@ -26,6 +26,8 @@ def main() -> None:
 
 def _fail(exc: HarnessError) -> typer.Exit:
     err.print(f"[red]error:[/] {exc}", highlight=False)
+    if isinstance(exc, BudgetExceeded):
+        return typer.Exit(EXIT_BUDGET)
     return typer.Exit(EXIT_USER_ERROR if isinstance(exc, UserInputError) else 1)
 
 

@@ -7,8 +7,10 @@
     │   └── RubricError          a bad rubric file
     ├── JudgeError               a judge call that did not produce a reply
     │   ├── RateLimited          429 (retried; honours Retry-After)
-    │   ├── TransientJudgeError  5xx, timeout, connection problem, malformed body (retried)
+    │   ├── TransientJudgeError  5xx, timeout, connection problem (retried)
+    │   │   └── MalformedReply   2xx with an unusable body (retried; likely billed)
     │   └── FatalJudgeError      400/401/403/404, exhausted quota (never retried)
+    ├── BudgetExceeded           the estimate is above --max-cost; the run did not start
     └── CacheError               the SQLite cache could not be opened or written
 
 SDK, HTTP and sqlite exceptions are translated at the boundary with ``raise ... from exc``.
@@ -46,6 +48,8 @@ class JudgeError(HarnessError):
     """A judge call that produced no usable reply. ``kind`` is a short machine-readable tag."""
 
     kind = "judge_error"
+    #: True when the provider answered 2xx (and so billed the call) but the body was unusable.
+    billed = False
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -64,6 +68,14 @@ class TransientJudgeError(JudgeError):
     kind = "transient"
 
 
+class MalformedReply(TransientJudgeError):
+    """2xx with a body that is not a usable completion (garbage, truncated, no choices). Retried;
+    the provider has likely billed it."""
+
+    kind = "malformed_reply"
+    billed = True
+
+
 class FatalJudgeError(JudgeError):
     kind = "fatal"
 
@@ -78,6 +90,10 @@ class JudgeUnreachable(FatalJudgeError):
     """The endpoint refused connections repeatedly: the judge is down."""
 
     kind = "unreachable"
+
+
+class BudgetExceeded(HarnessError):
+    """The pre-run estimate is above ``--max-cost``: nothing was sent."""
 
 
 class CacheError(HarnessError):

@@ -124,6 +124,7 @@ class JudgeServer:
         seed: int = 0,
         hang_s: float = 30.0,
         reply: Callable[[dict[str, Any]], str] | None = None,
+        usage: Callable[[list[Any], str], tuple[int, int]] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -139,6 +140,8 @@ class JudgeServer:
         self.seed = seed
         self.hang_s = hang_s
         self.reply = reply
+        #: (messages, reply text) -> (prompt_tokens, completion_tokens); default: word counts
+        self.usage = usage
         self.requests: list[dict[str, Any]] = []
         self.max_in_flight = 0
         self.base_url: str | None = None
@@ -343,12 +346,15 @@ class JudgeServer:
             content = '{"score": ' + marker.group(1) + "}"
         else:
             content = f"Score: {deterministic_score(text):.2f}"
-        prompt_tokens = sum(
-            len(_content_text(m.get("content")).split()) + 4
-            for m in messages
-            if isinstance(m, dict)
-        )
-        completion_tokens = len(content.split())
+        if self.usage is not None:
+            prompt_tokens, completion_tokens = self.usage(messages, content)
+        else:
+            prompt_tokens = sum(
+                len(_content_text(m.get("content")).split()) + 4
+                for m in messages
+                if isinstance(m, dict)
+            )
+            completion_tokens = len(content.split())
         return {
             "id": f"chatcmpl-judge-{next(self._ids)}",
             "object": "chat.completion",

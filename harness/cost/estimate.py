@@ -23,7 +23,7 @@ from typing import Any
 from ..config import JudgeConfig
 from ..runner.jobs import plan_entry
 from ..runner.plan import RunOptions, RunPlan, build_plan
-from ..transcripts import iter_transcripts, scan
+from ..transcripts import ScanResult, iter_transcripts, scan
 from .prices import cost_usd
 from .tokens import TokenCounter
 
@@ -231,11 +231,15 @@ def estimate_plan(plan: RunPlan, transcripts: Iterable[Any], n_transcripts: int,
     return estimate
 
 
-def estimate_run(options: RunOptions) -> Estimate:
-    """Validate the transcripts and estimate the run ``options`` describe. No network, no judge."""
-    plan = build_plan(options, require_keys=False)
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit)
+def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
+    """Estimate a planned run whose transcripts ``scan`` has already validated."""
     records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record))
     if plan.limit is not None:
         records = (r for r, _ in zip(records, range(plan.limit), strict=False))
     return estimate_plan(plan, records, scanned.good, scanned.inputs_seen)
+
+
+def estimate_run(options: RunOptions) -> Estimate:
+    """Validate the transcripts and estimate the run ``options`` describe. No network, no judge."""
+    plan = build_plan(options, require_keys=False)
+    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit))

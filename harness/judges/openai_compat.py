@@ -15,7 +15,7 @@ import httpx2
 import openai
 
 from ..config import JudgeConfig, api_key_for
-from ..errors import FatalJudgeError, JudgeError, QuotaExhausted, RateLimited, TransientJudgeError
+from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
 from .base import Judge, JudgeReply, JudgeRequest
 
 #: Placeholder sent when a judge is configured with ``api_key_env = ""`` (local servers need none).
@@ -50,20 +50,20 @@ class OpenAICompatibleJudge(Judge):
         except openai.APIError as exc:
             raise self._translate(exc) from exc
         except (ValueError, TypeError) as exc:  # a body the SDK could not decode
-            raise TransientJudgeError(f"{self.name}: malformed response body ({type(exc).__name__})") from exc
+            raise MalformedReply(f"{self.name}: malformed response body ({type(exc).__name__})") from exc
         return self._reply(completion)
 
     def _reply(self, completion: Any) -> JudgeReply:
         choices = getattr(completion, "choices", None)
         if not choices:
-            raise TransientJudgeError(f"{self.name}: malformed response: no choices")
+            raise MalformedReply(f"{self.name}: malformed response: no choices")
         message = choices[0].message
         text = message.content
         if text is None:
             if getattr(message, "refusal", None):
                 text = message.refusal
             else:
-                raise TransientJudgeError(f"{self.name}: malformed response: empty message content")
+                raise MalformedReply(f"{self.name}: malformed response: empty message content")
         usage = getattr(completion, "usage", None)
         return JudgeReply(
             text=text,
@@ -96,7 +96,7 @@ class OpenAICompatibleJudge(Judge):
                 return TransientJudgeError(f"{where}: server error {status}: {detail}", status=status)
             return FatalJudgeError(f"{where}: HTTP {status}: {detail}", status=status)
         # APIResponseValidationError and friends: the server answered 2xx with something unusable.
-        return TransientJudgeError(f"{where}: malformed response: {self._scrub(str(exc))}")
+        return MalformedReply(f"{where}: malformed response: {self._scrub(str(exc))}")
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -42,19 +42,45 @@ class _Series:
 
 
 @dataclass(slots=True)
+class _Cost:
+    """Money for one judge (or one judge × rubric): paid calls, billed retries, cache savings."""
+
+    paid: float = 0.0
+    retried_billed: float = 0.0  # estimated: each billed retry priced like the call that followed it
+    billed_retries: int = 0
+    saved: float = 0.0
+
+    def add(self, j: Judgment) -> None:
+        if j.cached:
+            self.saved += j.cost_usd or 0.0
+            return
+        self.billed_retries += j.billed_retries
+        if j.cost_usd is not None:
+            self.paid += j.cost_usd
+            self.retried_billed += j.billed_retries * j.cost_usd
+
+    def as_dict(self, priced: bool) -> dict[str, Any]:
+        return {
+            "paid_usd": self.paid if priced else None,
+            "retried_billed_usd": self.retried_billed if priced else None,
+            "billed_retries": self.billed_retries,
+            "saved_by_cache_usd": self.saved if priced else None,
+            "total_usd": self.paid + self.retried_billed if priced else None,
+        }
+
+
+@dataclass(slots=True)
 class _JudgeStats:
     requests: int = 0  # attempts sent over the wire
     calls: int = 0  # judgments that needed the judge
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_paid: float = 0.0
-    cost_saved: float = 0.0
     cost_unknown: int = 0  # judgments whose cost could not be computed (no price or no usage)
     failed: int = 0
     latencies: array = field(default_factory=lambda: array("d"))
 
-    def as_dict(self, priced: bool) -> dict[str, Any]:
+    def as_dict(self, cost: Mapping[str, Any]) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "calls": self.calls,
@@ -62,9 +88,9 @@ class _JudgeStats:
             "failed": self.failed,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
-            "cost_usd": self.cost_paid if priced else None,
-            "cost_saved_usd": self.cost_saved if priced else None,
-            "cost_note": None if priced else "no price configured for this judge: cost unknown",
+            "cost_usd": cost["total_usd"],
+            "cost_saved_usd": cost["saved_by_cache_usd"],
+            "cost_note": None if cost["total_usd"] is not None else "no price configured for this judge: cost unknown",
             "cost_unknown_judgments": self.cost_unknown,
             "latency_ms": percentiles(self.latencies),
         }
@@ -84,6 +110,7 @@ class OutputSink:
         self.scores: dict[tuple[str, str], _Series] = defaultdict(_Series)
         self.composite_scores: dict[tuple[str, str], _Series] = defaultdict(_Series)
         self.judge_stats: dict[str, _JudgeStats] = {j.name: _JudgeStats() for j in judges}
+        self.costs: dict[tuple[str, str], _Cost] = defaultdict(_Cost)
         self.performance: dict[str, array] = {name: array("d") for name in PERFORMANCE_FIELDS}
         self.status_counts: Counter[str] = Counter()
         self.reason_counts: Counter[str] = Counter()
@@ -145,29 +172,50 @@ class OutputSink:
             stats.failed += 1
         if j.reason:
             self.reason_counts[f"{j.status}:{j.reason}"] += 1
-        if j.reason in ("missing_input", "cache_miss", "interrupted") and not j.attempts:
+        if j.reason in ("missing_input", "cache_miss", "interrupted", "budget_exhausted") and not j.attempts:
             return
+        self.costs[(j.judge, j.rubric)].add(j)
         if j.cached:
             stats.cache_hits += 1
-            if j.cost_usd is not None:
-                stats.cost_saved += j.cost_usd
             return
         stats.calls += 1
         stats.requests += j.attempts
         stats.prompt_tokens += j.prompt_tokens or 0
         stats.completion_tokens += j.completion_tokens or 0
-        if j.status != "failed":
-            if j.cost_usd is None:
-                stats.cost_unknown += 1
-            else:
-                stats.cost_paid += j.cost_usd
+        if j.status != "failed" and j.cost_usd is None:
+            stats.cost_unknown += 1
         if j.latency_ms is not None and j.status != "failed":
             stats.latencies.append(j.latency_ms)
 
+    def _cost_section(self) -> dict[str, Any]:
+        priced = {j.name: j.has_prices for j in self.judges}
+        by_judge: dict[str, _Cost] = defaultdict(_Cost)
+        for (judge, _), cost in self.costs.items():
+            merged = by_judge[judge]
+            merged.paid += cost.paid
+            merged.retried_billed += cost.retried_billed
+            merged.billed_retries += cost.billed_retries
+            merged.saved += cost.saved
+        total = _Cost()
+        for cost in by_judge.values():
+            total.paid += cost.paid
+            total.retried_billed += cost.retried_billed
+            total.billed_retries += cost.billed_retries
+            total.saved += cost.saved
+        return {
+            "total": total.as_dict(all(priced.values())),
+            "by_judge": {j.name: by_judge[j.name].as_dict(priced[j.name]) for j in self.judges},
+            "by_rubric": {
+                rubric: {j.name: self.costs[(j.name, rubric)].as_dict(priced[j.name]) for j in self.judges}
+                for rubric in self.rubrics
+            },
+            "note": None if all(priced.values()) else "a judge has no price: its cost is unknown (null), not 0",
+        }
+
     def summary(self, *, wall_time_s: float, extra: Mapping[str, Any]) -> dict[str, Any]:
-        judges = {j.name: self.judge_stats[j.name].as_dict(j.has_prices) for j in self.judges}
-        priced = all(j.has_prices for j in self.judges)
-        total_cost = sum(s.cost_paid for s in self.judge_stats.values()) if priced else None
+        cost = self._cost_section()
+        judges = {j.name: self.judge_stats[j.name].as_dict(cost["by_judge"][j.name]) for j in self.judges}
+        total_cost = cost["total"]["total_usd"]
         return {
             **extra,
             "transcripts": self.transcripts,
@@ -182,6 +230,7 @@ class OutputSink:
             },
             "judges": judges,
             "cost_usd": total_cost,
+            "cost": cost,
             "performance": {
                 name: {**describe(values), **percentiles(values)} for name, values in self.performance.items()
             },

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from ..cache import CachedJudgment, JudgmentCache
 from ..config import JudgeConfig
+from ..cost.budget import Budget
 from ..errors import FatalJudgeError, JudgeError, JudgeUnreachable, QuotaExhausted
 from ..judges import Attempts, Judge, JudgeReply, RateLimiter, call_with_retries
 from ..rubrics.parsing import parse_score
@@ -71,7 +72,9 @@ class Runner:
         cache: JudgmentCache | None,
         on_entry: Callable[[Entry], None],
         on_judgment: Callable[[Judgment], None] = lambda j: None,
+        budget: Budget | None = None,
     ) -> None:
+        self.budget = budget
         self.plan = plan
         self.rubrics = rubrics
         self.judges = judges
@@ -120,7 +123,7 @@ class Runner:
         batch: list[Entry] = []
         count = 0
         for _, record in iter_transcripts(self.plan.input, self.plan.on_bad_record):
-            if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):
+            if self.stopping or (self.budget is not None and self.budget.exhausted) or (self.plan.limit is not None and count >= self.plan.limit):
                 break
             count += 1
             await self._room.acquire()
@@ -151,6 +154,8 @@ class Runner:
                 self._complete(job, job.judgment("unscored", reason="cache_miss", error="offline and not in the cache"))
             elif self.stopping:
                 self._complete(job, job.judgment("unscored", reason="interrupted"))
+            elif self.budget is not None and self.budget.exhausted:
+                self._complete(job, job.judgment("unscored", reason="budget_exhausted", error="--max-cost reached before this call"))
             elif job.key in self._inflight:
                 self._inflight[job.key].append(job)  # same prompt already on its way: share its reply
             else:
@@ -163,6 +168,8 @@ class Runner:
         while (job := await queue.get()) is not None:
             if self.stopping:
                 result = job.judgment("unscored", reason="interrupted")
+            elif self.budget is not None and self.budget.exhausted:
+                result = job.judgment("unscored", reason="budget_exhausted", error="--max-cost reached before this call")
             else:
                 result = await self._call(judge, job)
             self._complete(job, result)
@@ -175,10 +182,28 @@ class Runner:
         if health.error is not None:
             return job.judgment("failed", reason=health.error.kind, error=str(health.error))
         assert job.request is not None
+        reserved = 0.0
+        if self.budget is not None:
+            reserved = self.budget.worst_case(job.judge, job.request)
+            if not self.budget.reserve(reserved):
+                return job.judgment("unscored", reason="budget_exhausted", error="--max-cost reached before this call")
+        try:
+            judgment = await self._attempts(judge, job, health)
+        except BaseException:
+            if self.budget is not None:
+                self.budget.settle(reserved, None)  # cancelled mid-call: assume the worst
+            raise
+        if self.budget is not None:
+            self.budget.settle(reserved, judgment.cost_usd if judgment.status != "failed" else 0.0)
+        return judgment
+
+    async def _attempts(self, judge: Judge, job: Job, health: JudgeHealth) -> Judgment:
+        assert job.request is not None
         limiter = self.limiters[judge.name]
         await limiter.acquire(job.est_tokens)
         attempts = Attempts()
         last_latency = 0.0
+        billed_retries = 0
 
         async def attempt() -> JudgeReply:
             nonlocal last_latency
@@ -189,7 +214,9 @@ class Runner:
             try:
                 reply = await judge.complete(job.request)
             except JudgeError as exc:
+                nonlocal billed_retries
                 last_latency = time.perf_counter() - started
+                billed_retries += exc.billed
                 health.failed(exc)
                 raise
             last_latency = time.perf_counter() - started
@@ -200,7 +227,7 @@ class Runner:
             reply = await call_with_retries(attempt, judge.config.max_attempts, attempts)
         except JudgeError as exc:
             return job.judgment("failed", reason=exc.kind, error=str(exc), attempts=attempts.count,
-                                  latency_ms=last_latency * 1000)
+                                latency_ms=last_latency * 1000, billed_retries=billed_retries)
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
         limiter.reconcile(job.est_tokens, used)
         judgment = self._parsed(job, reply.text)
@@ -209,6 +236,7 @@ class Runner:
         judgment.cost_usd = call_cost(job.judge, reply.prompt_tokens, reply.completion_tokens)
         judgment.latency_ms = round(last_latency * 1000, 3)
         judgment.attempts = attempts.count
+        judgment.billed_retries = billed_retries
         if self.cache is not None:
             assert job.key is not None
             self.cache.put(CachedJudgment(

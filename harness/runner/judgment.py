@@ -31,6 +31,8 @@ class Judgment:
     cost_usd: float | None = None
     latency_ms: float | None = None
     attempts: int = 0
+    #: attempts answered 2xx with an unusable body: billed by the provider, then retried
+    billed_retries: int = 0
     cached: bool = False
     cache_key: str | None = None
 

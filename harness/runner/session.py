@@ -17,18 +17,21 @@ from typing import Any
 from rich.console import Console
 
 from ..cache import JudgmentCache
-from ..errors import UserInputError
+from ..cost.budget import Budget
+from ..cost.estimate import estimate_scanned
+from ..errors import BudgetExceeded, ConfigError, UserInputError
 from ..judges import Judge, make_judge
 from ..outputs.terminal import RunProgress, summary_table
 from ..outputs.writer import OutputSink, write_summary
-from ..transcripts import scan
+from ..transcripts import ScanResult, scan
 from .engine import Runner
-from .plan import RunOptions, build_plan
+from .plan import RunOptions, RunPlan, build_plan
 
 EXIT_OK = 0
 EXIT_FAILED_JUDGMENTS = 1
 EXIT_USER_ERROR = 2
 EXIT_CACHE_MISSES = 3
+EXIT_BUDGET = 4
 EXIT_INTERRUPTED = 130
 
 
@@ -37,6 +40,23 @@ class RunOutcome:
     exit_code: int
     summary: dict[str, Any]
     message: str
+
+
+def _budget(plan: RunPlan, scanned: ScanResult, console: Console) -> Budget:
+    """Refuse to start when the offline estimate is above ``--max-cost``; else the in-run guard."""
+    assert plan.max_cost is not None
+    unpriced = [j.name for j in plan.judges if not j.has_prices]
+    if unpriced:
+        raise ConfigError(f"--max-cost needs prices: judge {unpriced[0]!r} has none (set input_price_per_1m and output_price_per_1m)")
+    estimate = estimate_scanned(plan, scanned)
+    expected = estimate.cost_usd_expected or 0.0
+    if expected > plan.max_cost:
+        raise BudgetExceeded(
+            f"estimated cost ${expected:.6f} exceeds --max-cost ${plan.max_cost:g} by ${expected - plan.max_cost:.6f}; "
+            "nothing was sent (see `harness estimate`)"
+        )
+    console.print(f"estimated cost ${expected:.6f} of --max-cost ${plan.max_cost:g}", highlight=False)
+    return Budget(plan.max_cost, plan.judges)
 
 
 async def run_evaluation(options: RunOptions, console: Console | None = None, handle_signals: bool = False) -> RunOutcome:
@@ -57,6 +77,7 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
         for err in scanned.bad[:5]:
             console.print(f"  {err}", markup=False)
 
+    budget = _budget(plan, scanned, console) if plan.max_cost is not None else None
     total = scanned.good * len(rubrics) * len(plan.judges)
     sink = OutputSink(out, rubrics, plan.judges, plan.composites)
     cache = JudgmentCache(plan.cache_path, read_only=plan.cache_mode == "offline") if plan.cache_path else None
@@ -69,7 +90,7 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
             judges = {j.name: make_judge(j) for j in plan.judges}
         with ExitStack() as stack:
             progress = stack.enter_context(RunProgress(total, console, plan.progress))
-            runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=progress.advance)
+            runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=progress.advance, budget=budget)
             task = asyncio.ensure_future(runner.run())
             if handle_signals:
                 loop = asyncio.get_running_loop()
@@ -108,6 +129,9 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
             "rubric_versions": {r.name: r.version for r in rubrics},
             "skipped_records": len(scanned.bad),
             "interrupted": interrupted,
+            "budget": None if budget is None else {
+                "max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted,
+            },
         },
     )
     write_summary(out, summary)
@@ -120,6 +144,10 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
     misses = sink.reason_counts.get("unscored:cache_miss", 0)
     if interrupted:
         return RunOutcome(EXIT_INTERRUPTED, summary, "interrupted: finished judgments are cached; rerun the same command to continue")
+    if budget is not None and budget.exhausted:
+        stopped = sink.reason_counts.get("unscored:budget_exhausted", 0)
+        return RunOutcome(EXIT_BUDGET, summary, f"--max-cost ${budget.limit:g} reached after ${budget.spent:.6f}: "
+                          f"{stopped} judgment(s) not sent; finished ones are cached, rerun with a higher budget to continue")
     if failed:
         return RunOutcome(EXIT_FAILED_JUDGMENTS, summary, f"{failed} judgment(s) failed; see judgments.jsonl (status \"failed\")")
     if misses:
