@@ -1,18 +1,18 @@
 """Aggregates for summary.json: mean with a 95% confidence interval, and latency percentiles.
 
-The interval is Student's t interval of the mean (SciPy's t distribution), the usual choice for
-a mean of judge scores; with one value it is undefined and reported as null. Percentiles are
+The interval is Student's t interval of the mean (``harness.stats.mean_interval``), the usual
+choice for a mean of judge scores; with one value it is undefined and reported as null. Percentiles are
 NumPy's default (linear interpolation), the same definition the report uses.
 """
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
+
+from ..stats import mean_interval
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
@@ -24,11 +24,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | 
     mean = float(data.mean())
     if n == 1:
         return mean, None
-    sem = float(data.std(ddof=1)) / math.sqrt(n)
-    if sem == 0.0:
-        return mean, (mean, mean)
-    low, high = stats.t.interval(confidence, df=n - 1, loc=mean, scale=sem)
-    return mean, (float(low), float(high))
+    return mean, mean_interval(data, confidence)
 
 
 def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 95, 99)) -> dict[str, float | None]:
