@@ -9,17 +9,30 @@ would retry quietly). Same idea as pydantic-ai's ``ALLOW_MODEL_REQUESTS = False`
 
 A test that means to try a blocked address (the guard's own test) takes the ``network_guard``
 fixture and empties ``network_guard.blocked`` before it ends.
+
+Also: when a Hypothesis test fails, its pytest plugin imports ``hypothesis.extra._patching``,
+which imports libcst, which raises a DeprecationWarning at import time; under ``-W error`` that
+aborts the session with an INTERNALERROR hiding the real failure. Importing it once here, with the
+warning ignored, keeps failures reported (tests/stats/conftest.py does the same for its folder).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    try:
+        import hypothesis.extra._patching  # noqa: F401
+    except ImportError:  # libcst not installed: the plugin then skips patch suggestions
+        pass
 
 
 class NetworkBlocked(RuntimeError):

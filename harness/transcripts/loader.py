@@ -46,6 +46,7 @@ class ScanResult:
 
 _BOM = b"\xef\xbb\xbf"
 _JSON_WS = re.compile(r"[ \t\r\n]*")
+_AFTER_NUMBER = re.compile(r"[ \t\r\n,\]]")
 
 
 def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
@@ -123,8 +124,8 @@ def _iter_json_array(path: Path) -> Iterator[RawRecord]:
                     if not fill():
                         raise TranscriptError(str(path), line + buf.count("\n", pos, exc.pos), "<json>", exc.msg) from None
                     continue
-                # A number or literal that ends the buffer may go on in the next read.
-                if end < len(buf) or not fill():
+                # A number ends at the next space, ',' or ']': until one is read it may go on.
+                if buf[end - 1] in '}]"' or _AFTER_NUMBER.search(buf, end) or len(buf) - pos > MAX_RECORD_BYTES or not fill():
                     break
             yield RawRecord(line, buf[pos:end])
             line += buf.count("\n", pos, end)
