@@ -22,6 +22,7 @@ never close its own delimiter. The suffix is deterministic, so the cache key sta
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import RubricError
 from ..transcripts import Resolved
@@ -62,14 +63,20 @@ class RubricHeader(BaseModel):
     def _version_text(cls, value: object) -> object:
         return str(value) if isinstance(value, int | float) else value
 
-    @model_validator(mode="after")
-    def _scale_ordered(self) -> RubricHeader:
-        lo, hi = self.scale
-        if not lo < hi:
-            raise ValueError(f"scale must be [min, max] with min < max, got {list(self.scale)}")
-        if not self.inputs:
-            raise ValueError("inputs must name at least one of " + ", ".join(INPUTS))
-        return self
+    @field_validator("scale")
+    @classmethod
+    def _scale_ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = value
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"must be [min, max] with finite min < max, got {list(value)}")
+        return value
+
+    @field_validator("inputs")
+    @classmethod
+    def _some_inputs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("must name at least one of " + ", ".join(INPUTS))
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +148,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         field = ".".join(str(p) for p in err["loc"]) or "header"
-        problem = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        problem = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         raise RubricError(f"{source}: {field}: {problem}") from None
     used = {m.group(1) for m in _PLACEHOLDER.finditer(template)}
     unknown = used - set(INPUTS)

@@ -106,16 +106,23 @@ class Runner:
             self._queues[judge_config.name] = queue
             workers[judge_config.name] = [asyncio.create_task(self._worker(judge, queue)) for _ in range(slots)]
         drain = asyncio.create_task(self._drain())
+        tasks = [task for group in workers.values() for task in group]
         try:
             await self._produce()
-        finally:
             for name, queue in self._queues.items():
                 for _ in workers[name]:
                     await queue.put(None)
-            await asyncio.gather(*(task for tasks in workers.values() for task in tasks))
+            await asyncio.gather(*tasks)
             self._produced = True
             self._appended.set()
             await drain
+        except BaseException:
+            # Cancelled (second Ctrl-C) or failed mid-batch: jobs never dispatched would keep their
+            # transcripts pending for ever, and a full queue would block the sentinels; stop now.
+            for task in (*tasks, drain):
+                task.cancel()
+            await asyncio.gather(*tasks, drain, return_exceptions=True)
+            raise
 
     # -- producing -----------------------------------------------------------------------------
 
