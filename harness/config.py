@@ -28,7 +28,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
 
@@ -48,7 +48,7 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
-    provider: Literal["openai", "local"] = "openai"
+    provider: Literal["openai", "openai-sdk", "local"] = "openai"
     model: str
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -117,15 +117,23 @@ class HarnessConfig(BaseModel):
     judges: list[JudgeConfig] = Field(default_factory=list)
     composites: dict[str, dict[str, float]] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _check(self) -> HarnessConfig:
-        names = [j.name for j in self.judges]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"judge name {dupes[0]!r} is used twice")
-        for name, weights in self.composites.items():
+    # Field validators, so an error names the field it is about ("judges: ...", "composites: ...").
+    @field_validator("judges")
+    @classmethod
+    def _unique_names(cls, judges: list[JudgeConfig]) -> list[JudgeConfig]:
+        first: dict[str, int] = {}
+        for index, judge in enumerate(judges):
+            if judge.name in first:
+                raise ValueError(f"name {judge.name!r} is used by judges[{first[judge.name]}] and judges[{index}]")
+            first[judge.name] = index
+        return judges
+
+    @field_validator("composites")
+    @classmethod
+    def _weights(cls, composites: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for name, weights in composites.items():
             check_weights(name, weights)
-        return self
+        return composites
 
     def all_composites(self) -> dict[str, dict[str, float]]:
         return {**DEFAULT_COMPOSITES, **self.composites}

@@ -8,6 +8,7 @@
     ├── JudgeError               a judge call that did not produce a reply
     │   ├── RateLimited          429 (retried; honours Retry-After)
     │   ├── TransientJudgeError  5xx, timeout, connection problem (retried)
+    │   │   ├── ConnectFailed    connection refused (retried a little; a judge refusing repeatedly is stopped)
     │   │   └── MalformedReply   2xx with an unusable body (retried; likely billed)
     │   └── FatalJudgeError      400/401/403/404, exhausted quota (never retried)
     ├── BudgetExceeded           the estimate is above --max-cost; the run did not start
@@ -50,6 +51,8 @@ class JudgeError(HarnessError):
     kind = "judge_error"
     #: True when the provider answered 2xx (and so billed the call) but the body was unusable.
     billed = False
+    #: True when the connection itself was refused: the judge may be down.
+    connect_failed = False
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -66,6 +69,13 @@ class RateLimited(JudgeError):
 
 class TransientJudgeError(JudgeError):
     kind = "transient"
+
+
+class ConnectFailed(TransientJudgeError):
+    """The endpoint refused the connection (or could not be reached at all)."""
+
+    kind = "connect_failed"
+    connect_failed = True
 
 
 class MalformedReply(TransientJudgeError):

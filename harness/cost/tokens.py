@@ -15,11 +15,12 @@ BPE never merges across pre-token boundaries; ``tests/test_tokens.py`` checks th
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
-import bpe_openai
 
 #: OpenAI's documented chat framing (the "num_tokens_from_messages" recipe).
 TOKENS_PER_MESSAGE = 3
@@ -41,15 +42,28 @@ def encoding_for_model(model: str) -> str | None:
     if name.startswith(_CL100K_PREFIXES):
         return "cl100k_base"
     try:
-        found = bpe_openai.encoding_name_for_model(name)
+        found = _bpe().encoding_name_for_model(name)
     except KeyError:
         return None
     return found if found in KNOWN_ENCODINGS else None
 
 
+@lru_cache(maxsize=1)
+def _bpe() -> Any:
+    """Import bpe-openai on first use: its import loads the tokenizer tables (about a second)."""
+    with warnings.catch_warnings():
+        # It reads its bundled tables with importlib.resources.open_binary, deprecated in 3.11.
+        warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)
+        import bpe_openai
+
+        return bpe_openai
+
+
 @lru_cache(maxsize=len(KNOWN_ENCODINGS))
-def _encoding(name: str) -> bpe_openai.Encoding:
-    return bpe_openai.get_encoding(name)
+def _encoding(name: str) -> Any:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)
+        return _bpe().get_encoding(name)
 
 
 @dataclass(frozen=True, slots=True)

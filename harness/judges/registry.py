@@ -10,6 +10,12 @@ from .base import Judge
 
 
 def _openai(config: JudgeConfig) -> Judge:
+    from .http import HttpJudge
+
+    return HttpJudge(config)
+
+
+def _openai_sdk(config: JudgeConfig) -> Judge:
     from .openai_compat import OpenAICompatibleJudge
 
     return OpenAICompatibleJudge(config)
@@ -21,7 +27,7 @@ def _local(config: JudgeConfig) -> Judge:
     return LocalLlamaJudge(config)
 
 
-PROVIDERS: dict[str, Callable[[JudgeConfig], Judge]] = {"openai": _openai, "local": _local}
+PROVIDERS: dict[str, Callable[[JudgeConfig], Judge]] = {"openai": _openai, "openai-sdk": _openai_sdk, "local": _local}
 
 
 def make_judge(config: JudgeConfig) -> Judge:

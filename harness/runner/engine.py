@@ -54,7 +54,7 @@ class JudgeHealth:
     def failed(self, exc: JudgeError) -> None:
         if isinstance(exc, QuotaExhausted) and self.error is None:
             self.error = exc
-        elif getattr(exc, "connect_failed", False):
+        elif exc.connect_failed:
             self._refused_in_a_row += 1
             if self._refused_in_a_row >= DOWN_AFTER and self.error is None:
                 self.error = JudgeUnreachable(

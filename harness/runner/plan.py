@@ -93,7 +93,7 @@ def _adhoc_judge(options: RunOptions) -> JudgeConfig:
 
 def _check_keys(judges: list[JudgeConfig], source: str) -> None:
     for index, judge in enumerate(judges):
-        if judge.provider != "openai" or not judge.api_key_env:
+        if judge.provider == "local" or not judge.api_key_env:
             continue
         if os.environ.get(judge.api_key_env):
             continue

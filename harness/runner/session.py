@@ -18,7 +18,9 @@ from rich.console import Console
 
 from ..cache import JudgmentCache
 from ..cost.budget import Budget
-from ..cost.estimate import estimate_scanned
+# A module, not its function: harness.cost.estimate imports runner.jobs, so importing it first
+# (``from harness.cost.estimate import estimate_run``) reaches here while it is half initialised.
+from ..cost import estimate as cost_estimate
 from ..errors import BudgetExceeded, ConfigError, UserInputError
 from ..judges import Judge, make_judge
 from ..outputs.terminal import RunProgress, summary_table
@@ -48,7 +50,7 @@ def _budget(plan: RunPlan, scanned: ScanResult, console: Console) -> Budget:
     unpriced = [j.name for j in plan.judges if not j.has_prices]
     if unpriced:
         raise ConfigError(f"--max-cost needs prices: judge {unpriced[0]!r} has none (set input_price_per_1m and output_price_per_1m)")
-    estimate = estimate_scanned(plan, scanned)
+    estimate = cost_estimate.estimate_scanned(plan, scanned)
     expected = estimate.cost_usd_expected or 0.0
     if expected > plan.max_cost:
         raise BudgetExceeded(

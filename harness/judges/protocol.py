@@ -1,0 +1,101 @@
+"""The OpenAI chat-completions wire protocol, apart from any HTTP client.
+
+Both providers that speak it (``http.py`` on aiohttp, ``openai_compat.py`` on the openai SDK)
+build the request body, read the reply and classify errors here, so they behave the same:
+
+- 429 → RateLimited (Retry-After / retry-after-ms honoured), but 429 ``insufficient_quota`` →
+  QuotaExhausted (stop the judge); 5xx, 408, 409 → TransientJudgeError; other 4xx → FatalJudgeError;
+- a 2xx whose body is not a completion (garbage, truncated, no choices) → MalformedReply.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
+from .base import JudgeReply, JudgeRequest
+
+
+def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": list(request.messages),
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+    }
+    if request.seed is not None:
+        body["seed"] = request.seed
+    return body
+
+
+def read_completion(data: Any, where: str) -> JudgeReply:
+    """A JudgeReply from a decoded chat-completion body, or MalformedReply."""
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+    except (KeyError, IndexError, TypeError):
+        raise MalformedReply(f"{where}: malformed response: no choices") from None
+    text = message.get("content") if isinstance(message, dict) else None
+    if text is None and isinstance(message, dict) and message.get("refusal"):
+        text = message["refusal"]
+    if not isinstance(text, str):
+        raise MalformedReply(f"{where}: malformed response: no message content")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return JudgeReply(
+        text=text,
+        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+        completion_tokens=_int_or_none(usage.get("completion_tokens")),
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def error_fields(body: Any) -> tuple[str | None, str | None]:
+    """(code or type, message) from an OpenAI-style error body ``{"error": {...}}``."""
+    if not isinstance(body, dict):
+        return None, None
+    inner = body.get("error", body)
+    if not isinstance(inner, dict):
+        return None, str(inner) if inner else None
+    code = inner.get("code") or inner.get("type")
+    message = inner.get("message")
+    return (str(code) if code else None), (str(message) if message else None)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+def status_error(status: int, body: Any, headers: Mapping[str, str], where: str, reason: str = "") -> JudgeError:
+    """The harness error for a non-2xx HTTP answer."""
+    code, message = error_fields(body)
+    detail = message or reason or "no detail"
+    if status == 429:
+        if code == "insufficient_quota":
+            return QuotaExhausted(f"{where}: quota exhausted: {detail}", status=429)
+        return RateLimited(f"{where}: rate limited (429): {detail}", retry_after=retry_after(headers))
+    if status >= 500 or status in (408, 409):
+        return TransientJudgeError(f"{where}: server error {status}: {detail}", status=status)
+    return FatalJudgeError(f"{where}: HTTP {status}: {detail}", status=status)
