@@ -26,7 +26,7 @@ import math
 import os
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -39,6 +39,7 @@ DEFAULT_COMPOSITES: dict[str, dict[str, float]] = {
     "answer_correctness": {"relevance": 0.7, "faithfulness": 0.3},
 }
 _WEIGHT_TOLERANCE = 1e-9
+M = TypeVar("M", bound=BaseModel)
 
 
 class JudgeConfig(BaseModel):
@@ -150,21 +151,26 @@ def check_weights(name: str, weights: dict[str, float]) -> None:
         raise ValueError(f"composite {name!r}: weights must sum to 1, they sum to {total:g}")
 
 
+def load_toml_model(path: Path, model: type[M], what: str) -> M:
+    """Read a TOML file into ``model``; every problem is one ConfigError line naming file and field."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such {what}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_describe(exc)}") from None
+
+
 def load_config(path: str | Path | None) -> HarnessConfig:
     """Read ``harness.toml``; every problem is a one-line ConfigError naming the file and field."""
     if path is None:
         return HarnessConfig()
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    try:
-        config = HarnessConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {_describe(exc)}") from None
+    config = load_toml_model(path, HarnessConfig, "config file")
     # Relative paths in the file are relative to the file, as users expect of a config.
     base = path.parent
     config.prompts = [p if p.is_absolute() else base / p for p in config.prompts]

@@ -8,14 +8,12 @@ as unknown, never as $0.
 from __future__ import annotations
 
 import math
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..config import JudgeConfig
-from ..errors import ConfigError
+from ..config import JudgeConfig, load_toml_model
 
 SHIPPED_TABLE = Path(__file__).resolve().parents[1] / "data" / "prices.toml"
 
@@ -44,20 +42,7 @@ class PriceTable(BaseModel):
 
 
 def load_price_table(path: str | Path) -> PriceTable:
-    path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such price table") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    try:
-        return PriceTable.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err["loc"])
-        problem = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{path}: {field}: {problem}") from None
+    return load_toml_model(Path(path), PriceTable, "price table")
 
 
 @lru_cache(maxsize=1)
