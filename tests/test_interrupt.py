@@ -1,0 +1,162 @@
+"""Stopping ``harness run`` mid-run (Ctrl-C, kill -9) and continuing with the same command.
+
+The harness runs as a real subprocess (``python -m harness run``) against a judge server in this
+process that answers slowly, so a signal lands while calls are in flight. Afterwards the cache
+must pass SQLite's integrity check, and the rerun must send only what was not stored: across both
+runs the server sees at most the judgments plus what was in flight when the first run stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, integrity, judge, serve, write_config, write_jsonl
+from tests.judge_server import JudgeServer
+
+ROOT = Path(__file__).resolve().parent.parent
+TRANSCRIPTS = 100
+RUBRICS = ("relevance", "faithfulness")
+JUDGMENTS = TRANSCRIPTS * len(RUBRICS)
+CONCURRENCY = 4
+LATENCY_S = 0.1
+
+
+@pytest.fixture
+def server() -> Iterator[JudgeServer]:
+    with serve(latency_s=LATENCY_S) as srv:
+        yield srv
+
+
+@pytest.fixture
+def project(tmp_path: Path, server: JudgeServer) -> Path:
+    assert server.base_url
+    write_jsonl(
+        tmp_path / "transcripts.jsonl",
+        [{"id": f"t{i}", "query": f"Question {i}?", "response": f"Answer {i}.", "contexts": [f"Context {i}."]} for i in range(TRANSCRIPTS)],
+    )
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=CONCURRENCY)])
+    return tmp_path
+
+
+def start(project: Path, out: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "harness", "run", "transcripts.jsonl", "--out", out, "--config", "harness.toml",
+            "--cache", "cache.sqlite", "--no-progress"]
+    for rubric in RUBRICS:
+        argv += ["--rubric", rubric]
+    env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    env.pop("OPENAI_BASE_URL", None)
+    return subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_requests(server: JudgeServer, proc: subprocess.Popen[str], n: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while server.count() < n:
+        if proc.poll() is not None:
+            raise AssertionError(f"harness exited early ({proc.returncode}): {proc.communicate()[1]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"only {server.count()} requests after {timeout} s")
+        time.sleep(0.01)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[int, str]:
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+        raise AssertionError(f"harness did not finish within {timeout} s: {stderr}") from None
+    return proc.returncode, stderr
+
+
+def rerun_completes(project: Path, server: JudgeServer, stored: int) -> int:
+    """Run the same command again; it finishes everything and asks only for what was not stored."""
+    before = server.count()
+    code, stderr = finish(start(project, "out2"))
+    assert code == 0, stderr
+    sent = server.count() - before
+    assert sent == JUDGMENTS - stored
+    out = Outputs(project / "out2")
+    assert len(out.judgments) == JUDGMENTS
+    assert {j["status"] for j in out.judgments} == {"scored"}
+    assert sum(j["cached"] for j in out.judgments) == stored
+    assert len(cache_rows(project / "cache.sqlite")) == JUDGMENTS
+    assert integrity(project / "cache.sqlite") == "ok"
+    return sent
+
+
+def test_ctrl_c_stops_cleanly_and_the_same_command_continues(project: Path, server: JudgeServer) -> None:
+    proc = start(project, "out1")
+    wait_for_requests(server, proc, 20)
+    proc.send_signal(signal.SIGINT)
+    code, stderr = finish(proc)
+
+    assert code == 130, stderr
+    assert "interrupted" in stderr and "rerun the same command" in stderr
+    assert "Traceback" not in stderr
+    first = server.count()
+    assert first < JUDGMENTS
+    assert integrity(project / "cache.sqlite") == "ok"
+    stored = len(cache_rows(project / "cache.sqlite"))
+    # In-flight calls were let finish, and every finished call is in the cache.
+    assert stored == first
+    out = Outputs(project / "out1")
+    assert out.summary["interrupted"] is True
+    scored = [j for j in out.judgments if j["status"] == "scored"]
+    assert len(scored) == stored
+    assert {(j["status"], j["reason"]) for j in out.judgments if j["status"] != "scored"} <= {("unscored", "interrupted")}
+
+    rerun_completes(project, server, stored)
+    assert server.count() <= JUDGMENTS + CONCURRENCY
+
+
+def test_kill_9_leaves_an_intact_cache_and_the_rerun_sends_only_what_was_lost(project: Path, server: JudgeServer) -> None:
+    proc = start(project, "out1")
+    wait_for_requests(server, proc, 30)
+    proc.send_signal(signal.SIGKILL)
+    code, _ = finish(proc)
+
+    assert code == -signal.SIGKILL
+    first = server.count()
+    assert integrity(project / "cache.sqlite") == "ok"
+    stored = len(cache_rows(project / "cache.sqlite"))
+    # Lost: at most the calls in flight and one batch the writer had not committed yet.
+    assert first - 2 * CONCURRENCY <= stored <= first
+    assert stored > 0
+
+    rerun_completes(project, server, stored)
+    assert server.count() <= JUDGMENTS + 2 * CONCURRENCY
+
+
+def test_second_ctrl_c_stops_waiting_for_calls_in_flight(tmp_path: Path) -> None:
+    with serve(hang_s=20.0) as server:
+        assert server.base_url
+        write_jsonl(
+            tmp_path / "transcripts.jsonl",
+            [{"id": f"t{i}", "query": f"Question {i}?", "response": f"Answer {i}. [[fault:hang]]", "contexts": [f"Context {i}."]} for i in range(40)],
+        )
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=CONCURRENCY, timeout_s=60.0)])
+        proc = start(tmp_path, "out1")
+        wait_for_requests(server, proc, CONCURRENCY)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None  # the first Ctrl-C lets the calls in flight finish
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        code, stderr = finish(proc, timeout=15.0)
+        assert time.monotonic() - stopped < 10.0  # not the 20 s the hung calls would take
+        assert server.count() == CONCURRENCY  # nothing dispatched after the first Ctrl-C
+
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    assert integrity(tmp_path / "cache.sqlite") == "ok"
+    assert cache_rows(tmp_path / "cache.sqlite") == []  # cancelled calls are not cached
+    assert Outputs(tmp_path / "out1").summary["interrupted"] is True
