@@ -98,3 +98,65 @@ def estimate(
         typer.echo(json.dumps(result.as_dict(), indent=2))
     else:
         estimate_table(result, Console())
+
+
+@app.command()
+def agreement(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
+    labels: Annotated[Path, typer.Option("--labels", help="Human labels: JSONL rows {transcript_id, rubric, label}; label is a number on the rubric's scale, true/false or \"pass\"/\"fail\".")],
+    threshold: Annotated[list[str] | None, typer.Option("--threshold", help="Pass/fail threshold: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better (hallucination).")] = None,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples of transcripts for the kappa, MCC and Spearman intervals.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+) -> None:
+    """How well the run's judges agree with human labels, and with each other.
+
+    Numeric labels: Pearson and Spearman with 95% CIs, MAE, quadratic-weighted kappa on the scale's
+    bins (integer steps for integer scales such as 1..5, else tenths of the scale), and the
+    pass/fail report at the threshold. Pass/fail labels: confusion matrix and full report. Kappa and
+    MCC carry seeded percentile bootstrap CIs over transcripts. Unscored, failed and unmatched
+    labels are counted, not dropped.
+    """
+    from .analysis.agreement import agreement_report
+    from .outputs.analysis_tables import agreement_tables
+
+    try:
+        result = agreement_report(run_dir, labels, threshold or [], prompts or [], resamples, seed)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+    else:
+        agreement_tables(result, Console())
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="Run A (the baseline), a harness run --out directory.")],
+    run_b: Annotated[Path, typer.Argument(help="Run B, compared against A.")],
+    threshold: Annotated[list[str] | None, typer.Option("--threshold", help="Pass/fail threshold for McNemar: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better.")] = None,
+    alpha: Annotated[float, typer.Option(help="Significance level for the verdicts, after Holm's correction across all metrics.")] = 0.05,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the runs' custom rubric files (for their scales).")] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the paired CI of the mean difference.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+) -> None:
+    """Is run B better than run A? Per rubric, composite and judge, on the transcripts both scored.
+
+    Mean difference B - A with a paired bootstrap CI, paired t-test, McNemar on pass/fail (exact
+    below 25 discordant pairs, else chi-square with continuity correction), and Welch's t and
+    Cohen's d on all scored values when the transcript sets differ. Verdicts use Holm-adjusted
+    p-values and the rubric's direction (lower hallucination is better).
+    """
+    from .analysis.compare import compare_report
+    from .outputs.analysis_tables import compare_tables
+
+    try:
+        result = compare_report(run_a, run_b, threshold or [], prompts or [], alpha, resamples, seed)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+    else:
+        compare_tables(result, Console())
