@@ -1,0 +1,292 @@
+"""``harness agreement``: how well a run's judges agree with human labels, and with each other.
+
+For each metric (rubric or composite) that has labels, and each judge of the run, the labelled
+transcripts the judge scored are paired with their labels:
+
+- numeric labels (numbers on the rubric's scale): n, Pearson's r with its Fisher-z interval
+  (``scipy.stats.pearsonr``), Spearman's rho with a paired bootstrap interval, the mean absolute
+  error, the quadratic-weighted Cohen's kappa of the scores binned on the scale (see
+  `harness.analysis.scales`), and everything of the pass/fail section below after thresholding
+  labels and scores alike;
+- pass/fail labels (true/false, "pass"/"fail"): the judge's score is thresholded (see
+  `harness.analysis.scales`) and compared: the 2x2 confusion matrix (rows = human label, columns =
+  judge; order pass, fail), the full `harness.stats.classification_report`, Cohen's kappa and
+  the MCC.
+
+Kappa and MCC come with paired bootstrap percentile intervals (resampling transcripts, seeded; see
+`harness.analysis.resampling`). Between judges (when the run had several), every pair of judges
+is compared the same numeric way on the transcripts both scored, the first judge in the place of
+the labels. Nothing is dropped silently: labels of transcripts the run does not hold, labels
+without a judgment, unscored and failed judgments (by reason) are counted in ``counts``. A
+statistic that is undefined (constant scores, a single class) is None with a note, never 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats as sp
+
+from ..stats import classification_report
+from ..stats.agreement import kappa_from_matrix, mcc_from_matrix
+from ..stats.confusion import confusion_matrix
+from .io import Labels, Metric, RunData, read_labels, read_run
+from .resampling import (
+    DEFAULT_RESAMPLES,
+    check_resampling,
+    confusion_batch,
+    kappa_batch,
+    mcc_batch,
+    paired_bootstrap,
+    spearman_batch,
+)
+from .scales import FAIL, PASS, bins_for, parse_thresholds, pass_fail_labels, threshold_for
+
+__all__ = ["agreement", "agreement_report", "judge_pair_agreement", "numeric_agreement", "pass_fail_agreement"]
+
+PASS_FAIL = (PASS, FAIL)
+
+
+def _captured(func: Any, *args: Any) -> tuple[Any, list[str]]:
+    """Call ``func`` and return its result with the text of any warnings it raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = func(*args)
+    return result, [str(w.message) for w in caught]
+
+
+def _constant(name: str, values: np.ndarray) -> str | None:
+    return f"undefined: the {name} values are all equal" if np.ptp(values) == 0 else None
+
+
+def pearson(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> dict[str, Any]:
+    """Pearson's r, its p-value and Fisher-z interval (``scipy.stats.pearsonr``); needs 4 pairs for the interval."""
+    out: dict[str, Any] = {"value": None, "ci": None, "pvalue": None, "notes": []}
+    if x.size < 2:
+        out["notes"].append("undefined: needs at least 2 pairs")
+        return out
+    problem = _constant("reference", x) or _constant("judge", y)
+    if problem:
+        out["notes"].append(problem)
+        return out
+    result, notes = _captured(sp.pearsonr, x, y)
+    out.update(value=float(result.statistic), pvalue=float(result.pvalue))
+    out["notes"].extend(notes)
+    if x.size >= 4:
+        low, high = result.confidence_interval(confidence)
+        out["ci"] = [float(low), float(high)]
+    else:
+        out["notes"].append("no interval: the Fisher-z interval needs at least 4 pairs")
+    return out
+
+
+def spearman(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int | None, confidence: float) -> dict[str, Any]:
+    """Spearman's rho and p-value (``scipy.stats.spearmanr``) with a paired bootstrap percentile interval."""
+    out: dict[str, Any] = {"value": None, "ci": None, "pvalue": None, "notes": []}
+    if x.size < 2:
+        out["notes"].append("undefined: needs at least 2 pairs")
+        return out
+    problem = _constant("reference", x) or _constant("judge", y)
+    if problem:
+        out["notes"].append(problem)
+        return out
+    result, notes = _captured(sp.spearmanr, x, y)
+    pvalue = float(result.pvalue)
+    out.update(value=float(result.statistic), pvalue=pvalue if np.isfinite(pvalue) else None)
+    out["notes"].extend(notes)
+    boot = paired_bootstrap(x.size, lambda idx: spearman_batch(x, y, idx), n_resamples, seed, confidence)
+    out["ci"] = boot["ci"]
+    out["bootstrap"] = boot
+    return out
+
+
+def _estimate(value_problem: tuple[float, str | None], boot: Mapping[str, Any]) -> dict[str, Any]:
+    value, problem = value_problem
+    return {
+        "value": None if problem else value,
+        "ci": boot["ci"],
+        "bootstrap": dict(boot),
+        "notes": [problem.replace("; reported as 0.0", "")] if problem else [],
+    }
+
+
+def pass_fail_agreement(
+    reference: Sequence[str], judged: Sequence[str], n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0,
+    confidence: float = 0.95,
+) -> dict[str, Any] | None:
+    """Pass/fail labels against pass/fail judgments: confusion matrix, full report, kappa and MCC with intervals.
+
+    Rows of the confusion matrix are the reference (human, or the first judge), columns the judge,
+    both in the order pass, fail. Returns None when there are no pairs.
+    """
+    ref = np.asarray(reference)
+    jud = np.asarray(judged)
+    if ref.size == 0:
+        return None
+    report = classification_report(ref, jud, labels=PASS_FAIL)
+    codes_ref = (ref == FAIL).astype(np.int64)
+    codes_jud = (jud == FAIL).astype(np.int64)
+    cm = report.confusion_matrix
+    kappa = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(codes_ref, codes_jud, 2, idx)),
+                             n_resamples, seed, confidence)
+    mcc = paired_bootstrap(ref.size, lambda idx: mcc_batch(confusion_batch(codes_ref, codes_jud, 2, idx)),
+                           n_resamples, seed, confidence)
+    return {
+        "n": int(ref.size),
+        "labels": list(PASS_FAIL),
+        "confusion_matrix": cm.tolist(),
+        "report": report.as_dict(),
+        "kappa": _estimate(kappa_from_matrix(cm), kappa),
+        "mcc": _estimate(mcc_from_matrix(cm), mcc),
+    }
+
+
+def weighted_kappa(
+    reference: np.ndarray, judged: np.ndarray, metric: Metric, n_resamples: int, seed: int | None, confidence: float,
+) -> dict[str, Any] | None:
+    """Quadratic-weighted kappa of the scores binned on the metric's scale, with a bootstrap interval."""
+    if reference.size == 0:
+        return None
+    bins = bins_for(metric)
+    ref, jud = bins.codes(reference), bins.codes(judged)
+    cm = confusion_matrix(ref, jud, labels=range(bins.count))
+    boot = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(ref, jud, bins.count, idx), "quadratic"),
+                            n_resamples, seed, confidence)
+    return {"weights": "quadratic", **bins.as_dict(), **_estimate(kappa_from_matrix(cm, "quadratic"), boot),
+            "confusion_matrix": cm.tolist()}
+
+
+def numeric_agreement(
+    reference: Sequence[float], judged: Sequence[float], metric: Metric, threshold: float,
+    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Numeric scores against numeric references on ``metric``'s scale (see the module docstring)."""
+    x = np.asarray(reference, dtype=np.float64)
+    y = np.asarray(judged, dtype=np.float64)
+    return {
+        "n": int(x.size),
+        "pearson": pearson(x, y, confidence),
+        "spearman": spearman(x, y, n_resamples, seed, confidence),
+        "mae": float(np.mean(np.abs(y - x))) if x.size else None,
+        "weighted_kappa": weighted_kappa(x, y, metric, n_resamples, seed, confidence),
+        "pass_fail": pass_fail_agreement(pass_fail_labels(x, metric, threshold), pass_fail_labels(y, metric, threshold),
+                                         n_resamples, seed, confidence),
+    }
+
+
+def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) -> tuple[dict[str, Any], list[tuple[Any, float]]]:
+    """Counts of what happened to each label, and the (label value, judge score) pairs."""
+    outcomes = run.outcomes_of(metric, judge)
+    in_run = set(run.transcripts) | set(outcomes)
+    unscored: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    not_in_run = no_judgment = 0
+    pairs = []
+    for label in labels:
+        outcome = outcomes.get(label.transcript_id)
+        if outcome is None:
+            if label.transcript_id in in_run:
+                no_judgment += 1
+            else:
+                not_in_run += 1
+        elif outcome.status == "scored":
+            pairs.append((label.value, outcome.score))
+        elif outcome.status == "failed":
+            failed[outcome.reason or "unknown"] += 1
+        else:
+            unscored[outcome.reason or "unknown"] += 1
+    labelled = {label.transcript_id for label in labels}
+    counts = {
+        "labels": len(labels),
+        "paired": len(pairs),
+        "not_in_run": not_in_run,
+        "no_judgment": no_judgment,
+        "unscored": sum(unscored.values()),
+        "unscored_reasons": dict(sorted(unscored.items())),
+        "failed": sum(failed.values()),
+        "failed_reasons": dict(sorted(failed.items())),
+        "scored_without_label": sum(1 for t, o in outcomes.items() if o.status == "scored" and t not in labelled),
+    }
+    return counts, pairs
+
+
+def judge_pair_agreement(
+    run: RunData, metric: Metric, first: str, second: str, threshold: float,
+    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Two judges of one run on the transcripts both scored; ``first`` takes the reference's place."""
+    a, b = run.scored(metric.name, first), run.scored(metric.name, second)
+    common = [t for t in run.transcripts if t in a and t in b]
+    common += sorted((a.keys() & b.keys()) - set(common))
+    section = numeric_agreement([a[t] for t in common], [b[t] for t in common], metric, threshold,
+                                n_resamples, seed, confidence)
+    counts = {"both_scored": len(common), "only_first_scored": len(a.keys() - b.keys()),
+              "only_second_scored": len(b.keys() - a.keys())}
+    return {"judges": [first, second], "counts": counts, **section}
+
+
+def agreement(
+    run: RunData, labels: Labels, thresholds: Mapping[str | None, float] | None = None,
+    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Agreement of each judge with the labels, per metric, and between judges (a JSON-ready dict).
+
+    ``thresholds`` maps a metric name (or None, for every metric) to its pass/fail threshold; see
+    `harness.analysis.scales`. Shape: ``{"run", "labels", "label_rows", "confidence",
+    "resamples", "seed", "notes", "metrics": [{"metric", "kind", "scale", "direction",
+    "threshold", "label_kind", "labels", "judges": [{"judge", "counts", ...}], "between_judges":
+    [...]}]}``; the per-judge sections are those of `numeric_agreement` (numeric labels) or
+    ``{"pass_fail": pass_fail_agreement(...)}`` (pass/fail labels).
+    """
+    thresholds = thresholds or {}
+    sections = []
+    for metric in run.metrics.values():
+        metric_labels = labels.by_metric.get(metric.name, [])
+        if not metric_labels and len(run.judges) < 2:
+            continue
+        threshold = threshold_for(metric, thresholds)
+        kind = labels.kind.get(metric.name)
+        per_judge = []
+        for judge in run.judges if metric_labels else ():
+            counts, pairs = _label_counts(run, metric_labels, metric.name, judge)
+            entry: dict[str, Any] = {"judge": judge, "counts": counts}
+            ref = [p[0] for p in pairs]
+            scores = np.array([p[1] for p in pairs], dtype=np.float64)
+            if kind == "numeric":
+                entry.update(numeric_agreement(ref, scores, metric, threshold, n_resamples, seed, confidence))
+            else:
+                entry["n"] = len(pairs)
+                entry["pass_fail"] = pass_fail_agreement(ref, pass_fail_labels(scores, metric, threshold),
+                                                         n_resamples, seed, confidence)
+            per_judge.append(entry)
+        between = [judge_pair_agreement(run, metric, a, b, threshold, n_resamples, seed, confidence)
+                   for a, b in itertools.combinations(run.judges, 2)]
+        sections.append({**metric.as_dict(), "metric": metric.name, "threshold": threshold, "label_kind": kind,
+                         "labels": len(metric_labels), "judges": per_judge, "between_judges": between})
+    return {
+        "run": str(run.path),
+        "labels": str(labels.path),
+        "label_rows": labels.rows,
+        "confidence": confidence,
+        "resamples": n_resamples,
+        "seed": seed,
+        "notes": list(run.notes),
+        "metrics": sections,
+    }
+
+
+def agreement_report(
+    run_dir: str | Path, labels_path: str | Path, thresholds: Sequence[str] = (), prompts: Sequence[str | Path] = (),
+    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+) -> dict[str, Any]:
+    """`agreement` from paths and ``--threshold`` texts, as ``harness agreement`` runs it."""
+    check_resampling(n_resamples, seed)
+    run = read_run(run_dir, prompts)
+    parsed = parse_thresholds(thresholds, run.metrics)
+    return agreement(run, read_labels(labels_path, run), parsed, n_resamples, seed, confidence)

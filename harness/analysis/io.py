@@ -1,0 +1,326 @@
+"""Reading what the analysis commands work on: a run directory and a file of human labels.
+
+`read_run` loads a directory written by ``harness run --out``: every judgment's outcome per
+(metric, judge, transcript) from judgments.jsonl, the composites from results.jsonl, and from
+summary.json the run's judges, rubric versions and composite names. Each rubric's scale and
+direction come from the rubric files (the built-ins, plus ``prompts`` directories for custom
+ones); composites are on 0..1 with higher better, as `harness.metrics.composites` defines them.
+
+`read_labels` reads a JSONL file of ``{"transcript_id", "rubric", "label"}`` rows. Every problem in
+either input is a `UserInputError` whose message names the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
+
+from ..errors import UserInputError
+from ..rubrics.rubric import load_rubrics
+
+__all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "read_labels", "read_run"]
+
+#: Composites are weighted sums of normalised rubric scores: 0..1, 1 best.
+COMPOSITE_SCALE = (0.0, 1.0)
+#: Strings accepted as categorical labels (case-insensitive) and what they mean.
+PASS_FAIL_WORDS = {"pass": "pass", "fail": "fail"}
+
+
+class Outcome(NamedTuple):
+    """One judgment (or composite) as the analysis sees it."""
+
+    status: str  # "scored" | "unscored" | "failed"
+    score: float | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A rubric or composite of a run, with what thresholds and bins need to know."""
+
+    name: str
+    kind: Literal["rubric", "composite"]
+    scale: tuple[float, float]
+    direction: Literal["higher", "lower"]
+    version: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "scale": list(self.scale), "direction": self.direction,
+                "version": self.version}
+
+
+@dataclass
+class RunData:
+    """Everything the analysis reads from one run directory."""
+
+    path: Path
+    transcripts: tuple[str, ...]
+    judges: tuple[str, ...]
+    judge_models: dict[str, Any]
+    metrics: dict[str, Metric]
+    #: (metric, judge) -> transcript id -> outcome; a missing id means no judgment was written.
+    outcomes: dict[tuple[str, str], dict[str, Outcome]]
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def outcomes_of(self, metric: str, judge: str) -> dict[str, Outcome]:
+        return self.outcomes.get((metric, judge), {})
+
+    def scored(self, metric: str, judge: str) -> dict[str, float]:
+        """Transcript id -> score, for the transcripts this judge scored on this metric."""
+        return {t: o.score for t, o in self.outcomes_of(metric, judge).items() if o.status == "scored" and o.score is not None}
+
+
+def _fail(path: Path, line: int | None, field_name: str, problem: str) -> UserInputError:
+    where = f"{path}:{line}" if line is not None else f"{path}"
+    return UserInputError(f"{where}: {field_name}: {problem}")
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; bad JSON or a non-object is an error."""
+    try:
+        handle = path.open("r", encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
+    with handle:
+        number = 0
+        try:
+            for number, text in enumerate(handle, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise _fail(path, number, "<json>", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+                if not isinstance(value, dict):
+                    raise _fail(path, number, "<record>", f"expected a JSON object, got {type(value).__name__}")
+                yield number, value
+        except UnicodeDecodeError as exc:
+            raise _fail(path, number + 1, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
+
+
+def _summary(run: Path) -> dict[str, Any]:
+    path = run / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserInputError(f"{run}: not a run directory (no summary.json; write one with harness run --out)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"{path}: <json>: invalid JSON ({exc})") from None
+    if not isinstance(summary, dict):
+        raise UserInputError(f"{path}: <record>: expected a JSON object")
+    for key in ("rubric_versions", "judge_models"):
+        if not isinstance(summary.get(key), dict):
+            raise UserInputError(f"{path}: {key}: missing or not an object (written by an older harness?)")
+    return summary
+
+
+def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_path: Path) -> tuple[dict[str, Metric], list[str]]:
+    rubrics = load_rubrics(prompts)
+    metrics: dict[str, Metric] = {}
+    notes: list[str] = []
+    for name, version in summary["rubric_versions"].items():
+        rubric = rubrics.get(name)
+        if rubric is None:
+            raise UserInputError(
+                f"{summary_path}: rubric_versions.{name}: no rubric file for {name!r} (its scale and direction are "
+                f"needed); pass --prompts DIR with {name}.md"
+            )
+        if str(version) != rubric.version:
+            notes.append(f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "
+                         f"{rubric.version}; scale and direction are taken from the file")
+        metrics[name] = Metric(name, "rubric", (float(rubric.lo), float(rubric.hi)), rubric.direction, str(version))
+    for name in summary.get("composites") or {}:
+        if name in metrics:
+            raise UserInputError(f"{summary_path}: composites.{name}: has the name of a rubric")
+        metrics[name] = Metric(name, "composite", COMPOSITE_SCALE, "higher")
+    return metrics, notes
+
+
+def _field(path: Path, line: int, row: Mapping[str, Any], name: str, kinds: tuple[type, ...], nullable: bool = False) -> Any:
+    if name not in row:
+        raise _fail(path, line, name, "missing")
+    value = row[name]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+        raise _fail(path, line, name, f"unexpected value {value!r}")
+    return value
+
+
+def _score(path: Path, line: int, value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _fail(path, line, name, f"expected a finite number or null, got {value!r}")
+    return float(value)
+
+
+def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
+    """Load a run directory written by ``harness run --out``.
+
+    ``prompts`` are extra rubric directories (as for ``harness run --prompts``), needed when the
+    run used custom rubrics: their files give the scale and direction. Raises `UserInputError`
+    naming the file, line and field for anything missing or malformed.
+    """
+    run = Path(path)
+    if not run.is_dir():
+        raise UserInputError(f"{run}: no such run directory")
+    summary = _summary(run)
+    metrics, notes = _metrics(summary, prompts, run / "summary.json")
+    judges = tuple(str(j) for j in summary["judge_models"])
+    outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
+
+    judgments = run / "judgments.jsonl"
+    for line, row in _jsonl(judgments):
+        tid = _field(judgments, line, row, "transcript_id", (str,))
+        rubric = _field(judgments, line, row, "rubric", (str,))
+        judge = _field(judgments, line, row, "judge", (str,))
+        status = _field(judgments, line, row, "status", (str,))
+        if status not in ("scored", "unscored", "failed"):
+            raise _fail(judgments, line, "status", f"expected scored, unscored or failed, got {status!r}")
+        score = _score(judgments, line, row.get("score"), "score")
+        if status == "scored" and score is None:
+            raise _fail(judgments, line, "score", "a scored judgment has no score")
+        if rubric not in metrics or metrics[rubric].kind != "rubric":
+            raise _fail(judgments, line, "rubric", f"{rubric!r} is not among the run's rubrics in summary.json")
+        if judge not in judges:
+            raise _fail(judgments, line, "judge", f"{judge!r} is not among the run's judges in summary.json")
+        cell = outcomes.setdefault((rubric, judge), {})
+        if tid in cell:
+            raise _fail(judgments, line, "transcript_id", f"second judgment of ({tid}, {rubric}, {judge})")
+        cell[tid] = Outcome(status, score if status == "scored" else None, row.get("reason"))
+
+    results = run / "results.jsonl"
+    transcripts: list[str] = []
+    composites = [m for m in metrics.values() if m.kind == "composite"]
+    for line, row in _jsonl(results):
+        tid = _field(results, line, row, "transcript_id", (str,))
+        transcripts.append(tid)
+        values = row.get("composites") or {}
+        reasons = row.get("composites_unscored") or {}
+        if not isinstance(values, dict) or not isinstance(reasons, dict):
+            raise _fail(results, line, "composites", "expected an object per judge")
+        for judge in judges:
+            per_judge = values.get(judge) or {}
+            for metric in composites:
+                if metric.name not in per_judge:
+                    continue
+                value = _score(results, line, per_judge[metric.name], f"composites.{judge}.{metric.name}")
+                reason = (reasons.get(judge) or {}).get(metric.name)
+                outcome = Outcome("scored", value, None) if value is not None else Outcome("unscored", None, reason)
+                outcomes.setdefault((metric.name, judge), {})[tid] = outcome
+    if len(set(transcripts)) != len(transcripts):
+        raise UserInputError(f"{results}: transcript_id: duplicate transcript ids")
+    interrupted = bool(summary.get("interrupted"))
+    if interrupted:
+        notes.append(f"{run}: the run was interrupted; transcripts it did not reach have no judgments")
+    return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes)
+
+
+# -- labels ----------------------------------------------------------------------------------------
+
+
+class _LabelRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    transcript_id: StrictStr | StrictInt
+    rubric: StrictStr
+    label: StrictBool | StrictInt | StrictFloat | StrictStr
+
+    @field_validator("transcript_id")
+    @classmethod
+    def _id_text(cls, value: str | int) -> str:
+        # Transcript ids may be integers in the transcripts file; the run writes them as text.
+        text = str(value)
+        if not text.strip():
+            raise ValueError("must not be empty")
+        return text
+
+
+class Label(NamedTuple):
+    """One human label: a number on the rubric's scale, or "pass" / "fail"."""
+
+    transcript_id: str
+    value: float | str
+    line: int
+
+
+@dataclass
+class Labels:
+    """Labels per metric, in file order; ``kind`` says whether a metric's labels are numbers or pass/fail."""
+
+    path: Path
+    rows: int
+    by_metric: dict[str, list[Label]]
+    kind: dict[str, Literal["numeric", "pass_fail"]]
+
+
+def _label_value(path: Path, line: int, value: Any, metric: Metric) -> tuple[float | str, Literal["numeric", "pass_fail"]]:
+    if isinstance(value, bool):
+        return ("pass" if value else "fail"), "pass_fail"
+    if isinstance(value, str):
+        word = PASS_FAIL_WORDS.get(value.strip().lower())
+        if word is None:
+            raise _fail(path, line, "label", f"{value!r} is not a label: give a number on the {metric.name} scale "
+                                             f"{list(metric.scale)}, true/false, or \"pass\"/\"fail\"")
+        return word, "pass_fail"
+    number = float(value)
+    lo, hi = metric.scale
+    if not math.isfinite(number) or not lo <= number <= hi:
+        raise _fail(path, line, "label", f"{value!r} is outside the {metric.name} scale [{lo:g}, {hi:g}]")
+    return number, "numeric"
+
+
+def read_labels(path: str | Path, run: RunData) -> Labels:
+    """Read human labels for ``run``: JSONL rows ``{"transcript_id", "rubric", "label"}``.
+
+    ``rubric`` names a rubric or composite of the run. ``label`` is a number on that metric's scale
+    (numeric labels) or pass/fail: ``true``/``false`` or the strings "pass"/"fail" (any case).
+    All labels of one metric must be of one kind, and a (transcript, rubric) pair may be labelled
+    once. Transcript ids the run does not hold are accepted here and counted by the analysis.
+    """
+    file = Path(path)
+    by_metric: dict[str, list[Label]] = {}
+    kinds: dict[str, tuple[Literal["numeric", "pass_fail"], int]] = {}
+    first_line: dict[tuple[str, str], int] = {}
+    rows = 0
+    for line, row in _jsonl(file):
+        try:
+            parsed = _LabelRow.model_validate(row)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            name = str(err["loc"][0]) if err["loc"] else "<record>"
+            problem = {"extra_forbidden": "unknown field", "missing": "missing"}.get(err["type"], err["msg"])
+            if err["type"] not in ("extra_forbidden", "missing"):
+                problem = f"unexpected value {row.get(name)!r}"
+            raise _fail(file, line, name, problem) from None
+        metric = run.metrics.get(parsed.rubric)
+        if metric is None:
+            known = ", ".join(run.metrics) or "none"
+            raise _fail(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} "
+                                              f"(it has: {known})")
+        value, kind = _label_value(file, line, parsed.label, metric)
+        seen_kind, seen_line = kinds.setdefault(metric.name, (kind, line))
+        if seen_kind != kind:
+            what = "numbers" if seen_kind == "numeric" else "pass/fail"
+            raise _fail(file, line, "label", f"{parsed.label!r} does not match the earlier {metric.name} labels, which "
+                                             f"are {what} (line {seen_line})")
+        key = (parsed.transcript_id, metric.name)
+        if key in first_line:
+            raise _fail(file, line, "transcript_id", f"{parsed.transcript_id!r} already has a {metric.name} label "
+                                                     f"(line {first_line[key]})")
+        first_line[key] = line
+        by_metric.setdefault(metric.name, []).append(Label(parsed.transcript_id, value, line))
+        rows += 1
+    if rows == 0:
+        raise UserInputError(f"{file}: holds no labels")
+    return Labels(file, rows, by_metric, {name: kind for name, (kind, _) in kinds.items()})
