@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .errors import BudgetExceeded, HarnessError, UserInputError
 from .runner import RunOptions, run_evaluation
@@ -25,7 +26,8 @@ def main() -> None:
 
 
 def _fail(exc: HarnessError) -> typer.Exit:
-    err.print(f"[red]error:[/] {exc}", highlight=False)
+    # One line whatever the terminal width; the message is text, never rich markup.
+    err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     if isinstance(exc, BudgetExceeded):
         return typer.Exit(EXIT_BUDGET)
     return typer.Exit(EXIT_USER_ERROR if isinstance(exc, UserInputError) else 1)
