@@ -8,7 +8,7 @@ code under test swallowed the error (an SDK turns it into a "connection error", 
 would retry quietly). Same idea as pydantic-ai's ``ALLOW_MODEL_REQUESTS = False``.
 
 A test that means to try a blocked address (the guard's own test) takes the ``network_guard``
-fixture and empties ``network_guard.blocked`` before it ends.
+fixture, expects ``network_guard.error`` and empties ``network_guard.blocked`` before it ends.
 
 Also: when a Hypothesis test fails, its pytest plugin imports ``hypothesis.extra._patching``,
 which imports libcst, which raises a DeprecationWarning at import time; under ``-W error`` that
@@ -35,13 +35,17 @@ with warnings.catch_warnings():
         pass
 
 
-class NetworkBlocked(RuntimeError):
-    """A test tried to connect somewhere other than loopback."""
+class NetworkBlocked(OSError):
+    """A test tried to connect somewhere other than loopback. An OSError, so callers clean up
+    (close the socket) as after any failed connect; the teardown check fails the test anyway."""
 
 
 @dataclass
 class NetworkGuard:
     blocked: list[str] = field(default_factory=list)
+    #: The error a blocked connect raises (tests use this, not an import of this conftest, which
+    #: pytest loads under its own module name).
+    error: type[Exception] = NetworkBlocked
 
 
 def _is_local(family: int, address: Any) -> bool:

@@ -43,6 +43,7 @@ class OpenAICompatibleJudge(Judge):
             response = await self._client.chat.completions.with_raw_response.create(**request_body(self.config.model, request))
             data = json.loads(response.http_response.content)
         except openai.APIError as exc:
+            self._scrub_sdk_error(exc)
             raise self._translate(exc) from exc
         except (ValueError, TypeError) as exc:  # a body that is not JSON
             raise MalformedReply(f"{where}: malformed response body ({type(exc).__name__})") from exc
@@ -50,6 +51,13 @@ class OpenAICompatibleJudge(Judge):
 
     def _scrub(self, message: str) -> str:
         return message.replace(self._key, "[REDACTED]") if self._key else message
+
+    def _scrub_sdk_error(self, exc: openai.APIError) -> None:
+        """The SDK's message quotes the error body, which a server may fill with the key; the SDK
+        error stays chained to ours (``from exc``) and shows in any traceback, so scrub it too."""
+        if self._key:
+            exc.args = tuple(self._scrub(a) if isinstance(a, str) else a for a in exc.args)
+            exc.message = self._scrub(exc.message)
 
     def _translate(self, exc: openai.APIError) -> JudgeError:
         where = f"{self.name} ({self.config.endpoint})"
