@@ -8,6 +8,7 @@ timeouts, connection problems, malformed bodies) back off exponentially with jit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -24,7 +25,8 @@ _backoff = wait_random_exponential(multiplier=0.5, max=20.0)
 
 def _wait(state: RetryCallState) -> float:
     exc = state.outcome.exception() if state.outcome else None
-    if isinstance(exc, RateLimited) and exc.retry_after is not None:
+    # NaN (a "Retry-After: nan" header parses as a float) would make the sleep meaningless.
+    if isinstance(exc, RateLimited) and exc.retry_after is not None and not math.isnan(exc.retry_after):
         return min(max(exc.retry_after, 0.0), MAX_RETRY_AFTER_S)
     return _backoff(state)
 
