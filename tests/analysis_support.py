@@ -1,0 +1,100 @@
+"""Real run directories for the tests of ``harness agreement`` and ``harness compare``.
+
+`ScriptedJudges` is a :class:`tests.judge_server.JudgeServer` whose reply is looked up in a table
+keyed by (transcript id, rubric, judge model): a number becomes ``{"score": X}``, a string is sent
+as the reply as it is (so "The answer looks fine to me." is unscored with ``no_score_found``). A
+``[[fault:400]]`` marker in a transcript's query makes the rubrics that read the query fail.
+`make_run` writes transcripts and a harness.toml and runs the real harness (``run_evaluation``,
+no cache) into ``tmp/NAME``; the tests then read judgments.jsonl themselves to build their oracles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.rubrics.rubric import load_rubrics
+from harness.runner import RunOptions, run_evaluation
+from tests.e2e_support import (
+    KEY,
+    KEY_ENV,
+    judge,
+    read_jsonl,
+    user_prompt,
+    write_config,
+    write_jsonl,
+)
+from tests.judge_server import JudgeServer
+
+RUBRIC_OF_LINE = {r.template.splitlines()[0]: name for name, r in load_rubrics().items()}
+CANNOT = "The answer looks fine to me."
+
+
+class ScriptedJudges(JudgeServer):
+    """A judge server replying from ``self.table[(transcript id, rubric, model)]``."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple[str, str, str], float | str] = {}
+        super().__init__(reply=self._reply)
+
+    def _reply(self, body: dict[str, Any]) -> str:
+        prompt = user_prompt({"body": body})
+        rubric = RUBRIC_OF_LINE[prompt.splitlines()[0]]
+        tid = prompt.split("id=", 1)[1].split()[0]
+        value = self.table[(tid, rubric, body["model"])]
+        return value if isinstance(value, str) else json.dumps({"score": value})
+
+
+def record(tid: str, contexts: bool = True, fail_query: bool = False) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": tid, "query": f"id={tid} What does the factsheet say?" + (" [[fault:400]]" if fail_query else ""),
+                           "response": f"id={tid} The answer."}
+    if contexts:
+        row["contexts"] = [f"id={tid} Factsheet."]
+    return row
+
+
+def make_run(
+    tmp: Path, name: str, server: ScriptedJudges, records: Iterable[Mapping[str, Any]],
+    replies: Mapping[tuple[str, str, str], float | str], judges: Iterable[str] = ("mini",),
+    rubrics: Iterable[str] = ("relevance", "faithfulness", "hallucination"),
+) -> Path:
+    """Run the harness on ``records`` with judges named (and modelled) ``judges``; returns the run directory."""
+    assert server.base_url
+    server.table = dict(replies)
+    folder = tmp / f"{name}-input"
+    folder.mkdir(parents=True, exist_ok=True)
+    write_jsonl(folder / "transcripts.jsonl", list(records))
+    write_config(folder / "harness.toml", [judge(j, server.base_url, model=j, max_attempts=1) for j in judges],
+                 rubrics=list(rubrics))
+    out = tmp / name
+    previous = os.environ.get(KEY_ENV)
+    os.environ[KEY_ENV] = KEY
+    try:
+        options = RunOptions(input=folder / "transcripts.jsonl", out=out, config=folder / "harness.toml", no_cache=True,
+                             progress=False)
+        outcome = asyncio.run(run_evaluation(options, console=Console(file=io.StringIO())))
+    finally:
+        if previous is None:
+            os.environ.pop(KEY_ENV, None)
+        else:
+            os.environ[KEY_ENV] = previous
+    assert outcome.exit_code in (0, 1), outcome.message
+    return out
+
+
+def scores(run: Path, rubric: str, judge_name: str) -> dict[str, float]:
+    """Transcript id -> score of the scored judgments, read straight from judgments.jsonl."""
+    return {r["transcript_id"]: r["score"] for r in read_jsonl(run / "judgments.jsonl")
+            if r["rubric"] == rubric and r["judge"] == judge_name and r["status"] == "scored"}
+
+
+def composite_scores(run: Path, name: str, judge_name: str) -> dict[str, float]:
+    return {r["transcript_id"]: r["composites"][judge_name][name] for r in read_jsonl(run / "results.jsonl")
+            if r["composites"].get(judge_name, {}).get(name) is not None}
