@@ -9,7 +9,8 @@ Speed: a message is split at line starts where no pre-token of either encoding c
 ``\\n``, before a character that is neither whitespace nor ``/``), and each piece's count is
 memoised. The rubric's template lines and a transcript's query, response and contexts recur across
 rubrics, so most pieces are counted once. Counting piecewise equals counting whole because
-BPE never merges across pre-token boundaries; ``tests/test_tokens.py`` checks the equality.
+BPE never merges across pre-token boundaries; ``tests/test_cost.py`` checks the equality. A line
+too long for one bpe-openai call is cut the same way before a space that follows a non-space.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-
 #: OpenAI's documented chat framing (the "num_tokens_from_messages" recipe).
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
@@ -32,6 +32,10 @@ APPROXIMATE = "approx"
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
 _SAFE_SPLIT = re.compile(r"(?<=\n)(?=[^\s/])")
+_SPACE_SPLIT = re.compile(r"(?<=\S)(?= )")
+#: Longest piece sent to bpe-openai in one call, in characters: at most 4 tokens a character (one
+#: per UTF-8 byte) keeps it under the library's 200k-token limit.
+_LONG = 40_000
 
 
 def encoding_for_model(model: str) -> str | None:
@@ -97,4 +101,17 @@ class TokenCounter:
 
 @lru_cache(maxsize=262_144)
 def _count_piece(encoding: str, piece: str) -> int:
-    return len(_encoding(encoding).encode_ordinary(piece))
+    if len(piece) <= _LONG:
+        return len(_encoding(encoding).encode_ordinary(piece))
+    # bpe-openai refuses a call of 1M characters or 200k tokens, so a long line is counted in
+    # chunks cut before a space that follows a non-space: no pre-token of either encoding spans
+    # that point (a space only ever starts one), so the sum stays exact.
+    total, size = 0, 0
+    chunk: list[str] = []
+    for word in _SPACE_SPLIT.split(piece):
+        if size + len(word) > _LONG and chunk:
+            total += len(_encoding(encoding).encode_ordinary("".join(chunk)))
+            chunk, size = [], 0
+        chunk.append(word)
+        size += len(word)
+    return total + len(_encoding(encoding).encode_ordinary("".join(chunk)))

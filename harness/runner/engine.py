@@ -130,7 +130,9 @@ class Runner:
         batch: list[Entry] = []
         count = 0
         for _, record in iter_transcripts(self.plan.input, self.plan.on_bad_record):
-            if self.stopping or (self.budget is not None and self.budget.exhausted) or (self.plan.limit is not None and count >= self.plan.limit):
+            # An exhausted budget does not stop the reading: the rest is still reported (cache hits
+            # served free, the others unscored budget_exhausted), never silently left out.
+            if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):
                 break
             count += 1
             await self._room.acquire()
