@@ -78,12 +78,18 @@ def judge(name: str, base_url: str, *, model: str = "judge-model", prices: bool 
     return table
 
 
-def write_config(path: Path, judges: list[dict[str, Any]], **top: Any) -> Path:
+def write_config(
+    path: Path, judges: list[dict[str, Any]], composites: Mapping[str, Mapping[str, float]] | None = None, **top: Any
+) -> Path:
     lines = [f"{key} = {_toml_value(value)}" for key, value in top.items()]
     for table in judges:
         lines.append("")
         lines.append("[[judges]]")
         lines.extend(f"{key} = {_toml_value(value)}" for key, value in table.items())
+    for name, weights in (composites or {}).items():
+        lines.append("")
+        lines.append(f"[composites.{name}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in weights.items())
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 

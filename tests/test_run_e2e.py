@@ -10,6 +10,7 @@ decides faithfulness and hallucination.
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 from collections import Counter
@@ -22,6 +23,7 @@ import pytest
 from rich.console import Console
 from statsmodels.stats.weightstats import DescrStatsW
 
+from harness.errors import UserInputError
 from harness.rubrics.parsing import parse_score
 from harness.rubrics.rubric import load_rubrics
 from harness.runner import RunOptions, RunOutcome, run_evaluation
@@ -281,20 +283,21 @@ RETRIED = {
 }
 
 
-async def test_transient_faults_are_retried_and_scored(tmp_path: Path) -> None:
-    with serve(hang_s=10.0) as server:
+@pytest.mark.parametrize("provider", ["openai", "openai-sdk"])
+async def test_transient_faults_are_retried_and_scored(tmp_path: Path, provider: str) -> None:
+    with serve(hang_s=60.0) as server:
         assert server.base_url
         records = [record(tid, 0.3 + 0.05 * i, contexts=False) for i, tid in enumerate(RETRIED)]
         for row, (markers, _) in zip(records, RETRIED.values(), strict=True):
             row["query"] += " " + markers
         write_jsonl(tmp_path / "transcripts.jsonl", records)
-        write_config(tmp_path / "harness.toml", [judge("j", server.base_url, timeout_s=0.5, max_attempts=4)])
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url, timeout_s=0.5, max_attempts=4, provider=provider)])
         started = time.perf_counter()
         outcome, outputs, _ = await run(tmp_path)
         elapsed = time.perf_counter() - started
 
     assert outcome.exit_code == 0, outcome.message
-    assert elapsed < 10.0 - 1.0  # the hang was cut by the timeout, not waited out
+    assert elapsed < 20.0  # the hang was cut by the timeout, not waited out
     judgments = outputs.by_key()
     for i, (tid, (_, attempts)) in enumerate(RETRIED.items()):
         j = judgments[(tid, "relevance", "j")]
@@ -307,14 +310,15 @@ async def test_transient_faults_are_retried_and_scored(tmp_path: Path) -> None:
     assert [r["status"] for r in hung] == [None, 200]  # the client gave up on the first
 
 
-async def test_fatal_faults_fail_at_once_with_the_error(tmp_path: Path, server: JudgeServer) -> None:
+@pytest.mark.parametrize("provider", ["openai", "openai-sdk"])
+async def test_fatal_faults_fail_at_once_with_the_error(tmp_path: Path, server: JudgeServer, provider: str) -> None:
     assert server.base_url
     records = [record("ok1", 0.5, contexts=False), record("bad400", 0.5, contexts=False),
                record("bad401", 0.5, contexts=False), record("ok2", 0.6, contexts=False)]
     records[1]["query"] += " [[fault:400]]"
     records[2]["query"] += " [[fault:401]]"
     write_jsonl(tmp_path / "transcripts.jsonl", records)
-    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_attempts=6)])
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_attempts=6, provider=provider)])
 
     outcome, outputs, _ = await run(tmp_path)
 
@@ -335,12 +339,13 @@ async def test_fatal_faults_fail_at_once_with_the_error(tmp_path: Path, server: 
     assert outputs.results[1]["scores"]["j"]["relevance"] is None  # a failure is never a 0
 
 
-async def test_quota_exhausted_stops_the_judge(tmp_path: Path, server: JudgeServer) -> None:
+@pytest.mark.parametrize("provider", ["openai", "openai-sdk"])
+async def test_quota_exhausted_stops_the_judge(tmp_path: Path, server: JudgeServer, provider: str) -> None:
     assert server.base_url
     records = [record(f"t{i}", 0.5, contexts=False) for i in range(6)]
     records[0]["query"] += " [[fault:quota]]"
     write_jsonl(tmp_path / "transcripts.jsonl", records)
-    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=1, max_attempts=6)])
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=1, max_attempts=6, provider=provider)])
 
     outcome, outputs, _ = await run(tmp_path)
 
@@ -352,11 +357,12 @@ async def test_quota_exhausted_stops_the_judge(tmp_path: Path, server: JudgeServ
         assert j["attempts"] <= 1
 
 
-async def test_judge_on_closed_port_fails_fast(tmp_path: Path, server: JudgeServer) -> None:
+@pytest.mark.parametrize("provider", ["openai", "openai-sdk"])
+async def test_judge_on_closed_port_fails_fast(tmp_path: Path, server: JudgeServer, provider: str) -> None:
     assert server.base_url
     write_jsonl(tmp_path / "transcripts.jsonl", [record(f"t{i}", 0.5, contexts=False) for i in range(20)])
     write_config(tmp_path / "harness.toml", [
-        judge("down", closed_port_url(), max_attempts=6, max_concurrency=4),
+        judge("down", closed_port_url(), max_attempts=6, max_concurrency=4, provider=provider),
         judge("up", server.base_url),
     ])
 
@@ -376,7 +382,7 @@ async def test_judge_on_closed_port_fails_fast(tmp_path: Path, server: JudgeServ
     up = [j for j in outputs.judgments if j["judge"] == "up"]
     assert [j["status"] for j in up] == ["scored"] * 20  # the other judge is unaffected
     assert server.count() == 20
-    assert elapsed < 8
+    assert elapsed < 15.0  # no backoff through 20 × 6 attempts
 
 
 # -- hostile transcripts ----------------------------------------------------------------------------
@@ -407,3 +413,109 @@ async def test_hostile_transcript_cannot_inject_a_score(tmp_path: Path) -> None:
     # What the echo yields is the rubric's own example answer, read after the transcript.
     own = parse_score(RUBRICS["relevance"].template, 0.0, 1.0)
     assert (j["status"], j["score"]) == (own.status, own.score)
+
+
+# -- input shapes, custom rubrics and composites, shared prompts, progress -----------------------------
+
+
+async def test_json_array_with_messages_and_spans(tmp_path: Path, server: JudgeServer) -> None:
+    assert server.base_url
+    messages = [
+        {"role": "system", "content": "You are a fund assistant."},
+        {"role": "user", "content": "id=msg What is the NAV of fund X? [[score=0.7]]"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "nav", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "aum", "arguments": "{}"}},
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "NAV of fund X: 101.5 [[score=0.4]]"},
+        {"role": "tool", "tool_call_id": "c2", "content": "AUM of fund X: 5,000 crore"},
+        {"role": "assistant", "content": "id=msg The NAV of fund X is 101.5."},
+    ]
+    spans = [
+        {"kind": "llm", "name": "plan", "start": 0.0, "end": 0.5},
+        {"kind": "tool", "name": "nav", "start": 0.5, "end": 0.9},
+        {"kind": "tool", "name": "aum", "start": 0.6, "end": 1.0},
+        {"kind": "api", "name": "nav-api", "start": 0.55, "end": 0.85},
+        {"kind": "llm", "name": "answer", "start": 1.0, "end": 1.25},
+    ]
+    path = tmp_path / "transcripts.json"
+    path.write_text(json.dumps([record("plain", 0.2, 0.3), {"id": "msg", "messages": messages, "spans": spans}]))
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+
+    outcome, outputs, _ = await run(tmp_path, input=path, rubrics=["relevance", "faithfulness"])
+
+    assert outcome.exit_code == 0, outcome.message
+    judgments = outputs.by_key()
+    assert judgments[("msg", "relevance", "j")]["score"] == 0.7
+    assert judgments[("msg", "faithfulness", "j")]["score"] == 0.4
+    prompts = {RUBRIC_OF_LINE[user_prompt(r).splitlines()[0]]: user_prompt(r) for r in chat_requests(server) if "id=msg" in user_prompt(r)}
+    assert "What is the NAV of fund X?" in prompts["relevance"]
+    assert "The NAV of fund X is 101.5." in prompts["relevance"]
+    assert "You are a fund assistant." not in prompts["relevance"]
+    assert "NAV of fund X: 101.5" in prompts["faithfulness"] and "AUM of fund X: 5,000 crore" in prompts["faithfulness"]
+    results = {r["transcript_id"]: r for r in outputs.results}
+    assert results["msg"]["performance"] == {"total_ms": 1250.0, "llm_ms": 750.0, "tool_ms": 500.0, "api_ms": 300.0, "tool_calls": 2}
+    assert results["msg"]["composites"]["j"]["answer_correctness"] == pytest.approx(0.7 * 0.7 + 0.3 * 0.4)
+
+
+async def test_custom_rubric_and_composites_with_lower_is_better(tmp_path: Path) -> None:
+    prompts = tmp_path / "my_prompts"
+    prompts.mkdir()
+    (prompts / "helpfulness.md").write_text(
+        '+++\nname = "helpfulness"\nversion = "2"\nscale = [1.0, 5.0]\ndirection = "higher"\n'
+        'inputs = ["query", "response"]\n+++\nRate how helpful the response is, 1 to 5.\n\n{{query}}\n\n{{response}}\n'
+    )
+    replies = {"helpfulness": "Rating: 4 out of 5", "relevance": '{"score": 0.9}', "hallucination": "Score: 0.2",
+               "faithfulness": '```json\n{"score": 0.6}\n```', "contextual_relevance": "0.5"}
+
+    def reply(body: dict[str, Any]) -> str:
+        first = body["messages"][-1]["content"].splitlines()[0]
+        return replies["helpfulness" if first.startswith("Rate how helpful") else RUBRIC_OF_LINE[first]]
+
+    with serve(reply=reply) as server:
+        assert server.base_url
+        write_jsonl(tmp_path / "transcripts.jsonl", [record("a")])
+        composites = {"trust": {"relevance": 0.5, "hallucination": 0.5}, "helpful_mix": {"helpfulness": 0.6, "relevance": 0.4}}
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url)], composites=composites)
+        outcome, outputs, _ = await run(tmp_path, prompts=[prompts])
+        assert outcome.exit_code == 0, outcome.message
+
+        judgments = outputs.by_key()
+        assert judgments[("a", "helpfulness", "j")]["score"] == 4.0
+        assert judgments[("a", "helpfulness", "j")]["rubric_version"] == "2"
+        composites_out = outputs.results[0]["composites"]["j"]
+        assert composites_out["trust"] == pytest.approx(0.5 * 0.9 + 0.5 * (1 - 0.2))
+        assert composites_out["helpful_mix"] == pytest.approx(0.6 * (4 - 1) / 4 + 0.4 * 0.9)
+        assert composites_out["answer_correctness"] == pytest.approx(0.7 * 0.9 + 0.3 * 0.6)
+        assert set(outputs.summary["composites"]) == {"answer_correctness", "trust", "helpful_mix"}
+
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url)], composites={"bad": {"relevance": 0.5, "faithfulness": 0.4}})
+        with pytest.raises(UserInputError, match="sum to 1"):
+            await run(tmp_path, name="bad")
+        assert server.count() == 5
+
+
+async def test_identical_prompts_are_sent_once(tmp_path: Path, server: JudgeServer) -> None:
+    assert server.base_url
+    same = {"query": "What is 2 + 2?", "response": "4."}
+    write_jsonl(tmp_path / "transcripts.jsonl", [{"id": "x", **same}, {"id": "y", **same}, {"id": "z", **same}])
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+    outcome, outputs, _ = await run(tmp_path, no_cache=True, cache=None)
+    assert outcome.exit_code == 0
+    assert server.count() == 1
+    assert len({j["score"] for j in outputs.judgments}) == 1
+    assert [j["status"] for j in outputs.judgments] == ["scored"] * 3
+    assert outputs.summary["judges"]["j"]["requests"] == 1
+
+
+async def test_progress_bar_on_a_terminal(tmp_path: Path, server: JudgeServer) -> None:
+    assert server.base_url
+    write_jsonl(tmp_path / "transcripts.jsonl", [record(f"t{i}", 0.5, contexts=False) for i in range(5)])
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=160, force_terminal=True, color_system=None)
+    options = RunOptions(input=tmp_path / "transcripts.jsonl", out=tmp_path / "out", config=tmp_path / "harness.toml",
+                         cache=tmp_path / "cache.sqlite", progress=True)
+    outcome = await run_evaluation(options, console=console)
+    assert outcome.exit_code == 0
+    assert "judging" in buffer.getvalue() and "5/5" in buffer.getvalue()
