@@ -46,13 +46,19 @@ def closed_port_url() -> str:
 
 
 def write_jsonl(path: Path, records: Iterable[Mapping[str, Any] | str]) -> Path:
-    lines = [r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records]
+    lines = [
+        r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
 
 
 def _toml_value(value: Any) -> str:
@@ -67,9 +73,21 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"no TOML for {value!r}")
 
 
-def judge(name: str, base_url: str, *, model: str = "judge-model", prices: bool = True, **fields: Any) -> dict[str, Any]:
+def judge(
+    name: str,
+    base_url: str,
+    *,
+    model: str = "judge-model",
+    prices: bool = True,
+    **fields: Any,
+) -> dict[str, Any]:
     """One ``[[judges]]`` table; priced at IN_PRICE/OUT_PRICE unless ``prices=False``."""
-    table: dict[str, Any] = {"name": name, "model": model, "base_url": base_url, "api_key_env": KEY_ENV}
+    table: dict[str, Any] = {
+        "name": name,
+        "model": model,
+        "base_url": base_url,
+        "api_key_env": KEY_ENV,
+    }
     if prices:
         table |= {"input_price_per_1m": IN_PRICE, "output_price_per_1m": OUT_PRICE}
     # Short backoff budget is not configurable; keep attempts modest so faults stay fast.
@@ -79,7 +97,10 @@ def judge(name: str, base_url: str, *, model: str = "judge-model", prices: bool 
 
 
 def write_config(
-    path: Path, judges: list[dict[str, Any]], composites: Mapping[str, Mapping[str, float]] | None = None, **top: Any
+    path: Path,
+    judges: list[dict[str, Any]],
+    composites: Mapping[str, Mapping[str, float]] | None = None,
+    **top: Any,
 ) -> Path:
     lines = [f"{key} = {_toml_value(value)}" for key, value in top.items()]
     for table in judges:
@@ -94,7 +115,12 @@ def write_config(
     return path
 
 
-def cost(prompt_tokens: int, completion_tokens: int, in_price: float = IN_PRICE, out_price: float = OUT_PRICE) -> float:
+def cost(
+    prompt_tokens: int,
+    completion_tokens: int,
+    in_price: float = IN_PRICE,
+    out_price: float = OUT_PRICE,
+) -> float:
     return (prompt_tokens * in_price + completion_tokens * out_price) / 1_000_000
 
 
@@ -103,7 +129,11 @@ def chat_requests(server: JudgeServer) -> list[dict[str, Any]]:
 
 
 def user_prompt(request: Mapping[str, Any]) -> str:
-    return next(m["content"] for m in reversed(request["body"]["messages"]) if m["role"] == "user")
+    return next(
+        m["content"]
+        for m in reversed(request["body"]["messages"])
+        if m["role"] == "user"
+    )
 
 
 def cache_rows(path: Path) -> list[dict[str, Any]]:
@@ -150,4 +180,14 @@ class Outputs:
 
 def replay_view(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     """The fields a replay must reproduce exactly."""
-    return [(r["transcript_id"], r["rubric"], r["judge"], r["status"], r["score"], r["raw_output"]) for r in rows]
+    return [
+        (
+            r["transcript_id"],
+            r["rubric"],
+            r["judge"],
+            r["status"],
+            r["score"],
+            r["raw_output"],
+        )
+        for r in rows
+    ]

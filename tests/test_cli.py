@@ -49,20 +49,38 @@ def server() -> Iterator[JudgeServer]:
 def project(tmp_path: Path, server: JudgeServer) -> Path:
     """transcripts.jsonl (4 records, 2 with contexts) and harness.toml with one priced judge."""
     assert server.base_url
-    write_jsonl(tmp_path / "transcripts.jsonl", [good(i, contexts=i < 2) for i in range(4)])
+    write_jsonl(
+        tmp_path / "transcripts.jsonl", [good(i, contexts=i < 2) for i in range(4)]
+    )
     write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)])
     return tmp_path
 
 
 def good(i: int, contexts: bool = True) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": f"t{i}", "query": f"Question {i}? [[score=0.{i + 1}]]", "response": f"Answer {i}."}
+    row: dict[str, Any] = {
+        "id": f"t{i}",
+        "query": f"Question {i}? [[score=0.{i + 1}]]",
+        "response": f"Answer {i}.",
+    }
     if contexts:
         row["contexts"] = [f"Context {i}."]
     return row
 
 
-def invoke(tmp_path: Path, *args: str, out: str = "out", config: bool = True, cache: bool = True) -> Any:
-    argv = ["run", str(tmp_path / "transcripts.jsonl"), "--out", str(tmp_path / out), "--no-progress"]
+def invoke(
+    tmp_path: Path,
+    *args: str,
+    out: str = "out",
+    config: bool = True,
+    cache: bool = True,
+) -> Any:
+    argv = [
+        "run",
+        str(tmp_path / "transcripts.jsonl"),
+        "--out",
+        str(tmp_path / out),
+        "--no-progress",
+    ]
     if config:
         argv += ["--config", str(tmp_path / "harness.toml")]
     if cache:
@@ -93,7 +111,17 @@ def test_rubric_limit_and_concurrency_options(tmp_path: Path) -> None:
         assert server.base_url
         write_jsonl(tmp_path / "transcripts.jsonl", [good(i) for i in range(8)])
         write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)])
-        result = invoke(tmp_path, "--rubric", "faithfulness", "--rubric", "relevance", "--limit", "6", "--concurrency", "2")
+        result = invoke(
+            tmp_path,
+            "--rubric",
+            "faithfulness",
+            "--rubric",
+            "relevance",
+            "--limit",
+            "6",
+            "--concurrency",
+            "2",
+        )
     assert result.exit_code == 0, result.output
     out = Outputs(tmp_path / "out")
     assert {(j["transcript_id"], j["rubric"]) for j in out.judgments} == {
@@ -107,7 +135,16 @@ def test_rubric_limit_and_concurrency_options(tmp_path: Path) -> None:
 def test_adhoc_judge_from_the_command_line(tmp_path: Path, server: JudgeServer) -> None:
     assert server.base_url
     write_jsonl(tmp_path / "transcripts.jsonl", [good(0, contexts=False)])
-    result = invoke(tmp_path, "--model", "adhoc-model", "--base-url", server.base_url, "--api-key-env", KEY_ENV, config=False)
+    result = invoke(
+        tmp_path,
+        "--model",
+        "adhoc-model",
+        "--base-url",
+        server.base_url,
+        "--api-key-env",
+        KEY_ENV,
+        config=False,
+    )
     assert result.exit_code == 0, result.output
     [j] = Outputs(tmp_path / "out").judgments
     assert (j["judge"], j["rubric"], j["score"]) == ("adhoc-model", "relevance", 0.1)
@@ -119,7 +156,9 @@ def test_adhoc_judge_from_the_command_line(tmp_path: Path, server: JudgeServer) 
 def test_judge_without_prices_says_unknown(tmp_path: Path, server: JudgeServer) -> None:
     assert server.base_url
     write_jsonl(tmp_path / "transcripts.jsonl", [good(0, contexts=False)])
-    write_config(tmp_path / "harness.toml", [judge("free", server.base_url, prices=False)])
+    write_config(
+        tmp_path / "harness.toml", [judge("free", server.base_url, prices=False)]
+    )
     result = invoke(tmp_path)
     assert result.exit_code == 0, result.output
     assert "cost unknown" in result.output and "$0.000000" not in result.output
@@ -127,7 +166,9 @@ def test_judge_without_prices_says_unknown(tmp_path: Path, server: JudgeServer) 
     assert summary["cost_usd"] is None and summary["judges"]["free"]["cost_usd"] is None
 
 
-def test_failed_judgments_exit_1_with_the_count(project: Path, server: JudgeServer) -> None:
+def test_failed_judgments_exit_1_with_the_count(
+    project: Path, server: JudgeServer
+) -> None:
     rows = [good(i, contexts=False) for i in range(4)]
     rows[0]["query"] += " [[fault:400]]"
     rows[2]["query"] += " [[fault:401]]"
@@ -136,14 +177,26 @@ def test_failed_judgments_exit_1_with_the_count(project: Path, server: JudgeServ
     assert result.exit_code == 1
     assert "2 judgment(s) failed" in result.output
     out = Outputs(project / "out")
-    assert [j["status"] for j in out.judgments] == ["failed", "scored", "failed", "scored"]
+    assert [j["status"] for j in out.judgments] == [
+        "failed",
+        "scored",
+        "failed",
+        "scored",
+    ]
     assert out.summary["judgments"]["failed"] == 2
     assert server.count() == 4
 
 
-def test_unreachable_judge_is_one_clear_message(project: Path, server: JudgeServer) -> None:
-    write_jsonl(project / "transcripts.jsonl", [good(i, contexts=False) for i in range(12)])
-    write_config(project / "harness.toml", [judge("down", closed_port_url(), max_attempts=6, max_concurrency=2)])
+def test_unreachable_judge_is_one_clear_message(
+    project: Path, server: JudgeServer
+) -> None:
+    write_jsonl(
+        project / "transcripts.jsonl", [good(i, contexts=False) for i in range(12)]
+    )
+    write_config(
+        project / "harness.toml",
+        [judge("down", closed_port_url(), max_attempts=6, max_concurrency=2)],
+    )
     result = invoke(project)
     assert result.exit_code == 1
     assert "12 judgment(s) failed" in result.output
@@ -151,10 +204,14 @@ def test_unreachable_judge_is_one_clear_message(project: Path, server: JudgeServ
     assert "Traceback" not in result.output
     out = Outputs(project / "out")
     assert sum(j["attempts"] for j in out.judgments) <= 4
-    assert out.summary["judges"]["down"]["requests"] == sum(j["attempts"] for j in out.judgments)
+    assert out.summary["judges"]["down"]["requests"] == sum(
+        j["attempts"] for j in out.judgments
+    )
 
 
-def test_typo_in_line_3_exits_2_before_any_call(project: Path, server: JudgeServer) -> None:
+def test_typo_in_line_3_exits_2_before_any_call(
+    project: Path, server: JudgeServer
+) -> None:
     path = project / "transcripts.jsonl"
     lines = path.read_text().splitlines()
     lines[2] = lines[2].replace('"response"', '"respnse"')
@@ -167,12 +224,23 @@ def test_typo_in_line_3_exits_2_before_any_call(project: Path, server: JudgeServ
     assert "Traceback" not in result.output
     assert server.count() == 0
     assert not (project / "out" / "judgments.jsonl").exists()
-    assert not (project / "cache.sqlite").exists() or cache_rows(project / "cache.sqlite") == []
+    assert (
+        not (project / "cache.sqlite").exists()
+        or cache_rows(project / "cache.sqlite") == []
+    )
 
 
-def test_bad_json_and_bad_value_name_the_line_and_field(project: Path, server: JudgeServer) -> None:
+def test_bad_json_and_bad_value_name_the_line_and_field(
+    project: Path, server: JudgeServer
+) -> None:
     path = project / "transcripts.jsonl"
-    write_jsonl(path, [good(0), '{"id": "t1", "query": "q", "response": "r", "contexts": "not a list"}'])
+    write_jsonl(
+        path,
+        [
+            good(0),
+            '{"id": "t1", "query": "q", "response": "r", "contexts": "not a list"}',
+        ],
+    )
     result = invoke(project)
     assert result.exit_code == 2
     assert f"{path}:2: contexts" in result.output
@@ -183,7 +251,9 @@ def test_bad_json_and_bad_value_name_the_line_and_field(project: Path, server: J
     assert server.count() == 0
 
 
-def test_on_bad_record_skip_judges_the_good_and_lists_the_bad(project: Path, server: JudgeServer) -> None:
+def test_on_bad_record_skip_judges_the_good_and_lists_the_bad(
+    project: Path, server: JudgeServer
+) -> None:
     path = project / "transcripts.jsonl"
     rows: list[Any] = [good(i, contexts=False) for i in range(4)]
     rows[2] = '{"id": "t2", "query": "q", "respnse": "r"}'
@@ -202,7 +272,9 @@ def test_on_bad_record_skip_judges_the_good_and_lists_the_bad(project: Path, ser
     assert "skipped 1 bad record(s)" in result.output
 
 
-def test_offline_cache_miss_exits_3_naming_the_count(project: Path, server: JudgeServer) -> None:
+def test_offline_cache_miss_exits_3_naming_the_count(
+    project: Path, server: JudgeServer
+) -> None:
     assert invoke(project, "--rubric", "relevance").exit_code == 0
     before = server.count()
     write_jsonl(project / "transcripts.jsonl", [good(i) for i in range(6)])
@@ -212,8 +284,14 @@ def test_offline_cache_miss_exits_3_naming_the_count(project: Path, server: Judg
     assert result.exit_code == 3
     assert "offline: 2 judgment(s) were not in the cache" in result.output
     assert server.count() == before
-    statuses = [(j["transcript_id"], j["status"], j["reason"]) for j in Outputs(project / "replay").judgments]
-    assert statuses[4:] == [("t4", "unscored", "cache_miss"), ("t5", "unscored", "cache_miss")]
+    statuses = [
+        (j["transcript_id"], j["status"], j["reason"])
+        for j in Outputs(project / "replay").judgments
+    ]
+    assert statuses[4:] == [
+        ("t4", "unscored", "cache_miss"),
+        ("t5", "unscored", "cache_miss"),
+    ]
     assert {s[1] for s in statuses[:4]} == {"scored"}
 
 
@@ -221,13 +299,18 @@ def test_offline_cache_miss_exits_3_naming_the_count(project: Path, server: Judg
     ("args", "message"),
     [
         (["--rubric", "nonsense"], "unknown rubric 'nonsense'"),
-        (["--refresh", "--no-cache"], "--refresh and --no-cache cannot be used together"),
+        (
+            ["--refresh", "--no-cache"],
+            "--refresh and --no-cache cannot be used together",
+        ),
         (["--offline", "--refresh"], "--offline replays from the cache"),
         (["--limit", "0"], "--limit must be at least 1"),
         (["--on-bad-record", "ignore"], "--on-bad-record must be 'fail' or 'skip'"),
     ],
 )
-def test_user_errors_exit_2_with_one_line(project: Path, server: JudgeServer, args: list[str], message: str) -> None:
+def test_user_errors_exit_2_with_one_line(
+    project: Path, server: JudgeServer, args: list[str], message: str
+) -> None:
     result = invoke(project, *args)
     assert result.exit_code == 2
     assert message in result.output
@@ -235,13 +318,20 @@ def test_user_errors_exit_2_with_one_line(project: Path, server: JudgeServer, ar
     assert server.count() == 0
 
 
-def test_missing_transcripts_file_and_bad_config(project: Path, server: JudgeServer) -> None:
+def test_missing_transcripts_file_and_bad_config(
+    project: Path, server: JudgeServer
+) -> None:
     (project / "transcripts.jsonl").unlink()
     result = invoke(project)
     assert result.exit_code == 2 and "no such file" in result.output
-    (project / "harness.toml").write_text('[[judges]]\nname = "x"\nmodel = "m"\ntemprature = 0.5\n')
+    (project / "harness.toml").write_text(
+        '[[judges]]\nname = "x"\nmodel = "m"\ntemprature = 0.5\n'
+    )
     write_jsonl(project / "transcripts.jsonl", [good(0)])
     result = invoke(project)
     assert result.exit_code == 2
-    assert f"{project / 'harness.toml'}: judges[0].temprature: unknown key" in result.output
+    assert (
+        f"{project / 'harness.toml'}: judges[0].temprature: unknown key"
+        in result.output
+    )
     assert server.count() == 0

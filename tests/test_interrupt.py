@@ -18,7 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, integrity, judge, serve, write_config, write_jsonl
+from tests.e2e_support import (
+    KEY,
+    KEY_ENV,
+    Outputs,
+    cache_rows,
+    integrity,
+    judge,
+    serve,
+    write_config,
+    write_jsonl,
+)
 from tests.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,27 +54,61 @@ def make_project(tmp_path: Path, server: JudgeServer) -> Path:
     assert server.base_url
     write_jsonl(
         tmp_path / "transcripts.jsonl",
-        [{"id": f"t{i}", "query": f"Question {i}?", "response": f"Answer {i}.", "contexts": [f"Context {i}."]} for i in range(TRANSCRIPTS)],
+        [
+            {
+                "id": f"t{i}",
+                "query": f"Question {i}?",
+                "response": f"Answer {i}.",
+                "contexts": [f"Context {i}."],
+            }
+            for i in range(TRANSCRIPTS)
+        ],
     )
-    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=CONCURRENCY)])
+    write_config(
+        tmp_path / "harness.toml",
+        [judge("j", server.base_url, max_concurrency=CONCURRENCY)],
+    )
     return tmp_path
 
 
 def start(project: Path, out: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "harness", "run", "transcripts.jsonl", "--out", out, "--config", "harness.toml",
-            "--cache", "cache.sqlite", "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        "transcripts.jsonl",
+        "--out",
+        out,
+        "--config",
+        "harness.toml",
+        "--cache",
+        "cache.sqlite",
+        "--no-progress",
+    ]
     for rubric in RUBRICS:
         argv += ["--rubric", rubric]
     env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     env.pop("OPENAI_BASE_URL", None)
-    return subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        argv,
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def wait_for_requests(server: JudgeServer, proc: subprocess.Popen[str], n: int, timeout: float = 20.0) -> None:
+def wait_for_requests(
+    server: JudgeServer, proc: subprocess.Popen[str], n: int, timeout: float = 20.0
+) -> None:
     deadline = time.monotonic() + timeout
     while server.count() < n:
         if proc.poll() is not None:
-            raise AssertionError(f"harness exited early ({proc.returncode}): {proc.communicate()[1]}")
+            raise AssertionError(
+                f"harness exited early ({proc.returncode}): {proc.communicate()[1]}"
+            )
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"only {server.count()} requests after {timeout} s")
@@ -77,7 +121,9 @@ def finish(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[int, str
     except subprocess.TimeoutExpired:
         proc.kill()
         _, stderr = proc.communicate()
-        raise AssertionError(f"harness did not finish within {timeout} s: {stderr}") from None
+        raise AssertionError(
+            f"harness did not finish within {timeout} s: {stderr}"
+        ) from None
     return proc.returncode, stderr
 
 
@@ -97,8 +143,12 @@ def rerun_completes(project: Path, server: JudgeServer, stored: int) -> int:
     return sent
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_ctrl_c_stops_cleanly_and_the_same_command_continues(project: Path, server: JudgeServer, signum: int) -> None:
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"]
+)
+def test_ctrl_c_stops_cleanly_and_the_same_command_continues(
+    project: Path, server: JudgeServer, signum: int
+) -> None:
     proc = start(project, "out1")
     wait_for_requests(server, proc, 20)
     proc.send_signal(signum)
@@ -117,13 +167,17 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(project: Path, serv
     assert out.summary["interrupted"] is True
     scored = [j for j in out.judgments if j["status"] == "scored"]
     assert len(scored) == stored
-    assert {(j["status"], j["reason"]) for j in out.judgments if j["status"] != "scored"} <= {("unscored", "interrupted")}
+    assert {
+        (j["status"], j["reason"]) for j in out.judgments if j["status"] != "scored"
+    } <= {("unscored", "interrupted")}
 
     rerun_completes(project, server, stored)
     assert server.count() <= JUDGMENTS + CONCURRENCY
 
 
-def test_kill_9_leaves_an_intact_cache_and_the_rerun_sends_only_what_was_lost(project: Path, server: JudgeServer) -> None:
+def test_kill_9_leaves_an_intact_cache_and_the_rerun_sends_only_what_was_lost(
+    project: Path, server: JudgeServer
+) -> None:
     proc = start(project, "out1")
     wait_for_requests(server, proc, 30)
     proc.send_signal(signal.SIGKILL)
@@ -146,9 +200,20 @@ def test_second_ctrl_c_stops_waiting_for_calls_in_flight(tmp_path: Path) -> None
         assert server.base_url
         write_jsonl(
             tmp_path / "transcripts.jsonl",
-            [{"id": f"t{i}", "query": f"Question {i}?", "response": f"Answer {i}. [[fault:hang]]", "contexts": [f"Context {i}."]} for i in range(40)],
+            [
+                {
+                    "id": f"t{i}",
+                    "query": f"Question {i}?",
+                    "response": f"Answer {i}. [[fault:hang]]",
+                    "contexts": [f"Context {i}."],
+                }
+                for i in range(40)
+            ],
         )
-        write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=CONCURRENCY, timeout_s=60.0)])
+        write_config(
+            tmp_path / "harness.toml",
+            [judge("j", server.base_url, max_concurrency=CONCURRENCY, timeout_s=60.0)],
+        )
         proc = start(tmp_path, "out1")
         wait_for_requests(server, proc, CONCURRENCY)
         proc.send_signal(signal.SIGINT)
@@ -157,8 +222,12 @@ def test_second_ctrl_c_stops_waiting_for_calls_in_flight(tmp_path: Path) -> None
         stopped = time.monotonic()
         proc.send_signal(signal.SIGINT)
         code, stderr = finish(proc, timeout=30.0)
-        assert time.monotonic() - stopped < 20.0  # not the 60 s the hung calls would take
-        assert server.count() == CONCURRENCY  # nothing dispatched after the first Ctrl-C
+        assert (
+            time.monotonic() - stopped < 20.0
+        )  # not the 60 s the hung calls would take
+        assert (
+            server.count() == CONCURRENCY
+        )  # nothing dispatched after the first Ctrl-C
 
     assert code == 130, stderr
     assert "Traceback" not in stderr
@@ -182,8 +251,16 @@ def _check_shared(project: Path, server: JudgeServer) -> None:
     assert len(cache_rows(project / "cache.sqlite")) == JUDGMENTS
     for out in ("out1", "out2"):
         judgments = Outputs(project / out).judgments
-        assert len(judgments) == JUDGMENTS and {j["status"] for j in judgments} == {"scored"}
-    views = [sorted((j["transcript_id"], j["rubric"], j["score"]) for j in Outputs(project / o).judgments) for o in ("out1", "out2")]
+        assert len(judgments) == JUDGMENTS and {j["status"] for j in judgments} == {
+            "scored"
+        }
+    views = [
+        sorted(
+            (j["transcript_id"], j["rubric"], j["score"])
+            for j in Outputs(project / o).judgments
+        )
+        for o in ("out1", "out2")
+    ]
     assert views[0] == views[1]
     assert server.count() <= 2 * JUDGMENTS
     sent = server.count()

@@ -62,7 +62,9 @@ def server() -> Iterator[JudgeServer]:
         yield srv
 
 
-async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOutcome, Outputs, str]:
+async def run(
+    tmp_path: Path, name: str = "out", **options: Any
+) -> tuple[RunOutcome, Outputs, str]:
     """One run; returns the outcome, its outputs and what it printed on the terminal."""
     out = tmp_path / name
     options.setdefault("cache", tmp_path / "cache.sqlite")
@@ -70,7 +72,9 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_evaluation(RunOptions(out=out, progress=False, **options), console=console)
+    outcome = await run_evaluation(
+        RunOptions(out=out, progress=False, **options), console=console
+    )
     return outcome, Outputs(out), buffer.getvalue()
 
 
@@ -91,26 +95,60 @@ def server_usage(request: dict[str, Any], reply: str) -> tuple[int, int]:
     return sum(len(m["content"].split()) + 4 for m in messages), len(reply.split())
 
 
-def record(tid: str, rel: float | None = None, faith: float | None = None, contexts: bool = True, **extra: Any) -> dict[str, Any]:
-    query = f"id={tid} What does the fund's factsheet say?" + (f" [[score={rel}]]" if rel is not None else "")
-    row: dict[str, Any] = {"id": tid, "query": query, "response": f"id={tid} The answer."}
+def record(
+    tid: str,
+    rel: float | None = None,
+    faith: float | None = None,
+    contexts: bool = True,
+    **extra: Any,
+) -> dict[str, Any]:
+    query = f"id={tid} What does the fund's factsheet say?" + (
+        f" [[score={rel}]]" if rel is not None else ""
+    )
+    row: dict[str, Any] = {
+        "id": tid,
+        "query": query,
+        "response": f"id={tid} The answer.",
+    }
     if contexts:
-        row["contexts"] = [f"id={tid} Factsheet." + (f" [[score={faith}]]" if faith is not None else ""), "Second context."]
+        row["contexts"] = [
+            f"id={tid} Factsheet."
+            + (f" [[score={faith}]]" if faith is not None else ""),
+            "Second context.",
+        ]
     return row | extra
 
 
 # -- a normal run ----------------------------------------------------------------------------------
 
 
-async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, server: JudgeServer) -> None:
+async def test_normal_run_scores_tokens_cost_composites_summary(
+    tmp_path: Path, server: JudgeServer
+) -> None:
     assert server.base_url
-    timings = [(2140, 1320, 610, 540), (3015, 1980, 790, 702), (980, 700, 120, 100), (4410, 2500, 1500, 1400)]
+    timings = [
+        (2140, 1320, 610, 540),
+        (3015, 1980, 790, 702),
+        (980, 700, 120, 100),
+        (4410, 2500, 1500, 1400),
+    ]
     scores = [(0.9, 1.0), (0.6, 0.4), (0.25, 0.75), (0.8, None)]
     records = []
     for i, ((rel, faith), t) in enumerate(zip(scores, timings, strict=True)):
         records.append(
-            record(f"t{i}", rel, faith, contexts=faith is not None, tool_calls=i,
-                   timings={"total_ms": t[0], "llm_ms": t[1], "tool_ms": t[2], "api_ms": t[3]})
+            record(
+                f"t{i}",
+                rel,
+                faith,
+                contexts=faith is not None,
+                tool_calls=i,
+                timings={
+                    "total_ms": t[0],
+                    "llm_ms": t[1],
+                    "tool_ms": t[2],
+                    "api_ms": t[3],
+                },
+            )
         )
     write_jsonl(tmp_path / "transcripts.jsonl", records)
     write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)])
@@ -124,15 +162,24 @@ async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, 
     for i, (rel, faith) in enumerate(scores):
         tid = f"t{i}"
         assert judgments[(tid, "relevance", "mini")]["score"] == rel
-        assert judgments[(tid, "contextual_relevance", "mini")]["score"] == (rel if faith is not None else None)
+        assert judgments[(tid, "contextual_relevance", "mini")]["score"] == (
+            rel if faith is not None else None
+        )
         for rubric in ("faithfulness", "hallucination"):
             assert judgments[(tid, rubric, "mini")]["score"] == faith
     # Missing contexts: unscored with the reason, and never sent to the judge.
     for rubric in ("faithfulness", "hallucination", "contextual_relevance"):
         j = judgments[("t3", rubric, "mini")]
-        assert (j["status"], j["reason"], j["attempts"], j["raw_output"]) == ("unscored", "missing_input", 0, None)
+        assert (j["status"], j["reason"], j["attempts"], j["raw_output"]) == (
+            "unscored",
+            "missing_input",
+            0,
+            None,
+        )
     asked = request_index(server)
-    assert asked == Counter({(f"t{i}", r): 1 for i in range(3) for r in RUBRICS} | {("t3", "relevance"): 1})
+    assert asked == Counter(
+        {(f"t{i}", r): 1 for i in range(3) for r in RUBRICS} | {("t3", "relevance"): 1}
+    )
     assert server.count() == 13
 
     # Tokens as the server reported them, cost from the judge's prices.
@@ -144,7 +191,9 @@ async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, 
         assert request["body"]["model"] == "judge-model"
         pt, ct = server_usage(request, j["raw_output"])
         assert (j["prompt_tokens"], j["completion_tokens"]) == (pt, ct)
-        assert j["cost_usd"] == pytest.approx((pt * IN_PRICE + ct * OUT_PRICE) / 1e6, rel=1e-12)
+        assert j["cost_usd"] == pytest.approx(
+            (pt * IN_PRICE + ct * OUT_PRICE) / 1e6, rel=1e-12
+        )
         assert j["status"] == "scored" and j["attempts"] == 1 and j["cached"] is False
         assert j["latency_ms"] > 0
 
@@ -152,26 +201,51 @@ async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, 
     results = {r["transcript_id"]: r for r in outputs.results}
     assert list(results) == ["t0", "t1", "t2", "t3"]  # input order
     for i, (rel, faith) in enumerate(scores[:3]):
-        assert results[f"t{i}"]["composites"]["mini"]["answer_correctness"] == pytest.approx(0.7 * rel + 0.3 * faith)
-    assert results["t0"]["composites"]["mini"]["answer_correctness"] == pytest.approx(0.93)  # the seed's example
+        assert results[f"t{i}"]["composites"]["mini"][
+            "answer_correctness"
+        ] == pytest.approx(0.7 * rel + 0.3 * faith)
+    assert results["t0"]["composites"]["mini"]["answer_correctness"] == pytest.approx(
+        0.93
+    )  # the seed's example
     assert results["t3"]["composites"]["mini"]["answer_correctness"] is None
-    assert "faithfulness" in results["t3"]["composites_unscored"]["mini"]["answer_correctness"]
-    assert "missing_input" in results["t3"]["composites_unscored"]["mini"]["answer_correctness"]
-    assert results["t1"]["performance"] == {"total_ms": 3015, "llm_ms": 1980, "tool_ms": 790, "api_ms": 702, "tool_calls": 1}
+    assert (
+        "faithfulness"
+        in results["t3"]["composites_unscored"]["mini"]["answer_correctness"]
+    )
+    assert (
+        "missing_input"
+        in results["t3"]["composites_unscored"]["mini"]["answer_correctness"]
+    )
+    assert results["t1"]["performance"] == {
+        "total_ms": 3015,
+        "llm_ms": 1980,
+        "tool_ms": 790,
+        "api_ms": 702,
+        "tool_calls": 1,
+    }
 
     summary = outputs.summary
     rel_values = [s[0] for s in scores]
     faith_values = [s[1] for s in scores[:3]]
-    for rubric, values, unscored in (("relevance", rel_values, 0), ("faithfulness", faith_values, 1)):
+    for rubric, values, unscored in (
+        ("relevance", rel_values, 0),
+        ("faithfulness", faith_values, 1),
+    ):
         s = summary["rubrics"][rubric]["mini"]
         assert s["n"] == len(values)
         assert s["mean"] == pytest.approx(float(np.mean(values)))
-        assert s["ci95"] == pytest.approx(list(DescrStatsW(np.array(values)).tconfint_mean(alpha=0.05)))
+        assert s["ci95"] == pytest.approx(
+            list(DescrStatsW(np.array(values)).tconfint_mean(alpha=0.05))
+        )
         assert s["unscored"] == unscored and s["failed"] == 0
-    assert summary["rubrics"]["faithfulness"]["mini"]["unscored_reasons"] == {"missing_input": 1}
+    assert summary["rubrics"]["faithfulness"]["mini"]["unscored_reasons"] == {
+        "missing_input": 1
+    }
     composite = summary["composites"]["answer_correctness"]["mini"]
     assert composite["n"] == 3 and composite["unscored"] == 1
-    assert composite["mean"] == pytest.approx(np.mean([0.7 * r + 0.3 * f for r, f in scores[:3]]))
+    assert composite["mean"] == pytest.approx(
+        np.mean([0.7 * r + 0.3 * f for r, f in scores[:3]])
+    )
     assert summary["judgments"] == {"scored": 13, "unscored": 3}
     assert summary["transcripts"] == 4
 
@@ -181,10 +255,23 @@ async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, 
     assert stats["cache_hits"] == 0 and stats["failed"] == 0
     assert stats["prompt_tokens"] == sum(j["prompt_tokens"] or 0 for j in rows)
     assert stats["completion_tokens"] == sum(j["completion_tokens"] or 0 for j in rows)
-    assert stats["cost_usd"] == pytest.approx(math.fsum(j["cost_usd"] or 0 for j in rows))
-    assert summary["cost_usd"] == pytest.approx(stats["cost_usd"]) and summary["cost_usd"] > 0
+    assert stats["cost_usd"] == pytest.approx(
+        math.fsum(j["cost_usd"] or 0 for j in rows)
+    )
+    assert (
+        summary["cost_usd"] == pytest.approx(stats["cost_usd"])
+        and summary["cost_usd"] > 0
+    )
     latencies = [j["latency_ms"] for j in rows if j["status"] == "scored"]
-    assert stats["latency_ms"] == pytest.approx(dict(zip(("p50", "p95", "p99"), np.percentile(latencies, [50, 95, 99]), strict=True)))
+    assert stats["latency_ms"] == pytest.approx(
+        dict(
+            zip(
+                ("p50", "p95", "p99"),
+                np.percentile(latencies, [50, 95, 99]),
+                strict=True,
+            )
+        )
+    )
 
     for i, field in enumerate(("total_ms", "llm_ms", "tool_ms", "api_ms")):
         values = [t[i] for t in timings]
@@ -197,10 +284,20 @@ async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, 
     assert "relevance" in printed and "answer_correctness" in printed
 
 
-async def test_judge_without_prices_costs_null_never_zero(tmp_path: Path, server: JudgeServer) -> None:
+async def test_judge_without_prices_costs_null_never_zero(
+    tmp_path: Path, server: JudgeServer
+) -> None:
     assert server.base_url
-    write_jsonl(tmp_path / "transcripts.jsonl", [record("a", 0.5, 0.5), record("b", 0.7, 0.2)])
-    write_config(tmp_path / "harness.toml", [judge("priced", server.base_url), judge("free", server.base_url, model="other", prices=False)])
+    write_jsonl(
+        tmp_path / "transcripts.jsonl", [record("a", 0.5, 0.5), record("b", 0.7, 0.2)]
+    )
+    write_config(
+        tmp_path / "harness.toml",
+        [
+            judge("priced", server.base_url),
+            judge("free", server.base_url, model="other", prices=False),
+        ],
+    )
 
     outcome, outputs, printed = await run(tmp_path, rubrics=["relevance"])
 
@@ -210,7 +307,9 @@ async def test_judge_without_prices_costs_null_never_zero(tmp_path: Path, server
         if j["judge"] == "free":
             assert j["cost_usd"] is None
         else:
-            assert j["cost_usd"] == pytest.approx(cost(j["prompt_tokens"], j["completion_tokens"]))
+            assert j["cost_usd"] == pytest.approx(
+                cost(j["prompt_tokens"], j["completion_tokens"])
+            )
     summary = outputs.summary
     assert summary["judges"]["free"]["cost_usd"] is None
     assert summary["judges"]["free"]["cost_note"]
@@ -222,18 +321,38 @@ async def test_judge_without_prices_costs_null_never_zero(tmp_path: Path, server
 # -- judges, rubric selection, limit, concurrency -------------------------------------------------
 
 
-async def test_two_judges_rubric_selection_and_limit(tmp_path: Path, server: JudgeServer) -> None:
+async def test_two_judges_rubric_selection_and_limit(
+    tmp_path: Path, server: JudgeServer
+) -> None:
     assert server.base_url
-    write_jsonl(tmp_path / "transcripts.jsonl", [record(f"t{i}", 0.1 * i, 0.5) for i in range(6)])
-    write_config(tmp_path / "harness.toml", [judge("alpha", server.base_url, model="model-a"), judge("beta", server.base_url, model="model-b")])
+    write_jsonl(
+        tmp_path / "transcripts.jsonl",
+        [record(f"t{i}", 0.1 * i, 0.5) for i in range(6)],
+    )
+    write_config(
+        tmp_path / "harness.toml",
+        [
+            judge("alpha", server.base_url, model="model-a"),
+            judge("beta", server.base_url, model="model-b"),
+        ],
+    )
 
-    outcome, outputs, _ = await run(tmp_path, rubrics=["relevance", "faithfulness"], limit=4)
+    outcome, outputs, _ = await run(
+        tmp_path, rubrics=["relevance", "faithfulness"], limit=4
+    )
 
     assert outcome.exit_code == 0
     judgments = outputs.by_key()
-    assert set(judgments) == {(f"t{i}", r, j) for i in range(4) for r in ("relevance", "faithfulness") for j in ("alpha", "beta")}
+    assert set(judgments) == {
+        (f"t{i}", r, j)
+        for i in range(4)
+        for r in ("relevance", "faithfulness")
+        for j in ("alpha", "beta")
+    }
     for (tid, rubric, _), j in judgments.items():
-        assert j["score"] == pytest.approx(0.1 * int(tid[1:]) if rubric == "relevance" else 0.5)
+        assert j["score"] == pytest.approx(
+            0.1 * int(tid[1:]) if rubric == "relevance" else 0.5
+        )
     models = Counter(r["body"]["model"] for r in chat_requests(server))
     assert models == {"model-a": 8, "model-b": 8}
     assert {k[1] for k in request_index(server)} == {"relevance", "faithfulness"}
@@ -246,23 +365,37 @@ async def test_two_judges_rubric_selection_and_limit(tmp_path: Path, server: Jud
 async def test_concurrency_is_honoured(tmp_path: Path) -> None:
     with serve(latency_s=0.05) as server:
         assert server.base_url
-        write_jsonl(tmp_path / "transcripts.jsonl", [record(f"t{i}", 0.5, contexts=False) for i in range(24)])
-        write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=16)])
-        outcome, outputs, _ = await run(tmp_path, concurrency=3, no_cache=True, cache=None)
+        write_jsonl(
+            tmp_path / "transcripts.jsonl",
+            [record(f"t{i}", 0.5, contexts=False) for i in range(24)],
+        )
+        write_config(
+            tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=16)]
+        )
+        outcome, outputs, _ = await run(
+            tmp_path, concurrency=3, no_cache=True, cache=None
+        )
     assert outcome.exit_code == 0
     assert len(outputs.judgments) == 24
     assert server.max_in_flight == 3
 
 
-async def test_default_rubrics_without_any_contexts_only_relevance(tmp_path: Path, server: JudgeServer) -> None:
+async def test_default_rubrics_without_any_contexts_only_relevance(
+    tmp_path: Path, server: JudgeServer
+) -> None:
     assert server.base_url
-    write_jsonl(tmp_path / "transcripts.jsonl", [record(f"t{i}", 0.4, contexts=False) for i in range(3)])
+    write_jsonl(
+        tmp_path / "transcripts.jsonl",
+        [record(f"t{i}", 0.4, contexts=False) for i in range(3)],
+    )
     write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
 
     outcome, outputs, _ = await run(tmp_path)
 
     assert outcome.exit_code == 0
-    assert {(j["rubric"], j["status"]) for j in outputs.judgments} == {("relevance", "scored")}
+    assert {(j["rubric"], j["status"]) for j in outputs.judgments} == {
+        ("relevance", "scored")
+    }
     assert server.count() == 3
     assert set(outputs.summary["rubrics"]) == {"relevance"}
     assert outputs.summary["composites"] == {}  # faithfulness is not part of the run
@@ -284,14 +417,29 @@ RETRIED = {
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-sdk"])
-async def test_transient_faults_are_retried_and_scored(tmp_path: Path, provider: str) -> None:
+async def test_transient_faults_are_retried_and_scored(
+    tmp_path: Path, provider: str
+) -> None:
     with serve(hang_s=60.0) as server:
         assert server.base_url
-        records = [record(tid, 0.3 + 0.05 * i, contexts=False) for i, tid in enumerate(RETRIED)]
+        records = [
+            record(tid, 0.3 + 0.05 * i, contexts=False) for i, tid in enumerate(RETRIED)
+        ]
         for row, (markers, _) in zip(records, RETRIED.values(), strict=True):
             row["query"] += " " + markers
         write_jsonl(tmp_path / "transcripts.jsonl", records)
-        write_config(tmp_path / "harness.toml", [judge("j", server.base_url, timeout_s=0.5, max_attempts=4, provider=provider)])
+        write_config(
+            tmp_path / "harness.toml",
+            [
+                judge(
+                    "j",
+                    server.base_url,
+                    timeout_s=0.5,
+                    max_attempts=4,
+                    provider=provider,
+                )
+            ],
+        )
         started = time.perf_counter()
         outcome, outputs, _ = await run(tmp_path)
         elapsed = time.perf_counter() - started
@@ -305,20 +453,31 @@ async def test_transient_faults_are_retried_and_scored(tmp_path: Path, provider:
         assert j["score"] == pytest.approx(0.3 + 0.05 * i)
     assert server.count() == sum(j["attempts"] for j in judgments.values())
     assert outputs.summary["judges"]["j"]["requests"] == server.count()
-    assert request_index(server) == Counter({(tid, "relevance"): n for tid, (_, n) in RETRIED.items()})
+    assert request_index(server) == Counter(
+        {(tid, "relevance"): n for tid, (_, n) in RETRIED.items()}
+    )
     hung = [r for r in chat_requests(server) if "hang" in user_prompt(r)]
     assert [r["status"] for r in hung] == [None, 200]  # the client gave up on the first
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-sdk"])
-async def test_fatal_faults_fail_at_once_with_the_error(tmp_path: Path, server: JudgeServer, provider: str) -> None:
+async def test_fatal_faults_fail_at_once_with_the_error(
+    tmp_path: Path, server: JudgeServer, provider: str
+) -> None:
     assert server.base_url
-    records = [record("ok1", 0.5, contexts=False), record("bad400", 0.5, contexts=False),
-               record("bad401", 0.5, contexts=False), record("ok2", 0.6, contexts=False)]
+    records = [
+        record("ok1", 0.5, contexts=False),
+        record("bad400", 0.5, contexts=False),
+        record("bad401", 0.5, contexts=False),
+        record("ok2", 0.6, contexts=False),
+    ]
     records[1]["query"] += " [[fault:400]]"
     records[2]["query"] += " [[fault:401]]"
     write_jsonl(tmp_path / "transcripts.jsonl", records)
-    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_attempts=6, provider=provider)])
+    write_config(
+        tmp_path / "harness.toml",
+        [judge("j", server.base_url, max_attempts=6, provider=provider)],
+    )
 
     outcome, outputs, _ = await run(tmp_path)
 
@@ -330,27 +489,48 @@ async def test_fatal_faults_fail_at_once_with_the_error(tmp_path: Path, server: 
         assert (j["status"], j["attempts"], j["score"]) == ("failed", 1, None)
         assert f"HTTP {status}" in j["error"] and j["reason"] == "fatal"
         assert KEY not in j["error"]
-    assert judgments[("ok1", "relevance", "j")]["status"] == judgments[("ok2", "relevance", "j")]["status"] == "scored"
+    assert (
+        judgments[("ok1", "relevance", "j")]["status"]
+        == judgments[("ok2", "relevance", "j")]["status"]
+        == "scored"
+    )
     assert server.count() == 4
     summary = outputs.summary
     assert summary["judgments"] == {"failed": 2, "scored": 2}
     assert summary["rubrics"]["relevance"]["j"]["failed"] == 2
     assert summary["rubrics"]["relevance"]["j"]["n"] == 2
-    assert outputs.results[1]["scores"]["j"]["relevance"] is None  # a failure is never a 0
+    assert (
+        outputs.results[1]["scores"]["j"]["relevance"] is None
+    )  # a failure is never a 0
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-sdk"])
-async def test_quota_exhausted_stops_the_judge(tmp_path: Path, server: JudgeServer, provider: str) -> None:
+async def test_quota_exhausted_stops_the_judge(
+    tmp_path: Path, server: JudgeServer, provider: str
+) -> None:
     assert server.base_url
     records = [record(f"t{i}", 0.5, contexts=False) for i in range(6)]
     records[0]["query"] += " [[fault:quota]]"
     write_jsonl(tmp_path / "transcripts.jsonl", records)
-    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=1, max_attempts=6, provider=provider)])
+    write_config(
+        tmp_path / "harness.toml",
+        [
+            judge(
+                "j",
+                server.base_url,
+                max_concurrency=1,
+                max_attempts=6,
+                provider=provider,
+            )
+        ],
+    )
 
     outcome, outputs, _ = await run(tmp_path)
 
     assert outcome.exit_code == 1 and "6 judgment(s) failed" in outcome.message
-    assert server.count() == 1  # never retried, and nothing else sent once the quota is gone
+    assert (
+        server.count() == 1
+    )  # never retried, and nothing else sent once the quota is gone
     for j in outputs.judgments:
         assert (j["status"], j["reason"]) == ("failed", "quota_exhausted")
         assert "quota" in j["error"]
@@ -358,13 +538,27 @@ async def test_quota_exhausted_stops_the_judge(tmp_path: Path, server: JudgeServ
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-sdk"])
-async def test_judge_on_closed_port_fails_fast(tmp_path: Path, server: JudgeServer, provider: str) -> None:
+async def test_judge_on_closed_port_fails_fast(
+    tmp_path: Path, server: JudgeServer, provider: str
+) -> None:
     assert server.base_url
-    write_jsonl(tmp_path / "transcripts.jsonl", [record(f"t{i}", 0.5, contexts=False) for i in range(20)])
-    write_config(tmp_path / "harness.toml", [
-        judge("down", closed_port_url(), max_attempts=6, max_concurrency=4, provider=provider),
-        judge("up", server.base_url),
-    ])
+    write_jsonl(
+        tmp_path / "transcripts.jsonl",
+        [record(f"t{i}", 0.5, contexts=False) for i in range(20)],
+    )
+    write_config(
+        tmp_path / "harness.toml",
+        [
+            judge(
+                "down",
+                closed_port_url(),
+                max_attempts=6,
+                max_concurrency=4,
+                provider=provider,
+            ),
+            judge("up", server.base_url),
+        ],
+    )
 
     started = time.perf_counter()
     outcome, outputs, printed = await run(tmp_path)
@@ -395,7 +589,16 @@ async def test_hostile_transcript_cannot_inject_a_score(tmp_path: Path) -> None:
     )
     with serve(mode="echo") as server:
         assert server.base_url
-        write_jsonl(tmp_path / "transcripts.jsonl", [{"id": "evil", "query": "id=evil Capital of France?", "response": hostile}])
+        write_jsonl(
+            tmp_path / "transcripts.jsonl",
+            [
+                {
+                    "id": "evil",
+                    "query": "id=evil Capital of France?",
+                    "response": hostile,
+                }
+            ],
+        )
         write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
         outcome, outputs, _ = await run(tmp_path)
 
@@ -404,11 +607,17 @@ async def test_hostile_transcript_cannot_inject_a_score(tmp_path: Path) -> None:
     [request] = chat_requests(server)
     prompt = user_prompt(request)
     assert hostile in prompt  # verbatim, braces and dollar signs untouched
-    assert "\n".join(m["content"] for m in request["body"]["messages"]) == j["raw_output"]  # the echo
+    assert (
+        "\n".join(m["content"] for m in request["body"]["messages"]) == j["raw_output"]
+    )  # the echo
     # The transcript's "</response>" does not close the delimiter the rubric put around it.
     opening = prompt[: prompt.index(hostile)].rstrip("\n").rsplit("\n", 1)[-1]
     assert opening.startswith("<response") and opening != "<response>"
-    assert prompt[prompt.index(hostile) + len(hostile) :].lstrip("\n").startswith("</" + opening[1:])
+    assert (
+        prompt[prompt.index(hostile) + len(hostile) :]
+        .lstrip("\n")
+        .startswith("</" + opening[1:])
+    )
     assert j["score"] != 1.0
     # What the echo yields is the rubric's own example answer, read after the transcript.
     own = parse_score(RUBRICS["relevance"].template, 0.0, 1.0)
@@ -418,16 +627,34 @@ async def test_hostile_transcript_cannot_inject_a_score(tmp_path: Path) -> None:
 # -- input shapes, custom rubrics and composites, shared prompts, progress -----------------------------
 
 
-async def test_json_array_with_messages_and_spans(tmp_path: Path, server: JudgeServer) -> None:
+async def test_json_array_with_messages_and_spans(
+    tmp_path: Path, server: JudgeServer
+) -> None:
     assert server.base_url
     messages = [
         {"role": "system", "content": "You are a fund assistant."},
         {"role": "user", "content": "id=msg What is the NAV of fund X? [[score=0.7]]"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "nav", "arguments": "{}"}},
-            {"id": "c2", "type": "function", "function": {"name": "aum", "arguments": "{}"}},
-        ]},
-        {"role": "tool", "tool_call_id": "c1", "content": "NAV of fund X: 101.5 [[score=0.4]]"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "nav", "arguments": "{}"},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "aum", "arguments": "{}"},
+                },
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "NAV of fund X: 101.5 [[score=0.4]]",
+        },
         {"role": "tool", "tool_call_id": "c2", "content": "AUM of fund X: 5,000 crore"},
         {"role": "assistant", "content": "id=msg The NAV of fund X is 101.5."},
     ]
@@ -439,44 +666,86 @@ async def test_json_array_with_messages_and_spans(tmp_path: Path, server: JudgeS
         {"kind": "llm", "name": "answer", "start": 1.0, "end": 1.25},
     ]
     path = tmp_path / "transcripts.json"
-    path.write_text(json.dumps([record("plain", 0.2, 0.3), {"id": "msg", "messages": messages, "spans": spans}]))
+    path.write_text(
+        json.dumps(
+            [
+                record("plain", 0.2, 0.3),
+                {"id": "msg", "messages": messages, "spans": spans},
+            ]
+        )
+    )
     write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
 
-    outcome, outputs, _ = await run(tmp_path, input=path, rubrics=["relevance", "faithfulness"])
+    outcome, outputs, _ = await run(
+        tmp_path, input=path, rubrics=["relevance", "faithfulness"]
+    )
 
     assert outcome.exit_code == 0, outcome.message
     judgments = outputs.by_key()
     assert judgments[("msg", "relevance", "j")]["score"] == 0.7
     assert judgments[("msg", "faithfulness", "j")]["score"] == 0.4
-    prompts = {RUBRIC_OF_LINE[user_prompt(r).splitlines()[0]]: user_prompt(r) for r in chat_requests(server) if "id=msg" in user_prompt(r)}
+    prompts = {
+        RUBRIC_OF_LINE[user_prompt(r).splitlines()[0]]: user_prompt(r)
+        for r in chat_requests(server)
+        if "id=msg" in user_prompt(r)
+    }
     assert "What is the NAV of fund X?" in prompts["relevance"]
     assert "The NAV of fund X is 101.5." in prompts["relevance"]
     assert "You are a fund assistant." not in prompts["relevance"]
-    assert "NAV of fund X: 101.5" in prompts["faithfulness"] and "AUM of fund X: 5,000 crore" in prompts["faithfulness"]
+    assert (
+        "NAV of fund X: 101.5" in prompts["faithfulness"]
+        and "AUM of fund X: 5,000 crore" in prompts["faithfulness"]
+    )
     results = {r["transcript_id"]: r for r in outputs.results}
-    assert results["msg"]["performance"] == {"total_ms": 1250.0, "llm_ms": 750.0, "tool_ms": 500.0, "api_ms": 300.0, "tool_calls": 2}
-    assert results["msg"]["composites"]["j"]["answer_correctness"] == pytest.approx(0.7 * 0.7 + 0.3 * 0.4)
+    assert results["msg"]["performance"] == {
+        "total_ms": 1250.0,
+        "llm_ms": 750.0,
+        "tool_ms": 500.0,
+        "api_ms": 300.0,
+        "tool_calls": 2,
+    }
+    assert results["msg"]["composites"]["j"]["answer_correctness"] == pytest.approx(
+        0.7 * 0.7 + 0.3 * 0.4
+    )
 
 
-async def test_custom_rubric_and_composites_with_lower_is_better(tmp_path: Path) -> None:
+async def test_custom_rubric_and_composites_with_lower_is_better(
+    tmp_path: Path,
+) -> None:
     prompts = tmp_path / "my_prompts"
     prompts.mkdir()
     (prompts / "helpfulness.md").write_text(
         '+++\nname = "helpfulness"\nversion = "2"\nscale = [1.0, 5.0]\ndirection = "higher"\n'
         'inputs = ["query", "response"]\n+++\nRate how helpful the response is, 1 to 5.\n\n{{query}}\n\n{{response}}\n'
     )
-    replies = {"helpfulness": "Rating: 4 out of 5", "relevance": '{"score": 0.9}', "hallucination": "Score: 0.2",
-               "faithfulness": '```json\n{"score": 0.6}\n```', "contextual_relevance": "0.5"}
+    replies = {
+        "helpfulness": "Rating: 4 out of 5",
+        "relevance": '{"score": 0.9}',
+        "hallucination": "Score: 0.2",
+        "faithfulness": '```json\n{"score": 0.6}\n```',
+        "contextual_relevance": "0.5",
+    }
 
     def reply(body: dict[str, Any]) -> str:
         first = body["messages"][-1]["content"].splitlines()[0]
-        return replies["helpfulness" if first.startswith("Rate how helpful") else RUBRIC_OF_LINE[first]]
+        return replies[
+            "helpfulness"
+            if first.startswith("Rate how helpful")
+            else RUBRIC_OF_LINE[first]
+        ]
 
     with serve(reply=reply) as server:
         assert server.base_url
         write_jsonl(tmp_path / "transcripts.jsonl", [record("a")])
-        composites = {"trust": {"relevance": 0.5, "hallucination": 0.5}, "helpful_mix": {"helpfulness": 0.6, "relevance": 0.4}}
-        write_config(tmp_path / "harness.toml", [judge("j", server.base_url)], composites=composites)
+        composites = {
+            "trust": {"relevance": 0.5, "hallucination": 0.5},
+            "helpful_mix": {"helpfulness": 0.6, "relevance": 0.4},
+        }
+        write_config(
+            tmp_path / "harness.toml",
+            [judge("j", server.base_url)],
+            composites=composites,
+        )
         outcome, outputs, _ = await run(tmp_path, prompts=[prompts])
         assert outcome.exit_code == 0, outcome.message
 
@@ -485,20 +754,37 @@ async def test_custom_rubric_and_composites_with_lower_is_better(tmp_path: Path)
         assert judgments[("a", "helpfulness", "j")]["rubric_version"] == "2"
         composites_out = outputs.results[0]["composites"]["j"]
         assert composites_out["trust"] == pytest.approx(0.5 * 0.9 + 0.5 * (1 - 0.2))
-        assert composites_out["helpful_mix"] == pytest.approx(0.6 * (4 - 1) / 4 + 0.4 * 0.9)
-        assert composites_out["answer_correctness"] == pytest.approx(0.7 * 0.9 + 0.3 * 0.6)
-        assert set(outputs.summary["composites"]) == {"answer_correctness", "trust", "helpful_mix"}
+        assert composites_out["helpful_mix"] == pytest.approx(
+            0.6 * (4 - 1) / 4 + 0.4 * 0.9
+        )
+        assert composites_out["answer_correctness"] == pytest.approx(
+            0.7 * 0.9 + 0.3 * 0.6
+        )
+        assert set(outputs.summary["composites"]) == {
+            "answer_correctness",
+            "trust",
+            "helpful_mix",
+        }
 
-        write_config(tmp_path / "harness.toml", [judge("j", server.base_url)], composites={"bad": {"relevance": 0.5, "faithfulness": 0.4}})
+        write_config(
+            tmp_path / "harness.toml",
+            [judge("j", server.base_url)],
+            composites={"bad": {"relevance": 0.5, "faithfulness": 0.4}},
+        )
         with pytest.raises(UserInputError, match="sum to 1"):
             await run(tmp_path, name="bad")
         assert server.count() == 5
 
 
-async def test_identical_prompts_are_sent_once(tmp_path: Path, server: JudgeServer) -> None:
+async def test_identical_prompts_are_sent_once(
+    tmp_path: Path, server: JudgeServer
+) -> None:
     assert server.base_url
     same = {"query": "What is 2 + 2?", "response": "4."}
-    write_jsonl(tmp_path / "transcripts.jsonl", [{"id": "x", **same}, {"id": "y", **same}, {"id": "z", **same}])
+    write_jsonl(
+        tmp_path / "transcripts.jsonl",
+        [{"id": "x", **same}, {"id": "y", **same}, {"id": "z", **same}],
+    )
     write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
     outcome, outputs, _ = await run(tmp_path, no_cache=True, cache=None)
     assert outcome.exit_code == 0
@@ -510,12 +796,20 @@ async def test_identical_prompts_are_sent_once(tmp_path: Path, server: JudgeServ
 
 async def test_progress_bar_on_a_terminal(tmp_path: Path, server: JudgeServer) -> None:
     assert server.base_url
-    write_jsonl(tmp_path / "transcripts.jsonl", [record(f"t{i}", 0.5, contexts=False) for i in range(5)])
+    write_jsonl(
+        tmp_path / "transcripts.jsonl",
+        [record(f"t{i}", 0.5, contexts=False) for i in range(5)],
+    )
     write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
     buffer = io.StringIO()
     console = Console(file=buffer, width=160, force_terminal=True, color_system=None)
-    options = RunOptions(input=tmp_path / "transcripts.jsonl", out=tmp_path / "out", config=tmp_path / "harness.toml",
-                         cache=tmp_path / "cache.sqlite", progress=True)
+    options = RunOptions(
+        input=tmp_path / "transcripts.jsonl",
+        out=tmp_path / "out",
+        config=tmp_path / "harness.toml",
+        cache=tmp_path / "cache.sqlite",
+        progress=True,
+    )
     outcome = await run_evaluation(options, console=console)
     assert outcome.exit_code == 0
     assert "judging" in buffer.getvalue() and "5/5" in buffer.getvalue()
