@@ -211,6 +211,10 @@ def compare(
         if m.version != other.version:
             notes.append(f"rubric {m.name}: version {m.version} in A, {other.version} in B: scores may not be comparable")
 
+    if not judges or not metrics:
+        what = "judge" if not judges else "rubric or composite"
+        raise UserInputError(f"{run_a.path} and {run_b.path} have no {what} in common: nothing to compare "
+                             f"(judges: {', '.join(run_a.judges)} in A, {', '.join(run_b.judges)} in B)")
     rows = [_compare_one(run_a, run_b, m, j, threshold_for(m, thresholds), n_resamples, seed, confidence)
             for m in metrics for j in judges]
     tested = [r for r in rows if r["test"] is not None]
