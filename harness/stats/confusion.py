@@ -89,6 +89,9 @@ def encode_labels(
                 codes.append(order[pos].astype(np.int64))
             return tuple(given), codes
         return tuple(given), _encode_objects(arrays, names, given)
+    dense = _dense_integer_codes(arrays)
+    if dense is not None:
+        return dense
     if _compatible(arrays) and all(a.dtype.kind != "O" for a in arrays):
         uniq, inverse = np.unique(np.concatenate(arrays), return_inverse=True)
         bounds = np.cumsum([0] + [a.size for a in arrays])
@@ -105,6 +108,34 @@ def encode_labels(
             "pass labels=[...] to fix their order"
         ) from exc
     return tuple(inferred), _encode_objects(arrays, names, inferred)
+
+
+def _dense_integer_codes(
+    arrays: Sequence[np.ndarray],
+) -> tuple[tuple[Hashable, ...], list[np.ndarray]] | None:
+    """Sorted labels and codes of integer arrays whose values span a small range, without sorting.
+
+    Same result as the ``np.unique`` path (labels ascending, as Python ints), in O(n + range):
+    which values occur is counted with ``np.bincount`` and a lookup table maps a value to its code.
+    Sorting 10^7 labels is the usual bottleneck of a confusion matrix; this avoids it. Returns None
+    (use the general path) for non-integer arrays or a range wider than the data.
+    """
+    if not arrays or any(a.dtype.kind not in "iu" for a in arrays):
+        return None
+    lo = min(int(a.min()) for a in arrays)
+    hi = max(int(a.max()) for a in arrays)
+    span = hi - lo + 1
+    if span > max(1 << 16, sum(a.size for a in arrays)) or hi > np.iinfo(np.intp).max:
+        return None
+    offsets = [a.astype(np.intp, copy=False) for a in arrays]
+    if lo:
+        offsets = [off - lo for off in offsets]
+    seen = np.zeros(span, dtype=bool)
+    for off in offsets:
+        seen |= np.bincount(off, minlength=span).astype(bool)
+    lookup = np.cumsum(seen, dtype=np.int64) - 1
+    labels = tuple(int(v) for v in np.flatnonzero(seen) + lo)
+    return labels, [lookup[off] for off in offsets]
 
 
 def _encode_objects(
