@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from scipy.stats import rankdata
 
 from ..errors import UserInputError
 
@@ -146,6 +145,22 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip(_divide(np.einsum("ij,ij->i", a, b), den), -1.0, 1.0)
 
 
+def _resample_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Average ranks (1-based, ties share their mean rank, as ``scipy.stats.rankdata``) within each resample.
+
+    No sort per resample: the values are coded once by their sorted distinct values, each
+    resample's count of every code is one ``np.bincount``, and a value's average rank is
+    (count of smaller values) + (its own count + 1) / 2.
+    """
+    distinct, codes = np.unique(values, return_inverse=True)
+    rows, k = idx.shape[0], distinct.size
+    coded = codes[idx]
+    counts = np.bincount((coded + (np.arange(rows, dtype=np.int64) * k)[:, None]).ravel(), minlength=rows * k)
+    counts = counts.reshape(rows, k)
+    average = (np.cumsum(counts, axis=1) - counts) + (counts + 1) / 2.0
+    return np.take_along_axis(average, coded, axis=1)
+
+
 def spearman_batch(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Spearman's rho (Pearson's r of average ranks) of each resample; NaN when one side is constant."""
-    return _rowwise_pearson(rankdata(x[idx], axis=1), rankdata(y[idx], axis=1))
+    return _rowwise_pearson(_resample_ranks(np.asarray(x), idx), _resample_ranks(np.asarray(y), idx))
