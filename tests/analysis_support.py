@@ -61,18 +61,25 @@ def record(tid: str, contexts: bool = True, fail_query: bool = False) -> dict[st
 
 
 def make_run(
-    tmp: Path, name: str, server: ScriptedJudges, records: Iterable[Mapping[str, Any]],
-    replies: Mapping[tuple[str, str, str], float | str], judges: Iterable[str] = ("mini",),
-    rubrics: Iterable[str] = ("relevance", "faithfulness", "hallucination"),
+    tmp: Path, name: str, server: JudgeServer, records: Iterable[Mapping[str, Any]],
+    replies: Mapping[tuple[str, str, str], float | str] | None = None, judges: Iterable[str] = ("mini",),
+    rubrics: Iterable[str] = ("relevance", "faithfulness", "hallucination"), prompts: Iterable[Path] = (),
 ) -> Path:
-    """Run the harness on ``records`` with judges named (and modelled) ``judges``; returns the run directory."""
+    """Run the harness on ``records`` with judges named (and modelled) ``judges``; returns the run directory.
+
+    ``replies`` is the table of a `ScriptedJudges` server; a plain server answers ``[[score=X]]``
+    markers. ``prompts`` are extra rubric directories.
+    """
     assert server.base_url
-    server.table = dict(replies)
+    if isinstance(server, ScriptedJudges):
+        server.table = dict(replies or {})
     folder = tmp / f"{name}-input"
     folder.mkdir(parents=True, exist_ok=True)
     write_jsonl(folder / "transcripts.jsonl", list(records))
-    write_config(folder / "harness.toml", [judge(j, server.base_url, model=j, max_attempts=1) for j in judges],
-                 rubrics=list(rubrics))
+    top: dict[str, Any] = {"rubrics": list(rubrics)}
+    if prompts:
+        top["prompts"] = [str(p) for p in prompts]
+    write_config(folder / "harness.toml", [judge(j, server.base_url, model=j, max_attempts=1) for j in judges], **top)
     out = tmp / name
     previous = os.environ.get(KEY_ENV)
     os.environ[KEY_ENV] = KEY

@@ -40,7 +40,7 @@ from tests.analysis_support import (
     record,
     scores,
 )
-from tests.e2e_support import write_jsonl
+from tests.e2e_support import serve, write_jsonl
 
 B = 60  # bootstrap resamples in these tests: enough to compare intervals, few enough for a fast oracle
 SEED = 11
@@ -378,6 +378,44 @@ def test_agreement_is_reproducible_with_a_seed(labelled_run: dict[str, Any], def
     other = agreement_json(labelled_run["run"], labelled_run["labels"], "--seed", "12")
     kappa = lambda r: section(r, "hallucination")["judges"][0]["pass_fail"]["kappa"]  # noqa: E731
     assert kappa(other)["value"] == kappa(first)["value"] and kappa(other)["ci"] != kappa(first)["ci"]
+
+
+TONE = """+++
+name = "tone"
+version = "1"
+scale = [1, 5]
+direction = "higher"
+inputs = ["response"]
++++
+Rate the tone of the response from 1 (rude) to 5 (courteous).
+{{response}}
+"""
+
+
+def test_custom_1_to_5_rubric_needs_its_prompts_and_bins_by_integers(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "tone.md").write_text(TONE, encoding="utf-8")
+    rng = np.random.default_rng(8)
+    human = rng.integers(1, 6, 30)
+    judged = np.clip(human + rng.integers(-1, 2, 30), 1, 5)
+    records = [{"id": f"c{i}", "query": "q", "response": f"id=c{i} Thanks! [[score={s}]]"} for i, s in enumerate(judged)]
+    with serve() as server:
+        run = make_run(tmp_path, "run", server, records, rubrics=["tone"], prompts=[prompts])
+    labels = write_jsonl(tmp_path / "labels.jsonl",
+                         [{"transcript_id": f"c{i}", "rubric": "tone", "label": int(h)} for i, h in enumerate(human)])
+    line = one_line_error(invoke("agreement", str(run), "--labels", str(labels)))
+    assert "no rubric file for 'tone'" in line and "--prompts DIR with tone.md" in line
+    result = agreement_json(run, labels, "--prompts", str(prompts))
+    (entry,) = section(result, "tone")["judges"]
+    assert section(result, "tone")["threshold"] == 3.0  # the midpoint of 1..5
+    wk = entry["weighted_kappa"]
+    assert wk["bins"] == [1.0, 2.0, 3.0, 4.0, 5.0] and wk["rule"] == "rounded to the scale's integer steps"
+    quadratic = lambda a, b: skm.cohen_kappa_score(a, b, weights="quadratic", labels=[1, 2, 3, 4, 5])  # noqa: E731
+    assert wk["value"] == pytest.approx(quadratic(human, judged), abs=1e-12)
+    assert wk["ci"] == pytest.approx(scipy_ci(human, judged, quadratic), abs=1e-12)
+    check_pass_fail(entry["pass_fail"], pass_fail(human, threshold=3.0), pass_fail(judged, threshold=3.0))
+    assert entry["mae"] == pytest.approx(skm.mean_absolute_error(human, judged))
 
 
 # -- bad inputs: exit 2 and one line ---------------------------------------------------------------
