@@ -267,7 +267,8 @@ def agreement(
             per_judge.append(entry)
         between = [judge_pair_agreement(run, metric, a, b, threshold, n_resamples, seed, confidence)
                    for a, b in itertools.combinations(run.judges, 2)]
-        sections.append({**metric.as_dict(), "metric": metric.name, "threshold": threshold, "label_kind": kind,
+        info = {("metric" if k == "name" else k): v for k, v in metric.as_dict().items()}
+        sections.append({**info, "threshold": threshold, "label_kind": kind,
                          "labels": len(metric_labels), "judges": per_judge, "between_judges": between})
     return {
         "run": str(run.path),
