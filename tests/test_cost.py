@@ -476,6 +476,8 @@ async def test_model_in_no_table_has_unknown_cost(tmp_path: Path) -> None:
     [
         ('[models."m"]\ninput = -0.5\noutput = 1.0\n', "models.m.input", "greater than or equal to 0"),
         ('[models."m"]\ninput = 0.5\noutput = "abc"\n', "models.m.output", "valid number"),
+        ('[models."m"]\ninput = true\noutput = 1.0\n', "models.m.input", "valid number"),
+        ('[models."m"]\ninput = "0.5"\noutput = 1.0\n', "models.m.input", "valid number"),
         ('[models."m"]\ninput = 0.5\noutput = 1.0\ncached_input = inf\n', "models.m.cached_input", "finite"),
         ('[models."m"]\ninput = 0.5\noutput = 1.0\nbatch_inptu = 0.2\n', "models.m.batch_inptu", "unknown key"),
         ('currency = "EUR"\n', "currency", "unknown key"),
@@ -697,3 +699,23 @@ async def test_cost_split_billed_retry_then_cache_savings(tmp_path: Path) -> Non
     assert again["saved_by_cache_usd"] == pytest.approx(cost["total"]["paid_usd"], rel=1e-12)
     assert again["paid_usd"] == 0 and again["billed_retries"] == 0 and again["retried_billed_usd"] == 0
     assert replay_outputs.summary["cost_usd"] == 0
+
+
+async def test_budget_spend_counts_billed_retries(tmp_path: Path) -> None:
+    # A 2xx garbage body is billed and retried: the budget's spend is the summary's total, retries included.
+    records = [
+        {"id": "g1", "query": "What is the NAV today? [[fault:garbage:2]]", "response": "It is 1,184.37."},
+        {"id": "ok", "query": "What is the expense ratio?", "response": "It is 0.58%."},
+    ]
+    write_jsonl(tmp_path / "transcripts.jsonl", records)
+    with serve() as server:
+        assert server.base_url
+        write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)])
+        outcome, outputs, _ = await run(tmp_path, rubrics=["relevance"], no_cache=True, max_cost=1.0)
+        assert server.count() == 4
+    assert outcome.exit_code == 0, outcome.message
+    g1 = next(j for j in outputs.judgments if j["transcript_id"] == "g1")
+    assert g1["billed_retries"] == 2
+    total = outputs.summary["cost"]["total"]
+    assert total["retried_billed_usd"] == pytest.approx(2 * g1["cost_usd"], rel=1e-12)
+    assert outputs.summary["budget"]["spent_usd"] == pytest.approx(total["total_usd"], rel=1e-12)

@@ -4,7 +4,8 @@ Before a call is sent, its worst case (exact prompt tokens at the input price pl
 ``max_tokens`` at the output price) is reserved. A call goes only if what has been spent plus
 every reservation still in flight stays within the cap; once one would cross it, the budget is
 exhausted and nothing more is dispatched. When a call ends its reservation is replaced by what it
-actually cost (nothing for a failed call; the reservation itself when usage is not reported).
+actually cost, billed retries included (nothing for a failed call; the reservation itself when
+usage is not reported).
 """
 
 from __future__ import annotations

@@ -21,11 +21,12 @@ SHIPPED_TABLE = Path(__file__).resolve().parents[1] / "data" / "prices.toml"
 class ModelPrice(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cached_input: float | None = Field(default=None, ge=0)
-    batch_input: float | None = Field(default=None, ge=0)
-    batch_output: float | None = Field(default=None, ge=0)
+    # strict: TOML gives numbers as numbers, so a quoted "0.5" or a `true` is a mistake, not a price.
+    input: float = Field(ge=0, strict=True)
+    output: float = Field(ge=0, strict=True)
+    cached_input: float | None = Field(default=None, ge=0, strict=True)
+    batch_input: float | None = Field(default=None, ge=0, strict=True)
+    batch_output: float | None = Field(default=None, ge=0, strict=True)
 
     @field_validator("*")
     @classmethod

@@ -203,7 +203,10 @@ class Runner:
                 self.budget.settle(reserved, None)  # cancelled mid-call: assume the worst
             raise
         if self.budget is not None:
-            self.budget.settle(reserved, judgment.cost_usd if judgment.status != "failed" else 0.0)
+            actual = judgment.cost_usd
+            if actual is not None:  # the billed retries too, priced as the summary prices them
+                actual *= 1 + judgment.billed_retries
+            self.budget.settle(reserved, actual if judgment.status != "failed" else 0.0)
         return judgment
 
     async def _attempts(self, judge: Judge, job: Job, health: JudgeHealth) -> Judgment:
