@@ -719,3 +719,11 @@ async def test_budget_spend_counts_billed_retries(tmp_path: Path) -> None:
     total = outputs.summary["cost"]["total"]
     assert total["retried_billed_usd"] == pytest.approx(2 * g1["cost_usd"], rel=1e-12)
     assert outputs.summary["budget"]["spent_usd"] == pytest.approx(total["total_usd"], rel=1e-12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(["a", "Z", " ", "\n", "/", "\t", "\r", "\x0b", "\x1c", "\u2028", "\u00a0", "é", "1"]), max_size=40))
+def test_split_pieces_matches_the_safe_split_regex(text: str) -> None:
+    from harness.cost.tokens import _SAFE_SPLIT, split_pieces
+
+    assert split_pieces(text) == _SAFE_SPLIT.split(text)

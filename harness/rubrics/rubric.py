@@ -91,6 +91,8 @@ class Rubric:
     system: str
     template: str
     source: str
+    #: the template split at its placeholders: literal, input name, literal, ..., literal
+    parts: tuple[str, ...] = ()
 
     @property
     def lo(self) -> float:
@@ -109,11 +111,20 @@ class Rubric:
         present = transcript.present_inputs()
         return [name for name in self.inputs if name not in present]
 
-    def render(self, transcript: Resolved) -> list[dict[str, str]]:
-        """The chat messages sent to the judge. Call ``missing_inputs`` first."""
-        blocks = {name: _block(name, getattr(transcript, name)) for name in self.inputs}
-        user = _PLACEHOLDER.sub(lambda m: blocks[m.group(1)], self.template)
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+    def render(self, transcript: Resolved, blocks: dict[str, str] | None = None) -> list[dict[str, str]]:
+        """The chat messages sent to the judge. Call ``missing_inputs`` first.
+
+        ``blocks`` memoises each input's delimited block: pass one dict for all the rubrics of a
+        transcript and each input is wrapped once, not once per rubric.
+        """
+        memo = {} if blocks is None else blocks
+        parts = list(self.parts)
+        for i in range(1, len(parts), 2):  # odd positions hold input names (re.split with a group)
+            name = parts[i]
+            if name not in memo:
+                memo[name] = _block(name, getattr(transcript, name))
+            parts[i] = memo[name]
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)}]
 
 
 def _tag_for(name: str, text: str) -> str:
@@ -169,6 +180,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
         system=header.system,
         template=template.strip("\n") + "\n",
         source=source,
+        parts=tuple(_PLACEHOLDER.split(template.strip("\n") + "\n")),
     )
 
 

@@ -51,9 +51,10 @@ def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> in
 
 def plan_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig]) -> Entry:
     entry = Entry(transcript)
+    blocks: dict[str, str] = {}
     for rubric in rubrics:
         missing = rubric.missing_inputs(transcript)
-        messages = None if missing else tuple(rubric.render(transcript))
+        messages = None if missing else tuple(rubric.render(transcript, blocks))
         for judge in judges:
             job = Job(entry, rubric, judge)
             entry.jobs.append(job)
