@@ -32,6 +32,7 @@ APPROXIMATE = "approx"
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
 _SAFE_SPLIT = re.compile(r"(?<=\n)(?=[^\s/])")
+_NEWLINE_SPLIT = re.compile(r"\n(?=[^\s/])")
 _SPACE_SPLIT = re.compile(r"(?<=\S)(?= )")
 #: Longest piece sent to bpe-openai in one call, in characters: at most 4 tokens a character (one
 #: per UTF-8 byte) keeps it under the library's 200k-token limit.
@@ -100,22 +101,15 @@ class TokenCounter:
 
 
 def split_pieces(text: str) -> list[str]:
-    """``_SAFE_SPLIT.split(text)``, done with ``str.split`` (3-4× faster than the look-behind regex):
-    a piece ends after a newline whose next line starts with neither whitespace nor ``/``."""
-    lines = text.split("\n")
-    pieces: list[str] = []
-    current: list[str] = []
-    last = len(lines) - 1
-    for index, line in enumerate(lines):
-        if index == last:
-            current.append(line)
-            break
-        current.append(line + "\n")
-        head = lines[index + 1][:1]
-        if head and not head.isspace() and head != "/":
-            pieces.append("".join(current))
-            current = []
-    pieces.append("".join(current))
+    """``_SAFE_SPLIT.split(text)`` without the look-behind, which makes the regex engine try every
+    position: splitting on a newline followed by neither whitespace nor ``/`` and putting the
+    newline back is 3× faster and gives the same pieces (tests/test_cost.py checks it)."""
+    parts = _NEWLINE_SPLIT.split(text)
+    if len(parts) == 1:
+        return parts
+    tail = parts.pop()
+    pieces = [part + "\n" for part in parts]
+    pieces.append(tail)
     return pieces
 
 

@@ -107,8 +107,9 @@ class Rubric:
         unit = (score - self.lo) / (self.hi - self.lo)
         return 1.0 - unit if self.direction == "lower" else unit
 
-    def missing_inputs(self, transcript: Resolved) -> list[str]:
-        present = transcript.present_inputs()
+    def missing_inputs(self, transcript: Resolved, present: frozenset[str] | None = None) -> list[str]:
+        """Inputs this rubric needs that the transcript lacks (``present``: its present_inputs())."""
+        present = transcript.present_inputs() if present is None else present
         return [name for name in self.inputs if name not in present]
 
     def render(self, transcript: Resolved, blocks: dict[str, str] | None = None) -> list[dict[str, str]]:

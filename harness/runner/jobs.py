@@ -52,8 +52,9 @@ def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> in
 def plan_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig]) -> Entry:
     entry = Entry(transcript)
     blocks: dict[str, str] = {}
+    present = transcript.present_inputs()
     for rubric in rubrics:
-        missing = rubric.missing_inputs(transcript)
+        missing = rubric.missing_inputs(transcript, present)
         messages = None if missing else tuple(rubric.render(transcript, blocks))
         for judge in judges:
             job = Job(entry, rubric, judge)
