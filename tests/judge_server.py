@@ -23,7 +23,10 @@ Kinds: ``429`` (``Retry-After: 0.05``), ``429ra0`` (no Retry-After), ``500``, ``
 ``truncated`` (200, JSON cut in half), ``400``, ``401``, ``quota``.
 
 ``python -m tests.judge_server --port 0 --latency 0.05`` runs the same server in the foreground
-for benchmarks in another process and prints its base URL as the first line of output.
+for benchmarks in another process and prints its base URL as the first line of output. Such a
+benchmark reads ``GET /_stats`` (``{"requests", "max_in_flight", "in_flight", "first_request_at",
+"last_answer_at", "cpu_s"}``; the routes sit beside ``/v1``, at the server root) and zeroes the
+counters with ``POST /_reset``; neither request is recorded.
 """
 
 from __future__ import annotations
@@ -144,6 +147,9 @@ class JudgeServer:
         self.usage = usage
         self.requests: list[dict[str, Any]] = []
         self.max_in_flight = 0
+        #: time.time() of the first request's arrival and of the last answer (None before any)
+        self.first_request_at: float | None = None
+        self.last_answer_at: float | None = None
         self.base_url: str | None = None
         self._in_flight = 0
         self._attempts: dict[str, int] = {}
@@ -205,6 +211,8 @@ class JudgeServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/_stats", self._stats)
+        app.router.add_post("/_reset", self._reset)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         # handler_cancellation: a client that gives up on a hung request frees its handler.
         runner = web.AppRunner(
@@ -240,6 +248,30 @@ class JudgeServer:
 
         return await self._recorded(request, models)
 
+    # Not recorded: a benchmark in another process reads and zeroes the counters through these.
+    def stats(self) -> dict[str, Any]:
+        """Requests received, the most ever in flight at once, when the first came and the last was
+        answered (``time.time()``), and this process's CPU seconds."""
+        return {
+            "requests": len(self.requests),
+            "max_in_flight": self.max_in_flight,
+            "in_flight": self._in_flight,
+            "first_request_at": self.first_request_at,
+            "last_answer_at": self.last_answer_at,
+            "cpu_s": time.process_time(),
+        }
+
+    async def _stats(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response(self.stats())
+
+    async def _reset(self, request: web.Request) -> web.StreamResponse:
+        """Forget recorded requests, attempts and the in-flight maximum (not calls still in flight)."""
+        self.requests.clear()
+        self._attempts.clear()
+        self.max_in_flight = self._in_flight
+        self.first_request_at = self.last_answer_at = None
+        return web.json_response(self.stats())
+
     async def _not_found(self, request: web.Request) -> web.StreamResponse:
         async def not_found(_body: Any) -> web.Response:
             body = _error(f"Unknown route {request.method} {request.path}", "invalid_request_error")
@@ -265,6 +297,8 @@ class JudgeServer:
             "status": None,
         }
         self.requests.append(entry)
+        if self.first_request_at is None:
+            self.first_request_at = time.time()
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
@@ -282,6 +316,7 @@ class JudgeServer:
             return response
         finally:
             self._in_flight -= 1
+            self.last_answer_at = time.time()
 
     async def _complete(self, body: Any) -> web.Response:
         messages = body.get("messages") if isinstance(body, dict) else None
