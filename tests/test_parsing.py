@@ -469,3 +469,22 @@ def test_offered_labels_read_back(labels: list[str], data: st.DataObject) -> Non
     form = data.draw(st.sampled_from(["Verdict: {}", "{}", "**{}**", '{{"label": "{}"}}']))
     written = form.format(data.draw(st.sampled_from([label, label.upper(), label.lower()])))
     assert parse_label(written, labels) == ParsedLabel("scored", label, None)
+
+
+_PLAIN_NUMBER = st.one_of(
+    st.integers(-20, 120).map(str),
+    st.decimals(-20, 120, places=3, allow_nan=False, allow_infinity=False).map(lambda d: format(d, "f")),
+)
+
+
+@given(
+    number=_PLAIN_NUMBER,
+    form=st.sampled_from(['{{"score": {}}}', '{{"score":{}}}', "Score: {}", "score:{}", "SCORE:\t{}", "  Score: {}\n"]),
+    scale=st.sampled_from([(0.0, 1.0), (1.0, 5.0), (0.0, 5.0), (0.0, 10.0), (0.0, 100.0)]),
+)
+def test_fast_path_agrees_with_the_general_rules(number: str, form: str, scale: tuple[float, float]) -> None:
+    from harness.rubrics.parsing import _PLAIN_RE, _parse_general
+
+    text = form.format(number)
+    assert _PLAIN_RE.fullmatch(text) is not None
+    assert parse_score(text, *scale) == _parse_general(text, *scale)

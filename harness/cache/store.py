@@ -102,9 +102,10 @@ class JudgmentCache:
             chunk = keys[start : start + _READ_BATCH]
             marks = ",".join("?" * len(chunk))
             try:
-                async with self.db.execute(f"SELECT {_COLUMNS} FROM judgments WHERE key IN ({marks})", chunk) as cursor:
-                    async for row in cursor:
-                        found[row[0]] = CachedJudgment(*row)
+                # One thread hop per chunk (execute_fetchall), not one per 64 rows of a cursor.
+                rows = await self.db.execute_fetchall(f"SELECT {_COLUMNS} FROM judgments WHERE key IN ({marks})", chunk)
+                for row in rows:
+                    found[row[0]] = CachedJudgment(*row)
             except sqlite3.DatabaseError as exc:
                 raise CacheError(f"{self.path}: read failed: {exc}") from exc
         return found

@@ -139,6 +139,9 @@ _REFUSAL_RE = re.compile(
 _SCORE_KEY_RE = re.compile(r'"score"\s*:', re.IGNORECASE)
 _LABEL_KEY_RE = re.compile(r'"label"\s*:', re.IGNORECASE)
 _DECODER = json.JSONDecoder()
+_PLAIN_RE = re.compile(
+    rf'\s*(?:\{{\s*"score"\s*:\s*(?P<json>{_NUMBER})\s*\}}|score:[ \t]*(?P<label>{_NUMBER}))\s*', re.IGNORECASE
+)
 # Bounds on the JSON search so hostile text (thousands of keys or braces) stays linear.
 _MAX_JSON_KEYS = 32
 _MAX_BRACES_OUT = 8
@@ -159,6 +162,16 @@ def parse_score(text: str | None, lo: float, hi: float) -> ParsedScore:
     _check_scale(lo, hi)
     if not isinstance(text, str) or not text.strip():
         return ParsedScore("unscored", None, None, False, "empty_reply")
+    # Most replies are exactly what the rubric asked for; reading those directly is 5-10× faster
+    # than the general rules below (which give the same result: tests/test_parsing.py checks it).
+    if (plain := _PLAIN_RE.fullmatch(text)) is not None:
+        value = float(plain.group("json") or plain.group("label"))
+        score = float(min(max(value, lo), hi))
+        return ParsedScore("scored", score, value, score != value, None)
+    return _parse_general(text, lo, hi)
+
+
+def _parse_general(text: str, lo: float, hi: float) -> ParsedScore:
     text = _unwrap(text)
     for rule in (_from_json, _from_labels, _from_bare_number, _from_verdict):
         reading = rule(text, lo, hi)

@@ -7,11 +7,29 @@ happened are returned alongside it, to be reported rather than hidden.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import stats as _sp
+
+
+class _LazyModule:
+    """``scipy.stats`` imported on first use: it takes most of a second to import, and every
+    ``harness`` command imports this package while only some of them need the distributions."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
+
+
+_sp: Any = _LazyModule("scipy.stats")
 
 __all__ = [
     "Ratio",

@@ -12,8 +12,8 @@ from collections.abc import Hashable, Iterable
 from typing import Any, Literal
 
 import numpy as np
-from scipy.stats import rankdata
 
+from ._common import _sp
 from .confusion import _as_label_array, encode_labels
 
 __all__ = [
@@ -125,7 +125,7 @@ def _binary_auc(positive: np.ndarray, score: np.ndarray) -> np.ndarray:
         return _binary_auc_sorted(positive, score)
     n_pos = positive.sum(axis=0).astype(np.float64)
     n_neg = positive.shape[0] - n_pos
-    ranks = rankdata(score, axis=0)
+    ranks = _sp.rankdata(score, axis=0)
     rank_sum = np.sum(ranks * positive, axis=0)
     return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
 

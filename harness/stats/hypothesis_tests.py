@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats as _sp
 
-from ._common import UndefinedMetricWarning, as_1d_float
+from ._common import UndefinedMetricWarning, _sp, as_1d_float
 
 __all__ = [
     "SignificanceResult",

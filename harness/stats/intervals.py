@@ -14,11 +14,11 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats as _sp
 from scipy.special import ndtr, ndtri
 
 from ._common import (
     UndefinedMetricWarning,
+    _sp,
     accepts_axis,
     as_1d_float,
     check_confidence,

@@ -10,7 +10,7 @@ neither spans nor timings has every latency ``None`` (unknown), never 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class Performance:
     tool_calls: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in PERFORMANCE_FIELDS}
 
 
 def union_ms(intervals: Sequence[tuple[float, float]]) -> float:
