@@ -198,7 +198,7 @@ def estimate_plan(plan: RunPlan, transcripts: Iterable[Any], n_transcripts: int,
     try:
         batch: list[Any] = []
         for record in transcripts:
-            batch.append(plan_entry(record.resolved(), rubrics, plan.judges))
+            batch.append(plan_entry(record.resolved(), rubrics, plan.judges, keyed=db is not None))
             if len(batch) >= _BATCH:
                 account(batch)
                 batch = []

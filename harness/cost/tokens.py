@@ -94,7 +94,10 @@ class TokenCounter:
     def count_messages(self, messages: Sequence[dict[str, str]]) -> int:
         total = REPLY_PRIMING
         for message in messages:
-            total += TOKENS_PER_MESSAGE + self.count_text(message["content"]) + _count_piece(self.encoding, message["role"])
+            content = message["content"]
+            # The system prompt is the same in every request: count it once, not piece by piece.
+            text_tokens = _count_piece(self.encoding, content) if message["role"] == "system" else self.count_text(content)
+            total += TOKENS_PER_MESSAGE + text_tokens + _count_piece(self.encoding, message["role"])
             if "name" in message:
                 total += TOKENS_PER_NAME + self.count_text(message["name"])
         return total

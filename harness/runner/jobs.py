@@ -49,7 +49,9 @@ def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> in
     return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages) + max_tokens
 
 
-def plan_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig]) -> Entry:
+def plan_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True) -> Entry:
+    """The transcript's jobs. ``keyed=False`` (an estimate with no cache to look in) skips the
+    cache key and the rate limiter's token guess, which nothing would read."""
     entry = Entry(transcript)
     blocks: dict[str, str] = {}
     present = transcript.present_inputs()
@@ -64,6 +66,8 @@ def plan_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
                 continue
             max_tokens = rubric.max_tokens or judge.max_tokens
             job.request = JudgeRequest(messages, max_tokens, judge.temperature, judge.seed)
+            if not keyed:
+                continue
             job.key = cache_key(
                 model=judge.model, base_url=judge.endpoint, messages=messages, temperature=judge.temperature,
                 max_tokens=max_tokens, seed=judge.seed, rubric=rubric.name, rubric_version=rubric.version,
