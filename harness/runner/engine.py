@@ -40,6 +40,10 @@ BATCH = 128
 DOWN_AFTER = 3
 
 
+def _budget_stop(job: Job) -> Judgment:
+    return job.judgment("unscored", reason="budget_exhausted", error="--max-cost reached before this call")
+
+
 class JudgeHealth:
     """Stops a judge for the rest of the run when its quota is gone or it refuses connections."""
 
@@ -164,7 +168,7 @@ class Runner:
             elif self.stopping:
                 self._complete(job, job.judgment("unscored", reason="interrupted"))
             elif self.budget is not None and self.budget.exhausted:
-                self._complete(job, job.judgment("unscored", reason="budget_exhausted", error="--max-cost reached before this call"))
+                self._complete(job, _budget_stop(job))
             elif job.key in self._inflight:
                 self._inflight[job.key].append(job)  # same prompt already on its way: share its reply
             else:
@@ -178,7 +182,7 @@ class Runner:
             if self.stopping:
                 result = job.judgment("unscored", reason="interrupted")
             elif self.budget is not None and self.budget.exhausted:
-                result = job.judgment("unscored", reason="budget_exhausted", error="--max-cost reached before this call")
+                result = _budget_stop(job)
             else:
                 result = await self._call(judge, job)
             self._complete(job, result)
@@ -195,7 +199,7 @@ class Runner:
         if self.budget is not None:
             reserved = self.budget.worst_case(job.judge, job.request)
             if not self.budget.reserve(reserved):
-                return job.judgment("unscored", reason="budget_exhausted", error="--max-cost reached before this call")
+                return _budget_stop(job)
         try:
             judgment = await self._attempts(judge, job, health)
         except BaseException:
