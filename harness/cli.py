@@ -162,3 +162,40 @@ def compare(
         typer.echo(json.dumps(result, indent=2, allow_nan=False))
     else:
         compare_tables(result, Console())
+
+
+@app.command()
+def clustering(
+    outputs: Annotated[list[Path], typer.Argument(help="One JSON file per model: {model, clusters: [{title, message_ids}], token_usage, prices_per_1k}.")],
+    benchmark: Annotated[Path, typer.Option("--benchmark", help="Benchmark clusters: {name: [message ids]}.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for clustering.json, clusters.csv, models.csv.")],
+    explain: Annotated[bool, typer.Option("--explain", help="Print every score with its formula and the numbers put into it.")] = False,
+    input_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K input tokens for outputs without prices_per_1k.")] = None,
+    output_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K output tokens for outputs without prices_per_1k.")] = None,
+) -> None:
+    """Score topic clusters against a benchmark (seed 000, corrected per seeds/README.md). No judge.
+
+    Each benchmark cluster is matched to the model cluster sharing most message ids; ties go to the
+    smaller model cluster (higher precision), then the first in the file. A benchmark cluster with
+    no overlap is unmatched (deviation -100 %, every other score 0). A model cluster may be the best
+    match of several benchmark clusters: each is scored against it and the sharing is reported.
+    Precision and deviation scores average over every benchmark cluster, unmatched ones included.
+    """
+    from .suites.clustering import Prices, evaluate_clustering, explain as explain_lines, write_outputs
+    from .suites.render import clustering_table
+
+    try:
+        if (input_price_per_1k is None) != (output_price_per_1k is None):
+            raise UserInputError("give both --input-price-per-1k and --output-price-per-1k, or neither")
+        prices = None if input_price_per_1k is None else Prices(input=input_price_per_1k, output=output_price_per_1k)
+        results = evaluate_clustering(benchmark, outputs, prices)
+        write_outputs(results, out)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    console = Console()
+    if explain:
+        for result in results:
+            for line in explain_lines(result):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+    clustering_table(results, console)
+    err.print(f"[green]wrote {out}/clustering.json, clusters.csv, models.csv[/]", highlight=False)
