@@ -1,0 +1,93 @@
+"""One transcript's composites as arithmetic: the formula with its numbers put in.
+
+``answer_correctness = 0.7·relevance + 0.3·faithfulness = 0.7·0.9 + 0.3·1 = 0.93`` — recomputed
+from the transcript's judgments with :func:`harness.metrics.weighted_composite` (the function the
+run used), each component normalised on its rubric's scale, and checked against the value the run
+wrote to results.jsonl. The report and ``harness explain`` both print these lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..metrics.composites import Component, CompositeResult, weighted_composite
+from ..rubrics.rubric import Rubric
+from .run import RunView
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeLine:
+    name: str
+    judge: str
+    status: str  # "scored" | "unscored" | "unknown" (weights or a rubric's scale not known)
+    value: float | None
+    #: "0.7·relevance + 0.3·faithfulness" ("" when the weights are unknown)
+    definition: str
+    #: "0.7·0.9 + 0.3·1 = 0.93", "unscored (relevance unscored (no_score_found))" or why it is unknown
+    arithmetic: str
+    #: how each component left its rubric's scale, where that is not the identity
+    steps: tuple[str, ...]
+    #: the value results.jsonl holds for this composite and judge
+    recorded: float | None
+    #: recomputed value == recorded value (None when nothing could be recomputed)
+    agrees: bool | None
+
+    def text(self) -> str:
+        head = f"{self.name} = {self.definition} = " if self.definition else f"{self.name}: "
+        return head + self.arithmetic
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "judge": self.judge, "status": self.status, "value": self.value, "text": self.text(),
+                "steps": list(self.steps), "recorded": self.recorded, "agrees": self.agrees}
+
+
+def _step(rubric: Rubric, score: float, normalised: float) -> str | None:
+    """How ``score`` became ``normalised`` on 0..1 (1 best), or None when it is the same number."""
+    lo, hi = rubric.lo, rubric.hi
+    unit = f"{score:g}" if (lo, hi) == (0.0, 1.0) else f"({score:g} − {lo:g})/({hi:g} − {lo:g})"
+    if rubric.direction == "lower":
+        return f"{rubric.name} {score:g}, lower is better: 1 − {unit} = {normalised:g}"
+    if (lo, hi) == (0.0, 1.0):
+        return None
+    return f"{rubric.name} {score:g} on [{lo:g}, {hi:g}]: {unit} = {normalised:g}"
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def composite_lines(
+    view: RunView,
+    judgments: Sequence[Mapping[str, Any]],
+    recorded: Mapping[str, Mapping[str, Any]] | None,
+) -> list[CompositeLine]:
+    """Every (judge, composite) of one transcript. ``judgments``: its judgments.jsonl rows;
+    ``recorded``: its results.jsonl ``composites`` (judge -> name -> value)."""
+    components: dict[str, dict[str, Component]] = {judge: {} for judge in view.judges}
+    for row in judgments:
+        components.setdefault(str(row.get("judge")), {})[str(row.get("rubric"))] = Component(
+            str(row.get("status")), row.get("score"), row.get("reason"))
+    lines = []
+    for judge in view.judges:
+        for name, weights in view.composites.items():
+            value_recorded = (recorded or {}).get(judge, {}).get(name)
+            if weights is None:
+                lines.append(CompositeLine(name, judge, "unknown", None, "", "weights unknown (pass the run's --config)",
+                                           (), value_recorded, None))
+                continue
+            definition = " + ".join(f"{w:g}·{r}" for r, w in weights.items())
+            unknown = [r for r in weights if r not in view.rubrics]
+            if unknown:
+                lines.append(CompositeLine(name, judge, "unknown", None, definition,
+                                           f"the scale of {unknown[0]} is unknown (pass --prompts DIR)", (), value_recorded, None))
+                continue
+            result: CompositeResult = weighted_composite(name, weights, components.get(judge, {}), view.rubrics)
+            steps = tuple(s for r, _, score, norm in result.terms if (s := _step(view.rubrics[r], score, norm)) is not None)
+            lines.append(CompositeLine(name, judge, result.status, result.value, definition, result.formula(), steps,
+                                       value_recorded, _same(result.value, value_recorded)))
+    return lines

@@ -1,0 +1,112 @@
+"""``harness explain RUN_DIR TRANSCRIPT_ID``: one transcript's numbers, each traced to its source.
+
+Plain text, one fact a line: the transcript's texts (cut short), its performance, each composite
+as its formula with the numbers put in, and each judgment with its rubric version, cache key and
+the judge reply its score was parsed from. The same lines the report's transcript view shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserInputError
+from .aggregate import fmt_ms
+from .breakdown import composite_lines
+from .run import iter_jsonl, open_run, read_texts
+
+#: Transcript text longer than this is cut in the terminal (the report shows up to MAX_TEXT_CHARS).
+EXPLAIN_TEXT_CHARS = 600
+
+
+def _short(text: str | None, limit: int = EXPLAIN_TEXT_CHARS) -> str:
+    if text is None:
+        return "(none)"
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" … ({len(text) - limit:,} more characters)"
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in text.splitlines() or [""])
+
+
+def _number(value: Any) -> str:
+    return "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def explain(
+    run_dir: str | Path,
+    transcript_id: str,
+    *,
+    config: str | Path | None = None,
+    prompts: Iterable[str | Path] = (),
+    input: str | Path | None = None,
+) -> str:
+    """The breakdown of one transcript as text. An id the run does not hold is a UserInputError."""
+    view = open_run(run_dir, config=config, prompts=prompts, input=input)
+    row = next((r for _, r in iter_jsonl(view.results_path) if str(r.get("transcript_id")) == transcript_id), None)
+    if row is None:
+        raise UserInputError(f"{view.results_path}: no transcript {transcript_id!r} in this run")
+    judgments = [j for _, j in iter_jsonl(view.judgments_path) if str(j.get("transcript_id")) == transcript_id]
+    texts, note = read_texts(view, {transcript_id})
+    out = [f"transcript {transcript_id}  (run {view.path})"]
+    found = texts.get(transcript_id)
+    if found is None:
+        out.append(f"  texts: {note or 'not available'}")
+    else:
+        out.append("  query:")
+        out.append(_indent(_short(found.query), "    "))
+        out.append("  response:")
+        out.append(_indent(_short(found.response), "    "))
+        if found.reference is not None:
+            out.append("  reference:")
+            out.append(_indent(_short(found.reference), "    "))
+        contexts = found.contexts or ()
+        out.append(f"  contexts: {len(contexts) + found.contexts_left_out}")
+        for i, context in enumerate(contexts[:5], start=1):
+            out.append(_indent(f"[{i}] " + _short(context, 200), "    "))
+    perf = row.get("performance") or {}
+    parts = [f"{label} {fmt_ms(perf[key]) if perf.get(key) is not None else '—'}"
+             for key, label in (("total_ms", "total"), ("llm_ms", "LLM"), ("tool_ms", "tool"), ("api_ms", "API"))]
+    out.append(f"  performance: {' · '.join(parts)} · tool calls {_number(perf.get('tool_calls'))}")
+
+    lines = composite_lines(view, judgments, row.get("composites"))
+    if lines:
+        out.append("")
+        out.append("composites")
+        for line in lines:
+            out.append(f"  judge {line.judge}: {line.text()}")
+            out.extend(f"    where {step}" for step in line.steps)
+            if line.agrees is False:
+                out.append(f"    ! results.jsonl holds {_number(line.recorded)}: the run used other weights (pass its --config)")
+    out.append("")
+    out.append("judgments")
+    for j in judgments:
+        status = j.get("status")
+        head = f"  {j.get('rubric')} v{j.get('rubric_version')} · judge {j.get('judge')}: {status}"
+        if status == "scored":
+            head += f" {_number(j.get('score'))}"
+            if j.get("clamped"):
+                head += f" (clamped from {_number(j.get('raw_score'))})"
+        elif j.get("reason"):
+            head += f" ({j.get('reason')})"
+        out.append(head)
+        cost = j.get("cost_usd")
+        out.append(f"    cache key {j.get('cache_key') or '—'}{' (cache hit)' if j.get('cached') else ''}")
+        out.append(f"    attempts {j.get('attempts') or 0} · latency {fmt_ms(j['latency_ms']) if j.get('latency_ms') is not None else '—'}"
+                   f" · tokens {_number(j.get('prompt_tokens'))} + {_number(j.get('completion_tokens'))}"
+                   f" · cost {'unknown' if cost is None else f'${cost:.6g}'}")
+        if j.get("error"):
+            out.append(f"    error: {j['error']}")
+        raw = j.get("raw_output")
+        if raw is None:
+            out.append("    no judge reply")
+        else:
+            out.append("    judge replied:")
+            out.append(_indent(_short(raw, 2000), "      "))
+    if view.notes:
+        out.append("")
+        out.extend(f"note: {n}" for n in view.notes)
+    return "\n".join(out)

@@ -1,0 +1,231 @@
+"""Reading a run directory for the report and ``harness explain``.
+
+A run writes summary.json, results.jsonl (one row per transcript) and judgments.jsonl (one row per
+transcript × rubric × judge). Three things the report needs are not in those files, and come from
+elsewhere, each with a note in the report when it cannot be had:
+
+- the transcript text (query, response, contexts, reference): streamed from the run's input file
+  (summary.json ``input``, or ``--input``) with the same reader the run used;
+- each rubric's scale and direction (to put a composite's normalisation into its formula): the
+  rubric files, built-in plus ``--prompts`` directories, as ``harness agreement`` reads them;
+- each composite's weights: summary.json ``composite_weights`` when the run recorded them, else
+  the run's ``--config`` plus the built-in default. Every composite recomputed from those weights
+  is checked against the value results.jsonl holds, and a difference is reported, never hidden.
+
+Every problem with the run directory itself is a one-line :class:`UserInputError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import DEFAULT_COMPOSITES, load_config
+from ..errors import HarnessError, UserInputError
+from ..rubrics.rubric import Rubric, load_rubrics
+from ..transcripts import iter_transcripts
+
+#: A text field longer than this is cut in the report (the input file keeps it whole).
+MAX_TEXT_CHARS = 20_000
+#: At most this many contexts of one transcript are shown.
+MAX_CONTEXTS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Texts:
+    """What the agent saw and said, as the judges were given it (cut at MAX_TEXT_CHARS)."""
+
+    query: str | None
+    response: str | None
+    contexts: tuple[str, ...] | None
+    reference: str | None
+    #: how many contexts were left out (beyond MAX_CONTEXTS)
+    contexts_left_out: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "response": self.response, "contexts": list(self.contexts) if self.contexts is not None else None,
+                "reference": self.reference, "contexts_left_out": self.contexts_left_out}
+
+
+@dataclass
+class RunView:
+    """A run directory, opened: its summary, the rubrics and composites it used, where its input is."""
+
+    path: Path
+    summary: dict[str, Any]
+    judges: list[str]
+    rubric_versions: dict[str, str]
+    #: rubric name -> the rubric file (for scale and direction); absent when no file was found
+    rubrics: dict[str, Rubric]
+    #: composite name -> weights; None when the weights are unknown
+    composites: dict[str, dict[str, float] | None]
+    weights_source: str
+    input_path: Path | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def results_path(self) -> Path:
+        return self.path / "results.jsonl"
+
+    @property
+    def judgments_path(self) -> Path:
+        return self.path / "judgments.jsonl"
+
+
+def clip(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… ({len(text) - limit:,} more characters; the input file has the whole text)"
+
+
+def _summary(run: Path) -> dict[str, Any]:
+    path = run / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserInputError(f"{run}: not a run directory (no summary.json; write one with harness run --out)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"{path}: invalid JSON ({exc})") from None
+    if not isinstance(summary, dict):
+        raise UserInputError(f"{path}: expected a JSON object")
+    for key in ("rubric_versions", "judge_models"):
+        if not isinstance(summary.get(key), dict):
+            raise UserInputError(f"{path}: {key}: missing or not an object (written by an older harness?)")
+    return summary
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, object) for each non-blank line; a missing file or bad line is a one-line error."""
+    try:
+        handle = path.open("r", encoding="utf-8")
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such file (the run directory is incomplete)") from None
+    with handle:
+        number = 0
+        try:
+            for number, text in enumerate(handle, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise UserInputError(f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+                if not isinstance(value, dict):
+                    raise UserInputError(f"{path}:{number}: expected a JSON object")
+                yield number, value
+        except UnicodeDecodeError as exc:
+            raise UserInputError(f"{path}:{number + 1}: not valid UTF-8 (byte {exc.start})") from None
+
+
+def _composites(summary: Mapping[str, Any], config: Path | None) -> tuple[dict[str, dict[str, float] | None], str]:
+    names = list(summary.get("composites") or {})
+    recorded = summary.get("composite_weights")
+    if isinstance(recorded, dict):
+        return {n: dict(recorded[n]) if isinstance(recorded.get(n), dict) else None for n in names}, "summary.json"
+    known = dict(DEFAULT_COMPOSITES)
+    source = "the built-in default"
+    if config is not None:
+        known |= load_config(config).composites
+        source = f"{config} and the built-in default"
+    return {n: dict(known[n]) if n in known else None for n in names}, source
+
+
+def _resolve_input(run: Path, recorded: str | None, given: Path | None) -> Path | None:
+    if given is not None:
+        return given
+    if not recorded:
+        return None
+    path = Path(recorded)
+    if path.is_absolute():
+        return path
+    # A relative path is relative to where the run was started: usually here, else near the run.
+    for candidate in (path, run / path, run.parent / path, run.parent.parent / path):
+        if candidate.is_file():
+            return candidate
+    return path
+
+
+def open_run(
+    run_dir: str | Path,
+    *,
+    config: str | Path | None = None,
+    prompts: Iterable[str | Path] = (),
+    input: str | Path | None = None,
+) -> RunView:
+    """Open ``run_dir`` (written by ``harness run --out``). ``config``: the run's harness.toml, for
+    composite weights and prompt directories; ``prompts``: extra rubric directories; ``input``: the
+    transcripts file when it has moved since the run."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise UserInputError(f"{run}: no such run directory")
+    summary = _summary(run)
+    config_path = Path(config) if config is not None else None
+    try:
+        dirs = [*(load_config(config_path).prompts if config_path else []), *map(Path, prompts)]
+        files = load_rubrics(dirs)
+        composites, source = _composites(summary, config_path)
+    except HarnessError as exc:
+        raise UserInputError(str(exc)) from None
+    notes: list[str] = []
+    rubric_versions = {str(k): str(v) for k, v in summary["rubric_versions"].items()}
+    rubrics: dict[str, Rubric] = {}
+    for name, version in rubric_versions.items():
+        rubric = files.get(name)
+        if rubric is None:
+            notes.append(f"rubric {name}: no rubric file found, so its scale and direction are unknown (pass --prompts DIR)")
+            continue
+        if rubric.version != version:
+            notes.append(f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "
+                         f"{rubric.version}; its scale and direction are taken from the file")
+        rubrics[name] = rubric
+    for name, weights in composites.items():
+        if weights is None:
+            notes.append(f"composite {name}: its weights are not recorded in the run; pass the run's --config to show its arithmetic")
+    input_path = _resolve_input(run, summary.get("input"), Path(input) if input is not None else None)
+    if summary.get("interrupted"):
+        notes.append("the run was interrupted: transcripts not reached are unscored (reason interrupted)")
+    if summary.get("skipped_records"):
+        notes.append(f"{summary['skipped_records']} bad input record(s) were skipped (listed in skipped.jsonl)")
+    return RunView(
+        path=run, summary=summary, judges=[str(j) for j in summary["judge_models"]], rubric_versions=rubric_versions,
+        rubrics=rubrics, composites=composites, weights_source=source, input_path=input_path, notes=notes,
+    )
+
+
+def read_texts(view: RunView, ids: set[str] | None) -> tuple[dict[str, Texts], str | None]:
+    """The texts of the transcripts ``ids`` (all when None) from the run's input file.
+
+    Returns the texts found and a note when the file cannot be read or lacks some transcripts;
+    the report shows the note instead of failing.
+    """
+    path = view.input_path
+    if path is None:
+        return {}, "the run does not name its input file, so query, response and contexts are not shown (pass --input)"
+    if not path.is_file():
+        return {}, f"input file {path} is gone, so query, response and contexts are not shown (pass --input FILE)"
+    found: dict[str, Texts] = {}
+    try:
+        for _, record in iter_transcripts(path, on_bad="skip"):
+            if ids is not None and record.id not in ids:
+                continue
+            t = record.resolved()
+            contexts = t.contexts[:MAX_CONTEXTS] if t.contexts is not None else None
+            found[t.id] = Texts(
+                query=clip(t.query), response=clip(t.response),
+                contexts=tuple(clip(c) or "" for c in contexts) if contexts is not None else None,
+                reference=clip(t.reference),
+                contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),
+            )
+            if ids is not None and len(found) == len(ids):
+                break
+    except HarnessError as exc:
+        return found, f"input file {path} could not be read ({exc}); texts are shown for {len(found)} transcript(s)"
+    except OSError as exc:
+        return found, f"input file {path} could not be read ({exc.strerror}); query, response and contexts are not shown"
+    wanted = len(ids) if ids is not None else len(found)
+    if len(found) < wanted:
+        return found, f"input file {path} lacks {wanted - len(found)} of the run's transcripts (changed since the run?); their texts are not shown"
+    return found, None
