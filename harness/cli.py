@@ -52,6 +52,7 @@ def run(
     on_bad_record: Annotated[str, typer.Option(help="fail (default): stop before any judge call; skip: judge the rest and list the bad ones.")] = "fail",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
     max_cost: Annotated[float | None, typer.Option(help="Budget in USD: refuse to start above it, stop dispatching before crossing it.")] = None,
+    report: Annotated[bool, typer.Option("--report", help="Also write OUT/report.html (as harness report OUT).")] = False,
 ) -> None:
     """Judge transcripts and write judgments, per-transcript results and a summary."""
     if on_bad_record not in ("fail", "skip"):
@@ -69,6 +70,8 @@ def run(
         raise _fail(exc) from None
     style = "green" if outcome.exit_code == 0 else "red"
     err.print(f"[{style}]{outcome.message}[/]", highlight=False)
+    if report:
+        _write_report(out, config=config, prompts=prompts or [], input=transcripts)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -199,3 +202,47 @@ def clustering(
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
     clustering_table(results, console)
     err.print(f"[green]wrote {out}/clustering.json, clusters.csv, models.csv[/]", highlight=False)
+
+
+def _write_report(run_dir: Path, **options: object) -> None:
+    from .report import build_report
+
+    try:
+        result = build_report(run_dir, **options)  # type: ignore[arg-type]
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    err.print(f"[green]wrote {escape(str(result.path))}[/] ({result.transcripts:,} transcripts, "
+              f"{result.bytes / 1e6:.1f} MB, {result.seconds:.1f} s)", highlight=False)
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
+    config: Annotated[Path | None, typer.Option(help="The run's harness.toml: its composite weights and prompt directories.")] = None,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
+    input: Annotated[Path | None, typer.Option("--input", help="The run's transcripts file, if it has moved since the run.")] = None,
+) -> None:
+    """Write RUN_DIR/report.html: one self-contained page of scores, performance, cost, judge health
+    and every transcript with its judgments and composite arithmetic. Opens with no network."""
+    _write_report(run_dir, config=config, prompts=prompts or [], input=input)
+
+
+@app.command()
+def explain(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
+    transcript_id: Annotated[str, typer.Argument(help="The id of a transcript of the run.")],
+    config: Annotated[Path | None, typer.Option(help="The run's harness.toml: its composite weights and prompt directories.")] = None,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
+    input: Annotated[Path | None, typer.Option("--input", help="The run's transcripts file, if it has moved since the run.")] = None,
+) -> None:
+    """One transcript's numbers traced to their inputs: each composite as its formula with the
+    numbers put in, each score with the judge reply it was parsed from, rubric version and cache key."""
+    from .report import explain as explain_transcript
+
+    try:
+        text = explain_transcript(run_dir, transcript_id, config=config, prompts=prompts or [], input=input)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    typer.echo(text)
