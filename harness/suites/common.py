@@ -1,0 +1,163 @@
+"""What the suites share: reading their input files, the judged step, and the hardware record.
+
+The judged step is the one way a suite calls a judge: write transcript records to
+``OUT/judge_inputs.jsonl``, run :func:`harness.runner.run_evaluation` on them into
+``OUT/judgments/`` and read the judgments back. So the cache, ``--offline`` replay, cost accounting
+and ``harness estimate OUT/judge_inputs.jsonl`` work for suites exactly as for ``harness run``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import UserInputError
+from ..rubrics.rubric import builtin_prompts_dir
+from ..runner import RunOptions, run_evaluation
+from ..runner.session import RunOutcome
+
+
+def suite_prompts_dir(suite: str) -> Path:
+    """``prompts/<suite>/``: the suite's rubrics, kept out of ``prompts/`` so ``harness run``'s
+    default rubric set is unchanged."""
+    return builtin_prompts_dir() / suite
+
+
+def read_jsonl_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line; a bad line is a one-line error naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UserInputError(f"{path}: is not valid UTF-8") from None
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserInputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise UserInputError(f"{path}:{number}: a record must be a JSON object")
+        rows.append((number, value))
+    if not rows:
+        raise UserInputError(f"{path}: no records")
+    return rows
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserInputError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+
+
+def pydantic_problem(exc: Any) -> str:
+    """``field: problem`` from a pydantic ValidationError's first error."""
+    err = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in err["loc"]) or "record"
+    problem = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+    return f"{where}: {problem}"
+
+
+def write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+
+
+def hardware_record() -> dict[str, Any]:
+    """The machine that computed the result (seed 001, Implementation notes 2: hardware logging)."""
+    memory_mb: float | None = None
+    try:
+        memory_mb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20, 1)
+    except (ValueError, OSError, AttributeError):
+        pass  # not every platform exposes physical memory through sysconf
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "memory_mb": memory_mb,
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+    }
+
+
+@dataclass(slots=True)
+class JudgeOptions:
+    """The judge options of ``harness run`` that a suite passes through unchanged."""
+
+    config: Path | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int | None = None
+    cache: Path | None = None
+    no_cache: bool = False
+    offline: bool = False
+    prompts: list[Path] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Judged:
+    """The judged step's outcome: every judgment row, and the run's own outcome."""
+
+    judgments: list[dict[str, Any]]
+    outcome: RunOutcome
+
+    def by_transcript(self, rubric: str) -> dict[str, list[dict[str, Any]]]:
+        """Judgments of ``rubric`` per transcript id (one per judge)."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for row in self.judgments:
+            if row["rubric"] == rubric:
+                found.setdefault(row["transcript_id"], []).append(row)
+        return found
+
+
+def judge_records(
+    records: Iterable[Mapping[str, Any]],
+    rubrics: list[str],
+    out: Path,
+    judge: JudgeOptions,
+    suite: str,
+    console: Console | None = None,
+) -> Judged:
+    """Write ``records`` to ``out/judge_inputs.jsonl`` and judge them with ``rubrics`` into
+    ``out/judgments/``. The rubrics are looked up in ``prompts/<suite>/`` then ``judge.prompts``."""
+    import asyncio
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "judge_inputs.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    options = RunOptions(
+        input=path, out=out / "judgments", config=judge.config, rubrics=rubrics,
+        prompts=[suite_prompts_dir(suite), *judge.prompts], model=judge.model, base_url=judge.base_url,
+        api_key_env=judge.api_key_env, concurrency=judge.concurrency, cache=judge.cache,
+        no_cache=judge.no_cache, offline=judge.offline, progress=False,
+    )
+    outcome = asyncio.run(run_evaluation(options, console or Console(stderr=True, quiet=True)))
+    rows = [
+        json.loads(line)
+        for line in (out / "judgments" / "judgments.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    return Judged(rows, outcome)
+
+
+def mean_judged_score(rows: list[dict[str, Any]]) -> float | None:
+    """Mean of the scored judgments (several judges: their mean); None when none scored."""
+    scores = [r["score"] for r in rows if r["status"] == "scored" and r["score"] is not None]
+    return sum(scores) / len(scores) if scores else None
