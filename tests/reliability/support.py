@@ -1,0 +1,57 @@
+"""Shared pieces of the reliability suite (issue 7): transcripts, runs through the library and
+through the real command line, and what a run left behind.
+
+Every test starts its own :class:`tests.judge_server.JudgeServer` on 127.0.0.1 and asserts on what
+the server received as well as on what the harness wrote.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.runner import RunOptions, RunOutcome, run_evaluation
+from tests.e2e_support import KEY_ENV, Outputs
+
+ROOT = Path(__file__).resolve().parents[2]
+RUBRICS = ("relevance", "faithfulness", "hallucination", "contextual_relevance")
+
+
+def transcripts(n: int, tag: str = "t") -> list[dict[str, Any]]:
+    """``n`` distinct transcripts, each feeding all four built-in rubrics; no score markers, so
+    the test server answers ``Score: 0.xx`` from the prompt text."""
+    return [
+        {
+            "id": f"{tag}{i}",
+            "query": f"id={tag}{i} What is the expense ratio of fund {i}?",
+            "response": f"id={tag}{i} It is 0.{i % 10}5% a year.",
+            "contexts": [f"id={tag}{i} Factsheet {i}: expense ratio 0.{i % 10}5%."],
+        }
+        for i in range(n)
+    ]
+
+
+async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOutcome, Outputs, str]:
+    """One ``harness run`` through the library; returns the outcome, its outputs and the terminal text."""
+    options.setdefault("cache", tmp_path / "cache.sqlite")
+    options.setdefault("config", tmp_path / "harness.toml")
+    options.setdefault("input", tmp_path / "transcripts.jsonl")
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, color_system=None)
+    outcome = await run_evaluation(RunOptions(out=tmp_path / name, progress=False, **options), console=console)
+    return outcome, Outputs(tmp_path / name), buffer.getvalue()
+
+
+def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """``python -m harness ARGS`` as a real process: its exit code, stdout and stderr."""
+    base = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    full_env = {**base, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
