@@ -246,3 +246,48 @@ def explain(
     except HarnessError as exc:
         raise _fail(exc) from None
     typer.echo(text)
+
+
+@app.command()
+def clmpi(
+    runs: Annotated[Path, typer.Argument(help="JSONL rows: model, item_id, kind (qa|multi_turn|open), prompt or messages, response, reference, latency_s, memory_mb, error.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for clmpi.json, ranking.csv, judge_inputs.jsonl and judgments/.")],
+    weights: Annotated[Path | None, typer.Option(help="TOML or YAML file with a weights table (ACC, CON, COH, FLU, EFF summing to 1). Default: the document's 0.25/0.20/0.20/0.20/0.15.")] = None,
+    judge_accuracy: Annotated[bool, typer.Option("--judge-accuracy", help="ACC from the correctness rubric (score >= 0.5 is correct) instead of normalised exact match.")] = False,
+    no_judge: Annotated[bool, typer.Option("--no-judge", help="No judge at all: ACC by exact match and EFF only; the CLMPI uses their weights rescaled to sum to 1.")] = False,
+    config: Annotated[Path | None, typer.Option(help="harness.toml with judges, cache, prompts.")] = None,
+    model: Annotated[str | None, typer.Option(help="Ad-hoc judge model (an OpenAI-compatible endpoint).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Ad-hoc judge base URL.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the ad-hoc judge's key.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Cache file (default cache/judgments.sqlite).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")] = False,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the suite's rubrics (prompts/clmpi/).")] = None,
+) -> None:
+    """Rank models by the CLMPI (seed 001, with the errata of seeds/README.md).
+
+    ACC over items with a reference; CON (contextual_understanding, 0-5) on multi-turn items; COH
+    and FLU (0-5) on every answered item; each / 5. EFF_raw = 1 / (mean latency_s + mean
+    memory_mb / 100) per model, min-max normalised across the run with +1e-9 (all equal: 0).
+    Failed items (error or no response) are left out and counted; a model missing a component is
+    scored on the others with their weights rescaled. Bands: >= 0.8 Excellent, >= 0.6 Good,
+    >= 0.4 Fair, >= 0.2 Poor, else Very Poor.
+    """
+    from .suites.clmpi import evaluate_clmpi, load_weights
+    from .suites.common import JudgeOptions
+    from .suites.render import clmpi_table
+
+    judge = None if no_judge else JudgeOptions(
+        config=config, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+        cache=cache, no_cache=no_cache, offline=offline, prompts=prompts or [],
+    )
+    try:
+        result = evaluate_clmpi(runs, out, judge, load_weights(weights), judge_accuracy)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    clmpi_table(result, Console())
+    if result["judge"] and result["exit_code"]:
+        err.print(f"[yellow]judge: {escape(result['judge']['message'])}[/]", highlight=False)
+    err.print(f"[green]wrote {out}/clmpi.json, ranking.csv[/]", highlight=False)
+    raise typer.Exit(result["exit_code"])
