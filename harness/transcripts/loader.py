@@ -51,7 +51,11 @@ _AFTER_NUMBER = re.compile(r"[ \t\r\n,\]]")
 
 def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
     with path.open("rb") as fh:
-        for number, line in enumerate(fh, start=1):
+        number = 0
+        # readline with a bound: a file with no newline (a corrupt or binary file) is refused after
+        # MAX_RECORD_BYTES, never read whole into memory first.
+        while line := fh.readline(MAX_RECORD_BYTES + 1):
+            number += 1
             if len(line) > MAX_RECORD_BYTES:
                 raise TranscriptError(str(path), number, "<record>", f"record is larger than the {MAX_RECORD_BYTES // 2**20} MiB limit")
             if number == 1:
