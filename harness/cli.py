@@ -291,3 +291,46 @@ def clmpi(
         err.print(f"[yellow]judge: {escape(result['judge']['message'])}[/]", highlight=False)
     err.print(f"[green]wrote {out}/clmpi.json, ranking.csv[/]", highlight=False)
     raise typer.Exit(result["exit_code"])
+
+
+@app.command()
+def simulation(
+    conversations: Annotated[Path, typer.Argument(help="JSONL, one conversation per line: id, experiment (1-5), persona {type, expected}, target_order, current_order, messages [{role, content, attributes, tools}].")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for simulation.json, judge_inputs.jsonl and judgments/.")],
+    no_judge: Annotated[bool, typer.Option("--no-judge", help="Do not classify missing guest attributes: they stay unknown and the messages are skipped (counted).")] = False,
+    config: Annotated[Path | None, typer.Option(help="harness.toml with judges, cache, prompts.")] = None,
+    model: Annotated[str | None, typer.Option(help="Ad-hoc judge model (an OpenAI-compatible endpoint).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Ad-hoc judge base URL.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the ad-hoc judge's key.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Cache file (default cache/judgments.sqlite).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")] = False,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the suite's rubrics (prompts/simulation/).")] = None,
+) -> None:
+    """Score simulated-guest conversations (seed 002): PAS, BVS, ORA, DEI and CRRS, per experiment.
+
+    CRRS = 0.25 PAS + 0.20 BVS + 0.35 ORA + 0.20 DEI (section 6). N is the guest messages without
+    'exit'. Missing guest attributes are classified by categorical rubrics (prompts/simulation/);
+    an attribute still unknown skips that message in PAS and that state in BVS. The fallback
+    heuristic (persona without expected attributes) knows busy_professional, curious_explorer,
+    indecisive, family_group. Fewer than two BVS states: BVS 0. Experiments with two or more
+    conversations are compared pairwise: Welch's t, Cohen's d, t-based 95% CIs.
+    """
+    from .suites.common import JudgeOptions
+    from .suites.render import simulation_table
+    from .suites.simulation import evaluate_simulation
+
+    judge = None if no_judge else JudgeOptions(
+        config=config, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+        cache=cache, no_cache=no_cache, offline=offline, prompts=prompts or [],
+    )
+    try:
+        result = evaluate_simulation(conversations, out, judge)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    simulation_table(result, Console())
+    if result["judge"] and result["exit_code"]:
+        err.print(f"[yellow]judge: {escape(result['judge']['message'])}[/]", highlight=False)
+    err.print(f"[green]wrote {out}/simulation.json[/]", highlight=False)
+    raise typer.Exit(result["exit_code"])
