@@ -26,6 +26,12 @@ scale, ``lo + a/b * (hi - lo)`` ("8/10" on 0..1 is 0.8, "8/10" on 1..5 is 4.2). 
 fraction N/100 under the same rule. ``raw_score`` is the number after this conversion; the score is
 it clamped to the scale, with ``clamped=True`` when that changed it.
 
+Before any rule, text inside the harness's own data delimiters is set aside: the ``<query>``,
+``<response>``, ``<reference>`` and ``<context n="…">`` blocks ``rubric.py`` wraps transcript text in
+(with the hash suffix a tag gets when the text holds it, so a transcript cannot close its block
+early). A reply that holds such a block is quoting the transcript, as a judge that echoes its
+prompt does; a ``{"score": 1.0}`` inside the block is the transcript's, not the judge's verdict.
+
 When nothing usable is found the result is unscored, never 0: ``empty_reply`` (None or blank),
 ``refusal`` (an "I cannot evaluate" / "I'm sorry, but" / "As an AI" reply), ``invalid_score`` (the
 deciding JSON field or label holds NaN, inf, N/A, a zero denominator or a non-number), else
@@ -136,6 +142,11 @@ _REFUSAL_RE = re.compile(
     re.IGNORECASE,
 )
 
+# The tags of a data block as rubric.py renders them: the input's name, "-" and 12 hex digits of
+# the text's hash when the text held the tag, and a context's n attribute.
+_DATA_OPEN_RE = re.compile(r'<((?:query|response|reference|context)(?:-[0-9a-f]{12})?)(?: n="[0-9]+")?>')
+_DATA_CLOSE_RE = re.compile(r"</((?:query|response|reference|context)(?:-[0-9a-f]{12})?)>")
+
 _SCORE_KEY_RE = re.compile(r'"score"\s*:', re.IGNORECASE)
 _LABEL_KEY_RE = re.compile(r'"label"\s*:', re.IGNORECASE)
 _DECODER = json.JSONDecoder()
@@ -172,7 +183,7 @@ def parse_score(text: str | None, lo: float, hi: float) -> ParsedScore:
 
 
 def _parse_general(text: str, lo: float, hi: float) -> ParsedScore:
-    text = _unwrap(text)
+    text = _unwrap(_without_data_blocks(text))
     for rule in (_from_json, _from_labels, _from_bare_number, _from_verdict):
         reading = rule(text, lo, hi)
         if reading is None:
@@ -290,7 +301,7 @@ def parse_label(text: str | None, labels: Sequence[str]) -> ParsedLabel:
     regexes = _label_regexes(tuple(labels))
     if not isinstance(text, str) or not text.strip():
         return ParsedLabel("unscored", None, "empty_reply")
-    text = _unwrap(text)
+    text = _unwrap(_without_data_blocks(text))
     canonical = {label.casefold(): label for label in labels}
 
     def unscored(reason: str) -> ParsedLabel:
@@ -361,6 +372,37 @@ def _unscored(text: str, reason: str) -> ParsedScore:
     if _REFUSAL_RE.search(text):
         reason = "refusal"
     return ParsedScore("unscored", None, None, False, reason)
+
+
+def _without_data_blocks(text: str) -> str:
+    """The reply with every transcript block the judge copied from its prompt replaced by a line break.
+
+    A block runs from an opening tag to the first closing tag of the same name after it. Closing
+    tags are indexed first, so a reply full of unclosed openings stays linear (a regex with a lazy
+    ``.*?`` would rescan to the end from each of them).
+    """
+    if "</" not in text:
+        return text
+    closings: dict[str, list[int]] = {}
+    for m in _DATA_CLOSE_RE.finditer(text):
+        closings.setdefault(m[1], []).append(m.start())
+    if not closings:
+        return text
+    pieces: list[str] = []
+    kept = 0
+    for m in _DATA_OPEN_RE.finditer(text):
+        starts = closings.get(m[1])
+        if m.start() < kept or not starts:
+            continue  # inside a block already set aside, or never closed
+        i = bisect.bisect_left(starts, m.end())
+        if i == len(starts):
+            continue
+        pieces += (text[kept : m.start()], "\n")
+        kept = starts[i] + len(m[1]) + 3  # past "</" + name + ">"
+    if not pieces:
+        return text
+    pieces.append(text[kept:])
+    return "".join(pieces)
 
 
 def _unwrap(text: str) -> str:
