@@ -63,7 +63,7 @@ class HttpJudge(Judge):
             data = json.loads(raw)
         except ValueError:
             raise MalformedReply(f"{self._where}: malformed response body (not JSON, {len(raw)} bytes)") from None
-        return read_completion(data, self._where)
+        return read_completion(data, self._where, self._key)
 
     def _scrub(self, message: str) -> str:
         return message.replace(self._key, "[REDACTED]") if self._key else message

@@ -47,7 +47,7 @@ class OpenAICompatibleJudge(Judge):
             raise self._translate(exc) from exc
         except (ValueError, TypeError) as exc:  # a body that is not JSON
             raise MalformedReply(f"{where}: malformed response body ({type(exc).__name__})") from exc
-        return read_completion(data, where)
+        return read_completion(data, where, self._key)
 
     def _scrub(self, message: str) -> str:
         return message.replace(self._key, "[REDACTED]") if self._key else message

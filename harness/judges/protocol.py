@@ -5,7 +5,9 @@ build the request body, read the reply and classify errors here, so they behave 
 
 - 429 → RateLimited (Retry-After / retry-after-ms honoured), but 429 ``insufficient_quota`` →
   QuotaExhausted (stop the judge); 5xx, 408, 409 → TransientJudgeError; other 4xx → FatalJudgeError;
-- a 2xx whose body is not a completion (garbage, truncated, no choices) → MalformedReply.
+- a 2xx whose body is not a completion (garbage, truncated, no choices) → MalformedReply;
+- the API key, should a server quote it back in a reply's text, is masked there as in errors, so
+  it never reaches the cache or the outputs.
 """
 
 from __future__ import annotations
@@ -31,8 +33,13 @@ def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
     return body
 
 
-def read_completion(data: Any, where: str) -> JudgeReply:
-    """A JudgeReply from a decoded chat-completion body, or MalformedReply."""
+#: What a key quoted back by a server is replaced with, in replies and in error messages.
+REDACTED = "[REDACTED]"
+
+
+def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeReply:
+    """A JudgeReply from a decoded chat-completion body, or MalformedReply; ``secret`` (the API
+    key) is masked in the reply text."""
     try:
         choice = data["choices"][0]
         message = choice["message"]
@@ -43,6 +50,8 @@ def read_completion(data: Any, where: str) -> JudgeReply:
         text = message["refusal"]
     if not isinstance(text, str):
         raise MalformedReply(f"{where}: malformed response: no message content")
+    if secret and secret in text:
+        text = text.replace(secret, REDACTED)
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     return JudgeReply(
         text=text,
