@@ -20,7 +20,10 @@ independent chance of each fault, drawn from ``random.Random`` seeded with ``see
 and its attempt number, so a benchmark sees the same faults whatever order requests arrive in.
 Kinds: ``429`` (``Retry-After: 0.05``), ``429ra0`` (no Retry-After), ``500``, ``503``, ``hang``
 (answer after ``hang_s``, or as soon as the server stops), ``garbage`` (200, body not JSON),
-``truncated`` (200, JSON cut in half), ``400``, ``401``, ``quota``.
+``truncated`` (200, JSON cut in half), ``400``, ``401``, ``quota``; and, for secret-leak tests, three
+that quote the request's ``Authorization`` header back: ``401echo`` (401 "Incorrect API key
+provided: <header>"), ``500echo`` (a 500 whose message holds it) and ``200echo`` (a normal
+completion whose reply text holds it before its score).
 
 ``python -m tests.judge_server --port 0 --latency 0.05`` runs the same server in the foreground
 for benchmarks in another process and prints its base URL as the first line of output. Such a
@@ -48,7 +51,9 @@ from aiohttp import web
 
 __all__ = ["FAULT_KINDS", "JudgeServer", "deterministic_score", "prompt_text"]
 
-FAULT_KINDS = ("429", "429ra0", "500", "503", "hang", "garbage", "truncated", "400", "401", "quota")
+FAULT_KINDS = (
+    "429", "429ra0", "500", "503", "hang", "garbage", "truncated", "400", "401", "quota", "401echo", "500echo", "200echo",
+)
 MODES = ("score", "echo")
 RETRY_AFTER_S = "0.05"
 
@@ -237,7 +242,7 @@ class JudgeServer:
     # --- handlers -------------------------------------------------------------------------------
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._recorded(request, self._complete)
+        return await self._recorded(request, lambda body: self._complete(body, request.headers))
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         async def models(_body: Any) -> web.Response:
@@ -318,7 +323,7 @@ class JudgeServer:
             self._in_flight -= 1
             self.last_answer_at = time.time()
 
-    async def _complete(self, body: Any) -> web.Response:
+    async def _complete(self, body: Any, headers: Mapping[str, str] | None = None) -> web.Response:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not messages:
             return web.json_response(
@@ -349,6 +354,13 @@ class JudgeServer:
             return web.json_response(_error(str(exc), "invalid_request_error"), status=400)
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
+        auth = (headers or {}).get("Authorization", "")
+        if fault == "401echo":
+            error = _error(f"Incorrect API key provided: {auth}.", "invalid_request_error", "invalid_api_key")
+            return web.json_response(error, status=401)
+        if fault == "500echo":
+            error = _error(f"upstream failed for request with headers Authorization={auth}", "server_error")
+            return web.json_response(error, status=500)
         if fault in _ERRORS:
             status, error = _ERRORS[fault]
             headers = {"Retry-After": RETRY_AFTER_S} if fault == "429" else None
@@ -360,6 +372,9 @@ class JudgeServer:
             except TimeoutError:
                 pass
         completion = self._completion(body, messages, last_user)
+        if fault == "200echo":
+            message = completion["choices"][0]["message"]
+            message["content"] = f"(request had Authorization: {auth})\n{message['content']}"
         payload = json.dumps(completion).encode()
         if fault == "garbage":
             payload = b"<html><body>502 Bad Gateway</body></html> not json {"
