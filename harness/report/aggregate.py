@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,8 @@ PARSE_FAILURES = ("no_score_found", "invalid_score", "refusal")
 NOT_CALLED = ("missing_input", "cache_miss", "interrupted", "budget_exhausted")
 SCORE_BINS = 20
 LATENCY_BINS = 24
-#: Above this ratio of largest to smallest positive latency, bins are spaced logarithmically.
-LOG_RATIO = 50.0
+#: When the largest latency is more than this many times the 99th percentile, values above p99 share one bin.
+OVERFLOW_RATIO = 1.5
 MAX_COUNT_BINS = 30
 
 
@@ -46,29 +47,33 @@ def score_histogram(values: Sequence[float] | np.ndarray, scale: tuple[float, fl
         labels = [f"{s:g}" for s in steps]
     else:
         edges = np.linspace(lo, hi, SCORE_BINS + 1)
-        labels = [f"{_num(a)}–{_num(b)}" for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        labels = [f"{_num(a)}–{_num(b)}" for a, b in pairwise(edges)]
     counts, _ = np.histogram(np.clip(data, edges[0], edges[-1]), bins=edges)
     return {"labels": labels, "counts": counts.tolist()}
 
 
 def fmt_ms(ms: float) -> str:
-    if ms >= 1000:
+    """Three significant digits, in seconds from 1 s on (999.7 ms is "1 s", never "1e+03 ms")."""
+    if float(f"{ms:.3g}") >= 1000:
         return f"{ms / 1000:.3g} s"
     return f"{ms:.3g} ms"
 
 
 def latency_edges(values: np.ndarray) -> tuple[np.ndarray, bool] | None:
-    """Bin edges for latencies, and whether they are logarithmic: linear from 0, or, when the tail
-    is long, a first bin from 0 to the smallest positive value (the zeros) then log-spaced bins."""
+    """Bin edges for latencies, and whether the last bin is an overflow bin.
+
+    Equal bins from 0, so bar heights compare as densities. When the largest value is far above the
+    99th percentile, the bins span 0..p99 and one last bin holds everything above it, so a few
+    stragglers (a call that was retried, a hung tool) do not squeeze the rest into one bar.
+    """
     if values.size == 0:
         return None
     hi = float(values.max())
-    positive = values[values > 0]
-    if hi <= 0 or positive.size == 0:
+    if hi <= 0:
         return np.array([0.0, 1.0]), False
-    lo = float(positive.min())
-    if hi / lo > LOG_RATIO:
-        return np.concatenate(([0.0], np.geomspace(lo, hi, LATENCY_BINS))), True
+    p99 = float(np.percentile(values, 99))
+    if p99 > 0 and hi > OVERFLOW_RATIO * p99:
+        return np.append(np.linspace(0.0, p99, LATENCY_BINS), hi), True
     return np.linspace(0.0, hi, LATENCY_BINS + 1), False
 
 
@@ -77,12 +82,12 @@ def latency_histogram(values: Sequence[float] | np.ndarray) -> dict[str, Any] | 
     binned = latency_edges(data)
     if binned is None:
         return None
-    edges, log = binned
+    edges, overflow = binned
     counts, _ = np.histogram(data, bins=edges)
-    labels = [f"{fmt_ms(a)}–{fmt_ms(b)}" for a, b in zip(edges[:-1], edges[1:], strict=True)]
-    if log:
-        labels[0] = "0"  # [0, smallest positive): only the zeros fall here
-    return {"labels": labels, "counts": counts.tolist(), "log": log}
+    labels = [f"{fmt_ms(a)}–{fmt_ms(b)}" for a, b in pairwise(edges)]
+    if overflow:
+        labels[-1] = f"> {fmt_ms(edges[-2])} (to {fmt_ms(edges[-1])})"
+    return {"labels": labels, "counts": counts.tolist(), "overflow": overflow}
 
 
 def count_histogram(values: Sequence[int]) -> dict[str, Any] | None:

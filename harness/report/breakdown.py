@@ -36,8 +36,10 @@ class CompositeLine:
     agrees: bool | None
 
     def text(self) -> str:
-        head = f"{self.name} = {self.definition} = " if self.definition else f"{self.name}: "
-        return head + self.arithmetic
+        if not self.definition:
+            return f"{self.name}: {self.arithmetic}"
+        joiner = " = " if self.status == "scored" else ": "
+        return f"{self.name} = {self.definition}{joiner}{self.arithmetic}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "judge": self.judge, "status": self.status, "value": self.value, "text": self.text(),

@@ -29,7 +29,13 @@ from typing import Any
 
 from .. import __version__
 from ..transcripts import PERFORMANCE_FIELDS
-from .aggregate import NOT_CALLED, Health, count_histogram, latency_histogram, score_histogram
+from .aggregate import (
+    NOT_CALLED,
+    Health,
+    count_histogram,
+    latency_histogram,
+    score_histogram,
+)
 from .breakdown import composite_lines
 from .run import RunView, clip, iter_jsonl, open_run, read_texts
 
@@ -111,12 +117,14 @@ def _columns(view: RunView) -> list[dict[str, Any]]:
     cols: list[dict[str, Any]] = [{"key": "id", "label": "transcript", "type": "text", "worst": "asc"}]
     for name in view.composites:
         for judge in view.judges:
-            cols.append({"key": f"c:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "score", "worst": "asc"})
+            cols.append({"key": f"c:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "score", "worst": "asc",
+                         "scale": [0.0, 1.0]})
     for name in view.rubric_versions:
         rubric = view.rubrics.get(name)
         worst = "desc" if rubric is not None and rubric.direction == "lower" else "asc"
         for judge in view.judges:
-            cols.append({"key": f"r:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "score", "worst": worst})
+            cols.append({"key": f"r:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "score", "worst": worst,
+                         "scale": list(rubric.scale) if rubric is not None else None})
     cols += [
         {"key": "unscored", "label": "unscored", "type": "int", "worst": "desc"},
         {"key": "failed", "label": "failed", "type": "int", "worst": "desc"},

@@ -36,6 +36,12 @@ def _number(value: Any) -> str:
     return "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return "$" + (f"{value:.10f}".rstrip("0").rstrip(".") if value else "0")
+
+
 def explain(
     run_dir: str | Path,
     transcript_id: str,
@@ -97,7 +103,7 @@ def explain(
         out.append(f"    cache key {j.get('cache_key') or '—'}{' (cache hit)' if j.get('cached') else ''}")
         out.append(f"    attempts {j.get('attempts') or 0} · latency {fmt_ms(j['latency_ms']) if j.get('latency_ms') is not None else '—'}"
                    f" · tokens {_number(j.get('prompt_tokens'))} + {_number(j.get('completion_tokens'))}"
-                   f" · cost {'unknown' if cost is None else f'${cost:.6g}'}")
+                   f" · cost {_usd(cost)}")
         if j.get("error"):
             out.append(f"    error: {j['error']}")
         raw = j.get("raw_output")

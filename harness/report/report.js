@@ -45,7 +45,7 @@
   }
   function fmtMs(x) {
     if (!isNum(x)) return "—";
-    return x >= 1000 ? (x / 1000).toPrecision(3) + " s" : x.toPrecision(3) + " ms";
+    return Number(x.toPrecision(3)) >= 1000 ? Number((x / 1000).toPrecision(3)) + " s" : Number(x.toPrecision(3)) + " ms";
   }
   function reasons(obj) {
     var keys = Object.keys(obj || {});
@@ -194,7 +194,7 @@
       var h = entry.hist;
       addChart(card, function (t) {
         return barChart(t, h.labels, [{ label: title, data: h.counts, color: t.colors[colorIndex % t.colors.length] }],
-          { hist: true, x: h.log ? "latency (log-spaced bins)" : "latency", y: "count" });
+          { hist: true, x: h.overflow ? "latency (last bar: above p99)" : "latency", y: "count" });
       }, 180);
     } else {
       card.appendChild(el("p", { class: "muted", text: "No values." }));
@@ -202,7 +202,7 @@
     parent.appendChild(card);
   }
 
-  function performance() {
+  function performanceSection() {
     var box = document.getElementById("perf-cards");
     var P = DATA.performance;
     Object.keys(P.agent).forEach(function (f, i) { latencyCard(box, FIELD_LABEL[f] || f, P.agent[f], i); });
@@ -390,6 +390,12 @@
         var v = ROWS[i][c];
         var cell = el("div", { role: "cell", class: COLS[c].type === "text" ? "" : "num", text: cellText(COLS[c], v) });
         if (c === 0) cell.title = String(v);
+        else if (COLS[c].scale && isNum(v)) {
+          // A bar as long as the score's goodness: 1 (full) is best, whichever way the rubric runs.
+          var sc = COLS[c].scale, unit = (v - sc[0]) / (sc[1] - sc[0]);
+          var good = Math.max(0, Math.min(1, COLS[c].worst === "desc" ? 1 - unit : unit));
+          cell.style.backgroundImage = "linear-gradient(90deg, var(--bar) " + (100 * good).toFixed(1) + "%, transparent " + (100 * good).toFixed(1) + "%)";
+        }
         row.appendChild(cell);
       }
       frag.appendChild(row);
@@ -398,8 +404,12 @@
     if (!view.length) space.appendChild(el("div", { class: "vempty", text: "No transcript matches the filter." }));
   }
   function buildTable() {
-    var template = "minmax(220px, 2fr) repeat(" + (COLS.length - 1) + ", minmax(110px, 1fr))";
-    document.getElementById("table").style.setProperty("--cols", template);
+    // Header and rows share one explicit grid and one width, so their columns line up.
+    var widths = COLS.map(function (c, i) { return i === 0 ? 200 : Math.max(96, Math.min(280, 8 * c.label.length + 48)); });
+    var total = widths.reduce(function (a, b) { return a + b; }, 0);
+    var tableEl = document.getElementById("table");
+    tableEl.style.setProperty("--cols", "minmax(" + widths[0] + "px, 1fr) " + widths.slice(1).map(function (w) { return w + "px"; }).join(" "));
+    tableEl.style.setProperty("--table-width", total + "px");
     COLS.forEach(function (c, i) {
       var h = el("div", { role: "columnheader", class: c.type === "text" ? "" : "num", text: c.label, title: "sort by " + c.label });
       h.addEventListener("click", function () {
@@ -502,11 +512,12 @@
 
   overview();
   scores();
-  performance();
+  performanceSection();
   cost();
   health();
   buildTable();
   drawCharts();
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", drawCharts);
+  document.documentElement.setAttribute("data-ready-ms", String(Math.round(window.performance.now())));
   document.documentElement.setAttribute("data-ready", "1");
 })();
