@@ -162,8 +162,8 @@ class OutputSink:
         series = self.scores[(j.rubric, j.judge)]
         stats = self.judge_stats[j.judge]
         if j.status == "scored":
-            assert j.score is not None
-            series.values.append(j.score)
+            if j.score is not None:  # a categorical rubric's label is not a number: no numeric series
+                series.values.append(j.score)
             series.clamped += j.clamped
         elif j.status == "unscored":
             series.unscored[j.reason or "unknown"] += 1

@@ -57,6 +57,8 @@ class RubricHeader(BaseModel):
     inputs: tuple[Literal["query", "response", "contexts", "reference"], ...]
     max_tokens: int | None = Field(default=None, gt=0)
     system: str = DEFAULT_SYSTEM
+    #: a categorical rubric: the reply is read with ``parse_label`` and must be one of these
+    labels: tuple[str, ...] | None = None
 
     @field_validator("version", mode="before")
     @classmethod
@@ -69,6 +71,15 @@ class RubricHeader(BaseModel):
         lo, hi = value
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ValueError(f"must be [min, max] with finite min < max, got {list(value)}")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _distinct_labels(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None:
+            folded = [label.strip().casefold() for label in value]
+            if not value or not all(folded) or len(set(folded)) != len(folded):
+                raise ValueError("must be a non-empty list of distinct, non-blank labels")
         return value
 
     @field_validator("inputs")
@@ -93,6 +104,8 @@ class Rubric:
     source: str
     #: the template split at its placeholders: literal, input name, literal, ..., literal
     parts: tuple[str, ...] = ()
+    #: categorical rubric: the labels a reply may give (``scale`` is then unused)
+    labels: tuple[str, ...] | None = None
 
     @property
     def lo(self) -> float:
@@ -182,6 +195,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
         template=template.strip("\n") + "\n",
         source=source,
         parts=tuple(_PLACEHOLDER.split(template.strip("\n") + "\n")),
+        labels=header.labels,
     )
 
 

@@ -25,7 +25,7 @@ from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..errors import FatalJudgeError, JudgeError, JudgeUnreachable, QuotaExhausted
 from ..judges import Attempts, Judge, JudgeReply, RateLimiter, call_with_retries
-from ..rubrics.parsing import parse_score
+from ..rubrics.parsing import parse_label, parse_score
 from ..rubrics.rubric import Rubric
 from ..transcripts import iter_transcripts
 from .jobs import Entry, Job, plan_entry
@@ -266,6 +266,9 @@ class Runner:
     # -- judgments -----------------------------------------------------------------------------
 
     def _parsed(self, job: Job, text: str) -> Judgment:
+        if job.rubric.labels is not None:  # categorical rubric: one of its labels, else unscored
+            label = parse_label(text, job.rubric.labels)
+            return job.judgment(label.status, label=label.label, reason=label.reason, raw_output=text)
         parsed = parse_score(text, job.rubric.lo, job.rubric.hi)
         return job.judgment(parsed.status, score=parsed.score, raw_score=parsed.raw_score,
                               clamped=parsed.clamped, reason=parsed.reason, raw_output=text)

@@ -35,6 +35,8 @@ class Judgment:
     billed_retries: int = 0
     cached: bool = False
     cache_key: str | None = None
+    #: a categorical rubric's label (its judgments have no score)
+    label: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         # A plain field-by-field dict: dataclasses.asdict deep-copies every value and was a
