@@ -525,6 +525,9 @@ def test_small_report_in_dark_mode(small: dict[str, Any], browser: Any, tmp_path
         assert light_bg == "rgb(255, 255, 255)" and dark_bg == "rgb(15, 18, 23)"
         assert light_ink != dark_ink  # charts take the scheme's colours
         assert all(c["painted"] > 1000 for c in dark.charts())
+        light.page.emulate_media(color_scheme="dark")  # the scheme changes while the page is open
+        light.page.wait_for_function(f"() => Chart.defaults.color === {json.dumps(dark_ink)}")
+        assert light.page.evaluate(look) == [dark_bg, dark_ink]
         dark.page.screenshot(path=str(tmp_path / "report-small-dark.png"), full_page=True)
         _clean(light)
         _clean(dark)
