@@ -48,22 +48,30 @@ CHROMIUM_ARGS = [
 ]
 N_BIG = 10_000
 HELP_LINE = "Rate how helpful the response is, 1 to 5."
+TONE_LINE = "Classify the tone of the response as polite or rude."
 FIRST_LINE = {r.template.splitlines()[0]: name for name, r in load_rubrics().items()}
 HOSTILE = "<img src=x onerror=\"alert('xss')\"></script><script>alert(2)</script> {{query}} $1 \\1 <!-- <b>bold</b>"
 COMPOSITES = {
     "grounded": {"faithfulness": 0.5, "hallucination": 0.5},
     "helpful_mix": {"helpfulness": 0.6, "relevance": 0.4},
 }
-PARSE_REASONS = {"no_score_found", "invalid_score", "refusal"}
+PARSE_REASONS = {"no_score_found", "invalid_score", "refusal", "empty_reply", "no_label_found", "invalid_label"}
 
 
 # -- the runs ------------------------------------------------------------------------------------
 
 
 def _reply(body: dict[str, Any]) -> str:
-    """Score mode, plus a refusal and a numberless reply on request, and 1..5 for helpfulness."""
+    """Score mode, plus a refusal and a numberless reply on request, 1..5 for helpfulness, and a
+    label for the categorical tone rubric."""
     prompt = body["messages"][-1]["content"]
     first = prompt.splitlines()[0]
+    if first == TONE_LINE:
+        if "REFUSE" in prompt:
+            return "I'm sorry, but I cannot evaluate this."
+        if "NONUMBER" in prompt:
+            return "The response looks fine to me."
+        return "Label: " + ("polite" if deterministic_score(prompt) < 0.6 else "rude")
     rubric = "helpfulness" if first == HELP_LINE else FIRST_LINE[first]
     if marker := re.search(r"\[\[score=([^\]]*)\]\]", prompt):
         return '{"score": ' + marker.group(1) + "}"
@@ -102,6 +110,11 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (prompts / "helpfulness.md").write_text(
         '+++\nname = "helpfulness"\nversion = "2"\nscale = [1.0, 5.0]\ndirection = "higher"\n'
         f'inputs = ["query", "response"]\n+++\n{HELP_LINE}\n\n{{{{query}}}}\n\n{{{{response}}}}\n',
+        encoding="utf-8",
+    )
+    (prompts / "tone.md").write_text(
+        '+++\nname = "tone"\nversion = "3"\nscale = [0.0, 1.0]\nlabels = ["polite", "rude"]\n'
+        f'inputs = ["response"]\n+++\n{TONE_LINE}\n\n{{{{response}}}}\n',
         encoding="utf-8",
     )
     data = write_jsonl(root / "transcripts.jsonl", [_record(i) for i in range(30)])
@@ -204,7 +217,15 @@ def test_page_numbers_match_the_run(small: dict[str, Any]) -> None:
         section = summary["rubrics" if metric["kind"] == "rubric" else "composites"][name]
         for judge_name in ("mini", "big"):
             assert metric["stats"][judge_name] == section[judge_name]
-            assert sum(metric["hist"]["counts"][judge_name]) == section[judge_name]["n"]
+            if name != "tone":
+                assert sum(metric["hist"]["counts"][judge_name]) == section[judge_name]["n"]
+    # A categorical rubric: judgments per label, in the rubric's order.
+    tone = metrics["tone"]
+    assert tone["labels"] == tone["hist"]["labels"] == ["polite", "rude"]
+    for judge_name in ("mini", "big"):
+        labels = [j["label"] for (_, r, jd), j in judgments.items() if r == "tone" and jd == judge_name and j["status"] == "scored"]
+        assert tone["hist"]["counts"][judge_name] == [labels.count("polite"), labels.count("rude")]
+        assert 0 < labels.count("polite") < 28
     # A 1..5 rubric has one bin per step; 0..1 metrics have twenty.
     assert metrics["helpfulness"]["hist"]["labels"] == ["1", "2", "3", "4", "5"]
     assert len(metrics["relevance"]["hist"]["labels"]) == 20
@@ -229,6 +250,7 @@ def test_page_numbers_match_the_run(small: dict[str, Any]) -> None:
     assert health[("mini", "relevance")]["error_kinds"] == {"fatal": 1}  # t06's 400
     assert sum(h["retried"] for h in health.values()) >= 1  # t05's one 500
     assert health[("mini", "faithfulness")]["other_unscored"] == {"missing_input": 1}  # t08
+    assert health[("mini", "tone")]["parse_reasons"] == {"no_label_found": 1, "refusal": 1}
     assert data["cost"]["summary"] == summary["cost"]
     perf = data["performance"]
     assert sum(perf["agent"]["total_ms"]["hist"]["counts"]) == 30
@@ -288,6 +310,8 @@ def test_explain_prints_formula_reply_version_and_cache_key(small: dict[str, Any
     assert '{"score": 1.4}' in out
     assert "helpfulness v2 · judge mini" in out
     assert "where helpfulness" in out  # the 1..5 normalisation of helpful_mix
+    label = judgments[("t01", "tone", "mini")]["label"]
+    assert label in ("polite", "rude") and f"tone v3 · judge mini: scored label {label}" in out
 
 
 def test_explain_failed_and_missing_judgments(small: dict[str, Any]) -> None:
@@ -456,8 +480,8 @@ def test_small_report_in_chromium(small: dict[str, Any], browser: Any, tmp_path:
     page = opened.page
     try:
         charts = opened.charts()
-        # 5 rubrics + 3 composites, 4 agent latencies + tool calls + 2 judges, 2 cost, 1 health.
-        assert len(charts) == 18, charts
+        # 6 rubrics + 3 composites, 4 agent latencies + tool calls + 2 judges, 2 cost, 1 health.
+        assert len(charts) == 19, charts
         for chart in charts:
             assert chart["type"] == "bar" and chart["width"] > 100 and chart["height"] > 100, chart
             assert chart["values"] > 0 and chart["painted"] > 1000, chart
@@ -485,6 +509,7 @@ def test_small_report_in_chromium(small: dict[str, Any], browser: Any, tmp_path:
         assert formula.is_visible()
         assert f"= {scored[worst]:.6g}" in (formula.text_content() or "")
         assert dialog.get_by_text(judgments[(worst, "relevance", "mini")]["cache_key"]).first.is_visible()
+        assert dialog.get_by_text(f"label {judgments[(worst, 'tone', 'mini')]['label']}", exact=True).first.is_visible()
         page.screenshot(path=str(tmp_path / "report-small-transcript.png"))
         page.click("#detail-close")
         dialog.wait_for(state="hidden")

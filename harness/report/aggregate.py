@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-#: Reasons that mean the judge answered and its reply held no usable score.
-PARSE_FAILURES = ("no_score_found", "invalid_score", "refusal")
+#: Reasons that mean the judge answered and its reply held no usable score (or label).
+PARSE_FAILURES = ("no_score_found", "invalid_score", "refusal", "empty_reply", "no_label_found", "invalid_label")
 #: Reasons that mean no call was made (nothing to parse, nothing to retry).
 NOT_CALLED = ("missing_input", "cache_miss", "interrupted", "budget_exhausted")
 SCORE_BINS = 20
@@ -50,6 +50,13 @@ def score_histogram(values: Sequence[float] | np.ndarray, scale: tuple[float, fl
         labels = [f"{_num(a)}–{_num(b)}" for a, b in pairwise(edges)]
     counts, _ = np.histogram(np.clip(data, edges[0], edges[-1]), bins=edges)
     return {"labels": labels, "counts": counts.tolist()}
+
+
+def label_histogram(labels: Sequence[str], counts: Mapping[str, int]) -> dict[str, Any]:
+    """Judgments per label of a categorical rubric, in the rubric's order."""
+    extra = sorted(set(counts) - set(labels))  # a label the rubric file no longer lists
+    names = [*labels, *extra]
+    return {"labels": names, "counts": [int(counts.get(n, 0)) for n in names]}
 
 
 def fmt_ms(ms: float) -> str:

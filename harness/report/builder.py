@@ -19,7 +19,7 @@ import html
 import json
 import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from .aggregate import (
     NOT_CALLED,
     Health,
     count_histogram,
+    label_histogram,
     latency_histogram,
     score_histogram,
 )
@@ -46,6 +47,7 @@ REPORT_NAME = "report.html"
 JUDGMENT_FIELDS = (
     "rubric", "rubric_version", "judge", "status", "score", "raw_score", "clamped", "reason", "error", "raw_output",
     "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "attempts", "billed_retries", "cached", "cache_key",
+    "label",
 )
 LATENCY_FIELDS = ("total_ms", "llm_ms", "tool_ms", "api_ms")
 _SLOT = re.compile(r"/\*@(\w+)@\*/")
@@ -88,15 +90,22 @@ def render_page(data: dict[str, Any], title: str) -> str:
     return _SLOT.sub(lambda m: slots[m.group(1)], _asset("template.html"))
 
 
-def _metric_entry(view: RunView, name: str, kind: str, values: dict[str, list[float]]) -> dict[str, Any]:
+def _metric_entry(view: RunView, name: str, kind: str, values: dict[str, list[float]],
+                  labels: dict[str, Counter[str]] | None = None) -> dict[str, Any]:
     section = view.summary.get("rubrics" if kind == "rubric" else "composites", {}).get(name, {})
+    rubric = view.rubrics.get(name) if kind == "rubric" else None
+    if rubric is not None and rubric.labels is not None:  # categorical: judgments per label, no score
+        per_judge = {judge: (labels or {}).get(judge, Counter()) for judge in view.judges}
+        names = label_histogram(rubric.labels, sum(per_judge.values(), Counter()))["labels"]
+        return {"name": name, "kind": kind, "version": view.rubric_versions.get(name), "scale": None, "direction": None,
+                "definition": None, "labels": list(rubric.labels), "stats": section,
+                "hist": {"labels": names, "counts": {judge: [c.get(n, 0) for n in names] for judge, c in per_judge.items()}}}
     if kind == "composite":
         scale: tuple[float, float] | None = (0.0, 1.0)
         direction = "higher"
         weights = view.composites.get(name)
         definition = " + ".join(f"{w:g}·{r}" for r, w in weights.items()) if weights else None
     else:
-        rubric = view.rubrics.get(name)
         scale = rubric.scale if rubric else None
         direction = rubric.direction if rubric else None
         definition = None
@@ -122,6 +131,10 @@ def _columns(view: RunView) -> list[dict[str, Any]]:
     for name in view.rubric_versions:
         rubric = view.rubrics.get(name)
         worst = "desc" if rubric is not None and rubric.direction == "lower" else "asc"
+        if rubric is not None and rubric.labels is not None:  # categorical: the label, no score bar
+            for judge in view.judges:
+                cols.append({"key": f"r:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "label", "worst": "asc"})
+            continue
         for judge in view.judges:
             cols.append({"key": f"r:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "score", "worst": worst,
                          "scale": list(rubric.scale) if rubric is not None else None})
@@ -149,6 +162,7 @@ def build_data(view: RunView) -> dict[str, Any]:
     columns = _columns(view)
     col_index = {c["key"]: i for i, c in enumerate(columns)}
     rubric_values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    label_counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     composite_values: dict[tuple[str, str], list[float]] = defaultdict(list)
     agent: dict[str, list[float]] = {f: [] for f in LATENCY_FIELDS}
     tool_calls: list[int] = []
@@ -171,6 +185,10 @@ def build_data(view: RunView) -> dict[str, Any]:
                 rubric_values[(rubric, judge)].append(float(j["score"]))
                 if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
                     cells[i] = j["score"]
+            elif status == "scored" and j.get("label") is not None:
+                label_counts[(rubric, judge)][str(j["label"])] += 1
+                if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
+                    cells[i] = str(j["label"])
             elif status == "failed":
                 failed += 1
             else:
@@ -208,7 +226,8 @@ def build_data(view: RunView) -> dict[str, Any]:
     hits = sum(int((judges_summary.get(j) or {}).get("cache_hits") or 0) for j in view.judges)
     calls = sum(int((judges_summary.get(j) or {}).get("calls") or 0) for j in view.judges)
     metrics = [_metric_entry(view, n, "composite", {j: composite_values[(n, j)] for j in view.judges}) for n in view.composites]
-    metrics += [_metric_entry(view, n, "rubric", {j: rubric_values[(n, j)] for j in view.judges}) for n in view.rubric_versions]
+    metrics += [_metric_entry(view, n, "rubric", {j: rubric_values[(n, j)] for j in view.judges},
+                              {j: label_counts[(n, j)] for j in view.judges}) for n in view.rubric_versions]
     perf_summary = summary.get("performance") or {}
     return {
         "format": 1,
@@ -219,7 +238,9 @@ def build_data(view: RunView) -> dict[str, Any]:
             "texts_available": len(texts),
             "judges": [{"name": j, **(summary["judge_models"].get(j) or {})} for j in view.judges],
             "rubrics": [{"name": n, "version": v, "scale": list(view.rubrics[n].scale) if n in view.rubrics else None,
-                         "direction": view.rubrics[n].direction if n in view.rubrics else None} for n, v in view.rubric_versions.items()],
+                         "direction": view.rubrics[n].direction if n in view.rubrics else None,
+                         "labels": list(labels) if n in view.rubrics and (labels := view.rubrics[n].labels) is not None else None}
+                        for n, v in view.rubric_versions.items()],
             "composites": [{"name": n, "definition": " + ".join(f"{w:g}·{r}" for r, w in ws.items()) if ws else None}
                            for n, ws in view.composites.items()],
             "weights_source": view.weights_source,

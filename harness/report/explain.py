@@ -92,7 +92,9 @@ def explain(
     for j in judgments:
         status = j.get("status")
         head = f"  {j.get('rubric')} v{j.get('rubric_version')} · judge {j.get('judge')}: {status}"
-        if status == "scored":
+        if status == "scored" and j.get("score") is None and j.get("label") is not None:
+            head += f" label {j['label']}"
+        elif status == "scored":
             head += f" {_number(j.get('score'))}"
             if j.get("clamped"):
                 head += f" (clamped from {_number(j.get('raw_score'))})"

@@ -161,13 +161,15 @@
       var card = el("div", { class: "card metric", "data-metric": m.name });
       var what = m.kind === "composite"
         ? "composite = " + (m.definition || "weights unknown") + " · 0..1, higher is better"
-        : "rubric v" + m.version + " · scale " + m.scale.join("..") + (m.direction ? " · " + m.direction + " is better" : "");
+        : m.labels
+          ? "categorical rubric v" + m.version + " · labels " + m.labels.join(", ")
+          : "rubric v" + m.version + " · scale " + m.scale.join("..") + (m.direction ? " · " + m.direction + " is better" : "");
       card.appendChild(el("h3", { text: m.name }));
       card.appendChild(el("div", { class: "muted", text: what }));
       var judges = Object.keys(m.hist.counts);
       addChart(card, function (t) {
         return barChart(t, m.hist.labels, judges.map(function (j) { return { label: j, data: m.hist.counts[j] }; }),
-          { hist: true, x: m.name, y: "transcripts" });
+          { hist: !m.labels, x: m.name, y: "transcripts" });
       });
       var rows = judges.map(function (j) {
         var s = m.stats[j] || {};
@@ -388,7 +390,7 @@
       row.style.top = (k * ROW_H) + "px";
       for (var c = 0; c < COLS.length; c++) {
         var v = ROWS[i][c];
-        var cell = el("div", { role: "cell", class: COLS[c].type === "text" ? "" : "num", text: cellText(COLS[c], v) });
+        var cell = el("div", { role: "cell", class: COLS[c].type === "text" || COLS[c].type === "label" ? "" : "num", text: cellText(COLS[c], v) });
         if (c === 0) cell.title = String(v);
         else if (COLS[c].scale && isNum(v)) {
           // A bar as long as the score's goodness: 1 (full) is best, whichever way the rubric runs.
@@ -480,7 +482,7 @@
       var card = el("div", { class: "judgment" });
       card.appendChild(el("div", null, el("b", { text: j[JF.rubric] + " v" + j[JF.rubric_version] + " · judge " + j[JF.judge] + "  " }),
         el("span", { class: "badge " + cls, text: status }), " ",
-        el("b", { text: status === "scored" ? "score " + fmt(j[JF.score], 6) : (j[JF.reason] || "") })));
+        el("b", { text: status !== "scored" ? (j[JF.reason] || "") : isNum(j[JF.score]) ? "score " + fmt(j[JF.score], 6) : "label " + j[JF.label] })));
       var facts = el("div", { class: "facts" });
       function fact(k, v) { facts.appendChild(el("span", null, k + " ", el("b", { text: v }))); }
       if (j[JF.raw_score] !== null && j[JF.raw_score] !== j[JF.score]) fact("parsed", fmt(j[JF.raw_score], 6));
