@@ -174,7 +174,9 @@
       var rows = judges.map(function (j) {
         var s = m.stats[j] || {};
         var ci = s.ci95 ? "[" + fmt(s.ci95[0], 3) + ", " + fmt(s.ci95[1], 3) + "]" : "—";
-        return [j, fmtInt(s.n), fmt(s.mean, 3), ci, fmtInt(s.unscored) + (reasons(s.unscored_reasons) ? " (" + reasons(s.unscored_reasons) + ")" : ""),
+        // A categorical rubric has no numeric series in summary.json: n is its labelled judgments.
+        var n = m.labels ? m.hist.counts[j].reduce(function (a, b) { return a + b; }, 0) : s.n;
+        return [j, fmtInt(n), m.labels ? "—" : fmt(s.mean, 3), m.labels ? "—" : ci, fmtInt(s.unscored) + (reasons(s.unscored_reasons) ? " (" + reasons(s.unscored_reasons) + ")" : ""),
           fmtInt(s.failed) + (reasons(s.failed_reasons) ? " (" + reasons(s.failed_reasons) + ")" : ""), m.kind === "rubric" ? fmtInt(s.clamped) : "—"];
       });
       card.appendChild(table(["judge", "n", "mean", "95% CI", "unscored", "failed", "clamped"], rows, [0, 1, 1, 0, 0, 0, 1]));
