@@ -177,8 +177,9 @@ def parse_score(text: str | None, lo: float, hi: float) -> ParsedScore:
     # than the general rules below (which give the same result: tests/test_parsing.py checks it).
     if (plain := _PLAIN_RE.fullmatch(text)) is not None:
         value = float(plain.group("json") or plain.group("label"))
-        score = float(min(max(value, lo), hi))
-        return ParsedScore("scored", score, value, score != value, None)
+        if math.isfinite(value):  # 400 digits overflow to inf: the general rules call that invalid
+            score = float(min(max(value, lo), hi))
+            return ParsedScore("scored", score, value, score != value, None)
     return _parse_general(text, lo, hi)
 
 
