@@ -108,3 +108,10 @@ def test_setting_aside_data_tags_stays_linear_on_hostile_replies() -> None:
         started = time.perf_counter()
         parse_score(reply, 0.0, 1.0)
         assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize("reply", ["Score: " + "9" * 400, '{"score": ' + "9" * 400 + "}"])
+def test_a_number_too_large_for_a_float_is_invalid_not_the_top_of_the_scale(reply: str) -> None:
+    # The replies in the rubric's own format take a fast path; it must agree with the general rules.
+    result = parse_score(reply, 0.0, 1.0)
+    assert (result.status, result.reason, result.score) == ("unscored", "invalid_score", None)
