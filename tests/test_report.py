@@ -333,11 +333,21 @@ def test_explain_unknown_id_is_one_line_and_exit_2(small: dict[str, Any]) -> Non
     assert result.exit_code == 2 and "no such run directory" in result.output
 
 
-def test_explain_without_the_config_says_what_it_cannot_show(small: dict[str, Any]) -> None:
+def test_explain_without_the_config_reads_the_weights_the_run_recorded(small: dict[str, Any], tmp_path: Path) -> None:
     out = _explain(small, "t10").output
-    assert "answer_correctness = 0.7·relevance + 0.3·faithfulness = " in out  # the built-in default
-    assert "judge mini: grounded: weights unknown (pass the run's --config)" in out
+    assert "answer_correctness = 0.7·relevance + 0.3·faithfulness = " in out
+    # summary.json records every composite's weights, so the config is not needed for them...
+    assert "grounded = 0.5·faithfulness + 0.5·hallucination = " in out
+    assert "weights unknown" not in out
     assert "note: rubric helpfulness: no rubric file found" in out
+    # ...and a run written before the weights were recorded says what it cannot show.
+    copy = tmp_path / "old-run"
+    shutil.copytree(small["run"], copy)
+    summary = json.loads((copy / "summary.json").read_text(encoding="utf-8"))
+    del summary["composite_weights"]
+    (copy / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    old = CliRunner().invoke(app, ["explain", str(copy), "t10"]).output
+    assert "judge mini: grounded: weights unknown (pass the run's --config)" in old
 
 
 def test_other_weights_are_flagged_not_hidden(small: dict[str, Any], tmp_path: Path) -> None:
@@ -346,10 +356,14 @@ def test_other_weights_are_flagged_not_hidden(small: dict[str, Any], tmp_path: P
     assert "faithfulness = 0.9" in text
     other = tmp_path / "other.toml"
     other.write_text(text, encoding="utf-8")
-    out = _explain(small, "t10", "--config", str(other), "--prompts", str(small["prompts"])).output
-    assert "! results.jsonl holds" in out
+    # A run without recorded weights (an older summary.json) takes them from the config given.
     copy = tmp_path / "run"
     shutil.copytree(small["run"], copy)
+    summary = json.loads((copy / "summary.json").read_text(encoding="utf-8"))
+    del summary["composite_weights"]
+    (copy / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    out = CliRunner().invoke(app, ["explain", str(copy), "t10", "--config", str(other), "--prompts", str(small["prompts"])]).output
+    assert "! results.jsonl holds" in out
     result = build_report(copy, config=other, prompts=[small["prompts"]])
     assert any("differ from the formula" in n for n in result.notes)
 

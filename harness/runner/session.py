@@ -129,6 +129,8 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
             "cache_mode": plan.cache_mode,
             "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
             "rubric_versions": {r.name: r.version for r in rubrics},
+            "rubric_scales": {r.name: {"scale": list(r.scale), "direction": r.direction} for r in rubrics},
+            "composite_weights": sink.composites,
             "skipped_records": len(scanned.bad),
             "interrupted": interrupted,
             "budget": None if budget is None else {
