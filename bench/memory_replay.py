@@ -37,11 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make ``harness`` importable
     sys.path.insert(0, str(ROOT))
 
-from harness.cache import migrate  # noqa: E402
-from harness.runner import RunOptions  # noqa: E402
-from harness.runner.jobs import plan_entry  # noqa: E402
-from harness.runner.plan import build_plan  # noqa: E402
-from harness.transcripts import iter_transcripts  # noqa: E402
+from harness.cache import migrate
+from harness.runner import RunOptions
+from harness.runner.jobs import plan_entry
+from harness.runner.plan import build_plan
+from harness.transcripts import iter_transcripts
 
 TARGET_MB = 500
 RUBRIC = "relevance"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,16 @@ import pytest
 
 from harness.errors import TranscriptError
 from harness.transcripts import MAX_RECORD_BYTES, loader, scan
-from tests.e2e_support import KEY, KEY_ENV, cache_rows, chat_requests, judge, serve, write_config, write_jsonl
+from tests.e2e_support import (
+    KEY,
+    KEY_ENV,
+    cache_rows,
+    chat_requests,
+    judge,
+    serve,
+    write_config,
+    write_jsonl,
+)
 from tests.judge_server import JudgeServer
 from tests.reliability.support import cli, transcripts
 
@@ -85,8 +95,8 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
 }
 
 
-def assert_one_clean_line(result: object, pattern: str) -> None:
-    code, stdout, stderr = result.returncode, result.stdout, result.stderr  # type: ignore[attr-defined]
+def assert_one_clean_line(result: subprocess.CompletedProcess[str], pattern: str) -> None:
+    code, stdout, stderr = result.returncode, result.stdout, result.stderr
     assert code == 2, (code, stderr[-2000:])
     assert "Traceback" not in stderr and "Traceback" not in stdout
     said = [line for line in stderr.splitlines() if line.strip()]
@@ -121,8 +131,8 @@ def test_bad_transcripts_file(tmp_path: Path, server: JudgeServer, case: str) ->
          r"{file}: composites: .*sum to 1.*"),
         # A remote judge whose key variable is not set: refused before anything runs.
         ('[[judges]]\nname = "remote"\nmodel = "m"\nbase_url = "https://judge.example.com/v1"\napi_key_env = "HARNESS_REL_UNSET_KEY"\n',
-         r"{file}: judges\[0\]\.api_key_env: environment variable HARNESS_REL_UNSET_KEY is not set "
-         r"\(judge 'remote' at https://judge\.example\.com/v1\)"),
+         (r"{file}: judges\[0\]\.api_key_env: environment variable HARNESS_REL_UNSET_KEY is not set "
+          r"\(judge 'remote' at https://judge\.example\.com/v1\)")),
     ],
     ids=["unknown-judge-key", "unknown-top-level-key", "bad-composite", "missing-api-key-variable"],
 )

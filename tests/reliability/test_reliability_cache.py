@@ -21,7 +21,15 @@ from harness.runner import RunOptions
 from harness.runner.jobs import plan_entry
 from harness.runner.plan import build_plan
 from harness.transcripts import iter_transcripts
-from tests.e2e_support import KEY, KEY_ENV, cache_rows, judge, serve, write_config, write_jsonl
+from tests.e2e_support import (
+    KEY,
+    KEY_ENV,
+    cache_rows,
+    judge,
+    serve,
+    write_config,
+    write_jsonl,
+)
 from tests.reliability.support import run, transcripts
 
 CUSTOM = """+++

@@ -21,7 +21,15 @@ import pytest
 
 from harness.rubrics.parsing import parse_score
 from harness.rubrics.rubric import load_rubrics
-from tests.e2e_support import KEY, KEY_ENV, chat_requests, judge, serve, write_config, write_jsonl
+from tests.e2e_support import (
+    KEY,
+    KEY_ENV,
+    chat_requests,
+    judge,
+    serve,
+    write_config,
+    write_jsonl,
+)
 from tests.reliability.support import RUBRICS, run
 
 INJECTION = (
