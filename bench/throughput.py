@@ -661,7 +661,7 @@ def harness_version() -> tuple[str, str]:
     """(git HEAD plus "+dirty" when harness/ or prompts/ differ from it, a hash of their files):
     others may edit the harness while a benchmark runs, and figures must say what they measured."""
     digest = hashlib.sha256()
-    for path in sorted([*ROOT.glob("harness/**/*.py"), *ROOT.glob("prompts/*")]):
+    for path in sorted([*ROOT.glob("harness/**/*.py"), *ROOT.glob("prompts/**/*.md")]):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     git = ["git", "-C", str(ROOT)]
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
