@@ -107,7 +107,8 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise _fail(path, number + 1, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
 
 
-def _summary(run: Path) -> dict[str, Any]:
+def read_summary(run: Path) -> dict[str, Any]:
+    """A run directory's summary.json, checked; every problem is one line naming the file."""
     path = run / "summary.json"
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
@@ -174,7 +175,7 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     run = Path(path)
     if not run.is_dir():
         raise UserInputError(f"{run}: no such run directory")
-    summary = _summary(run)
+    summary = read_summary(run)
     metrics, notes = _metrics(summary, prompts, run / "summary.json")
     judges = tuple(str(j) for j in summary["judge_models"])
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}

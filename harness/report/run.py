@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..analysis.io import read_summary
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
 from ..rubrics.rubric import Rubric, load_rubrics
@@ -79,22 +80,6 @@ def clip(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
     if text is None or len(text) <= limit:
         return text
     return text[:limit] + f"\n… ({len(text) - limit:,} more characters; the input file has the whole text)"
-
-
-def _summary(run: Path) -> dict[str, Any]:
-    path = run / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserInputError(f"{run}: not a run directory (no summary.json; write one with harness run --out)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"{path}: invalid JSON ({exc})") from None
-    if not isinstance(summary, dict):
-        raise UserInputError(f"{path}: expected a JSON object")
-    for key in ("rubric_versions", "judge_models"):
-        if not isinstance(summary.get(key), dict):
-            raise UserInputError(f"{path}: {key}: missing or not an object (written by an older harness?)")
-    return summary
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -161,7 +146,7 @@ def open_run(
     run = Path(run_dir)
     if not run.is_dir():
         raise UserInputError(f"{run}: no such run directory")
-    summary = _summary(run)
+    summary = read_summary(run)
     config_path = Path(config) if config is not None else None
     try:
         dirs = [*(load_config(config_path).prompts if config_path else []), *map(Path, prompts)]
