@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -22,6 +22,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
 from ..errors import UserInputError
+from ..jsonlines import iter_json_objects, line_error
 from ..rubrics.rubric import load_rubrics
 
 __all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "read_labels", "read_run"]
@@ -77,36 +78,6 @@ class RunData:
         return {t: o.score for t, o in self.outcomes_of(metric, judge).items() if o.status == "scored" and o.score is not None}
 
 
-def _fail(path: Path, line: int | None, field_name: str, problem: str) -> UserInputError:
-    where = f"{path}:{line}" if line is not None else f"{path}"
-    return UserInputError(f"{where}: {field_name}: {problem}")
-
-
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line; bad JSON or a non-object is an error."""
-    try:
-        handle = path.open("r", encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
-    with handle:
-        number = 0
-        try:
-            for number, text in enumerate(handle, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    value = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise _fail(path, number, "<json>", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
-                if not isinstance(value, dict):
-                    raise _fail(path, number, "<record>", f"expected a JSON object, got {type(value).__name__}")
-                yield number, value
-        except UnicodeDecodeError as exc:
-            raise _fail(path, number + 1, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
-
-
 def read_summary(run: Path) -> dict[str, Any]:
     """A run directory's summary.json, checked; every problem is one line naming the file."""
     path = run / "summary.json"
@@ -148,12 +119,12 @@ def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_
 
 def _field(path: Path, line: int, row: Mapping[str, Any], name: str, kinds: tuple[type, ...], nullable: bool = False) -> Any:
     if name not in row:
-        raise _fail(path, line, name, "missing")
+        raise line_error(path, line, name, "missing")
     value = row[name]
     if value is None and nullable:
         return None
     if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
-        raise _fail(path, line, name, f"unexpected value {value!r}")
+        raise line_error(path, line, name, f"unexpected value {value!r}")
     return value
 
 
@@ -161,7 +132,7 @@ def _score(path: Path, line: int, value: Any, name: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _fail(path, line, name, f"expected a finite number or null, got {value!r}")
+        raise line_error(path, line, name, f"expected a finite number or null, got {value!r}")
     return float(value)
 
 
@@ -181,35 +152,35 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
 
     judgments = run / "judgments.jsonl"
-    for line, row in _jsonl(judgments):
+    for line, row in iter_json_objects(judgments):
         tid = _field(judgments, line, row, "transcript_id", (str,))
         rubric = _field(judgments, line, row, "rubric", (str,))
         judge = _field(judgments, line, row, "judge", (str,))
         status = _field(judgments, line, row, "status", (str,))
         if status not in ("scored", "unscored", "failed"):
-            raise _fail(judgments, line, "status", f"expected scored, unscored or failed, got {status!r}")
+            raise line_error(judgments, line, "status", f"expected scored, unscored or failed, got {status!r}")
         score = _score(judgments, line, row.get("score"), "score")
         if status == "scored" and score is None:
-            raise _fail(judgments, line, "score", "a scored judgment has no score")
+            raise line_error(judgments, line, "score", "a scored judgment has no score")
         if rubric not in metrics or metrics[rubric].kind != "rubric":
-            raise _fail(judgments, line, "rubric", f"{rubric!r} is not among the run's rubrics in summary.json")
+            raise line_error(judgments, line, "rubric", f"{rubric!r} is not among the run's rubrics in summary.json")
         if judge not in judges:
-            raise _fail(judgments, line, "judge", f"{judge!r} is not among the run's judges in summary.json")
+            raise line_error(judgments, line, "judge", f"{judge!r} is not among the run's judges in summary.json")
         cell = outcomes.setdefault((rubric, judge), {})
         if tid in cell:
-            raise _fail(judgments, line, "transcript_id", f"second judgment of ({tid}, {rubric}, {judge})")
+            raise line_error(judgments, line, "transcript_id", f"second judgment of ({tid}, {rubric}, {judge})")
         cell[tid] = Outcome(status, score if status == "scored" else None, row.get("reason"))
 
     results = run / "results.jsonl"
     transcripts: list[str] = []
     composites = [m for m in metrics.values() if m.kind == "composite"]
-    for line, row in _jsonl(results):
+    for line, row in iter_json_objects(results):
         tid = _field(results, line, row, "transcript_id", (str,))
         transcripts.append(tid)
         values = row.get("composites") or {}
         reasons = row.get("composites_unscored") or {}
         if not isinstance(values, dict) or not isinstance(reasons, dict):
-            raise _fail(results, line, "composites", "expected an object per judge")
+            raise line_error(results, line, "composites", "expected an object per judge")
         for judge in judges:
             per_judge = values.get(judge) or {}
             for metric in composites:
@@ -271,13 +242,13 @@ def _label_value(path: Path, line: int, value: Any, metric: Metric) -> tuple[flo
     if isinstance(value, str):
         word = PASS_FAIL_WORDS.get(value.strip().lower())
         if word is None:
-            raise _fail(path, line, "label", f"{value!r} is not a label: give a number on the {metric.name} scale "
+            raise line_error(path, line, "label", f"{value!r} is not a label: give a number on the {metric.name} scale "
                                              f"{list(metric.scale)}, true/false, or \"pass\"/\"fail\"")
         return word, "pass_fail"
     number = float(value)
     lo, hi = metric.scale
     if not math.isfinite(number) or not lo <= number <= hi:
-        raise _fail(path, line, "label", f"{value!r} is outside the {metric.name} scale [{lo:g}, {hi:g}]")
+        raise line_error(path, line, "label", f"{value!r} is outside the {metric.name} scale [{lo:g}, {hi:g}]")
     return number, "numeric"
 
 
@@ -294,7 +265,7 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
     kinds: dict[str, tuple[Literal["numeric", "pass_fail"], int]] = {}
     first_line: dict[tuple[str, str], int] = {}
     rows = 0
-    for line, row in _jsonl(file):
+    for line, row in iter_json_objects(file):
         try:
             parsed = _LabelRow.model_validate(row)
         except ValidationError as exc:
@@ -303,21 +274,21 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
             problem = {"extra_forbidden": "unknown field", "missing": "missing"}.get(err["type"], err["msg"])
             if err["type"] not in ("extra_forbidden", "missing"):
                 problem = f"unexpected value {row.get(name)!r}"
-            raise _fail(file, line, name, problem) from None
+            raise line_error(file, line, name, problem) from None
         metric = run.metrics.get(parsed.rubric)
         if metric is None:
             known = ", ".join(run.metrics) or "none"
-            raise _fail(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} "
+            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} "
                                               f"(it has: {known})")
         value, kind = _label_value(file, line, parsed.label, metric)
         seen_kind, seen_line = kinds.setdefault(metric.name, (kind, line))
         if seen_kind != kind:
             what = "numbers" if seen_kind == "numeric" else "pass/fail"
-            raise _fail(file, line, "label", f"{parsed.label!r} does not match the earlier {metric.name} labels, which "
+            raise line_error(file, line, "label", f"{parsed.label!r} does not match the earlier {metric.name} labels, which "
                                              f"are {what} (line {seen_line})")
         key = (parsed.transcript_id, metric.name)
         if key in first_line:
-            raise _fail(file, line, "transcript_id", f"{parsed.transcript_id!r} already has a {metric.name} label "
+            raise line_error(file, line, "transcript_id", f"{parsed.transcript_id!r} already has a {metric.name} label "
                                                      f"(line {first_line[key]})")
         first_line[key] = line
         by_metric.setdefault(metric.name, []).append(Label(parsed.transcript_id, value, line))

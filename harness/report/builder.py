@@ -38,7 +38,8 @@ from .aggregate import (
     score_histogram,
 )
 from .breakdown import composite_lines
-from .run import RunView, clip, iter_jsonl, open_run, read_texts
+from ..jsonlines import iter_json_objects as iter_jsonl
+from .run import RunView, clip, open_run, read_texts
 
 #: npm chart.js version of vendor/chart.umd.min.js (update both together; see vendor/README.md).
 CHART_JS_VERSION = "4.6.1"

@@ -14,7 +14,8 @@ from typing import Any
 from ..errors import UserInputError
 from .aggregate import fmt_ms
 from .breakdown import composite_lines
-from .run import iter_jsonl, open_run, read_texts
+from ..jsonlines import iter_json_objects as iter_jsonl
+from .run import open_run, read_texts
 
 #: Transcript text longer than this is cut in the terminal (the report shows up to MAX_TEXT_CHARS).
 EXPLAIN_TEXT_CHARS = 600

@@ -17,8 +17,7 @@ Every problem with the run directory itself is a one-line :class:`UserInputError
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,29 +79,6 @@ def clip(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
     if text is None or len(text) <= limit:
         return text
     return text[:limit] + f"\n… ({len(text) - limit:,} more characters; the input file has the whole text)"
-
-
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line, object) for each non-blank line; a missing file or bad line is a one-line error."""
-    try:
-        handle = path.open("r", encoding="utf-8")
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: no such file (the run directory is incomplete)") from None
-    with handle:
-        number = 0
-        try:
-            for number, text in enumerate(handle, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    value = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise UserInputError(f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-                if not isinstance(value, dict):
-                    raise UserInputError(f"{path}:{number}: expected a JSON object")
-                yield number, value
-        except UnicodeDecodeError as exc:
-            raise UserInputError(f"{path}:{number + 1}: not valid UTF-8 (byte {exc.start})") from None
 
 
 def _composites(summary: Mapping[str, Any], config: Path | None) -> tuple[dict[str, dict[str, float] | None], str]:

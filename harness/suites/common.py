@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from ..errors import UserInputError
+from ..jsonlines import iter_json_objects
 from ..rubrics.rubric import builtin_prompts_dir
 from ..runner import RunOptions, run_evaluation
 from ..runner.session import RunOutcome
@@ -33,23 +34,7 @@ def suite_prompts_dir(suite: str) -> Path:
 
 def read_jsonl_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; a bad line is a one-line error naming it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserInputError(f"{path}: no such file") from None
-    except UnicodeDecodeError:
-        raise UserInputError(f"{path}: is not valid UTF-8") from None
-    rows: list[tuple[int, dict[str, Any]]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserInputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(value, dict):
-            raise UserInputError(f"{path}:{number}: a record must be a JSON object")
-        rows.append((number, value))
+    rows = list(iter_json_objects(path))
     if not rows:
         raise UserInputError(f"{path}: no records")
     return rows
