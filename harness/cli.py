@@ -19,6 +19,17 @@ from .runner.session import EXIT_BUDGET, EXIT_USER_ERROR
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
 err = Console(stderr=True)
 
+# Judge options shared by every command that calls judges (run and the suites).
+JudgeConfigOpt = Annotated[Path | None, typer.Option("--config", help="harness.toml with judges, composites, cache, prompts.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Ad-hoc judge model (an OpenAI-compatible endpoint).")]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Ad-hoc judge base URL (default: $OPENAI_BASE_URL or OpenAI).")]
+ApiKeyEnvOpt = Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the ad-hoc judge's key (default OPENAI_API_KEY).")]
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Override every judge's max_concurrency.")]
+CacheOpt = Annotated[Path | None, typer.Option("--cache", help="Cache file (default cache/judgments.sqlite).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
+
+
 
 @app.callback()
 def main() -> None:
@@ -37,17 +48,17 @@ def _fail(exc: HarnessError) -> typer.Exit:
 def run(
     transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
-    config: Annotated[Path | None, typer.Option(help="harness.toml with judges, composites, cache, prompts.")] = None,
+    config: JudgeConfigOpt = None,
     rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed.")] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
-    model: Annotated[str | None, typer.Option(help="Ad-hoc judge model (an OpenAI-compatible endpoint).")] = None,
-    base_url: Annotated[str | None, typer.Option(help="Ad-hoc judge base URL (default: $OPENAI_BASE_URL or OpenAI).")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the ad-hoc judge's key (default OPENAI_API_KEY).")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default cache/judgments.sqlite).")] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    cache: CacheOpt = None,
     refresh: Annotated[bool, typer.Option("--refresh", help="Ignore cache hits and overwrite them.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    offline: Annotated[bool, typer.Option("--offline", help="Replay from the cache only; no network at all.")] = False,
+    no_cache: NoCacheOpt = False,
+    offline: OfflineOpt = False,
     limit: Annotated[int | None, typer.Option(help="Judge only the first N transcripts.")] = None,
     on_bad_record: Annotated[str, typer.Option(help="fail (default): stop before any judge call; skip: judge the rest and list the bad ones.")] = "fail",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
@@ -255,14 +266,14 @@ def clmpi(
     weights: Annotated[Path | None, typer.Option(help="TOML or YAML file with a weights table (ACC, CON, COH, FLU, EFF summing to 1). Default: the document's 0.25/0.20/0.20/0.20/0.15.")] = None,
     judge_accuracy: Annotated[bool, typer.Option("--judge-accuracy", help="ACC from the correctness rubric (score >= 0.5 is correct) instead of normalised exact match.")] = False,
     no_judge: Annotated[bool, typer.Option("--no-judge", help="No judge at all: ACC by exact match and EFF only; the CLMPI uses their weights rescaled to sum to 1.")] = False,
-    config: Annotated[Path | None, typer.Option(help="harness.toml with judges, cache, prompts.")] = None,
-    model: Annotated[str | None, typer.Option(help="Ad-hoc judge model (an OpenAI-compatible endpoint).")] = None,
-    base_url: Annotated[str | None, typer.Option(help="Ad-hoc judge base URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the ad-hoc judge's key.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default cache/judgments.sqlite).")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    offline: Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")] = False,
+    config: JudgeConfigOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    offline: OfflineOpt = False,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the suite's rubrics (prompts/clmpi/).")] = None,
 ) -> None:
     """Rank models by the CLMPI (seed 001, with the errata of seeds/README.md).
@@ -298,14 +309,14 @@ def simulation(
     conversations: Annotated[Path, typer.Argument(help="JSONL, one conversation per line: id, experiment (1-5), persona {type, expected}, target_order, current_order, messages [{role, content, attributes, tools}].")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for simulation.json, judge_inputs.jsonl and judgments/.")],
     no_judge: Annotated[bool, typer.Option("--no-judge", help="Do not classify missing guest attributes: they stay unknown and the messages are skipped (counted).")] = False,
-    config: Annotated[Path | None, typer.Option(help="harness.toml with judges, cache, prompts.")] = None,
-    model: Annotated[str | None, typer.Option(help="Ad-hoc judge model (an OpenAI-compatible endpoint).")] = None,
-    base_url: Annotated[str | None, typer.Option(help="Ad-hoc judge base URL.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the ad-hoc judge's key.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
-    cache: Annotated[Path | None, typer.Option(help="Cache file (default cache/judgments.sqlite).")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
-    offline: Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")] = False,
+    config: JudgeConfigOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    offline: OfflineOpt = False,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the suite's rubrics (prompts/simulation/).")] = None,
 ) -> None:
     """Score simulated-guest conversations (seed 002): PAS, BVS, ORA, DEI and CRRS, per experiment.
