@@ -3,6 +3,7 @@ store (round trip, WAL, upsert) and two OS processes sharing one file."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import sqlite3
 import subprocess
@@ -186,6 +187,20 @@ async def test_put_get_many_round_trip(tmp_path: Path) -> None:
         got = found[item.key]
         assert got.created_at  # filled in on write
         assert got == CachedJudgment(**{**_fields(item), "created_at": got.created_at})
+
+
+async def test_flush_returns_only_once_everything_is_committed(tmp_path: Path) -> None:
+    # Read through a separate connection: only committed rows are visible there. The queue empties
+    # as soon as the writer takes a batch, before the batch is committed; flush must wait for that.
+    path = tmp_path / "c.sqlite"
+    async with JudgmentCache(path) as cache:
+        for round_ in range(3):
+            for i in range(2000):
+                cache.put(judgment(f"k{round_}-{i}"))
+            await asyncio.sleep(0)  # let the writer take the batch off the queue
+            await cache.flush()
+            with sqlite3.connect(path) as db:
+                assert db.execute("SELECT count(*) FROM judgments").fetchone()[0] == 2000 * (round_ + 1)
 
 
 def _fields(item: CachedJudgment) -> dict[str, Any]:

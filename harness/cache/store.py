@@ -120,24 +120,20 @@ class JudgmentCache:
 
     async def _write_loop(self) -> None:
         while True:
-            item = await self._queue.get()
-            batch: list[CachedJudgment] = []
-            stop = item is None
-            if item is not None:
-                batch.append(item)
+            items = [await self._queue.get()]
             while not self._queue.empty():
-                more = self._queue.get_nowait()
-                if more is None:
-                    stop = True
-                else:
-                    batch.append(more)
+                items.append(self._queue.get_nowait())
+            batch = [item for item in items if item is not None]
             if batch:
                 try:
                     await self._write(batch)
                 except sqlite3.DatabaseError as exc:
                     self._write_error = exc
                     return
-            if stop:
+            # Marked done only once committed, so flush() (Queue.join) means "on disk".
+            for _ in items:
+                self._queue.task_done()
+            if len(batch) < len(items):  # the close() sentinel
                 return
 
     async def _write(self, batch: list[CachedJudgment]) -> None:
@@ -158,9 +154,14 @@ class JudgmentCache:
         await self.db.commit()
 
     async def flush(self) -> None:
-        """Wait until everything queued so far is committed."""
-        while not self._queue.empty() and self._writer is not None and not self._writer.done():
-            await asyncio.sleep(0.005)
+        """Wait until everything queued so far is committed (raises if a write failed)."""
+        if self._writer is not None and not self._writer.done():
+            joined = asyncio.ensure_future(self._queue.join())
+            # The writer stops early only on a write error; then join() would wait for ever.
+            await asyncio.wait({joined, self._writer}, return_when=asyncio.FIRST_COMPLETED)
+            joined.cancel()
+        if self._write_error is not None:
+            raise CacheError(f"{self.path}: write failed: {self._write_error}") from self._write_error
 
     async def close(self) -> None:
         if self._writer is not None:
