@@ -100,7 +100,7 @@ def local_judge_config() -> JudgeConfig:
         name="local-smollm2",
         provider="local",
         model="SmolLM2-135M-Instruct-Q4_1",
-        max_concurrency=1,
+        max_concurrency=16,  # the judge keeps its own limit: 4 judgments per worker process, a worker per core
         max_tokens=48,
         seed=0,
         input_price_per_1m=0.0,

@@ -6,11 +6,18 @@ no key, no network), cut to a few transcripts so it takes seconds, not minutes.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
 
+from harness.config import local_judge_config
+from harness.errors import FatalJudgeError
+from harness.judges.base import JudgeRequest
+from harness.judges.local import LocalLlamaJudge
 from harness.runner import RunOptions, run_evaluation
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts.jsonl"
@@ -18,6 +25,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts.jsonl
 pytestmark = pytest.mark.local_model
 
 
+@pytest.mark.timeout(300)
 async def test_local_judge_scores_and_replays(tmp_path: Path) -> None:
     cache = tmp_path / "judgments.sqlite"
     options = RunOptions(input=EXAMPLES, out=tmp_path / "a", rubrics=["relevance"], limit=2, cache=cache, progress=False)
@@ -41,3 +49,95 @@ async def test_local_judge_scores_and_replays(tmp_path: Path) -> None:
     assert replay.exit_code == 0
     assert [(r["score"], r["raw_output"]) for r in again] == [(r["score"], r["raw_output"]) for r in rows]
     assert all(r["cached"] for r in again)
+
+
+# --- the worker process: a native crash never takes the harness down -----------------------------
+
+REQUEST = JudgeRequest(
+    messages=({"role": "system", "content": "You are a strict grader."},
+              {"role": "user", "content": "Rate how relevant 'Paris' is to 'What is the capital of France?'. Reply as JSON."}),
+    max_tokens=16, temperature=0.0, seed=0,
+)
+
+
+def _worker_children() -> list[int]:
+    """Process ids of this process's children that run the llama worker."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"llama_worker.py" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGABRT, signal.SIGKILL])
+async def test_worker_killed_by_a_signal_fails_its_calls_and_the_next_call_restarts(sig: signal.Signals) -> None:
+    judge = LocalLlamaJudge(local_judge_config())
+    try:
+        first = await judge.complete(REQUEST)
+        assert json.loads(first.text)["score"] is not None
+        pid = judge.pids[0]  # the one worker used so far; the least busy, so the next call goes there too
+        held = asyncio.ensure_future(judge.complete(REQUEST))
+        for _ in range(5):
+            await asyncio.sleep(0)  # let the call reach the worker's stdin
+        os.kill(pid, sig)
+        with pytest.raises(FatalJudgeError, match=rf"^local judge process died: signal {sig.value} \({sig.name}\)"):
+            await held
+        # The harness is alive, and the next call gets a fresh worker with the same answer.
+        again = await judge.complete(REQUEST)
+        assert pid not in judge.pids and judge.pids
+        assert again.text == first.text
+    finally:
+        await judge.aclose()
+    assert not _worker_children()
+
+
+@pytest.mark.timeout(120)
+async def test_a_hung_worker_is_stopped_at_the_timeout() -> None:
+    judge = LocalLlamaJudge(local_judge_config().model_copy(update={"timeout_s": 3.0}))
+    try:
+        await judge.complete(REQUEST)
+        (pid,) = judge.pids
+        os.kill(pid, signal.SIGSTOP)  # frozen, as a deadlocked native call would be
+        with pytest.raises(FatalJudgeError, match="did not answer within 3 s"):
+            await judge.complete(REQUEST)
+        again = await judge.complete(REQUEST)
+        assert pid not in judge.pids and json.loads(again.text)["score"] is not None
+    finally:
+        await judge.aclose()
+
+
+@pytest.mark.timeout(300)
+async def test_run_survives_a_segfaulting_judge_and_writes_its_outputs(tmp_path: Path) -> None:
+    """The judgments the dying worker held are failed with the signal named; the rest are judged,
+    every output is written and the run ends with the documented exit code 1."""
+    killed: list[int] = []
+
+    async def segfault_the_first_worker() -> None:
+        while not killed:
+            for pid in _worker_children():
+                os.kill(pid, signal.SIGSEGV)
+                killed.append(pid)
+            await asyncio.sleep(0.005)
+
+    killer = asyncio.ensure_future(segfault_the_first_worker())
+    options = RunOptions(input=EXAMPLES, out=tmp_path / "a", rubrics=["relevance"], limit=6, cache=tmp_path / "c.sqlite", progress=False)
+    try:
+        outcome = await asyncio.wait_for(run_evaluation(options), 240)
+    finally:
+        killer.cancel()
+    assert killed, "the worker was never seen"
+    rows = [json.loads(line) for line in (tmp_path / "a" / "judgments.jsonl").read_text().splitlines()]
+    assert len(rows) == 6  # nothing dropped
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert failed and all(r["error"].startswith("local judge process died: signal 11 (SIGSEGV)") for r in failed), failed
+    assert all(r["status"] == "scored" for r in rows if r not in failed)
+    assert outcome.exit_code == 1 and "failed" in outcome.message
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["judgments"]["failed"] == len(failed)
+    assert (tmp_path / "a" / "results.jsonl").exists()

@@ -200,8 +200,11 @@ def parse_rubric(text: str, source: str) -> Rubric:
 
 
 def builtin_prompts_dir() -> Path:
-    """The repository's ``prompts/`` folder, next to the package."""
-    return Path(__file__).resolve().parents[2] / "prompts"
+    """The built-in rubrics: ``harness/prompts/`` in an installed wheel (setup.py copies them
+    there), else the checkout's top-level ``prompts/``, their source."""
+    package = Path(__file__).resolve().parents[1]
+    shipped = package / "prompts"
+    return shipped if shipped.is_dir() else package.parent / "prompts"
 
 
 def load_rubrics(dirs: Iterable[str | Path] = ()) -> dict[str, Rubric]:

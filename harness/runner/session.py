@@ -70,6 +70,10 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
     plan = build_plan(options)
     scanned = scan(plan.input, plan.on_bad_record, plan.limit)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
+    # Judges are made before anything is written, so a judge that cannot exist (the local judge
+    # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
+    # judge is even constructed, so nothing can call out.
+    judges: dict[str, Judge] = {} if plan.cache_mode == "offline" else {j.name: make_judge(j) for j in plan.judges}
     out.mkdir(parents=True, exist_ok=True)
     if scanned.bad:
         with (out / "skipped.jsonl").open("w", encoding="utf-8") as fh:
@@ -83,13 +87,10 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
     total = scanned.good * len(rubrics) * len(plan.judges)
     sink = OutputSink(out, rubrics, plan.judges, plan.composites)
     cache = JudgmentCache(plan.cache_path, read_only=plan.cache_mode == "offline") if plan.cache_path else None
-    judges: dict[str, Judge] = {}
     interrupted = False
     try:
         if cache is not None:
             await cache.open()
-        if plan.cache_mode != "offline":  # offline: no judge is even constructed, so nothing can call out
-            judges = {j.name: make_judge(j) for j in plan.judges}
         with ExitStack() as stack:
             progress = stack.enter_context(RunProgress(total, console, plan.progress))
             runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=progress.advance, budget=budget)
