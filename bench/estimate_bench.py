@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` importable
 from harness.cost import tokens
 from harness.cost.estimate import estimate_run
 from harness.rubrics.rubric import load_rubrics
-from harness.runner import RunOptions
+from harness.planning import RunOptions
 from harness.transcripts import iter_transcripts
 
 with warnings.catch_warnings():

@@ -6,7 +6,7 @@
     python bench/memory_replay.py --workdir /tmp/mem  # keep (and on a rerun reuse) data and cache
 
 It writes N distinct transcripts (id, query, response) as JSONL, fills a cache for the
-``relevance`` rubric directly (every job planned with the harness's own ``plan_entry``, so the
+``relevance`` rubric directly (every job planned with the harness's own ``make_entry``, so the
 rendering and cache keys are exactly ``run``'s, and written to SQLite as a live run would have
 stored it), then runs the whole command
 
@@ -38,9 +38,7 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` importable
     sys.path.insert(0, str(ROOT))
 
 from harness.cache import migrate
-from harness.runner import RunOptions
-from harness.runner.jobs import plan_entry
-from harness.runner.plan import build_plan
+from harness.planning import RunOptions, build_plan, make_entry
 from harness.transcripts import iter_transcripts
 
 TARGET_MB = 500
@@ -80,7 +78,7 @@ def cache_rows(data: Path, config: Path) -> Iterator[tuple[object, ...]]:
     assert plan.rubrics is not None
     now = datetime.now(UTC).isoformat(timespec="seconds")
     for i, (_, record) in enumerate(iter_transcripts(data)):
-        for job in plan_entry(record.resolved(), plan.rubrics, plan.judges).jobs:
+        for job in make_entry(record.resolved(), plan.rubrics, plan.judges).jobs:
             score = (i * 37 % 101) / 100
             yield (job.key, job.judge.model, job.judge.endpoint, job.rubric.name, job.rubric.version,
                    f'{{"score": {score}}}', 180 + i % 50, 6, 350.0, (180 * 0.15 + 6 * 0.6) / 1e6, 1, "scored", score, now)

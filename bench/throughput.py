@@ -19,7 +19,7 @@ invocation it times, on the same prompts:
 - ideal: N·L/C.
 
 The offline case builds a cache of N judgments directly (rendered and keyed by the harness's own
-``plan_entry``) and times the whole ``python -m harness run --offline`` command as a subprocess
+``make_entry``) and times the whole ``python -m harness run --offline`` command as a subprocess
 (CPU from ``RUSAGE_CHILDREN``). Every run is checked: exit code 0, N judgments scored, and for
 live runs the server saw exactly N requests. Every run has a time limit, and a case stops
 repeating once ``--budget`` seconds are spent (at least one round always runs), so each case ends
@@ -64,9 +64,8 @@ from rich.console import Console
 
 from harness.cache import migrate
 from harness.judges.protocol import request_body
-from harness.runner import RunOptions, run_evaluation
-from harness.runner.jobs import plan_entry
-from harness.runner.plan import build_plan
+from harness.planning import RunOptions, build_plan, make_entry
+from harness.runner import run_evaluation
 from harness.transcripts import iter_transcripts
 
 RUBRICS = ("relevance", "faithfulness", "hallucination", "contextual_relevance")
@@ -253,7 +252,7 @@ def planned_jobs(data: Path, config: Path) -> list[Any]:
     """Every job the harness plans for ``data``: same rendering and cache keys as ``run``."""
     plan = build_plan(RunOptions(input=data, config=config, rubrics=list(RUBRICS)), require_keys=False)
     assert plan.rubrics is not None
-    return [job for _, record in iter_transcripts(data) for job in plan_entry(record.resolved(), plan.rubrics, plan.judges).jobs]
+    return [job for _, record in iter_transcripts(data) for job in make_entry(record.resolved(), plan.rubrics, plan.judges).jobs]
 
 
 def request_bodies(data: Path, config: Path) -> list[dict[str, Any]]:
@@ -320,7 +319,7 @@ def run_harness(data: Path, config: Path, workdir: Path, tag: str, n: int, serve
 
     async def bounded() -> Any:
         async with asyncio.timeout(timeout_s):
-            return await run_evaluation(options, console=Console(file=io.StringIO()))
+            return await run_evaluation(options)
 
     outcome, wall, cpu, span = _timed(lambda: asyncio.run(bounded()))
     scored = outcome.summary["judgments"].get("scored", 0)
@@ -499,7 +498,7 @@ def harness_child(spec: str) -> int:
     args = json.loads(spec)
     options = RunOptions(input=Path(args["input"]), out=Path(args["out"]), config=Path(args["config"]),
                          cache=Path(args["cache"]), rubrics=list(RUBRICS), progress=False, offline=args.get("offline", False))
-    outcome = asyncio.run(run_evaluation(options, console=Console(file=io.StringIO())))
+    outcome = asyncio.run(run_evaluation(options))
     return outcome.exit_code
 
 

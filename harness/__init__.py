@@ -26,10 +26,11 @@ from .judges import Judge, JudgeReply, JudgeRequest, make_judge
 from .metrics import weighted_composite
 from .rubrics.parsing import parse_label, parse_score
 from .rubrics.rubric import Rubric, load_rubrics
-from .runner import Judgment, RunOptions, RunOutcome, run_evaluation
+from .planning import Judgment, RunOptions
+from .runner import RunOutcome, run_evaluation
 from .transcripts import Transcript, iter_transcripts, scan
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "BudgetExceeded",

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import BudgetExceeded, HarnessError, UserInputError
-from .runner import RunOptions, run_evaluation
-from .outputs.terminal import estimate_table
-from .runner.session import EXIT_BUDGET, EXIT_USER_ERROR
+from .exit_codes import EXIT_BUDGET, EXIT_USER_ERROR
+
+# Each command imports what it needs when it runs, so `harness --help` loads typer and rich only.
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
 err = Console(stderr=True)
@@ -28,7 +28,6 @@ ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Overr
 CacheOpt = Annotated[Path | None, typer.Option("--cache", help="Cache file (default cache/judgments.sqlite).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
-
 
 
 @app.callback()
@@ -66,6 +65,9 @@ def run(
     report: Annotated[bool, typer.Option("--report", help="Also write OUT/report.html (as harness report OUT).")] = False,
 ) -> None:
     """Judge transcripts and write judgments, per-transcript results and a summary."""
+    from .outputs.terminal import run_in_terminal
+    from .planning import RunOptions
+
     if on_bad_record not in ("fail", "skip"):
         raise _fail(UserInputError("--on-bad-record must be 'fail' or 'skip'"))
     mode: Literal["fail", "skip"] = "skip" if on_bad_record == "skip" else "fail"
@@ -76,7 +78,7 @@ def run(
         max_cost=max_cost,
     )
     try:
-        outcome = asyncio.run(run_evaluation(options, err, handle_signals=True))
+        outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
     except HarnessError as exc:
         raise _fail(exc) from None
     style = "green" if outcome.exit_code == 0 else "red"
@@ -101,6 +103,8 @@ def estimate(
 ) -> None:
     """What a run would cost and take: tokens counted offline, cache hits free. No network call."""
     from .cost.estimate import estimate_run
+    from .outputs.terminal import estimate_table
+    from .planning import RunOptions
 
     options = RunOptions(
         input=transcripts, config=config, rubrics=rubric or [], prompts=prompts or [], model=model,
@@ -215,11 +219,11 @@ def clustering(
     err.print(f"[green]wrote {out}/clustering.json, clusters.csv, models.csv[/]", highlight=False)
 
 
-def _write_report(run_dir: Path, **options: object) -> None:
+def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], input: Path | None) -> None:
     from .report import build_report
 
     try:
-        result = build_report(run_dir, **options)  # type: ignore[arg-type]
+        result = build_report(run_dir, config=config, prompts=prompts, input=input)
     except HarnessError as exc:
         raise _fail(exc) from None
     for note in result.notes:

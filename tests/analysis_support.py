@@ -21,7 +21,8 @@ from typing import Any
 from rich.console import Console
 
 from harness.rubrics.rubric import load_rubrics
-from harness.runner import RunOptions, run_evaluation
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions
 from tests.e2e_support import (
     KEY,
     KEY_ENV,
@@ -86,7 +87,7 @@ def make_run(
     try:
         options = RunOptions(input=folder / "transcripts.jsonl", out=out, config=folder / "harness.toml", no_cache=True,
                              progress=False)
-        outcome = asyncio.run(run_evaluation(options, console=Console(file=io.StringIO())))
+        outcome = asyncio.run(run_in_terminal(options, Console(file=io.StringIO())))
     finally:
         if previous is None:
             os.environ.pop(KEY_ENV, None)

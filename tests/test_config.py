@@ -15,7 +15,7 @@ from harness.config import (
     load_config,
 )
 from harness.errors import ConfigError, UserInputError
-from harness.runner.plan import RunOptions, build_plan
+from harness.planning import RunOptions, build_plan
 
 KEY_VAR = "HARNESS_TEST_JUDGE_KEY"
 

@@ -33,8 +33,10 @@ from harness.cost.prices import SHIPPED_TABLE, cost_usd, load_price_table
 from harness.cost.tokens import TokenCounter
 from harness.errors import BudgetExceeded, ConfigError
 from harness.rubrics.rubric import load_rubrics
-from harness.runner import RunOptions, RunOutcome, build_plan, call_cost, run_evaluation
-from harness.runner.jobs import plan_entry
+from harness.cost.prices import call_cost
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions, build_plan, make_entry
+from harness.runner import RunOutcome
 from harness.transcripts import iter_transcripts
 from tests.e2e_support import (
     IN_PRICE,
@@ -110,7 +112,7 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_evaluation(RunOptions(out=out, progress=False, **options), console=console)
+    outcome = await run_in_terminal(RunOptions(out=out, progress=False, **options), console)
     return outcome, Outputs(out), buffer.getvalue()
 
 
@@ -231,14 +233,6 @@ def test_count_messages_is_openai_recipe(encoding: str) -> None:
     named = [*messages, {"role": "user", "name": "grader_2", "content": "Line one\n\n  /path/to x\nLast 'll"}]
     assert counter.count_messages(named) == openai_prompt_tokens(named, encoding)
     assert counter.count_messages([]) == 3  # the reply priming alone
-
-
-def test_importing_estimate_first_works() -> None:
-    # `from harness.cost.estimate import ...` in a fresh interpreter used to hit an import cycle
-    # (estimate -> runner.jobs -> runner/__init__ -> session -> estimate, half initialised).
-    for module in ("harness.cost.estimate", "harness.cost.budget", "harness.runner.session"):
-        done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True, check=False)
-        assert done.returncode == 0, done.stderr
 
 
 # -- the estimate against what an OpenAI-compatible server reports ---------------------------------
@@ -632,7 +626,7 @@ def worst_cases(config: Path, transcripts: Path) -> dict[tuple[str, str], float]
     rubrics = plan.select_rubrics({"query", "response", "contexts"})
     worst: dict[tuple[str, str], float] = {}
     for _, record in iter_transcripts(transcripts, "fail"):
-        for job in plan_entry(record.resolved(), rubrics, plan.judges).jobs:
+        for job in make_entry(record.resolved(), rubrics, plan.judges).jobs:
             if job.request is None:
                 continue
             prompt = openai_prompt_tokens(list(job.request.messages))

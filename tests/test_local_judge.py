@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import RunOptions, run_evaluation
+from harness.planning import RunOptions
+from harness.runner import run_evaluation
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts.jsonl"
 

@@ -17,7 +17,9 @@ import pytest
 from rich.console import Console
 
 from harness.errors import CacheError
-from harness.runner import RunOptions, RunOutcome, run_evaluation
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions
+from harness.runner import RunOutcome
 from tests.e2e_support import (
     KEY,
     KEY_ENV,
@@ -63,9 +65,7 @@ async def run(tmp_path: Path, name: str, **options: Any) -> tuple[RunOutcome, Ou
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     options.setdefault("rubrics", ["relevance", "faithfulness"])
     console = Console(file=io.StringIO(), width=200, color_system=None)
-    outcome = await run_evaluation(
-        RunOptions(out=tmp_path / name, progress=False, **options), console=console
-    )
+    outcome = await run_in_terminal(RunOptions(out=tmp_path / name, progress=False, **options), console)
     return outcome, Outputs(tmp_path / name)
 
 

@@ -26,7 +26,9 @@ from statsmodels.stats.weightstats import DescrStatsW
 from harness.errors import UserInputError
 from harness.rubrics.parsing import parse_score
 from harness.rubrics.rubric import load_rubrics
-from harness.runner import RunOptions, RunOutcome, run_evaluation
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions
+from harness.runner import RunOutcome
 from harness.runner.engine import DOWN_AFTER
 from tests.e2e_support import (
     IN_PRICE,
@@ -72,9 +74,7 @@ async def run(
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_evaluation(
-        RunOptions(out=out, progress=False, **options), console=console
-    )
+    outcome = await run_in_terminal(RunOptions(out=out, progress=False, **options), console)
     return outcome, Outputs(out), buffer.getvalue()
 
 
@@ -810,6 +810,6 @@ async def test_progress_bar_on_a_terminal(tmp_path: Path, server: JudgeServer) -
         cache=tmp_path / "cache.sqlite",
         progress=True,
     )
-    outcome = await run_evaluation(options, console=console)
+    outcome = await run_in_terminal(options, console)
     assert outcome.exit_code == 0
     assert "judging" in buffer.getvalue() and "5/5" in buffer.getvalue()

@@ -15,7 +15,7 @@ import json
 
 import aiohttp
 
-from .. import __version__
+from ..version import __version__
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
 from .base import Judge, JudgeReply, JudgeRequest

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from ..transcripts import PERFORMANCE_FIELDS
 from .aggregate import (
     NOT_CALLED,

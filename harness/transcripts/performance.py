@@ -11,10 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .models import Span
+
+class Interval(Protocol):
+    """A timed step of the agent: ``models.Span`` is one (read here through this shape, so
+    ``models`` imports ``performance`` and not the other way round)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def start_s(self) -> float: ...
+    @property
+    def end_s(self) -> float: ...
 
 PERFORMANCE_FIELDS = ("total_ms", "llm_ms", "tool_ms", "api_ms", "tool_calls")
 
@@ -47,7 +56,7 @@ def union_ms(intervals: Sequence[tuple[float, float]]) -> float:
     return round(total * 1000.0, 3)
 
 
-def performance_from_spans(spans: Sequence[Span]) -> Performance:
+def performance_from_spans(spans: Sequence[Interval]) -> Performance:
     by_kind: dict[str, list[tuple[float, float]]] = {"llm": [], "tool": [], "api": []}
     for span in spans:
         by_kind[span.kind].append((span.start_s, span.end_s))

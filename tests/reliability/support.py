@@ -16,7 +16,9 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.runner import RunOptions, RunOutcome, run_evaluation
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions
+from harness.runner import RunOutcome
 from tests.e2e_support import KEY_ENV, Outputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +46,7 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_evaluation(RunOptions(out=tmp_path / name, progress=False, **options), console=console)
+    outcome = await run_in_terminal(RunOptions(out=tmp_path / name, progress=False, **options), console)
     return outcome, Outputs(tmp_path / name), buffer.getvalue()
 
 

@@ -17,9 +17,7 @@ import pytest
 
 from harness.cache import MIGRATIONS, migrate
 from harness.cache import keys as cache_keys
-from harness.runner import RunOptions
-from harness.runner.jobs import plan_entry
-from harness.runner.plan import build_plan
+from harness.planning import RunOptions, build_plan, make_entry
 from harness.transcripts import iter_transcripts
 from tests.e2e_support import (
     KEY,
@@ -112,7 +110,7 @@ def planned_keys(tmp_path: Path, rubric: str) -> list[str]:
     return [
         job.key  # type: ignore[misc]
         for _, record in iter_transcripts(plan.input)
-        for job in plan_entry(record.resolved(), plan.rubrics, plan.judges).jobs
+        for job in make_entry(record.resolved(), plan.rubrics, plan.judges).jobs
     ]
 
 

@@ -1,4 +1,4 @@
-"""From a config file and command-line options to a checked :class:`RunPlan`.
+"""From a config file and command-line options to a checked :class:`RunPlan`: the one "plan" of a run.
 
 Everything a user can get wrong is checked here, before a transcript is read or a judge called:
 the config, the rubrics asked for, judges' API-key variables, and option combinations.
