@@ -29,7 +29,9 @@ from harness.rubrics.rubric import load_rubrics
 from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
-from harness.runner.engine import DOWN_AFTER
+from harness.config import JudgeConfig
+from harness.planning import build_plan
+from harness.runner.engine import DOWN_AFTER, Endpoint, Runner
 from tests.e2e_support import (
     IN_PRICE,
     KEY,
@@ -378,6 +380,55 @@ async def test_concurrency_is_honoured(tmp_path: Path) -> None:
     assert outcome.exit_code == 0
     assert len(outputs.judgments) == 24
     assert server.max_in_flight == 3
+
+
+async def test_two_judges_on_one_endpoint_share_its_concurrency(tmp_path: Path) -> None:
+    # Two judge names, one base URL and key: the server is asked for at most the endpoint's
+    # max_concurrency at once, not each judge's.
+    with serve(latency_s=0.05) as server:
+        assert server.base_url
+        write_jsonl(tmp_path / "transcripts.jsonl", [record(f"t{i}", 0.5, contexts=False) for i in range(12)])
+        write_config(
+            tmp_path / "harness.toml",
+            [judge("a", server.base_url, max_concurrency=3), judge("b", server.base_url, model="other", max_concurrency=3)],
+        )
+        outcome, outputs, _ = await run(tmp_path, rubrics=["relevance"], no_cache=True, cache=None)
+    assert outcome.exit_code == 0
+    assert len(outputs.judgments) == 24 and server.count() == 24
+    assert server.max_in_flight <= 3
+
+
+def test_judges_are_grouped_by_base_url_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KEY_ONE", "sk-one")
+    monkeypatch.setenv("KEY_TWO", "sk-two")
+    monkeypatch.setenv("KEY_ONE_AGAIN", "sk-one")
+    url = "http://127.0.0.1:9/v1"
+    judges = [
+        JudgeConfig(name="a", model="m", base_url=url, api_key_env="KEY_ONE", max_concurrency=8, rpm=600, tpm=None),
+        JudgeConfig(name="b", model="n", base_url=url + "/", api_key_env="KEY_ONE_AGAIN", max_concurrency=4, rpm=60, tpm=9000),
+        JudgeConfig(name="c", model="m", base_url=url, api_key_env="KEY_TWO", max_concurrency=8),
+        JudgeConfig(name="d", model="m", base_url="http://127.0.0.1:10/v1", api_key_env="KEY_ONE", max_concurrency=8),
+    ]
+    groups = {tuple(j.name for j in e.judges): e for e in Endpoint.group(judges)}
+    assert set(groups) == {("a", "b"), ("c",), ("d",)}
+    shared = groups[("a", "b")]
+    # The tightest limit any of its judges states is the endpoint's.
+    assert (shared.max_concurrency, shared.rpm, shared.tpm) == (4, 60, 9000)
+    assert "sk-one" not in shared.id  # the key enters the id hashed
+
+
+async def test_two_judges_on_one_endpoint_share_its_rate_limiter(tmp_path: Path, server: JudgeServer) -> None:
+    assert server.base_url
+    config = write_config(
+        tmp_path / "harness.toml",
+        [judge("a", server.base_url, rpm=60), judge("b", server.base_url, model="other", rpm=120)],
+    )
+    write_jsonl(tmp_path / "transcripts.jsonl", [record("t0", 0.5, contexts=False)])
+    plan = build_plan(RunOptions(input=tmp_path / "transcripts.jsonl", config=config, rubrics=["relevance"]))
+    runner = Runner(plan, [], {}, None, on_entry=lambda entry: None)
+    assert len(runner.limiters) == 1
+    (limiter,) = runner.limiters.values()
+    assert limiter.rpm == 60
 
 
 async def test_default_rubrics_without_any_contexts_only_relevance(
