@@ -436,7 +436,7 @@ def one_line_error(result: Any) -> str:
          ":2: <json>: invalid JSON"),
         (['{"transcript_id": "t03", "rubric": "bogus", "label": 0.5}'], ":1: rubric: 'bogus' is not a rubric or composite"),
         (['{"transcript_id": "t03", "rubric": "relevance", "label": 1.5}'], ":1: label: 1.5 is outside the relevance scale"),
-        (['{"transcript_id": "t03", "rubric": "relevance"}'], ":1: label: missing"),
+        (['{"transcript_id": "t03", "rubric": "relevance"}'], ":1: label: required field is missing"),
         (['{"transcript_id": "t03", "rubric": "relevance", "label": 0.5, "note": "x"}'], ":1: note: unknown field"),
         (['{"transcript_id": "t03", "rubric": "relevance", "label": "maybe"}'], ":1: label: 'maybe' is not a label"),
         (['{"transcript_id": "t03", "rubric": "relevance", "label": [1]}'], ":1: label: unexpected value [1]"),

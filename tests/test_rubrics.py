@@ -229,7 +229,7 @@ def test_unknown_header_key(tmp_path: Path) -> None:
         ("[0, inf]", "scale", "must be [min, max] with finite min < max, got [0.0, inf]"),
         ("[nan, 1]", "scale", "must be [min, max] with finite min < max, got [nan, 1.0]"),
         ('["low", "high"]', "scale.0", "Input should be a valid number, unable to parse string as a number"),
-        ("[0.0]", "scale.1", "Field required"),
+        ("[0.0]", "scale.1", "required field is missing"),
         ("[0, 1, 2]", "scale", "Tuple should have at most 2 items after validation, not 3"),
         ("0.5", "scale", "Input should be a valid tuple"),
     ],

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..rubrics.rubric import load_rubrics
+from ..validation import first_problem
 
 __all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "read_labels", "read_run"]
 
@@ -269,11 +270,9 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
         try:
             parsed = _LabelRow.model_validate(row)
         except ValidationError as exc:
-            err = exc.errors(include_url=False)[0]
-            name = str(err["loc"][0]) if err["loc"] else "<record>"
-            problem = {"extra_forbidden": "unknown field", "missing": "missing"}.get(err["type"], err["msg"])
-            if err["type"] not in ("extra_forbidden", "missing"):
-                problem = f"unexpected value {row.get(name)!r}"
+            first = first_problem(exc)
+            name = str(first.loc[0]) if first.loc else "<record>"
+            problem = first.problem if first.kind in ("extra_forbidden", "missing") else f"unexpected value {row.get(name)!r}"
             raise line_error(file, line, name, problem) from None
         metric = run.metrics.get(parsed.rubric)
         if metric is None:

@@ -19,7 +19,7 @@ from ..version import __version__
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
 from .base import Judge, JudgeReply, JudgeRequest
-from .protocol import read_completion, request_body, status_error
+from .protocol import read_completion, redact, request_body, status_error
 
 
 class HttpJudge(Judge):
@@ -66,7 +66,7 @@ class HttpJudge(Judge):
         return read_completion(data, self._where, self._key)
 
     def _scrub(self, message: str) -> str:
-        return message.replace(self._key, "[REDACTED]") if self._key else message
+        return redact(message, self._key)
 
     def _scrubbed(self, error: JudgeError) -> JudgeError:
         error.args = (self._scrub(str(error)),)

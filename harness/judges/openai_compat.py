@@ -17,7 +17,7 @@ import openai
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
 from .base import Judge, JudgeReply, JudgeRequest
-from .protocol import read_completion, request_body, status_error
+from .protocol import read_completion, redact, request_body, status_error
 
 #: Placeholder sent when a judge is configured with ``api_key_env = ""`` (local servers need none).
 NO_KEY = "no-key"
@@ -50,7 +50,7 @@ class OpenAICompatibleJudge(Judge):
         return read_completion(data, where, self._key)
 
     def _scrub(self, message: str) -> str:
-        return message.replace(self._key, "[REDACTED]") if self._key else message
+        return redact(message, self._key)
 
     def _scrub_sdk_error(self, exc: openai.APIError) -> None:
         """The SDK's message quotes the error body, which a server may fill with the key; the SDK

@@ -49,6 +49,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from .tags import DATA_CLOSE_RE, DATA_OPEN_RE
+
 __all__ = ["ParsedLabel", "ParsedScore", "parse_label", "parse_score"]
 
 
@@ -142,10 +144,6 @@ _REFUSAL_RE = re.compile(
     re.IGNORECASE,
 )
 
-# The tags of a data block as rubric.py renders them: the input's name, "-" and 12 hex digits of
-# the text's hash when the text held the tag, and a context's n attribute.
-_DATA_OPEN_RE = re.compile(r'<((?:query|response|reference|context)(?:-[0-9a-f]{12})?)(?: n="[0-9]+")?>')
-_DATA_CLOSE_RE = re.compile(r"</((?:query|response|reference|context)(?:-[0-9a-f]{12})?)>")
 
 _SCORE_KEY_RE = re.compile(r'"score"\s*:', re.IGNORECASE)
 _LABEL_KEY_RE = re.compile(r'"label"\s*:', re.IGNORECASE)
@@ -385,13 +383,13 @@ def _without_data_blocks(text: str) -> str:
     if "</" not in text:
         return text
     closings: dict[str, list[int]] = {}
-    for m in _DATA_CLOSE_RE.finditer(text):
+    for m in DATA_CLOSE_RE.finditer(text):
         closings.setdefault(m[1], []).append(m.start())
     if not closings:
         return text
     pieces: list[str] = []
     kept = 0
-    for m in _DATA_OPEN_RE.finditer(text):
+    for m in DATA_OPEN_RE.finditer(text):
         starts = closings.get(m[1])
         if m.start() < kept or not starts:
             continue  # inside a block already set aside, or never closed

@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
 from ..rubrics.rubric import builtin_prompts_dir
 from ..planning import RunOptions
 from ..runner.session import RunOutcome, run_evaluation
+from ..validation import first_problem
 
 
 def suite_prompts_dir(suite: str) -> Path:
@@ -47,12 +50,9 @@ def read_json(path: Path) -> Any:
         raise UserInputError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
 
 
-def pydantic_problem(exc: Any) -> str:
+def pydantic_problem(exc: ValidationError) -> str:
     """``field: problem`` from a pydantic ValidationError's first error."""
-    err = exc.errors(include_url=False)[0]
-    where = ".".join(str(p) for p in err["loc"]) or "record"
-    problem = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-    return f"{where}: {problem}"
+    return str(first_problem(exc))
 
 
 def write_json(path: Path, value: Any) -> None:
