@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, 
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
+from ..outputs.rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import load_rubrics
 from ..validation import first_problem
 
@@ -79,23 +80,6 @@ class RunData:
         return {t: o.score for t, o in self.outcomes_of(metric, judge).items() if o.status == "scored" and o.score is not None}
 
 
-def read_summary(run: Path) -> dict[str, Any]:
-    """A run directory's summary.json, checked; every problem is one line naming the file."""
-    path = run / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserInputError(f"{run}: not a run directory (no summary.json; write one with harness run --out)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"{path}: <json>: invalid JSON ({exc})") from None
-    if not isinstance(summary, dict):
-        raise UserInputError(f"{path}: <record>: expected a JSON object")
-    for key in ("rubric_versions", "judge_models"):
-        if not isinstance(summary.get(key), dict):
-            raise UserInputError(f"{path}: {key}: missing or not an object (written by an older harness?)")
-    return summary
-
-
 def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_path: Path) -> tuple[dict[str, Metric], list[str]]:
     rubrics = load_rubrics(prompts)
     metrics: dict[str, Metric] = {}
@@ -107,9 +91,8 @@ def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_
                 f"{summary_path}: rubric_versions.{name}: no rubric file for {name!r} (its scale and direction are "
                 f"needed); pass --prompts DIR with {name}.md"
             )
-        if str(version) != rubric.version:
-            notes.append(f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "
-                         f"{rubric.version}; scale and direction are taken from the file")
+        if (note := version_note(name, version, rubric)) is not None:
+            notes.append(note)
         metrics[name] = Metric(name, "rubric", (float(rubric.lo), float(rubric.hi)), rubric.direction, str(version))
     for name in summary.get("composites") or {}:
         if name in metrics:
@@ -144,10 +127,7 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     run used custom rubrics: their files give the scale and direction. Raises `UserInputError`
     naming the file, line and field for anything missing or malformed.
     """
-    run = Path(path)
-    if not run.is_dir():
-        raise UserInputError(f"{run}: no such run directory")
-    summary = read_summary(run)
+    run, summary = open_run_dir(path)
     metrics, notes = _metrics(summary, prompts, run / "summary.json")
     judges = tuple(str(j) for j in summary["judge_models"])
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
@@ -194,8 +174,8 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     if len(set(transcripts)) != len(transcripts):
         raise UserInputError(f"{results}: transcript_id: duplicate transcript ids")
     interrupted = bool(summary.get("interrupted"))
-    if interrupted:
-        notes.append(f"{run}: the run was interrupted; transcripts it did not reach have no judgments")
+    if (note := interrupted_note(summary)) is not None:
+        notes.append(f"{run}: {note}")
     return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes)
 
 

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..version import __version__
+from ..planning.judgment import NO_CALL_REASONS
 from ..transcripts import PERFORMANCE_FIELDS
 from .aggregate import (
-    NOT_CALLED,
     Health,
     count_histogram,
     label_histogram,
@@ -194,7 +194,7 @@ def build_data(view: RunView) -> dict[str, Any]:
                 failed += 1
             else:
                 unscored += 1
-            called = not (j.get("reason") in NOT_CALLED and not j.get("attempts"))
+            called = not (j.get("reason") in NO_CALL_REASONS and not j.get("attempts"))
             if called and not j.get("cached") and status != "failed" and j.get("latency_ms") is not None and judge in judge_latency:
                 judge_latency[judge].append(float(j["latency_ms"]))
             packed.append([clip(j.get(f)) if f == "raw_output" else j.get(f) for f in JUDGMENT_FIELDS])
