@@ -138,7 +138,7 @@ def agreement(
     MCC carry seeded percentile bootstrap CIs over transcripts. Unscored, failed and unmatched
     labels are counted, not dropped.
     """
-    from .analysis.agreement import agreement_report
+    from .analysis.label_agreement import agreement_report
     from .outputs.analysis_tables import agreement_tables
 
     try:

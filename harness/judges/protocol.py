@@ -1,6 +1,6 @@
 """The OpenAI chat-completions wire protocol, apart from any HTTP client.
 
-Both providers that speak it (``http.py`` on aiohttp, ``openai_compat.py`` on the openai SDK)
+Both providers that speak it (``openai_aiohttp.py`` on aiohttp, ``openai_sdk.py`` on the openai SDK)
 build the request body, read the reply and classify errors here, so they behave the same:
 
 - 429 → RateLimited (Retry-After / retry-after-ms honoured), but 429 ``insufficient_quota`` →

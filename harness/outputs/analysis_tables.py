@@ -143,7 +143,7 @@ def _agreement_metric(metric: Mapping[str, Any], console: Console) -> None:
 
 
 def agreement_tables(result: Mapping[str, Any], console: Console) -> None:
-    """Render `harness.analysis.agreement.agreement`'s result."""
+    """Render `harness.analysis.label_agreement.agreement_report`'s result."""
     console.print(f"Agreement of {result['run']} with {result['labels']} ({result['label_rows']} labels; "
                   f"{result['confidence']:.0%} intervals, {result['resamples']} bootstrap resamples of transcripts, "
                   f"seed {result['seed']})", highlight=False)

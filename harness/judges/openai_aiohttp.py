@@ -22,7 +22,7 @@ from .base import Judge, JudgeReply, JudgeRequest
 from .protocol import read_completion, redact, request_body, status_error
 
 
-class HttpJudge(Judge):
+class AiohttpJudge(Judge):
     def __init__(self, config: JudgeConfig) -> None:
         super().__init__(config)
         self._key = api_key_for(config) if config.api_key_env else None

@@ -1,5 +1,5 @@
 """A judge on any OpenAI-compatible chat-completions endpoint, through the ``openai`` SDK
-(provider ``openai-sdk``). The default provider ``openai`` is ``http.py`` on aiohttp, chosen by
+(provider ``openai-sdk``). The default provider ``openai`` is ``openai_aiohttp.py``, chosen by
 measurement (see bench/throughput.py); this one stays for users who want the SDK's own stack.
 
 The SDK's own retries are off (``max_retries=0``): ``retry.py`` retries every judge the same way.
@@ -23,7 +23,7 @@ from .protocol import read_completion, redact, request_body, status_error
 NO_KEY = "no-key"
 
 
-class OpenAICompatibleJudge(Judge):
+class OpenAISDKJudge(Judge):
     def __init__(self, config: JudgeConfig, *, transport: httpx2.AsyncBaseTransport | None = None) -> None:
         super().__init__(config)
         self._key = api_key_for(config) if config.api_key_env else None
