@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.throughput import RUBRICS, ServerProcess, write_config, write_transcripts  # noqa: E402 - importable once ROOT is on the path, just above
+from bench.throughput import RUBRICS, ServerProcess, write_config, write_transcripts
 
 
 def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:

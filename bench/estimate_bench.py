@@ -40,8 +40,8 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` importable
 
 from harness.cost import tokens
 from harness.cost.estimate import estimate_run
-from harness.rubrics.rubric import load_rubrics
 from harness.planning import RunOptions
+from harness.rubrics.rubric import load_rubrics
 from harness.transcripts import iter_transcripts
 
 with warnings.catch_warnings():

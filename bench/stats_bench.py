@@ -50,10 +50,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-from sklearn import metrics as skm  # noqa: E402
+import numpy as np
+from sklearn import metrics as skm
 
-from harness import stats  # noqa: E402
+from harness import stats
 
 
 def timed(func: Callable[[], Any]) -> float:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.importgraph import cycles, import_graph  # noqa: E402 - importable once ROOT is on the path, just above
+from bench.importgraph import cycles, import_graph
 
 
 def largest_functions(package: Path, most: int) -> list[tuple[int, str]]:

@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import gc
 import hashlib
-import io
 import json
 import os
 import random
@@ -60,7 +59,6 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` and ``tests``
 
 import aiohttp
 import openai
-from rich.console import Console
 
 from harness.cache import migrate
 from harness.judges.protocol import request_body

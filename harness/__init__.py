@@ -12,7 +12,7 @@ The names below are imported on first use (PEP 562), so ``import harness`` (and 
 import importlib as _importlib
 import typing as _typing
 
-from .version import __version__
+from .version import __version__ as __version__
 
 if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and readers
     from .cache import JudgmentCache, cache_key

@@ -199,7 +199,8 @@ def clustering(
     match of several benchmark clusters: each is scored against it and the sharing is reported.
     Precision and deviation scores average over every benchmark cluster, unmatched ones included.
     """
-    from .suites.clustering import Prices, evaluate_clustering, explain as explain_lines, write_outputs
+    from .suites.clustering import Prices, evaluate_clustering, write_outputs
+    from .suites.clustering import explain as explain_lines
     from .suites.render import clustering_table
 
     try:

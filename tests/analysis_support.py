@@ -20,9 +20,9 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.rubrics.rubric import load_rubrics
 from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
+from harness.rubrics.rubric import load_rubrics
 from tests.e2e_support import (
     KEY,
     KEY_ENV,

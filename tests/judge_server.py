@@ -228,7 +228,7 @@ class JudgeServer:
             site = web.TCPSite(runner, "127.0.0.1", port)
             await site.start()
             self.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread, which re-raises it
             self._startup_error = exc
             await runner.cleanup()
             on_ready("")
@@ -314,7 +314,7 @@ class JudgeServer:
                 entry["body"] = None
             try:
                 response = await answer(entry["body"])
-            except Exception as exc:  # a custom reply() that fails is a 500, not a dropped socket
+            except Exception as exc:  # noqa: BLE001 - a custom reply() that fails is a 500, not a dropped socket
                 body = _error(f"judge_server: {type(exc).__name__}: {exc}", "server_error")
                 response = web.json_response(body, status=500)
             entry["status"] = response.status

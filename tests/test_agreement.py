@@ -20,8 +20,8 @@ from scipy import stats as sp
 from sklearn import metrics as skm
 from typer.testing import CliRunner
 
-from harness.analysis.label_agreement import numeric_agreement, pass_fail_agreement
 from harness.analysis.io import Metric
+from harness.analysis.label_agreement import numeric_agreement, pass_fail_agreement
 from harness.analysis.resampling import (
     confusion_batch,
     kappa_batch,

@@ -259,7 +259,9 @@ async def test_5xx_is_transient(judge_for: Callable[..., OpenAISDKJudge], status
 
 
 async def test_5xx_with_html_body_is_transient(judge_for: Callable[..., OpenAISDKJudge]) -> None:
-    handler = lambda r: httpx2.Response(503, text="<html>Service Unavailable</html>", headers={"content-type": "text/html"})
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(503, text="<html>Service Unavailable</html>", headers={"content-type": "text/html"})
+
     exc = await fail_with(judge_for, handler)
     assert isinstance(exc, TransientJudgeError)
     assert exc.status == 503

@@ -136,7 +136,11 @@ def test_hash_suffix_is_deterministic_and_depends_on_the_text() -> None:
     b = rubric.render(resolved(response=HOSTILE))
     c = rubric.render(resolved(response=HOSTILE + "!"))
     assert a == b
-    tag = lambda messages: re.search(r"<(response-[0-9a-f]{12})>", messages[1]["content"])[1]
+    def tag(messages: list[dict[str, str]]) -> str:
+        found = re.search(r"<(response-[0-9a-f]{12})>", messages[1]["content"])
+        assert found is not None
+        return found[1]
+
     assert tag(a) != tag(c)
 
 

@@ -23,14 +23,13 @@ import pytest
 from rich.console import Console
 from statsmodels.stats.weightstats import DescrStatsW
 
+from harness.config import JudgeConfig
 from harness.errors import UserInputError
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions, build_plan
 from harness.rubrics.parsing import parse_score
 from harness.rubrics.rubric import load_rubrics
-from harness.outputs.terminal import run_in_terminal
-from harness.planning import RunOptions
 from harness.runner import RunOutcome
-from harness.config import JudgeConfig
-from harness.planning import build_plan
 from harness.runner.engine import DOWN_AFTER, Endpoint, Runner
 from tests.e2e_support import (
     IN_PRICE,

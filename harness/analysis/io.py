@@ -12,7 +12,6 @@ either input is a `UserInputError` whose message names the file, the line and th
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field

@@ -15,9 +15,9 @@ import json
 
 import aiohttp
 
-from ..version import __version__
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
+from ..version import __version__
 from .base import Judge, JudgeReply, JudgeRequest
 from .protocol import read_completion, redact, request_body, status_error
 

@@ -27,9 +27,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..version import __version__
+from ..jsonlines import iter_json_objects as iter_jsonl
 from ..planning.judgment import NO_CALL_REASONS
 from ..transcripts import PERFORMANCE_FIELDS
+from ..version import __version__
 from .aggregate import (
     Health,
     count_histogram,
@@ -38,7 +39,6 @@ from .aggregate import (
     score_histogram,
 )
 from .breakdown import composite_lines
-from ..jsonlines import iter_json_objects as iter_jsonl
 from .run import RunView, clip, open_run, read_texts
 
 #: npm chart.js version of vendor/chart.umd.min.js (update both together; see vendor/README.md).

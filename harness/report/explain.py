@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserInputError
+from ..jsonlines import iter_json_objects as iter_jsonl
 from .aggregate import fmt_ms
 from .breakdown import composite_lines
-from ..jsonlines import iter_json_objects as iter_jsonl
 from .run import open_run, read_texts
 
 #: Transcript text longer than this is cut in the terminal (the report shows up to MAX_TEXT_CHARS).

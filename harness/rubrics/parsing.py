@@ -126,8 +126,7 @@ _VERDICT_RE = re.compile(
 )
 # "the maximum score is 1" describes the scale, not the answer.
 _SCALE_WORDS = frozenset(
-    "max maximum min minimum highest lowest best worst top bottom possible perfect "
-    "passing target expected average previous".split()
+    ["max", "maximum", "min", "minimum", "highest", "lowest", "best", "worst", "top", "bottom", "possible", "perfect", "passing", "target", "expected", "average", "previous"]
 )
 
 # Text the judge is quoting: "double quotes", “curly quotes”, `inline code`, > quoted lines.

@@ -21,11 +21,10 @@ never close its own delimiter. The suffix is deterministic, so the cache key sta
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal

@@ -32,7 +32,6 @@ from ..transcripts.loader import ScanResult, scan
 from .engine import Runner
 
 
-
 @dataclass(slots=True)
 class RunOutcome:
     exit_code: int

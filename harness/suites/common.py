@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
-from ..rubrics.rubric import builtin_prompts_dir
 from ..planning import RunOptions
+from ..rubrics.rubric import builtin_prompts_dir
 from ..runner.session import RunOutcome, run_evaluation
 from ..validation import first_problem
 
