@@ -133,7 +133,7 @@ def baseline(path: Path, n: int) -> Baseline:
         warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)
         enc = bpe_openai.get_encoding("o200k_base")
     rubrics = [load_rubrics()[name] for name in RUBRICS]
-    prompts = []
+    prompts: list[list[dict[str, str]]] = []
     for count, (_, record) in enumerate(iter_transcripts(path, "fail")):
         if count >= n:
             break

@@ -91,7 +91,8 @@ def check_report(y: np.ndarray, p: np.ndarray) -> None:
 
 
 def race(name: str, ours: Callable[[], Any], theirs: Callable[[], Any], repeats: int) -> tuple[str, float, float]:
-    t_ours, t_theirs = [], []
+    t_ours: list[float] = []
+    t_theirs: list[float] = []
     for i in range(repeats):  # alternate, and alternate who goes first
         pair = [(t_ours, ours), (t_theirs, theirs)]
         for times, func in pair if i % 2 == 0 else pair[::-1]:

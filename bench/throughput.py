@@ -324,7 +324,7 @@ def run_harness(data: Path, config: Path, workdir: Path, tag: str, n: int, serve
     if outcome.exit_code != 0 or scored != n:
         raise BenchError(f"harness: exit code {outcome.exit_code}, {scored} of {n} judgments scored: {outcome.message}")
     m = Measure(wall, cpu, n)
-    return _check_server(server, n, "harness", before, m, span) if server else m
+    return _check_server(server, n, "harness", before, m, span) if server and before is not None else m
 
 
 def run_sdk(url: str, bodies: Sequence[dict[str, Any]], concurrency: int, server: ServerProcess, timeout_s: float) -> Measure:

@@ -206,7 +206,9 @@ def clustering(
     try:
         if (input_price_per_1k is None) != (output_price_per_1k is None):
             raise UserInputError("give both --input-price-per-1k and --output-price-per-1k, or neither")
-        prices = None if input_price_per_1k is None else Prices(input=input_price_per_1k, output=output_price_per_1k)
+        prices = None
+        if input_price_per_1k is not None and output_price_per_1k is not None:
+            prices = Prices(input=input_price_per_1k, output=output_price_per_1k)
         results = evaluate_clustering(benchmark, outputs, prices)
         write_outputs(results, out)
     except HarnessError as exc:

@@ -184,13 +184,16 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
 class _LabelRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    transcript_id: StrictStr | StrictInt
+    # An integer id is read as text (the validator below): the run writes every id as text.
+    transcript_id: str
     rubric: StrictStr
     label: StrictBool | StrictInt | StrictFloat | StrictStr
 
-    @field_validator("transcript_id")
+    @field_validator("transcript_id", mode="before")
     @classmethod
-    def _id_text(cls, value: str | int) -> str:
+    def _id_text(cls, value: object) -> str:
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise ValueError("must be a string or an integer")
         # Transcript ids may be integers in the transcripts file; the run writes them as text.
         text = str(value)
         if not text.strip():

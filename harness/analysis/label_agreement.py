@@ -117,7 +117,7 @@ def _estimate(value_problem: tuple[float, str | None], boot: Mapping[str, Any]) 
 
 
 def pass_fail_agreement(
-    reference: Sequence[str], judged: Sequence[str], n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0,
+    reference: Sequence[str] | np.ndarray, judged: Sequence[str] | np.ndarray, n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0,
     confidence: float = 0.95,
 ) -> dict[str, Any] | None:
     """Pass/fail labels against pass/fail judgments: confusion matrix, full report, kappa and MCC with intervals.
@@ -163,7 +163,7 @@ def weighted_kappa(
 
 
 def numeric_agreement(
-    reference: Sequence[float], judged: Sequence[float], metric: Metric, threshold: float,
+    reference: Sequence[float] | np.ndarray, judged: Sequence[float] | np.ndarray, metric: Metric, threshold: float,
     n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Numeric scores against numeric references on ``metric``'s scale (see the module docstring)."""
@@ -187,7 +187,7 @@ def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) 
     unscored: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     not_in_run = no_judgment = 0
-    pairs = []
+    pairs: list[tuple[Any, float]] = []
     for label in labels:
         outcome = outcomes.get(label.transcript_id)
         if outcome is None:
@@ -195,7 +195,7 @@ def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) 
                 no_judgment += 1
             else:
                 not_in_run += 1
-        elif outcome.status == "scored":
+        elif outcome.status == "scored" and outcome.score is not None:
             pairs.append((label.value, outcome.score))
         elif outcome.status == "failed":
             failed[outcome.reason or "unknown"] += 1

@@ -1,9 +1,9 @@
 """One judgment: the outcome of a (transcript, rubric, judge) triple, as written to judgments.jsonl.
 
 Three outcomes only: ``scored``; ``unscored`` with a reason; ``failed`` with the error's kind.
-Never a silent 0. The reasons are named here, once: the parser's (``ParseReason``), the run's
-own for a judgment no judge was asked about (``NO_CALL_REASONS``), and the error kinds of
-:mod:`harness.errors` for a failure.
+Never a silent 0. A reason is one of three kinds, each named once where it arises: the parser's
+(``rubrics.parsing.ParseReason``), the run's own for a judgment no judge was asked about
+(``NoCallReason``, here), and a failed call's ``JudgeError.kind`` (``errors.JudgeErrorKind``).
 """
 
 from __future__ import annotations
@@ -11,17 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
+from ..errors import JudgeErrorKind
+from ..rubrics.parsing import ParseReason
+
 Status = Literal["scored", "unscored", "failed"]
-#: Why a reply gave no score or label (``rubrics.parsing``).
-ParseReason = Literal["empty_reply", "no_score_found", "invalid_score", "no_label_found", "invalid_label", "refusal"]
 #: Why no call was made for a judgment: it is unscored and cost nothing.
 NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted"]
-#: Why a call failed: a ``JudgeError.kind``.
-FailReason = Literal[
-    "judge_error", "rate_limited", "transient", "connect_failed", "malformed_reply", "fatal", "quota_exhausted",
-    "unreachable",
-]
-Reason = ParseReason | NoCallReason | FailReason
+Reason = ParseReason | NoCallReason | JudgeErrorKind
 NO_CALL_REASONS: frozenset[str] = frozenset(get_args(NoCallReason))
 
 

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 import numpy as np
 
-from ..planning.judgment import ParseReason
+from ..rubrics.parsing import ParseReason
 
 #: Reasons that mean the judge answered and its reply held no usable score (or label).
 PARSE_FAILURES: tuple[str, ...] = get_args(ParseReason)

@@ -103,7 +103,7 @@ def _metric_entry(view: RunView, name: str, kind: str, values: dict[str, list[fl
                 "hist": {"labels": names, "counts": {judge: [c.get(n, 0) for n in names] for judge, c in per_judge.items()}}}
     if kind == "composite":
         scale: tuple[float, float] | None = (0.0, 1.0)
-        direction = "higher"
+        direction: str | None = "higher"
         weights = view.composites.get(name)
         definition = " + ".join(f"{w:g}·{r}" for r, w in weights.items()) if weights else None
     else:
@@ -114,11 +114,11 @@ def _metric_entry(view: RunView, name: str, kind: str, values: dict[str, list[fl
         every = [v for vs in values.values() for v in vs]
         scale = (min(every), max(every)) if every else (0.0, 1.0)
     hists = {judge: score_histogram(values.get(judge, []), scale) for judge in view.judges}
-    labels = next(iter(hists.values()))["labels"] if hists else []
+    bins = next(iter(hists.values()))["labels"] if hists else []
     return {
         "name": name, "kind": kind, "version": view.rubric_versions.get(name), "scale": list(scale),
         "direction": direction, "definition": definition, "stats": section,
-        "hist": {"labels": labels, "counts": {judge: h["counts"] for judge, h in hists.items()}},
+        "hist": {"labels": bins, "counts": {judge: h["counts"] for judge, h in hists.items()}},
     }
 
 

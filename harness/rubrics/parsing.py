@@ -51,7 +51,10 @@ from typing import Any, Literal, NamedTuple
 
 from .tags import DATA_CLOSE_RE, DATA_OPEN_RE
 
-__all__ = ["ParsedLabel", "ParsedScore", "parse_label", "parse_score"]
+__all__ = ["ParseReason", "ParsedLabel", "ParsedScore", "parse_label", "parse_score"]
+
+#: Why a reply gave no score or label.
+ParseReason = Literal["empty_reply", "no_score_found", "invalid_score", "no_label_found", "invalid_label", "refusal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +63,14 @@ class ParsedScore:
     score: float | None
     raw_score: float | None
     clamped: bool
-    reason: str | None
+    reason: ParseReason | None
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedLabel:
     status: Literal["scored", "unscored"]
     label: str | None
-    reason: str | None
+    reason: ParseReason | None
 
 
 # --- the pieces every rule shares ----------------------------------------------------------------
@@ -302,7 +305,7 @@ def parse_label(text: str | None, labels: Sequence[str]) -> ParsedLabel:
     text = _unwrap(_without_data_blocks(text))
     canonical = {label.casefold(): label for label in labels}
 
-    def unscored(reason: str) -> ParsedLabel:
+    def unscored(reason: ParseReason) -> ParsedLabel:
         return ParsedLabel("unscored", None, "refusal" if _REFUSAL_RE.search(text) else reason)
 
     found = _json_field(text, _LABEL_KEY_RE, "label")
@@ -365,7 +368,7 @@ def _check_scale(lo: float, hi: float) -> None:
         raise ValueError(f"score scale must be finite numbers lo < hi, got ({lo!r}, {hi!r})")
 
 
-def _unscored(text: str, reason: str) -> ParsedScore:
+def _unscored(text: str, reason: ParseReason) -> ParsedScore:
     """Unscored; a reply that reads as a refusal says so whatever else went wrong."""
     if _REFUSAL_RE.search(text):
         reason = "refusal"

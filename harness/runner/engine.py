@@ -253,7 +253,8 @@ class Runner:
         return judgment
 
     async def _attempts(self, judge: Judge, job: Job, health: JudgeHealth) -> Judgment:
-        assert job.request is not None
+        request = job.request
+        assert request is not None
         limiter = self.limiters[self._endpoint_of[judge.name]]
         await limiter.acquire(job.est_tokens)
         attempts = Attempts()
@@ -267,7 +268,7 @@ class Runner:
                 raise health.error
             started = time.perf_counter()
             try:
-                reply = await judge.complete(job.request)
+                reply = await judge.complete(request)
             except JudgeError as exc:
                 nonlocal billed_retries
                 last_latency = time.perf_counter() - started

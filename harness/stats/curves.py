@@ -115,7 +115,7 @@ def roc_curve(
     return fps / fps[-1], tps / tps[-1], np.r_[np.inf, thresholds]
 
 
-def _binary_auc(positive: np.ndarray, score: np.ndarray) -> np.ndarray:
+def _binary_auc(positive: np.ndarray, score: np.ndarray) -> np.ndarray | float:
     """AUC = P(score(pos) > score(neg)) + P(tie) / 2 via the Mann-Whitney U, along axis 0.
 
     seeds/004 section 6.2 gives both this probabilistic form and the trapezoidal sum over the ROC
@@ -198,7 +198,7 @@ def roc_auc(
         return float(_binary_auc(positive, score))
     _check_average(average)
     positive, score, support = _one_vs_rest(y_true, y_score, labels, "ROC-AUC")
-    return _average(_binary_auc(positive, score), support, average)
+    return _average(np.asarray(_binary_auc(positive, score)), support, average)
 
 
 def _check_average(average: Average) -> None:

@@ -195,7 +195,7 @@ def load_weights(path: Path | None) -> dict[str, float]:
     except Exception as exc:  # noqa: BLE001 - any parse error is the user's file
         raise ConfigError(f"{path}: cannot be read: {exc}".splitlines()[0]) from None
     try:
-        weights = dict(WeightsFile.model_validate(raw).weights)
+        weights: dict[str, float] = {str(k): v for k, v in WeightsFile.model_validate(raw).weights.items()}
     except ValidationError as exc:
         raise ConfigError(f"{path}: {pydantic_problem(exc)}") from None
     missing = [c for c in COMPONENTS if c not in weights]
@@ -328,7 +328,7 @@ def evaluate_clmpi(path: Path, out: Path, judge: JudgeOptions | None, weights: M
     raws = {m: eff_raw(float(np.mean(data[m].latencies)), float(np.mean(data[m].memories)))
             for m in models if data[m].latencies}
     norms = dict(zip(raws, eff_norm(list(raws.values())).tolist(), strict=True))
-    ranking = []
+    ranking: list[dict[str, Any]] = []
     for m in models:
         d = data[m]
         components: dict[str, float | None] = {
@@ -359,8 +359,8 @@ def evaluate_clmpi(path: Path, out: Path, judge: JudgeOptions | None, weights: M
             },
         })
     ranking.sort(key=lambda r: (-r["clmpi"], r["model"]))
-    for rank, row in enumerate(ranking, start=1):
-        row["rank"] = rank
+    for rank, ranked in enumerate(ranking, start=1):
+        ranked["rank"] = rank
     result = {
         "input": str(path), "weights": weights, "judge_accuracy": judge_accuracy, "judged": judge is not None,
         "ranking": ranking, "hardware": hardware_record(), "judge": judge_summary, "exit_code": exit_code,

@@ -95,7 +95,7 @@ def model_precision_score(precisions: Sequence[float]) -> float:
 
 def model_deviation_score(deviations: Sequence[float]) -> float:
     """max(0, 100 − average(|deviation %|)) (seed 000, formula 6). Empty: 0."""
-    return float(max(0.0, 100.0 - np.mean(np.abs(deviations)))) if len(deviations) else 0.0
+    return max(0.0, 100.0 - float(np.mean(np.abs(deviations)))) if len(deviations) else 0.0
 
 
 def improved_model_score(cluster_count: float, coverage: float, precision: float, deviation: float) -> float:
@@ -260,7 +260,7 @@ def best_match(benchmark_ids: set[str], clusters: Sequence[set[str]]) -> tuple[i
     best = np.flatnonzero(overlaps == overlaps.max())
     if best.size == 1:
         return int(best[0]), False
-    sizes = np.array([len(clusters[i]) for i in best])
+    sizes = np.array([len(clusters[int(i)]) for i in best])
     smallest = best[sizes == sizes.min()]
     return int(smallest[0]), True
 

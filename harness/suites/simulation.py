@@ -220,7 +220,8 @@ def persona_key(raw: str) -> str | None:
 
 
 def load_conversations(path: Path) -> list[tuple[int, Conversation]]:
-    rows, seen = [], {}
+    rows: list[tuple[int, Conversation]] = []
+    seen: dict[str, int] = {}
     for line, raw in read_jsonl_records(path):
         try:
             conv = Conversation.model_validate(raw)
@@ -331,7 +332,7 @@ def compare_experiments(results: Sequence[ConversationResult]) -> list[dict[str,
     by_exp: dict[int, list[ConversationResult]] = defaultdict(list)
     for r in results:
         by_exp[r.experiment].append(r)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for a, b in itertools.combinations(sorted(by_exp), 2):
         if len(by_exp[a]) < 2 or len(by_exp[b]) < 2:
             rows.append({"experiments": [a, b], "skipped": "each experiment needs at least two conversations"})

@@ -42,16 +42,17 @@ class Performance:
 
 def union_ms(intervals: Sequence[tuple[float, float]]) -> float:
     """Length in ms of the union of ``(start_s, end_s)`` intervals."""
-    total, cur_start, cur_end = 0.0, None, None
+    total = 0.0
+    current: tuple[float, float] | None = None  # the merged interval being extended
     for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current = (start, end)
         else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
+            current = (current[0], max(current[1], end))
+    if current is not None:
+        total += current[1] - current[0]
     # Rounded to the microsecond so float noise (229.99999999999997) never reaches the outputs.
     return round(total * 1000.0, 3)
 
