@@ -57,8 +57,20 @@ def main() -> int:
             for repeat in range(args.repeats):
                 server.reset()
                 out = work / f"out-{repeat}"
-                argv = [sys.executable, "-m", "harness", "run", str(data), "--config", str(config), "--out", str(out),
-                        "--cache", str(work / f"cache-{repeat}.sqlite"), "--no-progress"]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "harness",
+                    "run",
+                    str(data),
+                    "--config",
+                    str(config),
+                    "--out",
+                    str(out),
+                    "--cache",
+                    str(work / f"cache-{repeat}.sqlite"),
+                    "--no-progress",
+                ]
                 wall, done = timed(argv)
                 if done.returncode != 0:
                     raise SystemExit(f"harness run exited {done.returncode}: {done.stderr[-2000:]}")
@@ -69,8 +81,10 @@ def main() -> int:
                 walls.append(wall)
                 print(f"  run {repeat + 1}: {wall:.3f} s = {wall / ideal:.3f}x ideal (in-run wall_time_s {summary['wall_time_s']:.3f})")
     median = statistics.median(walls)
-    print(f"harness run, N={args.n}, L={args.latency * 1000:g} ms, C={args.concurrency}: ideal {ideal:.3f} s, "
-          f"median {median:.3f} s = {median / ideal:.3f}x ideal (target <= 1.25x)")
+    print(
+        f"harness run, N={args.n}, L={args.latency * 1000:g} ms, C={args.concurrency}: ideal {ideal:.3f} s, "
+        f"median {median:.3f} s = {median / ideal:.3f}x ideal (target <= 1.25x)"
+    )
     return 0
 
 

@@ -50,13 +50,18 @@ OFFLINE_URL = "http://127.0.0.1:9/v1"
 def write_transcripts(path: Path, n: int) -> None:
     with path.open("w", encoding="utf-8") as fh:
         for i in range(n):
-            fh.write(json.dumps({
-                "id": f"conv-{i:07d}",
-                "query": f"What is the expense ratio of fund {i}, and has it changed this year?",
-                "response": f"Fund {i} charges 0.{i % 90 + 10}% a year; it was lowered in March.",
-                "timings": {"total_ms": 900 + i % 700, "llm_ms": 400 + i % 300, "tool_ms": 300, "api_ms": 120},
-                "tool_calls": i % 4,
-            }) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"conv-{i:07d}",
+                        "query": f"What is the expense ratio of fund {i}, and has it changed this year?",
+                        "response": f"Fund {i} charges 0.{i % 90 + 10}% a year; it was lowered in March.",
+                        "timings": {"total_ms": 900 + i % 700, "llm_ms": 400 + i % 300, "tool_ms": 300, "api_ms": 120},
+                        "tool_calls": i % 4,
+                    }
+                )
+                + "\n"
+            )
 
 
 def write_config(path: Path) -> None:
@@ -80,8 +85,22 @@ def cache_rows(data: Path, config: Path) -> Iterator[tuple[object, ...]]:
     for i, (_, record) in enumerate(iter_transcripts(data)):
         for job in make_entry(record.resolved(), plan.rubrics, plan.judges).jobs:
             score = (i * 37 % 101) / 100
-            yield (job.key, job.judge.model, job.judge.endpoint, job.rubric.name, job.rubric.version,
-                   f'{{"score": {score}}}', 180 + i % 50, 6, 350.0, (180 * 0.15 + 6 * 0.6) / 1e6, 1, "scored", score, now)
+            yield (
+                job.key,
+                job.judge.model,
+                job.judge.endpoint,
+                job.rubric.name,
+                job.rubric.version,
+                f'{{"score": {score}}}',
+                180 + i % 50,
+                6,
+                350.0,
+                (180 * 0.15 + 6 * 0.6) / 1e6,
+                1,
+                "scored",
+                score,
+                now,
+            )
 
 
 def fill_cache(cache: Path, data: Path, config: Path) -> int:
@@ -117,8 +136,23 @@ def rss_mb(pid: int) -> float | None:
 
 def replay(data: Path, config: Path, cache: Path, out: Path, log: Path) -> tuple[int, float, float, list[tuple[float, float]]]:
     """Run the command; (exit code, wall s, peak RSS MB, [(t, RSS MB)] samples)."""
-    argv = [sys.executable, "-m", "harness", "run", str(data), "--config", str(config), "--cache", str(cache),
-            "--offline", "--rubric", RUBRIC, "--out", str(out), "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        str(data),
+        "--config",
+        str(config),
+        "--cache",
+        str(cache),
+        "--offline",
+        "--rubric",
+        RUBRIC,
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     samples: list[tuple[float, float]] = []
     started = time.perf_counter()
     with log.open("w") as err:
@@ -176,8 +210,10 @@ def main() -> int:
         curve = "  ".join(f"{t:.0f}s:{mb:.0f}" for t, mb in samples[:: max(1, len(samples) // 12)])
         print(f"RSS MB over time: {curve}")
         verdict = "PASS" if peak < TARGET_MB else "FAIL"
-        print(f"offline replay of {n:,} transcripts x 1 rubric: peak RSS {peak:.0f} MB (target < {TARGET_MB} MB) {verdict}, "
-              f"wall {wall:.1f} s, {n / wall:,.0f} judgments/s")
+        print(
+            f"offline replay of {n:,} transcripts x 1 rubric: peak RSS {peak:.0f} MB (target < {TARGET_MB} MB) {verdict}, "
+            f"wall {wall:.1f} s, {n / wall:,.0f} judgments/s"
+        )
         return 0 if verdict == "PASS" else 1
 
 

@@ -72,8 +72,13 @@ def sklearn_report(y: np.ndarray, p: np.ndarray) -> Any:
 
 
 def sklearn_report_plus(y: np.ndarray, p: np.ndarray) -> Any:
-    return (*sklearn_report(y, p), skm.balanced_accuracy_score(y, p), skm.cohen_kappa_score(y, p),
-            skm.matthews_corrcoef(y, p), skm.jaccard_score(y, p, average=None))
+    return (
+        *sklearn_report(y, p),
+        skm.balanced_accuracy_score(y, p),
+        skm.cohen_kappa_score(y, p),
+        skm.matthews_corrcoef(y, p),
+        skm.jaccard_score(y, p, average=None),
+    )
 
 
 def check_report(y: np.ndarray, p: np.ndarray) -> None:

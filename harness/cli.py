@@ -48,7 +48,9 @@ def run(
     transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
     config: JudgeConfigOpt = None,
-    rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed.")] = None,
+    rubric: Annotated[
+        list[str] | None, typer.Option("--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed.")
+    ] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -59,7 +61,9 @@ def run(
     no_cache: NoCacheOpt = False,
     offline: OfflineOpt = False,
     limit: Annotated[int | None, typer.Option(help="Judge only the first N transcripts.")] = None,
-    on_bad_record: Annotated[str, typer.Option(help="fail (default): stop before any judge call; skip: judge the rest and list the bad ones.")] = "fail",
+    on_bad_record: Annotated[
+        str, typer.Option(help="fail (default): stop before any judge call; skip: judge the rest and list the bad ones.")
+    ] = "fail",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
     max_cost: Annotated[float | None, typer.Option(help="Budget in USD: refuse to start above it, stop dispatching before crossing it.")] = None,
     report: Annotated[bool, typer.Option("--report", help="Also write OUT/report.html (as harness report OUT).")] = False,
@@ -72,9 +76,22 @@ def run(
         raise _fail(UserInputError("--on-bad-record must be 'fail' or 'skip'"))
     mode: Literal["fail", "skip"] = "skip" if on_bad_record == "skip" else "fail"
     options = RunOptions(
-        input=transcripts, out=out, config=config, rubrics=rubric or [], prompts=prompts or [], model=model,
-        base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, cache=cache, refresh=refresh,
-        no_cache=no_cache, offline=offline, limit=limit, on_bad_record=mode, progress=progress and err.is_terminal,
+        input=transcripts,
+        out=out,
+        config=config,
+        rubrics=rubric or [],
+        prompts=prompts or [],
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        cache=cache,
+        refresh=refresh,
+        no_cache=no_cache,
+        offline=offline,
+        limit=limit,
+        on_bad_record=mode,
+        progress=progress and err.is_terminal,
         max_cost=max_cost,
     )
     try:
@@ -107,8 +124,15 @@ def estimate(
     from .planning import RunOptions
 
     options = RunOptions(
-        input=transcripts, config=config, rubrics=rubric or [], prompts=prompts or [], model=model,
-        base_url=base_url, cache=cache, no_cache=no_cache, limit=limit,
+        input=transcripts,
+        config=config,
+        rubrics=rubric or [],
+        prompts=prompts or [],
+        model=model,
+        base_url=base_url,
+        cache=cache,
+        no_cache=no_cache,
+        limit=limit,
     )
     try:
         result = estimate_run(options)
@@ -123,8 +147,20 @@ def estimate(
 @app.command()
 def agreement(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
-    labels: Annotated[Path, typer.Option("--labels", help="Human labels: JSONL rows {transcript_id, rubric, label}; label is a number on the rubric's scale, true/false or \"pass\"/\"fail\".")],
-    threshold: Annotated[list[str] | None, typer.Option("--threshold", help="Pass/fail threshold: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better (hallucination).")] = None,
+    labels: Annotated[
+        Path,
+        typer.Option(
+            "--labels",
+            help='Human labels: JSONL rows {transcript_id, rubric, label}; label is a number on the rubric\'s scale, true/false or "pass"/"fail".',
+        ),
+    ],
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            help="Pass/fail threshold: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better (hallucination).",
+        ),
+    ] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples of transcripts for the kappa, MCC and Spearman intervals.")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
@@ -155,7 +191,13 @@ def agreement(
 def compare(
     run_a: Annotated[Path, typer.Argument(help="Run A (the baseline), a harness run --out directory.")],
     run_b: Annotated[Path, typer.Argument(help="Run B, compared against A.")],
-    threshold: Annotated[list[str] | None, typer.Option("--threshold", help="Pass/fail threshold for McNemar: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better.")] = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            help="Pass/fail threshold for McNemar: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better.",
+        ),
+    ] = None,
     alpha: Annotated[float, typer.Option(help="Significance level for the verdicts, after Holm's correction across all metrics.")] = 0.05,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the runs' custom rubric files (for their scales).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the paired CI of the mean difference.")] = 2000,
@@ -184,7 +226,9 @@ def compare(
 
 @app.command()
 def clustering(
-    outputs: Annotated[list[Path], typer.Argument(help="One JSON file per model: {model, clusters: [{title, message_ids}], token_usage, prices_per_1k}.")],
+    outputs: Annotated[
+        list[Path], typer.Argument(help="One JSON file per model: {model, clusters: [{title, message_ids}], token_usage, prices_per_1k}.")
+    ],
     benchmark: Annotated[Path, typer.Option("--benchmark", help="Benchmark clusters: {name: [message ids]}.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for clustering.json, clusters.csv, models.csv.")],
     explain: Annotated[bool, typer.Option("--explain", help="Print every score with its formula and the numbers put into it.")] = False,
@@ -231,8 +275,10 @@ def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], in
         raise _fail(exc) from None
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    err.print(f"[green]wrote {escape(str(result.path))}[/] ({result.transcripts:,} transcripts, "
-              f"{result.bytes / 1e6:.1f} MB, {result.seconds:.1f} s)", highlight=False)
+    err.print(
+        f"[green]wrote {escape(str(result.path))}[/] ({result.transcripts:,} transcripts, {result.bytes / 1e6:.1f} MB, {result.seconds:.1f} s)",
+        highlight=False,
+    )
 
 
 @app.command()
@@ -268,11 +314,25 @@ def explain(
 
 @app.command()
 def clmpi(
-    runs: Annotated[Path, typer.Argument(help="JSONL rows: model, item_id, kind (qa|multi_turn|open), prompt or messages, response, reference, latency_s, memory_mb, error.")],
+    runs: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL rows: model, item_id, kind (qa|multi_turn|open), prompt or messages, response, reference, latency_s, memory_mb, error."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for clmpi.json, ranking.csv, judge_inputs.jsonl and judgments/.")],
-    weights: Annotated[Path | None, typer.Option(help="TOML or YAML file with a weights table (ACC, CON, COH, FLU, EFF summing to 1). Default: the document's 0.25/0.20/0.20/0.20/0.15.")] = None,
-    judge_accuracy: Annotated[bool, typer.Option("--judge-accuracy", help="ACC from the correctness rubric (score >= 0.5 is correct) instead of normalised exact match.")] = False,
-    no_judge: Annotated[bool, typer.Option("--no-judge", help="No judge at all: ACC by exact match and EFF only; the CLMPI uses their weights rescaled to sum to 1.")] = False,
+    weights: Annotated[
+        Path | None,
+        typer.Option(
+            help="TOML or YAML file with a weights table (ACC, CON, COH, FLU, EFF summing to 1). Default: the document's 0.25/0.20/0.20/0.20/0.15."
+        ),
+    ] = None,
+    judge_accuracy: Annotated[
+        bool, typer.Option("--judge-accuracy", help="ACC from the correctness rubric (score >= 0.5 is correct) instead of normalised exact match.")
+    ] = False,
+    no_judge: Annotated[
+        bool, typer.Option("--no-judge", help="No judge at all: ACC by exact match and EFF only; the CLMPI uses their weights rescaled to sum to 1.")
+    ] = False,
     config: JudgeConfigOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -296,9 +356,20 @@ def clmpi(
     from .suites.common import JudgeOptions
     from .suites.render import clmpi_table
 
-    judge = None if no_judge else JudgeOptions(
-        config=config, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-        cache=cache, no_cache=no_cache, offline=offline, prompts=prompts or [],
+    judge = (
+        None
+        if no_judge
+        else JudgeOptions(
+            config=config,
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            concurrency=concurrency,
+            cache=cache,
+            no_cache=no_cache,
+            offline=offline,
+            prompts=prompts or [],
+        )
     )
     try:
         result = evaluate_clmpi(runs, out, judge, load_weights(weights), judge_accuracy)
@@ -313,9 +384,16 @@ def clmpi(
 
 @app.command()
 def simulation(
-    conversations: Annotated[Path, typer.Argument(help="JSONL, one conversation per line: id, experiment (1-5), persona {type, expected}, target_order, current_order, messages [{role, content, attributes, tools}].")],
+    conversations: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL, one conversation per line: id, experiment (1-5), persona {type, expected}, target_order, current_order, messages [{role, content, attributes, tools}]."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for simulation.json, judge_inputs.jsonl and judgments/.")],
-    no_judge: Annotated[bool, typer.Option("--no-judge", help="Do not classify missing guest attributes: they stay unknown and the messages are skipped (counted).")] = False,
+    no_judge: Annotated[
+        bool, typer.Option("--no-judge", help="Do not classify missing guest attributes: they stay unknown and the messages are skipped (counted).")
+    ] = False,
     config: JudgeConfigOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -339,9 +417,20 @@ def simulation(
     from .suites.render import simulation_table
     from .suites.simulation import evaluate_simulation
 
-    judge = None if no_judge else JudgeOptions(
-        config=config, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-        cache=cache, no_cache=no_cache, offline=offline, prompts=prompts or [],
+    judge = (
+        None
+        if no_judge
+        else JudgeOptions(
+            config=config,
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            concurrency=concurrency,
+            cache=cache,
+            no_cache=no_cache,
+            offline=offline,
+            prompts=prompts or [],
+        )
     )
     try:
         result = evaluate_simulation(conversations, out, judge)

@@ -23,9 +23,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 #: ``JudgeError.kind``: a failed judgment's reason.
-JudgeErrorKind = Literal[
-    "judge_error", "rate_limited", "transient", "connect_failed", "malformed_reply", "fatal", "quota_exhausted", "unreachable"
-]
+JudgeErrorKind = Literal["judge_error", "rate_limited", "transient", "connect_failed", "malformed_reply", "fatal", "quota_exhausted", "unreachable"]
 
 
 class HarnessError(Exception):

@@ -291,9 +291,7 @@ async def test_client_errors_are_fatal(judge_for: Callable[..., OpenAISDKJudge],
     ],
     ids=["html", "garbage", "truncated", "empty", "no-choices", "wrong-shape", "array", "null-content", "non-text-content"],
 )
-async def test_unusable_2xx_bodies_are_transient(
-    judge_for: Callable[..., OpenAISDKJudge], response: Callable[[], httpx2.Response]
-) -> None:
+async def test_unusable_2xx_bodies_are_transient(judge_for: Callable[..., OpenAISDKJudge], response: Callable[[], httpx2.Response]) -> None:
     exc = await fail_with(judge_for, lambda r: response())
     assert isinstance(exc, TransientJudgeError)
     assert isinstance(exc, MalformedReply)

@@ -135,12 +135,8 @@ CASES: list[tuple[str | None, tuple[float, float], float | str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("reply", "scale", "expected"), CASES, ids=[repr(c[0])[:50] for c in CASES]
-)
-def test_parse_score_table(
-    reply: str | None, scale: tuple[float, float], expected: float | str
-) -> None:
+@pytest.mark.parametrize(("reply", "scale", "expected"), CASES, ids=[repr(c[0])[:50] for c in CASES])
+def test_parse_score_table(reply: str | None, scale: tuple[float, float], expected: float | str) -> None:
     result = parse_score(reply, *scale)
     if isinstance(expected, str):
         assert result == ParsedScore("unscored", None, None, False, expected)
@@ -285,9 +281,7 @@ FRAGMENTS = [
     "[",
     "]",
 ]
-judge_like_text = st.lists(
-    st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=5)), max_size=30
-).map("".join)
+judge_like_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=5)), max_size=30).map("".join)
 
 
 def _check(result: ParsedScore, lo: float, hi: float) -> None:
@@ -312,9 +306,7 @@ def test_never_raises_and_stays_in_scale(text: str, scale: tuple[float, float]) 
 @settings(max_examples=200, deadline=None)
 @given(
     value=st.floats(min_value=0, max_value=10, allow_nan=False).map(lambda x: round(x, 3)),
-    form=st.sampled_from(
-        ["Score: {}", "**Score:** {}", "{}", '{{"score": {}}}', "<score>{}</score>"]
-    ),
+    form=st.sampled_from(["Score: {}", "**Score:** {}", "{}", '{{"score": {}}}', "<score>{}</score>"]),
 )
 def test_written_scores_read_back_exactly(value: float, form: str) -> None:
     result = parse_score(form.format(value), 0, 10)
@@ -420,9 +412,7 @@ LABEL_CASES: list[tuple[str | None, list[str], ParsedLabel]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("reply", "labels", "expected"), LABEL_CASES, ids=[repr(c[0])[:50] for c in LABEL_CASES]
-)
+@pytest.mark.parametrize(("reply", "labels", "expected"), LABEL_CASES, ids=[repr(c[0])[:50] for c in LABEL_CASES])
 def test_parse_label_table(reply: str | None, labels: list[str], expected: ParsedLabel) -> None:
     assert parse_label(reply, labels) == expected
 
@@ -443,9 +433,7 @@ label_sets = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.one_of(st.text(), judge_like_text), labels=label_sets)
-def test_parse_label_never_raises_and_returns_an_offered_label(
-    text: str, labels: list[str]
-) -> None:
+def test_parse_label_never_raises_and_returns_an_offered_label(text: str, labels: list[str]) -> None:
     result = parse_label(text, labels)
     if result.status == "scored":
         assert result.label in labels and result.reason is None

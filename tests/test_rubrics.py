@@ -136,6 +136,7 @@ def test_hash_suffix_is_deterministic_and_depends_on_the_text() -> None:
     b = rubric.render(resolved(response=HOSTILE))
     c = rubric.render(resolved(response=HOSTILE + "!"))
     assert a == b
+
     def tag(messages: list[dict[str, str]]) -> str:
         found = re.search(r"<(response-[0-9a-f]{12})>", messages[1]["content"])
         assert found is not None
@@ -294,7 +295,7 @@ def test_name_must_match_the_file_name(tmp_path: Path) -> None:
 
 def test_non_utf8_rubric_file(tmp_path: Path) -> None:
     path = tmp_path / "x.md"
-    path.write_bytes(b"+++\nname = \"x\"\n+++\n\xff\n")
+    path.write_bytes(b'+++\nname = "x"\n+++\n\xff\n')
     with pytest.raises(RubricError, match=re.escape(f"{path}: is not valid UTF-8")):
         load_rubrics([tmp_path])
 

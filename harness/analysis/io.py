@@ -53,8 +53,7 @@ class Metric:
     version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "scale": list(self.scale), "direction": self.direction,
-                "version": self.version}
+        return {"name": self.name, "kind": self.kind, "scale": list(self.scale), "direction": self.direction, "version": self.version}
 
 
 @dataclass
@@ -225,8 +224,12 @@ def _label_value(path: Path, line: int, value: Any, metric: Metric) -> tuple[flo
     if isinstance(value, str):
         word = PASS_FAIL_WORDS.get(value.strip().lower())
         if word is None:
-            raise line_error(path, line, "label", f"{value!r} is not a label: give a number on the {metric.name} scale "
-                                             f"{list(metric.scale)}, true/false, or \"pass\"/\"fail\"")
+            raise line_error(
+                path,
+                line,
+                "label",
+                f'{value!r} is not a label: give a number on the {metric.name} scale {list(metric.scale)}, true/false, or "pass"/"fail"',
+            )
         return word, "pass_fail"
     number = float(value)
     lo, hi = metric.scale
@@ -259,18 +262,17 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
         metric = run.metrics.get(parsed.rubric)
         if metric is None:
             known = ", ".join(run.metrics) or "none"
-            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} "
-                                              f"(it has: {known})")
+            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} (it has: {known})")
         value, kind = _label_value(file, line, parsed.label, metric)
         seen_kind, seen_line = kinds.setdefault(metric.name, (kind, line))
         if seen_kind != kind:
             what = "numbers" if seen_kind == "numeric" else "pass/fail"
-            raise line_error(file, line, "label", f"{parsed.label!r} does not match the earlier {metric.name} labels, which "
-                                             f"are {what} (line {seen_line})")
+            raise line_error(
+                file, line, "label", f"{parsed.label!r} does not match the earlier {metric.name} labels, which are {what} (line {seen_line})"
+            )
         key = (parsed.transcript_id, metric.name)
         if key in first_line:
-            raise line_error(file, line, "transcript_id", f"{parsed.transcript_id!r} already has a {metric.name} label "
-                                                     f"(line {first_line[key]})")
+            raise line_error(file, line, "transcript_id", f"{parsed.transcript_id!r} already has a {metric.name} label (line {first_line[key]})")
         first_line[key] = line
         by_metric.setdefault(metric.name, []).append(Label(parsed.transcript_id, value, line))
         rows += 1

@@ -74,10 +74,7 @@ def _check_current(path: Path) -> None:
     finally:
         db.close()
     if missing:
-        raise CacheError(
-            f"{path}: written by an older harness (schema lacks {', '.join(missing)}); "
-            "run once without --offline to upgrade it"
-        )
+        raise CacheError(f"{path}: written by an older harness (schema lacks {', '.join(missing)}); run once without --offline to upgrade it")
 
 
 class CacheReader:
@@ -102,16 +99,13 @@ class CacheReader:
     def completion_means(self) -> dict[tuple[str, str, str], float]:
         """(judge model, base URL, rubric) → mean completion tokens of the cached replies."""
         rows = self._db.execute(
-            "SELECT judge_model, base_url, rubric, AVG(completion_tokens) FROM judgments "
-            "WHERE completion_tokens IS NOT NULL GROUP BY 1, 2, 3"
+            "SELECT judge_model, base_url, rubric, AVG(completion_tokens) FROM judgments WHERE completion_tokens IS NOT NULL GROUP BY 1, 2, 3"
         )
         return {(m, u, r): float(mean) for m, u, r, mean in rows}
 
     def latency_means_s(self) -> dict[tuple[str, str], float]:
         """(judge model, base URL) → mean latency of the cached replies, in seconds."""
-        rows = self._db.execute(
-            "SELECT judge_model, base_url, AVG(latency_ms) FROM judgments WHERE latency_ms IS NOT NULL GROUP BY 1, 2"
-        )
+        rows = self._db.execute("SELECT judge_model, base_url, AVG(latency_ms) FROM judgments WHERE latency_ms IS NOT NULL GROUP BY 1, 2")
         return {(m, u): float(mean) / 1000.0 for m, u, mean in rows}
 
     def present(self, keys: list[str]) -> set[str]:
@@ -207,8 +201,22 @@ class JudgmentCache:
     async def _write(self, batch: list[CachedJudgment]) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
         rows = [
-            (j.key, j.judge_model, j.base_url, j.rubric, j.rubric_version, j.raw_output, j.prompt_tokens,
-             j.completion_tokens, j.latency_ms, j.cost_usd, j.attempts, j.status, j.score, j.created_at or now)
+            (
+                j.key,
+                j.judge_model,
+                j.base_url,
+                j.rubric,
+                j.rubric_version,
+                j.raw_output,
+                j.prompt_tokens,
+                j.completion_tokens,
+                j.latency_ms,
+                j.cost_usd,
+                j.attempts,
+                j.status,
+                j.score,
+                j.created_at or now,
+            )
             for j in batch
         ]
         marks = ",".join("?" * 14)

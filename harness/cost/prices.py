@@ -65,10 +65,12 @@ def with_prices(judge: JudgeConfig, user_table: PriceTable | None = None) -> Jud
     price = lookup(judge.model, user_table)
     if price is None:
         return judge
-    return judge.model_copy(update={
-        "input_price_per_1m": judge.input_price_per_1m if judge.input_price_per_1m is not None else price.input,
-        "output_price_per_1m": judge.output_price_per_1m if judge.output_price_per_1m is not None else price.output,
-    })
+    return judge.model_copy(
+        update={
+            "input_price_per_1m": judge.input_price_per_1m if judge.input_price_per_1m is not None else price.input,
+            "output_price_per_1m": judge.output_price_per_1m if judge.output_price_per_1m is not None else price.output,
+        }
+    )
 
 
 def cost_usd(prompt_tokens: float, completion_tokens: float, input_per_1m: float, output_per_1m: float) -> float:

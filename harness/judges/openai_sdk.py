@@ -78,4 +78,3 @@ class OpenAISDKJudge(Judge):
 
     async def aclose(self) -> None:
         await self._client.close()
-

@@ -172,10 +172,7 @@ class RunTotals:
         return {
             "total": total.as_dict(all(priced.values())),
             "by_judge": {j.name: by_judge[j.name].as_dict(priced[j.name]) for j in self.judges},
-            "by_rubric": {
-                rubric: {j.name: self.costs[(j.name, rubric)].as_dict(priced[j.name]) for j in self.judges}
-                for rubric in self.rubrics
-            },
+            "by_rubric": {rubric: {j.name: self.costs[(j.name, rubric)].as_dict(priced[j.name]) for j in self.judges} for rubric in self.rubrics},
             "note": None if all(priced.values()) else "a judge has no price: its cost is unknown (null), not 0",
         }
 
@@ -186,19 +183,13 @@ class RunTotals:
             **extra,
             "transcripts": self.transcripts,
             "judgments": dict(sorted(self.status_counts.items())),
-            "rubrics": {
-                rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict() for judge in self.judges}
-                for rubric in self.rubrics
-            },
+            "rubrics": {rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict() for judge in self.judges} for rubric in self.rubrics},
             "composites": {
-                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict() for judge in self.judges}
-                for name in self.composites
+                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict() for judge in self.judges} for name in self.composites
             },
             "judges": judges,
             "cost_usd": cost["total"]["total_usd"],
             "cost": cost,
-            "performance": {
-                name: {**describe(values), **percentiles(values)} for name, values in self.performance.items()
-            },
+            "performance": {name: {**describe(values), **percentiles(values)} for name, values in self.performance.items()},
             "wall_time_s": round(wall_time_s, 3),
         }

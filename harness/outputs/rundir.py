@@ -44,8 +44,10 @@ def version_note(name: str, version: object, rubric: Rubric) -> str | None:
     """A note when the rubric file is not the version the run used; None when it is."""
     if str(version) == rubric.version:
         return None
-    return (f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "
-            f"{rubric.version}; its scale and direction are taken from the file")
+    return (
+        f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "
+        f"{rubric.version}; its scale and direction are taken from the file"
+    )
 
 
 def interrupted_note(summary: dict[str, Any]) -> str | None:

@@ -83,10 +83,17 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
     for name, s in summary["judges"].items():
         lat = s["latency_ms"]
         judges.add_row(
-            name, str(s["requests"]), str(s["cache_hits"]), str(s["failed"]), str(s["prompt_tokens"]),
-            str(s["completion_tokens"]), "unknown" if s["cost_usd"] is None else f"{s['cost_usd']:.6f}",
+            name,
+            str(s["requests"]),
+            str(s["cache_hits"]),
+            str(s["failed"]),
+            str(s["prompt_tokens"]),
+            str(s["completion_tokens"]),
+            "unknown" if s["cost_usd"] is None else f"{s['cost_usd']:.6f}",
             "unknown" if s["cost_saved_usd"] is None else f"{s['cost_saved_usd']:.6f}",
-            _fmt(lat["p50"], 1), _fmt(lat["p95"], 1), _fmt(lat["p99"], 1),
+            _fmt(lat["p50"], 1),
+            _fmt(lat["p95"], 1),
+            _fmt(lat["p99"], 1),
         )
     console.print(judges)
 
@@ -115,8 +122,17 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
         table.add_column(column, justify="left" if column in ("judge", "rubric") else "right")
     for line in estimate.lines:
         expected = f"{line.completion_tokens_expected:.0f}" + ("" if line.cached_completion_mean is not None else " (max)")
-        table.add_row(line.judge, line.rubric, str(line.requests), str(line.cache_hits), str(line.prompt_tokens),
-                      str(line.completion_tokens_max), expected, _usd(line.cost_usd_expected), _usd(line.cost_usd_max))
+        table.add_row(
+            line.judge,
+            line.rubric,
+            str(line.requests),
+            str(line.cache_hits),
+            str(line.prompt_tokens),
+            str(line.completion_tokens_max),
+            expected,
+            _usd(line.cost_usd_expected),
+            _usd(line.cost_usd_max),
+        )
     console.print(table)
     judges = Table(title="Per judge", title_justify="left")
     for column in ("judge", "tokenizer", "requests", "cost expected", "cost max", "latency s", "duration", "bound by"):
@@ -124,8 +140,9 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     for j in estimate.judges:
         tokenizer = j.tokenizer + (" (approximate)" if j.approximate else "")
         latency = f"{j.latency_s:.2f}" + ("" if j.latency_measured else " (assumed)")
-        judges.add_row(j.judge, tokenizer, str(j.requests), _usd(j.cost_usd_expected), _usd(j.cost_usd_max), latency,
-                       f"{j.duration_s:.1f} s", j.duration_bound)
+        judges.add_row(
+            j.judge, tokenizer, str(j.requests), _usd(j.cost_usd_expected), _usd(j.cost_usd_max), latency, f"{j.duration_s:.1f} s", j.duration_bound
+        )
     console.print(judges)
     approx = [j.judge for j in estimate.judges if j.approximate]
     if approx:

@@ -32,8 +32,14 @@ class Job:
 
     def judgment(self, status: Status, reason: Reason | None = None, **fields: Any) -> Judgment:
         return Judgment(
-            transcript_id=self.entry.transcript.id, rubric=self.rubric.name, rubric_version=self.rubric.version,
-            judge=self.judge.name, status=status, reason=reason, cache_key=self.key, **fields,
+            transcript_id=self.entry.transcript.id,
+            rubric=self.rubric.name,
+            rubric_version=self.rubric.version,
+            judge=self.judge.name,
+            status=status,
+            reason=reason,
+            cache_key=self.key,
+            **fields,
         )
 
 
@@ -70,8 +76,14 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
             if not keyed:
                 continue
             job.key = cache_key(
-                model=judge.model, base_url=judge.endpoint, messages=messages, temperature=judge.temperature,
-                max_tokens=max_tokens, seed=judge.seed, rubric=rubric.name, rubric_version=rubric.version,
+                model=judge.model,
+                base_url=judge.endpoint,
+                messages=messages,
+                temperature=judge.temperature,
+                max_tokens=max_tokens,
+                seed=judge.seed,
+                rubric=rubric.name,
+                rubric_version=rubric.version,
             )
             job.est_tokens = estimate_tokens(messages, max_tokens)
     entry.pending = sum(1 for job in entry.jobs if job.result is None)

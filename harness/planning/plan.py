@@ -100,8 +100,7 @@ def _check_keys(judges: list[JudgeConfig], source: str) -> None:
         if _is_loopback(judge.endpoint):
             continue  # local servers (vLLM, Ollama, llama.cpp) usually take no key
         raise ConfigError(
-            f"{source}: judges[{index}].api_key_env: environment variable {judge.api_key_env} is not set "
-            f"(judge {judge.name!r} at {judge.endpoint})"
+            f"{source}: judges[{index}].api_key_env: environment variable {judge.api_key_env} is not set (judge {judge.name!r} at {judge.endpoint})"
         )
 
 

@@ -46,8 +46,13 @@ class Texts:
     contexts_left_out: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"query": self.query, "response": self.response, "contexts": list(self.contexts) if self.contexts is not None else None,
-                "reference": self.reference, "contexts_left_out": self.contexts_left_out}
+        return {
+            "query": self.query,
+            "response": self.response,
+            "contexts": list(self.contexts) if self.contexts is not None else None,
+            "reference": self.reference,
+            "contexts_left_out": self.contexts_left_out,
+        }
 
 
 @dataclass
@@ -147,8 +152,15 @@ def open_run(
     if summary.get("skipped_records"):
         notes.append(f"{summary['skipped_records']} bad input record(s) were skipped (listed in skipped.jsonl)")
     return RunView(
-        path=run, summary=summary, judges=[str(j) for j in summary["judge_models"]], rubric_versions=rubric_versions,
-        rubrics=rubrics, composites=composites, weights_source=source, input_path=input_path, notes=notes,
+        path=run,
+        summary=summary,
+        judges=[str(j) for j in summary["judge_models"]],
+        rubric_versions=rubric_versions,
+        rubrics=rubrics,
+        composites=composites,
+        weights_source=source,
+        input_path=input_path,
+        notes=notes,
     )
 
 
@@ -171,7 +183,8 @@ def read_texts(view: RunView, ids: set[str] | None) -> tuple[dict[str, Texts], s
             t = record.resolved()
             contexts = t.contexts[:MAX_CONTEXTS] if t.contexts is not None else None
             found[t.id] = Texts(
-                query=clip(t.query), response=clip(t.response),
+                query=clip(t.query),
+                response=clip(t.response),
                 contexts=tuple(clip(c) or "" for c in contexts) if contexts is not None else None,
                 reference=clip(t.reference),
                 contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),

@@ -94,9 +94,7 @@ _LABELLED_RE = re.compile(
     r"\b(?:score|rating)\b"
     r"(?:[ \t]*\([^()\n]{0,40}\))?"  # "Score (1-5):"
     r"[ \t]*(?:\*\*|__|\*|[\"'])?"  # "**Score**:", '"score":'
-    r"[ \t]*[:=\-–—][ \t]*(?:\n[ \t]*)?"  # at most one line break between label and value
-    + _MARKUP
-    + rf"[ \t]*(?P<value>{_VALUE}|{_NOT_A_NUMBER})",
+    r"[ \t]*[:=\-–—][ \t]*(?:\n[ \t]*)?" + _MARKUP + rf"[ \t]*(?P<value>{_VALUE}|{_NOT_A_NUMBER})",  # at most one line break between label and value
     re.IGNORECASE,
 )
 _TAGGED_RE = re.compile(
@@ -105,9 +103,7 @@ _TAGGED_RE = re.compile(
 )
 _OPENING_MARKUP = r"[\s*_#\"'`“‘(\[]*"
 _LEADING_RE = re.compile(_OPENING_MARKUP + rf"(?P<value>{_VALUE})", re.IGNORECASE)
-_BARE_LINE_RE = re.compile(
-    _OPENING_MARKUP + rf"(?P<value>{_VALUE})" + r"[\s*_\"'`”’)\].!]*", re.IGNORECASE
-)
+_BARE_LINE_RE = re.compile(_OPENING_MARKUP + rf"(?P<value>{_VALUE})" + r"[\s*_\"'`”’)\].!]*", re.IGNORECASE)
 # What may follow a leading number: the end, a space, punctuation, or a full stop.
 _AFTER_LEADING_RE = re.compile(r"\Z|[\s,;:!?)\]*_\"'`”’\-–—]|\.(?![0-9])")
 # "1. The answer ..." is a list, "0.8 = good" or "0.8-0.9 = good" restates the rubric.
@@ -129,7 +125,25 @@ _VERDICT_RE = re.compile(
 )
 # "the maximum score is 1" describes the scale, not the answer.
 _SCALE_WORDS = frozenset(
-    ["max", "maximum", "min", "minimum", "highest", "lowest", "best", "worst", "top", "bottom", "possible", "perfect", "passing", "target", "expected", "average", "previous"]
+    [
+        "max",
+        "maximum",
+        "min",
+        "minimum",
+        "highest",
+        "lowest",
+        "best",
+        "worst",
+        "top",
+        "bottom",
+        "possible",
+        "perfect",
+        "passing",
+        "target",
+        "expected",
+        "average",
+        "previous",
+    ]
 )
 
 # Text the judge is quoting: "double quotes", “curly quotes”, `inline code`, > quoted lines.
@@ -150,9 +164,7 @@ _REFUSAL_RE = re.compile(
 _SCORE_KEY_RE = re.compile(r'"score"\s*:', re.IGNORECASE)
 _LABEL_KEY_RE = re.compile(r'"label"\s*:', re.IGNORECASE)
 _DECODER = json.JSONDecoder()
-_PLAIN_RE = re.compile(
-    rf'\s*(?:\{{\s*"score"\s*:\s*(?P<json>{_NUMBER})\s*\}}|score:[ \t]*(?P<label>{_NUMBER}))\s*', re.IGNORECASE
-)
+_PLAIN_RE = re.compile(rf'\s*(?:\{{\s*"score"\s*:\s*(?P<json>{_NUMBER})\s*\}}|score:[ \t]*(?P<label>{_NUMBER}))\s*', re.IGNORECASE)
 # Bounds on the JSON search so hostile text (thousands of keys or braces) stays linear.
 _MAX_JSON_KEYS = 32
 _MAX_BRACES_OUT = 8
@@ -207,12 +219,7 @@ def _from_json(text: str, lo: float, hi: float) -> _Reading | None:
 def _from_labels(text: str, lo: float, hi: float) -> _Reading | None:
     """Rule 2: the last ``Score:``/``Rating:``/``<score>`` number that is not inside a quotation."""
     quoted = _quoted_spans(text)
-    matches = [
-        m
-        for regex in (_LABELLED_RE, _TAGGED_RE)
-        for m in regex.finditer(text)
-        if not _inside(m.start("value"), quoted)
-    ]
+    matches = [m for regex in (_LABELLED_RE, _TAGGED_RE) for m in regex.finditer(text) if not _inside(m.start("value"), quoted)]
     if not matches:
         return None
     last = max(matches, key=lambda m: m.start("value"))
@@ -225,11 +232,7 @@ def _from_bare_number(text: str, lo: float, hi: float) -> _Reading | None:
     if m is not None:
         rest = text[m.end() :]
         integer = not (m["pct"] or m["den"] or "." in m["num"])
-        if (
-            _AFTER_LEADING_RE.match(rest)
-            and not (integer and _LIST_MARKER_RE.match(rest))
-            and not _RUBRIC_LINE_RE.match(rest)
-        ):
+        if _AFTER_LEADING_RE.match(rest) and not (integer and _LIST_MARKER_RE.match(rest)) and not _RUBRIC_LINE_RE.match(rest):
             return _Reading(_match_value(m, lo, hi))
     lines = text.rstrip().splitlines()
     m = _BARE_LINE_RE.fullmatch(lines[-1]) if len(lines) > 1 else None
@@ -241,12 +244,7 @@ def _from_bare_number(text: str, lo: float, hi: float) -> _Reading | None:
 def _from_verdict(text: str, lo: float, hi: float) -> _Reading | None:
     """Rule 4: the last verdict phrase ("I'd say 0.7", "the score is 4/5") outside quotations."""
     quoted = _quoted_spans(text)
-    matches = [
-        m
-        for m in _VERDICT_RE.finditer(text)
-        if not (m["adj"] and m["adj"].lower() in _SCALE_WORDS)
-        and not _inside(m.start("value"), quoted)
-    ]
+    matches = [m for m in _VERDICT_RE.finditer(text) if not (m["adj"] and m["adj"].lower() in _SCALE_WORDS) and not _inside(m.start("value"), quoted)]
     return _Reading(_match_value(matches[-1], lo, hi)) if matches else None
 
 
@@ -317,12 +315,7 @@ def parse_label(text: str | None, labels: Sequence[str]) -> ParsedLabel:
 
     named, tagged, leading, bare_line = regexes
     quoted = _quoted_spans(text)
-    matches = [
-        m
-        for regex in (named, tagged)
-        for m in regex.finditer(text)
-        if not _inside(m.start("label"), quoted)
-    ]
+    matches = [m for regex in (named, tagged) for m in regex.finditer(text) if not _inside(m.start("label"), quoted)]
     m = max(matches, key=lambda m: m.start("label")) if matches else leading.match(text)
     if m is None:
         lines = text.rstrip().splitlines()

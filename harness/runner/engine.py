@@ -282,8 +282,9 @@ class Runner:
         try:
             reply = await call_with_retries(attempt, judge.config.max_attempts, attempts)
         except JudgeError as exc:
-            return job.judgment("failed", reason=exc.kind, error=str(exc), attempts=attempts.count,
-                                latency_ms=last_latency * 1000, billed_retries=billed_retries)
+            return job.judgment(
+                "failed", reason=exc.kind, error=str(exc), attempts=attempts.count, latency_ms=last_latency * 1000, billed_retries=billed_retries
+            )
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
         limiter.reconcile(job.est_tokens, used)
         judgment = self._parsed(job, reply.text)
@@ -295,12 +296,23 @@ class Runner:
         judgment.billed_retries = billed_retries
         if self.cache is not None:
             assert job.key is not None
-            self.cache.put(CachedJudgment(
-                key=job.key, judge_model=job.judge.model, base_url=job.judge.endpoint, rubric=job.rubric.name,
-                rubric_version=job.rubric.version, raw_output=reply.text, prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens, latency_ms=judgment.latency_ms, cost_usd=judgment.cost_usd,
-                attempts=attempts.count, status=judgment.status, score=judgment.score,
-            ))
+            self.cache.put(
+                CachedJudgment(
+                    key=job.key,
+                    judge_model=job.judge.model,
+                    base_url=job.judge.endpoint,
+                    rubric=job.rubric.name,
+                    rubric_version=job.rubric.version,
+                    raw_output=reply.text,
+                    prompt_tokens=reply.prompt_tokens,
+                    completion_tokens=reply.completion_tokens,
+                    latency_ms=judgment.latency_ms,
+                    cost_usd=judgment.cost_usd,
+                    attempts=attempts.count,
+                    status=judgment.status,
+                    score=judgment.score,
+                )
+            )
         return judgment
 
     # -- judgments -----------------------------------------------------------------------------
@@ -310,8 +322,9 @@ class Runner:
             label = parse_label(text, job.rubric.labels)
             return job.judgment(label.status, label=label.label, reason=label.reason, raw_output=text)
         parsed = parse_score(text, job.rubric.lo, job.rubric.hi)
-        return job.judgment(parsed.status, score=parsed.score, raw_score=parsed.raw_score,
-                              clamped=parsed.clamped, reason=parsed.reason, raw_output=text)
+        return job.judgment(
+            parsed.status, score=parsed.score, raw_score=parsed.raw_score, clamped=parsed.clamped, reason=parsed.reason, raw_output=text
+        )
 
     def _from_cache(self, job: Job, hit: CachedJudgment) -> Judgment:
         # The reply is re-parsed rather than trusting the stored score, so replay and a fresh

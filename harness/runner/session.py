@@ -146,15 +146,25 @@ async def run_evaluation(
             "composite_weights": sink.composites,
             "skipped_records": len(scanned.bad),
             "interrupted": interrupted,
-            "budget": None if budget is None else {
-                "max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted,
+            "budget": None
+            if budget is None
+            else {
+                "max_cost_usd": budget.limit,
+                "spent_usd": budget.spent,
+                "stopped_the_run": budget.exhausted,
             },
         },
     )
     write_summary(out, summary)
-    outcome = RunOutcome(EXIT_OK, summary, f"wrote {out}/judgments.jsonl, results.jsonl, summary.json",
-                         skipped=scanned.bad, skipped_file=skipped_file, estimated_cost_usd=estimated,
-                         stopped_judges=[h.error for h in runner.health.values() if h.error is not None])
+    outcome = RunOutcome(
+        EXIT_OK,
+        summary,
+        f"wrote {out}/judgments.jsonl, results.jsonl, summary.json",
+        skipped=scanned.bad,
+        skipped_file=skipped_file,
+        estimated_cost_usd=estimated,
+        stopped_judges=[h.error for h in runner.health.values() if h.error is not None],
+    )
 
     failed = summary["judgments"].get("failed", 0)
     misses = totals.reason_counts[("unscored", "cache_miss")]
@@ -163,10 +173,12 @@ async def run_evaluation(
     elif budget is not None and budget.exhausted:
         stopped = totals.reason_counts[("unscored", "budget_exhausted")]
         outcome.exit_code = EXIT_BUDGET
-        outcome.message = (f"--max-cost ${budget.limit:g} reached after ${budget.spent:.6f}: {stopped} judgment(s) not sent; "
-                           "finished ones are cached, rerun with a higher budget to continue")
+        outcome.message = (
+            f"--max-cost ${budget.limit:g} reached after ${budget.spent:.6f}: {stopped} judgment(s) not sent; "
+            "finished ones are cached, rerun with a higher budget to continue"
+        )
     elif failed:
-        outcome.exit_code, outcome.message = EXIT_FAILED_JUDGMENTS, f"{failed} judgment(s) failed; see judgments.jsonl (status \"failed\")"
+        outcome.exit_code, outcome.message = EXIT_FAILED_JUDGMENTS, f'{failed} judgment(s) failed; see judgments.jsonl (status "failed")'
     elif misses:
         outcome.exit_code = EXIT_CACHE_MISSES
         outcome.message = f"offline: {misses} judgment(s) were not in the cache (unscored, reason cache_miss)"

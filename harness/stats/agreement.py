@@ -33,9 +33,7 @@ def _disagreement_weights(k: int, weights: KappaWeights) -> np.ndarray:
     raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
 
 
-def kappa_from_matrix(
-    confusion: Any, weights: KappaWeights = None
-) -> tuple[float, str | None]:
+def kappa_from_matrix(confusion: Any, weights: KappaWeights = None) -> tuple[float, str | None]:
     """Cohen's kappa of a confusion matrix: 1 - sum(w * O) / sum(w * E), E = outer(rows, cols) / N.
 
     Source: seeds/004 section 5.1, kappa = (p_o - p_e) / (1 - p_e), which is the unweighted case

@@ -117,15 +117,20 @@ def judge_records(
         for record in records:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     options = RunOptions(
-        input=path, out=out / "judgments", config=judge.config, rubrics=rubrics,
-        prompts=[suite_prompts_dir(suite), *judge.prompts], model=judge.model, base_url=judge.base_url,
-        api_key_env=judge.api_key_env, concurrency=judge.concurrency, cache=judge.cache,
-        no_cache=judge.no_cache, offline=judge.offline, progress=False,
+        input=path,
+        out=out / "judgments",
+        config=judge.config,
+        rubrics=rubrics,
+        prompts=[suite_prompts_dir(suite), *judge.prompts],
+        model=judge.model,
+        base_url=judge.base_url,
+        api_key_env=judge.api_key_env,
+        concurrency=judge.concurrency,
+        cache=judge.cache,
+        no_cache=judge.no_cache,
+        offline=judge.offline,
+        progress=False,
     )
     outcome = asyncio.run(run_evaluation(options))
-    rows = [
-        json.loads(line)
-        for line in (out / "judgments" / "judgments.jsonl").read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    rows = [json.loads(line) for line in (out / "judgments" / "judgments.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     return Judged(rows, outcome)

@@ -25,6 +25,7 @@ class Interval(Protocol):
     @property
     def end_s(self) -> float: ...
 
+
 PERFORMANCE_FIELDS = ("total_ms", "llm_ms", "tool_ms", "api_ms", "tool_calls")
 
 

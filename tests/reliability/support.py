@@ -55,6 +55,11 @@ def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: 
     base = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "OPENAI_BASE_URL", "OPENAI_API_KEY")}
     full_env = {**base, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         check=False,
     )

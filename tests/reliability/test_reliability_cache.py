@@ -122,8 +122,7 @@ def insert_v1_rows(path: Path, rows: list[dict[str, Any]]) -> None:
             db.execute(
                 "INSERT INTO judgments (key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
                 "completion_tokens, latency_ms, cost_usd, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row["key"], "judge-model", row["base_url"], "relevance", "1", row["raw_output"], 100, 3, 250.0, None,
-                 "2025-01-01T00:00:00+00:00"),
+                (row["key"], "judge-model", row["base_url"], "relevance", "1", row["raw_output"], 100, 3, 250.0, None, "2025-01-01T00:00:00+00:00"),
             )
     finally:
         db.close()
@@ -169,4 +168,3 @@ async def test_a_cache_from_the_first_schema_is_migrated_and_its_rows_hit(tmp_pa
     # Nothing discarded: all four old rows are still there, untouched, beside the new one.
     assert old == {r["key"]: r["raw_output"] for r in [*stored, {"key": old_format, "raw_output": "Score: 0.9"}]}
     assert len(cache_rows(cache)) == 5
-

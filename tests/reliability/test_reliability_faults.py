@@ -108,8 +108,10 @@ async def test_two_thousand_judgments_through_every_fault(tmp_path: Path) -> Non
     asked = {(j["transcript_id"], j["rubric"]) for j in rerun if not j["cached"]}
     assert asked == {(j["transcript_id"], j["rubric"]) for j in failed}
     assert sent == sum(j["attempts"] for j in rerun)
-    print(f"\n2,000 judgments through faults: {elapsed:.1f} s, {first_requests} requests, {dict(statuses)}; "
-          f"rerun asked {len(asked)}, {sent} requests, exit {again.exit_code}")
+    print(
+        f"\n2,000 judgments through faults: {elapsed:.1f} s, {first_requests} requests, {dict(statuses)}; "
+        f"rerun asked {len(asked)}, {sent} requests, exit {again.exit_code}"
+    )
 
 
 async def test_two_thousand_judgments_against_a_judge_that_is_down(tmp_path: Path) -> None:
