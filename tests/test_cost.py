@@ -1,4 +1,4 @@
-"""Judge cost (issue 3): token counting, prices, ``harness estimate``, ``--max-cost`` and the cost split.
+"""Judge cost: token counting, prices, ``harness estimate``, ``--max-cost`` and the cost split.
 
 Token counts are checked against ``bpe_openai`` used directly, and the chat framing against
 OpenAI's ``num_tokens_from_messages`` recipe written out here (3 tokens per message, the role's and

@@ -205,10 +205,9 @@ def test_second_ctrl_c_stops_waiting_for_calls_in_flight(tmp_path: Path) -> None
         proc.send_signal(signal.SIGINT)
         time.sleep(0.5)
         assert proc.poll() is None  # the first Ctrl-C lets the calls in flight finish
-        stopped = time.monotonic()
         proc.send_signal(signal.SIGINT)
+        # finish() fails past 30 s: the hung calls would hold the run for their 60 s timeout.
         code, stderr = finish(proc, timeout=30.0)
-        assert time.monotonic() - stopped < 20.0  # not the 60 s the hung calls would take
         assert server.count() == CONCURRENCY  # nothing dispatched after the first Ctrl-C
 
     assert code == 130, stderr

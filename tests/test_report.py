@@ -634,7 +634,6 @@ def test_10k_report_in_chromium(big: dict[str, Any], browser: Any, tmp_path: Pat
         }
         print(f"\n10k report: {timings}")
         (tmp_path / "timings.json").write_text(json.dumps(timings), encoding="utf-8")
-        assert opened.load_s < 60, timings  # measured, not a tight bound: it takes about 1 s here
         assert opened.count_text() == f"{N_BIG:,} of {N_BIG:,} transcripts"
         assert page.locator(".vrow").count() < 100  # only the rows in view are in the page
         charts = opened.charts()

@@ -1,4 +1,4 @@
-"""Shared pieces of the reliability suite (issue 7): transcripts, runs through the library and
+"""Shared pieces of the reliability suite (faults, bad input, hostile text, secrets, the cache): transcripts, runs through the library and
 through the real command line, and what a run left behind.
 
 Every test starts its own :class:`tests.judge_server.JudgeServer` on 127.0.0.1 and asserts on what

@@ -1,4 +1,4 @@
-"""Issue 7, point 5: bad input is one line naming the file, the line and the field, exit code 2,
+"""Bad input is one line naming the file, the line and the field, exit code 2,
 no traceback, and not one request at the judge.
 
 Each case runs the real command (``python -m harness run`` in a subprocess), so stderr is what a

@@ -1,4 +1,4 @@
-"""Issue 7, point 4: what the cache key holds, and a cache from an older schema.
+"""What the cache key holds, and a cache from an older schema.
 
 tests/test_replay.py::test_what_changes_the_cache_key already runs the judge model and temperature
 (miss) and timeout, concurrency, max_attempts, the key's variable name and prices (hit);

@@ -1,4 +1,4 @@
-"""Issue 7, point 7: the API key never appears in anything a run writes or prints.
+"""The API key never appears in anything a run writes or prints.
 
 The run is the real command (``python -m harness run`` in a subprocess) with a recognisable fake
 key, against a server that quotes the request's Authorization header back: in a 401's message
