@@ -235,7 +235,7 @@ def clustering(
     input_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K input tokens for outputs without prices_per_1k.")] = None,
     output_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K output tokens for outputs without prices_per_1k.")] = None,
 ) -> None:
-    """Score topic clusters against a benchmark (seed 000, corrected per seeds/README.md). No judge.
+    """Score topic clusters against a benchmark (seed 000, its arithmetic slips corrected where each formula is used). No judge.
 
     Each benchmark cluster is matched to the model cluster sharing most message ids; ties go to the
     smaller model cluster (higher precision), then the first in the file. A benchmark cluster with
@@ -343,7 +343,7 @@ def clmpi(
     offline: OfflineOpt = False,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the suite's rubrics (prompts/clmpi/).")] = None,
 ) -> None:
-    """Rank models by the CLMPI (seed 001, with the errata of seeds/README.md).
+    """Rank models by the CLMPI (seed 001, its errata corrected where each formula is used).
 
     ACC over items with a reference; CON (contextual_understanding, 0-5) on multi-turn items; COH
     and FLU (0-5) on every answered item; each / 5. EFF_raw = 1 / (mean latency_s + mean

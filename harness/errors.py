@@ -10,7 +10,9 @@
     │   ├── TransientJudgeError  5xx, timeout, connection problem (retried)
     │   │   ├── ConnectFailed    connection refused (retried a little; a judge refusing repeatedly is stopped)
     │   │   └── MalformedReply   2xx with an unusable body (retried; likely billed)
-    │   └── FatalJudgeError      400/401/403/404, exhausted quota (never retried)
+    │   └── FatalJudgeError      400/401/403/404 (never retried)
+    │       ├── QuotaExhausted   429 insufficient_quota: the judge is stopped for the run
+    │       └── JudgeUnreachable refused connections in a row: the judge is stopped for the run
     ├── BudgetExceeded           the estimate is above --max-cost; the run did not start
     └── CacheError               the SQLite cache could not be opened or written
 

@@ -132,7 +132,7 @@ def openai_server() -> Iterator[JudgeServer]:
 
 
 def test_seed_000_token_cost() -> None:
-    # Seed 000 prices per 1K tokens; its printed $2.53455 is off by 1000 (seeds/README.md errata).
+    # Seed 000 prices per 1K tokens; its printed $2.53455 is off by 1000 (an erratum of seed 000).
     per_1k = 25_474 / 1000 * 0.000075 + 2_080 / 1000 * 0.0003
     assert per_1k == pytest.approx(0.00253455, rel=1e-12)
     assert cost_usd(25_474, 2_080, 0.075, 0.30) == pytest.approx(0.00253455, rel=1e-12)

@@ -34,7 +34,7 @@ from tests.e2e_support import serve, write_jsonl
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-# --- the worked example (seed 001), corrected per seeds/README.md --------------------------------
+# --- the worked example (seed 001), its arithmetic slips corrected where each formula is used --------------------------------
 
 
 def test_worked_example_with_the_1e9() -> None:

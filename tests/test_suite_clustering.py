@@ -1,4 +1,4 @@
-"""`harness clustering` (seed 000): the document's worked examples (corrected per seeds/README.md),
+"""`harness clustering` (seed 000): the document's worked examples (its arithmetic slips corrected where each formula is used),
 the matching rules, score ranges, bad input, and what the command writes."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_improved_model_score_example_is_91_975() -> None:
     count = cluster_count_score(6, 7)
     assert count == pytest.approx(85.714, abs=1e-3)
     assert improved_model_score(85.7, 100, 91.1, 91.1) == pytest.approx(91.975)
-    assert f"{improved_model_score(85.7, 100, 91.1, 91.1):.3f}" == "91.975"  # 91.98 to 2 decimals (seeds/README.md)
+    assert f"{improved_model_score(85.7, 100, 91.1, 91.1):.3f}" == "91.975"  # 91.98 to 2 decimals (the document prints 91.1)
     assert model_deviation_score([8.9, -8.9]) == pytest.approx(91.1)
 
 

@@ -57,7 +57,6 @@ class RunPlan:
     cache_mode: CacheMode
     limit: int | None
     on_bad_record: Literal["fail", "skip"]
-    progress: bool
     max_cost: float | None = None
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
@@ -175,6 +174,5 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         cache_mode=mode,
         limit=options.limit,
         on_bad_record=options.on_bad_record,
-        progress=options.progress,
         max_cost=options.max_cost,
     )

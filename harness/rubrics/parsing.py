@@ -13,7 +13,7 @@ gave from one it merely repeated; it can only prefer the forms a judge uses for 
 3. Bare number (``_from_bare_number``): a reply that starts with a number ("0.85 because ..."),
    else a reply whose last line is only a number. A number inside prose is never a score, so
    "On a scale of 0 to 1, it covers 0.7 of the points" is unscored, and the seed regex's reading
-   of such text as 0 (seeds/README.md, errata for 003) cannot happen.
+   of such text as 0 (an erratum of seed 003) cannot happen.
 4. Verdict phrases (``_from_verdict``): the last first-person or "the score is" verdict, "I'd
    say 0.7", "I would rate it 4 out of 5", "The relevance score is 0.9", "this deserves a 3"; so
    "On a scale of 0 to 1, I'd say 0.7" is 0.7. Not "the maximum score is 1", nor a verdict

@@ -1,4 +1,4 @@
-"""CLMPI model ranking (seeds/001_7afcf93c1f006c61.txt), with the errata of seeds/README.md.
+"""CLMPI model ranking (seeds/001_7afcf93c1f006c61.txt), its errata corrected where each formula is used.
 
 Input: JSONL, one row per (model, item)::
 
@@ -82,7 +82,7 @@ def eff_raw(latency_seconds: float, memory_mb: float) -> float:
 
 def eff_norm(raw: Sequence[float]) -> np.ndarray:
     """EFF_norm = (EFF_raw − EFF_min) / (EFF_max − EFF_min + 1e-9), min–max per run (seed 001,
-    "Efficiency Score"). All equal (or one model): every value is 0 (seeds/README.md, 001)."""
+    "Efficiency Score"). All equal (or one model): every value is 0 (the document divides by zero there)."""
     values = np.asarray(raw, dtype=float)
     if values.size == 0:
         return values

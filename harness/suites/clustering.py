@@ -1,4 +1,4 @@
-"""Topic-clustering evaluation (seeds/000_d71be046679063a5.txt), corrected per seeds/README.md.
+"""Topic-clustering evaluation (seeds/000_d71be046679063a5.txt), its arithmetic slips corrected where each formula is used.
 
 Input: a benchmark file (``{"name": [message ids], ...}``, or ``{"clusters": [{"name", "message_ids"}]}``)
 and one output file per model::
@@ -71,7 +71,7 @@ def deviation_score(deviation_percent: Any) -> Any:
 
 def final_score(deviation_score_: Any, coverage_score: Any, precision_score: Any) -> Any:
     """Deviation×0.4 + Coverage×0.3 + Precision×0.3 (seed 000, formula 5). FitFusion (Example 2):
-    0.4·72.34 + 0.3·100 + 0.3·78.33 = 82.44 (the document's 82.0 is wrong, seeds/README.md)."""
+    0.4·72.34 + 0.3·100 + 0.3·78.33 = 82.44 (the document's 82.0 is an arithmetic slip)."""
     return (
         0.4 * np.asarray(deviation_score_, dtype=float)
         + 0.3 * np.asarray(coverage_score, dtype=float)
@@ -103,7 +103,7 @@ def model_deviation_score(deviations: Sequence[float]) -> float:
 
 def improved_model_score(cluster_count: float, coverage: float, precision: float, deviation: float) -> float:
     """0.25 × each of the four scores (seed 000, formula 6). The example: (85.7 + 100 + 91.1 +
-    91.1) / 4 = 91.975 (the document's 91.1 is wrong, seeds/README.md)."""
+    91.1) / 4 = 91.975 (the document's 91.1 is an arithmetic slip)."""
     return 0.25 * cluster_count + 0.25 * coverage + 0.25 * precision + 0.25 * deviation
 
 

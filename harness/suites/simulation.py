@@ -1,5 +1,5 @@
 """Simulated-guest conversation quality (seeds/002_c6b7c3d1b14f6206.txt; its composite is section 6,
-there is no section 5 — seeds/README.md).
+there is no section 5).
 
 Input: JSONL, one conversation per line::
 

@@ -96,7 +96,7 @@ def test_binary_mcc_is_the_documented_formula():
 
 
 def test_seed_example_kappa_and_mcc():
-    """seeds/004 section 9 steps 4-5, with the errata for MCC (seeds/README.md)."""
+    """seeds/004 section 9 steps 4-5, with the MCC erratum corrected (R_K)."""
     y_true, y_pred = labels_from_matrix(SEED_MATRIX)
     p_o, p_e = 135 / 150, 7570 / 22500
     assert cohen_kappa(y_true, y_pred) == pytest.approx((p_o - p_e) / (1 - p_e), abs=1e-12)

@@ -227,7 +227,7 @@ def test_seed_worked_example():
     assert report.macro["recall"] == pytest.approx(0.896, abs=1e-3)
     assert report.macro["f1"] == pytest.approx(0.897, abs=5e-4)
     assert report.cohen_kappa == pytest.approx(0.849, abs=5e-4)
-    # seeds/README.md errata: the multi-class MCC is R_K = 0.8495, not the document's 0.845
+    # Seed 004's erratum: the multi-class MCC is R_K = 0.8495, not the document's 0.845
     assert report.mcc == pytest.approx(0.8495, abs=5e-5)
     # micro P = R = F1 = accuracy for single-label multi-class (seeds/004 section 4.2)
     for name in ("precision", "recall", "f1"):
