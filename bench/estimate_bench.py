@@ -40,8 +40,8 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` importable
 
 from harness.cost import tokens
 from harness.cost.estimate import estimate_run
+from harness.planning import RunOptions
 from harness.rubrics.rubric import load_rubrics
-from harness.runner import RunOptions
 from harness.transcripts import iter_transcripts
 
 with warnings.catch_warnings():
@@ -52,7 +52,224 @@ RUBRICS = ["contextual_relevance", "faithfulness", "hallucination", "relevance"]
 MODEL = "gpt-4o-mini"
 TARGET_S = 30.0
 
-_WORDS = ["the", "a", "of", "to", "and", "in", "is", "for", "on", "that", "with", "as", "by", "at", "from", "it", "this", "be", "are", "was", "or", "an", "which", "fund", "plan", "direct", "growth", "regular", "scheme", "equity", "debt", "hybrid", "index", "large", "mid", "small", "cap", "value", "flexi", "focused", "NAV", "expense", "ratio", "return", "returns", "annualised", "CAGR", "benchmark", "NIFTY", "SENSEX", "TRI", "AUM", "crore", "lakh", "units", "investor", "investors", "SIP", "lump", "sum", "exit", "load", "lock-in", "period", "tax", "ELSS", "dividend", "IDCW", "payout", "reinvestment", "risk", "riskometer", "very", "high", "moderate", "low", "portfolio", "holdings", "sector", "allocation", "banking", "financial", "services", "technology", "consumer", "healthcare", "energy", "manager", "tenure", "since", "inception", "launched", "category", "rank", "rating", "morningstar", "value", "research", "volatility", "standard", "deviation", "sharpe", "beta", "alpha", "drawdown", "previous", "current", "today", "yesterday", "week", "month", "quarter", "year", "as", "of", "compared", "higher", "lower", "than", "about", "approximately", "roughly", "nearly", "over", "under", "between", "up", "down", "rose", "fell", "gained", "lost", "percent", "percentage", "HDFC", "ICICI", "Prudential", "SBI", "Axis", "Mirae", "Asset", "Kotak", "Nippon", "India", "Parag", "Parikh", "Quant", "UTI", "Tata", "DSP", "Bluechip", "Top", "Midcap", "Smallcap", "Flexicap", "Multicap", "Balanced", "Advantage", "Liquid", "Overnight", "Gilt", "Corporate", "Bond", "Short", "Duration", "Dynamic", "Arbitrage", "Savings", "Value", "Discovery", "Emerging", "Opportunities", "Contra", "according", "factsheet", "document", "report", "statement", "disclosure", "page", "table", "shows", "states", "lists", "mentions", "answer", "question", "response", "user", "asked", "wants", "know", "whether", "should", "could", "would", "can", "will", "may", "might", "not", "only", "also", "both", "each", "every", "more", "most", "less", "least", "same", "different", "because", "however", "therefore", "while"]
+_WORDS = [
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "is",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "it",
+    "this",
+    "be",
+    "are",
+    "was",
+    "or",
+    "an",
+    "which",
+    "fund",
+    "plan",
+    "direct",
+    "growth",
+    "regular",
+    "scheme",
+    "equity",
+    "debt",
+    "hybrid",
+    "index",
+    "large",
+    "mid",
+    "small",
+    "cap",
+    "value",
+    "flexi",
+    "focused",
+    "NAV",
+    "expense",
+    "ratio",
+    "return",
+    "returns",
+    "annualised",
+    "CAGR",
+    "benchmark",
+    "NIFTY",
+    "SENSEX",
+    "TRI",
+    "AUM",
+    "crore",
+    "lakh",
+    "units",
+    "investor",
+    "investors",
+    "SIP",
+    "lump",
+    "sum",
+    "exit",
+    "load",
+    "lock-in",
+    "period",
+    "tax",
+    "ELSS",
+    "dividend",
+    "IDCW",
+    "payout",
+    "reinvestment",
+    "risk",
+    "riskometer",
+    "very",
+    "high",
+    "moderate",
+    "low",
+    "portfolio",
+    "holdings",
+    "sector",
+    "allocation",
+    "banking",
+    "financial",
+    "services",
+    "technology",
+    "consumer",
+    "healthcare",
+    "energy",
+    "manager",
+    "tenure",
+    "since",
+    "inception",
+    "launched",
+    "category",
+    "rank",
+    "rating",
+    "morningstar",
+    "value",
+    "research",
+    "volatility",
+    "standard",
+    "deviation",
+    "sharpe",
+    "beta",
+    "alpha",
+    "drawdown",
+    "previous",
+    "current",
+    "today",
+    "yesterday",
+    "week",
+    "month",
+    "quarter",
+    "year",
+    "as",
+    "of",
+    "compared",
+    "higher",
+    "lower",
+    "than",
+    "about",
+    "approximately",
+    "roughly",
+    "nearly",
+    "over",
+    "under",
+    "between",
+    "up",
+    "down",
+    "rose",
+    "fell",
+    "gained",
+    "lost",
+    "percent",
+    "percentage",
+    "HDFC",
+    "ICICI",
+    "Prudential",
+    "SBI",
+    "Axis",
+    "Mirae",
+    "Asset",
+    "Kotak",
+    "Nippon",
+    "India",
+    "Parag",
+    "Parikh",
+    "Quant",
+    "UTI",
+    "Tata",
+    "DSP",
+    "Bluechip",
+    "Top",
+    "Midcap",
+    "Smallcap",
+    "Flexicap",
+    "Multicap",
+    "Balanced",
+    "Advantage",
+    "Liquid",
+    "Overnight",
+    "Gilt",
+    "Corporate",
+    "Bond",
+    "Short",
+    "Duration",
+    "Dynamic",
+    "Arbitrage",
+    "Savings",
+    "Value",
+    "Discovery",
+    "Emerging",
+    "Opportunities",
+    "Contra",
+    "according",
+    "factsheet",
+    "document",
+    "report",
+    "statement",
+    "disclosure",
+    "page",
+    "table",
+    "shows",
+    "states",
+    "lists",
+    "mentions",
+    "answer",
+    "question",
+    "response",
+    "user",
+    "asked",
+    "wants",
+    "know",
+    "whether",
+    "should",
+    "could",
+    "would",
+    "can",
+    "will",
+    "may",
+    "might",
+    "not",
+    "only",
+    "also",
+    "both",
+    "each",
+    "every",
+    "more",
+    "most",
+    "less",
+    "least",
+    "same",
+    "different",
+    "because",
+    "however",
+    "therefore",
+    "while",
+]
 
 
 def _number(rng: random.Random) -> str:
@@ -133,7 +350,7 @@ def baseline(path: Path, n: int) -> Baseline:
         warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)
         enc = bpe_openai.get_encoding("o200k_base")
     rubrics = [load_rubrics()[name] for name in RUBRICS]
-    prompts = []
+    prompts: list[list[dict[str, str]]] = []
     for count, (_, record) in enumerate(iter_transcripts(path, "fail")):
         if count >= n:
             break
@@ -168,8 +385,10 @@ def main(argv: list[str] | None = None) -> None:
         path = Path(tmp) / "transcripts.jsonl"
         started = time.perf_counter()
         write_transcripts(path, args.n, args.seed)
-        print(f"wrote {args.n:,} transcripts ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s; "
-              f"estimating {len(RUBRICS)} rubrics, model {MODEL}, no cache")
+        print(
+            f"wrote {args.n:,} transcripts ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s; "
+            f"estimating {len(RUBRICS)} rubrics, model {MODEL}, no cache"
+        )
 
         runs, cpus = [], []
         for i in range(args.repeats):
@@ -200,25 +419,36 @@ def main(argv: list[str] | None = None) -> None:
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     per_100k = wall * 100_000 / args.n
     print()
-    print(f"estimate, {args.n:,} transcripts x {len(RUBRICS)} rubrics = {requests:,} prompts "
-          f"({'median of ' + str(len(runs)) if len(runs) > 1 else '1 run'}):")
+    print(
+        f"estimate, {args.n:,} transcripts x {len(RUBRICS)} rubrics = {requests:,} prompts "
+        f"({'median of ' + str(len(runs)) if len(runs) > 1 else '1 run'}):"
+    )
     print(f"  wall              {wall:8.2f} s")
     print(f"  CPU               {cpu:8.2f} s   (wall above CPU: other processes share the machine)")
     print(f"  prompt tokens     {prompt_tokens:,}")
     print(f"  tokens/second     {prompt_tokens / wall:,.0f} wall, {prompt_tokens / cpu:,.0f} CPU")
     print(f"  prompts/second    {requests / wall:,.0f}")
-    print(f"  target            100,000 transcripts in < {TARGET_S:.0f} s: {per_100k:.1f} s wall "
-          f"({'met' if per_100k < TARGET_S else 'NOT met'}; {cpu * 100_000 / args.n:.1f} s CPU)")
-    print(f"baseline on the first {sub:,} transcripts ({base.prompts:,} prompts, {base.tokens:,} tokens; the estimate "
-          f"and TokenCounter counted the same), counting only, extrapolated x{scale:g}:")
-    print(f"  plain bpe-openai encode_ordinary, whole messages: {base.wall * scale:8.2f} s wall, {base.cpu * scale:.2f} s CPU "
-          f"({base.tokens / base.cpu:,.0f} tokens/s CPU)")
-    print(f"  harness TokenCounter, same prompts, cold memo:   {base.counter_wall * scale:8.2f} s wall, "
-          f"{base.counter_cpu * scale:.2f} s CPU ({base.tokens / base.counter_cpu:,.0f} tokens/s CPU)")
-    print(f"  speed ratio, counting only (plain / TokenCounter): {base.wall / base.counter_wall:.2f}x wall, "
-          f"{base.cpu / base.counter_cpu:.2f}x CPU")
-    print(f"  speed ratio, whole estimate vs plain counting alone: {base.wall * scale / wall:.2f}x wall, "
-          f"{base.cpu * scale / cpu:.2f}x CPU (above 1: the estimate is faster)")
+    print(
+        f"  target            100,000 transcripts in < {TARGET_S:.0f} s: {per_100k:.1f} s wall "
+        f"({'met' if per_100k < TARGET_S else 'NOT met'}; {cpu * 100_000 / args.n:.1f} s CPU)"
+    )
+    print(
+        f"baseline on the first {sub:,} transcripts ({base.prompts:,} prompts, {base.tokens:,} tokens; the estimate "
+        f"and TokenCounter counted the same), counting only, extrapolated x{scale:g}:"
+    )
+    print(
+        f"  plain bpe-openai encode_ordinary, whole messages: {base.wall * scale:8.2f} s wall, {base.cpu * scale:.2f} s CPU "
+        f"({base.tokens / base.cpu:,.0f} tokens/s CPU)"
+    )
+    print(
+        f"  harness TokenCounter, same prompts, cold memo:   {base.counter_wall * scale:8.2f} s wall, "
+        f"{base.counter_cpu * scale:.2f} s CPU ({base.tokens / base.counter_cpu:,.0f} tokens/s CPU)"
+    )
+    print(f"  speed ratio, counting only (plain / TokenCounter): {base.wall / base.counter_wall:.2f}x wall, {base.cpu / base.counter_cpu:.2f}x CPU")
+    print(
+        f"  speed ratio, whole estimate vs plain counting alone: {base.wall * scale / wall:.2f}x wall, "
+        f"{base.cpu * scale / cpu:.2f}x CPU (above 1: the estimate is faster)"
+    )
     print(f"peak RSS {rss_mb:,.0f} MB")
 
 

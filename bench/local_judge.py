@@ -4,7 +4,7 @@
     python bench/local_judge.py --repeats 1 --limit 5
 
 Both sides judge the very requests ``harness run examples/transcripts.jsonl`` renders (every
-built-in rubric the example can feed, planned by the harness's own ``plan_entry``):
+built-in rubric the example can feed, planned by the harness's own ``make_entry``):
 
 - **worker**: the whole README command, ``harness run examples/transcripts.jsonl --out ... --no-cache
   --no-progress``, as a subprocess: start-up, model load, judging and outputs included.
@@ -31,8 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.config import local_judge_config  # noqa: E402 - after the path set-up above
 from harness.judges.local import model_path  # noqa: E402
-from harness.runner import RunOptions, build_plan  # noqa: E402
-from harness.runner.jobs import plan_entry  # noqa: E402
+from harness.planning import RunOptions, build_plan, make_entry  # noqa: E402
 from harness.transcripts import iter_transcripts, scan  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "transcripts.jsonl"
@@ -47,7 +46,7 @@ def requests(limit: int | None) -> list:
     for i, (_, transcript) in enumerate(iter_transcripts(EXAMPLE)):
         if limit is not None and i >= limit:
             break
-        out += [job.request for job in plan_entry(transcript.resolved(), rubrics, [judge]).jobs if job.request is not None]
+        out += [job.request for job in make_entry(transcript.resolved(), rubrics, [judge]).jobs if job.request is not None]
     return out
 
 

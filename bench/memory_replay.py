@@ -6,7 +6,7 @@
     python bench/memory_replay.py --workdir /tmp/mem  # keep (and on a rerun reuse) data and cache
 
 It writes N distinct transcripts (id, query, response) as JSONL, fills a cache for the
-``relevance`` rubric directly (every job planned with the harness's own ``plan_entry``, so the
+``relevance`` rubric directly (every job planned with the harness's own ``make_entry``, so the
 rendering and cache keys are exactly ``run``'s, and written to SQLite as a live run would have
 stored it), then runs the whole command
 
@@ -38,9 +38,7 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` importable
     sys.path.insert(0, str(ROOT))
 
 from harness.cache import migrate
-from harness.runner import RunOptions
-from harness.runner.jobs import plan_entry
-from harness.runner.plan import build_plan
+from harness.planning import RunOptions, build_plan, make_entry
 from harness.transcripts import iter_transcripts
 
 TARGET_MB = 500
@@ -52,13 +50,18 @@ OFFLINE_URL = "http://127.0.0.1:9/v1"
 def write_transcripts(path: Path, n: int) -> None:
     with path.open("w", encoding="utf-8") as fh:
         for i in range(n):
-            fh.write(json.dumps({
-                "id": f"conv-{i:07d}",
-                "query": f"What is the expense ratio of fund {i}, and has it changed this year?",
-                "response": f"Fund {i} charges 0.{i % 90 + 10}% a year; it was lowered in March.",
-                "timings": {"total_ms": 900 + i % 700, "llm_ms": 400 + i % 300, "tool_ms": 300, "api_ms": 120},
-                "tool_calls": i % 4,
-            }) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"conv-{i:07d}",
+                        "query": f"What is the expense ratio of fund {i}, and has it changed this year?",
+                        "response": f"Fund {i} charges 0.{i % 90 + 10}% a year; it was lowered in March.",
+                        "timings": {"total_ms": 900 + i % 700, "llm_ms": 400 + i % 300, "tool_ms": 300, "api_ms": 120},
+                        "tool_calls": i % 4,
+                    }
+                )
+                + "\n"
+            )
 
 
 def write_config(path: Path) -> None:
@@ -80,10 +83,24 @@ def cache_rows(data: Path, config: Path) -> Iterator[tuple[object, ...]]:
     assert plan.rubrics is not None
     now = datetime.now(UTC).isoformat(timespec="seconds")
     for i, (_, record) in enumerate(iter_transcripts(data)):
-        for job in plan_entry(record.resolved(), plan.rubrics, plan.judges).jobs:
+        for job in make_entry(record.resolved(), plan.rubrics, plan.judges).jobs:
             score = (i * 37 % 101) / 100
-            yield (job.key, job.judge.model, job.judge.endpoint, job.rubric.name, job.rubric.version,
-                   f'{{"score": {score}}}', 180 + i % 50, 6, 350.0, (180 * 0.15 + 6 * 0.6) / 1e6, 1, "scored", score, now)
+            yield (
+                job.key,
+                job.judge.model,
+                job.judge.endpoint,
+                job.rubric.name,
+                job.rubric.version,
+                f'{{"score": {score}}}',
+                180 + i % 50,
+                6,
+                350.0,
+                (180 * 0.15 + 6 * 0.6) / 1e6,
+                1,
+                "scored",
+                score,
+                now,
+            )
 
 
 def fill_cache(cache: Path, data: Path, config: Path) -> int:
@@ -119,8 +136,23 @@ def rss_mb(pid: int) -> float | None:
 
 def replay(data: Path, config: Path, cache: Path, out: Path, log: Path) -> tuple[int, float, float, list[tuple[float, float]]]:
     """Run the command; (exit code, wall s, peak RSS MB, [(t, RSS MB)] samples)."""
-    argv = [sys.executable, "-m", "harness", "run", str(data), "--config", str(config), "--cache", str(cache),
-            "--offline", "--rubric", RUBRIC, "--out", str(out), "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        str(data),
+        "--config",
+        str(config),
+        "--cache",
+        str(cache),
+        "--offline",
+        "--rubric",
+        RUBRIC,
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     samples: list[tuple[float, float]] = []
     started = time.perf_counter()
     with log.open("w") as err:
@@ -178,8 +210,10 @@ def main() -> int:
         curve = "  ".join(f"{t:.0f}s:{mb:.0f}" for t, mb in samples[:: max(1, len(samples) // 12)])
         print(f"RSS MB over time: {curve}")
         verdict = "PASS" if peak < TARGET_MB else "FAIL"
-        print(f"offline replay of {n:,} transcripts x 1 rubric: peak RSS {peak:.0f} MB (target < {TARGET_MB} MB) {verdict}, "
-              f"wall {wall:.1f} s, {n / wall:,.0f} judgments/s")
+        print(
+            f"offline replay of {n:,} transcripts x 1 rubric: peak RSS {peak:.0f} MB (target < {TARGET_MB} MB) {verdict}, "
+            f"wall {wall:.1f} s, {n / wall:,.0f} judgments/s"
+        )
         return 0 if verdict == "PASS" else 1
 
 

@@ -50,10 +50,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-from sklearn import metrics as skm  # noqa: E402
+import numpy as np
+from sklearn import metrics as skm
 
-from harness import stats  # noqa: E402
+from harness import stats
 
 
 def timed(func: Callable[[], Any]) -> float:
@@ -72,8 +72,13 @@ def sklearn_report(y: np.ndarray, p: np.ndarray) -> Any:
 
 
 def sklearn_report_plus(y: np.ndarray, p: np.ndarray) -> Any:
-    return (*sklearn_report(y, p), skm.balanced_accuracy_score(y, p), skm.cohen_kappa_score(y, p),
-            skm.matthews_corrcoef(y, p), skm.jaccard_score(y, p, average=None))
+    return (
+        *sklearn_report(y, p),
+        skm.balanced_accuracy_score(y, p),
+        skm.cohen_kappa_score(y, p),
+        skm.matthews_corrcoef(y, p),
+        skm.jaccard_score(y, p, average=None),
+    )
 
 
 def check_report(y: np.ndarray, p: np.ndarray) -> None:
@@ -91,7 +96,8 @@ def check_report(y: np.ndarray, p: np.ndarray) -> None:
 
 
 def race(name: str, ours: Callable[[], Any], theirs: Callable[[], Any], repeats: int) -> tuple[str, float, float]:
-    t_ours, t_theirs = [], []
+    t_ours: list[float] = []
+    t_theirs: list[float] = []
     for i in range(repeats):  # alternate, and alternate who goes first
         pair = [(t_ours, ours), (t_theirs, theirs)]
         for times, func in pair if i % 2 == 0 else pair[::-1]:

@@ -19,7 +19,7 @@ invocation it times, on the same prompts:
 - ideal: N·L/C.
 
 The offline case builds a cache of N judgments directly (rendered and keyed by the harness's own
-``plan_entry``) and times the whole ``python -m harness run --offline`` command as a subprocess
+``make_entry``) and times the whole ``python -m harness run --offline`` command as a subprocess
 (CPU from ``RUSAGE_CHILDREN``). Every run is checked: exit code 0, N judgments scored, and for
 live runs the server saw exactly N requests. Every run has a time limit, and a case stops
 repeating once ``--budget`` seconds are spent (at least one round always runs), so each case ends
@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import gc
 import hashlib
-import io
 import json
 import os
 import random
@@ -60,13 +59,11 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` and ``tests``
 
 import aiohttp
 import openai
-from rich.console import Console
 
 from harness.cache import migrate
 from harness.judges.protocol import request_body
-from harness.runner import RunOptions, run_evaluation
-from harness.runner.jobs import plan_entry
-from harness.runner.plan import build_plan
+from harness.planning import RunOptions, build_plan, make_entry
+from harness.runner import run_evaluation
 from harness.transcripts import iter_transcripts
 
 RUBRICS = ("relevance", "faithfulness", "hallucination", "contextual_relevance")
@@ -151,7 +148,10 @@ class ServerProcess:
         self._stderr = self.log.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.judge_server", "--port", "0", "--latency", str(self.latency_s)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
         )
         try:
             assert self.proc.stdout is not None
@@ -223,8 +223,12 @@ def write_transcripts(path: Path, count: int, seed: int = 0) -> Path:
                 "query": _text(rng, 14, f"Q{i}:") + "?",
                 "response": _text(rng, 45, f"A{i}:"),
                 "contexts": [_text(rng, 60, f"C{i}.{k}:") for k in range(3)],
-                "timings": {"total_ms": rng.randint(500, 5000), "llm_ms": rng.randint(100, 2000),
-                            "tool_ms": rng.randint(0, 2000), "api_ms": rng.randint(0, 300)},
+                "timings": {
+                    "total_ms": rng.randint(500, 5000),
+                    "llm_ms": rng.randint(100, 2000),
+                    "tool_ms": rng.randint(0, 2000),
+                    "api_ms": rng.randint(0, 300),
+                },
                 "tool_calls": rng.randint(0, 4),
             }
             fh.write(json.dumps(record) + "\n")
@@ -253,7 +257,7 @@ def planned_jobs(data: Path, config: Path) -> list[Any]:
     """Every job the harness plans for ``data``: same rendering and cache keys as ``run``."""
     plan = build_plan(RunOptions(input=data, config=config, rubrics=list(RUBRICS)), require_keys=False)
     assert plan.rubrics is not None
-    return [job for _, record in iter_transcripts(data) for job in plan_entry(record.resolved(), plan.rubrics, plan.judges).jobs]
+    return [job for _, record in iter_transcripts(data) for job in make_entry(record.resolved(), plan.rubrics, plan.judges).jobs]
 
 
 def request_bodies(data: Path, config: Path) -> list[dict[str, Any]]:
@@ -269,8 +273,24 @@ def populate_cache(cache: Path, data: Path, config: Path) -> int:
         score = round(rng.random(), 2)
         text = f"Score: {score:.2f}"  # what tests.judge_server answers
         pt, ct = rng.randint(150, 400), 2
-        rows.append((job.key, job.judge.model, job.judge.endpoint, job.rubric.name, job.rubric.version, text, pt, ct,
-                     round(rng.uniform(200, 900), 3), (pt * IN_PRICE + ct * OUT_PRICE) / 1e6, 1, "scored", score, now))
+        rows.append(
+            (
+                job.key,
+                job.judge.model,
+                job.judge.endpoint,
+                job.rubric.name,
+                job.rubric.version,
+                text,
+                pt,
+                ct,
+                round(rng.uniform(200, 900), 3),
+                (pt * IN_PRICE + ct * OUT_PRICE) / 1e6,
+                1,
+                "scored",
+                score,
+                now,
+            )
+        )
     db = sqlite3.connect(cache, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=WAL")
@@ -299,8 +319,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float, tuple[float, float
     return value, time.perf_counter() - wall0, time.process_time() - cpu0, (epoch0, time.time())
 
 
-def _check_server(server: ServerProcess, n: int, side: str, before: dict[str, Any], m: Measure,
-                  span: tuple[float, float]) -> Measure:
+def _check_server(server: ServerProcess, n: int, side: str, before: dict[str, Any], m: Measure, span: tuple[float, float]) -> Measure:
     after = server.stats()
     if after["requests"] != n:
         raise BenchError(f"{side}: the server saw {after['requests']} requests, expected {n}")
@@ -311,23 +330,23 @@ def _check_server(server: ServerProcess, n: int, side: str, before: dict[str, An
     return m
 
 
-def run_harness(data: Path, config: Path, workdir: Path, tag: str, n: int, server: ServerProcess | None,
-                timeout_s: float) -> Measure:
+def run_harness(data: Path, config: Path, workdir: Path, tag: str, n: int, server: ServerProcess | None, timeout_s: float) -> Measure:
     """The real run path in-process: ``run_evaluation`` with a fresh cache, outputs written."""
     before = server.reset() if server else None
-    options = RunOptions(input=data, out=workdir / f"out-{tag}", config=config, cache=workdir / f"fresh-{tag}.sqlite",
-                         rubrics=list(RUBRICS), progress=False)
+    options = RunOptions(
+        input=data, out=workdir / f"out-{tag}", config=config, cache=workdir / f"fresh-{tag}.sqlite", rubrics=list(RUBRICS), progress=False
+    )
 
     async def bounded() -> Any:
         async with asyncio.timeout(timeout_s):
-            return await run_evaluation(options, console=Console(file=io.StringIO()))
+            return await run_evaluation(options)
 
     outcome, wall, cpu, span = _timed(lambda: asyncio.run(bounded()))
     scored = outcome.summary["judgments"].get("scored", 0)
     if outcome.exit_code != 0 or scored != n:
         raise BenchError(f"harness: exit code {outcome.exit_code}, {scored} of {n} judgments scored: {outcome.message}")
     m = Measure(wall, cpu, n)
-    return _check_server(server, n, "harness", before, m, span) if server else m
+    return _check_server(server, n, "harness", before, m, span) if server and before is not None else m
 
 
 def run_sdk(url: str, bodies: Sequence[dict[str, Any]], concurrency: int, server: ServerProcess, timeout_s: float) -> Measure:
@@ -381,8 +400,21 @@ def run_aiohttp(url: str, bodies: Sequence[dict[str, Any]], concurrency: int, se
 
 def run_offline_command(data: Path, config: Path, cache: Path, out: Path, n: int, timeout_s: float) -> Measure:
     """The whole ``python -m harness run --offline`` command; CPU is the child's user+sys."""
-    cmd = [sys.executable, "-m", "harness", "run", str(data), "--config", str(config), "--cache", str(cache),
-           "--offline", "--out", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        str(data),
+        "--config",
+        str(config),
+        "--cache",
+        str(cache),
+        "--offline",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -429,8 +461,7 @@ def _frame_name(frame: str) -> str:
     return f"{path}:{name}"
 
 
-def summarise_profile(raw: Path, keep: Callable[[list[str]], bool] = lambda stack: True,
-                      top: int = 30) -> tuple[str, list[str], list[str]]:
+def summarise_profile(raw: Path, keep: Callable[[list[str]], bool] = lambda stack: True, top: int = 30) -> tuple[str, list[str], list[str]]:
     """From py-spy's collapsed stacks: a header, then the top self and inclusive shares of CPU
     samples per file:function (inclusive: only harness/ and aiosqlite functions)."""
     self_counts: dict[str, int] = {}
@@ -457,8 +488,7 @@ def summarise_profile(raw: Path, keep: Callable[[list[str]], bool] = lambda stac
     return header, own, under
 
 
-def profile_command(cmd: list[str], directory: Path, name: str, timeout_s: float,
-                    keep: Callable[[list[str]], bool] = lambda stack: True) -> None:
+def profile_command(cmd: list[str], directory: Path, name: str, timeout_s: float, keep: Callable[[list[str]], bool] = lambda stack: True) -> None:
     """Run ``cmd`` under ``py-spy record`` (the thread holding the GIL) and summarise it."""
     if shutil.which("py-spy") is None:
         raise BenchError("--profile needs py-spy: pip install py-spy")
@@ -468,8 +498,14 @@ def profile_command(cmd: list[str], directory: Path, name: str, timeout_s: float
     # --gil: sample only the thread holding the GIL, i.e. Python code actually running; threads
     # blocked on a queue (aiosqlite's) or the loop in epoll are not counted. SQLite's own C work
     # runs without the GIL and is left out.
-    done = subprocess.run(["py-spy", "record", "--gil", "--rate", str(PROFILE_RATE), "--format", "raw", "--output", str(raw),
-                           "--", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False)
+    done = subprocess.run(
+        ["py-spy", "record", "--gil", "--rate", str(PROFILE_RATE), "--format", "raw", "--output", str(raw), "--", *cmd],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise BenchError(f"profiled run failed ({done.returncode}): {done.stderr.strip()[-800:]}")
@@ -497,9 +533,16 @@ def _in_command(stack: list[str]) -> bool:
 def harness_child(spec: str) -> int:
     """``--harness-child JSON``: one in-process run, as ``run_harness`` does it (for the profiler)."""
     args = json.loads(spec)
-    options = RunOptions(input=Path(args["input"]), out=Path(args["out"]), config=Path(args["config"]),
-                         cache=Path(args["cache"]), rubrics=list(RUBRICS), progress=False, offline=args.get("offline", False))
-    outcome = asyncio.run(run_evaluation(options, console=Console(file=io.StringIO())))
+    options = RunOptions(
+        input=Path(args["input"]),
+        out=Path(args["out"]),
+        config=Path(args["config"]),
+        cache=Path(args["cache"]),
+        rubrics=list(RUBRICS),
+        progress=False,
+        offline=args.get("offline", False),
+    )
+    outcome = asyncio.run(run_evaluation(options))
     return outcome.exit_code
 
 
@@ -514,8 +557,10 @@ def _line(side: str, m: Measure, ideal: float | None) -> str:
     x = f" ({m.wall_s / ideal:4.2f}x ideal)" if ideal else ""
     extra = ""
     if m.server_cpu_s is not None:
-        extra = (f", server CPU {m.server_cpu_s:5.2f} s, max in flight {m.max_in_flight}, "
-                 f"first request after {m.lead_s:.2f} s, {m.tail_s:.2f} s after the last answer")
+        extra = (
+            f", server CPU {m.server_cpu_s:5.2f} s, max in flight {m.max_in_flight}, "
+            f"first request after {m.lead_s:.2f} s, {m.tail_s:.2f} s after the last answer"
+        )
     return f"    {side:8} {m.wall_s:7.2f} s{x} {m.per_s:8.0f}/s  CPU {m.cpu_s:6.2f} s = {m.cpu_per_1k:5.3f} s/1k{extra}"
 
 
@@ -524,8 +569,7 @@ def _load() -> str:
     return f"load average {one:.1f} (1 min), {five:.1f} (5 min)"
 
 
-def live_case(case: Case, n: int, repeats: int, sides_wanted: Sequence[str], budget_s: float, workdir: Path,
-              profile_dir: Path | None) -> Result:
+def live_case(case: Case, n: int, repeats: int, sides_wanted: Sequence[str], budget_s: float, workdir: Path, profile_dir: Path | None) -> Result:
     result = Result(case, n)
     ideal = case.ideal(n)
     assert case.latency_s is not None and ideal is not None
@@ -554,11 +598,20 @@ def live_case(case: Case, n: int, repeats: int, sides_wanted: Sequence[str], bud
                 _say(_line(side, m, ideal))
         _say(f"    {_load()}")
         if profile_dir is not None:
-            spec = {"input": str(data), "config": str(config), "out": str(workdir / f"out-{case.name}-profile"),
-                    "cache": str(workdir / f"fresh-{case.name}-profile.sqlite")}
+            spec = {
+                "input": str(data),
+                "config": str(config),
+                "out": str(workdir / f"out-{case.name}-profile"),
+                "cache": str(workdir / f"fresh-{case.name}-profile.sqlite"),
+            }
             server.reset()
-            profile_command([sys.executable, str(Path(__file__).resolve()), "--harness-child", json.dumps(spec)],
-                            profile_dir, case.name, timeout_s * 3, keep=_in_run)
+            profile_command(
+                [sys.executable, str(Path(__file__).resolve()), "--harness-child", json.dumps(spec)],
+                profile_dir,
+                case.name,
+                timeout_s * 3,
+                keep=_in_run,
+            )
     return result
 
 
@@ -584,16 +637,28 @@ def offline_case(case: Case, n: int, repeats: int, budget_s: float, workdir: Pat
     result.setup_s = time.perf_counter() - started
     _say(f"    cache of {rows} judgments built in {result.setup_s:.1f} s")
     startup = run_startup()
-    _say(f"    of each command below, start-up alone (`python -m harness --help`): {startup.wall_s:.2f} s wall, "
-         f"{startup.cpu_s:.2f} s CPU")
+    _say(f"    of each command below, start-up alone (`python -m harness --help`): {startup.wall_s:.2f} s wall, {startup.cpu_s:.2f} s CPU")
     for r in _rounds(repeats, budget_s):
         m = run_offline_command(data, config, cache, workdir / f"out-{case.name}-{r}", n, timeout_s=180)
         result.runs.setdefault("harness", []).append(m)
         _say(_line("harness", m, None))
     _say(f"    {_load()}")
     if profile_dir is not None:  # the very command timed above; start-up is measured apart
-        cmd = [sys.executable, "-m", "harness", "run", str(data), "--config", str(config), "--cache", str(cache),
-               "--offline", "--out", str(workdir / f"out-{case.name}-profile"), "--no-progress"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            str(data),
+            "--config",
+            str(config),
+            "--cache",
+            str(cache),
+            "--offline",
+            "--out",
+            str(workdir / f"out-{case.name}-profile"),
+            "--no-progress",
+        ]
         profile_command(cmd, profile_dir, case.name, 600, keep=_in_command)
     return result
 
@@ -639,16 +704,24 @@ def table(results: list[Result], floor: bool) -> str:
         h_rate, s_rate = res.median("harness", "per_s"), res.median("sdk", "per_s")
         srv = res.median("harness", "server_cpu_s")
         row = [
-            f"{case.number} {case.name}", f"{res.n:,}", "-" if case.latency_s is None else f"{case.latency_s * 1000:g}",
-            str(case.concurrency) if case.latency_s is not None else "-", _fmt(ideal, ".2f"), _wall_cell(res, "harness", ideal), _wall_cell(res, "sdk", ideal),
+            f"{case.number} {case.name}",
+            f"{res.n:,}",
+            "-" if case.latency_s is None else f"{case.latency_s * 1000:g}",
+            str(case.concurrency) if case.latency_s is not None else "-",
+            _fmt(ideal, ".2f"),
+            _wall_cell(res, "harness", ideal),
+            _wall_cell(res, "sdk", ideal),
         ]
         if floor:
             row.append(_wall_cell(res, "aiohttp", ideal))
         row += [
-            _fmt(h_rate, ",.0f"), _fmt(h_rate / s_rate if h_rate and s_rate else None, ".2f"),
-            _fmt(res.median("harness", "cpu_per_1k"), ".3f"), _fmt(res.median("sdk", "cpu_per_1k"), ".3f"),
+            _fmt(h_rate, ",.0f"),
+            _fmt(h_rate / s_rate if h_rate and s_rate else None, ".2f"),
+            _fmt(res.median("harness", "cpu_per_1k"), ".3f"),
+            _fmt(res.median("sdk", "cpu_per_1k"), ".3f"),
             _fmt(srv / res.n * 1000 if srv is not None else None, ".3f"),
-            _fmt(res.median("harness", "max_in_flight"), ".0f"), verdict(res),
+            _fmt(res.median("harness", "max_in_flight"), ".0f"),
+            verdict(res),
         ]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -665,8 +738,7 @@ def harness_version() -> tuple[str, str]:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     git = ["git", "-C", str(ROOT)]
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
-    dirty = subprocess.run([*git, "status", "--porcelain", "--", "harness", "prompts"], capture_output=True, text=True,
-                           check=False).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "harness", "prompts"], capture_output=True, text=True, check=False).stdout.strip()
     return f"{head or 'unknown'}{'+dirty' if dirty else ''}", digest.hexdigest()[:12]
 
 
@@ -678,16 +750,22 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Throughput of `harness run` against a local judge server (issue 8).")
     parser.add_argument("--quick", action="store_true", help="smaller N (1,000 live, 20,000 offline) and 1 repeat")
-    parser.add_argument("--case", action="append", choices=[c.name for c in CASES] + [str(c.number) for c in CASES],
-                        help="run only this case (repeatable)")
+    parser.add_argument(
+        "--case", action="append", choices=[c.name for c in CASES] + [str(c.number) for c in CASES], help="run only this case (repeatable)"
+    )
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per side (default 3; 1 with --quick); medians are quoted")
     parser.add_argument("-n", type=int, default=None, help="override N (judgments; a multiple of 4)")
-    parser.add_argument("--sides", default="harness,sdk,aiohttp",
-                        help="comma-separated contenders to time (default harness,sdk,aiohttp)")
-    parser.add_argument("--budget", type=float, default=150.0, metavar="S",
-                        help="stop repeating a case once a further round would take it past S seconds (default 150)")
-    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
-                        help="after timing, profile one more harness run per case with py-spy into DIR")
+    parser.add_argument("--sides", default="harness,sdk,aiohttp", help="comma-separated contenders to time (default harness,sdk,aiohttp)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=150.0,
+        metavar="S",
+        help="stop repeating a case once a further round would take it past S seconds (default 150)",
+    )
+    parser.add_argument(
+        "--profile", type=Path, default=None, metavar="DIR", help="after timing, profile one more harness run per case with py-spy into DIR"
+    )
     parser.add_argument("--harness-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write every measurement as JSON")
     args = parser.parse_args(argv)
@@ -704,8 +782,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     results: list[Result] = []
     version, fingerprint = harness_version()
-    _say(f"harness throughput benchmark: harness at {version} (files {fingerprint}), {os.cpu_count()} CPUs, "
-         f"Python {sys.version.split()[0]}, openai {openai.__version__}, aiohttp {aiohttp.__version__}, repeats {repeats}")
+    _say(
+        f"harness throughput benchmark: harness at {version} (files {fingerprint}), {os.cpu_count()} CPUs, "
+        f"Python {sys.version.split()[0]}, openai {openai.__version__}, aiohttp {aiohttp.__version__}, repeats {repeats}"
+    )
     status = 0
     try:
         with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
@@ -714,9 +794,11 @@ def main(argv: list[str] | None = None) -> int:
                 n = args.n or (case.quick_n if args.quick else case.n)
                 n -= n % len(RUBRICS)
                 ideal = case.ideal(n)
-                _say(f"\n[{case.number}] {case.name}: N={n:,}"
-                     + ("" if case.latency_s is None else f", L={case.latency_s * 1000:g} ms, C={case.concurrency}, ideal {ideal:.2f} s")
-                     + f" — target: {case.target}")
+                _say(
+                    f"\n[{case.number}] {case.name}: N={n:,}"
+                    + ("" if case.latency_s is None else f", L={case.latency_s * 1000:g} ms, C={case.concurrency}, ideal {ideal:.2f} s")
+                    + f" — target: {case.target}"
+                )
                 if case.latency_s is None:
                     res = offline_case(case, n, repeats, args.budget, workdir, args.profile)
                 else:
@@ -730,21 +812,41 @@ def main(argv: list[str] | None = None) -> int:
         status = 1
     now = harness_version()
     if now[1] != fingerprint:
-        _say(f"\nWARNING: harness/ or prompts/ changed during this benchmark ({version} {fingerprint} -> {now[0]} {now[1]}): "
-             "the figures mix versions; run it again")
+        _say(
+            f"\nWARNING: harness/ or prompts/ changed during this benchmark ({version} {fingerprint} -> {now[0]} {now[1]}): "
+            "the figures mix versions; run it again"
+        )
         status = status or 1
     if not results:
         return status
-    _say("\nmedians over repeats; x = multiple of the ideal N·L/C; CPU = user+sys of the client process "
-         "(the server runs in its own process; 'srv CPU' is its share)")
+    _say(
+        "\nmedians over repeats; x = multiple of the ideal N·L/C; CPU = user+sys of the client process "
+        "(the server runs in its own process; 'srv CPU' is its share)"
+    )
     _say(table(results, "aiohttp" in sides))
     if args.json:
-        args.json.write_text(json.dumps({"harness": version, "files": fingerprint, "cases": [
-            {"case": r.case.name, "n": r.n, "latency_s": r.case.latency_s, "concurrency": r.case.concurrency,
-             "ideal_s": r.case.ideal(r.n), "verdict": verdict(r),
-             "runs": {side: [vars(m) for m in ms] for side, ms in r.runs.items()}}
-            for r in results
-        ]}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "harness": version,
+                    "files": fingerprint,
+                    "cases": [
+                        {
+                            "case": r.case.name,
+                            "n": r.n,
+                            "latency_s": r.case.latency_s,
+                            "concurrency": r.case.concurrency,
+                            "ideal_s": r.case.ideal(r.n),
+                            "verdict": verdict(r),
+                            "runs": {side: [vars(m) for m in ms] for side, ms in r.runs.items()},
+                        }
+                        for r in results
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return status
 
 

@@ -4,32 +4,67 @@ Everything the ``harness`` command does is callable from Python::
 
     import asyncio, harness
     outcome = asyncio.run(harness.run_evaluation(harness.RunOptions(input=path, out=out_dir)))
+
+The names below are imported on first use (PEP 562), so ``import harness`` (and every command,
+``harness --help`` first) loads only what it touches.
 """
 
-from .cache import JudgmentCache, cache_key
-from .config import HarnessConfig, JudgeConfig, load_config
-from .cost.estimate import Estimate, estimate_run
-from .errors import (
-    BudgetExceeded,
-    CacheError,
-    ConfigError,
-    FatalJudgeError,
-    HarnessError,
-    JudgeError,
-    RateLimited,
-    RubricError,
-    TranscriptError,
-    TransientJudgeError,
-    UserInputError,
-)
-from .judges import Judge, JudgeReply, JudgeRequest, make_judge
-from .metrics import weighted_composite
-from .rubrics.parsing import parse_label, parse_score
-from .rubrics.rubric import Rubric, load_rubrics
-from .runner import Judgment, RunOptions, RunOutcome, run_evaluation
-from .transcripts import Transcript, iter_transcripts, scan
+import importlib as _importlib
+import typing as _typing
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__
+
+if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and readers
+    from .cache import JudgmentCache, cache_key
+    from .config import HarnessConfig, JudgeConfig, load_config
+    from .cost.estimate import Estimate, estimate_run
+    from .errors import (
+        BudgetExceeded,
+        CacheError,
+        ConfigError,
+        FatalJudgeError,
+        HarnessError,
+        JudgeError,
+        RateLimited,
+        RubricError,
+        TranscriptError,
+        TransientJudgeError,
+        UserInputError,
+    )
+    from .judges import Judge, JudgeReply, JudgeRequest, make_judge
+    from .metrics import weighted_composite
+    from .planning import Judgment, RunOptions
+    from .rubrics.parsing import parse_label, parse_score
+    from .rubrics.rubric import Rubric, load_rubrics
+    from .runner import RunOutcome, run_evaluation
+    from .transcripts import Transcript, iter_transcripts, scan
+
+_HOMES = {
+    "harness.cache": ("JudgmentCache", "cache_key"),
+    "harness.config": ("HarnessConfig", "JudgeConfig", "load_config"),
+    "harness.cost.estimate": ("Estimate", "estimate_run"),
+    "harness.errors": (
+        "BudgetExceeded",
+        "CacheError",
+        "ConfigError",
+        "FatalJudgeError",
+        "HarnessError",
+        "JudgeError",
+        "RateLimited",
+        "RubricError",
+        "TranscriptError",
+        "TransientJudgeError",
+        "UserInputError",
+    ),
+    "harness.judges": ("Judge", "JudgeReply", "JudgeRequest", "make_judge"),
+    "harness.metrics": ("weighted_composite",),
+    "harness.planning": ("Judgment", "RunOptions"),
+    "harness.rubrics.parsing": ("parse_label", "parse_score"),
+    "harness.rubrics.rubric": ("Rubric", "load_rubrics"),
+    "harness.runner": ("RunOutcome", "run_evaluation"),
+    "harness.transcripts": ("Transcript", "iter_transcripts", "scan"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "BudgetExceeded",
@@ -67,3 +102,16 @@ __all__ = [
     "scan",
     "weighted_composite",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import BudgetExceeded, HarnessError, UserInputError
-from .runner import RunOptions, run_evaluation
-from .outputs.terminal import estimate_table
-from .runner.session import EXIT_BUDGET, EXIT_USER_ERROR
+from .exit_codes import EXIT_BUDGET, EXIT_USER_ERROR
+
+# Each command imports what it needs when it runs, so `harness --help` loads typer and rich only.
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
 err = Console(stderr=True)
@@ -28,7 +28,6 @@ ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Overr
 CacheOpt = Annotated[Path | None, typer.Option("--cache", help="Cache file (default cache/judgments.sqlite).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
-
 
 
 @app.callback()
@@ -49,7 +48,9 @@ def run(
     transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
     config: JudgeConfigOpt = None,
-    rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed.")] = None,
+    rubric: Annotated[
+        list[str] | None, typer.Option("--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed.")
+    ] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -60,23 +61,41 @@ def run(
     no_cache: NoCacheOpt = False,
     offline: OfflineOpt = False,
     limit: Annotated[int | None, typer.Option(help="Judge only the first N transcripts.")] = None,
-    on_bad_record: Annotated[str, typer.Option(help="fail (default): stop before any judge call; skip: judge the rest and list the bad ones.")] = "fail",
+    on_bad_record: Annotated[
+        str, typer.Option(help="fail (default): stop before any judge call; skip: judge the rest and list the bad ones.")
+    ] = "fail",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
     max_cost: Annotated[float | None, typer.Option(help="Budget in USD: refuse to start above it, stop dispatching before crossing it.")] = None,
     report: Annotated[bool, typer.Option("--report", help="Also write OUT/report.html (as harness report OUT).")] = False,
 ) -> None:
     """Judge transcripts and write judgments, per-transcript results and a summary."""
+    from .outputs.terminal import run_in_terminal
+    from .planning import RunOptions
+
     if on_bad_record not in ("fail", "skip"):
         raise _fail(UserInputError("--on-bad-record must be 'fail' or 'skip'"))
     mode: Literal["fail", "skip"] = "skip" if on_bad_record == "skip" else "fail"
     options = RunOptions(
-        input=transcripts, out=out, config=config, rubrics=rubric or [], prompts=prompts or [], model=model,
-        base_url=base_url, api_key_env=api_key_env, concurrency=concurrency, cache=cache, refresh=refresh,
-        no_cache=no_cache, offline=offline, limit=limit, on_bad_record=mode, progress=progress and err.is_terminal,
+        input=transcripts,
+        out=out,
+        config=config,
+        rubrics=rubric or [],
+        prompts=prompts or [],
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        cache=cache,
+        refresh=refresh,
+        no_cache=no_cache,
+        offline=offline,
+        limit=limit,
+        on_bad_record=mode,
+        progress=progress and err.is_terminal,
         max_cost=max_cost,
     )
     try:
-        outcome = asyncio.run(run_evaluation(options, err, handle_signals=True))
+        outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
     except HarnessError as exc:
         raise _fail(exc) from None
     style = "green" if outcome.exit_code == 0 else "red"
@@ -101,10 +120,19 @@ def estimate(
 ) -> None:
     """What a run would cost and take: tokens counted offline, cache hits free. No network call."""
     from .cost.estimate import estimate_run
+    from .outputs.terminal import estimate_table
+    from .planning import RunOptions
 
     options = RunOptions(
-        input=transcripts, config=config, rubrics=rubric or [], prompts=prompts or [], model=model,
-        base_url=base_url, cache=cache, no_cache=no_cache, limit=limit,
+        input=transcripts,
+        config=config,
+        rubrics=rubric or [],
+        prompts=prompts or [],
+        model=model,
+        base_url=base_url,
+        cache=cache,
+        no_cache=no_cache,
+        limit=limit,
     )
     try:
         result = estimate_run(options)
@@ -119,8 +147,20 @@ def estimate(
 @app.command()
 def agreement(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
-    labels: Annotated[Path, typer.Option("--labels", help="Human labels: JSONL rows {transcript_id, rubric, label}; label is a number on the rubric's scale, true/false or \"pass\"/\"fail\".")],
-    threshold: Annotated[list[str] | None, typer.Option("--threshold", help="Pass/fail threshold: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better (hallucination).")] = None,
+    labels: Annotated[
+        Path,
+        typer.Option(
+            "--labels",
+            help='Human labels: JSONL rows {transcript_id, rubric, label}; label is a number on the rubric\'s scale, true/false or "pass"/"fail".',
+        ),
+    ],
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            help="Pass/fail threshold: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better (hallucination).",
+        ),
+    ] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples of transcripts for the kappa, MCC and Spearman intervals.")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
@@ -134,7 +174,7 @@ def agreement(
     MCC carry seeded percentile bootstrap CIs over transcripts. Unscored, failed and unmatched
     labels are counted, not dropped.
     """
-    from .analysis.agreement import agreement_report
+    from .analysis.label_agreement import agreement_report
     from .outputs.analysis_tables import agreement_tables
 
     try:
@@ -151,7 +191,13 @@ def agreement(
 def compare(
     run_a: Annotated[Path, typer.Argument(help="Run A (the baseline), a harness run --out directory.")],
     run_b: Annotated[Path, typer.Argument(help="Run B, compared against A.")],
-    threshold: Annotated[list[str] | None, typer.Option("--threshold", help="Pass/fail threshold for McNemar: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better.")] = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            help="Pass/fail threshold for McNemar: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better.",
+        ),
+    ] = None,
     alpha: Annotated[float, typer.Option(help="Significance level for the verdicts, after Holm's correction across all metrics.")] = 0.05,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the runs' custom rubric files (for their scales).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the paired CI of the mean difference.")] = 2000,
@@ -180,14 +226,16 @@ def compare(
 
 @app.command()
 def clustering(
-    outputs: Annotated[list[Path], typer.Argument(help="One JSON file per model: {model, clusters: [{title, message_ids}], token_usage, prices_per_1k}.")],
+    outputs: Annotated[
+        list[Path], typer.Argument(help="One JSON file per model: {model, clusters: [{title, message_ids}], token_usage, prices_per_1k}.")
+    ],
     benchmark: Annotated[Path, typer.Option("--benchmark", help="Benchmark clusters: {name: [message ids]}.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for clustering.json, clusters.csv, models.csv.")],
     explain: Annotated[bool, typer.Option("--explain", help="Print every score with its formula and the numbers put into it.")] = False,
     input_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K input tokens for outputs without prices_per_1k.")] = None,
     output_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K output tokens for outputs without prices_per_1k.")] = None,
 ) -> None:
-    """Score topic clusters against a benchmark (seed 000, corrected per seeds/README.md). No judge.
+    """Score topic clusters against a benchmark (seed 000, its arithmetic slips corrected where each formula is used). No judge.
 
     Each benchmark cluster is matched to the model cluster sharing most message ids; ties go to the
     smaller model cluster (higher precision), then the first in the file. A benchmark cluster with
@@ -195,13 +243,16 @@ def clustering(
     match of several benchmark clusters: each is scored against it and the sharing is reported.
     Precision and deviation scores average over every benchmark cluster, unmatched ones included.
     """
-    from .suites.clustering import Prices, evaluate_clustering, explain as explain_lines, write_outputs
+    from .suites.clustering import Prices, evaluate_clustering, write_outputs
+    from .suites.clustering import explain as explain_lines
     from .suites.render import clustering_table
 
     try:
         if (input_price_per_1k is None) != (output_price_per_1k is None):
             raise UserInputError("give both --input-price-per-1k and --output-price-per-1k, or neither")
-        prices = None if input_price_per_1k is None else Prices(input=input_price_per_1k, output=output_price_per_1k)
+        prices = None
+        if input_price_per_1k is not None and output_price_per_1k is not None:
+            prices = Prices(input=input_price_per_1k, output=output_price_per_1k)
         results = evaluate_clustering(benchmark, outputs, prices)
         write_outputs(results, out)
     except HarnessError as exc:
@@ -215,17 +266,19 @@ def clustering(
     err.print(f"[green]wrote {out}/clustering.json, clusters.csv, models.csv[/]", highlight=False)
 
 
-def _write_report(run_dir: Path, **options: object) -> None:
+def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], input: Path | None) -> None:
     from .report import build_report
 
     try:
-        result = build_report(run_dir, **options)  # type: ignore[arg-type]
+        result = build_report(run_dir, config=config, prompts=prompts, input=input)
     except HarnessError as exc:
         raise _fail(exc) from None
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    err.print(f"[green]wrote {escape(str(result.path))}[/] ({result.transcripts:,} transcripts, "
-              f"{result.bytes / 1e6:.1f} MB, {result.seconds:.1f} s)", highlight=False)
+    err.print(
+        f"[green]wrote {escape(str(result.path))}[/] ({result.transcripts:,} transcripts, {result.bytes / 1e6:.1f} MB, {result.seconds:.1f} s)",
+        highlight=False,
+    )
 
 
 @app.command()
@@ -261,11 +314,25 @@ def explain(
 
 @app.command()
 def clmpi(
-    runs: Annotated[Path, typer.Argument(help="JSONL rows: model, item_id, kind (qa|multi_turn|open), prompt or messages, response, reference, latency_s, memory_mb, error.")],
+    runs: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL rows: model, item_id, kind (qa|multi_turn|open), prompt or messages, response, reference, latency_s, memory_mb, error."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for clmpi.json, ranking.csv, judge_inputs.jsonl and judgments/.")],
-    weights: Annotated[Path | None, typer.Option(help="TOML or YAML file with a weights table (ACC, CON, COH, FLU, EFF summing to 1). Default: the document's 0.25/0.20/0.20/0.20/0.15.")] = None,
-    judge_accuracy: Annotated[bool, typer.Option("--judge-accuracy", help="ACC from the correctness rubric (score >= 0.5 is correct) instead of normalised exact match.")] = False,
-    no_judge: Annotated[bool, typer.Option("--no-judge", help="No judge at all: ACC by exact match and EFF only; the CLMPI uses their weights rescaled to sum to 1.")] = False,
+    weights: Annotated[
+        Path | None,
+        typer.Option(
+            help="TOML or YAML file with a weights table (ACC, CON, COH, FLU, EFF summing to 1). Default: the document's 0.25/0.20/0.20/0.20/0.15."
+        ),
+    ] = None,
+    judge_accuracy: Annotated[
+        bool, typer.Option("--judge-accuracy", help="ACC from the correctness rubric (score >= 0.5 is correct) instead of normalised exact match.")
+    ] = False,
+    no_judge: Annotated[
+        bool, typer.Option("--no-judge", help="No judge at all: ACC by exact match and EFF only; the CLMPI uses their weights rescaled to sum to 1.")
+    ] = False,
     config: JudgeConfigOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -276,7 +343,7 @@ def clmpi(
     offline: OfflineOpt = False,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the suite's rubrics (prompts/clmpi/).")] = None,
 ) -> None:
-    """Rank models by the CLMPI (seed 001, with the errata of seeds/README.md).
+    """Rank models by the CLMPI (seed 001, its errata corrected where each formula is used).
 
     ACC over items with a reference; CON (contextual_understanding, 0-5) on multi-turn items; COH
     and FLU (0-5) on every answered item; each / 5. EFF_raw = 1 / (mean latency_s + mean
@@ -289,9 +356,20 @@ def clmpi(
     from .suites.common import JudgeOptions
     from .suites.render import clmpi_table
 
-    judge = None if no_judge else JudgeOptions(
-        config=config, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-        cache=cache, no_cache=no_cache, offline=offline, prompts=prompts or [],
+    judge = (
+        None
+        if no_judge
+        else JudgeOptions(
+            config=config,
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            concurrency=concurrency,
+            cache=cache,
+            no_cache=no_cache,
+            offline=offline,
+            prompts=prompts or [],
+        )
     )
     try:
         result = evaluate_clmpi(runs, out, judge, load_weights(weights), judge_accuracy)
@@ -306,9 +384,16 @@ def clmpi(
 
 @app.command()
 def simulation(
-    conversations: Annotated[Path, typer.Argument(help="JSONL, one conversation per line: id, experiment (1-5), persona {type, expected}, target_order, current_order, messages [{role, content, attributes, tools}].")],
+    conversations: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL, one conversation per line: id, experiment (1-5), persona {type, expected}, target_order, current_order, messages [{role, content, attributes, tools}]."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for simulation.json, judge_inputs.jsonl and judgments/.")],
-    no_judge: Annotated[bool, typer.Option("--no-judge", help="Do not classify missing guest attributes: they stay unknown and the messages are skipped (counted).")] = False,
+    no_judge: Annotated[
+        bool, typer.Option("--no-judge", help="Do not classify missing guest attributes: they stay unknown and the messages are skipped (counted).")
+    ] = False,
     config: JudgeConfigOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -332,9 +417,20 @@ def simulation(
     from .suites.render import simulation_table
     from .suites.simulation import evaluate_simulation
 
-    judge = None if no_judge else JudgeOptions(
-        config=config, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-        cache=cache, no_cache=no_cache, offline=offline, prompts=prompts or [],
+    judge = (
+        None
+        if no_judge
+        else JudgeOptions(
+            config=config,
+            model=model,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            concurrency=concurrency,
+            cache=cache,
+            no_cache=no_cache,
+            offline=offline,
+            prompts=prompts or [],
+        )
     )
     try:
         result = evaluate_simulation(conversations, out, judge)

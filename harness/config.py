@@ -31,6 +31,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .validation import first_problem
 
 DEFAULT_CACHE = Path("cache/judgments.sqlite")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -182,22 +183,7 @@ def load_config(path: str | Path | None) -> HarnessConfig:
 
 
 def _describe(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    loc = err["loc"]
-    parts: list[str] = []
-    for i, part in enumerate(loc):
-        if isinstance(part, int):
-            parts[-1] = f"{parts[-1]}[{part}]" if parts else f"[{part}]"
-        else:
-            parts.append(str(part))
-    field = ".".join(parts) or "config"
-    if err["type"] == "extra_forbidden":
-        problem = "unknown key"
-    elif err["type"] == "missing":
-        problem = "required key is missing"
-    else:
-        problem = err["msg"].removeprefix("Value error, ")
-    return f"{field}: {problem}"
+    return str(first_problem(exc, noun="key", whole="config", brackets=True))
 
 
 def api_key_for(judge: JudgeConfig) -> str | None:

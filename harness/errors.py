@@ -10,7 +10,9 @@
     │   ├── TransientJudgeError  5xx, timeout, connection problem (retried)
     │   │   ├── ConnectFailed    connection refused (retried a little; a judge refusing repeatedly is stopped)
     │   │   └── MalformedReply   2xx with an unusable body (retried; likely billed)
-    │   └── FatalJudgeError      400/401/403/404, exhausted quota (never retried)
+    │   └── FatalJudgeError      400/401/403/404 (never retried)
+    │       ├── QuotaExhausted   429 insufficient_quota: the judge is stopped for the run
+    │       └── JudgeUnreachable refused connections in a row: the judge is stopped for the run
     ├── BudgetExceeded           the estimate is above --max-cost; the run did not start
     └── CacheError               the SQLite cache could not be opened or written
 
@@ -19,6 +21,11 @@ Messages never contain API keys.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+#: ``JudgeError.kind``: a failed judgment's reason.
+JudgeErrorKind = Literal["judge_error", "rate_limited", "transient", "connect_failed", "malformed_reply", "fatal", "quota_exhausted", "unreachable"]
 
 
 class HarnessError(Exception):
@@ -48,7 +55,7 @@ class RubricError(UserInputError):
 class JudgeError(HarnessError):
     """A judge call that produced no usable reply. ``kind`` is a short machine-readable tag."""
 
-    kind = "judge_error"
+    kind: ClassVar[JudgeErrorKind] = "judge_error"
     #: True when the provider answered 2xx (and so billed the call) but the body was unusable.
     billed = False
     #: True when the connection itself was refused: the judge may be down.
@@ -60,7 +67,7 @@ class JudgeError(HarnessError):
 
 
 class RateLimited(JudgeError):
-    kind = "rate_limited"
+    kind: ClassVar[JudgeErrorKind] = "rate_limited"
 
     def __init__(self, message: str, *, status: int | None = 429, retry_after: float | None = None) -> None:
         super().__init__(message, status=status)
@@ -68,13 +75,13 @@ class RateLimited(JudgeError):
 
 
 class TransientJudgeError(JudgeError):
-    kind = "transient"
+    kind: ClassVar[JudgeErrorKind] = "transient"
 
 
 class ConnectFailed(TransientJudgeError):
     """The endpoint refused the connection (or could not be reached at all)."""
 
-    kind = "connect_failed"
+    kind: ClassVar[JudgeErrorKind] = "connect_failed"
     connect_failed = True
 
 
@@ -82,24 +89,24 @@ class MalformedReply(TransientJudgeError):
     """2xx with a body that is not a usable completion (garbage, truncated, no choices). Retried;
     the provider has likely billed it."""
 
-    kind = "malformed_reply"
+    kind: ClassVar[JudgeErrorKind] = "malformed_reply"
     billed = True
 
 
 class FatalJudgeError(JudgeError):
-    kind = "fatal"
+    kind: ClassVar[JudgeErrorKind] = "fatal"
 
 
 class QuotaExhausted(FatalJudgeError):
     """The provider says the account has no quota left: stop calling this judge."""
 
-    kind = "quota_exhausted"
+    kind: ClassVar[JudgeErrorKind] = "quota_exhausted"
 
 
 class JudgeUnreachable(FatalJudgeError):
     """The endpoint refused connections repeatedly: the judge is down."""
 
-    kind = "unreachable"
+    kind: ClassVar[JudgeErrorKind] = "unreachable"
 
 
 class BudgetExceeded(HarnessError):

@@ -20,8 +20,9 @@ from typing import Any
 
 from rich.console import Console
 
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions
 from harness.rubrics.rubric import load_rubrics
-from harness.runner import RunOptions, run_evaluation
 from tests.e2e_support import (
     KEY,
     KEY_ENV,
@@ -53,17 +54,25 @@ class ScriptedJudges(JudgeServer):
 
 
 def record(tid: str, contexts: bool = True, fail_query: bool = False) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": tid, "query": f"id={tid} What does the factsheet say?" + (" [[fault:400]]" if fail_query else ""),
-                           "response": f"id={tid} The answer."}
+    row: dict[str, Any] = {
+        "id": tid,
+        "query": f"id={tid} What does the factsheet say?" + (" [[fault:400]]" if fail_query else ""),
+        "response": f"id={tid} The answer.",
+    }
     if contexts:
         row["contexts"] = [f"id={tid} Factsheet."]
     return row
 
 
 def make_run(
-    tmp: Path, name: str, server: JudgeServer, records: Iterable[Mapping[str, Any]],
-    replies: Mapping[tuple[str, str, str], float | str] | None = None, judges: Iterable[str] = ("mini",),
-    rubrics: Iterable[str] = ("relevance", "faithfulness", "hallucination"), prompts: Iterable[Path] = (),
+    tmp: Path,
+    name: str,
+    server: JudgeServer,
+    records: Iterable[Mapping[str, Any]],
+    replies: Mapping[tuple[str, str, str], float | str] | None = None,
+    judges: Iterable[str] = ("mini",),
+    rubrics: Iterable[str] = ("relevance", "faithfulness", "hallucination"),
+    prompts: Iterable[Path] = (),
 ) -> Path:
     """Run the harness on ``records`` with judges named (and modelled) ``judges``; returns the run directory.
 
@@ -84,9 +93,8 @@ def make_run(
     previous = os.environ.get(KEY_ENV)
     os.environ[KEY_ENV] = KEY
     try:
-        options = RunOptions(input=folder / "transcripts.jsonl", out=out, config=folder / "harness.toml", no_cache=True,
-                             progress=False)
-        outcome = asyncio.run(run_evaluation(options, console=Console(file=io.StringIO())))
+        options = RunOptions(input=folder / "transcripts.jsonl", out=out, config=folder / "harness.toml", no_cache=True, progress=False)
+        outcome = asyncio.run(run_in_terminal(options, Console(file=io.StringIO())))
     finally:
         if previous is None:
             os.environ.pop(KEY_ENV, None)
@@ -98,10 +106,16 @@ def make_run(
 
 def scores(run: Path, rubric: str, judge_name: str) -> dict[str, float]:
     """Transcript id -> score of the scored judgments, read straight from judgments.jsonl."""
-    return {r["transcript_id"]: r["score"] for r in read_jsonl(run / "judgments.jsonl")
-            if r["rubric"] == rubric and r["judge"] == judge_name and r["status"] == "scored"}
+    return {
+        r["transcript_id"]: r["score"]
+        for r in read_jsonl(run / "judgments.jsonl")
+        if r["rubric"] == rubric and r["judge"] == judge_name and r["status"] == "scored"
+    }
 
 
 def composite_scores(run: Path, name: str, judge_name: str) -> dict[str, float]:
-    return {r["transcript_id"]: r["composites"][judge_name][name] for r in read_jsonl(run / "results.jsonl")
-            if r["composites"].get(judge_name, {}).get(name) is not None}
+    return {
+        r["transcript_id"]: r["composites"][judge_name][name]
+        for r in read_jsonl(run / "results.jsonl")
+        if r["composites"].get(judge_name, {}).get(name) is not None
+    }

@@ -46,19 +46,13 @@ def closed_port_url() -> str:
 
 
 def write_jsonl(path: Path, records: Iterable[Mapping[str, Any] | str]) -> Path:
-    lines = [
-        r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records
-    ]
+    lines = [r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in records]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [
-        json.loads(line)
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _toml_value(value: Any) -> str:
@@ -129,11 +123,7 @@ def chat_requests(server: JudgeServer) -> list[dict[str, Any]]:
 
 
 def user_prompt(request: Mapping[str, Any]) -> str:
-    return next(
-        m["content"]
-        for m in reversed(request["body"]["messages"])
-        if m["role"] == "user"
-    )
+    return next(m["content"] for m in reversed(request["body"]["messages"]) if m["role"] == "user")
 
 
 def cache_rows(path: Path) -> list[dict[str, Any]]:

@@ -52,7 +52,19 @@ from aiohttp import web
 __all__ = ["FAULT_KINDS", "JudgeServer", "deterministic_score", "prompt_text"]
 
 FAULT_KINDS = (
-    "429", "429ra0", "500", "503", "hang", "garbage", "truncated", "400", "401", "quota", "401echo", "500echo", "200echo",
+    "429",
+    "429ra0",
+    "500",
+    "503",
+    "hang",
+    "garbage",
+    "truncated",
+    "400",
+    "401",
+    "quota",
+    "401echo",
+    "500echo",
+    "200echo",
 )
 MODES = ("score", "echo")
 RETRY_AFTER_S = "0.05"
@@ -101,11 +113,7 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            part.get("text", "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
     return ""
 
 
@@ -220,15 +228,13 @@ class JudgeServer:
         app.router.add_post("/_reset", self._reset)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         # handler_cancellation: a client that gives up on a hung request frees its handler.
-        runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0
-        )
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0)
         try:
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", port)
             await site.start()
             self.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread, which re-raises it
             self._startup_error = exc
             await runner.cleanup()
             on_ready("")
@@ -246,9 +252,7 @@ class JudgeServer:
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         async def models(_body: Any) -> web.Response:
-            data = [
-                {"id": "judge-test", "object": "model", "created": 0, "owned_by": "judge-server"}
-            ]
+            data = [{"id": "judge-test", "object": "model", "created": 0, "owned_by": "judge-server"}]
             return web.json_response({"object": "list", "data": data})
 
         return await self._recorded(request, models)
@@ -284,9 +288,7 @@ class JudgeServer:
 
         return await self._recorded(request, not_found)
 
-    async def _recorded(
-        self, request: web.Request, answer: Callable[[Any], Any]
-    ) -> web.StreamResponse:
+    async def _recorded(self, request: web.Request, answer: Callable[[Any], Any]) -> web.StreamResponse:
         """Record the request, count it in flight, and note the status it was answered with.
 
         ``status`` stays None when the client went away first (a timed-out hang).
@@ -314,7 +316,7 @@ class JudgeServer:
                 entry["body"] = None
             try:
                 response = await answer(entry["body"])
-            except Exception as exc:  # a custom reply() that fails is a 500, not a dropped socket
+            except Exception as exc:  # noqa: BLE001 - a custom reply() that fails is a 500, not a dropped socket
                 body = _error(f"judge_server: {type(exc).__name__}: {exc}", "server_error")
                 response = web.json_response(body, status=500)
             entry["status"] = response.status
@@ -326,26 +328,14 @@ class JudgeServer:
     async def _complete(self, body: Any, headers: Mapping[str, str] | None = None) -> web.Response:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not messages:
-            return web.json_response(
-                _error("'messages' must be a non-empty list", "invalid_request_error"), status=400
-            )
+            return web.json_response(_error("'messages' must be a non-empty list", "invalid_request_error"), status=400)
         if body.get("stream"):
-            return web.json_response(
-                _error("judge_server does not stream", "invalid_request_error"), status=400
-            )
-        key = hashlib.sha256(
-            json.dumps(messages, sort_keys=True, ensure_ascii=False).encode(
-                "utf-8", "surrogatepass"
-            )
-        ).hexdigest()
+            return web.json_response(_error("judge_server does not stream", "invalid_request_error"), status=400)
+        key = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
         attempt = self._attempts.get(key, 0)
         self._attempts[key] = attempt + 1
         last_user = next(
-            (
-                _content_text(m.get("content"))
-                for m in reversed(messages)
-                if isinstance(m, dict) and m.get("role") == "user"
-            ),
+            (_content_text(m.get("content")) for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"),
             "",
         )
         try:
@@ -384,9 +374,7 @@ class JudgeServer:
 
     # --- replies and faults ---------------------------------------------------------------------
 
-    def _completion(
-        self, body: dict[str, Any], messages: list[Any], last_user: str
-    ) -> dict[str, Any]:
+    def _completion(self, body: dict[str, Any], messages: list[Any], last_user: str) -> dict[str, Any]:
         text = prompt_text(messages)
         if self.reply is not None:
             content = self.reply(body)
@@ -399,11 +387,7 @@ class JudgeServer:
         if self.usage is not None:
             prompt_tokens, completion_tokens = self.usage(messages, content)
         else:
-            prompt_tokens = sum(
-                len(_content_text(m.get("content")).split()) + 4
-                for m in messages
-                if isinstance(m, dict)
-            )
+            prompt_tokens = sum(len(_content_text(m.get("content")).split()) + 4 for m in messages if isinstance(m, dict))
             completion_tokens = len(content.split())
         return {
             "id": f"chatcmpl-judge-{next(self._ids)}",
@@ -456,9 +440,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--mode", choices=MODES, default="score")
-    parser.add_argument(
-        "--fault-rates", type=json.loads, default=None, help='JSON, e.g. {"429": 0.2}'
-    )
+    parser.add_argument("--fault-rates", type=json.loads, default=None, help='JSON, e.g. {"429": 0.2}')
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hang", type=float, default=30.0, help="seconds a hang fault waits")
     args = parser.parse_args(argv)
@@ -480,9 +462,7 @@ def main(argv: list[str] | None = None) -> None:
 
         await server._serve(args.port, ready)
         if server._startup_error is not None:
-            raise SystemExit(
-                f"judge_server: cannot listen on port {args.port}: {server._startup_error}"
-            )
+            raise SystemExit(f"judge_server: cannot listen on port {args.port}: {server._startup_error}")
 
     asyncio.run(run())
 

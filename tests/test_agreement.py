@@ -20,8 +20,8 @@ from scipy import stats as sp
 from sklearn import metrics as skm
 from typer.testing import CliRunner
 
-from harness.analysis.agreement import numeric_agreement, pass_fail_agreement
 from harness.analysis.io import Metric
+from harness.analysis.label_agreement import numeric_agreement, pass_fail_agreement
 from harness.analysis.resampling import (
     confusion_batch,
     kappa_batch,
@@ -59,8 +59,9 @@ def tenth_bins(values: Any) -> np.ndarray:
 
 
 def scipy_ci(x: np.ndarray, y: np.ndarray, statistic: Any, seed: int = SEED, n_resamples: int = B) -> list[float]:
-    res = sp.bootstrap((x, y), statistic, paired=True, vectorized=False, n_resamples=n_resamples, method="percentile",
-                       rng=np.random.default_rng(seed))
+    res = sp.bootstrap(
+        (x, y), statistic, paired=True, vectorized=False, n_resamples=n_resamples, method="percentile", rng=np.random.default_rng(seed)
+    )
     return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
 
 
@@ -107,8 +108,7 @@ def check_numeric(section: dict[str, Any], ref: np.ndarray, jud: np.ndarray, low
     rho = sp.spearmanr(ref, jud)
     assert section["spearman"]["value"] == pytest.approx(rho.statistic, abs=1e-12)
     assert section["spearman"]["pvalue"] == pytest.approx(rho.pvalue, rel=1e-9)
-    assert section["spearman"]["ci"] == pytest.approx(
-        scipy_ci(ref, jud, lambda a, b: sp.spearmanr(a, b).statistic), abs=1e-12)
+    assert section["spearman"]["ci"] == pytest.approx(scipy_ci(ref, jud, lambda a, b: sp.spearmanr(a, b).statistic), abs=1e-12)
     assert section["mae"] == pytest.approx(skm.mean_absolute_error(ref, jud), abs=1e-12)
     bins_r, bins_j = tenth_bins(ref), tenth_bins(jud)
     wk = section["weighted_kappa"]
@@ -146,8 +146,7 @@ def test_threshold_direction_and_midpoint() -> None:
     with pytest.raises(UserInputError, match="outside the likert scale"):
         parse_thresholds(["0.7"], metrics)  # a bare 0.7 does not fit 1..5
     assert threshold_for(LIKERT, parse_thresholds(["0.7", "likert=2"], metrics)) == 2.0
-    for bad, message in (("x", "expected a number"), ("bogus=0.2", "'bogus' is not a rubric"),
-                         ("relevance=1.5", "outside the relevance scale")):
+    for bad, message in (("x", "expected a number"), ("bogus=0.2", "'bogus' is not a rubric"), ("relevance=1.5", "outside the relevance scale")):
         with pytest.raises(UserInputError, match=message):
             parse_thresholds([bad], metrics)
 
@@ -186,8 +185,15 @@ def test_paired_bootstrap_matches_scipy_in_several_blocks_and_drops_undefined() 
     x, y = rng.random(50), rng.random(50)
     stat = lambda idx: np.mean(x[idx] - y[idx], axis=-1)  # noqa: E731
     got = paired_bootstrap(50, stat, 1000, seed=9, max_elements=50 * 64)  # blocks of 64 resamples
-    res = sp.bootstrap((x, y), lambda a, b, axis=-1: np.mean(a - b, axis=axis), paired=True, n_resamples=1000,
-                       batch=64, method="percentile", rng=np.random.default_rng(9))
+    res = sp.bootstrap(
+        (x, y),
+        lambda a, b, axis=-1: np.mean(a - b, axis=axis),
+        paired=True,
+        n_resamples=1000,
+        batch=64,
+        method="percentile",
+        rng=np.random.default_rng(9),
+    )
     assert got["ci"] == pytest.approx([res.confidence_interval.low, res.confidence_interval.high], abs=1e-12)
     assert got["undefined_resamples"] == 0
     undefined = paired_bootstrap(50, lambda idx: np.full(idx.shape[0], np.nan), 10, seed=1)
@@ -205,8 +211,7 @@ def test_numeric_agreement_on_random_scores_and_a_1_to_5_scale() -> None:
     likert_jud = np.clip(likert_ref + rng.integers(-1, 2, 50), 1, 5)
     section = numeric_agreement(likert_ref, likert_jud, LIKERT, 3.0, B, SEED)
     assert section["weighted_kappa"]["bins"] == [1.0, 2.0, 3.0, 4.0, 5.0]
-    assert section["weighted_kappa"]["value"] == pytest.approx(
-        skm.cohen_kappa_score(likert_ref, likert_jud, weights="quadratic"), abs=1e-12)
+    assert section["weighted_kappa"]["value"] == pytest.approx(skm.cohen_kappa_score(likert_ref, likert_jud, weights="quadratic"), abs=1e-12)
     check_pass_fail(section["pass_fail"], pass_fail(likert_ref, threshold=3.0), pass_fail(likert_jud, threshold=3.0))
 
 
@@ -259,13 +264,13 @@ def labelled_run(tmp_path_factory: pytest.TempPathFactory, scripted: ScriptedJud
     run = make_run(tmp, "run", scripted, records, replies, judges=("alpha", "beta"))
     labels = [{"transcript_id": tid, "rubric": "relevance", "label": float(human_rel[i])} for i, tid in enumerate(ids)]
     labels.append({"transcript_id": "ghost", "rubric": "relevance", "label": 0.5})
-    labels += [{"transcript_id": tid, "rubric": "hallucination", "label": "fail" if human_hal[i] else "PASS"}
-               for i, tid in enumerate(ids)]
-    labels += [{"transcript_id": tid, "rubric": "answer_correctness", "label": float(human_rel[i])}
-               for i, tid in enumerate(ids[:20])]
+    labels += [{"transcript_id": tid, "rubric": "hallucination", "label": "fail" if human_hal[i] else "PASS"} for i, tid in enumerate(ids)]
+    labels += [{"transcript_id": tid, "rubric": "answer_correctness", "label": float(human_rel[i])} for i, tid in enumerate(ids[:20])]
     write_jsonl(tmp / "labels.jsonl", labels)
-    human = {"relevance": dict(zip(ids, human_rel.tolist(), strict=True)),
-             "hallucination": {tid: "fail" if h else "pass" for tid, h in zip(ids, human_hal, strict=True)}}
+    human = {
+        "relevance": dict(zip(ids, human_rel.tolist(), strict=True)),
+        "hallucination": {tid: "fail" if h else "pass" for tid, h in zip(ids, human_hal, strict=True)},
+    }
     return {"run": run, "labels": tmp / "labels.jsonl", "human": human, "tmp": tmp}
 
 
@@ -303,9 +308,17 @@ def test_agreement_numeric_labels_every_number_against_oracles(labelled_run: dic
     alpha, beta = rel["judges"]
     assert alpha["judge"] == "alpha" and beta["judge"] == "beta"
     # Nothing silently dropped: ghost is not in the run, t01 failed (a 400), t00 unscored for alpha.
-    assert alpha["counts"] == {"labels": N + 1, "paired": N - 2, "not_in_run": 1, "no_judgment": 0, "unscored": 1,
-                               "unscored_reasons": {"no_score_found": 1}, "failed": 1,
-                               "failed_reasons": alpha["counts"]["failed_reasons"], "scored_without_label": 0}
+    assert alpha["counts"] == {
+        "labels": N + 1,
+        "paired": N - 2,
+        "not_in_run": 1,
+        "no_judgment": 0,
+        "unscored": 1,
+        "unscored_reasons": {"no_score_found": 1},
+        "failed": 1,
+        "failed_reasons": alpha["counts"]["failed_reasons"],
+        "scored_without_label": 0,
+    }
     assert sum(alpha["counts"]["failed_reasons"].values()) == 1
     assert beta["counts"]["paired"] == N - 1 and beta["counts"]["unscored"] == 0 and beta["counts"]["failed"] == 1
 
@@ -320,8 +333,7 @@ def test_agreement_pass_fail_labels_and_lower_is_better(labelled_run: dict[str, 
         common = [t for t in human if t in judged]
         assert entry["counts"]["unscored_reasons"] == {"missing_input": 1}  # t02 has no contexts
         # lower is better: a hallucination score <= 0.5 is a pass
-        check_pass_fail(entry["pass_fail"], np.array([human[t] for t in common]),
-                        pass_fail([judged[t] for t in common], lower=True))
+        check_pass_fail(entry["pass_fail"], np.array([human[t] for t in common]), pass_fail([judged[t] for t in common], lower=True))
         assert "pearson" not in entry
 
 
@@ -333,8 +345,9 @@ def test_agreement_threshold_option_changes_pass_fail(labelled_run: dict[str, An
     judged = scores(labelled_run["run"], "relevance", "beta")
     common = [t for t in human if t in judged]
     beta = rel["judges"][1]
-    want = skm.confusion_matrix(pass_fail([human[t] for t in common], threshold=0.7),
-                                pass_fail([judged[t] for t in common], threshold=0.7), labels=["pass", "fail"])
+    want = skm.confusion_matrix(
+        pass_fail([human[t] for t in common], threshold=0.7), pass_fail([judged[t] for t in common], threshold=0.7), labels=["pass", "fail"]
+    )
     assert beta["pass_fail"]["confusion_matrix"] == want.tolist()
 
 
@@ -354,14 +367,14 @@ def test_agreement_composite_labels_and_between_judges(labelled_run: dict[str, A
         a, b = scores(run, metric, "alpha"), scores(run, metric, "beta")
         both = [t for t in a if t in b]
         assert pair["judges"] == ["alpha", "beta"] and pair["counts"]["both_scored"] == len(both)
-        check_numeric(pair, np.array([a[t] for t in both]), np.array([b[t] for t in both]),
-                      lower=metric == "hallucination")
+        check_numeric(pair, np.array([a[t] for t in both]), np.array([b[t] for t in both]), lower=metric == "hallucination")
     assert section(result, "faithfulness")["judges"] == []  # no labels: only the judges compared
 
 
 def test_agreement_terminal_tables(labelled_run: dict[str, Any]) -> None:
-    result = CliRunner().invoke(app, ["agreement", str(labelled_run["run"]), "--labels", str(labelled_run["labels"]),
-                                      "--resamples", "50"], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app, ["agreement", str(labelled_run["run"]), "--labels", str(labelled_run["labels"]), "--resamples", "50"], env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "relevance (rubric, 0..1, higher is better; pass when score >= 0.5): 41 numeric labels" in out
@@ -402,8 +415,7 @@ def test_custom_1_to_5_rubric_needs_its_prompts_and_bins_by_integers(tmp_path: P
     records = [{"id": f"c{i}", "query": "q", "response": f"id=c{i} Thanks! [[score={s}]]"} for i, s in enumerate(judged)]
     with serve() as server:
         run = make_run(tmp_path, "run", server, records, rubrics=["tone"], prompts=[prompts])
-    labels = write_jsonl(tmp_path / "labels.jsonl",
-                         [{"transcript_id": f"c{i}", "rubric": "tone", "label": int(h)} for i, h in enumerate(human)])
+    labels = write_jsonl(tmp_path / "labels.jsonl", [{"transcript_id": f"c{i}", "rubric": "tone", "label": int(h)} for i, h in enumerate(human)])
     line = one_line_error(invoke("agreement", str(run), "--labels", str(labels)))
     assert "no rubric file for 'tone'" in line and "--prompts DIR with tone.md" in line
     result = agreement_json(run, labels, "--prompts", str(prompts))
@@ -432,19 +444,22 @@ def one_line_error(result: Any) -> str:
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        (['{"transcript_id": "t03", "rubric": "relevance", "label": 0.5}', '{"transcript_id": "t04", "rubric": '],
-         ":2: <json>: invalid JSON"),
+        (['{"transcript_id": "t03", "rubric": "relevance", "label": 0.5}', '{"transcript_id": "t04", "rubric": '], ":2: <json>: invalid JSON"),
         (['{"transcript_id": "t03", "rubric": "bogus", "label": 0.5}'], ":1: rubric: 'bogus' is not a rubric or composite"),
         (['{"transcript_id": "t03", "rubric": "relevance", "label": 1.5}'], ":1: label: 1.5 is outside the relevance scale"),
-        (['{"transcript_id": "t03", "rubric": "relevance"}'], ":1: label: missing"),
+        (['{"transcript_id": "t03", "rubric": "relevance"}'], ":1: label: required field is missing"),
         (['{"transcript_id": "t03", "rubric": "relevance", "label": 0.5, "note": "x"}'], ":1: note: unknown field"),
         (['{"transcript_id": "t03", "rubric": "relevance", "label": "maybe"}'], ":1: label: 'maybe' is not a label"),
         (['{"transcript_id": "t03", "rubric": "relevance", "label": [1]}'], ":1: label: unexpected value [1]"),
-        (['{"transcript_id": "t03", "rubric": "relevance", "label": 0.5}', '{"transcript_id": "t04", "rubric": "relevance", "label": true}'],
-         ":2: label: True does not match the earlier relevance labels, which are numbers (line 1)"),
-        (['{"transcript_id": "t03", "rubric": "relevance", "label": 0.5}', '{"transcript_id": "t03", "rubric": "relevance", "label": 0.2}'],
-         ":2: transcript_id: 't03' already has a relevance label (line 1)"),
-        (['[1, 2]'], ":1: <record>: expected a JSON object"),
+        (
+            ['{"transcript_id": "t03", "rubric": "relevance", "label": 0.5}', '{"transcript_id": "t04", "rubric": "relevance", "label": true}'],
+            ":2: label: True does not match the earlier relevance labels, which are numbers (line 1)",
+        ),
+        (
+            ['{"transcript_id": "t03", "rubric": "relevance", "label": 0.5}', '{"transcript_id": "t03", "rubric": "relevance", "label": 0.2}'],
+            ":2: transcript_id: 't03' already has a relevance label (line 1)",
+        ),
+        (["[1, 2]"], ":1: <record>: expected a JSON object"),
         ([""], ": holds no labels"),
     ],
 )
@@ -457,14 +472,12 @@ def test_bad_label_files(labelled_run: dict[str, Any], rows: list[str], message:
 
 def test_bad_run_directories_and_options(labelled_run: dict[str, Any], tmp_path: Path) -> None:
     labels = str(labelled_run["labels"])
-    assert one_line_error(invoke("agreement", str(tmp_path / "nope"), "--labels", labels)) == \
-        f"error: {tmp_path / 'nope'}: no such run directory"
+    assert one_line_error(invoke("agreement", str(tmp_path / "nope"), "--labels", labels)) == f"error: {tmp_path / 'nope'}: no such run directory"
     assert "not a run directory (no summary.json" in one_line_error(invoke("agreement", str(tmp_path), "--labels", labels))
     run = str(labelled_run["run"])
     assert one_line_error(invoke("agreement", run, "--labels", str(tmp_path / "none.jsonl"))).endswith("none.jsonl: no such file")
     assert "outside the relevance scale" in one_line_error(invoke("agreement", run, "--labels", labels, "--threshold", "2"))
-    assert "--resamples must be a positive integer" in one_line_error(
-        invoke("agreement", run, "--labels", labels, "--resamples", "0"))
+    assert "--resamples must be a positive integer" in one_line_error(invoke("agreement", run, "--labels", labels, "--resamples", "0"))
     # A run whose rubric file is not available: its scale is unknown.
     broken = tmp_path / "custom"
     broken.mkdir()
@@ -482,4 +495,5 @@ def test_bad_run_directories_and_options(labelled_run: dict[str, Any], tmp_path:
     rows[2] = rows[2].replace('"status": "scored"', '"status": "maybe"').replace('"status": "unscored"', '"status": "maybe"')
     (damaged / "judgments.jsonl").write_text("\n".join(rows) + "\n")
     assert f"{damaged / 'judgments.jsonl'}:3: status: expected scored, unscored or failed" in one_line_error(
-        invoke("agreement", str(damaged), "--labels", labels))
+        invoke("agreement", str(damaged), "--labels", labels)
+    )

@@ -49,9 +49,7 @@ def server() -> Iterator[JudgeServer]:
 def project(tmp_path: Path, server: JudgeServer) -> Path:
     """transcripts.jsonl (4 records, 2 with contexts) and harness.toml with one priced judge."""
     assert server.base_url
-    write_jsonl(
-        tmp_path / "transcripts.jsonl", [good(i, contexts=i < 2) for i in range(4)]
-    )
+    write_jsonl(tmp_path / "transcripts.jsonl", [good(i, contexts=i < 2) for i in range(4)])
     write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)])
     return tmp_path
 
@@ -124,9 +122,7 @@ def test_rubric_limit_and_concurrency_options(tmp_path: Path) -> None:
         )
     assert result.exit_code == 0, result.output
     out = Outputs(tmp_path / "out")
-    assert {(j["transcript_id"], j["rubric"]) for j in out.judgments} == {
-        (f"t{i}", r) for i in range(6) for r in ("faithfulness", "relevance")
-    }
+    assert {(j["transcript_id"], j["rubric"]) for j in out.judgments} == {(f"t{i}", r) for i in range(6) for r in ("faithfulness", "relevance")}
     assert server.count() == 12 and server.max_in_flight == 2
     assert set(out.summary["rubrics"]) == {"faithfulness", "relevance"}
     assert out.results[0]["composites"]["mini"]["answer_correctness"] is not None
@@ -156,9 +152,7 @@ def test_adhoc_judge_from_the_command_line(tmp_path: Path, server: JudgeServer) 
 def test_judge_without_prices_says_unknown(tmp_path: Path, server: JudgeServer) -> None:
     assert server.base_url
     write_jsonl(tmp_path / "transcripts.jsonl", [good(0, contexts=False)])
-    write_config(
-        tmp_path / "harness.toml", [judge("free", server.base_url, prices=False)]
-    )
+    write_config(tmp_path / "harness.toml", [judge("free", server.base_url, prices=False)])
     result = invoke(tmp_path)
     assert result.exit_code == 0, result.output
     assert "cost unknown" in result.output and "$0.000000" not in result.output
@@ -166,9 +160,7 @@ def test_judge_without_prices_says_unknown(tmp_path: Path, server: JudgeServer) 
     assert summary["cost_usd"] is None and summary["judges"]["free"]["cost_usd"] is None
 
 
-def test_failed_judgments_exit_1_with_the_count(
-    project: Path, server: JudgeServer
-) -> None:
+def test_failed_judgments_exit_1_with_the_count(project: Path, server: JudgeServer) -> None:
     rows = [good(i, contexts=False) for i in range(4)]
     rows[0]["query"] += " [[fault:400]]"
     rows[2]["query"] += " [[fault:401]]"
@@ -187,12 +179,8 @@ def test_failed_judgments_exit_1_with_the_count(
     assert server.count() == 4
 
 
-def test_unreachable_judge_is_one_clear_message(
-    project: Path, server: JudgeServer
-) -> None:
-    write_jsonl(
-        project / "transcripts.jsonl", [good(i, contexts=False) for i in range(12)]
-    )
+def test_unreachable_judge_is_one_clear_message(project: Path, server: JudgeServer) -> None:
+    write_jsonl(project / "transcripts.jsonl", [good(i, contexts=False) for i in range(12)])
     write_config(
         project / "harness.toml",
         [judge("down", closed_port_url(), max_attempts=6, max_concurrency=2)],
@@ -204,14 +192,10 @@ def test_unreachable_judge_is_one_clear_message(
     assert "Traceback" not in result.output
     out = Outputs(project / "out")
     assert sum(j["attempts"] for j in out.judgments) <= 4
-    assert out.summary["judges"]["down"]["requests"] == sum(
-        j["attempts"] for j in out.judgments
-    )
+    assert out.summary["judges"]["down"]["requests"] == sum(j["attempts"] for j in out.judgments)
 
 
-def test_typo_in_line_3_exits_2_before_any_call(
-    project: Path, server: JudgeServer
-) -> None:
+def test_typo_in_line_3_exits_2_before_any_call(project: Path, server: JudgeServer) -> None:
     path = project / "transcripts.jsonl"
     lines = path.read_text().splitlines()
     lines[2] = lines[2].replace('"response"', '"respnse"')
@@ -224,15 +208,10 @@ def test_typo_in_line_3_exits_2_before_any_call(
     assert "Traceback" not in result.output
     assert server.count() == 0
     assert not (project / "out" / "judgments.jsonl").exists()
-    assert (
-        not (project / "cache.sqlite").exists()
-        or cache_rows(project / "cache.sqlite") == []
-    )
+    assert not (project / "cache.sqlite").exists() or cache_rows(project / "cache.sqlite") == []
 
 
-def test_bad_json_and_bad_value_name_the_line_and_field(
-    project: Path, server: JudgeServer
-) -> None:
+def test_bad_json_and_bad_value_name_the_line_and_field(project: Path, server: JudgeServer) -> None:
     path = project / "transcripts.jsonl"
     write_jsonl(
         path,
@@ -251,9 +230,7 @@ def test_bad_json_and_bad_value_name_the_line_and_field(
     assert server.count() == 0
 
 
-def test_on_bad_record_skip_judges_the_good_and_lists_the_bad(
-    project: Path, server: JudgeServer
-) -> None:
+def test_on_bad_record_skip_judges_the_good_and_lists_the_bad(project: Path, server: JudgeServer) -> None:
     path = project / "transcripts.jsonl"
     rows: list[Any] = [good(i, contexts=False) for i in range(4)]
     rows[2] = '{"id": "t2", "query": "q", "respnse": "r"}'
@@ -265,16 +242,12 @@ def test_on_bad_record_skip_judges_the_good_and_lists_the_bad(
     out = Outputs(project / "out")
     assert [j["transcript_id"] for j in out.judgments] == ["t0", "t1", "t3"]
     assert server.count() == 3
-    assert read_jsonl(project / "out" / "skipped.jsonl") == [
-        {"file": str(path), "line": 3, "field": "respnse", "problem": "unknown field"}
-    ]
+    assert read_jsonl(project / "out" / "skipped.jsonl") == [{"file": str(path), "line": 3, "field": "respnse", "problem": "unknown field"}]
     assert out.summary["skipped_records"] == 1
     assert "skipped 1 bad record(s)" in result.output
 
 
-def test_offline_cache_miss_exits_3_naming_the_count(
-    project: Path, server: JudgeServer
-) -> None:
+def test_offline_cache_miss_exits_3_naming_the_count(project: Path, server: JudgeServer) -> None:
     assert invoke(project, "--rubric", "relevance").exit_code == 0
     before = server.count()
     write_jsonl(project / "transcripts.jsonl", [good(i) for i in range(6)])
@@ -284,10 +257,7 @@ def test_offline_cache_miss_exits_3_naming_the_count(
     assert result.exit_code == 3
     assert "offline: 2 judgment(s) were not in the cache" in result.output
     assert server.count() == before
-    statuses = [
-        (j["transcript_id"], j["status"], j["reason"])
-        for j in Outputs(project / "replay").judgments
-    ]
+    statuses = [(j["transcript_id"], j["status"], j["reason"]) for j in Outputs(project / "replay").judgments]
     assert statuses[4:] == [
         ("t4", "unscored", "cache_miss"),
         ("t5", "unscored", "cache_miss"),
@@ -308,9 +278,7 @@ def test_offline_cache_miss_exits_3_naming_the_count(
         (["--on-bad-record", "ignore"], "--on-bad-record must be 'fail' or 'skip'"),
     ],
 )
-def test_user_errors_exit_2_with_one_line(
-    project: Path, server: JudgeServer, args: list[str], message: str
-) -> None:
+def test_user_errors_exit_2_with_one_line(project: Path, server: JudgeServer, args: list[str], message: str) -> None:
     result = invoke(project, *args)
     assert result.exit_code == 2
     assert message in result.output
@@ -318,20 +286,13 @@ def test_user_errors_exit_2_with_one_line(
     assert server.count() == 0
 
 
-def test_missing_transcripts_file_and_bad_config(
-    project: Path, server: JudgeServer
-) -> None:
+def test_missing_transcripts_file_and_bad_config(project: Path, server: JudgeServer) -> None:
     (project / "transcripts.jsonl").unlink()
     result = invoke(project)
     assert result.exit_code == 2 and "no such file" in result.output
-    (project / "harness.toml").write_text(
-        '[[judges]]\nname = "x"\nmodel = "m"\ntemprature = 0.5\n'
-    )
+    (project / "harness.toml").write_text('[[judges]]\nname = "x"\nmodel = "m"\ntemprature = 0.5\n')
     write_jsonl(project / "transcripts.jsonl", [good(0)])
     result = invoke(project)
     assert result.exit_code == 2
-    assert (
-        f"{project / 'harness.toml'}: judges[0].temprature: unknown key"
-        in result.output
-    )
+    assert f"{project / 'harness.toml'}: judges[0].temprature: unknown key" in result.output
     assert server.count() == 0

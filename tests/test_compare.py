@@ -133,8 +133,7 @@ def check_row(row: dict[str, Any], run_a: Path, run_b: Path, threshold: float = 
         assert paired["ci"] == pytest.approx([boot.confidence_interval.low, boot.confidence_interval.high], abs=1e-12)
         pass_a = a <= threshold if metric in LOWER else a >= threshold
         pass_b = b <= threshold if metric in LOWER else b >= threshold
-        tab = [[int(np.sum(pass_a & pass_b)), int(np.sum(pass_a & ~pass_b))],
-               [int(np.sum(~pass_a & pass_b)), int(np.sum(~pass_a & ~pass_b))]]
+        tab = [[int(np.sum(pass_a & pass_b)), int(np.sum(pass_a & ~pass_b))], [int(np.sum(~pass_a & pass_b)), int(np.sum(~pass_a & ~pass_b))]]
         mc = row["mcnemar"]
         assert mc["table"] == tab
         exact = tab[0][1] + tab[1][0] < 25
@@ -170,8 +169,7 @@ def check_holm_and_verdicts(result: dict[str, Any]) -> None:
         significant = p < result["alpha"]
         assert r["significant"] == significant
         name = r["metric"] + (" (lower is better)" if r["direction"] == "lower" else "")
-        numbers = (f"{r['difference']:+.3f} [{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}], p={fmt_p(r['pvalue'])} "
-                   f"(Holm-adjusted {fmt_p(p)})")
+        numbers = f"{r['difference']:+.3f} [{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}], p={fmt_p(r['pvalue'])} (Holm-adjusted {fmt_p(p)})"
         if r["test"] == "Welch's t-test":
             numbers += ", Welch's t-test (no paired transcripts)"
         if not significant:
@@ -236,8 +234,7 @@ def test_compare_threshold_and_alpha(runs: dict[str, Path]) -> None:
 
 
 def test_compare_terminal_output(runs: dict[str, Path], a_vs_b: dict[str, Any]) -> None:
-    result = CliRunner().invoke(app, ["compare", str(runs["A"]), str(runs["B"]), "--resamples", str(B), "--seed", str(SEED)],
-                                env={"COLUMNS": "200"})
+    result = CliRunner().invoke(app, ["compare", str(runs["A"]), str(runs["B"]), "--resamples", str(B), "--seed", str(SEED)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     for line in a_vs_b["verdicts"]:
         assert line in result.stdout.splitlines()

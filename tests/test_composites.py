@@ -35,9 +35,7 @@ def test_seed_worked_example_is_exact(rubrics: dict[str, Rubric]) -> None:
     # seed 003: answer_correctness = (0.90 x 0.7) + (1.00 x 0.3) = 0.93
     weights = DEFAULT_COMPOSITES["answer_correctness"]
     assert weights == {"relevance": 0.7, "faithfulness": 0.3}
-    result = weighted_composite(
-        "answer_correctness", weights, {"relevance": scored(0.90), "faithfulness": scored(1.00)}, rubrics
-    )
+    result = weighted_composite("answer_correctness", weights, {"relevance": scored(0.90), "faithfulness": scored(1.00)}, rubrics)
     assert result.status == "scored"
     assert result.reason is None
     assert result.value == pytest.approx(0.93, abs=1e-12)

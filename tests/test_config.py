@@ -15,7 +15,7 @@ from harness.config import (
     load_config,
 )
 from harness.errors import ConfigError, UserInputError
-from harness.runner.plan import RunOptions, build_plan
+from harness.planning import RunOptions, build_plan
 
 KEY_VAR = "HARNESS_TEST_JUDGE_KEY"
 
@@ -53,7 +53,7 @@ def test_full_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> No
         'cache = "store/j.sqlite"\nprompts = ["mine", "/abs/prompts"]\nrubrics = ["relevance"]\n'
         + JUDGE
         + 'base_url = "https://api.example.com/v1"\napi_key_env = "MY_KEY"\ntemperature = 0.2\nmax_tokens = 32\n'
-        'timeout_s = 5\nmax_attempts = 3\nmax_concurrency = 4\nrpm = 60\ntpm = 10000\n'
+        "timeout_s = 5\nmax_attempts = 3\nmax_concurrency = 4\nrpm = 60\ntpm = 10000\n"
         "input_price_per_1m = 0.15\noutput_price_per_1m = 0.6\n"
         "[composites.strict]\nrelevance = 0.5\nfaithfulness = 0.25\nhallucination = 0.25\n",
     )
@@ -280,7 +280,12 @@ def test_offline_with_refresh_or_no_cache_is_refused(tmp_path: Path, flag: str) 
 
 @pytest.mark.parametrize(
     ("kwargs", "mode", "cache"),
-    [({}, "read-write", "default"), ({"refresh": True}, "refresh", "default"), ({"no_cache": True}, "off", None), ({"offline": True}, "offline", "default")],
+    [
+        ({}, "read-write", "default"),
+        ({"refresh": True}, "refresh", "default"),
+        ({"no_cache": True}, "off", None),
+        ({"offline": True}, "offline", "default"),
+    ],
 )
 def test_cache_modes(tmp_path: Path, kwargs: dict[str, bool], mode: str, cache: str | None) -> None:
     plan = build_plan(options(tmp_path, **kwargs))

@@ -1,4 +1,4 @@
-"""Judge cost (issue 3): token counting, prices, ``harness estimate``, ``--max-cost`` and the cost split.
+"""Judge cost: token counting, prices, ``harness estimate``, ``--max-cost`` and the cost split.
 
 Token counts are checked against ``bpe_openai`` used directly, and the chat framing against
 OpenAI's ``num_tokens_from_messages`` recipe written out here (3 tokens per message, the role's and
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 import tomllib
 import warnings
 from collections import Counter, defaultdict
@@ -29,12 +27,13 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.config import JudgeConfig
 from harness.cost.estimate import ASSUMED_LATENCY_S, Estimate, estimate_run
-from harness.cost.prices import SHIPPED_TABLE, cost_usd, load_price_table
+from harness.cost.prices import SHIPPED_TABLE, call_cost, cost_usd, load_price_table
 from harness.cost.tokens import TokenCounter
 from harness.errors import BudgetExceeded, ConfigError
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions, build_plan, make_entry
 from harness.rubrics.rubric import load_rubrics
-from harness.runner import RunOptions, RunOutcome, build_plan, call_cost, run_evaluation
-from harness.runner.jobs import plan_entry
+from harness.runner import RunOutcome
 from harness.transcripts import iter_transcripts
 from tests.e2e_support import (
     IN_PRICE,
@@ -110,7 +109,7 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_evaluation(RunOptions(out=out, progress=False, **options), console=console)
+    outcome = await run_in_terminal(RunOptions(out=out, progress=False, **options), console)
     return outcome, Outputs(out), buffer.getvalue()
 
 
@@ -133,7 +132,7 @@ def openai_server() -> Iterator[JudgeServer]:
 
 
 def test_seed_000_token_cost() -> None:
-    # Seed 000 prices per 1K tokens; its printed $2.53455 is off by 1000 (seeds/README.md errata).
+    # Seed 000 prices per 1K tokens; its printed $2.53455 is off by 1000 (an erratum of seed 000).
     per_1k = 25_474 / 1000 * 0.000075 + 2_080 / 1000 * 0.0003
     assert per_1k == pytest.approx(0.00253455, rel=1e-12)
     assert cost_usd(25_474, 2_080, 0.075, 0.30) == pytest.approx(0.00253455, rel=1e-12)
@@ -148,10 +147,57 @@ def test_seed_000_token_cost() -> None:
 
 #: Pieces that sit on or near pre-token boundaries of both encodings.
 _FRAGMENTS = [
-    "\n", "\n\n", "\r\n", "\r", "/", "//", "\n/", "/\n", " ", "  ", "   ", "\t", " \n", "\n ", "\n\t",
-    "'s", "'S", "'ll", "'re", "123", "4567", "1/2", "!", "?!", "...", "{\"score\": 0.85}", "<input>", "</context>",
-    "é", "e\u0301", "日本語", "Ünïcödé", "ǅ", "ʰ", "\u00a0", "\x85", "\u2028", "\u3000", "\x1c", "😀", "👩‍💻",
-    "Hello", "WORLD", "camelCase", "snake_case", "-", "—", "₹1,184.37", "#", "`", "\\n",
+    "\n",
+    "\n\n",
+    "\r\n",
+    "\r",
+    "/",
+    "//",
+    "\n/",
+    "/\n",
+    " ",
+    "  ",
+    "   ",
+    "\t",
+    " \n",
+    "\n ",
+    "\n\t",
+    "'s",
+    "'S",
+    "'ll",
+    "'re",
+    "123",
+    "4567",
+    "1/2",
+    "!",
+    "?!",
+    "...",
+    '{"score": 0.85}',
+    "<input>",
+    "</context>",
+    "é",
+    "e\u0301",
+    "日本語",
+    "Ünïcödé",
+    "ǅ",
+    "ʰ",
+    "\u00a0",
+    "\x85",
+    "\u2028",
+    "\u3000",
+    "\x1c",
+    "😀",
+    "👩‍💻",
+    "Hello",
+    "WORLD",
+    "camelCase",
+    "snake_case",
+    "-",
+    "—",
+    "₹1,184.37",
+    "#",
+    "`",
+    "\\n",
 ]
 _TEXT = st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=12)), max_size=40).map("".join)
 
@@ -183,8 +229,11 @@ def test_a_line_too_long_for_one_tokenizer_call_is_counted(tmp_path: Path) -> No
             enc.encode_ordinary(line)
         expected = len(enc.encode_ordinary(block)) + (repeats - 1) * len(enc.encode_ordinary(" " + block))
         assert TokenCounter(name, True).count_text(line) == expected
-        framed = len(enc.encode_ordinary("head\n" + block)) + (repeats - 2) * len(enc.encode_ordinary(" " + block)) \
+        framed = (
+            len(enc.encode_ordinary("head\n" + block))
+            + (repeats - 2) * len(enc.encode_ordinary(" " + block))
             + len(enc.encode_ordinary(" " + block + "\ntail"))
+        )
         assert TokenCounter(name, True).count_text(f"head\n{line}\ntail") == framed
     write_jsonl(tmp_path / "long.jsonl", [{"id": "long", "query": "What is the NAV?", "response": line}])
     estimate = estimate_run(RunOptions(input=tmp_path / "long.jsonl", model="gpt-4o-mini", rubrics=["relevance"], no_cache=True))
@@ -233,14 +282,6 @@ def test_count_messages_is_openai_recipe(encoding: str) -> None:
     assert counter.count_messages([]) == 3  # the reply priming alone
 
 
-def test_importing_estimate_first_works() -> None:
-    # `from harness.cost.estimate import ...` in a fresh interpreter used to hit an import cycle
-    # (estimate -> runner.jobs -> runner/__init__ -> session -> estimate, half initialised).
-    for module in ("harness.cost.estimate", "harness.cost.budget", "harness.runner.session"):
-        done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True, check=False)
-        assert done.returncode == 0, done.stderr
-
-
 # -- the estimate against what an OpenAI-compatible server reports ---------------------------------
 
 
@@ -263,13 +304,17 @@ async def test_estimate_equals_server_reported_prompt_tokens(tmp_path: Path, ope
     print("\nprompt tokens, estimate vs server (gpt-4o-mini, o200k_base, examples/transcripts.jsonl):")
     for rubric in sorted(lines):
         line = lines[rubric]
-        print(f"  {rubric:22} requests {line.requests:3}  estimated {line.prompt_tokens:6}  reported {reported[rubric]:6}"
-              f"  difference {line.prompt_tokens - reported[rubric]:+d}")
+        print(
+            f"  {rubric:22} requests {line.requests:3}  estimated {line.prompt_tokens:6}  reported {reported[rubric]:6}"
+            f"  difference {line.prompt_tokens - reported[rubric]:+d}"
+        )
         assert line.requests == calls[rubric]
         assert line.prompt_tokens == reported[rubric]
     total = estimate.judges[0]
-    print(f"  {'total':22} requests {total.requests:3}  estimated {total.prompt_tokens:6}  reported {sum(reported.values()):6}"
-          f"  difference {total.prompt_tokens - sum(reported.values()):+d}")
+    print(
+        f"  {'total':22} requests {total.requests:3}  estimated {total.prompt_tokens:6}  reported {sum(reported.values()):6}"
+        f"  difference {total.prompt_tokens - sum(reported.values()):+d}"
+    )
     assert total.prompt_tokens == sum(reported.values()) == outputs.summary["judges"]["mini"]["prompt_tokens"]
     assert total.requests == len(chat_requests(openai_server)) == sum(calls.values())
     assert not total.approximate and total.tokenizer == "o200k_base"
@@ -339,26 +384,53 @@ async def test_estimate_uses_the_cache(tmp_path: Path) -> None:
 
 
 def test_estimate_cli_json(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "harness.toml", [
-        judge("mini", "http://127.0.0.1:9/v1", model="gpt-4o-mini", prices=False),
-        judge("llama", "http://127.0.0.1:9/v1", model="llama-3.1-8b-instant", prices=False),
-    ], cache=str(tmp_path / "cache.sqlite"))
+    config = write_config(
+        tmp_path / "harness.toml",
+        [
+            judge("mini", "http://127.0.0.1:9/v1", model="gpt-4o-mini", prices=False),
+            judge("llama", "http://127.0.0.1:9/v1", model="llama-3.1-8b-instant", prices=False),
+        ],
+        cache=str(tmp_path / "cache.sqlite"),
+    )
     result = CliRunner().invoke(app, ["estimate", str(EXAMPLES), "--config", str(config), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["transcripts"] == len(example_records())
     judges = {j["judge"]: j for j in data["judges"]}
     assert set(judges) == {"mini", "llama"}
-    for field in ("model", "tokenizer", "approximate", "priced", "requests", "cache_hits", "prompt_tokens",
-                  "completion_tokens_expected", "cost_usd_max", "cost_usd_expected", "latency_s", "latency_measured",
-                  "duration_s", "duration_bound"):
+    for field in (
+        "model",
+        "tokenizer",
+        "approximate",
+        "priced",
+        "requests",
+        "cache_hits",
+        "prompt_tokens",
+        "completion_tokens_expected",
+        "cost_usd_max",
+        "cost_usd_expected",
+        "latency_s",
+        "latency_measured",
+        "duration_s",
+        "duration_bound",
+    ):
         assert field in judges["mini"], field
     assert (judges["mini"]["approximate"], judges["llama"]["approximate"]) == (False, True)
     assert judges["llama"]["model"] == "llama-3.1-8b-instant" and judges["llama"]["priced"]
     assert {(line["judge"], line["rubric"]) for line in data["lines"]} == {(j, r) for j in judges for r in RUBRICS}
     for line in data["lines"]:
-        for field in ("requests", "cache_hits", "missing_input", "prompt_tokens", "completion_tokens_max",
-                      "completion_tokens_expected", "cached_completion_mean", "cost_usd_max", "cost_usd_expected", "saved_usd"):
+        for field in (
+            "requests",
+            "cache_hits",
+            "missing_input",
+            "prompt_tokens",
+            "completion_tokens_max",
+            "completion_tokens_expected",
+            "cached_completion_mean",
+            "cost_usd_max",
+            "cost_usd_expected",
+            "saved_usd",
+        ):
             assert field in line, field
     for name, totals in judges.items():
         own = [line for line in data["lines"] if line["judge"] == name]
@@ -372,11 +444,14 @@ def test_estimate_cli_json(tmp_path: Path) -> None:
 
 
 def test_estimate_cli_terminal_names_approximate_and_unpriced_judges(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "harness.toml", [
-        judge("mini", "http://127.0.0.1:9/v1", model="gpt-4o-mini", prices=False),
-        judge("groq-llama", "http://127.0.0.1:9/v1", model="llama-3.1-8b-instant", prices=False),
-        judge("house", "http://127.0.0.1:9/v1", model="house-judge-7b", prices=False),
-    ])
+    config = write_config(
+        tmp_path / "harness.toml",
+        [
+            judge("mini", "http://127.0.0.1:9/v1", model="gpt-4o-mini", prices=False),
+            judge("groq-llama", "http://127.0.0.1:9/v1", model="llama-3.1-8b-instant", prices=False),
+            judge("house", "http://127.0.0.1:9/v1", model="house-judge-7b", prices=False),
+        ],
+    )
     result = CliRunner().invoke(app, ["estimate", str(EXAMPLES), "--config", str(config), "--no-cache"], env={"COLUMNS": "240"})
     assert result.exit_code == 0, result.output
     text = result.stdout
@@ -394,11 +469,14 @@ def test_estimate_cli_terminal_names_approximate_and_unpriced_judges(tmp_path: P
 
 def test_estimate_duration_bounds(tmp_path: Path) -> None:
     url = "http://127.0.0.1:9/v1"
-    config = write_config(tmp_path / "harness.toml", [
-        judge("by-rpm", url, rpm=6),
-        judge("by-tpm", url, tpm=1000),
-        judge("by-concurrency", url, max_concurrency=4, rpm=1e6, tpm=1e9),
-    ])
+    config = write_config(
+        tmp_path / "harness.toml",
+        [
+            judge("by-rpm", url, rpm=6),
+            judge("by-tpm", url, tpm=1000),
+            judge("by-concurrency", url, max_concurrency=4, rpm=1e6, tpm=1e9),
+        ],
+    )
     estimate = estimate_run(RunOptions(input=EXAMPLES, config=config, no_cache=True))
     judges = {j.judge: j for j in estimate.judges}
     rpm, tpm, conc = judges["by-rpm"], judges["by-tpm"], judges["by-concurrency"]
@@ -415,10 +493,13 @@ def test_estimate_duration_bounds(tmp_path: Path) -> None:
 
 
 def test_shipped_table_fills_missing_prices(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "harness.toml", [
-        judge("mini", "http://127.0.0.1:9/v1", model="gpt-4o-mini", prices=False),
-        judge("half", "http://127.0.0.1:9/v1", model="gpt-4o-mini", prices=False, input_price_per_1m=9.0),
-    ])
+    config = write_config(
+        tmp_path / "harness.toml",
+        [
+            judge("mini", "http://127.0.0.1:9/v1", model="gpt-4o-mini", prices=False),
+            judge("half", "http://127.0.0.1:9/v1", model="gpt-4o-mini", prices=False, input_price_per_1m=9.0),
+        ],
+    )
     plan = build_plan(RunOptions(input=EXAMPLES, config=config), require_keys=False)
     judges = {j.name: j for j in plan.judges}
     assert (judges["mini"].input_price_per_1m, judges["mini"].output_price_per_1m) == (MINI_IN, MINI_OUT) == (0.15, 0.60)
@@ -432,13 +513,17 @@ def test_price_precedence_judge_then_user_table_then_shipped(tmp_path: Path) -> 
         encoding="utf-8",
     )
     url = "http://127.0.0.1:9/v1"
-    config = write_config(tmp_path / "harness.toml", [
-        judge("own", url, model="gpt-4o-mini", input_price_per_1m=7.0, output_price_per_1m=8.0, prices=False),
-        judge("user", url, model="gpt-4o-mini", prices=False),
-        judge("house", url, model="house-judge-7b", prices=False),
-        judge("shipped", url, model="gpt-4o", prices=False),
-        judge("nowhere", url, model="no-such-model", prices=False),
-    ], price_table="my_prices.toml")
+    config = write_config(
+        tmp_path / "harness.toml",
+        [
+            judge("own", url, model="gpt-4o-mini", input_price_per_1m=7.0, output_price_per_1m=8.0, prices=False),
+            judge("user", url, model="gpt-4o-mini", prices=False),
+            judge("house", url, model="house-judge-7b", prices=False),
+            judge("shipped", url, model="gpt-4o", prices=False),
+            judge("nowhere", url, model="no-such-model", prices=False),
+        ],
+        price_table="my_prices.toml",
+    )
     plan = build_plan(RunOptions(input=EXAMPLES, config=config), require_keys=False)
     prices = {j.name: (j.input_price_per_1m, j.output_price_per_1m) for j in plan.judges}
     assert prices == {
@@ -488,8 +573,7 @@ def test_bad_price_table_is_one_line_naming_file_and_field(tmp_path: Path, body:
     table.write_text(body, encoding="utf-8")
     with pytest.raises(ConfigError) as direct:
         load_price_table(table)
-    config = write_config(tmp_path / "harness.toml", [judge("mini", "http://127.0.0.1:9/v1", model="gpt-4o-mini")],
-                          price_table="my_prices.toml")
+    config = write_config(tmp_path / "harness.toml", [judge("mini", "http://127.0.0.1:9/v1", model="gpt-4o-mini")], price_table="my_prices.toml")
     with pytest.raises(ConfigError) as through_config:
         build_plan(RunOptions(input=EXAMPLES, config=config), require_keys=False)
     for exc in (direct.value, through_config.value):
@@ -525,8 +609,9 @@ def test_bad_judge_cost_fields_are_one_line(tmp_path: Path, fields: dict[str, An
 
 async def test_max_cost_below_estimate_refuses_to_start(tmp_path: Path, openai_server: JudgeServer) -> None:
     assert openai_server.base_url
-    config = write_config(tmp_path / "harness.toml", [judge("mini", openai_server.base_url, model="gpt-4o-mini", prices=False)],
-                          cache=str(tmp_path / "cache.sqlite"))
+    config = write_config(
+        tmp_path / "harness.toml", [judge("mini", openai_server.base_url, model="gpt-4o-mini", prices=False)], cache=str(tmp_path / "cache.sqlite")
+    )
     expected = estimate_run(RunOptions(input=EXAMPLES, config=config)).cost_usd_expected
     assert expected is not None and expected > 0
     cap = expected / 2
@@ -541,10 +626,14 @@ async def test_max_cost_below_estimate_refuses_to_start(tmp_path: Path, openai_s
 
 def test_max_cost_cli_exits_4_with_zero_requests(tmp_path: Path, openai_server: JudgeServer) -> None:
     assert openai_server.base_url
-    config = write_config(tmp_path / "harness.toml", [judge("mini", openai_server.base_url, model="gpt-4o-mini", prices=False)],
-                          cache=str(tmp_path / "cache.sqlite"))
-    result = CliRunner().invoke(app, ["run", str(EXAMPLES), "--config", str(config), "--out", str(tmp_path / "out"),
-                                      "--max-cost", "0.0001", "--no-progress"], env={"COLUMNS": "400"})
+    config = write_config(
+        tmp_path / "harness.toml", [judge("mini", openai_server.base_url, model="gpt-4o-mini", prices=False)], cache=str(tmp_path / "cache.sqlite")
+    )
+    result = CliRunner().invoke(
+        app,
+        ["run", str(EXAMPLES), "--config", str(config), "--out", str(tmp_path / "out"), "--max-cost", "0.0001", "--no-progress"],
+        env={"COLUMNS": "400"},
+    )
     assert result.exit_code == 4, result.output
     assert "exceeds --max-cost" in result.output and "by $" in result.output
     assert openai_server.count() == 0
@@ -552,10 +641,13 @@ def test_max_cost_cli_exits_4_with_zero_requests(tmp_path: Path, openai_server: 
 
 async def test_max_cost_needs_prices(tmp_path: Path, openai_server: JudgeServer) -> None:
     assert openai_server.base_url
-    write_config(tmp_path / "harness.toml", [
-        judge("mini", openai_server.base_url, model="gpt-4o-mini", prices=False),
-        judge("house", openai_server.base_url, model="house-judge-7b", prices=False),
-    ])
+    write_config(
+        tmp_path / "harness.toml",
+        [
+            judge("mini", openai_server.base_url, model="gpt-4o-mini", prices=False),
+            judge("house", openai_server.base_url, model="house-judge-7b", prices=False),
+        ],
+    )
     with pytest.raises(ConfigError) as raised:
         await run(tmp_path, input=EXAMPLES, no_cache=True, max_cost=100.0)
     message = str(raised.value)
@@ -573,9 +665,13 @@ async def test_max_cost_stops_dispatching_when_real_spend_crosses_it(tmp_path: P
     with serve(usage=lambda messages, reply: (INFLATED_PROMPT, INFLATED_COMPLETION)) as server:
         assert server.base_url
         # One call at a time, so the order in which spend accrues is the input order.
-        config = write_config(tmp_path / "harness.toml", [
-            judge("mini", server.base_url, model="gpt-4o-mini", prices=False, max_concurrency=1),
-        ], cache=str(cache))
+        config = write_config(
+            tmp_path / "harness.toml",
+            [
+                judge("mini", server.base_url, model="gpt-4o-mini", prices=False, max_concurrency=1),
+            ],
+            cache=str(cache),
+        )
         estimate = estimate_run(RunOptions(input=EXAMPLES, config=config))
         assert estimate.cost_usd_expected is not None and estimate.cost_usd_expected < cap < estimate.judges[0].requests * actual_call
 
@@ -632,7 +728,7 @@ def worst_cases(config: Path, transcripts: Path) -> dict[tuple[str, str], float]
     rubrics = plan.select_rubrics({"query", "response", "contexts"})
     worst: dict[tuple[str, str], float] = {}
     for _, record in iter_transcripts(transcripts, "fail"):
-        for job in plan_entry(record.resolved(), rubrics, plan.judges).jobs:
+        for job in make_entry(record.resolved(), rubrics, plan.judges).jobs:
             if job.request is None:
                 continue
             prompt = openai_prompt_tokens(list(job.request.messages))

@@ -38,9 +38,7 @@ async def client(server: JudgeServer) -> AsyncIterator[openai.AsyncOpenAI]:
         yield c
 
 
-async def test_success_shape_usage_and_record(
-    server: JudgeServer, client: openai.AsyncOpenAI
-) -> None:
+async def test_success_shape_usage_and_record(server: JudgeServer, client: openai.AsyncOpenAI) -> None:
     messages = [
         {"role": "system", "content": "You are a strict judge."},
         {"role": "user", "content": "Rate this answer: Paris is the capital of France."},
@@ -83,9 +81,7 @@ async def test_same_prompt_same_score_different_prompt_differs(client: openai.As
 
 
 async def test_score_marker_replies_json(client: openai.AsyncOpenAI) -> None:
-    completion = await client.chat.completions.create(
-        model="m", messages=user("Judge this. [[score=0.37]]")
-    )
+    completion = await client.chat.completions.create(model="m", messages=user("Judge this. [[score=0.37]]"))
     content = completion.choices[0].message.content
     assert content == '{"score": 0.37}'
     assert json.loads(content) == {"score": 0.37}
@@ -135,9 +131,7 @@ async def test_status_faults_fail_first_n_then_succeed(
     assert [r["status"] for r in server.requests] == [status, status, 200]
 
 
-async def test_quota_always_fails_with_openai_body(
-    server: JudgeServer, client: openai.AsyncOpenAI
-) -> None:
+async def test_quota_always_fails_with_openai_body(server: JudgeServer, client: openai.AsyncOpenAI) -> None:
     for _ in range(3):
         with pytest.raises(openai.RateLimitError) as info:
             await client.chat.completions.create(model="m", messages=user("x [[fault:quota]]"))
@@ -152,9 +146,7 @@ async def test_quota_always_fails_with_openai_body(
 
 
 @pytest.mark.parametrize("kind", ["garbage", "truncated"])
-async def test_broken_bodies_reach_the_sdk_as_json_errors(
-    server: JudgeServer, client: openai.AsyncOpenAI, kind: str
-) -> None:
+async def test_broken_bodies_reach_the_sdk_as_json_errors(server: JudgeServer, client: openai.AsyncOpenAI, kind: str) -> None:
     # A 200 whose body is not valid JSON: the openai SDK raises the json module's error as is,
     # not an openai exception, so the harness has to classify it itself.
     messages = user(f"x [[fault:{kind}:1]]")
@@ -187,17 +179,13 @@ async def test_hang_times_out_client_and_stop_is_prompt() -> None:
     srv = JudgeServer(hang_s=30.0)
     srv.start()
     try:
-        async with openai.AsyncOpenAI(
-            base_url=srv.base_url, api_key="test", max_retries=0, timeout=0.3
-        ) as c:
+        async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="test", max_retries=0, timeout=0.3) as c:
             start = time.perf_counter()
             with pytest.raises(openai.APITimeoutError):
                 await c.chat.completions.create(model="m", messages=user("x [[fault:hang:1]]"))
             assert time.perf_counter() - start < 5
             # The second attempt at the same prompt is answered normally.
-            completion = await c.chat.completions.create(
-                model="m", messages=user("x [[fault:hang:1]]")
-            )
+            completion = await c.chat.completions.create(model="m", messages=user("x [[fault:hang:1]]"))
             assert completion.choices[0].message.content.startswith("Score: ")
     finally:
         start = time.perf_counter()
@@ -209,9 +197,7 @@ async def test_hang_answers_after_hang_s() -> None:
     with JudgeServer(hang_s=0.3) as srv:
         async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="test", max_retries=0) as c:
             start = time.perf_counter()
-            completion = await c.chat.completions.create(
-                model="m", messages=user("[[fault:hang:1]]")
-            )
+            completion = await c.chat.completions.create(model="m", messages=user("[[fault:hang:1]]"))
             assert time.perf_counter() - start >= 0.3
             assert completion.choices[0].finish_reason == "stop"
 
@@ -220,9 +206,7 @@ async def test_stop_releases_a_request_still_hanging() -> None:
     srv = JudgeServer(hang_s=60.0)
     srv.start()
     async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="test", max_retries=0) as c:
-        call = asyncio.create_task(
-            c.chat.completions.create(model="m", messages=user("[[fault:hang]]"))
-        )
+        call = asyncio.create_task(c.chat.completions.create(model="m", messages=user("[[fault:hang]]")))
         while srv.count() == 0:
             await asyncio.sleep(0.01)
         start = time.perf_counter()
@@ -283,19 +267,13 @@ async def test_sdk_backs_off_by_itself_without_retry_after(server: JudgeServer) 
     assert elapsed >= 0.3
 
 
-async def test_unknown_marker_and_bad_bodies_are_400(
-    server: JudgeServer, client: openai.AsyncOpenAI
-) -> None:
+async def test_unknown_marker_and_bad_bodies_are_400(server: JudgeServer, client: openai.AsyncOpenAI) -> None:
     with pytest.raises(openai.BadRequestError, match="unknown fault marker"):
         await client.chat.completions.create(model="m", messages=user("[[fault:teapot:1]]"))
     async with aiohttp.ClientSession() as session:
-        async with session.post(
-            f"{server.base_url}/chat/completions", data=b"not json"
-        ) as response:
+        async with session.post(f"{server.base_url}/chat/completions", data=b"not json") as response:
             assert response.status == 400
-        async with session.post(
-            f"{server.base_url}/chat/completions", json={"messages": []}
-        ) as response:
+        async with session.post(f"{server.base_url}/chat/completions", json={"messages": []}) as response:
             assert response.status == 400
         async with session.get(f"{server.base_url}/nowhere") as response:
             assert response.status == 404
@@ -331,9 +309,7 @@ async def test_custom_reply_gets_the_request_body() -> None:
 
     with JudgeServer(reply=reply) as srv:
         async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="test", max_retries=0) as c:
-            completion = await c.chat.completions.create(
-                model="m", messages=user("a") + user("b"), temperature=0
-            )
+            completion = await c.chat.completions.create(model="m", messages=user("a") + user("b"), temperature=0)
     assert completion.choices[0].message.content == "Rating: 2/5"
     assert seen[0]["temperature"] == 0
 
@@ -398,9 +374,7 @@ def test_invalid_configuration_is_rejected() -> None:
 async def test_max_in_flight_tracks_concurrency() -> None:
     with JudgeServer(latency_s=0.3) as srv:
         async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="test", max_retries=0) as c:
-            await asyncio.gather(
-                *(c.chat.completions.create(model="m", messages=user(f"q{i}")) for i in range(40))
-            )
+            await asyncio.gather(*(c.chat.completions.create(model="m", messages=user(f"q{i}")) for i in range(40)))
             assert srv.max_in_flight == 40
             await c.chat.completions.create(model="m", messages=user("alone"))
             assert srv.max_in_flight == 40

@@ -18,7 +18,8 @@ from harness.config import local_judge_config
 from harness.errors import FatalJudgeError
 from harness.judges.base import JudgeRequest
 from harness.judges.local import LocalLlamaJudge
-from harness.runner import RunOptions, run_evaluation
+from harness.planning import RunOptions
+from harness.runner import run_evaluation
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts.jsonl"
 

@@ -1,4 +1,4 @@
-"""The SDK-based judge (``OpenAICompatibleJudge``) against a transport-level fake
+"""The SDK-based judge (``OpenAISDKJudge``) against a transport-level fake
 (``httpx2.MockTransport``): the request it sends, base URLs, and how every kind of failure is
 translated, with the API key never in a message. Also the suite's network guard."""
 
@@ -23,7 +23,7 @@ from harness.errors import (
     TransientJudgeError,
 )
 from harness.judges.base import JudgeReply, JudgeRequest
-from harness.judges.openai_compat import NO_KEY, OpenAICompatibleJudge
+from harness.judges.openai_sdk import NO_KEY, OpenAISDKJudge
 
 KEY_VAR = "HARNESS_TEST_OPENAI_KEY"
 KEY = "sk-test-RECOGNISABLE-7f3a9c2e5d"
@@ -85,11 +85,11 @@ def make_config(**kwargs: Any) -> JudgeConfig:
 
 
 @pytest.fixture
-async def judge_for() -> AsyncIterator[Callable[..., OpenAICompatibleJudge]]:
-    made: list[OpenAICompatibleJudge] = []
+async def judge_for() -> AsyncIterator[Callable[..., OpenAISDKJudge]]:
+    made: list[OpenAISDKJudge] = []
 
-    def make(handler: Handler, **config: Any) -> OpenAICompatibleJudge:
-        judge = OpenAICompatibleJudge(make_config(**config), transport=httpx2.MockTransport(handler))
+    def make(handler: Handler, **config: Any) -> OpenAISDKJudge:
+        judge = OpenAISDKJudge(make_config(**config), transport=httpx2.MockTransport(handler))
         made.append(judge)
         return judge
 
@@ -98,7 +98,7 @@ async def judge_for() -> AsyncIterator[Callable[..., OpenAICompatibleJudge]]:
         await judge.aclose()
 
 
-async def fail_with(judge_for: Callable[..., OpenAICompatibleJudge], handler: Handler, **config: Any) -> JudgeError:
+async def fail_with(judge_for: Callable[..., OpenAISDKJudge], handler: Handler, **config: Any) -> JudgeError:
     judge = judge_for(handler, **config)
     with pytest.raises(JudgeError) as info:
         await judge.complete(REQUEST)
@@ -115,7 +115,7 @@ def assert_no_key(exc: BaseException) -> None:
 # --- the request ---------------------------------------------------------------------------------
 
 
-async def test_request_body_headers_and_reply(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_request_body_headers_and_reply(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     recorder = Recorder()
     judge = judge_for(recorder)
     reply = await judge.complete(REQUEST)
@@ -134,7 +134,7 @@ async def test_request_body_headers_and_reply(judge_for: Callable[..., OpenAICom
     assert body.get("stream") in (None, False)
 
 
-async def test_seed_and_sampling_are_sent(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_seed_and_sampling_are_sent(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     recorder = Recorder()
     judge = judge_for(recorder)
     await judge.complete(JudgeRequest(messages=MESSAGES[1:], max_tokens=7, temperature=0.3, seed=42))
@@ -153,39 +153,39 @@ async def test_seed_and_sampling_are_sent(judge_for: Callable[..., OpenAICompati
         ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/chat/completions"),
     ],
 )
-async def test_base_url_handling(judge_for: Callable[..., OpenAICompatibleJudge], base_url: str, url: str) -> None:
+async def test_base_url_handling(judge_for: Callable[..., OpenAISDKJudge], base_url: str, url: str) -> None:
     recorder = Recorder()
     await judge_for(recorder, base_url=base_url).complete(REQUEST)
     assert str(recorder.requests[0].url) == url
 
 
-async def test_openai_base_url_when_no_base_url(judge_for: Callable[..., OpenAICompatibleJudge], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_base_url_when_no_base_url(judge_for: Callable[..., OpenAISDKJudge], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "https://proxy.example/prefix/v1/")
     recorder = Recorder()
     await judge_for(recorder, base_url=None).complete(REQUEST)
     assert str(recorder.requests[0].url) == "https://proxy.example/prefix/v1/chat/completions"
 
 
-async def test_default_endpoint_is_openai(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_default_endpoint_is_openai(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     recorder = Recorder()
     await judge_for(recorder, base_url=None).complete(REQUEST)
     assert str(recorder.requests[0].url) == "https://api.openai.com/v1/chat/completions"
 
 
 @pytest.mark.parametrize("api_key_env", ["", "HARNESS_TEST_UNSET_KEY"])
-async def test_without_a_key_a_placeholder_is_sent(judge_for: Callable[..., OpenAICompatibleJudge], api_key_env: str) -> None:
+async def test_without_a_key_a_placeholder_is_sent(judge_for: Callable[..., OpenAISDKJudge], api_key_env: str) -> None:
     recorder = Recorder()
     await judge_for(recorder, base_url="http://127.0.0.1:1/v1", api_key_env=api_key_env).complete(REQUEST)
     assert recorder.requests[0].headers["Authorization"] == f"Bearer {NO_KEY}"
 
 
-async def test_refusal_is_the_reply_text(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_refusal_is_the_reply_text(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     judge = judge_for(lambda r: httpx2.Response(200, json=completion(None, refusal="I can't evaluate this.")))
     reply = await judge.complete(REQUEST)
     assert reply.text == "I can't evaluate this."
 
 
-async def test_missing_usage_is_none_not_zero(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_missing_usage_is_none_not_zero(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     body = completion("Score: 0.5")
     del body["usage"]
     reply = await judge_for(lambda r: httpx2.Response(200, json=body)).complete(REQUEST)
@@ -220,7 +220,7 @@ def echo_key(status: int, code: str | None = None, headers: dict[str, str] | Non
     ],
 )
 async def test_429_is_rate_limited_with_retry_after(
-    judge_for: Callable[..., OpenAICompatibleJudge], headers: dict[str, str], expected: float | None
+    judge_for: Callable[..., OpenAISDKJudge], headers: dict[str, str], expected: float | None
 ) -> None:
     exc = await fail_with(judge_for, echo_key(429, "rate_limit_exceeded", headers))
     assert type(exc) is RateLimited
@@ -229,7 +229,7 @@ async def test_429_is_rate_limited_with_retry_after(
     assert_no_key(exc)
 
 
-async def test_429_retry_after_as_http_date(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_429_retry_after_as_http_date(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     import email.utils
     import time
 
@@ -239,7 +239,7 @@ async def test_429_retry_after_as_http_date(judge_for: Callable[..., OpenAICompa
     assert exc.retry_after is not None and 25.0 <= exc.retry_after <= 31.0
 
 
-async def test_429_insufficient_quota_is_quota_exhausted(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_429_insufficient_quota_is_quota_exhausted(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     exc = await fail_with(judge_for, echo_key(429, "insufficient_quota"))
     assert isinstance(exc, QuotaExhausted)
     assert isinstance(exc, FatalJudgeError)
@@ -249,7 +249,7 @@ async def test_429_insufficient_quota_is_quota_exhausted(judge_for: Callable[...
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
-async def test_5xx_is_transient(judge_for: Callable[..., OpenAICompatibleJudge], status: int) -> None:
+async def test_5xx_is_transient(judge_for: Callable[..., OpenAISDKJudge], status: int) -> None:
     exc = await fail_with(judge_for, echo_key(status))
     assert isinstance(exc, TransientJudgeError)
     assert not isinstance(exc, FatalJudgeError)
@@ -258,15 +258,17 @@ async def test_5xx_is_transient(judge_for: Callable[..., OpenAICompatibleJudge],
     assert_no_key(exc)
 
 
-async def test_5xx_with_html_body_is_transient(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
-    handler = lambda r: httpx2.Response(503, text="<html>Service Unavailable</html>", headers={"content-type": "text/html"})
+async def test_5xx_with_html_body_is_transient(judge_for: Callable[..., OpenAISDKJudge]) -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(503, text="<html>Service Unavailable</html>", headers={"content-type": "text/html"})
+
     exc = await fail_with(judge_for, handler)
     assert isinstance(exc, TransientJudgeError)
     assert exc.status == 503
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
-async def test_client_errors_are_fatal(judge_for: Callable[..., OpenAICompatibleJudge], status: int) -> None:
+async def test_client_errors_are_fatal(judge_for: Callable[..., OpenAISDKJudge], status: int) -> None:
     exc = await fail_with(judge_for, echo_key(status, "invalid_api_key" if status == 401 else None))
     assert type(exc) is FatalJudgeError
     assert exc.status == status
@@ -289,16 +291,14 @@ async def test_client_errors_are_fatal(judge_for: Callable[..., OpenAICompatible
     ],
     ids=["html", "garbage", "truncated", "empty", "no-choices", "wrong-shape", "array", "null-content", "non-text-content"],
 )
-async def test_unusable_2xx_bodies_are_transient(
-    judge_for: Callable[..., OpenAICompatibleJudge], response: Callable[[], httpx2.Response]
-) -> None:
+async def test_unusable_2xx_bodies_are_transient(judge_for: Callable[..., OpenAISDKJudge], response: Callable[[], httpx2.Response]) -> None:
     exc = await fail_with(judge_for, lambda r: response())
     assert isinstance(exc, TransientJudgeError)
     assert isinstance(exc, MalformedReply)
     assert "malformed" in str(exc)
 
 
-async def test_timeout_is_transient(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_timeout_is_transient(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.ReadTimeout("read timed out", request=request)
 
@@ -308,7 +308,7 @@ async def test_timeout_is_transient(judge_for: Callable[..., OpenAICompatibleJud
     assert "timed out after 2.5 s" in str(exc)
 
 
-async def test_connect_error_from_the_transport_is_connect_failed(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_connect_error_from_the_transport_is_connect_failed(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.ConnectError("[Errno 111] Connection refused", request=request)
 
@@ -317,7 +317,7 @@ async def test_connect_error_from_the_transport_is_connect_failed(judge_for: Cal
     assert exc.connect_failed is True
 
 
-async def test_dropped_connection_is_transient_not_connect_failed(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_dropped_connection_is_transient_not_connect_failed(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.RemoteProtocolError("Server disconnected without sending a response.", request=request)
 
@@ -334,7 +334,7 @@ def closed_port() -> int:
 
 async def test_connection_refused_on_a_closed_local_port() -> None:
     port = closed_port()
-    judge = OpenAICompatibleJudge(make_config(base_url=f"http://127.0.0.1:{port}/v1"))
+    judge = OpenAISDKJudge(make_config(base_url=f"http://127.0.0.1:{port}/v1"))
     try:
         with pytest.raises(TransientJudgeError) as info:
             await judge.complete(REQUEST)
@@ -347,7 +347,7 @@ async def test_connection_refused_on_a_closed_local_port() -> None:
     assert_no_key(exc)
 
 
-async def test_key_is_scrubbed_wherever_the_server_puts_it(judge_for: Callable[..., OpenAICompatibleJudge]) -> None:
+async def test_key_is_scrubbed_wherever_the_server_puts_it(judge_for: Callable[..., OpenAISDKJudge]) -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(
             400,
@@ -363,7 +363,7 @@ async def test_key_is_scrubbed_wherever_the_server_puts_it(judge_for: Callable[.
 
 
 @pytest.mark.parametrize("status", [401, 429, 500])
-async def test_key_is_in_no_traceback(judge_for: Callable[..., OpenAICompatibleJudge], status: int) -> None:
+async def test_key_is_in_no_traceback(judge_for: Callable[..., OpenAISDKJudge], status: int) -> None:
     exc = await fail_with(judge_for, echo_key(status))
     text = "".join(traceback.format_exception(exc))
     assert "[REDACTED]" in text
@@ -396,7 +396,7 @@ def test_network_guard_allows_loopback() -> None:
 
 
 async def test_network_guard_stops_the_sdk_reaching_out(network_guard: Any) -> None:
-    judge = OpenAICompatibleJudge(make_config(base_url="http://192.0.2.1:9/v1"))
+    judge = OpenAISDKJudge(make_config(base_url="http://192.0.2.1:9/v1"))
     try:
         with pytest.raises(JudgeError):
             await judge.complete(REQUEST)

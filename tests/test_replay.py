@@ -17,7 +17,9 @@ import pytest
 from rich.console import Console
 
 from harness.errors import CacheError
-from harness.runner import RunOptions, RunOutcome, run_evaluation
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions
+from harness.runner import RunOutcome
 from tests.e2e_support import (
     KEY,
     KEY_ENV,
@@ -63,26 +65,20 @@ async def run(tmp_path: Path, name: str, **options: Any) -> tuple[RunOutcome, Ou
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     options.setdefault("rubrics", ["relevance", "faithfulness"])
     console = Console(file=io.StringIO(), width=200, color_system=None)
-    outcome = await run_evaluation(
-        RunOptions(out=tmp_path / name, progress=False, **options), console=console
-    )
+    outcome = await run_in_terminal(RunOptions(out=tmp_path / name, progress=False, **options), console)
     return outcome, Outputs(tmp_path / name)
 
 
 def setup(tmp_path: Path, server: JudgeServer, n: int = 5, **judge_fields: Any) -> None:
     assert server.base_url
     write_jsonl(tmp_path / "transcripts.jsonl", records(n))
-    write_config(
-        tmp_path / "harness.toml", [judge("j", server.base_url, **judge_fields)]
-    )
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, **judge_fields)])
 
 
 # -- the cache ---------------------------------------------------------------------------------------
 
 
-async def test_second_run_is_served_from_the_cache(
-    tmp_path: Path, server: JudgeServer
-) -> None:
+async def test_second_run_is_served_from_the_cache(tmp_path: Path, server: JudgeServer) -> None:
     setup(tmp_path, server)
     first, out1 = await run(tmp_path, "a")
     assert first.exit_code == 0 and server.count() == 10
@@ -102,10 +98,7 @@ async def test_second_run_is_served_from_the_cache(
             j["completion_tokens"],
             1,
         )
-        assert (
-            row["cost_usd"] == pytest.approx(j["cost_usd"])
-            and row["judge_model"] == "judge-model"
-        )
+        assert row["cost_usd"] == pytest.approx(j["cost_usd"]) and row["judge_model"] == "judge-model"
         assert row["rubric"] == j["rubric"] and row["created_at"]
     assert KEY.encode() not in (tmp_path / "cache.sqlite").read_bytes()
 
@@ -116,14 +109,10 @@ async def test_second_run_is_served_from_the_cache(
     assert replay_view(out2.judgments) == replay_view(out1.judgments)
     stats = out2.summary["judges"]["j"]
     assert (stats["requests"], stats["cache_hits"], stats["cost_usd"]) == (0, 10, 0)
-    assert stats["cost_saved_usd"] == pytest.approx(
-        out1.summary["judges"]["j"]["cost_usd"]
-    )
+    assert stats["cost_saved_usd"] == pytest.approx(out1.summary["judges"]["j"]["cost_usd"])
 
 
-async def test_refresh_asks_again_and_overwrites(
-    tmp_path: Path, server: JudgeServer
-) -> None:
+async def test_refresh_asks_again_and_overwrites(tmp_path: Path, server: JudgeServer) -> None:
     setup(tmp_path, server)
     await run(tmp_path, "a")
     assert server.count() == 10
@@ -134,18 +123,14 @@ async def test_refresh_asks_again_and_overwrites(
     assert server.count() == 20
     assert {(j["cached"], j["score"]) for j in out.judgments} == {(False, 0.11)}
     rows = cache_rows(tmp_path / "cache.sqlite")
-    assert len(rows) == 10 and {(r["raw_output"], r["score"]) for r in rows} == {
-        ('{"score": 0.11}', 0.11)
-    }
+    assert len(rows) == 10 and {(r["raw_output"], r["score"]) for r in rows} == {('{"score": 0.11}', 0.11)}
 
     _, again = await run(tmp_path, "c")
     assert server.count() == 20
     assert {(j["cached"], j["score"]) for j in again.judgments} == {(True, 0.11)}
 
 
-async def test_no_cache_neither_reads_nor_writes(
-    tmp_path: Path, server: JudgeServer
-) -> None:
+async def test_no_cache_neither_reads_nor_writes(tmp_path: Path, server: JudgeServer) -> None:
     setup(tmp_path, server)
     fresh = tmp_path / "fresh.sqlite"
     outcome, out = await run(tmp_path, "a", no_cache=True, cache=fresh)
@@ -159,9 +144,7 @@ async def test_no_cache_neither_reads_nor_writes(
     _, out = await run(tmp_path, "c", no_cache=True)
     assert server.count() == 30  # not read
     assert {j["score"] for j in out.judgments} == {0.5}
-    assert {r["score"] for r in cache_rows(tmp_path / "cache.sqlite")} != {
-        0.5
-    }  # not written
+    assert {r["score"] for r in cache_rows(tmp_path / "cache.sqlite")} != {0.5}  # not written
 
 
 @pytest.mark.parametrize(
@@ -200,9 +183,7 @@ async def test_what_changes_the_cache_key(
         assert {r["body"]["model"] for r in server.requests[6:]} == {"another-model"}
 
 
-async def test_a_changed_api_key_value_still_hits(
-    tmp_path: Path, server: JudgeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_changed_api_key_value_still_hits(tmp_path: Path, server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     setup(tmp_path, server, n=3)
     await run(tmp_path, "a")
     monkeypatch.setenv(KEY_ENV, "sk-rotated-key")
@@ -213,9 +194,7 @@ async def test_a_changed_api_key_value_still_hits(
 async def test_errors_are_not_cached(tmp_path: Path, server: JudgeServer) -> None:
     assert server.base_url
     rows = records(3)
-    rows[1]["query"] += (
-        " [[fault:401:1]]"  # only the first attempt of this prompt fails
-    )
+    rows[1]["query"] += " [[fault:401:1]]"  # only the first attempt of this prompt fails
     write_jsonl(tmp_path / "transcripts.jsonl", rows)
     write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
 
@@ -223,9 +202,7 @@ async def test_errors_are_not_cached(tmp_path: Path, server: JudgeServer) -> Non
     assert first.exit_code == 1
     failed = [j for j in out1.judgments if j["status"] == "failed"]
     assert [j["transcript_id"] for j in failed] == ["t1"]
-    assert failed[0]["cache_key"] not in {
-        r["key"] for r in cache_rows(tmp_path / "cache.sqlite")
-    }
+    assert failed[0]["cache_key"] not in {r["key"] for r in cache_rows(tmp_path / "cache.sqlite")}
     assert len(cache_rows(tmp_path / "cache.sqlite")) == 2
 
     second, out2 = await run(tmp_path, "b", rubrics=["relevance"])
@@ -241,9 +218,7 @@ async def test_errors_are_not_cached(tmp_path: Path, server: JudgeServer) -> Non
 # -- offline replay ----------------------------------------------------------------------------------
 
 
-async def test_offline_replay_makes_zero_requests_and_identical_scores(
-    tmp_path: Path, server: JudgeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_offline_replay_makes_zero_requests_and_identical_scores(tmp_path: Path, server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     setup(tmp_path, server, n=6)
     first, out1 = await run(tmp_path, "a")
     assert first.exit_code == 0
@@ -254,9 +229,7 @@ async def test_offline_replay_makes_zero_requests_and_identical_scores(
     assert server.count() == before  # zero requests
     assert replay_view(out2.judgments) == replay_view(out1.judgments)
     assert all(j["cached"] for j in out2.judgments)
-    assert [r["composites"] for r in out2.results] == [
-        r["composites"] for r in out1.results
-    ]
+    assert [r["composites"] for r in out2.results] == [r["composites"] for r in out1.results]
     assert out2.summary["rubrics"] == out1.summary["rubrics"]
     assert out2.summary["judges"]["j"]["requests"] == 0
     assert out2.summary["cache_mode"] == "offline"
@@ -269,9 +242,7 @@ async def test_offline_replay_makes_zero_requests_and_identical_scores(
     assert replay_view(out3.judgments) == replay_view(out1.judgments)
 
 
-async def test_offline_miss_is_unscored_and_exits_3(
-    tmp_path: Path, server: JudgeServer
-) -> None:
+async def test_offline_miss_is_unscored_and_exits_3(tmp_path: Path, server: JudgeServer) -> None:
     setup(tmp_path, server, n=3)
     await run(tmp_path, "a")
     before = server.count()
@@ -283,19 +254,13 @@ async def test_offline_miss_is_unscored_and_exits_3(
     assert "2 judgment(s) were not in the cache" in outcome.message
     assert server.count() == before
     missed = [j for j in out.judgments if j["status"] != "scored"]
-    assert {
-        (j["transcript_id"], j["status"], j["reason"], j["score"]) for j in missed
-    } == {("t3", "unscored", "cache_miss", None)}
+    assert {(j["transcript_id"], j["status"], j["reason"], j["score"]) for j in missed} == {("t3", "unscored", "cache_miss", None)}
     assert len(missed) == 2
-    assert out.summary["rubrics"]["relevance"]["j"]["unscored_reasons"] == {
-        "cache_miss": 1
-    }
+    assert out.summary["rubrics"]["relevance"]["j"]["unscored_reasons"] == {"cache_miss": 1}
     assert out.results[3]["composites"]["j"]["answer_correctness"] is None
 
 
-async def test_offline_without_a_cache_file_is_a_clear_error(
-    tmp_path: Path, server: JudgeServer
-) -> None:
+async def test_offline_without_a_cache_file_is_a_clear_error(tmp_path: Path, server: JudgeServer) -> None:
     setup(tmp_path, server)
     with pytest.raises(CacheError, match="no cache file to replay from"):
         await run(tmp_path, "a", offline=True, cache=tmp_path / "nothing.sqlite")

@@ -136,7 +136,12 @@ def test_hash_suffix_is_deterministic_and_depends_on_the_text() -> None:
     b = rubric.render(resolved(response=HOSTILE))
     c = rubric.render(resolved(response=HOSTILE + "!"))
     assert a == b
-    tag = lambda messages: re.search(r"<(response-[0-9a-f]{12})>", messages[1]["content"])[1]
+
+    def tag(messages: list[dict[str, str]]) -> str:
+        found = re.search(r"<(response-[0-9a-f]{12})>", messages[1]["content"])
+        assert found is not None
+        return found[1]
+
     assert tag(a) != tag(c)
 
 
@@ -229,7 +234,7 @@ def test_unknown_header_key(tmp_path: Path) -> None:
         ("[0, inf]", "scale", "must be [min, max] with finite min < max, got [0.0, inf]"),
         ("[nan, 1]", "scale", "must be [min, max] with finite min < max, got [nan, 1.0]"),
         ('["low", "high"]', "scale.0", "Input should be a valid number, unable to parse string as a number"),
-        ("[0.0]", "scale.1", "Field required"),
+        ("[0.0]", "scale.1", "required field is missing"),
         ("[0, 1, 2]", "scale", "Tuple should have at most 2 items after validation, not 3"),
         ("0.5", "scale", "Input should be a valid tuple"),
     ],
@@ -290,7 +295,7 @@ def test_name_must_match_the_file_name(tmp_path: Path) -> None:
 
 def test_non_utf8_rubric_file(tmp_path: Path) -> None:
     path = tmp_path / "x.md"
-    path.write_bytes(b"+++\nname = \"x\"\n+++\n\xff\n")
+    path.write_bytes(b'+++\nname = "x"\n+++\n\xff\n')
     with pytest.raises(RubricError, match=re.escape(f"{path}: is not valid UTF-8")):
         load_rubrics([tmp_path])
 

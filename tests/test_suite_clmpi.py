@@ -34,7 +34,7 @@ from tests.e2e_support import serve, write_jsonl
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-# --- the worked example (seed 001), corrected per seeds/README.md --------------------------------
+# --- the worked example (seed 001), its arithmetic slips corrected where each formula is used --------------------------------
 
 
 def test_worked_example_with_the_1e9() -> None:
@@ -42,8 +42,13 @@ def test_worked_example_with_the_1e9() -> None:
     assert effs[0] == pytest.approx(0.99999998, abs=1e-10)
     assert effs[0] < 1.0
     assert effs[1] == 0.0
-    a = {"ACC": accuracy([True] * 8 + [False] * 2), "CON": quality_norm([4.0]), "COH": quality_norm([3.5]),
-         "FLU": quality_norm([4.2]), "EFF": float(effs[0])}
+    a = {
+        "ACC": accuracy([True] * 8 + [False] * 2),
+        "CON": quality_norm([4.0]),
+        "COH": quality_norm([3.5]),
+        "FLU": quality_norm([4.2]),
+        "EFF": float(effs[0]),
+    }
     b = {"ACC": 0.6, "CON": quality_norm([3.0]), "COH": quality_norm([2.8]), "FLU": quality_norm([3.5]), "EFF": float(effs[1])}
     assert a["ACC"] == 0.8 and a["FLU"] == pytest.approx(0.84)
     score_a, score_b = clmpi(DEFAULT_WEIGHTS, a), clmpi(DEFAULT_WEIGHTS, b)
@@ -65,7 +70,15 @@ def test_eff_all_equal_gives_zero_and_raw_formula() -> None:
 
 def test_bands_and_empty_components() -> None:
     assert [interpretation(x) for x in (1.0, 0.8, 0.79, 0.6, 0.4, 0.2, 0.19, 0.0)] == [
-        "Excellent", "Excellent", "Good", "Good", "Fair", "Poor", "Very Poor", "Very Poor"]
+        "Excellent",
+        "Excellent",
+        "Good",
+        "Good",
+        "Fair",
+        "Poor",
+        "Very Poor",
+        "Very Poor",
+    ]
     assert accuracy([]) is None
     assert quality_norm([]) is None
 
@@ -119,13 +132,45 @@ def test_weights_files(tmp_path: Path) -> None:
 def _rows() -> list[dict[str, Any]]:
     rows = []
     for model, lat, mem, answers in (("a", 1.0, 0.0, ["Paris", "8"]), ("b", 2.0, 0.0, ["Lyon", "8"])):
-        rows.append({"model": model, "item_id": "q1", "kind": "qa", "prompt": "Capital of France? [[coh]]",
-                     "response": answers[0], "reference": "Paris", "latency_s": lat, "memory_mb": mem})
-        rows.append({"model": model, "item_id": "q2", "kind": "qa", "prompt": "Spider legs? [[coh]]",
-                     "response": answers[1], "reference": ["8", "eight"], "latency_s": lat, "memory_mb": mem})
-        rows.append({"model": model, "item_id": "mt", "kind": "multi_turn", "messages": [
-            {"role": "user", "content": "My name is Ana."}, {"role": "assistant", "content": "Hi Ana!"},
-            {"role": "user", "content": "What is my name?"}], "response": "Ana", "latency_s": lat, "memory_mb": mem})
+        rows.append(
+            {
+                "model": model,
+                "item_id": "q1",
+                "kind": "qa",
+                "prompt": "Capital of France? [[coh]]",
+                "response": answers[0],
+                "reference": "Paris",
+                "latency_s": lat,
+                "memory_mb": mem,
+            }
+        )
+        rows.append(
+            {
+                "model": model,
+                "item_id": "q2",
+                "kind": "qa",
+                "prompt": "Spider legs? [[coh]]",
+                "response": answers[1],
+                "reference": ["8", "eight"],
+                "latency_s": lat,
+                "memory_mb": mem,
+            }
+        )
+        rows.append(
+            {
+                "model": model,
+                "item_id": "mt",
+                "kind": "multi_turn",
+                "messages": [
+                    {"role": "user", "content": "My name is Ana."},
+                    {"role": "assistant", "content": "Hi Ana!"},
+                    {"role": "user", "content": "What is my name?"},
+                ],
+                "response": "Ana",
+                "latency_s": lat,
+                "memory_mb": mem,
+            }
+        )
     rows.append({"model": "b", "item_id": "q3", "kind": "open", "prompt": "x", "response": None, "error": "timeout"})
     return rows
 
@@ -210,9 +255,23 @@ def test_judged_components_and_offline_replay(tmp_path: Path) -> None:
     assert [r["clmpi"] for r in replay["ranking"]] == [r["clmpi"] for r in result["ranking"]]
 
     # The CLI against the cache, offline: same ranking, exit 0.
-    cli = CliRunner().invoke(app, ["clmpi", str(runs), "--out", str(tmp_path / "cli"), "--cache", str(cache),
-                                   "--model", "judge-model", "--base-url", str(judge.base_url), "--offline",
-                                   "--judge-accuracy"])
+    cli = CliRunner().invoke(
+        app,
+        [
+            "clmpi",
+            str(runs),
+            "--out",
+            str(tmp_path / "cli"),
+            "--cache",
+            str(cache),
+            "--model",
+            "judge-model",
+            "--base-url",
+            str(judge.base_url),
+            "--offline",
+            "--judge-accuracy",
+        ],
+    )
     assert cli.exit_code == 0, cli.output
     written = json.loads((tmp_path / "cli" / "clmpi.json").read_text(encoding="utf-8"))
     assert [r["model"] for r in written["ranking"]] == [r["model"] for r in result["ranking"]]

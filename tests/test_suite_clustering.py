@@ -1,4 +1,4 @@
-"""`harness clustering` (seed 000): the document's worked examples (corrected per seeds/README.md),
+"""`harness clustering` (seed 000): the document's worked examples (its arithmetic slips corrected where each formula is used),
 the matching rules, score ranges, bad input, and what the command writes."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_improved_model_score_example_is_91_975() -> None:
     count = cluster_count_score(6, 7)
     assert count == pytest.approx(85.714, abs=1e-3)
     assert improved_model_score(85.7, 100, 91.1, 91.1) == pytest.approx(91.975)
-    assert f"{improved_model_score(85.7, 100, 91.1, 91.1):.3f}" == "91.975"  # 91.98 to 2 decimals (seeds/README.md)
+    assert f"{improved_model_score(85.7, 100, 91.1, 91.1):.3f}" == "91.975"  # 91.98 to 2 decimals (the document prints 91.1)
     assert model_deviation_score([8.9, -8.9]) == pytest.approx(91.1)
 
 
@@ -124,8 +124,7 @@ def test_every_score_is_within_0_100(bench: list[set[int]], model: list[set[int]
     benchmark = {f"b{i}": {str(x) for x in s} for i, s in enumerate(bench)}
     output = ModelOutput.model_validate({"model": "m", "clusters": [{"message_ids": sorted(s)} for s in model]})
     result = evaluate_model(benchmark, output)
-    for score in (result.cluster_count_score, result.coverage_score, result.precision_score,
-                  result.deviation_score, result.improved_model_score):
+    for score in (result.cluster_count_score, result.coverage_score, result.precision_score, result.deviation_score, result.improved_model_score):
         assert 0.0 <= score <= 100.0 + 1e-9
     for row in result.clusters:
         for score in (row.coverage_percent, row.precision_percent, row.recall_percent, row.final_score, row.deviation_score):
@@ -174,8 +173,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_cli_writes_csv_json_and_explains(tmp_path: Path) -> None:
     outputs = sorted(str(p) for p in (EXAMPLES / "cluster_outputs").glob("*.json"))
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["clustering", "--benchmark", str(EXAMPLES / "clusters.json"), *outputs,
-                                      "--out", str(out), "--explain"])
+    result = CliRunner().invoke(app, ["clustering", "--benchmark", str(EXAMPLES / "clusters.json"), *outputs, "--out", str(out), "--explain"])
     assert result.exit_code == 0, result.output
     assert "final score = 72.3404 x 0.4 + 100 x 0.3 + 78.3333 x 0.3 = 82.4362" in result.output
     assert "token cost = 25474/1000 x 7.5e-05 + 2080/1000 x 0.0003 = $0.00253455" in result.output

@@ -101,8 +101,12 @@ def test_document_expanded_ora_formula_disagrees_with_its_f1() -> None:
 
 
 def test_dei_caps_per_experiment() -> None:
-    on = {"order_tracking": [True] * 4, "behavioral_tracking": [True, False, True, False],
-          "message_attributes": [True] * 4, "basic_tools": [True, True, False, False]}
+    on = {
+        "order_tracking": [True] * 4,
+        "behavioral_tracking": [True, False, True, False],
+        "message_attributes": [True] * 4,
+        "basic_tools": [True, True, False, False],
+    }
     assert decision_explainability_index(5, on, 4) == pytest.approx(6 / 8)
     assert decision_explainability_index(4, on, 4) == 0.5
     assert decision_explainability_index(3, on, 4) == 0.5
@@ -113,8 +117,7 @@ def test_dei_caps_per_experiment() -> None:
 def test_crrs_fixed_weights_and_bands() -> None:
     assert crrs(1, 1, 1, 1) == pytest.approx(1.0)
     assert crrs(0.8, 0.7, 0.9, 0.5) == pytest.approx(0.25 * 0.8 + 0.2 * 0.7 + 0.35 * 0.9 + 0.2 * 0.5)
-    assert [crrs_interpretation(x) for x in (0.9, 0.85, 0.7, 0.69, 0.5, 0.49)] == [
-        "Excellent", "Good", "Good", "Acceptable", "Acceptable", "Poor"]
+    assert [crrs_interpretation(x) for x in (0.9, 0.85, 0.7, 0.69, 0.5, 0.49)] == ["Excellent", "Good", "Good", "Acceptable", "Acceptable", "Poor"]
 
 
 @settings(max_examples=80, deadline=None)
@@ -133,23 +136,38 @@ def _conv(cid: str, experiment: int, persona: dict[str, Any], moods: list[str | 
         attrs: dict[str, Any] = {"exploration": "explores_menu", "ordering": "one_by_one", "complete": i == len(moods) - 1}
         if mood is not None:
             attrs["mood"] = mood
-        messages.append({"role": "guest", "content": f"message {i} of {cid}", "attributes": attrs,
-                         "tools": {"order_tracking": True, "behavioral_tracking": i % 2 == 0}})
+        messages.append(
+            {
+                "role": "guest",
+                "content": f"message {i} of {cid}",
+                "attributes": attrs,
+                "tools": {"order_tracking": True, "behavioral_tracking": i % 2 == 0},
+            }
+        )
         messages.append({"role": "waiter", "content": "Sure."})
     messages.append({"role": "guest", "content": "exit"})
-    return {"id": cid, "experiment": experiment, "persona": persona, "target_order": ["Pizza", "Salad"],
-            "current_order": ["the pizza"], "messages": messages, **extra}
+    return {
+        "id": cid,
+        "experiment": experiment,
+        "persona": persona,
+        "target_order": ["Pizza", "Salad"],
+        "current_order": ["the pizza"],
+        "messages": messages,
+        **extra,
+    }
 
 
-EXPECTED = {"type": "indecisive", "expected": {"exploration": "explores_menu", "moods": ["casual"],
-                                               "ordering": "one_by_one", "complete": False}}
+EXPECTED = {"type": "indecisive", "expected": {"exploration": "explores_menu", "moods": ["casual"], "ordering": "one_by_one", "complete": False}}
 
 
 def test_conversation_scores_by_hand(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "c.jsonl", [
-        _conv("a", 5, EXPECTED, ["casual", "casual", "casual", "casual", "frustrated", "casual"]),
-        _conv("b", 5, {"type": "Family / Group"}, ["casual", "casual"]),
-    ])
+    path = write_jsonl(
+        tmp_path / "c.jsonl",
+        [
+            _conv("a", 5, EXPECTED, ["casual", "casual", "casual", "casual", "frustrated", "casual"]),
+            _conv("b", 5, {"type": "Family / Group"}, ["casual", "casual"]),
+        ],
+    )
     result = evaluate_simulation(path, tmp_path / "out", None)
     a, b = result["conversations"]
     # PAS: C1, C3 always; C2 on 5 of 6; C4 (expected incomplete) on 5 of 6 → (6+5+6+5)/4/6
@@ -215,10 +233,13 @@ def _reply(body: dict[str, Any]) -> str:
 
 
 def test_missing_attributes_are_classified_by_the_judge_and_replayed(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "c.jsonl", [
-        _conv("m", 3, EXPECTED, ["casual", None, "casual"]),
-        _conv("n", 3, EXPECTED, ["casual", "casual", None]),
-    ])
+    path = write_jsonl(
+        tmp_path / "c.jsonl",
+        [
+            _conv("m", 3, EXPECTED, ["casual", None, "casual"]),
+            _conv("n", 3, EXPECTED, ["casual", "casual", None]),
+        ],
+    )
     cache = tmp_path / "cache.sqlite"
     with serve(reply=_reply) as server:
         judge = JudgeOptions(model="judge-model", base_url=server.base_url, cache=cache)

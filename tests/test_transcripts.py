@@ -218,7 +218,12 @@ def test_bom_at_the_start_is_allowed(tmp_path: Path) -> None:
 # --- both file forms give the same records ---------------------------------------------------------
 
 RECORDS: list[dict[str, Any]] = [
-    {"id": "r1", "query": "Capital of France?", "response": "Paris {not a placeholder} $1", "contexts": ["Paris is the capital.", {"doc": 1, "text": "é"}]},
+    {
+        "id": "r1",
+        "query": "Capital of France?",
+        "response": "Paris {not a placeholder} $1",
+        "contexts": ["Paris is the capital.", {"doc": 1, "text": "é"}],
+    },
     {"id": 2, "query": "q", "response": "r", "timings": {"total_ms": 10, "llm_ms": 4}, "metadata": {"k": [1, 2]}},
     {"id": "r3", "messages": [{"role": "user", "content": "hi\nthere"}, {"role": "assistant", "content": "hello ✓"}]},
     {"id": "r4", "query": "q", "response": "r", "spans": [{"kind": "llm", "start": 1.0, "end": 2.0}], "tool_calls": 0, "reference": "ref"},
@@ -324,9 +329,7 @@ def test_explicit_fields_win_over_messages() -> None:
 
 
 def test_messages_without_tools_have_no_contexts_and_zero_tool_calls() -> None:
-    record = Transcript.model_validate(
-        {"id": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
-    )
+    record = Transcript.model_validate({"id": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})
     resolved = record.resolved()
     assert resolved.contexts is None
     assert resolved.performance.tool_calls == 0
@@ -478,9 +481,7 @@ def _write_big(path: Path, n: int, as_array: bool) -> int:
 
 
 @pytest.mark.parametrize("as_array", [False, True], ids=["jsonl", "array"])
-def test_iter_raw_streams_without_reading_the_file_whole(
-    tmp_path: Path, as_array: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_iter_raw_streams_without_reading_the_file_whole(tmp_path: Path, as_array: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / ("big.json" if as_array else "big.jsonl")
     size = _write_big(path, 40_000, as_array)
     assert size > 10 * 2**20

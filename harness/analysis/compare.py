@@ -73,8 +73,7 @@ def _finite(value: float | None) -> float | None:
 
 
 def _test(result: Any) -> dict[str, Any]:
-    return {"statistic": _finite(result.statistic), "pvalue": float(result.pvalue), "df": result.df,
-            "warnings": list(result.warnings)}
+    return {"statistic": _finite(result.statistic), "pvalue": float(result.pvalue), "df": result.df, "warnings": list(result.warnings)}
 
 
 def _status_counts(outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
@@ -85,15 +84,25 @@ def _status_counts(outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
             unscored[o.reason or "unknown"] += 1
         elif o.status == "failed":
             failed[o.reason or "unknown"] += 1
-    return {"scored": sum(1 for o in outcomes.values() if o.status == "scored"),
-            "unscored": sum(unscored.values()), "unscored_reasons": dict(sorted(unscored.items())),
-            "failed": sum(failed.values()), "failed_reasons": dict(sorted(failed.items()))}
+    return {
+        "scored": sum(1 for o in outcomes.values() if o.status == "scored"),
+        "unscored": sum(unscored.values()),
+        "unscored_reasons": dict(sorted(unscored.items())),
+        "failed": sum(failed.values()),
+        "failed_reasons": dict(sorted(failed.items())),
+    }
 
 
 def _paired(a: np.ndarray, b: np.ndarray, n_resamples: int, seed: int | None, confidence: float) -> dict[str, Any]:
     d = b - a
-    out: dict[str, Any] = {"n": int(d.size), "mean_a": float(a.mean()), "mean_b": float(b.mean()),
-                           "mean_difference": float(d.mean()), "ci": None, "ttest": None}
+    out: dict[str, Any] = {
+        "n": int(d.size),
+        "mean_a": float(a.mean()),
+        "mean_b": float(b.mean()),
+        "mean_difference": float(d.mean()),
+        "ci": None,
+        "ttest": None,
+    }
     if d.size >= 2:
         low, high = bootstrap_interval(d, np.mean, confidence, n_resamples, "percentile", seed)
         out["ci"] = [low, high]
@@ -103,13 +112,18 @@ def _paired(a: np.ndarray, b: np.ndarray, n_resamples: int, seed: int | None, co
 
 def _mcnemar(pass_a: np.ndarray, pass_b: np.ndarray) -> dict[str, Any]:
     """Rows: A pass / fail; columns: B pass / fail. n01 = A passes and B fails."""
-    table = [[int(np.sum(pass_a & pass_b)), int(np.sum(pass_a & ~pass_b))],
-             [int(np.sum(~pass_a & pass_b)), int(np.sum(~pass_a & ~pass_b))]]
+    table = [[int(np.sum(pass_a & pass_b)), int(np.sum(pass_a & ~pass_b))], [int(np.sum(~pass_a & pass_b)), int(np.sum(~pass_a & ~pass_b))]]
     discordant = table[0][1] + table[1][0]
     exact = discordant < EXACT_BELOW
     result = mcnemar(table, exact=exact, correction=True)
-    return {"table": table, "discordant": discordant, "method": "exact binomial" if exact else "chi-square, continuity-corrected",
-            "pass_rate_a": float(pass_a.mean()), "pass_rate_b": float(pass_b.mean()), **_test(result)}
+    return {
+        "table": table,
+        "discordant": discordant,
+        "method": "exact binomial" if exact else "chi-square, continuity-corrected",
+        "pass_rate_a": float(pass_a.mean()),
+        "pass_rate_b": float(pass_b.mean()),
+        **_test(result),
+    }
 
 
 def _unpaired(a: np.ndarray, b: np.ndarray, confidence: float) -> dict[str, Any]:
@@ -121,29 +135,50 @@ def _unpaired(a: np.ndarray, b: np.ndarray, confidence: float) -> dict[str, Any]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         d = cohens_d(b, a)
-    return {"n_a": int(a.size), "n_b": int(b.size), "mean_a": float(a.mean()), "mean_b": float(b.mean()),
-            "mean_difference": diff, "ci": [diff - half, diff + half], "welch": _test(welch),
-            "cohens_d": _finite(d), "cohens_d_notes": [str(w.message) for w in caught]}
+    return {
+        "n_a": int(a.size),
+        "n_b": int(b.size),
+        "mean_a": float(a.mean()),
+        "mean_b": float(b.mean()),
+        "mean_difference": diff,
+        "ci": [diff - half, diff + half],
+        "welch": _test(welch),
+        "cohens_d": _finite(d),
+        "cohens_d_notes": [str(w.message) for w in caught],
+    }
 
 
-def _compare_one(a: RunData, b: RunData, metric: Metric, judge: str, threshold: float,
-                 n_resamples: int, seed: int | None, confidence: float) -> dict[str, Any]:
+def _compare_one(
+    a: RunData, b: RunData, metric: Metric, judge: str, threshold: float, n_resamples: int, seed: int | None, confidence: float
+) -> dict[str, Any]:
     oa, ob = a.outcomes_of(metric.name, judge), b.outcomes_of(metric.name, judge)
     sa, sb = a.scored(metric.name, judge), b.scored(metric.name, judge)
     ta, tb = set(a.transcripts) | set(oa), set(b.transcripts) | set(ob)
     both = ta & tb
     paired_ids = [t for t in a.transcripts if t in sa and t in sb]
     paired_ids += sorted((sa.keys() & sb.keys()) - set(paired_ids))
-    counts = {"paired": len(paired_ids), "only_in_a": len(ta - tb), "only_in_b": len(tb - ta),
-              "unscored_in_either": sum(1 for t in both if not (t in sa and t in sb)),
-              "a": _status_counts(oa), "b": _status_counts(ob)}
+    counts = {
+        "paired": len(paired_ids),
+        "only_in_a": len(ta - tb),
+        "only_in_b": len(tb - ta),
+        "unscored_in_either": sum(1 for t in both if not (t in sa and t in sb)),
+        "a": _status_counts(oa),
+        "b": _status_counts(ob),
+    }
     va = np.array([sa[t] for t in paired_ids], dtype=np.float64)
     vb = np.array([sb[t] for t in paired_ids], dtype=np.float64)
-    row: dict[str, Any] = {"metric": metric.name, "kind": metric.kind, "judge": judge, "direction": metric.direction,
-                           "scale": list(metric.scale), "threshold": threshold, "counts": counts,
-                           "paired": _paired(va, vb, n_resamples, seed, confidence) if va.size else None,
-                           "mcnemar": _mcnemar(passes(va, metric, threshold), passes(vb, metric, threshold)) if va.size else None,
-                           "unpaired": None}
+    row: dict[str, Any] = {
+        "metric": metric.name,
+        "kind": metric.kind,
+        "judge": judge,
+        "direction": metric.direction,
+        "scale": list(metric.scale),
+        "threshold": threshold,
+        "counts": counts,
+        "paired": _paired(va, vb, n_resamples, seed, confidence) if va.size else None,
+        "mcnemar": _mcnemar(passes(va, metric, threshold), passes(vb, metric, threshold)) if va.size else None,
+        "unpaired": None,
+    }
     all_a = np.array(list(sa.values()), dtype=np.float64)
     all_b = np.array(list(sb.values()), dtype=np.float64)
     if set(sa) != set(sb) and all_a.size >= 2 and all_b.size >= 2:
@@ -167,8 +202,7 @@ def _p(p: float) -> str:
 
 def verdict(row: Mapping[str, Any], judge_in_label: bool = False) -> str:
     """The one-line verdict for a compared metric, once ``pvalue_holm``, ``significant`` and ``better`` are set."""
-    details = [d for d in ("lower is better" if row["direction"] == "lower" else "",
-                           f"judge {row['judge']}" if judge_in_label else "") if d]
+    details = [d for d in ("lower is better" if row["direction"] == "lower" else "", f"judge {row['judge']}" if judge_in_label else "") if d]
     name = row["metric"] + (f" ({', '.join(details)})" if details else "")
     if row.get("test") is None:
         return f"not tested on {name}: fewer than 2 transcripts scored (in both runs, or in each run)"
@@ -182,8 +216,13 @@ def verdict(row: Mapping[str, Any], judge_in_label: bool = False) -> str:
 
 
 def compare(
-    run_a: RunData, run_b: RunData, thresholds: Mapping[str | None, float] | None = None, alpha: float = 0.05,
-    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+    run_a: RunData,
+    run_b: RunData,
+    thresholds: Mapping[str | None, float] | None = None,
+    alpha: float = 0.05,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Compare run B with run A per metric and judge (a JSON-ready dict; see the module docstring).
 
@@ -213,10 +252,11 @@ def compare(
 
     if not judges or not metrics:
         what = "judge" if not judges else "rubric or composite"
-        raise UserInputError(f"{run_a.path} and {run_b.path} have no {what} in common: nothing to compare "
-                             f"(judges: {', '.join(run_a.judges)} in A, {', '.join(run_b.judges)} in B)")
-    rows = [_compare_one(run_a, run_b, m, j, threshold_for(m, thresholds), n_resamples, seed, confidence)
-            for m in metrics for j in judges]
+        raise UserInputError(
+            f"{run_a.path} and {run_b.path} have no {what} in common: nothing to compare "
+            f"(judges: {', '.join(run_a.judges)} in A, {', '.join(run_b.judges)} in B)"
+        )
+    rows = [_compare_one(run_a, run_b, m, j, threshold_for(m, thresholds), n_resamples, seed, confidence) for m in metrics for j in judges]
     tested = [r for r in rows if r["test"] is not None]
     for r, adjusted in zip(tested, holm([r["pvalue"] for r in tested]), strict=True):
         r["pvalue_holm"] = float(adjusted)
@@ -231,10 +271,20 @@ def compare(
 
     ids_a, ids_b = set(run_a.transcripts), set(run_b.transcripts)
     return {
-        "run_a": str(run_a.path), "run_b": str(run_b.path), "alpha": alpha, "correction": "holm",
-        "confidence": confidence, "resamples": n_resamples, "seed": seed,
-        "transcripts": {"a": len(ids_a), "b": len(ids_b), "both": len(ids_a & ids_b),
-                        "only_in_a": len(ids_a - ids_b), "only_in_b": len(ids_b - ids_a)},
+        "run_a": str(run_a.path),
+        "run_b": str(run_b.path),
+        "alpha": alpha,
+        "correction": "holm",
+        "confidence": confidence,
+        "resamples": n_resamples,
+        "seed": seed,
+        "transcripts": {
+            "a": len(ids_a),
+            "b": len(ids_b),
+            "both": len(ids_a & ids_b),
+            "only_in_a": len(ids_a - ids_b),
+            "only_in_b": len(ids_b - ids_a),
+        },
         "notes": notes,
         "metrics": rows,
         "verdicts": [r["verdict"] for r in rows],
@@ -242,8 +292,14 @@ def compare(
 
 
 def compare_report(
-    run_a: str | Path, run_b: str | Path, thresholds: Sequence[str] = (), prompts: Sequence[str | Path] = (),
-    alpha: float = 0.05, n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+    run_a: str | Path,
+    run_b: str | Path,
+    thresholds: Sequence[str] = (),
+    prompts: Sequence[str | Path] = (),
+    alpha: float = 0.05,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """`compare` from paths and ``--threshold`` texts, as ``harness compare`` runs it."""
     if not 0.0 < alpha < 1.0:

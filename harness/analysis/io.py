@@ -12,7 +12,6 @@ either input is a `UserInputError` whose message names the file, the line and th
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, 
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
+from ..outputs.rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import load_rubrics
+from ..validation import first_problem
 
 __all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "read_labels", "read_run"]
 
@@ -52,8 +53,7 @@ class Metric:
     version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "scale": list(self.scale), "direction": self.direction,
-                "version": self.version}
+        return {"name": self.name, "kind": self.kind, "scale": list(self.scale), "direction": self.direction, "version": self.version}
 
 
 @dataclass
@@ -78,23 +78,6 @@ class RunData:
         return {t: o.score for t, o in self.outcomes_of(metric, judge).items() if o.status == "scored" and o.score is not None}
 
 
-def read_summary(run: Path) -> dict[str, Any]:
-    """A run directory's summary.json, checked; every problem is one line naming the file."""
-    path = run / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserInputError(f"{run}: not a run directory (no summary.json; write one with harness run --out)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"{path}: <json>: invalid JSON ({exc})") from None
-    if not isinstance(summary, dict):
-        raise UserInputError(f"{path}: <record>: expected a JSON object")
-    for key in ("rubric_versions", "judge_models"):
-        if not isinstance(summary.get(key), dict):
-            raise UserInputError(f"{path}: {key}: missing or not an object (written by an older harness?)")
-    return summary
-
-
 def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_path: Path) -> tuple[dict[str, Metric], list[str]]:
     rubrics = load_rubrics(prompts)
     metrics: dict[str, Metric] = {}
@@ -106,9 +89,8 @@ def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_
                 f"{summary_path}: rubric_versions.{name}: no rubric file for {name!r} (its scale and direction are "
                 f"needed); pass --prompts DIR with {name}.md"
             )
-        if str(version) != rubric.version:
-            notes.append(f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "
-                         f"{rubric.version}; scale and direction are taken from the file")
+        if (note := version_note(name, version, rubric)) is not None:
+            notes.append(note)
         metrics[name] = Metric(name, "rubric", (float(rubric.lo), float(rubric.hi)), rubric.direction, str(version))
     for name in summary.get("composites") or {}:
         if name in metrics:
@@ -143,10 +125,7 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     run used custom rubrics: their files give the scale and direction. Raises `UserInputError`
     naming the file, line and field for anything missing or malformed.
     """
-    run = Path(path)
-    if not run.is_dir():
-        raise UserInputError(f"{run}: no such run directory")
-    summary = read_summary(run)
+    run, summary = open_run_dir(path)
     metrics, notes = _metrics(summary, prompts, run / "summary.json")
     judges = tuple(str(j) for j in summary["judge_models"])
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
@@ -193,8 +172,8 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     if len(set(transcripts)) != len(transcripts):
         raise UserInputError(f"{results}: transcript_id: duplicate transcript ids")
     interrupted = bool(summary.get("interrupted"))
-    if interrupted:
-        notes.append(f"{run}: the run was interrupted; transcripts it did not reach have no judgments")
+    if (note := interrupted_note(summary)) is not None:
+        notes.append(f"{run}: {note}")
     return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes)
 
 
@@ -204,13 +183,16 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
 class _LabelRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    transcript_id: StrictStr | StrictInt
+    # An integer id is read as text (the validator below): the run writes every id as text.
+    transcript_id: str
     rubric: StrictStr
     label: StrictBool | StrictInt | StrictFloat | StrictStr
 
-    @field_validator("transcript_id")
+    @field_validator("transcript_id", mode="before")
     @classmethod
-    def _id_text(cls, value: str | int) -> str:
+    def _id_text(cls, value: object) -> str:
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise ValueError("must be a string or an integer")
         # Transcript ids may be integers in the transcripts file; the run writes them as text.
         text = str(value)
         if not text.strip():
@@ -242,8 +224,12 @@ def _label_value(path: Path, line: int, value: Any, metric: Metric) -> tuple[flo
     if isinstance(value, str):
         word = PASS_FAIL_WORDS.get(value.strip().lower())
         if word is None:
-            raise line_error(path, line, "label", f"{value!r} is not a label: give a number on the {metric.name} scale "
-                                             f"{list(metric.scale)}, true/false, or \"pass\"/\"fail\"")
+            raise line_error(
+                path,
+                line,
+                "label",
+                f'{value!r} is not a label: give a number on the {metric.name} scale {list(metric.scale)}, true/false, or "pass"/"fail"',
+            )
         return word, "pass_fail"
     number = float(value)
     lo, hi = metric.scale
@@ -269,27 +255,24 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
         try:
             parsed = _LabelRow.model_validate(row)
         except ValidationError as exc:
-            err = exc.errors(include_url=False)[0]
-            name = str(err["loc"][0]) if err["loc"] else "<record>"
-            problem = {"extra_forbidden": "unknown field", "missing": "missing"}.get(err["type"], err["msg"])
-            if err["type"] not in ("extra_forbidden", "missing"):
-                problem = f"unexpected value {row.get(name)!r}"
+            first = first_problem(exc)
+            name = str(first.loc[0]) if first.loc else "<record>"
+            problem = first.problem if first.kind in ("extra_forbidden", "missing") else f"unexpected value {row.get(name)!r}"
             raise line_error(file, line, name, problem) from None
         metric = run.metrics.get(parsed.rubric)
         if metric is None:
             known = ", ".join(run.metrics) or "none"
-            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} "
-                                              f"(it has: {known})")
+            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} (it has: {known})")
         value, kind = _label_value(file, line, parsed.label, metric)
         seen_kind, seen_line = kinds.setdefault(metric.name, (kind, line))
         if seen_kind != kind:
             what = "numbers" if seen_kind == "numeric" else "pass/fail"
-            raise line_error(file, line, "label", f"{parsed.label!r} does not match the earlier {metric.name} labels, which "
-                                             f"are {what} (line {seen_line})")
+            raise line_error(
+                file, line, "label", f"{parsed.label!r} does not match the earlier {metric.name} labels, which are {what} (line {seen_line})"
+            )
         key = (parsed.transcript_id, metric.name)
         if key in first_line:
-            raise line_error(file, line, "transcript_id", f"{parsed.transcript_id!r} already has a {metric.name} label "
-                                                     f"(line {first_line[key]})")
+            raise line_error(file, line, "transcript_id", f"{parsed.transcript_id!r} already has a {metric.name} label (line {first_line[key]})")
         first_line[key] = line
         by_metric.setdefault(metric.name, []).append(Label(parsed.transcript_id, value, line))
         rows += 1

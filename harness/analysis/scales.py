@@ -46,8 +46,7 @@ def parse_thresholds(values: Iterable[str], metrics: Mapping[str, Metric]) -> di
         if not math.isfinite(value):
             raise UserInputError(f"--threshold {text}: expected a finite number")
         if key is not None and key not in metrics:
-            raise UserInputError(f"--threshold {text}: {key!r} is not a rubric or composite of the run "
-                                 f"(it has: {', '.join(metrics)})")
+            raise UserInputError(f"--threshold {text}: {key!r} is not a rubric or composite of the run (it has: {', '.join(metrics)})")
         if key in out:
             raise UserInputError(f"--threshold {text}: given twice for {key or 'every metric'}")
         out[key] = value
@@ -78,7 +77,7 @@ def passes(scores: np.ndarray, metric: Metric, threshold: float) -> np.ndarray:
 
 
 def pass_fail_labels(scores: np.ndarray, metric: Metric, threshold: float) -> np.ndarray:
-    """"pass" / "fail" strings for ``scores`` (see `passes`)."""
+    """ "pass" / "fail" strings for ``scores`` (see `passes`)."""
     return np.where(passes(scores, metric, threshold), PASS, FAIL)
 
 
@@ -90,8 +89,7 @@ class Bins:
         self.lo, self.hi = float(lo), float(hi)
         self.step = 1.0 if integer else (hi - lo) / 10.0
         self.count = round((hi - lo) / self.step) + 1
-        self.rule = ("rounded to the scale's integer steps" if integer
-                     else f"rounded to the nearest tenth of the scale (step {self.step:g})")
+        self.rule = "rounded to the scale's integer steps" if integer else f"rounded to the nearest tenth of the scale (step {self.step:g})"
 
     def codes(self, scores: np.ndarray) -> np.ndarray:
         """Bin index of each score; halves round up (1e-9 absorbs 0.35 / 0.1 = 3.4999...)."""

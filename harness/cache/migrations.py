@@ -49,6 +49,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def pending(db: sqlite3.Connection, migrations: list[Migration] | None = None) -> list[str]:
+    """The migrations this file still lacks, read without writing (for a read-only cache)."""
+    migrations = MIGRATIONS if migrations is None else migrations
+    try:
+        done = {v for (v,) in db.execute("SELECT version FROM _migrations")}
+    except sqlite3.OperationalError:  # no _migrations table: nothing applied yet
+        done = set()
+    return [m.__name__ for version, m in enumerate(migrations, start=1) if version not in done]
+
+
 def migrate(db: sqlite3.Connection, migrations: list[Migration] | None = None) -> list[str]:
     """Apply the missing migrations; return the names applied. Safe to race from two processes."""
     migrations = MIGRATIONS if migrations is None else migrations

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiosqlite
 
 from ..errors import CacheError
-from .migrations import migrate
+from .migrations import migrate, pending
 
 #: Other processes may hold the write lock briefly; wait this long before giving up.
 BUSY_TIMEOUT_MS = 60_000
@@ -59,6 +59,68 @@ def _prepare(path: Path) -> None:
         db.close()
 
 
+def read_only_uri(path: Path) -> str:
+    """SQLite opens this URI for reading only: nothing, not even a migration, can write the file."""
+    return f"{path.resolve().as_uri()}?mode=ro"
+
+
+def _check_current(path: Path) -> None:
+    """A read-only cache is read as it is; one an older harness wrote must be upgraded by a writer."""
+    if not path.exists():
+        raise CacheError(f"{path}: no cache file to replay from")
+    db = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        missing = pending(db)
+    finally:
+        db.close()
+    if missing:
+        raise CacheError(f"{path}: written by an older harness (schema lacks {', '.join(missing)}); run once without --offline to upgrade it")
+
+
+class CacheReader:
+    """Synchronous, read-only questions to a cache file (``harness estimate``); never writes it."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    @classmethod
+    def open(cls, path: Path | None) -> CacheReader | None:
+        """The cache at ``path``, or None when there is no readable cache there (nothing is cached)."""
+        if path is None or not path.exists():
+            return None
+        db = sqlite3.connect(read_only_uri(path), uri=True)
+        try:
+            db.execute("SELECT 1 FROM judgments LIMIT 1")
+        except sqlite3.DatabaseError:
+            db.close()
+            return None
+        return cls(db)
+
+    def completion_means(self) -> dict[tuple[str, str, str], float]:
+        """(judge model, base URL, rubric) → mean completion tokens of the cached replies."""
+        rows = self._db.execute(
+            "SELECT judge_model, base_url, rubric, AVG(completion_tokens) FROM judgments WHERE completion_tokens IS NOT NULL GROUP BY 1, 2, 3"
+        )
+        return {(m, u, r): float(mean) for m, u, r, mean in rows}
+
+    def latency_means_s(self) -> dict[tuple[str, str], float]:
+        """(judge model, base URL) → mean latency of the cached replies, in seconds."""
+        rows = self._db.execute("SELECT judge_model, base_url, AVG(latency_ms) FROM judgments WHERE latency_ms IS NOT NULL GROUP BY 1, 2")
+        return {(m, u): float(mean) / 1000.0 for m, u, mean in rows}
+
+    def present(self, keys: list[str]) -> set[str]:
+        """The keys among ``keys`` that the cache holds."""
+        found: set[str] = set()
+        for start in range(0, len(keys), _READ_BATCH):
+            chunk = keys[start : start + _READ_BATCH]
+            marks = ",".join("?" * len(chunk))
+            found.update(k for (k,) in self._db.execute(f"SELECT key FROM judgments WHERE key IN ({marks})", chunk))
+        return found
+
+    def close(self) -> None:
+        self._db.close()
+
+
 class JudgmentCache:
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -71,11 +133,11 @@ class JudgmentCache:
     async def open(self) -> JudgmentCache:
         try:
             if self.read_only:
-                if not self.path.exists():
-                    raise CacheError(f"{self.path}: no cache file to replay from")
-                # Migrations still run: an older cache is upgraded, not discarded.
-            await asyncio.to_thread(_prepare, self.path)
-            self._db = await aiosqlite.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
+                await asyncio.to_thread(_check_current, self.path)
+                self._db = await aiosqlite.connect(read_only_uri(self.path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            else:
+                await asyncio.to_thread(_prepare, self.path)
+                self._db = await aiosqlite.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
             await self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             await self._db.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.DatabaseError as exc:
@@ -139,8 +201,22 @@ class JudgmentCache:
     async def _write(self, batch: list[CachedJudgment]) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
         rows = [
-            (j.key, j.judge_model, j.base_url, j.rubric, j.rubric_version, j.raw_output, j.prompt_tokens,
-             j.completion_tokens, j.latency_ms, j.cost_usd, j.attempts, j.status, j.score, j.created_at or now)
+            (
+                j.key,
+                j.judge_model,
+                j.base_url,
+                j.rubric,
+                j.rubric_version,
+                j.raw_output,
+                j.prompt_tokens,
+                j.completion_tokens,
+                j.latency_ms,
+                j.cost_usd,
+                j.attempts,
+                j.status,
+                j.score,
+                j.created_at or now,
+            )
             for j in batch
         ]
         marks = ",".join("?" * 14)

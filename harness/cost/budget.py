@@ -11,8 +11,8 @@ usage is not reported).
 from __future__ import annotations
 
 from ..config import JudgeConfig
-from ..judges import JudgeRequest
-from .prices import cost_usd
+from ..judges.base import JudgeRequest
+from .prices import call_cost
 from .tokens import TokenCounter
 
 
@@ -25,9 +25,10 @@ class Budget:
         self._counters = {j.name: TokenCounter.for_model(j.model, j.tokenizer) for j in judges}
 
     def worst_case(self, judge: JudgeConfig, request: JudgeRequest) -> float:
-        assert judge.input_price_per_1m is not None and judge.output_price_per_1m is not None
         prompt = self._counters[judge.name].count_messages(request.messages)
-        return cost_usd(prompt, request.max_tokens, judge.input_price_per_1m, judge.output_price_per_1m)
+        cost = call_cost(judge, prompt, request.max_tokens)
+        assert cost is not None, "a budget is only made for priced judges"
+        return cost
 
     def reserve(self, amount: float) -> bool:
         """Reserve ``amount``; False (and the budget exhausted from then on) if it would cross the cap."""

@@ -65,13 +65,27 @@ def with_prices(judge: JudgeConfig, user_table: PriceTable | None = None) -> Jud
     price = lookup(judge.model, user_table)
     if price is None:
         return judge
-    return judge.model_copy(update={
-        "input_price_per_1m": judge.input_price_per_1m if judge.input_price_per_1m is not None else price.input,
-        "output_price_per_1m": judge.output_price_per_1m if judge.output_price_per_1m is not None else price.output,
-    })
+    return judge.model_copy(
+        update={
+            "input_price_per_1m": judge.input_price_per_1m if judge.input_price_per_1m is not None else price.input,
+            "output_price_per_1m": judge.output_price_per_1m if judge.output_price_per_1m is not None else price.output,
+        }
+    )
 
 
 def cost_usd(prompt_tokens: float, completion_tokens: float, input_per_1m: float, output_per_1m: float) -> float:
     """USD for one call. Seed 000's "token cost" with per-1K prices is the same computation:
     25,474/1000 × 0.000075 + 2,080/1000 × 0.0003 = $0.00253455 (per-1M: 0.075 and 0.30)."""
     return (prompt_tokens * input_per_1m + completion_tokens * output_per_1m) / 1_000_000
+
+
+def call_cost(judge: JudgeConfig, prompt_tokens: float | None, completion_tokens: float | None) -> float | None:
+    """USD for one call of ``judge`` at its per-1M prices; None when a price or the usage is unknown.
+
+    The one place a call is priced: the run, the budget and the estimate all come here.
+    """
+    if prompt_tokens is None or completion_tokens is None:
+        return None
+    if judge.input_price_per_1m is None or judge.output_price_per_1m is None:
+        return None
+    return cost_usd(prompt_tokens, completion_tokens, judge.input_price_per_1m, judge.output_price_per_1m)

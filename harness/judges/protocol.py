@@ -1,6 +1,6 @@
 """The OpenAI chat-completions wire protocol, apart from any HTTP client.
 
-Both providers that speak it (``http.py`` on aiohttp, ``openai_compat.py`` on the openai SDK)
+Both providers that speak it (``openai_aiohttp.py`` on aiohttp, ``openai_sdk.py`` on the openai SDK)
 build the request body, read the reply and classify errors here, so they behave the same:
 
 - 429 → RateLimited (Retry-After / retry-after-ms honoured), but 429 ``insufficient_quota`` →
@@ -37,6 +37,11 @@ def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
 REDACTED = "[REDACTED]"
 
 
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` (the API key) masked; every provider uses this."""
+    return text.replace(secret, REDACTED) if secret else text
+
+
 def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeReply:
     """A JudgeReply from a decoded chat-completion body, or MalformedReply; ``secret`` (the API
     key) is masked in the reply text."""
@@ -50,8 +55,7 @@ def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeRe
         text = message["refusal"]
     if not isinstance(text, str):
         raise MalformedReply(f"{where}: malformed response: no message content")
-    if secret and secret in text:
-        text = text.replace(secret, REDACTED)
+    text = redact(text, secret)
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     return JudgeReply(
         text=text,

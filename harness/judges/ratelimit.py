@@ -1,4 +1,5 @@
-"""Requests-per-minute and tokens-per-minute limiting, per judge.
+"""Requests-per-minute and tokens-per-minute limiting, per endpoint (the runner shares one limiter
+among the judges of one base URL and key).
 
 Two token buckets, refilled continuously, each holding at most one minute's allowance (so a run
 starts at full speed and then settles to the configured rate). ``acquire(tokens)`` waits until
@@ -33,6 +34,7 @@ class _Bucket:
 
 class RateLimiter:
     def __init__(self, rpm: float | None, tpm: float | None) -> None:
+        self.rpm, self.tpm = rpm, tpm
         self._requests = _Bucket(rpm) if rpm else None
         self._tokens = _Bucket(tpm) if tpm else None
         self._lock = asyncio.Lock()

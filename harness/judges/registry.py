@@ -10,15 +10,15 @@ from .base import Judge
 
 
 def _openai(config: JudgeConfig) -> Judge:
-    from .http import HttpJudge
+    from .openai_aiohttp import AiohttpJudge
 
-    return HttpJudge(config)
+    return AiohttpJudge(config)
 
 
 def _openai_sdk(config: JudgeConfig) -> Judge:
-    from .openai_compat import OpenAICompatibleJudge
+    from .openai_sdk import OpenAISDKJudge
 
-    return OpenAICompatibleJudge(config)
+    return OpenAISDKJudge(config)
 
 
 def _local(config: JudgeConfig) -> Judge:

@@ -8,6 +8,7 @@ timeouts, connection problems, malformed bodies) back off exponentially with jit
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,13 +46,12 @@ async def call_with_retries(
     sleep: Callable[[float], Awaitable[None]] | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds, fails fatally or ``max_attempts`` is used up."""
-    kwargs = {"sleep": sleep} if sleep is not None else {}
     retrying = AsyncRetrying(
+        sleep=sleep or asyncio.sleep,  # a test passes a fake clock
         retry=retry_if_exception_type((RateLimited, TransientJudgeError)),
         stop=stop_after_attempt(max_attempts),
         wait=_wait,
         reraise=True,
-        **kwargs,
     )
     async for try_ in retrying:
         with try_:

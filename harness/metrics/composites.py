@@ -11,17 +11,40 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from ..rubrics.rubric import Rubric
 
 
 @dataclass(frozen=True, slots=True)
+class Missing:
+    """Why a composite is unscored: the first of its rubrics without a score, and that rubric's outcome."""
+
+    rubric: str
+    status: str  # the component's status, or "missing" when the rubric was not judged at all
+    reason: str | None  # the component's reason; None when it was not judged
+
+    @property
+    def cause(self) -> str:
+        """The component's reason, as summary.json counts unscored composites."""
+        return self.reason or "not judged"
+
+    def __str__(self) -> str:
+        return f"{self.rubric} {self.status} ({self.cause})"
+
+
+@dataclass(frozen=True, slots=True)
 class CompositeResult:
     name: str
-    status: str  # "scored" | "unscored"
+    status: Literal["scored", "unscored"]
     value: float | None
-    reason: str | None
+    missing: Missing | None
     terms: tuple[tuple[str, float, float, float], ...]  # (rubric, weight, score, normalised)
+
+    @property
+    def reason(self) -> str | None:
+        """``relevance unscored (missing_input)``: the sentence results.jsonl carries."""
+        return None if self.missing is None else str(self.missing)
 
     def formula(self) -> str:
         """The arithmetic, with the numbers put in: ``0.7·0.9 + 0.3·1 = 0.93``."""
@@ -48,10 +71,10 @@ def weighted_composite(
     terms = []
     for rubric_name, weight in weights.items():
         component = components.get(rubric_name)
-        if component is None or component.status != "scored" or component.score is None:
-            why = component.reason if component is not None else "not judged"
-            status = component.status if component is not None else "missing"
-            return CompositeResult(name, "unscored", None, f"{rubric_name} {status} ({why})", ())
+        if component is None:
+            return CompositeResult(name, "unscored", None, Missing(rubric_name, "missing", None), ())
+        if component.status != "scored" or component.score is None:
+            return CompositeResult(name, "unscored", None, Missing(rubric_name, component.status, component.reason), ())
         normalised = rubrics[rubric_name].normalised(component.score)
         terms.append((rubric_name, weight, component.score, normalised))
     value = math.fsum(w * n for _, w, _, n in terms)

@@ -10,13 +10,17 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
-import numpy as np
-
-from ..stats import mean_interval
+# numpy and SciPy (the t quantile) are imported by the functions that use them, when a run ends:
+# every command would otherwise pay ~0.4 s for them at start-up. (Importing them in a thread
+# during the run was measured and rejected: it takes the GIL from the event loop.)
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
     """Mean and t-interval; ``(None, None)`` for no values, ``(mean, None)`` for one value."""
+    import numpy as np
+
+    from ..stats.intervals import mean_interval
+
     n = len(values)
     if n == 0:
         return None, None
@@ -29,6 +33,8 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | 
 
 def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 95, 99)) -> dict[str, float | None]:
     """``{"p50": …, "p95": …, "p99": …}``; every entry None when there are no values."""
+    import numpy as np
+
     if len(values) == 0:
         return {f"p{q:g}": None for q in qs}
     points = np.percentile(np.asarray(values, dtype=float), qs)

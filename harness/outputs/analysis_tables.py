@@ -73,8 +73,7 @@ def _pass_fail_cells(pf: Mapping[str, Any] | None) -> list[str]:
         return [DASH] * 5
     report = pf["report"]
     (pp, pf_), (fp, ff) = pf["confusion_matrix"]
-    return [_num(report["accuracy"]), _num(report["per_class"]["f1"][0]), _est(pf, "kappa"), _est(pf, "mcc"),
-            f"{pp} {pf_} / {fp} {ff}"]
+    return [_num(report["accuracy"]), _num(report["per_class"]["f1"][0]), _est(pf, "kappa"), _est(pf, "mcc"), f"{pp} {pf_} / {fp} {ff}"]
 
 
 def _table(title: str, columns: Sequence[str], left: Sequence[str] = ("judge", "judges", "metric", "class", "test")) -> Table:
@@ -94,8 +93,11 @@ def _report_table(title: str, pf: Mapping[str, Any], console: Console) -> None:
     for avg in ("macro", "micro", "weighted"):
         table.add_row(avg, *(_num(report[avg][m]) for m in metrics), str(sum(report["support"])))
     console.print(table)
-    console.print(f"  accuracy {_num(report['accuracy'])}, error rate {_num(report['error_rate'])}, balanced accuracy "
-                  f"{_num(report['balanced_accuracy'])}, kappa {_est(pf, 'kappa')}, MCC {_est(pf, 'mcc')}", highlight=False)
+    console.print(
+        f"  accuracy {_num(report['accuracy'])}, error rate {_num(report['error_rate'])}, balanced accuracy "
+        f"{_num(report['balanced_accuracy'])}, kappa {_est(pf, 'kappa')}, MCC {_est(pf, 'mcc')}",
+        highlight=False,
+    )
     for warning in report["warnings"]:
         console.print(f"  {warning}", highlight=False)
 
@@ -107,17 +109,17 @@ def _agreement_metric(metric: Mapping[str, Any], console: Console) -> None:
     if metric["judges"]:
         console.print(f"[bold]{head}[/]: {metric['labels']} {'numeric' if numeric else 'pass/fail'} labels", highlight=False)
         if numeric:
-            table = _table("Scores against numeric labels", ("judge", "n", "Pearson r [CI]", "Spearman rho [CI]", "MAE",
-                                                             "weighted kappa [CI]"))
+            table = _table("Scores against numeric labels", ("judge", "n", "Pearson r [CI]", "Spearman rho [CI]", "MAE", "weighted kappa [CI]"))
             for j in metric["judges"]:
-                table.add_row(j["judge"], str(j["n"]), _est(j["pearson"]), _est(j["spearman"]), _num(j["mae"]),
-                              _est(j["weighted_kappa"]))
+                table.add_row(j["judge"], str(j["n"]), _est(j["pearson"]), _est(j["spearman"]), _num(j["mae"]), _est(j["weighted_kappa"]))
             console.print(table)
             wk = next((j["weighted_kappa"] for j in metric["judges"] if j["weighted_kappa"]), None)
             if wk:
                 console.print(f"  weighted kappa: quadratic weights on {len(wk['bins'])} bins, {wk['rule']}", highlight=False)
-        table = _table("Pass/fail against the labels" + (" (both thresholded)" if numeric else ""),
-                       ("judge", "n", "accuracy", "F1 pass", "kappa [CI]", "MCC [CI]", "matrix"))
+        table = _table(
+            "Pass/fail against the labels" + (" (both thresholded)" if numeric else ""),
+            ("judge", "n", "accuracy", "F1 pass", "kappa [CI]", "MCC [CI]", "matrix"),
+        )
         for j in metric["judges"]:
             table.add_row(j["judge"], str(j["n"]), *_pass_fail_cells(j["pass_fail"]))
         console.print(table)
@@ -131,22 +133,33 @@ def _agreement_metric(metric: Mapping[str, Any], console: Console) -> None:
             if line:
                 console.print(line, highlight=False)
     if metric["between_judges"]:
-        table = _table(f"{head}: between judges, on transcripts both scored",
-                       ("judges", "n", "Pearson r [CI]", "Spearman rho [CI]", "MAE", "weighted kappa [CI]", "same pass/fail",
-                        "kappa [CI]"))
+        table = _table(
+            f"{head}: between judges, on transcripts both scored",
+            ("judges", "n", "Pearson r [CI]", "Spearman rho [CI]", "MAE", "weighted kappa [CI]", "same pass/fail", "kappa [CI]"),
+        )
         for pair in metric["between_judges"]:
             pf = pair["pass_fail"]
-            table.add_row(" vs ".join(pair["judges"]), str(pair["n"]), _est(pair["pearson"]), _est(pair["spearman"]),
-                          _num(pair["mae"]), _est(pair["weighted_kappa"]), _num(pf["report"]["accuracy"]) if pf else DASH,
-                          _est(pf, "kappa"))
+            table.add_row(
+                " vs ".join(pair["judges"]),
+                str(pair["n"]),
+                _est(pair["pearson"]),
+                _est(pair["spearman"]),
+                _num(pair["mae"]),
+                _est(pair["weighted_kappa"]),
+                _num(pf["report"]["accuracy"]) if pf else DASH,
+                _est(pf, "kappa"),
+            )
         console.print(table)
 
 
 def agreement_tables(result: Mapping[str, Any], console: Console) -> None:
-    """Render `harness.analysis.agreement.agreement`'s result."""
-    console.print(f"Agreement of {result['run']} with {result['labels']} ({result['label_rows']} labels; "
-                  f"{result['confidence']:.0%} intervals, {result['resamples']} bootstrap resamples of transcripts, "
-                  f"seed {result['seed']})", highlight=False)
+    """Render `harness.analysis.label_agreement.agreement_report`'s result."""
+    console.print(
+        f"Agreement of {result['run']} with {result['labels']} ({result['label_rows']} labels; "
+        f"{result['confidence']:.0%} intervals, {result['resamples']} bootstrap resamples of transcripts, "
+        f"seed {result['seed']})",
+        highlight=False,
+    )
     for metric in result["metrics"]:
         _agreement_metric(metric, console)
     for note in result["notes"]:
@@ -156,42 +169,80 @@ def agreement_tables(result: Mapping[str, Any], console: Console) -> None:
 def compare_tables(result: Mapping[str, Any], console: Console) -> None:
     """Render `harness.analysis.compare.compare`'s result."""
     t = result["transcripts"]
-    console.print(f"A = {result['run_a']} ({t['a']} transcripts), B = {result['run_b']} ({t['b']}); {t['both']} in both, "
-                  f"{t['only_in_a']} only in A, {t['only_in_b']} only in B", highlight=False)
+    console.print(
+        f"A = {result['run_a']} ({t['a']} transcripts), B = {result['run_b']} ({t['b']}); {t['both']} in both, "
+        f"{t['only_in_a']} only in A, {t['only_in_b']} only in B",
+        highlight=False,
+    )
     rows = result["metrics"]
-    table = _table(f"B - A on the transcripts both runs scored ({result['confidence']:.0%} CI; Holm over "
-                   f"{sum(1 for r in rows if r['test'])} tests)",
-                   ("metric", "judge", "n", "mean A", "mean B", "B - A", "CI", "test", "p", "Holm p"))
+    table = _table(
+        f"B - A on the transcripts both runs scored ({result['confidence']:.0%} CI; Holm over {sum(1 for r in rows if r['test'])} tests)",
+        ("metric", "judge", "n", "mean A", "mean B", "B - A", "CI", "test", "p", "Holm p"),
+    )
     for r in rows:
         paired = r["paired"]
         metric = r["metric"] + (" (lower better)" if r["direction"] == "lower" else "")
-        table.add_row(metric, r["judge"], str(r["counts"]["paired"]), _num(paired["mean_a"]) if paired else DASH,
-                      _num(paired["mean_b"]) if paired else DASH, _num(r["difference"], sign=True), _ci(r["ci"], sign=True),
-                      {"paired t-test": "paired t", "Welch's t-test": "Welch"}.get(r["test"] or "", DASH),
-                      _p(r["pvalue"]), _p(r["pvalue_holm"]))
+        table.add_row(
+            metric,
+            r["judge"],
+            str(r["counts"]["paired"]),
+            _num(paired["mean_a"]) if paired else DASH,
+            _num(paired["mean_b"]) if paired else DASH,
+            _num(r["difference"], sign=True),
+            _ci(r["ci"], sign=True),
+            {"paired t-test": "paired t", "Welch's t-test": "Welch"}.get(r["test"] or "", DASH),
+            _p(r["pvalue"]),
+            _p(r["pvalue_holm"]),
+        )
     console.print(table)
-    table = _table("Pass/fail at the threshold (McNemar: exact below 25 discordant pairs, else chi-square corrected)",
-                   ("metric", "judge", "pass if", "pass A", "pass B", "discordant", "McNemar p"))
+    table = _table(
+        "Pass/fail at the threshold (McNemar: exact below 25 discordant pairs, else chi-square corrected)",
+        ("metric", "judge", "pass if", "pass A", "pass B", "discordant", "McNemar p"),
+    )
     for r in rows:
         mc = r["mcnemar"]
         if mc:
             op = "<=" if r["direction"] == "lower" else ">="
-            table.add_row(r["metric"], r["judge"], f"{op} {r['threshold']:g}", _num(mc["pass_rate_a"]), _num(mc["pass_rate_b"]),
-                          str(mc["discordant"]), f"{_p(mc['pvalue'])} ({'exact' if mc['method'].startswith('exact') else 'chi2'})")
+            table.add_row(
+                r["metric"],
+                r["judge"],
+                f"{op} {r['threshold']:g}",
+                _num(mc["pass_rate_a"]),
+                _num(mc["pass_rate_b"]),
+                str(mc["discordant"]),
+                f"{_p(mc['pvalue'])} ({'exact' if mc['method'].startswith('exact') else 'chi2'})",
+            )
     console.print(table)
     unpaired = [r for r in rows if r["unpaired"]]
     if unpaired:
-        table = _table("All scored values of each run (the runs' scored transcripts differ)",
-                       ("metric", "judge", "n A", "n B", "B - A", "CI", "Welch p", "Cohen's d"))
+        table = _table(
+            "All scored values of each run (the runs' scored transcripts differ)",
+            ("metric", "judge", "n A", "n B", "B - A", "CI", "Welch p", "Cohen's d"),
+        )
         for r in unpaired:
             u = r["unpaired"]
-            table.add_row(r["metric"], r["judge"], str(u["n_a"]), str(u["n_b"]), _num(u["mean_difference"], sign=True),
-                          _ci(u["ci"], sign=True), _p(u["welch"]["pvalue"]), _num(u["cohens_d"], sign=True))
+            table.add_row(
+                r["metric"],
+                r["judge"],
+                str(u["n_a"]),
+                str(u["n_b"]),
+                _num(u["mean_difference"], sign=True),
+                _ci(u["ci"], sign=True),
+                _p(u["welch"]["pvalue"]),
+                _num(u["cohens_d"], sign=True),
+            )
         console.print(table)
     for r in rows:
         c = r["counts"]
-        parts = [f"{c[k]} {what}" for k, what in (("unscored_in_either", "in both runs but unscored or failed in one"),
-                                                  ("only_in_a", "only in A"), ("only_in_b", "only in B")) if c[k]]
+        parts = [
+            f"{c[k]} {what}"
+            for k, what in (
+                ("unscored_in_either", "in both runs but unscored or failed in one"),
+                ("only_in_a", "only in A"),
+                ("only_in_b", "only in B"),
+            )
+            if c[k]
+        ]
         if parts:
             console.print(f"  {r['metric']} / {r['judge']}: not paired: " + ", ".join(parts), highlight=False)
     for line in result["verdicts"]:

@@ -1,21 +1,27 @@
-"""The terminal side of a run: a rich progress bar and the closing summary table."""
+"""The terminal layer: everything a command shows on screen. The library returns values; this
+module renders them with rich (a run's progress bar, notes and summary tables; the estimate).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..runner.judgment import Judgment
+from ..planning import Judgment, RunOptions
+
+if TYPE_CHECKING:  # the types only: the run and the estimate are imported when they are used
+    from ..cost.estimate import Estimate
+    from ..runner.session import RunOutcome
 
 
 class RunProgress:
     """done / cached / failed / cost so far / ETA, updated as each judgment completes."""
 
-    def __init__(self, total: int, console: Console, enabled: bool) -> None:
+    def __init__(self, total: int, console: Console, enabled: bool = True) -> None:
         self.enabled = enabled
         self.cached = self.failed = 0
         self.cost = 0.0
@@ -77,10 +83,17 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
     for name, s in summary["judges"].items():
         lat = s["latency_ms"]
         judges.add_row(
-            name, str(s["requests"]), str(s["cache_hits"]), str(s["failed"]), str(s["prompt_tokens"]),
-            str(s["completion_tokens"]), "unknown" if s["cost_usd"] is None else f"{s['cost_usd']:.6f}",
+            name,
+            str(s["requests"]),
+            str(s["cache_hits"]),
+            str(s["failed"]),
+            str(s["prompt_tokens"]),
+            str(s["completion_tokens"]),
+            "unknown" if s["cost_usd"] is None else f"{s['cost_usd']:.6f}",
             "unknown" if s["cost_saved_usd"] is None else f"{s['cost_saved_usd']:.6f}",
-            _fmt(lat["p50"], 1), _fmt(lat["p95"], 1), _fmt(lat["p99"], 1),
+            _fmt(lat["p50"], 1),
+            _fmt(lat["p95"], 1),
+            _fmt(lat["p99"], 1),
         )
     console.print(judges)
 
@@ -102,15 +115,24 @@ def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.6f}"
 
 
-def estimate_table(estimate: Any, console: Console) -> None:
+def estimate_table(estimate: Estimate, console: Console) -> None:
     """The ``harness estimate`` report: per judge and rubric, then per judge with duration."""
     table = Table(title=f"Estimate for {estimate.transcripts} transcripts (no network used)", title_justify="left")
     for column in ("judge", "rubric", "requests", "cache hits", "prompt tok", "compl. tok max", "compl. tok expected", "cost expected", "cost max"):
         table.add_column(column, justify="left" if column in ("judge", "rubric") else "right")
     for line in estimate.lines:
         expected = f"{line.completion_tokens_expected:.0f}" + ("" if line.cached_completion_mean is not None else " (max)")
-        table.add_row(line.judge, line.rubric, str(line.requests), str(line.cache_hits), str(line.prompt_tokens),
-                      str(line.completion_tokens_max), expected, _usd(line.cost_usd_expected), _usd(line.cost_usd_max))
+        table.add_row(
+            line.judge,
+            line.rubric,
+            str(line.requests),
+            str(line.cache_hits),
+            str(line.prompt_tokens),
+            str(line.completion_tokens_max),
+            expected,
+            _usd(line.cost_usd_expected),
+            _usd(line.cost_usd_max),
+        )
     console.print(table)
     judges = Table(title="Per judge", title_justify="left")
     for column in ("judge", "tokenizer", "requests", "cost expected", "cost max", "latency s", "duration", "bound by"):
@@ -118,8 +140,9 @@ def estimate_table(estimate: Any, console: Console) -> None:
     for j in estimate.judges:
         tokenizer = j.tokenizer + (" (approximate)" if j.approximate else "")
         latency = f"{j.latency_s:.2f}" + ("" if j.latency_measured else " (assumed)")
-        judges.add_row(j.judge, tokenizer, str(j.requests), _usd(j.cost_usd_expected), _usd(j.cost_usd_max), latency,
-                       f"{j.duration_s:.1f} s", j.duration_bound)
+        judges.add_row(
+            j.judge, tokenizer, str(j.requests), _usd(j.cost_usd_expected), _usd(j.cost_usd_max), latency, f"{j.duration_s:.1f} s", j.duration_bound
+        )
     console.print(judges)
     approx = [j.judge for j in estimate.judges if j.approximate]
     if approx:
@@ -128,3 +151,40 @@ def estimate_table(estimate: Any, console: Console) -> None:
     if unpriced:
         console.print(f"no price for: {', '.join(unpriced)} (cost unknown; set input_price_per_1m/output_price_per_1m)")
     console.print(f"total: expected {_usd(estimate.cost_usd_expected)}, at most {_usd(estimate.cost_usd_max)}, about {estimate.duration_s:.1f} s")
+
+
+async def run_in_terminal(options: RunOptions, console: Console, *, handle_signals: bool = False) -> RunOutcome:
+    """``harness run`` on a terminal: the run with a progress bar, then its notes and tables."""
+    from ..runner.session import run_evaluation
+
+    progress: RunProgress | None = None
+
+    def start(total: int) -> None:
+        nonlocal progress
+        progress = RunProgress(total, console, options.progress).__enter__()
+
+    def advance(judgment: Judgment) -> None:
+        if progress is not None:
+            progress.advance(judgment)
+
+    try:
+        outcome = await run_evaluation(options, on_start=start, on_judgment=advance, handle_signals=handle_signals)
+    finally:
+        if progress is not None:
+            progress.__exit__()
+    show_run(outcome, console)
+    return outcome
+
+
+def show_run(outcome: RunOutcome, console: Console) -> None:
+    """What a finished run tells the user, except its closing message (the CLI colours that)."""
+    if outcome.skipped:
+        console.print(f"[yellow]skipped {len(outcome.skipped)} bad record(s); listed in {outcome.skipped_file}[/]")
+        for err in outcome.skipped[:5]:
+            console.print(f"  {err}", markup=False)
+    budget = outcome.summary.get("budget")
+    if outcome.estimated_cost_usd is not None and budget is not None:
+        console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget['max_cost_usd']:g}", highlight=False)
+    summary_table(outcome.summary, console)
+    for error in outcome.stopped_judges:  # said once here, not once per judgment it failed
+        console.print(f"[red]judge stopped:[/] {error}", highlight=False)

@@ -12,14 +12,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
+from ..rubrics.parsing import ParseReason
+
 #: Reasons that mean the judge answered and its reply held no usable score (or label).
-PARSE_FAILURES = ("no_score_found", "invalid_score", "refusal", "empty_reply", "no_label_found", "invalid_label")
-#: Reasons that mean no call was made (nothing to parse, nothing to retry).
-NOT_CALLED = ("missing_input", "cache_miss", "interrupted", "budget_exhausted")
+PARSE_FAILURES: tuple[str, ...] = get_args(ParseReason)
 SCORE_BINS = 20
 LATENCY_BINS = 24
 #: When the largest latency is more than this many times the 99th percentile, values above p99 share one bin.

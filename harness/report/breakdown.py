@@ -42,8 +42,16 @@ class CompositeLine:
         return f"{self.name} = {self.definition}{joiner}{self.arithmetic}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "judge": self.judge, "status": self.status, "value": self.value, "text": self.text(),
-                "steps": list(self.steps), "recorded": self.recorded, "agrees": self.agrees}
+        return {
+            "name": self.name,
+            "judge": self.judge,
+            "status": self.status,
+            "value": self.value,
+            "text": self.text(),
+            "steps": list(self.steps),
+            "recorded": self.recorded,
+            "agrees": self.agrees,
+        }
 
 
 def _step(rubric: Rubric, score: float, normalised: float) -> str | None:
@@ -73,23 +81,37 @@ def composite_lines(
     components: dict[str, dict[str, Component]] = {judge: {} for judge in view.judges}
     for row in judgments:
         components.setdefault(str(row.get("judge")), {})[str(row.get("rubric"))] = Component(
-            str(row.get("status")), row.get("score"), row.get("reason"))
+            str(row.get("status")), row.get("score"), row.get("reason")
+        )
     lines = []
     for judge in view.judges:
         for name, weights in view.composites.items():
             value_recorded = (recorded or {}).get(judge, {}).get(name)
             if weights is None:
-                lines.append(CompositeLine(name, judge, "unknown", None, "", "weights unknown (pass the run's --config)",
-                                           (), value_recorded, None))
+                lines.append(CompositeLine(name, judge, "unknown", None, "", "weights unknown (pass the run's --config)", (), value_recorded, None))
                 continue
             definition = " + ".join(f"{w:g}·{r}" for r, w in weights.items())
             unknown = [r for r in weights if r not in view.rubrics]
             if unknown:
-                lines.append(CompositeLine(name, judge, "unknown", None, definition,
-                                           f"the scale of {unknown[0]} is unknown (pass --prompts DIR)", (), value_recorded, None))
+                lines.append(
+                    CompositeLine(
+                        name,
+                        judge,
+                        "unknown",
+                        None,
+                        definition,
+                        f"the scale of {unknown[0]} is unknown (pass --prompts DIR)",
+                        (),
+                        value_recorded,
+                        None,
+                    )
+                )
                 continue
             result: CompositeResult = weighted_composite(name, weights, components.get(judge, {}), view.rubrics)
             steps = tuple(s for r, _, score, norm in result.terms if (s := _step(view.rubrics[r], score, norm)) is not None)
-            lines.append(CompositeLine(name, judge, result.status, result.value, definition, result.formula(), steps,
-                                       value_recorded, _same(result.value, value_recorded)))
+            lines.append(
+                CompositeLine(
+                    name, judge, result.status, result.value, definition, result.formula(), steps, value_recorded, _same(result.value, value_recorded)
+                )
+            )
     return lines

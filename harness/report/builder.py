@@ -27,10 +27,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..jsonlines import iter_json_objects as iter_jsonl
+from ..planning.judgment import NO_CALL_REASONS
 from ..transcripts import PERFORMANCE_FIELDS
+from ..version import __version__
 from .aggregate import (
-    NOT_CALLED,
     Health,
     count_histogram,
     label_histogram,
@@ -38,7 +39,6 @@ from .aggregate import (
     score_histogram,
 )
 from .breakdown import composite_lines
-from ..jsonlines import iter_json_objects as iter_jsonl
 from .run import RunView, clip, open_run, read_texts
 
 #: npm chart.js version of vendor/chart.umd.min.js (update both together; see vendor/README.md).
@@ -46,8 +46,24 @@ CHART_JS_VERSION = "4.6.1"
 REPORT_NAME = "report.html"
 #: The order of a judgment's fields in the page's data (each judgment is a list, to keep the page small).
 JUDGMENT_FIELDS = (
-    "rubric", "rubric_version", "judge", "status", "score", "raw_score", "clamped", "reason", "error", "raw_output",
-    "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "attempts", "billed_retries", "cached", "cache_key",
+    "rubric",
+    "rubric_version",
+    "judge",
+    "status",
+    "score",
+    "raw_score",
+    "clamped",
+    "reason",
+    "error",
+    "raw_output",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_ms",
+    "attempts",
+    "billed_retries",
+    "cached",
+    "cache_key",
     "label",
 )
 LATENCY_FIELDS = ("total_ms", "llm_ms", "tool_ms", "api_ms")
@@ -91,19 +107,28 @@ def render_page(data: dict[str, Any], title: str) -> str:
     return _SLOT.sub(lambda m: slots[m.group(1)], _asset("template.html"))
 
 
-def _metric_entry(view: RunView, name: str, kind: str, values: dict[str, list[float]],
-                  labels: dict[str, Counter[str]] | None = None) -> dict[str, Any]:
+def _metric_entry(
+    view: RunView, name: str, kind: str, values: dict[str, list[float]], labels: dict[str, Counter[str]] | None = None
+) -> dict[str, Any]:
     section = view.summary.get("rubrics" if kind == "rubric" else "composites", {}).get(name, {})
     rubric = view.rubrics.get(name) if kind == "rubric" else None
     if rubric is not None and rubric.labels is not None:  # categorical: judgments per label, no score
         per_judge = {judge: (labels or {}).get(judge, Counter()) for judge in view.judges}
         names = label_histogram(rubric.labels, sum(per_judge.values(), Counter()))["labels"]
-        return {"name": name, "kind": kind, "version": view.rubric_versions.get(name), "scale": None, "direction": None,
-                "definition": None, "labels": list(rubric.labels), "stats": section,
-                "hist": {"labels": names, "counts": {judge: [c.get(n, 0) for n in names] for judge, c in per_judge.items()}}}
+        return {
+            "name": name,
+            "kind": kind,
+            "version": view.rubric_versions.get(name),
+            "scale": None,
+            "direction": None,
+            "definition": None,
+            "labels": list(rubric.labels),
+            "stats": section,
+            "hist": {"labels": names, "counts": {judge: [c.get(n, 0) for n in names] for judge, c in per_judge.items()}},
+        }
     if kind == "composite":
         scale: tuple[float, float] | None = (0.0, 1.0)
-        direction = "higher"
+        direction: str | None = "higher"
         weights = view.composites.get(name)
         definition = " + ".join(f"{w:g}·{r}" for r, w in weights.items()) if weights else None
     else:
@@ -114,11 +139,16 @@ def _metric_entry(view: RunView, name: str, kind: str, values: dict[str, list[fl
         every = [v for vs in values.values() for v in vs]
         scale = (min(every), max(every)) if every else (0.0, 1.0)
     hists = {judge: score_histogram(values.get(judge, []), scale) for judge in view.judges}
-    labels = next(iter(hists.values()))["labels"] if hists else []
+    bins = next(iter(hists.values()))["labels"] if hists else []
     return {
-        "name": name, "kind": kind, "version": view.rubric_versions.get(name), "scale": list(scale),
-        "direction": direction, "definition": definition, "stats": section,
-        "hist": {"labels": labels, "counts": {judge: h["counts"] for judge, h in hists.items()}},
+        "name": name,
+        "kind": kind,
+        "version": view.rubric_versions.get(name),
+        "scale": list(scale),
+        "direction": direction,
+        "definition": definition,
+        "stats": section,
+        "hist": {"labels": bins, "counts": {judge: h["counts"] for judge, h in hists.items()}},
     }
 
 
@@ -127,8 +157,9 @@ def _columns(view: RunView) -> list[dict[str, Any]]:
     cols: list[dict[str, Any]] = [{"key": "id", "label": "transcript", "type": "text", "worst": "asc"}]
     for name in view.composites:
         for judge in view.judges:
-            cols.append({"key": f"c:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "score", "worst": "asc",
-                         "scale": [0.0, 1.0]})
+            cols.append(
+                {"key": f"c:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "score", "worst": "asc", "scale": [0.0, 1.0]}
+            )
     for name in view.rubric_versions:
         rubric = view.rubrics.get(name)
         worst = "desc" if rubric is not None and rubric.direction == "lower" else "asc"
@@ -137,8 +168,15 @@ def _columns(view: RunView) -> list[dict[str, Any]]:
                 cols.append({"key": f"r:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "label", "worst": "asc"})
             continue
         for judge in view.judges:
-            cols.append({"key": f"r:{name}:{judge}", "label": f"{name} · {judge}" if many else name, "type": "score", "worst": worst,
-                         "scale": list(rubric.scale) if rubric is not None else None})
+            cols.append(
+                {
+                    "key": f"r:{name}:{judge}",
+                    "label": f"{name} · {judge}" if many else name,
+                    "type": "score",
+                    "worst": worst,
+                    "scale": list(rubric.scale) if rubric is not None else None,
+                }
+            )
     cols += [
         {"key": "unscored", "label": "unscored", "type": "int", "worst": "desc"},
         {"key": "failed", "label": "failed", "type": "int", "worst": "desc"},
@@ -194,7 +232,7 @@ def build_data(view: RunView) -> dict[str, Any]:
                 failed += 1
             else:
                 unscored += 1
-            called = not (j.get("reason") in NOT_CALLED and not j.get("attempts"))
+            called = not (j.get("reason") in NO_CALL_REASONS and not j.get("attempts"))
             if called and not j.get("cached") and status != "failed" and j.get("latency_ms") is not None and judge in judge_latency:
                 judge_latency[judge].append(float(j["latency_ms"]))
             packed.append([clip(j.get(f)) if f == "raw_output" else j.get(f) for f in JUDGMENT_FIELDS])
@@ -217,18 +255,28 @@ def build_data(view: RunView) -> dict[str, Any]:
         disagreements += sum(1 for line in lines if line.agrees is False)
         table_rows.append(cells)
         found = texts.get(tid)
-        details.append({"perf": {f: performance.get(f) for f in PERFORMANCE_FIELDS}, "texts": found.as_dict() if found else None,
-                        "j": packed, "c": [line.as_dict() for line in lines]})
+        details.append(
+            {
+                "perf": {f: performance.get(f) for f in PERFORMANCE_FIELDS},
+                "texts": found.as_dict() if found else None,
+                "j": packed,
+                "c": [line.as_dict() for line in lines],
+            }
+        )
     if disagreements:
-        notes.append(f"{disagreements} composite value(s) in results.jsonl differ from the formula with the weights from "
-                     f"{view.weights_source}: the run used other weights (pass its --config); such formulas are marked")
+        notes.append(
+            f"{disagreements} composite value(s) in results.jsonl differ from the formula with the weights from "
+            f"{view.weights_source}: the run used other weights (pass its --config); such formulas are marked"
+        )
     summary = view.summary
     judges_summary = summary.get("judges") or {}
     hits = sum(int((judges_summary.get(j) or {}).get("cache_hits") or 0) for j in view.judges)
     calls = sum(int((judges_summary.get(j) or {}).get("calls") or 0) for j in view.judges)
     metrics = [_metric_entry(view, n, "composite", {j: composite_values[(n, j)] for j in view.judges}) for n in view.composites]
-    metrics += [_metric_entry(view, n, "rubric", {j: rubric_values[(n, j)] for j in view.judges},
-                              {j: label_counts[(n, j)] for j in view.judges}) for n in view.rubric_versions]
+    metrics += [
+        _metric_entry(view, n, "rubric", {j: rubric_values[(n, j)] for j in view.judges}, {j: label_counts[(n, j)] for j in view.judges})
+        for n in view.rubric_versions
+    ]
     perf_summary = summary.get("performance") or {}
     return {
         "format": 1,
@@ -238,12 +286,19 @@ def build_data(view: RunView) -> dict[str, Any]:
             "input_resolved": str(view.input_path) if view.input_path else None,
             "texts_available": len(texts),
             "judges": [{"name": j, **(summary["judge_models"].get(j) or {})} for j in view.judges],
-            "rubrics": [{"name": n, "version": v, "scale": list(view.rubrics[n].scale) if n in view.rubrics else None,
-                         "direction": view.rubrics[n].direction if n in view.rubrics else None,
-                         "labels": list(labels) if n in view.rubrics and (labels := view.rubrics[n].labels) is not None else None}
-                        for n, v in view.rubric_versions.items()],
-            "composites": [{"name": n, "definition": " + ".join(f"{w:g}·{r}" for r, w in ws.items()) if ws else None}
-                           for n, ws in view.composites.items()],
+            "rubrics": [
+                {
+                    "name": n,
+                    "version": v,
+                    "scale": list(view.rubrics[n].scale) if n in view.rubrics else None,
+                    "direction": view.rubrics[n].direction if n in view.rubrics else None,
+                    "labels": list(labels) if n in view.rubrics and (labels := view.rubrics[n].labels) is not None else None,
+                }
+                for n, v in view.rubric_versions.items()
+            ],
+            "composites": [
+                {"name": n, "definition": " + ".join(f"{w:g}·{r}" for r, w in ws.items()) if ws else None} for n, ws in view.composites.items()
+            ],
             "weights_source": view.weights_source,
             "transcripts": summary.get("transcripts", len(results)),
             "judgments": summary.get("judgments") or {},
@@ -264,12 +319,12 @@ def build_data(view: RunView) -> dict[str, Any]:
         "performance": {
             "agent": {f: {"stats": perf_summary.get(f), "hist": latency_histogram(agent[f])} for f in LATENCY_FIELDS},
             "tool_calls": {"stats": perf_summary.get("tool_calls"), "hist": count_histogram(tool_calls)},
-            "judges": {j: {"stats": (judges_summary.get(j) or {}).get("latency_ms"), "hist": latency_histogram(judge_latency[j])}
-                       for j in view.judges},
+            "judges": {
+                j: {"stats": (judges_summary.get(j) or {}).get("latency_ms"), "hist": latency_histogram(judge_latency[j])} for j in view.judges
+            },
         },
         "cost": {"summary": summary.get("cost"), "judges": {j: judges_summary.get(j) for j in view.judges}},
-        "health": [{"judge": j, "rubric": r, **health[(j, r)].as_dict()} for j in view.judges for r in view.rubric_versions
-                   if (j, r) in health],
+        "health": [{"judge": j, "rubric": r, **health[(j, r)].as_dict()} for j in view.judges for r in view.rubric_versions if (j, r) in health],
         "table": {"columns": columns, "rows": table_rows, "sort": 1 if len(columns) > 5 else 0},
         "judgment_fields": list(JUDGMENT_FIELDS),
         "details": details,
@@ -293,5 +348,4 @@ def build_report(
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(path)  # a reader never sees half a page
-    return ReportResult(path, len(data["details"]), len(page.encode("utf-8")), time.perf_counter() - started,
-                        tuple(data["meta"]["notes"]))
+    return ReportResult(path, len(data["details"]), len(page.encode("utf-8")), time.perf_counter() - started, tuple(data["meta"]["notes"]))

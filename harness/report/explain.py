@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserInputError
+from ..jsonlines import iter_json_objects as iter_jsonl
 from .aggregate import fmt_ms
 from .breakdown import composite_lines
-from ..jsonlines import iter_json_objects as iter_jsonl
 from .run import open_run, read_texts
 
 #: Transcript text longer than this is cut in the terminal (the report shows up to MAX_TEXT_CHARS).
@@ -75,8 +75,10 @@ def explain(
         for i, context in enumerate(contexts[:5], start=1):
             out.append(_indent(f"[{i}] " + _short(context, 200), "    "))
     perf = row.get("performance") or {}
-    parts = [f"{label} {fmt_ms(perf[key]) if perf.get(key) is not None else '—'}"
-             for key, label in (("total_ms", "total"), ("llm_ms", "LLM"), ("tool_ms", "tool"), ("api_ms", "API"))]
+    parts = [
+        f"{label} {fmt_ms(perf[key]) if perf.get(key) is not None else '—'}"
+        for key, label in (("total_ms", "total"), ("llm_ms", "LLM"), ("tool_ms", "tool"), ("api_ms", "API"))
+    ]
     out.append(f"  performance: {' · '.join(parts)} · tool calls {_number(perf.get('tool_calls'))}")
 
     lines = composite_lines(view, judgments, row.get("composites"))
@@ -104,9 +106,11 @@ def explain(
         out.append(head)
         cost = j.get("cost_usd")
         out.append(f"    cache key {j.get('cache_key') or '—'}{' (cache hit)' if j.get('cached') else ''}")
-        out.append(f"    attempts {j.get('attempts') or 0} · latency {fmt_ms(j['latency_ms']) if j.get('latency_ms') is not None else '—'}"
-                   f" · tokens {_number(j.get('prompt_tokens'))} + {_number(j.get('completion_tokens'))}"
-                   f" · cost {_usd(cost)}")
+        out.append(
+            f"    attempts {j.get('attempts') or 0} · latency {fmt_ms(j['latency_ms']) if j.get('latency_ms') is not None else '—'}"
+            f" · tokens {_number(j.get('prompt_tokens'))} + {_number(j.get('completion_tokens'))}"
+            f" · cost {_usd(cost)}"
+        )
         if j.get("error"):
             out.append(f"    error: {j['error']}")
         raw = j.get("raw_output")

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analysis.io import read_summary
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
+from ..outputs.rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..transcripts import iter_transcripts
 
@@ -46,8 +46,13 @@ class Texts:
     contexts_left_out: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"query": self.query, "response": self.response, "contexts": list(self.contexts) if self.contexts is not None else None,
-                "reference": self.reference, "contexts_left_out": self.contexts_left_out}
+        return {
+            "query": self.query,
+            "response": self.response,
+            "contexts": list(self.contexts) if self.contexts is not None else None,
+            "reference": self.reference,
+            "contexts_left_out": self.contexts_left_out,
+        }
 
 
 @dataclass
@@ -119,10 +124,7 @@ def open_run(
     """Open ``run_dir`` (written by ``harness run --out``). ``config``: the run's harness.toml, for
     composite weights and prompt directories; ``prompts``: extra rubric directories; ``input``: the
     transcripts file when it has moved since the run."""
-    run = Path(run_dir)
-    if not run.is_dir():
-        raise UserInputError(f"{run}: no such run directory")
-    summary = read_summary(run)
+    run, summary = open_run_dir(run_dir)
     config_path = Path(config) if config is not None else None
     try:
         dirs = [*(load_config(config_path).prompts if config_path else []), *map(Path, prompts)]
@@ -138,21 +140,27 @@ def open_run(
         if rubric is None:
             notes.append(f"rubric {name}: no rubric file found, so its scale and direction are unknown (pass --prompts DIR)")
             continue
-        if rubric.version != version:
-            notes.append(f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "
-                         f"{rubric.version}; its scale and direction are taken from the file")
+        if (note := version_note(name, version, rubric)) is not None:
+            notes.append(note)
         rubrics[name] = rubric
     for name, weights in composites.items():
         if weights is None:
             notes.append(f"composite {name}: its weights are not recorded in the run; pass the run's --config to show its arithmetic")
     input_path = _resolve_input(run, summary.get("input"), Path(input) if input is not None else None)
-    if summary.get("interrupted"):
-        notes.append("the run was interrupted: transcripts not reached are unscored (reason interrupted)")
+    if (note := interrupted_note(summary)) is not None:
+        notes.append(note)
     if summary.get("skipped_records"):
         notes.append(f"{summary['skipped_records']} bad input record(s) were skipped (listed in skipped.jsonl)")
     return RunView(
-        path=run, summary=summary, judges=[str(j) for j in summary["judge_models"]], rubric_versions=rubric_versions,
-        rubrics=rubrics, composites=composites, weights_source=source, input_path=input_path, notes=notes,
+        path=run,
+        summary=summary,
+        judges=[str(j) for j in summary["judge_models"]],
+        rubric_versions=rubric_versions,
+        rubrics=rubrics,
+        composites=composites,
+        weights_source=source,
+        input_path=input_path,
+        notes=notes,
     )
 
 
@@ -175,7 +183,8 @@ def read_texts(view: RunView, ids: set[str] | None) -> tuple[dict[str, Texts], s
             t = record.resolved()
             contexts = t.contexts[:MAX_CONTEXTS] if t.contexts is not None else None
             found[t.id] = Texts(
-                query=clip(t.query), response=clip(t.response),
+                query=clip(t.query),
+                response=clip(t.response),
                 contexts=tuple(clip(c) or "" for c in contexts) if contexts is not None else None,
                 reference=clip(t.reference),
                 contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),

@@ -13,7 +13,7 @@ gave from one it merely repeated; it can only prefer the forms a judge uses for 
 3. Bare number (``_from_bare_number``): a reply that starts with a number ("0.85 because ..."),
    else a reply whose last line is only a number. A number inside prose is never a score, so
    "On a scale of 0 to 1, it covers 0.7 of the points" is unscored, and the seed regex's reading
-   of such text as 0 (seeds/README.md, errata for 003) cannot happen.
+   of such text as 0 (an erratum of seed 003) cannot happen.
 4. Verdict phrases (``_from_verdict``): the last first-person or "the score is" verdict, "I'd
    say 0.7", "I would rate it 4 out of 5", "The relevance score is 0.9", "this deserves a 3"; so
    "On a scale of 0 to 1, I'd say 0.7" is 0.7. Not "the maximum score is 1", nor a verdict
@@ -49,7 +49,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["ParsedLabel", "ParsedScore", "parse_label", "parse_score"]
+from .tags import DATA_CLOSE_RE, DATA_OPEN_RE
+
+__all__ = ["ParseReason", "ParsedLabel", "ParsedScore", "parse_label", "parse_score"]
+
+#: Why a reply gave no score or label.
+ParseReason = Literal["empty_reply", "no_score_found", "invalid_score", "no_label_found", "invalid_label", "refusal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +63,14 @@ class ParsedScore:
     score: float | None
     raw_score: float | None
     clamped: bool
-    reason: str | None
+    reason: ParseReason | None
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedLabel:
     status: Literal["scored", "unscored"]
     label: str | None
-    reason: str | None
+    reason: ParseReason | None
 
 
 # --- the pieces every rule shares ----------------------------------------------------------------
@@ -89,9 +94,7 @@ _LABELLED_RE = re.compile(
     r"\b(?:score|rating)\b"
     r"(?:[ \t]*\([^()\n]{0,40}\))?"  # "Score (1-5):"
     r"[ \t]*(?:\*\*|__|\*|[\"'])?"  # "**Score**:", '"score":'
-    r"[ \t]*[:=\-–—][ \t]*(?:\n[ \t]*)?"  # at most one line break between label and value
-    + _MARKUP
-    + rf"[ \t]*(?P<value>{_VALUE}|{_NOT_A_NUMBER})",
+    r"[ \t]*[:=\-–—][ \t]*(?:\n[ \t]*)?" + _MARKUP + rf"[ \t]*(?P<value>{_VALUE}|{_NOT_A_NUMBER})",  # at most one line break between label and value
     re.IGNORECASE,
 )
 _TAGGED_RE = re.compile(
@@ -100,9 +103,7 @@ _TAGGED_RE = re.compile(
 )
 _OPENING_MARKUP = r"[\s*_#\"'`“‘(\[]*"
 _LEADING_RE = re.compile(_OPENING_MARKUP + rf"(?P<value>{_VALUE})", re.IGNORECASE)
-_BARE_LINE_RE = re.compile(
-    _OPENING_MARKUP + rf"(?P<value>{_VALUE})" + r"[\s*_\"'`”’)\].!]*", re.IGNORECASE
-)
+_BARE_LINE_RE = re.compile(_OPENING_MARKUP + rf"(?P<value>{_VALUE})" + r"[\s*_\"'`”’)\].!]*", re.IGNORECASE)
 # What may follow a leading number: the end, a space, punctuation, or a full stop.
 _AFTER_LEADING_RE = re.compile(r"\Z|[\s,;:!?)\]*_\"'`”’\-–—]|\.(?![0-9])")
 # "1. The answer ..." is a list, "0.8 = good" or "0.8-0.9 = good" restates the rubric.
@@ -124,8 +125,25 @@ _VERDICT_RE = re.compile(
 )
 # "the maximum score is 1" describes the scale, not the answer.
 _SCALE_WORDS = frozenset(
-    "max maximum min minimum highest lowest best worst top bottom possible perfect "
-    "passing target expected average previous".split()
+    [
+        "max",
+        "maximum",
+        "min",
+        "minimum",
+        "highest",
+        "lowest",
+        "best",
+        "worst",
+        "top",
+        "bottom",
+        "possible",
+        "perfect",
+        "passing",
+        "target",
+        "expected",
+        "average",
+        "previous",
+    ]
 )
 
 # Text the judge is quoting: "double quotes", “curly quotes”, `inline code`, > quoted lines.
@@ -142,17 +160,11 @@ _REFUSAL_RE = re.compile(
     re.IGNORECASE,
 )
 
-# The tags of a data block as rubric.py renders them: the input's name, "-" and 12 hex digits of
-# the text's hash when the text held the tag, and a context's n attribute.
-_DATA_OPEN_RE = re.compile(r'<((?:query|response|reference|context)(?:-[0-9a-f]{12})?)(?: n="[0-9]+")?>')
-_DATA_CLOSE_RE = re.compile(r"</((?:query|response|reference|context)(?:-[0-9a-f]{12})?)>")
 
 _SCORE_KEY_RE = re.compile(r'"score"\s*:', re.IGNORECASE)
 _LABEL_KEY_RE = re.compile(r'"label"\s*:', re.IGNORECASE)
 _DECODER = json.JSONDecoder()
-_PLAIN_RE = re.compile(
-    rf'\s*(?:\{{\s*"score"\s*:\s*(?P<json>{_NUMBER})\s*\}}|score:[ \t]*(?P<label>{_NUMBER}))\s*', re.IGNORECASE
-)
+_PLAIN_RE = re.compile(rf'\s*(?:\{{\s*"score"\s*:\s*(?P<json>{_NUMBER})\s*\}}|score:[ \t]*(?P<label>{_NUMBER}))\s*', re.IGNORECASE)
 # Bounds on the JSON search so hostile text (thousands of keys or braces) stays linear.
 _MAX_JSON_KEYS = 32
 _MAX_BRACES_OUT = 8
@@ -207,12 +219,7 @@ def _from_json(text: str, lo: float, hi: float) -> _Reading | None:
 def _from_labels(text: str, lo: float, hi: float) -> _Reading | None:
     """Rule 2: the last ``Score:``/``Rating:``/``<score>`` number that is not inside a quotation."""
     quoted = _quoted_spans(text)
-    matches = [
-        m
-        for regex in (_LABELLED_RE, _TAGGED_RE)
-        for m in regex.finditer(text)
-        if not _inside(m.start("value"), quoted)
-    ]
+    matches = [m for regex in (_LABELLED_RE, _TAGGED_RE) for m in regex.finditer(text) if not _inside(m.start("value"), quoted)]
     if not matches:
         return None
     last = max(matches, key=lambda m: m.start("value"))
@@ -225,11 +232,7 @@ def _from_bare_number(text: str, lo: float, hi: float) -> _Reading | None:
     if m is not None:
         rest = text[m.end() :]
         integer = not (m["pct"] or m["den"] or "." in m["num"])
-        if (
-            _AFTER_LEADING_RE.match(rest)
-            and not (integer and _LIST_MARKER_RE.match(rest))
-            and not _RUBRIC_LINE_RE.match(rest)
-        ):
+        if _AFTER_LEADING_RE.match(rest) and not (integer and _LIST_MARKER_RE.match(rest)) and not _RUBRIC_LINE_RE.match(rest):
             return _Reading(_match_value(m, lo, hi))
     lines = text.rstrip().splitlines()
     m = _BARE_LINE_RE.fullmatch(lines[-1]) if len(lines) > 1 else None
@@ -241,12 +244,7 @@ def _from_bare_number(text: str, lo: float, hi: float) -> _Reading | None:
 def _from_verdict(text: str, lo: float, hi: float) -> _Reading | None:
     """Rule 4: the last verdict phrase ("I'd say 0.7", "the score is 4/5") outside quotations."""
     quoted = _quoted_spans(text)
-    matches = [
-        m
-        for m in _VERDICT_RE.finditer(text)
-        if not (m["adj"] and m["adj"].lower() in _SCALE_WORDS)
-        and not _inside(m.start("value"), quoted)
-    ]
+    matches = [m for m in _VERDICT_RE.finditer(text) if not (m["adj"] and m["adj"].lower() in _SCALE_WORDS) and not _inside(m.start("value"), quoted)]
     return _Reading(_match_value(matches[-1], lo, hi)) if matches else None
 
 
@@ -305,7 +303,7 @@ def parse_label(text: str | None, labels: Sequence[str]) -> ParsedLabel:
     text = _unwrap(_without_data_blocks(text))
     canonical = {label.casefold(): label for label in labels}
 
-    def unscored(reason: str) -> ParsedLabel:
+    def unscored(reason: ParseReason) -> ParsedLabel:
         return ParsedLabel("unscored", None, "refusal" if _REFUSAL_RE.search(text) else reason)
 
     found = _json_field(text, _LABEL_KEY_RE, "label")
@@ -317,12 +315,7 @@ def parse_label(text: str | None, labels: Sequence[str]) -> ParsedLabel:
 
     named, tagged, leading, bare_line = regexes
     quoted = _quoted_spans(text)
-    matches = [
-        m
-        for regex in (named, tagged)
-        for m in regex.finditer(text)
-        if not _inside(m.start("label"), quoted)
-    ]
+    matches = [m for regex in (named, tagged) for m in regex.finditer(text) if not _inside(m.start("label"), quoted)]
     m = max(matches, key=lambda m: m.start("label")) if matches else leading.match(text)
     if m is None:
         lines = text.rstrip().splitlines()
@@ -368,7 +361,7 @@ def _check_scale(lo: float, hi: float) -> None:
         raise ValueError(f"score scale must be finite numbers lo < hi, got ({lo!r}, {hi!r})")
 
 
-def _unscored(text: str, reason: str) -> ParsedScore:
+def _unscored(text: str, reason: ParseReason) -> ParsedScore:
     """Unscored; a reply that reads as a refusal says so whatever else went wrong."""
     if _REFUSAL_RE.search(text):
         reason = "refusal"
@@ -385,13 +378,13 @@ def _without_data_blocks(text: str) -> str:
     if "</" not in text:
         return text
     closings: dict[str, list[int]] = {}
-    for m in _DATA_CLOSE_RE.finditer(text):
+    for m in DATA_CLOSE_RE.finditer(text):
         closings.setdefault(m[1], []).append(m.start())
     if not closings:
         return text
     pieces: list[str] = []
     kept = 0
-    for m in _DATA_OPEN_RE.finditer(text):
+    for m in DATA_OPEN_RE.finditer(text):
         starts = closings.get(m[1])
         if m.start() < kept or not starts:
             continue  # inside a block already set aside, or never closed

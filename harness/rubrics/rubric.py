@@ -21,11 +21,10 @@ never close its own delimiter. The suffix is deterministic, so the cache key sta
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,7 +32,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import RubricError
-from ..transcripts import Resolved
+from ..transcripts.models import Resolved
+from ..validation import first_problem
+from .tags import data_block
 
 INPUTS = ("query", "response", "contexts", "reference")
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
@@ -136,27 +137,9 @@ class Rubric:
         for i in range(1, len(parts), 2):  # odd positions hold input names (re.split with a group)
             name = parts[i]
             if name not in memo:
-                memo[name] = _block(name, getattr(transcript, name))
+                memo[name] = data_block(name, getattr(transcript, name))
             parts[i] = memo[name]
         return [{"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)}]
-
-
-def _tag_for(name: str, text: str) -> str:
-    lowered = text.lower()
-    if f"<{name}" in lowered or f"</{name}" in lowered:
-        return f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    return name
-
-
-def _block(name: str, value: str | Sequence[str]) -> str:
-    if isinstance(value, str):
-        tag = _tag_for(name, value)
-        return f"<{tag}>\n{value}\n</{tag}>"
-    items = []
-    for index, text in enumerate(value, start=1):
-        tag = _tag_for("context", text)
-        items.append(f'<{tag} n="{index}">\n{text}\n</{tag}>')
-    return "\n".join(items)
 
 
 def parse_rubric(text: str, source: str) -> Rubric:
@@ -171,10 +154,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
     try:
         header = RubricHeader.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err["loc"]) or "header"
-        problem = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        raise RubricError(f"{source}: {field}: {problem}") from None
+        raise RubricError(f"{source}: {first_problem(exc, whole='header')}") from None
     used = {m.group(1) for m in _PLACEHOLDER.finditer(template)}
     unknown = used - set(INPUTS)
     if unknown:

@@ -1,7 +1,6 @@
-"""The runner: plan a run, judge concurrently with the cache in front, and report the outcome."""
+"""The runner: the engine that judges concurrently with the cache in front, and the session that
+runs one whole ``harness run`` and returns its outcome (printing nothing)."""
 
-from .judgment import Judgment, call_cost
-from .plan import RunOptions, RunPlan, build_plan
 from .session import RunOutcome, run_evaluation
 
-__all__ = ["Judgment", "RunOptions", "RunOutcome", "RunPlan", "build_plan", "call_cost", "run_evaluation"]
+__all__ = ["RunOutcome", "run_evaluation"]

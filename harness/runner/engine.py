@@ -2,13 +2,16 @@
 
 Shape of a run::
 
-    producer ──(batches of transcripts: render, key, cache lookup)──► per-judge queues
-    per-judge workers (max_concurrency of them) ──(rate limiter, retries, parse)──► complete()
-    drain ──(transcripts in input order, as each finishes)──► OutputSink
+    producer ──(batches of transcripts: render, key, cache lookup)──► per-endpoint queues
+    per-endpoint workers (max_concurrency of them) ──(rate limiter, retries, parse)──► complete()
+    drain ──(transcripts in input order, as each finishes)──► on_entry (the output writer)
 
-Backpressure keeps memory flat: the queues are bounded and at most ``WINDOW`` transcripts are
-between reading and writing. A retry waits inside its worker, so a judge never has more than its
-``max_concurrency`` calls in flight. ``stop()`` (Ctrl-C) stops dispatching: queued calls end as
+An endpoint is a base URL and an API key: judges that share both share one server's allowance,
+so they share one queue, one set of workers (the smallest ``max_concurrency`` among them) and one
+rate limiter (the smallest rpm and tpm set among them). Backpressure keeps memory flat: the
+queues are bounded and at most ``WINDOW`` transcripts are between reading and writing. A retry
+waits inside its worker, so an endpoint never has more than its ``max_concurrency`` calls in
+flight. ``stop()`` (Ctrl-C) stops dispatching: queued calls end as
 ``unscored``/``interrupted``, in-flight calls finish, and every finished judgment is already in
 the cache, so rerunning the same command continues where it stopped.
 """
@@ -16,21 +19,25 @@ the cache, so rerunning the same command continues where it stopped.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from ..cache import CachedJudgment, JudgmentCache
+from ..cache.store import CachedJudgment, JudgmentCache
 from ..config import JudgeConfig
 from ..cost.budget import Budget
+from ..cost.prices import call_cost
 from ..errors import FatalJudgeError, JudgeError, JudgeUnreachable, QuotaExhausted
-from ..judges import Attempts, Judge, JudgeReply, RateLimiter, call_with_retries
+from ..judges.base import Judge, JudgeReply
+from ..judges.ratelimit import RateLimiter
+from ..judges.retry import Attempts, call_with_retries
+from ..planning import Entry, Job, Judgment, RunPlan, make_entry
 from ..rubrics.parsing import parse_label, parse_score
 from ..rubrics.rubric import Rubric
-from ..transcripts import iter_transcripts
-from .jobs import Entry, Job, plan_entry
-from .judgment import Judgment, call_cost
-from .plan import RunPlan
+from ..transcripts.loader import iter_transcripts
 
 #: Transcripts read but not yet written; bounds memory when one call is slow.
 WINDOW = 4096
@@ -38,6 +45,39 @@ WINDOW = 4096
 BATCH = 128
 #: Connection-refused errors in a row (no success between) after which a judge is declared down.
 DOWN_AFTER = 3
+
+
+def endpoint_id(judge: JudgeConfig) -> str:
+    """Which server allowance a judge draws on: its base URL and its API key (hashed, never kept)."""
+    key = os.environ.get(judge.api_key_env, "") if judge.api_key_env else ""
+    return f"{judge.endpoint} {hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """The judges of one endpoint and the limits they share."""
+
+    id: str
+    judges: tuple[JudgeConfig, ...]
+    max_concurrency: int
+    rpm: float | None
+    tpm: float | None
+
+    @classmethod
+    def group(cls, judges: Sequence[JudgeConfig]) -> list[Endpoint]:
+        by_id: dict[str, list[JudgeConfig]] = {}
+        for judge in judges:
+            by_id.setdefault(endpoint_id(judge), []).append(judge)
+        return [
+            cls(
+                id=eid,
+                judges=tuple(group),
+                max_concurrency=min(j.max_concurrency for j in group),
+                rpm=min((j.rpm for j in group if j.rpm), default=None),
+                tpm=min((j.tpm for j in group if j.tpm), default=None),
+            )
+            for eid, group in by_id.items()
+        ]
 
 
 def _budget_stop(job: Job) -> Judgment:
@@ -87,7 +127,10 @@ class Runner:
         self.on_judgment = on_judgment
         self.stopping = False
         self.health = {j.name: JudgeHealth(j) for j in plan.judges}
-        self.limiters = {j.name: RateLimiter(j.rpm, j.tpm) for j in plan.judges}
+        self.endpoints = Endpoint.group(plan.judges)
+        #: judge name -> its endpoint's id, rate limiter and queue
+        self._endpoint_of = {j.name: e.id for e in self.endpoints for j in e.judges}
+        self.limiters = {e.id: RateLimiter(e.rpm, e.tpm) for e in self.endpoints}
         self._queues: dict[str, asyncio.Queue[Job | None]] = {}
         self._inflight: dict[str, list[Job]] = {}
         self._window: deque[Entry] = deque()
@@ -101,14 +144,14 @@ class Runner:
 
     async def run(self) -> None:
         workers: dict[str, list[asyncio.Task[None]]] = {}
-        for judge_config in self.plan.judges:
-            judge = self.judges.get(judge_config.name)
-            if judge is None:  # offline: no judge objects at all
+        for endpoint in self.endpoints:
+            judges = [self.judges[j.name] for j in endpoint.judges if j.name in self.judges]
+            if not judges:  # offline: no judge objects at all
                 continue
-            slots = min(judge.max_connections, judge_config.max_concurrency)
+            slots = min(endpoint.max_concurrency, *(judge.max_connections for judge in judges))
             queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=2 * slots)
-            self._queues[judge_config.name] = queue
-            workers[judge_config.name] = [asyncio.create_task(self._worker(judge, queue)) for _ in range(slots)]
+            self._queues[endpoint.id] = queue
+            workers[endpoint.id] = [asyncio.create_task(self._worker(queue)) for _ in range(slots)]
         drain = asyncio.create_task(self._drain())
         tasks = [task for group in workers.values() for task in group]
         try:
@@ -132,15 +175,13 @@ class Runner:
 
     async def _produce(self) -> None:
         batch: list[Entry] = []
-        count = 0
-        for _, record in iter_transcripts(self.plan.input, self.plan.on_bad_record):
+        for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record)):
             # An exhausted budget does not stop the reading: the rest is still reported (cache hits
             # served free, the others unscored budget_exhausted), never silently left out.
             if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):
                 break
-            count += 1
             await self._room.acquire()
-            batch.append(plan_entry(record.resolved(), self.rubrics, self.plan.judges))
+            batch.append(make_entry(record.resolved(), self.rubrics, self.plan.judges))
             if len(batch) >= BATCH:
                 await self._dispatch(batch)
                 batch = []
@@ -173,12 +214,13 @@ class Runner:
                 self._inflight[job.key].append(job)  # same prompt already on its way: share its reply
             else:
                 self._inflight[job.key] = []
-                await self._queues[job.judge.name].put(job)
+                await self._queues[self._endpoint_of[job.judge.name]].put(job)
 
     # -- calling judges ------------------------------------------------------------------------
 
-    async def _worker(self, judge: Judge, queue: asyncio.Queue[Job | None]) -> None:
+    async def _worker(self, queue: asyncio.Queue[Job | None]) -> None:
         while (job := await queue.get()) is not None:
+            judge = self.judges[job.judge.name]
             if self.stopping:
                 result = job.judgment("unscored", reason="interrupted")
             elif self.budget is not None and self.budget.exhausted:
@@ -207,15 +249,13 @@ class Runner:
                 self.budget.settle(reserved, None)  # cancelled mid-call: assume the worst
             raise
         if self.budget is not None:
-            actual = judgment.cost_usd
-            if actual is not None:  # the billed retries too, priced as the summary prices them
-                actual *= 1 + judgment.billed_retries
-            self.budget.settle(reserved, actual if judgment.status != "failed" else 0.0)
+            self.budget.settle(reserved, judgment.billed_cost_usd if judgment.status != "failed" else 0.0)
         return judgment
 
     async def _attempts(self, judge: Judge, job: Job, health: JudgeHealth) -> Judgment:
-        assert job.request is not None
-        limiter = self.limiters[judge.name]
+        request = job.request
+        assert request is not None
+        limiter = self.limiters[self._endpoint_of[judge.name]]
         await limiter.acquire(job.est_tokens)
         attempts = Attempts()
         last_latency = 0.0
@@ -228,7 +268,7 @@ class Runner:
                 raise health.error
             started = time.perf_counter()
             try:
-                reply = await judge.complete(job.request)
+                reply = await judge.complete(request)
             except JudgeError as exc:
                 nonlocal billed_retries
                 last_latency = time.perf_counter() - started
@@ -242,8 +282,9 @@ class Runner:
         try:
             reply = await call_with_retries(attempt, judge.config.max_attempts, attempts)
         except JudgeError as exc:
-            return job.judgment("failed", reason=exc.kind, error=str(exc), attempts=attempts.count,
-                                latency_ms=last_latency * 1000, billed_retries=billed_retries)
+            return job.judgment(
+                "failed", reason=exc.kind, error=str(exc), attempts=attempts.count, latency_ms=last_latency * 1000, billed_retries=billed_retries
+            )
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
         limiter.reconcile(job.est_tokens, used)
         judgment = self._parsed(job, reply.text)
@@ -255,12 +296,23 @@ class Runner:
         judgment.billed_retries = billed_retries
         if self.cache is not None:
             assert job.key is not None
-            self.cache.put(CachedJudgment(
-                key=job.key, judge_model=job.judge.model, base_url=job.judge.endpoint, rubric=job.rubric.name,
-                rubric_version=job.rubric.version, raw_output=reply.text, prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens, latency_ms=judgment.latency_ms, cost_usd=judgment.cost_usd,
-                attempts=attempts.count, status=judgment.status, score=judgment.score,
-            ))
+            self.cache.put(
+                CachedJudgment(
+                    key=job.key,
+                    judge_model=job.judge.model,
+                    base_url=job.judge.endpoint,
+                    rubric=job.rubric.name,
+                    rubric_version=job.rubric.version,
+                    raw_output=reply.text,
+                    prompt_tokens=reply.prompt_tokens,
+                    completion_tokens=reply.completion_tokens,
+                    latency_ms=judgment.latency_ms,
+                    cost_usd=judgment.cost_usd,
+                    attempts=attempts.count,
+                    status=judgment.status,
+                    score=judgment.score,
+                )
+            )
         return judgment
 
     # -- judgments -----------------------------------------------------------------------------
@@ -270,8 +322,9 @@ class Runner:
             label = parse_label(text, job.rubric.labels)
             return job.judgment(label.status, label=label.label, reason=label.reason, raw_output=text)
         parsed = parse_score(text, job.rubric.lo, job.rubric.hi)
-        return job.judgment(parsed.status, score=parsed.score, raw_score=parsed.raw_score,
-                              clamped=parsed.clamped, reason=parsed.reason, raw_output=text)
+        return job.judgment(
+            parsed.status, score=parsed.score, raw_score=parsed.raw_score, clamped=parsed.clamped, reason=parsed.reason, raw_output=text
+        )
 
     def _from_cache(self, job: Job, hit: CachedJudgment) -> Judgment:
         # The reply is re-parsed rather than trusting the stored score, so replay and a fresh

@@ -1,7 +1,10 @@
 """``run_evaluation``: one whole ``harness run``, callable from Python as from the CLI.
 
 Order matters and is the contract: check the plan, validate every transcript (a typo never costs
-money), open the cache, make the judges, judge, write outputs, then decide the exit code.
+money), open the cache, make the judges, judge, write outputs, then decide the exit code. The
+session prints nothing: it returns a :class:`RunOutcome`, and reports progress only through the
+optional ``on_start``/``on_judgment`` callbacks; the terminal (``outputs/terminal.py``) renders
+both.
 """
 
 from __future__ import annotations
@@ -10,31 +13,23 @@ import asyncio
 import json
 import signal
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from ..cache import JudgmentCache
+from ..cache.store import JudgmentCache
 from ..cost.budget import Budget
-# A module, not its function: harness.cost.estimate imports runner.jobs, so importing it first
-# (``from harness.cost.estimate import estimate_run``) reaches here while it is half initialised.
-from ..cost import estimate as cost_estimate
-from ..errors import BudgetExceeded, ConfigError, UserInputError
-from ..judges import Judge, make_judge
-from ..outputs.terminal import RunProgress, summary_table
+from ..cost.estimate import estimate_scanned
+from ..errors import BudgetExceeded, ConfigError, FatalJudgeError, TranscriptError, UserInputError
+from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_INTERRUPTED, EXIT_OK
+from ..judges.base import Judge
+from ..judges.registry import make_judge
 from ..outputs.writer import OutputSink, write_summary
-from ..transcripts import ScanResult, scan
+from ..planning import Judgment, RunOptions, RunPlan, build_plan
+from ..transcripts.loader import ScanResult, scan
 from .engine import Runner
-from .plan import RunOptions, RunPlan, build_plan
-
-EXIT_OK = 0
-EXIT_FAILED_JUDGMENTS = 1
-EXIT_USER_ERROR = 2
-EXIT_CACHE_MISSES = 3
-EXIT_BUDGET = 4
-EXIT_INTERRUPTED = 130
 
 
 @dataclass(slots=True)
@@ -42,27 +37,51 @@ class RunOutcome:
     exit_code: int
     summary: dict[str, Any]
     message: str
+    #: records passed over with ``on_bad_record="skip"`` (listed in OUT/skipped.jsonl)
+    skipped: list[TranscriptError] = field(default_factory=list)
+    skipped_file: Path | None = None
+    #: the pre-run estimate checked against ``--max-cost`` (None without a budget)
+    estimated_cost_usd: float | None = None
+    #: judges stopped for the rest of the run (quota gone, refusing connections), with the reason
+    stopped_judges: list[FatalJudgeError] = field(default_factory=list)
 
 
-def _budget(plan: RunPlan, scanned: ScanResult, console: Console) -> Budget:
+def _budget(plan: RunPlan, scanned: ScanResult) -> tuple[Budget, float]:
     """Refuse to start when the offline estimate is above ``--max-cost``; else the in-run guard."""
     assert plan.max_cost is not None
     unpriced = [j.name for j in plan.judges if not j.has_prices]
     if unpriced:
         raise ConfigError(f"--max-cost needs prices: judge {unpriced[0]!r} has none (set input_price_per_1m and output_price_per_1m)")
-    estimate = cost_estimate.estimate_scanned(plan, scanned)
+    estimate = estimate_scanned(plan, scanned)
     expected = estimate.cost_usd_expected or 0.0
     if expected > plan.max_cost:
         raise BudgetExceeded(
             f"estimated cost ${expected:.6f} exceeds --max-cost ${plan.max_cost:g} by ${expected - plan.max_cost:.6f}; "
             "nothing was sent (see `harness estimate`)"
         )
-    console.print(f"estimated cost ${expected:.6f} of --max-cost ${plan.max_cost:g}", highlight=False)
-    return Budget(plan.max_cost, plan.judges)
+    return Budget(plan.max_cost, plan.judges), expected
 
 
-async def run_evaluation(options: RunOptions, console: Console | None = None, handle_signals: bool = False) -> RunOutcome:
-    console = console or Console(stderr=True)
+def _write_skipped(out: Path, scanned: ScanResult) -> Path | None:
+    if not scanned.bad:
+        return None
+    path = out / "skipped.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        for err in scanned.bad:
+            fh.write(json.dumps({"file": err.path, "line": err.line, "field": err.field, "problem": err.problem}) + "\n")
+    return path
+
+
+async def run_evaluation(
+    options: RunOptions,
+    *,
+    on_start: Callable[[int], None] | None = None,
+    on_judgment: Callable[[Judgment], None] | None = None,
+    handle_signals: bool = False,
+) -> RunOutcome:
+    """Run ``options``. ``on_start(total judgments)`` is called once before judging, ``on_judgment``
+    as each judgment completes; ``handle_signals`` makes Ctrl-C/SIGTERM stop dispatching (twice:
+    stop waiting for in-flight calls)."""
     started = time.perf_counter()
     if options.out is None:
         raise UserInputError("--out is required")
@@ -75,25 +94,19 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
     # judge is even constructed, so nothing can call out.
     judges: dict[str, Judge] = {} if plan.cache_mode == "offline" else {j.name: make_judge(j) for j in plan.judges}
     out.mkdir(parents=True, exist_ok=True)
-    if scanned.bad:
-        with (out / "skipped.jsonl").open("w", encoding="utf-8") as fh:
-            for err in scanned.bad:
-                fh.write(json.dumps({"file": err.path, "line": err.line, "field": err.field, "problem": err.problem}) + "\n")
-        console.print(f"[yellow]skipped {len(scanned.bad)} bad record(s); listed in {out / 'skipped.jsonl'}[/]")
-        for err in scanned.bad[:5]:
-            console.print(f"  {err}", markup=False)
+    skipped_file = _write_skipped(out, scanned)
 
-    budget = _budget(plan, scanned, console) if plan.max_cost is not None else None
-    total = scanned.good * len(rubrics) * len(plan.judges)
+    budget, estimated = _budget(plan, scanned) if plan.max_cost is not None else (None, None)
     sink = OutputSink(out, rubrics, plan.judges, plan.composites)
     cache = JudgmentCache(plan.cache_path, read_only=plan.cache_mode == "offline") if plan.cache_path else None
     interrupted = False
     try:
         if cache is not None:
             await cache.open()
+        if on_start is not None:
+            on_start(scanned.good * len(rubrics) * len(plan.judges))
+        runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=on_judgment or (lambda j: None), budget=budget)
         with ExitStack() as stack:
-            progress = stack.enter_context(RunProgress(total, console, plan.progress))
-            runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=progress.advance, budget=budget)
             task = asyncio.ensure_future(runner.run())
             if handle_signals:
                 loop = asyncio.get_running_loop()
@@ -121,9 +134,9 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
         if cache is not None:
             await cache.close()
 
-    wall = time.perf_counter() - started
-    summary = sink.summary(
-        wall_time_s=wall,
+    totals = sink.totals
+    summary = totals.summary(
+        wall_time_s=time.perf_counter() - started,
         extra={
             "input": str(plan.input),
             "cache": str(plan.cache_path) if plan.cache_path else None,
@@ -134,27 +147,40 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
             "composite_weights": sink.composites,
             "skipped_records": len(scanned.bad),
             "interrupted": interrupted,
-            "budget": None if budget is None else {
-                "max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted,
+            "budget": None
+            if budget is None
+            else {
+                "max_cost_usd": budget.limit,
+                "spent_usd": budget.spent,
+                "stopped_the_run": budget.exhausted,
             },
         },
     )
     write_summary(out, summary)
-    summary_table(summary, console)
-    for health in runner.health.values():
-        if health.error is not None:  # said once here, not once per judgment it failed
-            console.print(f"[red]judge stopped:[/] {health.error}", highlight=False)
+    outcome = RunOutcome(
+        EXIT_OK,
+        summary,
+        f"wrote {out}/judgments.jsonl, results.jsonl, summary.json",
+        skipped=scanned.bad,
+        skipped_file=skipped_file,
+        estimated_cost_usd=estimated,
+        stopped_judges=[h.error for h in runner.health.values() if h.error is not None],
+    )
 
     failed = summary["judgments"].get("failed", 0)
-    misses = sink.reason_counts.get("unscored:cache_miss", 0)
+    misses = totals.reason_counts[("unscored", "cache_miss")]
     if interrupted:
-        return RunOutcome(EXIT_INTERRUPTED, summary, "interrupted: finished judgments are cached; rerun the same command to continue")
-    if budget is not None and budget.exhausted:
-        stopped = sink.reason_counts.get("unscored:budget_exhausted", 0)
-        return RunOutcome(EXIT_BUDGET, summary, f"--max-cost ${budget.limit:g} reached after ${budget.spent:.6f}: "
-                          f"{stopped} judgment(s) not sent; finished ones are cached, rerun with a higher budget to continue")
-    if failed:
-        return RunOutcome(EXIT_FAILED_JUDGMENTS, summary, f"{failed} judgment(s) failed; see judgments.jsonl (status \"failed\")")
-    if misses:
-        return RunOutcome(EXIT_CACHE_MISSES, summary, f"offline: {misses} judgment(s) were not in the cache (unscored, reason cache_miss)")
-    return RunOutcome(EXIT_OK, summary, f"wrote {out}/judgments.jsonl, results.jsonl, summary.json")
+        outcome.exit_code, outcome.message = EXIT_INTERRUPTED, "interrupted: finished judgments are cached; rerun the same command to continue"
+    elif budget is not None and budget.exhausted:
+        stopped = totals.reason_counts[("unscored", "budget_exhausted")]
+        outcome.exit_code = EXIT_BUDGET
+        outcome.message = (
+            f"--max-cost ${budget.limit:g} reached after ${budget.spent:.6f}: {stopped} judgment(s) not sent; "
+            "finished ones are cached, rerun with a higher budget to continue"
+        )
+    elif failed:
+        outcome.exit_code, outcome.message = EXIT_FAILED_JUDGMENTS, f'{failed} judgment(s) failed; see judgments.jsonl (status "failed")'
+    elif misses:
+        outcome.exit_code = EXIT_CACHE_MISSES
+        outcome.message = f"offline: {misses} judgment(s) were not in the cache (unscored, reason cache_miss)"
+    return outcome

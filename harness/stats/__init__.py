@@ -10,7 +10,7 @@ Parts (each a module named for what it holds):
 - `intervals`: normal, Wilson, t and bootstrap confidence intervals.
 
 The formulas come from seeds/004 (classification metrics) and seeds/002 (statistical validation),
-corrected by the errata in seeds/README.md; each docstring names its section.
+corrected where a document errs; each docstring names its section and the correction.
 """
 
 from ._common import UndefinedMetricWarning

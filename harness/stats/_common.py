@@ -70,9 +70,7 @@ def check_confidence(confidence: float) -> float:
     """Return ``confidence`` as a float, or raise if it is not strictly between 0 and 1."""
     c = float(confidence)
     if not 0.0 < c < 1.0:
-        raise ValueError(
-            f"confidence must be strictly between 0 and 1, got {confidence!r}"
-        )
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
     return c
 
 

@@ -33,9 +33,7 @@ def _disagreement_weights(k: int, weights: KappaWeights) -> np.ndarray:
     raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
 
 
-def kappa_from_matrix(
-    confusion: Any, weights: KappaWeights = None
-) -> tuple[float, str | None]:
+def kappa_from_matrix(confusion: Any, weights: KappaWeights = None) -> tuple[float, str | None]:
     """Cohen's kappa of a confusion matrix: 1 - sum(w * O) / sum(w * E), E = outer(rows, cols) / N.
 
     Source: seeds/004 section 5.1, kappa = (p_o - p_e) / (1 - p_e), which is the unweighted case
@@ -61,7 +59,7 @@ def mcc_from_matrix(confusion: Any) -> tuple[float, str | None]:
     R_K = (c*s - t.p) / sqrt((s^2 - p.p)(s^2 - t.t)) with c = trace, s = N, t = row sums, p = column
     sums. Source: seeds/004 section 5.2; for two classes it is the binary formula printed there.
     The multi-class formula printed in 5.2 is garbled and the "Pearson correlation of label codes"
-    of 5.2 / 9 depends on how classes are numbered, so R_K is used (seeds/README.md errata; it is
+    of 5.2 / 9 depends on how classes are numbered, so R_K is used (an erratum of seed 004; it is
     what ``sklearn.metrics.matthews_corrcoef`` computes). A zero denominator (one class in y_true
     or in y_pred) returns 0.0 and a problem message.
     """

@@ -90,9 +90,7 @@ def f_beta(tp: Any, fp: Any, fn: Any, beta: float = 1.0) -> Ratio:
     """
     b2 = float(beta) ** 2
     tp = np.asarray(tp, dtype=np.float64)
-    return ratio(
-        (1.0 + b2) * tp, (1.0 + b2) * tp + b2 * np.asarray(fn) + np.asarray(fp)
-    )
+    return ratio((1.0 + b2) * tp, (1.0 + b2) * tp + b2 * np.asarray(fn) + np.asarray(fp))
 
 
 def specificity(tn: Any, fp: Any) -> Ratio:
@@ -230,17 +228,11 @@ def classification_report(
     per_class = _all_metrics(counts.tp, counts.fp, counts.fn, counts.tn, beta)
     for name, r in per_class.items():
         for i in np.flatnonzero(r.undefined):
-            problems.append(
-                f"{name} is undefined for class {found[i]!r} ({_ZERO_DENOMINATOR[name]}); reported as 0.0"
-            )
-    micro = _all_metrics(
-        counts.tp.sum(), counts.fp.sum(), counts.fn.sum(), counts.tn.sum(), beta
-    )
+            problems.append(f"{name} is undefined for class {found[i]!r} ({_ZERO_DENOMINATOR[name]}); reported as 0.0")
+    micro = _all_metrics(counts.tp.sum(), counts.fp.sum(), counts.fn.sum(), counts.tn.sum(), beta)
     for name, r in micro.items():
         if r.undefined:
-            problems.append(
-                f"micro {name} is undefined ({_ZERO_DENOMINATOR[name]}); reported as 0.0"
-            )
+            problems.append(f"micro {name} is undefined ({_ZERO_DENOMINATOR[name]}); reported as 0.0")
 
     support = counts.support.astype(np.float64)
     weights = support / support.sum()
@@ -260,12 +252,8 @@ def classification_report(
         cohen_kappa=kappa,
         mcc=mcc,
         per_class=MappingProxyType({m: r.value for m, r in per_class.items()}),
-        macro=MappingProxyType(
-            {m: float(np.mean(r.value)) for m, r in per_class.items()}
-        ),
+        macro=MappingProxyType({m: float(np.mean(r.value)) for m, r in per_class.items()}),
         micro=MappingProxyType({m: float(r.value) for m, r in micro.items()}),
-        weighted=MappingProxyType(
-            {m: float(weights @ r.value) for m, r in per_class.items()}
-        ),
+        weighted=MappingProxyType({m: float(weights @ r.value) for m, r in per_class.items()}),
         warnings=tuple(problems),
     )

@@ -24,9 +24,7 @@ def _as_label_array(y: Any, name: str) -> np.ndarray:
             raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     else:
         if isinstance(y, (str, bytes)) or not isinstance(y, Iterable):
-            raise TypeError(
-                f"{name} must be a sequence of labels, got {type(y).__name__}"
-            )
+            raise TypeError(f"{name} must be a sequence of labels, got {type(y).__name__}")
         seq = y if isinstance(y, Sequence) else list(y)
         arr = np.asarray(seq) if len(seq) else np.empty(0)
         # numpy turns ["a", 1] into strings ["a", "1"] and tuples into rows; keep the
@@ -61,16 +59,12 @@ def encode_labels(
     labels seen. A value not among the given ``labels`` is an error, not silently dropped.
     Returns ``(labels, codes)`` with one int64 code array per input.
     """
-    names = (
-        list(names) if names is not None else [f"argument {i}" for i in range(len(ys))]
-    )
+    names = list(names) if names is not None else [f"argument {i}" for i in range(len(ys))]
     arrays = [_as_label_array(y, name) for y, name in zip(ys, names)]
     if labels is not None:
         given = [_python_scalar(v) for v in labels]
         if not given:
-            raise ValueError(
-                "labels is empty; give at least one label or leave it as None"
-            )
+            raise ValueError("labels is empty; give at least one label or leave it as None")
         if len(set(given)) != len(given):
             raise ValueError(f"labels contains duplicates: {given!r}")
         lab = np.asarray(given) if all(a.dtype.kind != "O" for a in arrays) else None
@@ -83,9 +77,7 @@ def encode_labels(
                 found = sorted_lab[pos] == arr
                 if not found.all():
                     unknown = sorted({_python_scalar(v) for v in arr[~found]}, key=repr)
-                    raise ValueError(
-                        f"{name} contains labels not in labels: {unknown[:10]!r}"
-                    )
+                    raise ValueError(f"{name} contains labels not in labels: {unknown[:10]!r}")
                 codes.append(order[pos].astype(np.int64))
             return tuple(given), codes
         return tuple(given), _encode_objects(arrays, names, given)
@@ -95,17 +87,14 @@ def encode_labels(
     if _compatible(arrays) and all(a.dtype.kind != "O" for a in arrays):
         uniq, inverse = np.unique(np.concatenate(arrays), return_inverse=True)
         bounds = np.cumsum([0] + [a.size for a in arrays])
-        codes = [
-            inverse[lo:hi].astype(np.int64) for lo, hi in itertools.pairwise(bounds)
-        ]
+        codes = [inverse[lo:hi].astype(np.int64) for lo, hi in itertools.pairwise(bounds)]
         return tuple(_python_scalar(v) for v in uniq), codes
     seen = set().union(*(set(a.tolist()) for a in arrays))
     try:
         inferred = sorted(seen)
     except TypeError as exc:
         raise ValueError(
-            f"labels of different types cannot be sorted ({sorted({type(v).__name__ for v in seen})}); "
-            "pass labels=[...] to fix their order"
+            f"labels of different types cannot be sorted ({sorted({type(v).__name__ for v in seen})}); pass labels=[...] to fix their order"
         ) from exc
     return tuple(inferred), _encode_objects(arrays, names, inferred)
 
@@ -138,38 +127,26 @@ def _dense_integer_codes(
     return labels, [lookup[off] for off in offsets]
 
 
-def _encode_objects(
-    arrays: Sequence[np.ndarray], names: Sequence[str], labels: Sequence[Hashable]
-) -> list[np.ndarray]:
+def _encode_objects(arrays: Sequence[np.ndarray], names: Sequence[str], labels: Sequence[Hashable]) -> list[np.ndarray]:
     index = {label: i for i, label in enumerate(labels)}
     codes = []
     for arr, name in zip(arrays, names):
         values = arr.tolist()
         unknown = {v for v in values if v not in index}
         if unknown:
-            raise ValueError(
-                f"{name} contains labels not in labels: {sorted(unknown, key=repr)[:10]!r}"
-            )
-        codes.append(
-            np.fromiter((index[v] for v in values), dtype=np.int64, count=len(values))
-        )
+            raise ValueError(f"{name} contains labels not in labels: {sorted(unknown, key=repr)[:10]!r}")
+        codes.append(np.fromiter((index[v] for v in values), dtype=np.int64, count=len(values)))
     return codes
 
 
 def _paired_codes(y_true: Any, y_pred: Any, labels: Iterable[Hashable] | None):
-    found, (t, p) = encode_labels(
-        y_true, y_pred, labels=labels, names=("y_true", "y_pred")
-    )
+    found, (t, p) = encode_labels(y_true, y_pred, labels=labels, names=("y_true", "y_pred"))
     if t.size != p.size:
-        raise ValueError(
-            f"y_true and y_pred have different lengths: {t.size} and {p.size}"
-        )
+        raise ValueError(f"y_true and y_pred have different lengths: {t.size} and {p.size}")
     return found, t, p
 
 
-def confusion_matrix(
-    y_true: Any, y_pred: Any, labels: Iterable[Hashable] | None = None
-) -> np.ndarray:
+def confusion_matrix(y_true: Any, y_pred: Any, labels: Iterable[Hashable] | None = None) -> np.ndarray:
     """Confusion matrix C with C[i, j] = number of samples of true class i predicted as j.
 
     Source: seeds/004 section 2. Rows and columns follow ``labels`` (given, or the sorted union of
@@ -191,11 +168,7 @@ def check_confusion_matrix(confusion: Any) -> np.ndarray:
         raise ValueError(f"a confusion matrix must be square, got shape {cm.shape}")
     if cm.size == 0:
         raise ValueError("the confusion matrix is empty; at least one class is needed")
-    if (
-        not np.issubdtype(cm.dtype, np.number)
-        or np.any(cm < 0)
-        or np.any(cm != np.round(cm))
-    ):
+    if not np.issubdtype(cm.dtype, np.number) or np.any(cm < 0) or np.any(cm != np.round(cm)):
         raise ValueError("a confusion matrix must hold non-negative integer counts")
     if cm.sum() == 0:
         raise ValueError("the confusion matrix counts no samples")

@@ -49,26 +49,16 @@ def _binary_target(y_true: Any, pos_label: Hashable | None) -> np.ndarray:
             )
         pos_label = 1
     if len(values - {pos_label}) > 1:
-        raise ValueError(
-            f"y_true has more than two classes: {sorted(values, key=repr)[:10]!r}"
-        )
-    return (
-        arr == pos_label
-        if arr.dtype.kind != "O"
-        else np.array([v == pos_label for v in arr.tolist()])
-    )
+        raise ValueError(f"y_true has more than two classes: {sorted(values, key=repr)[:10]!r}")
+    return arr == pos_label if arr.dtype.kind != "O" else np.array([v == pos_label for v in arr.tolist()])
 
 
 def _scores(y_score: Any, n: int, ndim: int) -> np.ndarray:
     s = np.asarray(y_score, dtype=np.float64)
     if s.ndim != ndim:
-        raise ValueError(
-            f"y_score must be {ndim}-dimensional here, got shape {s.shape}"
-        )
+        raise ValueError(f"y_score must be {ndim}-dimensional here, got shape {s.shape}")
     if s.shape[0] != n:
-        raise ValueError(
-            f"y_true and y_score have different lengths: {n} and {s.shape[0]}"
-        )
+        raise ValueError(f"y_true and y_score have different lengths: {n} and {s.shape[0]}")
     if not np.all(np.isfinite(s)):
         raise ValueError("y_score contains NaN or infinite values")
     return s
@@ -115,7 +105,7 @@ def roc_curve(
     return fps / fps[-1], tps / tps[-1], np.r_[np.inf, thresholds]
 
 
-def _binary_auc(positive: np.ndarray, score: np.ndarray) -> np.ndarray:
+def _binary_auc(positive: np.ndarray, score: np.ndarray) -> np.ndarray | float:
     """AUC = P(score(pos) > score(neg)) + P(tie) / 2 via the Mann-Whitney U, along axis 0.
 
     seeds/004 section 6.2 gives both this probabilistic form and the trapezoidal sum over the ROC
@@ -146,17 +136,14 @@ def _binary_auc_sorted(positive: np.ndarray, score: np.ndarray) -> float:
     return u / (float(pos.size) * float(neg.size))
 
 
-def _one_vs_rest(
-    y_true: Any, y_score: Any, labels: Iterable[Hashable] | None, what: str
-):
+def _one_vs_rest(y_true: Any, y_score: Any, labels: Iterable[Hashable] | None, what: str):
     """(indicator matrix, score matrix, support) for a multi-class y_true and a (n, K) y_score."""
     found, (codes,) = encode_labels(y_true, labels=labels, names=("y_true",))
     score = _scores(y_score, codes.size, 2)
     k = len(found)
     if score.shape[1] != k:
         raise ValueError(
-            f"y_score has {score.shape[1]} columns but there are {k} classes {list(found)[:10]!r}; "
-            "pass labels= naming the class of each column"
+            f"y_score has {score.shape[1]} columns but there are {k} classes {list(found)[:10]!r}; pass labels= naming the class of each column"
         )
     positive = codes[:, None] == np.arange(k)[None, :]
     support = positive.sum(axis=0)
@@ -165,9 +152,7 @@ def _one_vs_rest(
     return positive, score, support
 
 
-def _average(
-    per_class: np.ndarray, support: np.ndarray, average: Average
-) -> float | np.ndarray:
+def _average(per_class: np.ndarray, support: np.ndarray, average: Average) -> float | np.ndarray:
     if average is None:
         return per_class
     if average == "macro":
@@ -198,19 +183,15 @@ def roc_auc(
         return float(_binary_auc(positive, score))
     _check_average(average)
     positive, score, support = _one_vs_rest(y_true, y_score, labels, "ROC-AUC")
-    return _average(_binary_auc(positive, score), support, average)
+    return _average(np.asarray(_binary_auc(positive, score)), support, average)
 
 
 def _check_average(average: Average) -> None:
     if average not in ("macro", "weighted", None):
-        raise ValueError(
-            f"average must be 'macro', 'weighted' or None, got {average!r}"
-        )
+        raise ValueError(f"average must be 'macro', 'weighted' or None, got {average!r}")
 
 
-def precision_recall_curve(
-    y_true: Any, y_score: Any, pos_label: Hashable | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def precision_recall_curve(y_true: Any, y_score: Any, pos_label: Hashable | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Precision-recall curve ``(precision, recall, thresholds)`` of a binary problem.
 
     seeds/004 section 6.4. Same layout as ``sklearn.metrics.precision_recall_curve``: thresholds
@@ -220,9 +201,7 @@ def precision_recall_curve(
     positive = _binary_target(y_true, pos_label)
     score = _scores(y_score, positive.size, 1)
     if not positive.any():
-        raise ValueError(
-            "the precision-recall curve is undefined: y_true has no positive samples"
-        )
+        raise ValueError("the precision-recall curve is undefined: y_true has no positive samples")
     tps, fps, thresholds = _cumulative_counts(positive, score)
     prec = tps / (tps + fps)
     rec = tps / tps[-1]
@@ -256,29 +235,17 @@ def average_precision(
         positive = _binary_target(y_true, pos_label)
         score = _scores(y_score, positive.size, 1)
         if not positive.any():
-            raise ValueError(
-                "average precision is undefined: y_true has no positive samples"
-            )
+            raise ValueError("average precision is undefined: y_true has no positive samples")
         return _binary_average_precision(positive, score)
     _check_average(average)
     found, (codes,) = encode_labels(y_true, labels=labels, names=("y_true",))
     score = _scores(y_score, codes.size, 2)
     if score.shape[1] != len(found):
-        raise ValueError(
-            f"y_score has {score.shape[1]} columns but there are {len(found)} classes; "
-            "pass labels= naming the class of each column"
-        )
+        raise ValueError(f"y_score has {score.shape[1]} columns but there are {len(found)} classes; pass labels= naming the class of each column")
     positive = codes[:, None] == np.arange(len(found))[None, :]
     support = positive.sum(axis=0)
     if not support.all():
         missing = [found[i] for i in np.flatnonzero(support == 0)]
-        raise ValueError(
-            f"average precision is undefined for classes absent from y_true: {missing!r}"
-        )
-    per_class = np.array(
-        [
-            _binary_average_precision(positive[:, j], score[:, j])
-            for j in range(len(found))
-        ]
-    )
+        raise ValueError(f"average precision is undefined for classes absent from y_true: {missing!r}")
+    per_class = np.array([_binary_average_precision(positive[:, j], score[:, j]) for j in range(len(found))])
     return _average(per_class, support, average)

@@ -42,9 +42,7 @@ class SignificanceResult:
     warnings: tuple[str, ...] = field(default=())
 
 
-def _t_result(
-    numerator: float, denominator: float, df: float, what: str
-) -> SignificanceResult:
+def _t_result(numerator: float, denominator: float, df: float, what: str) -> SignificanceResult:
     """t = numerator / denominator with a two-sided p-value from Student's t with ``df``.
 
     A zero standard error leaves t undefined: it is reported as +-inf (p = 0) when the numerator is
@@ -52,9 +50,7 @@ def _t_result(
     """
     if denominator == 0.0:
         if numerator == 0.0:
-            note = (
-                f"{what}: zero variance and zero difference; reported as t = 0, p = 1"
-            )
+            note = f"{what}: zero variance and zero difference; reported as t = 0, p = 1"
             return SignificanceResult(0.0, 1.0, df, (note,))
         note = f"{what}: zero variance with a non-zero difference; reported as t = +-inf, p = 0"
         return SignificanceResult(math.copysign(math.inf, numerator), 0.0, df, (note,))
@@ -62,9 +58,7 @@ def _t_result(
     return SignificanceResult(float(t), float(2.0 * _sp.t.sf(abs(t), df)), float(df))
 
 
-def mcnemar(
-    table: Any, exact: bool = False, correction: bool = True
-) -> SignificanceResult:
+def mcnemar(table: Any, exact: bool = False, correction: bool = True) -> SignificanceResult:
     """McNemar's test on a 2x2 table of paired outcomes (seeds/004 section 7.1).
 
     ``table[0][1]`` = n01 (A correct, B wrong), ``table[1][0]`` = n10; the diagonal is unused.
@@ -82,13 +76,9 @@ def mcnemar(
     n01, n10 = int(t[0, 1]), int(t[1, 0])
     df = None if exact else 1.0
     if n01 + n10 == 0:
-        return SignificanceResult(
-            0.0, 1.0, df, ("no discordant pairs (n01 + n10 = 0); reported as p = 1",)
-        )
+        return SignificanceResult(0.0, 1.0, df, ("no discordant pairs (n01 + n10 = 0); reported as p = 1",))
     if exact:
-        return SignificanceResult(
-            float(min(n01, n10)), float(_sp.binomtest(n01, n01 + n10, 0.5).pvalue)
-        )
+        return SignificanceResult(float(min(n01, n10)), float(_sp.binomtest(n01, n01 + n10, 0.5).pvalue))
     diff = abs(n01 - n10) - (1.0 if correction else 0.0)
     statistic = diff * diff / (n01 + n10)
     return SignificanceResult(float(statistic), float(_sp.chi2.sf(statistic, 1)), 1.0)
@@ -99,14 +89,10 @@ def paired_ttest(a: Any, b: Any) -> SignificanceResult:
     x = as_1d_float(a, "a", min_size=2)
     y = as_1d_float(b, "b", min_size=2)
     if x.size != y.size:
-        raise ValueError(
-            f"a paired t-test needs equal lengths, got {x.size} and {y.size}"
-        )
+        raise ValueError(f"a paired t-test needs equal lengths, got {x.size} and {y.size}")
     d = x - y
     n = d.size
-    return _t_result(
-        float(d.mean()), float(d.std(ddof=1) / math.sqrt(n)), n - 1, "paired t-test"
-    )
+    return _t_result(float(d.mean()), float(d.std(ddof=1) / math.sqrt(n)), n - 1, "paired t-test")
 
 
 def welch_ttest(a: Any, b: Any) -> SignificanceResult:
@@ -120,9 +106,7 @@ def welch_ttest(a: Any, b: Any) -> SignificanceResult:
     se2 = va + vb
     df_den = va * va / (x.size - 1) + vb * vb / (y.size - 1)
     df = se2 * se2 / df_den if df_den > 0 else float(x.size + y.size - 2)
-    return _t_result(
-        float(x.mean() - y.mean()), float(math.sqrt(se2)), float(df), "Welch's t-test"
-    )
+    return _t_result(float(x.mean() - y.mean()), float(math.sqrt(se2)), float(df), "Welch's t-test")
 
 
 def cohens_d(a: Any, b: Any) -> float:
@@ -136,9 +120,7 @@ def cohens_d(a: Any, b: Any) -> float:
     y = as_1d_float(b, "b", min_size=1)
     dof = x.size + y.size - 2
     if dof < 1:
-        raise ValueError(
-            "Cohen's d needs at least three values in total (pooled SD has n_a + n_b - 2 df)"
-        )
+        raise ValueError("Cohen's d needs at least three values in total (pooled SD has n_a + n_b - 2 df)")
     ss = np.sum((x - x.mean()) ** 2) + np.sum((y - y.mean()) ** 2)
     diff = float(x.mean() - y.mean())
     if ss == 0.0:
@@ -161,12 +143,8 @@ def cv52_paired_ttest(diffs: Any) -> SignificanceResult:
     """
     d = np.asarray(diffs, dtype=np.float64)
     if d.shape != (5, 2):
-        raise ValueError(
-            f"the 5x2cv test needs differences of shape (5, 2), got {d.shape}"
-        )
+        raise ValueError(f"the 5x2cv test needs differences of shape (5, 2), got {d.shape}")
     if not np.all(np.isfinite(d)):
         raise ValueError("diffs contains NaN or infinite values")
     s2 = np.sum((d - d.mean(axis=1, keepdims=True)) ** 2, axis=1)
-    return _t_result(
-        float(d[0, 0]), float(math.sqrt(s2.mean())), 5, "5x2cv paired t-test"
-    )
+    return _t_result(float(d[0, 0]), float(math.sqrt(s2.mean())), 5, "5x2cv paired t-test")

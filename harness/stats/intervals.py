@@ -14,11 +14,10 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtr, ndtri, stdtrit
 
 from ._common import (
     UndefinedMetricWarning,
-    _sp,
     accepts_axis,
     as_1d_float,
     check_confidence,
@@ -27,9 +26,7 @@ from ._common import (
 
 __all__ = ["bootstrap_interval", "mean_interval", "normal_interval", "wilson_interval"]
 
-DEFAULT_MAX_ELEMENTS = (
-    1 << 22
-)  # values per chunk: 32 MiB of float64 plus 32 MiB of indices
+DEFAULT_MAX_ELEMENTS = 1 << 22  # values per chunk: 32 MiB of float64 plus 32 MiB of indices
 
 
 def _proportion(successes: Any, n: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -40,9 +37,7 @@ def _proportion(successes: Any, n: Any) -> tuple[np.ndarray, np.ndarray]:
     if np.any(m <= 0) or np.any(m != np.round(m)):
         raise ValueError(f"n must be a positive integer count, got {n!r}")
     if np.any(k < 0) or np.any(k > m) or not np.all(np.isfinite(k)):
-        raise ValueError(
-            f"successes must lie between 0 and n, got successes={successes!r}, n={n!r}"
-        )
+        raise ValueError(f"successes must lie between 0 and n, got successes={successes!r}, n={n!r}")
     return k, m
 
 
@@ -52,9 +47,7 @@ def _pair(low: np.ndarray, high: np.ndarray) -> tuple[Any, Any]:
     return low, high
 
 
-def normal_interval(
-    successes: Any, n: Any, confidence: float = 0.95
-) -> tuple[Any, Any]:
+def normal_interval(successes: Any, n: Any, confidence: float = 0.95) -> tuple[Any, Any]:
     """Normal-approximation (Wald) interval p +- z sqrt(p(1-p)/n) for a proportion.
 
     seeds/004 section 8.1 (which rounds z to 1.96; the exact normal quantile is used). Clipped to
@@ -68,9 +61,7 @@ def normal_interval(
     return _pair(np.clip(p - half, 0.0, 1.0), np.clip(p + half, 0.0, 1.0))
 
 
-def wilson_interval(
-    successes: Any, n: Any, confidence: float = 0.95
-) -> tuple[Any, Any]:
+def wilson_interval(successes: Any, n: Any, confidence: float = 0.95) -> tuple[Any, Any]:
     """Wilson score interval (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n).
 
     seeds/004 section 8.2. Arrays broadcast.
@@ -92,16 +83,14 @@ def mean_interval(values: Any, confidence: float = 0.95) -> tuple[float, float]:
     """t-based interval for a mean: mean +- t_{n-1} s / sqrt(n), s the sample SD (ddof 1).
 
     seeds/002 ("Statistical validation" 3) writes mean +- 1.96 sigma / sqrt(n). Student's t quantile
-    (``scipy.stats.t``) is used instead: a run often has few items, where 1.96 gives intervals
+    (``scipy.special.stdtrit``, what ``scipy.stats.t`` calls) is used instead: a run often has few items, where 1.96 gives intervals
     that are too narrow; the two agree as n grows. Needs at least two values.
     """
     x = as_1d_float(values, "values", min_size=2)
     c = check_confidence(confidence)
-    half = (
-        float(_sp.t.isf((1.0 - c) / 2.0, x.size - 1))
-        * float(x.std(ddof=1))
-        / math.sqrt(x.size)
-    )
+    # t.isf(q, df) = -stdtrit(df, q): the same cephes routine scipy.stats.t calls, without importing
+    # scipy.stats (a second of start-up at the end of every run).
+    half = float(-stdtrit(x.size - 1, (1.0 - c) / 2.0)) * float(x.std(ddof=1)) / math.sqrt(x.size)
     m = float(x.mean())
     return m - half, m + half
 
@@ -113,25 +102,19 @@ def _vectorised(statistic: Callable[..., Any]) -> Callable[[np.ndarray], np.ndar
     return lambda a: np.array([statistic(row) for row in a], dtype=np.float64)
 
 
-def _chunked(
-    func: Callable[[np.ndarray], np.ndarray], rows: int, total: int, make_rows
-) -> np.ndarray:
+def _chunked(func: Callable[[np.ndarray], np.ndarray], rows: int, total: int, make_rows) -> np.ndarray:
     """Apply ``func`` to ``make_rows(count)`` blocks of at most ``rows`` rows until ``total`` rows."""
     out = np.empty(total, dtype=np.float64)
     for start in range(0, total, rows):
         count = min(rows, total - start)
         block = func(make_rows(start, count))
         if block.shape != (count,):
-            raise ValueError(
-                f"statistic must return one number per resample: got shape {block.shape} for {count} resamples"
-            )
+            raise ValueError(f"statistic must return one number per resample: got shape {block.shape} for {count} resamples")
         out[start : start + count] = block
     return out
 
 
-def _jackknife(
-    x: np.ndarray, func: Callable[[np.ndarray], np.ndarray], rows: int
-) -> np.ndarray:
+def _jackknife(x: np.ndarray, func: Callable[[np.ndarray], np.ndarray], rows: int) -> np.ndarray:
     """The statistic of each leave-one-out sample, computed in blocks of at most ``rows`` rows."""
     n = x.size
 
@@ -143,18 +126,14 @@ def _jackknife(
     return _chunked(func, rows, n, leave_one_out)
 
 
-def _bca_levels(
-    theta_hat: float, theta_b: np.ndarray, theta_jack: np.ndarray, alpha: float
-):
+def _bca_levels(theta_hat: float, theta_b: np.ndarray, theta_jack: np.ndarray, alpha: float):
     """BCa quantile levels (Efron & Tibshirani 1993, section 14.3, eq. 14.14-14.15).
 
     z0 = Phi^-1(share of resamples below theta_hat, ties counted half); a = sum U^3 / (6 (sum
     U^2)^1.5) with U the jackknife deviations. Zero jackknife spread means no acceleration (a = 0).
     Returns None when z0 is infinite (every resample on one side of theta_hat).
     """
-    share = (
-        np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)
-    ) / (2.0 * theta_b.size)
+    share = (np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)) / (2.0 * theta_b.size)
     z0 = float(ndtri(share))
     if not math.isfinite(z0):
         return None
@@ -225,8 +204,7 @@ def bootstrap_interval(
         )
         if bca is None:
             warnings.warn(
-                "BCa interval undefined (every resample falls on one side of the estimate); "
-                "returning the percentile interval",
+                "BCa interval undefined (every resample falls on one side of the estimate); returning the percentile interval",
                 UndefinedMetricWarning,
                 stacklevel=2,
             )

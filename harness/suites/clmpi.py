@@ -1,4 +1,4 @@
-"""CLMPI model ranking (seeds/001_7afcf93c1f006c61.txt), with the errata of seeds/README.md.
+"""CLMPI model ranking (seeds/001_7afcf93c1f006c61.txt), its errata corrected where each formula is used.
 
 Input: JSONL, one row per (model, item)::
 
@@ -50,8 +50,10 @@ DEFAULT_WEIGHTS: dict[str, float] = {"ACC": 0.25, "CON": 0.20, "COH": 0.20, "FLU
 #: seed 001, "Score Interpretation": lower bound (inclusive) → band
 BANDS = ((0.8, "Excellent"), (0.6, "Good"), (0.4, "Fair"), (0.2, "Poor"), (0.0, "Very Poor"))
 SUITABILITY = {
-    "Excellent": "Optimal for edge deployment", "Good": "Suitable with minor optimizations",
-    "Fair": "Requires significant optimization", "Poor": "Not recommended for edge use",
+    "Excellent": "Optimal for edge deployment",
+    "Good": "Suitable with minor optimizations",
+    "Fair": "Requires significant optimization",
+    "Poor": "Not recommended for edge use",
     "Very Poor": "Unsuitable for edge deployment",
 }
 RUBRIC_OF = {"CON": "contextual_understanding", "COH": "coherence", "FLU": "fluency"}
@@ -80,7 +82,7 @@ def eff_raw(latency_seconds: float, memory_mb: float) -> float:
 
 def eff_norm(raw: Sequence[float]) -> np.ndarray:
     """EFF_norm = (EFF_raw − EFF_min) / (EFF_max − EFF_min + 1e-9), min–max per run (seed 001,
-    "Efficiency Score"). All equal (or one model): every value is 0 (seeds/README.md, 001)."""
+    "Efficiency Score"). All equal (or one model): every value is 0 (the document divides by zero there)."""
     values = np.asarray(raw, dtype=float)
     if values.size == 0:
         return values
@@ -195,7 +197,7 @@ def load_weights(path: Path | None) -> dict[str, float]:
     except Exception as exc:  # noqa: BLE001 - any parse error is the user's file
         raise ConfigError(f"{path}: cannot be read: {exc}".splitlines()[0]) from None
     try:
-        weights = dict(WeightsFile.model_validate(raw).weights)
+        weights: dict[str, float] = {str(k): v for k, v in WeightsFile.model_validate(raw).weights.items()}
     except ValidationError as exc:
         raise ConfigError(f"{path}: {pydantic_problem(exc)}") from None
     missing = [c for c in COMPONENTS if c not in weights]
@@ -243,7 +245,9 @@ def to_transcript(row: ClmpiRow) -> dict[str, Any]:
     else:
         query = row.prompt or ""
     record: dict[str, Any] = {
-        "id": transcript_id(row), "query": query, "response": row.response,
+        "id": transcript_id(row),
+        "query": query,
+        "response": row.response,
         "metadata": {"model": row.model, "item_id": str(row.item_id), "kind": row.kind},
     }
     if contexts:
@@ -266,8 +270,9 @@ class _ModelData:
     memories: list[float] = field(default_factory=list)
 
 
-def evaluate_clmpi(path: Path, out: Path, judge: JudgeOptions | None, weights: Mapping[str, float] | None = None,
-                   judge_accuracy: bool = False) -> dict[str, Any]:
+def evaluate_clmpi(
+    path: Path, out: Path, judge: JudgeOptions | None, weights: Mapping[str, float] | None = None, judge_accuracy: bool = False
+) -> dict[str, Any]:
     """The whole suite; ``judge=None`` (``--no-judge``) computes ACC and EFF only (exact match)."""
     if judge is None and judge_accuracy:
         raise ConfigError("--judge-accuracy needs a judge; it cannot be combined with --no-judge")
@@ -296,8 +301,12 @@ def evaluate_clmpi(path: Path, out: Path, judge: JudgeOptions | None, weights: M
         rubrics = ["contextual_understanding", "coherence", "fluency"] + (["correctness"] if judge_accuracy else [])
         judged = judge_records((to_transcript(r) for r in answered), rubrics, out, judge, "clmpi")
         exit_code = judged.outcome.exit_code
-        judge_summary = {"exit_code": exit_code, "message": judged.outcome.message,
-                         "judgments": judged.outcome.summary.get("judgments"), "cost_usd": judged.outcome.summary.get("cost_usd")}
+        judge_summary = {
+            "exit_code": exit_code,
+            "message": judged.outcome.message,
+            "judgments": judged.outcome.summary.get("judgments"),
+            "cost_usd": judged.outcome.summary.get("cost_usd"),
+        }
         per_item: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for j in judged.judgments:
             per_item[(j["transcript_id"], j["rubric"])].append(j)
@@ -325,10 +334,9 @@ def evaluate_clmpi(path: Path, out: Path, judge: JudgeOptions | None, weights: M
                 d.correct.append(exact_match(row.response or "", row.references))
 
     models = sorted(data)
-    raws = {m: eff_raw(float(np.mean(data[m].latencies)), float(np.mean(data[m].memories)))
-            for m in models if data[m].latencies}
+    raws = {m: eff_raw(float(np.mean(data[m].latencies)), float(np.mean(data[m].memories))) for m in models if data[m].latencies}
     norms = dict(zip(raws, eff_norm(list(raws.values())).tolist(), strict=True))
-    ranking = []
+    ranking: list[dict[str, Any]] = []
     for m in models:
         d = data[m]
         components: dict[str, float | None] = {
@@ -342,28 +350,47 @@ def evaluate_clmpi(path: Path, out: Path, judge: JudgeOptions | None, weights: M
         used = weights if len(present) == len(COMPONENTS) else rescaled_weights(weights, present)
         value = clmpi(used, {c: components[c] for c in present})  # type: ignore[misc]
         band = interpretation(value)
-        ranking.append({
-            "model": m, "clmpi": value, "clmpi_100": clmpi_100(value), "interpretation": band,
-            "edge_suitability": SUITABILITY[band], "components": components,
-            "raw": {
-                "CON_0_5": _mean(d.quality["CON"]), "COH_0_5": _mean(d.quality["COH"]), "FLU_0_5": _mean(d.quality["FLU"]),
-                "EFF_raw": raws.get(m), "latency_s_mean": _mean(d.latencies), "memory_mb_mean": _mean(d.memories),
-            },
-            "weights_used": used, "missing_components": [c for c in COMPONENTS if components[c] is None],
-            "counts": {
-                "items": d.items, "failed_items": d.failed, "accuracy_items": len(d.correct),
-                "accuracy_unjudged": d.accuracy_lost,
-                "quality_items": {c: len(d.quality[c]) for c in RUBRIC_OF},
-                "quality_unscored": {c: d.quality_lost[c] for c in RUBRIC_OF},
-                "efficiency_items": len(d.latencies),
-            },
-        })
+        ranking.append(
+            {
+                "model": m,
+                "clmpi": value,
+                "clmpi_100": clmpi_100(value),
+                "interpretation": band,
+                "edge_suitability": SUITABILITY[band],
+                "components": components,
+                "raw": {
+                    "CON_0_5": _mean(d.quality["CON"]),
+                    "COH_0_5": _mean(d.quality["COH"]),
+                    "FLU_0_5": _mean(d.quality["FLU"]),
+                    "EFF_raw": raws.get(m),
+                    "latency_s_mean": _mean(d.latencies),
+                    "memory_mb_mean": _mean(d.memories),
+                },
+                "weights_used": used,
+                "missing_components": [c for c in COMPONENTS if components[c] is None],
+                "counts": {
+                    "items": d.items,
+                    "failed_items": d.failed,
+                    "accuracy_items": len(d.correct),
+                    "accuracy_unjudged": d.accuracy_lost,
+                    "quality_items": {c: len(d.quality[c]) for c in RUBRIC_OF},
+                    "quality_unscored": {c: d.quality_lost[c] for c in RUBRIC_OF},
+                    "efficiency_items": len(d.latencies),
+                },
+            }
+        )
     ranking.sort(key=lambda r: (-r["clmpi"], r["model"]))
-    for rank, row in enumerate(ranking, start=1):
-        row["rank"] = rank
+    for rank, ranked in enumerate(ranking, start=1):
+        ranked["rank"] = rank
     result = {
-        "input": str(path), "weights": weights, "judge_accuracy": judge_accuracy, "judged": judge is not None,
-        "ranking": ranking, "hardware": hardware_record(), "judge": judge_summary, "exit_code": exit_code,
+        "input": str(path),
+        "weights": weights,
+        "judge_accuracy": judge_accuracy,
+        "judged": judge is not None,
+        "ranking": ranking,
+        "hardware": hardware_record(),
+        "judge": judge_summary,
+        "exit_code": exit_code,
     }
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "clmpi.json", result)
@@ -371,8 +398,18 @@ def evaluate_clmpi(path: Path, out: Path, judge: JudgeOptions | None, weights: M
         writer = csv.writer(fh)
         writer.writerow(["rank", "model", *COMPONENTS, "clmpi", "clmpi_100", "interpretation", "items", "failed_items"])
         for r in ranking:
-            writer.writerow([r["rank"], r["model"], *("" if r["components"][c] is None else f"{r['components'][c]:.6f}" for c in COMPONENTS),
-                             f"{r['clmpi']:.6f}", f"{r['clmpi_100']:.2f}", r["interpretation"], r["counts"]["items"], r["counts"]["failed_items"]])
+            writer.writerow(
+                [
+                    r["rank"],
+                    r["model"],
+                    *("" if r["components"][c] is None else f"{r['components'][c]:.6f}" for c in COMPONENTS),
+                    f"{r['clmpi']:.6f}",
+                    f"{r['clmpi_100']:.2f}",
+                    r["interpretation"],
+                    r["counts"]["items"],
+                    r["counts"]["failed_items"],
+                ]
+            )
     return result
 
 

@@ -1,4 +1,4 @@
-"""Topic-clustering evaluation (seeds/000_d71be046679063a5.txt), corrected per seeds/README.md.
+"""Topic-clustering evaluation (seeds/000_d71be046679063a5.txt), its arithmetic slips corrected where each formula is used.
 
 Input: a benchmark file (``{"name": [message ids], ...}``, or ``{"clusters": [{"name", "message_ids"}]}``)
 and one output file per model::
@@ -71,9 +71,12 @@ def deviation_score(deviation_percent: Any) -> Any:
 
 def final_score(deviation_score_: Any, coverage_score: Any, precision_score: Any) -> Any:
     """Deviation×0.4 + Coverage×0.3 + Precision×0.3 (seed 000, formula 5). FitFusion (Example 2):
-    0.4·72.34 + 0.3·100 + 0.3·78.33 = 82.44 (the document's 82.0 is wrong, seeds/README.md)."""
-    return (0.4 * np.asarray(deviation_score_, dtype=float) + 0.3 * np.asarray(coverage_score, dtype=float)
-            + 0.3 * np.asarray(precision_score, dtype=float))
+    0.4·72.34 + 0.3·100 + 0.3·78.33 = 82.44 (the document's 82.0 is an arithmetic slip)."""
+    return (
+        0.4 * np.asarray(deviation_score_, dtype=float)
+        + 0.3 * np.asarray(coverage_score, dtype=float)
+        + 0.3 * np.asarray(precision_score, dtype=float)
+    )
 
 
 def cluster_count_score(expected_clusters: int, total_clusters: int) -> float:
@@ -95,12 +98,12 @@ def model_precision_score(precisions: Sequence[float]) -> float:
 
 def model_deviation_score(deviations: Sequence[float]) -> float:
     """max(0, 100 − average(|deviation %|)) (seed 000, formula 6). Empty: 0."""
-    return float(max(0.0, 100.0 - np.mean(np.abs(deviations)))) if len(deviations) else 0.0
+    return max(0.0, 100.0 - float(np.mean(np.abs(deviations)))) if len(deviations) else 0.0
 
 
 def improved_model_score(cluster_count: float, coverage: float, precision: float, deviation: float) -> float:
     """0.25 × each of the four scores (seed 000, formula 6). The example: (85.7 + 100 + 91.1 +
-    91.1) / 4 = 91.975 (the document's 91.1 is wrong, seeds/README.md)."""
+    91.1) / 4 = 91.975 (the document's 91.1 is an arithmetic slip)."""
     return 0.25 * cluster_count + 0.25 * coverage + 0.25 * precision + 0.25 * deviation
 
 
@@ -260,13 +263,12 @@ def best_match(benchmark_ids: set[str], clusters: Sequence[set[str]]) -> tuple[i
     best = np.flatnonzero(overlaps == overlaps.max())
     if best.size == 1:
         return int(best[0]), False
-    sizes = np.array([len(clusters[i]) for i in best])
+    sizes = np.array([len(clusters[int(i)]) for i in best])
     smallest = best[sizes == sizes.min()]
     return int(smallest[0]), True
 
 
-def evaluate_model(benchmark: dict[str, set[str]], output: ModelOutput, source: str = "",
-                   default_prices: Prices | None = None) -> ModelResult:
+def evaluate_model(benchmark: dict[str, set[str]], output: ModelOutput, source: str = "", default_prices: Prices | None = None) -> ModelResult:
     model_sets = [set(_ids(c.message_ids)) for c in output.clusters]
     titles = [c.title or f"cluster {i + 1}" for i, c in enumerate(output.clusters)]
     rows: list[ClusterResult] = []
@@ -278,14 +280,27 @@ def evaluate_model(benchmark: dict[str, set[str]], output: ModelOutput, source: 
         cov = float(coverage_percentage(matched, len(bench)))
         prec = float(precision_percent(matched, len(llm)))
         dscore = float(deviation_score(dev))
-        rows.append(ClusterResult(
-            benchmark_cluster=name, llm_cluster=titles[index] if index is not None else None, llm_cluster_index=index,
-            benchmark_messages=len(bench), llm_messages=len(llm), matched_messages=matched,
-            deviation_percent=dev, coverage_percent=cov, precision_percent=prec,
-            recall_percent=float(recall_percent(matched, len(bench))), overlap_percent=overlap_percentage(bench, llm),
-            deviation_score=dscore, final_score=float(final_score(dscore, cov, prec)) if index is not None else 0.0,
-            overlap=_sorted(bench & llm), missing=_sorted(bench - llm), extra=_sorted(llm - bench), tie_broken=tied,
-        ))
+        rows.append(
+            ClusterResult(
+                benchmark_cluster=name,
+                llm_cluster=titles[index] if index is not None else None,
+                llm_cluster_index=index,
+                benchmark_messages=len(bench),
+                llm_messages=len(llm),
+                matched_messages=matched,
+                deviation_percent=dev,
+                coverage_percent=cov,
+                precision_percent=prec,
+                recall_percent=float(recall_percent(matched, len(bench))),
+                overlap_percent=overlap_percentage(bench, llm),
+                deviation_score=dscore,
+                final_score=float(final_score(dscore, cov, prec)) if index is not None else 0.0,
+                overlap=_sorted(bench & llm),
+                missing=_sorted(bench - llm),
+                extra=_sorted(llm - bench),
+                tie_broken=tied,
+            )
+        )
     shared: dict[str, list[str]] = {}
     for r in rows:
         if r.llm_cluster_index is not None:
@@ -303,12 +318,23 @@ def evaluate_model(benchmark: dict[str, set[str]], output: ModelOutput, source: 
     prices = output.prices_per_1k or default_prices
     cost = token_cost(usage.input_tokens, usage.output_tokens, prices.input, prices.output) if prices else None
     return ModelResult(
-        model=output.model, source=source, expected_clusters=len(benchmark), total_clusters=len(output.clusters),
-        found_clusters=found, cluster_count_score=count_s, coverage_score=cov_s, precision_score=prec_s,
-        deviation_score=dev_s, improved_model_score=improved_model_score(count_s, cov_s, prec_s, dev_s),
-        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, token_cost_usd=cost,
-        input_price_per_1k=prices.input if prices else None, output_price_per_1k=prices.output if prices else None,
-        clusters=rows, shared_matches=shared_matches,
+        model=output.model,
+        source=source,
+        expected_clusters=len(benchmark),
+        total_clusters=len(output.clusters),
+        found_clusters=found,
+        cluster_count_score=count_s,
+        coverage_score=cov_s,
+        precision_score=prec_s,
+        deviation_score=dev_s,
+        improved_model_score=improved_model_score(count_s, cov_s, prec_s, dev_s),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        token_cost_usd=cost,
+        input_price_per_1k=prices.input if prices else None,
+        output_price_per_1k=prices.output if prices else None,
+        clusters=rows,
+        shared_matches=shared_matches,
     )
 
 
@@ -330,13 +356,33 @@ def evaluate_clustering(benchmark_path: Path, outputs: Sequence[Path], default_p
 # --- writing and explaining ----------------------------------------------------------------------
 
 CLUSTER_COLUMNS = (
-    "model", "benchmark_cluster", "llm_cluster", "benchmark_messages", "llm_messages", "matched_messages",
-    "deviation_percent", "coverage_percent", "precision_percent", "recall_percent", "final_score",
-    "missing_messages", "extra_messages",
+    "model",
+    "benchmark_cluster",
+    "llm_cluster",
+    "benchmark_messages",
+    "llm_messages",
+    "matched_messages",
+    "deviation_percent",
+    "coverage_percent",
+    "precision_percent",
+    "recall_percent",
+    "final_score",
+    "missing_messages",
+    "extra_messages",
 )
 MODEL_COLUMNS = (
-    "model", "expected_clusters", "total_clusters", "found_clusters", "cluster_count_score", "coverage_score",
-    "precision_score", "deviation_score", "improved_model_score", "input_tokens", "output_tokens", "token_cost_usd",
+    "model",
+    "expected_clusters",
+    "total_clusters",
+    "found_clusters",
+    "cluster_count_score",
+    "coverage_score",
+    "precision_score",
+    "deviation_score",
+    "improved_model_score",
+    "input_tokens",
+    "output_tokens",
+    "token_cost_usd",
 )
 
 
@@ -355,20 +401,43 @@ def write_outputs(results: list[ModelResult], out: Path) -> dict[str, Path]:
         writer.writerow(CLUSTER_COLUMNS)
         for m in results:
             for c in m.clusters:
-                writer.writerow([
-                    m.model, c.benchmark_cluster, c.llm_cluster or "", c.benchmark_messages, c.llm_messages,
-                    c.matched_messages, _r(c.deviation_percent), _r(c.coverage_percent), _r(c.precision_percent),
-                    _r(c.recall_percent), _r(c.final_score), len(c.missing), len(c.extra),
-                ])
+                writer.writerow(
+                    [
+                        m.model,
+                        c.benchmark_cluster,
+                        c.llm_cluster or "",
+                        c.benchmark_messages,
+                        c.llm_messages,
+                        c.matched_messages,
+                        _r(c.deviation_percent),
+                        _r(c.coverage_percent),
+                        _r(c.precision_percent),
+                        _r(c.recall_percent),
+                        _r(c.final_score),
+                        len(c.missing),
+                        len(c.extra),
+                    ]
+                )
     with paths["models_csv"].open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(MODEL_COLUMNS)
         for m in results:
-            writer.writerow([
-                m.model, m.expected_clusters, m.total_clusters, m.found_clusters, _r(m.cluster_count_score),
-                _r(m.coverage_score), _r(m.precision_score), _r(m.deviation_score), _r(m.improved_model_score),
-                m.input_tokens, m.output_tokens, "" if m.token_cost_usd is None else f"{m.token_cost_usd:.8f}",
-            ])
+            writer.writerow(
+                [
+                    m.model,
+                    m.expected_clusters,
+                    m.total_clusters,
+                    m.found_clusters,
+                    _r(m.cluster_count_score),
+                    _r(m.coverage_score),
+                    _r(m.precision_score),
+                    _r(m.deviation_score),
+                    _r(m.improved_model_score),
+                    m.input_tokens,
+                    m.output_tokens,
+                    "" if m.token_cost_usd is None else f"{m.token_cost_usd:.8f}",
+                ]
+            )
     return paths
 
 
@@ -381,18 +450,18 @@ def explain(result: ModelResult) -> list[str]:
     number can be traced")."""
     lines = [f"model {result.model} ({result.source})"]
     for c in result.clusters:
-        lines.append(f"  benchmark cluster {c.benchmark_cluster!r} -> {c.llm_cluster!r}"
-                     + (" (tie: smaller cluster chosen)" if c.tie_broken else ""))
+        lines.append(f"  benchmark cluster {c.benchmark_cluster!r} -> {c.llm_cluster!r}" + (" (tie: smaller cluster chosen)" if c.tie_broken else ""))
         b, n, m = c.benchmark_messages, c.llm_messages, c.matched_messages
         lines += [
             f"    deviation % = (({n} - {b}) / {b}) x 100 = {_g(c.deviation_percent)}",
             f"    coverage % = ({m} / {b}) x 100 = {_g(c.coverage_percent)}",
-            f"    precision % = ({m} / {n}) x 100 = {_g(c.precision_percent)}" if n else
-            "    precision % = 0 (no matching model cluster)",
+            f"    precision % = ({m} / {n}) x 100 = {_g(c.precision_percent)}" if n else "    precision % = 0 (no matching model cluster)",
             f"    recall % = ({m} / {b}) x 100 = {_g(c.recall_percent)}",
             f"    deviation score = max(0, 100 - |{_g(c.deviation_percent)}|) = {_g(c.deviation_score)}",
             f"    final score = {_g(c.deviation_score)} x 0.4 + {_g(c.coverage_percent)} x 0.3 + "
-            f"{_g(c.precision_percent)} x 0.3 = {_g(c.final_score)}" if n else "    final score = 0 (unmatched)",
+            f"{_g(c.precision_percent)} x 0.3 = {_g(c.final_score)}"
+            if n
+            else "    final score = 0 (unmatched)",
             f"    missing = {c.missing}",
             f"    extra = {c.extra}",
         ]
@@ -411,8 +480,10 @@ def explain(result: ModelResult) -> list[str]:
     if result.token_cost_usd is None:
         lines.append(f"  token cost = unknown (no prices per 1K tokens; {result.input_tokens} in, {result.output_tokens} out)")
     else:
-        lines.append(f"  token cost = {result.input_tokens}/1000 x {result.input_price_per_1k:g} + "
-                     f"{result.output_tokens}/1000 x {result.output_price_per_1k:g} = ${result.token_cost_usd:.8f}")
+        lines.append(
+            f"  token cost = {result.input_tokens}/1000 x {result.input_price_per_1k:g} + "
+            f"{result.output_tokens}/1000 x {result.output_price_per_1k:g} = ${result.token_cost_usd:.8f}"
+        )
     for title, names in result.shared_matches.items():
         lines.append(f"  note: model cluster {title!r} is the best match of {len(names)} benchmark clusters: {names}")
     return lines

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from pydantic import ValidationError
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
+from ..planning import RunOptions
 from ..rubrics.rubric import builtin_prompts_dir
-from ..runner import RunOptions, run_evaluation
-from ..runner.session import RunOutcome
+from ..runner.session import RunOutcome, run_evaluation
+from ..validation import first_problem
 
 
 def suite_prompts_dir(suite: str) -> Path:
@@ -49,12 +50,9 @@ def read_json(path: Path) -> Any:
         raise UserInputError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
 
 
-def pydantic_problem(exc: Any) -> str:
+def pydantic_problem(exc: ValidationError) -> str:
     """``field: problem`` from a pydantic ValidationError's first error."""
-    err = exc.errors(include_url=False)[0]
-    where = ".".join(str(p) for p in err["loc"]) or "record"
-    problem = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-    return f"{where}: {problem}"
+    return str(first_problem(exc))
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -101,14 +99,6 @@ class Judged:
     judgments: list[dict[str, Any]]
     outcome: RunOutcome
 
-    def by_transcript(self, rubric: str) -> dict[str, list[dict[str, Any]]]:
-        """Judgments of ``rubric`` per transcript id (one per judge)."""
-        found: dict[str, list[dict[str, Any]]] = {}
-        for row in self.judgments:
-            if row["rubric"] == rubric:
-                found.setdefault(row["transcript_id"], []).append(row)
-        return found
-
 
 def judge_records(
     records: Iterable[Mapping[str, Any]],
@@ -116,7 +106,6 @@ def judge_records(
     out: Path,
     judge: JudgeOptions,
     suite: str,
-    console: Console | None = None,
 ) -> Judged:
     """Write ``records`` to ``out/judge_inputs.jsonl`` and judge them with ``rubrics`` into
     ``out/judgments/``. The rubrics are looked up in ``prompts/<suite>/`` then ``judge.prompts``."""
@@ -128,21 +117,20 @@ def judge_records(
         for record in records:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     options = RunOptions(
-        input=path, out=out / "judgments", config=judge.config, rubrics=rubrics,
-        prompts=[suite_prompts_dir(suite), *judge.prompts], model=judge.model, base_url=judge.base_url,
-        api_key_env=judge.api_key_env, concurrency=judge.concurrency, cache=judge.cache,
-        no_cache=judge.no_cache, offline=judge.offline, progress=False,
+        input=path,
+        out=out / "judgments",
+        config=judge.config,
+        rubrics=rubrics,
+        prompts=[suite_prompts_dir(suite), *judge.prompts],
+        model=judge.model,
+        base_url=judge.base_url,
+        api_key_env=judge.api_key_env,
+        concurrency=judge.concurrency,
+        cache=judge.cache,
+        no_cache=judge.no_cache,
+        offline=judge.offline,
+        progress=False,
     )
-    outcome = asyncio.run(run_evaluation(options, console or Console(stderr=True, quiet=True)))
-    rows = [
-        json.loads(line)
-        for line in (out / "judgments" / "judgments.jsonl").read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    outcome = asyncio.run(run_evaluation(options))
+    rows = [json.loads(line) for line in (out / "judgments" / "judgments.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     return Judged(rows, outcome)
-
-
-def mean_judged_score(rows: list[dict[str, Any]]) -> float | None:
-    """Mean of the scored judgments (several judges: their mean); None when none scored."""
-    scores = [r["score"] for r in rows if r["status"] == "scored" and r["score"] is not None]
-    return sum(scores) / len(scores) if scores else None

@@ -17,9 +17,16 @@ def clustering_table(results: list[Any], console: Console) -> None:
     for column in ("model", "clusters", "count", "coverage", "precision", "deviation", "improved", "cost $"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for r in results:
-        table.add_row(r.model, f"{r.total_clusters}/{r.expected_clusters}", _f(r.cluster_count_score),
-                      _f(r.coverage_score), _f(r.precision_score), _f(r.deviation_score),
-                      _f(r.improved_model_score), _f(r.token_cost_usd, 8))
+        table.add_row(
+            r.model,
+            f"{r.total_clusters}/{r.expected_clusters}",
+            _f(r.cluster_count_score),
+            _f(r.coverage_score),
+            _f(r.precision_score),
+            _f(r.deviation_score),
+            _f(r.improved_model_score),
+            _f(r.token_cost_usd, 8),
+        )
     console.print(table)
 
 
@@ -30,9 +37,15 @@ def clmpi_table(result: dict[str, Any], console: Console) -> None:
     for row in result["ranking"]:
         c = row["components"]
         counts = row["counts"]
-        table.add_row(str(row["rank"]), row["model"], *(_f(c[k], 3) for k in ("ACC", "CON", "COH", "FLU", "EFF")),
-                      _f(row["clmpi"], 3), _f(row["clmpi_100"], 1), row["interpretation"],
-                      f"{counts['items']} ({counts['failed_items']} failed)")
+        table.add_row(
+            str(row["rank"]),
+            row["model"],
+            *(_f(c[k], 3) for k in ("ACC", "CON", "COH", "FLU", "EFF")),
+            _f(row["clmpi"], 3),
+            _f(row["clmpi_100"], 1),
+            row["interpretation"],
+            f"{counts['items']} ({counts['failed_items']} failed)",
+        )
     console.print(table)
 
 
@@ -43,6 +56,11 @@ def simulation_table(result: dict[str, Any], console: Console) -> None:
     for exp, row in sorted(result["experiments"].items(), key=lambda kv: int(kv[0])):
         m = row["means"]
         ci = row["crrs_ci95"]
-        table.add_row(str(exp), str(row["n"]), *(_f(m[k], 3) for k in ("PAS", "BVS", "ORA", "DEI", "CRRS")),
-                      "—" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]", row["interpretation"])
+        table.add_row(
+            str(exp),
+            str(row["n"]),
+            *(_f(m[k], 3) for k in ("PAS", "BVS", "ORA", "DEI", "CRRS")),
+            "—" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]",
+            row["interpretation"],
+        )
     console.print(table)

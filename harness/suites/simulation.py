@@ -1,5 +1,5 @@
 """Simulated-guest conversation quality (seeds/002_c6b7c3d1b14f6206.txt; its composite is section 6,
-there is no section 5 — seeds/README.md).
+there is no section 5).
 
 Input: JSONL, one conversation per line::
 
@@ -62,12 +62,18 @@ METRICS = ("PAS", "BVS", "ORA", "DEI", "CRRS")
 CRRS_WEIGHTS = {"PAS": 0.25, "BVS": 0.20, "ORA": 0.35, "DEI": 0.20}
 FILLER_WORDS = frozenset({"the", "a", "an", "with", "and", "or", "of", "in", "on", "at"})
 ATTRIBUTES = ("exploration", "mood", "ordering", "complete")
-RUBRIC_OF = {"exploration": "guest_exploration", "mood": "guest_mood", "ordering": "guest_ordering",
-             "complete": "guest_complete"}
+RUBRIC_OF = {"exploration": "guest_exploration", "mood": "guest_mood", "ordering": "guest_ordering", "complete": "guest_complete"}
 PERSONA_ALIASES = {
-    "busy_professional": "busy_professional", "busy": "busy_professional", "professional": "busy_professional",
-    "curious_explorer": "curious_explorer", "curious": "curious_explorer", "explorer": "curious_explorer",
-    "indecisive": "indecisive", "family_group": "family_group", "family": "family_group", "group": "family_group",
+    "busy_professional": "busy_professional",
+    "busy": "busy_professional",
+    "professional": "busy_professional",
+    "curious_explorer": "curious_explorer",
+    "curious": "curious_explorer",
+    "explorer": "curious_explorer",
+    "indecisive": "indecisive",
+    "family_group": "family_group",
+    "family": "family_group",
+    "group": "family_group",
 }
 
 # --- formulas (seed 002), one per function -------------------------------------------------------
@@ -135,6 +141,7 @@ def order_restriction_adherence(target: Sequence[str], current: Sequence[str]) -
 def decision_explainability_index(experiment: int, flags: Mapping[str, Sequence[bool]], n: int) -> float:
     """DEI with the per-experiment caps of seed 002, section 4. ``flags``: per tool flag, one value
     per guest message; ``n`` > 0 guest messages."""
+
     def ed(*names: str) -> float:
         return float(sum(np.sum(np.asarray(flags.get(name, []), dtype=bool)) for name in names))
 
@@ -151,8 +158,12 @@ def decision_explainability_index(experiment: int, flags: Mapping[str, Sequence[
 
 def crrs(pas: Any, bvs: Any, ora: Any, dei: Any) -> Any:
     """CRRS = 0.25·PAS + 0.20·BVS + 0.35·ORA + 0.20·DEI (seed 002, section 6). Vectorised."""
-    return (CRRS_WEIGHTS["PAS"] * np.asarray(pas, float) + CRRS_WEIGHTS["BVS"] * np.asarray(bvs, float)
-            + CRRS_WEIGHTS["ORA"] * np.asarray(ora, float) + CRRS_WEIGHTS["DEI"] * np.asarray(dei, float))
+    return (
+        CRRS_WEIGHTS["PAS"] * np.asarray(pas, float)
+        + CRRS_WEIGHTS["BVS"] * np.asarray(bvs, float)
+        + CRRS_WEIGHTS["ORA"] * np.asarray(ora, float)
+        + CRRS_WEIGHTS["DEI"] * np.asarray(dei, float)
+    )
 
 
 def crrs_interpretation(value: float) -> str:
@@ -220,7 +231,8 @@ def persona_key(raw: str) -> str | None:
 
 
 def load_conversations(path: Path) -> list[tuple[int, Conversation]]:
-    rows, seen = [], {}
+    rows: list[tuple[int, Conversation]] = []
+    seen: dict[str, int] = {}
     for line, raw in read_jsonl_records(path):
         try:
             conv = Conversation.model_validate(raw)
@@ -233,7 +245,8 @@ def load_conversations(path: Path) -> list[tuple[int, Conversation]]:
         if conv.persona.expected is None and persona_key(conv.persona.type) is None:
             raise UserInputError(
                 f"{path}:{line}: conversation {cid!r}: persona type {conv.persona.type!r} has no fallback heuristic "
-                f"and no expected attributes (known types: busy_professional, curious_explorer, indecisive, family_group)")
+                f"and no expected attributes (known types: busy_professional, curious_explorer, indecisive, family_group)"
+            )
         if not guest_messages(conv):
             raise UserInputError(f"{path}:{line}: conversation {cid!r} has no guest message (besides 'exit')")
         rows.append((line, conv))
@@ -261,8 +274,14 @@ def judge_inputs(conv: Conversation) -> list[dict[str, Any]]:
         if all(_attr_value(message.attributes, a) is not None for a in ATTRIBUTES):
             continue
         history = "\n".join(f"{m.role}: {m.content}" for m in conv.messages[:index]) or "(start of conversation)"
-        records.append({"id": f"{conv.id}::{index}", "query": history, "response": message.content,
-                        "metadata": {"conversation": str(conv.id), "message_index": index}})
+        records.append(
+            {
+                "id": f"{conv.id}::{index}",
+                "query": history,
+                "response": message.content,
+                "metadata": {"conversation": str(conv.id), "message_index": index},
+            }
+        )
     return records
 
 
@@ -299,11 +318,16 @@ def score_conversation(conv: Conversation, judged: Mapping[tuple[str, int, str],
     expected = conv.persona.expected
     persona = persona_key(conv.persona.type) or conv.persona.type
     if expected is not None:
-        scores = message_score(
-            [s["exploration"] == expected.exploration for s in known], [s["mood"] in expected.moods for s in known],
-            [s["ordering"] == expected.ordering for s in known],
-            [s["complete"] == ("complete" if expected.complete else "incomplete") for s in known],
-        ) if known else []
+        scores = (
+            message_score(
+                [s["exploration"] == expected.exploration for s in known],
+                [s["mood"] in expected.moods for s in known],
+                [s["ordering"] == expected.ordering for s in known],
+                [s["complete"] == ("complete" if expected.complete else "incomplete") for s in known],
+            )
+            if known
+            else []
+        )
     else:
         scores = [heuristic_message_score(persona, str(s["exploration"]), str(s["mood"]), str(s["ordering"])) for s in known]
     pas = persona_adherence_score(scores)
@@ -317,11 +341,24 @@ def score_conversation(conv: Conversation, judged: Mapping[tuple[str, int, str],
     dei = decision_explainability_index(conv.experiment, flags, len(guests))
     total = float(crrs(pas, bvs, ora, dei))
     return ConversationResult(
-        id=str(conv.id), experiment=conv.experiment, persona_type=persona, used_heuristic=expected is None,
-        PAS=pas, BVS=bvs, ORA=ora, DEI=dei, CRRS=total, interpretation=crrs_interpretation(total),
+        id=str(conv.id),
+        experiment=conv.experiment,
+        persona_type=persona,
+        used_heuristic=expected is None,
+        PAS=pas,
+        BVS=bvs,
+        ORA=ora,
+        DEI=dei,
+        CRRS=total,
+        interpretation=crrs_interpretation(total),
         transition_rates={**rates, "average": tr_avg},
-        counts={"guest_messages": len(guests), "pas_messages": len(known), "pas_skipped_unknown": len(states) - len(known),
-                "bvs_states": len(bvs_states), "attributes_from_judge": from_judge},
+        counts={
+            "guest_messages": len(guests),
+            "pas_messages": len(known),
+            "pas_skipped_unknown": len(states) - len(known),
+            "bvs_states": len(bvs_states),
+            "attributes_from_judge": from_judge,
+        },
     )
 
 
@@ -331,7 +368,7 @@ def compare_experiments(results: Sequence[ConversationResult]) -> list[dict[str,
     by_exp: dict[int, list[ConversationResult]] = defaultdict(list)
     for r in results:
         by_exp[r.experiment].append(r)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for a, b in itertools.combinations(sorted(by_exp), 2):
         if len(by_exp[a]) < 2 or len(by_exp[b]) < 2:
             rows.append({"experiments": [a, b], "skipped": "each experiment needs at least two conversations"})
@@ -344,12 +381,21 @@ def compare_experiments(results: Sequence[ConversationResult]) -> list[dict[str,
                 warnings.simplefilter("ignore", RuntimeWarning)
                 t = welch_ttest(xa, xb)
                 d = cohens_d(xa, xb)
-            rows.append({
-                "experiments": [a, b], "metric": metric, "mean_a": float(np.mean(xa)), "mean_b": float(np.mean(xb)),
-                "welch_t": _finite(t.statistic), "df": _finite(t.df), "p_value": _finite(t.pvalue), "notes": list(t.warnings),
-                "cohens_d": _finite(d), "cohens_d_abs": _finite(abs(d)),
-                "significant_at_0_05": bool(t.pvalue < 0.05),
-            })
+            rows.append(
+                {
+                    "experiments": [a, b],
+                    "metric": metric,
+                    "mean_a": float(np.mean(xa)),
+                    "mean_b": float(np.mean(xb)),
+                    "welch_t": _finite(t.statistic),
+                    "df": _finite(t.df),
+                    "p_value": _finite(t.pvalue),
+                    "notes": list(t.warnings),
+                    "cohens_d": _finite(d),
+                    "cohens_d_abs": _finite(abs(d)),
+                    "significant_at_0_05": bool(t.pvalue < 0.05),
+                }
+            )
     return rows
 
 
@@ -365,8 +411,12 @@ def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> di
     if judge is not None and records:
         result = judge_records(records, list(RUBRIC_OF.values()), out, judge, "simulation")
         exit_code = result.outcome.exit_code
-        judge_summary = {"exit_code": exit_code, "message": result.outcome.message,
-                         "judgments": result.outcome.summary.get("judgments"), "cost_usd": result.outcome.summary.get("cost_usd")}
+        judge_summary = {
+            "exit_code": exit_code,
+            "message": result.outcome.message,
+            "judgments": result.outcome.summary.get("judgments"),
+            "cost_usd": result.outcome.summary.get("cost_usd"),
+        }
         attr_of = {rubric: attr for attr, rubric in RUBRIC_OF.items()}
         for j in result.judgments:
             if j["status"] == "scored" and j.get("label") is not None:
@@ -378,13 +428,23 @@ def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> di
         rows = [r for r in results if r.experiment == exp]
         means = {m: float(np.mean([getattr(r, m) for r in rows])) for m in METRICS}
         cis = {m: list(mean_interval([getattr(r, m) for r in rows])) if len(rows) >= 2 else None for m in METRICS}
-        experiments[str(exp)] = {"n": len(rows), "means": means, "ci95": cis, "crrs_ci95": cis["CRRS"],
-                                 "interpretation": crrs_interpretation(means["CRRS"])}
+        experiments[str(exp)] = {
+            "n": len(rows),
+            "means": means,
+            "ci95": cis,
+            "crrs_ci95": cis["CRRS"],
+            "interpretation": crrs_interpretation(means["CRRS"]),
+        }
     out.mkdir(parents=True, exist_ok=True)
     summary = {
-        "input": str(path), "judged": judge is not None, "weights": CRRS_WEIGHTS,
-        "conversations": [_as_dict(r) for r in results], "experiments": experiments,
-        "comparisons": compare_experiments(results), "judge": judge_summary, "exit_code": exit_code,
+        "input": str(path),
+        "judged": judge is not None,
+        "weights": CRRS_WEIGHTS,
+        "conversations": [_as_dict(r) for r in results],
+        "experiments": experiments,
+        "comparisons": compare_experiments(results),
+        "judge": judge_summary,
+        "exit_code": exit_code,
         "unjudged_messages": len(records) if judge is None else 0,
     }
     write_json(out / "simulation.json", _clean(summary))

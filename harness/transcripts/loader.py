@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ..errors import TranscriptError, UserInputError
+from ..validation import first_problem
 from .models import Transcript
 
 #: A record (one JSONL line or one array element) larger than this is refused with a clear message.
@@ -159,15 +160,10 @@ def parse_record(path: str | Path, raw: RawRecord) -> Transcript:
     try:
         return Transcript.model_validate_json(text)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        if err["type"] == "json_invalid":
-            raise TranscriptError(str(path), raw.line, "<json>", f"invalid JSON ({err['msg'].removeprefix('Invalid JSON: ')})") from None
-        loc = ".".join(str(p) for p in err["loc"]) or "<record>"
-        problem = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            problem = "unknown field"
-        elif err["type"] == "missing":
-            problem = "required field is missing"
+        first = first_problem(exc, whole="<record>")
+        if first.kind == "json_invalid":
+            raise TranscriptError(str(path), raw.line, "<json>", f"invalid JSON ({first.problem.removeprefix('Invalid JSON: ')})") from None
+        loc, problem = first.field, first.problem
         more = exc.error_count() - 1
         if more:
             problem += f" (and {more} more problem{'s' if more > 1 else ''} in this record)"

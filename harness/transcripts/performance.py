@@ -11,10 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .models import Span
+
+class Interval(Protocol):
+    """A timed step of the agent: ``models.Span`` is one (read here through this shape, so
+    ``models`` imports ``performance`` and not the other way round)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def start_s(self) -> float: ...
+    @property
+    def end_s(self) -> float: ...
+
 
 PERFORMANCE_FIELDS = ("total_ms", "llm_ms", "tool_ms", "api_ms", "tool_calls")
 
@@ -33,21 +43,22 @@ class Performance:
 
 def union_ms(intervals: Sequence[tuple[float, float]]) -> float:
     """Length in ms of the union of ``(start_s, end_s)`` intervals."""
-    total, cur_start, cur_end = 0.0, None, None
+    total = 0.0
+    current: tuple[float, float] | None = None  # the merged interval being extended
     for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current = (start, end)
         else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
+            current = (current[0], max(current[1], end))
+    if current is not None:
+        total += current[1] - current[0]
     # Rounded to the microsecond so float noise (229.99999999999997) never reaches the outputs.
     return round(total * 1000.0, 3)
 
 
-def performance_from_spans(spans: Sequence[Span]) -> Performance:
+def performance_from_spans(spans: Sequence[Interval]) -> Performance:
     by_kind: dict[str, list[tuple[float, float]]] = {"llm": [], "tool": [], "api": []}
     for span in spans:
         by_kind[span.kind].append((span.start_s, span.end_s))

@@ -1,4 +1,4 @@
-"""Shared pieces of the reliability suite (issue 7): transcripts, runs through the library and
+"""Shared pieces of the reliability suite (faults, bad input, hostile text, secrets, the cache): transcripts, runs through the library and
 through the real command line, and what a run left behind.
 
 Every test starts its own :class:`tests.judge_server.JudgeServer` on 127.0.0.1 and asserts on what
@@ -16,7 +16,9 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.runner import RunOptions, RunOutcome, run_evaluation
+from harness.outputs.terminal import run_in_terminal
+from harness.planning import RunOptions
+from harness.runner import RunOutcome
 from tests.e2e_support import KEY_ENV, Outputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +46,7 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_evaluation(RunOptions(out=tmp_path / name, progress=False, **options), console=console)
+    outcome = await run_in_terminal(RunOptions(out=tmp_path / name, progress=False, **options), console)
     return outcome, Outputs(tmp_path / name), buffer.getvalue()
 
 
@@ -53,6 +55,11 @@ def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: 
     base = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "OPENAI_BASE_URL", "OPENAI_API_KEY")}
     full_env = {**base, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         check=False,
     )

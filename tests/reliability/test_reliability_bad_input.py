@@ -1,4 +1,4 @@
-"""Issue 7, point 5: bad input is one line naming the file, the line and the field, exit code 2,
+"""Bad input is one line naming the file, the line and the field, exit code 2,
 no traceback, and not one request at the judge.
 
 Each case runs the real command (``python -m harness run`` in a subprocess), so stderr is what a
@@ -113,8 +113,11 @@ def test_bad_transcripts_file(tmp_path: Path, server: JudgeServer, case: str) ->
     write(path)
     write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
 
-    result = cli(["run", "transcripts.jsonl", "--config", "harness.toml", "--out", "out", "--cache", "cache.sqlite",
-                  "--no-progress"], cwd=tmp_path, env={KEY_ENV: KEY})
+    result = cli(
+        ["run", "transcripts.jsonl", "--config", "harness.toml", "--out", "out", "--cache", "cache.sqlite", "--no-progress"],
+        cwd=tmp_path,
+        env={KEY_ENV: KEY},
+    )
 
     assert_one_clean_line(result, pattern.format(file=re.escape("transcripts.jsonl")))
     assert server.count() == 0
@@ -127,12 +130,18 @@ def test_bad_transcripts_file(tmp_path: Path, server: JudgeServer, case: str) ->
     [
         ('[[judges]]\nname = "j"\nmodel = "m"\nbase_url = "{url}"\ntemprature = 0.5\n', r"{file}: judges\[0\]\.temprature: unknown key"),
         ('cahce = "x.sqlite"\n\n[[judges]]\nname = "j"\nmodel = "m"\nbase_url = "{url}"\n', r"{file}: cahce: unknown key"),
-        ('[[judges]]\nname = "j"\nmodel = "m"\nbase_url = "{url}"\n\n[composites.mix]\nrelevance = 0.5\nfaithfulness = 0.4\n',
-         r"{file}: composites: .*sum to 1.*"),
+        (
+            '[[judges]]\nname = "j"\nmodel = "m"\nbase_url = "{url}"\n\n[composites.mix]\nrelevance = 0.5\nfaithfulness = 0.4\n',
+            r"{file}: composites: .*sum to 1.*",
+        ),
         # A remote judge whose key variable is not set: refused before anything runs.
-        ('[[judges]]\nname = "remote"\nmodel = "m"\nbase_url = "https://judge.example.com/v1"\napi_key_env = "HARNESS_REL_UNSET_KEY"\n',
-         (r"{file}: judges\[0\]\.api_key_env: environment variable HARNESS_REL_UNSET_KEY is not set "
-          r"\(judge 'remote' at https://judge\.example\.com/v1\)")),
+        (
+            '[[judges]]\nname = "remote"\nmodel = "m"\nbase_url = "https://judge.example.com/v1"\napi_key_env = "HARNESS_REL_UNSET_KEY"\n',
+            (
+                r"{file}: judges\[0\]\.api_key_env: environment variable HARNESS_REL_UNSET_KEY is not set "
+                r"\(judge 'remote' at https://judge\.example\.com/v1\)"
+            ),
+        ),
     ],
     ids=["unknown-judge-key", "unknown-top-level-key", "bad-composite", "missing-api-key-variable"],
 )
@@ -154,8 +163,11 @@ def test_a_ten_megabyte_response_is_judged_and_a_refusing_judge_is_a_failed_judg
     lines(tmp_path / "transcripts.jsonl", big_response(10 * 1000 * 1000), GOOD[0])
     write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
 
-    result = cli(["run", "transcripts.jsonl", "--config", "harness.toml", "--out", "out", "--cache", "cache.sqlite",
-                  "--rubric", "relevance", "--no-progress"], cwd=tmp_path, env={KEY_ENV: KEY})
+    result = cli(
+        ["run", "transcripts.jsonl", "--config", "harness.toml", "--out", "out", "--cache", "cache.sqlite", "--rubric", "relevance", "--no-progress"],
+        cwd=tmp_path,
+        env={KEY_ENV: KEY},
+    )
 
     assert result.returncode == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "1 judgment(s) failed" in result.stderr

@@ -1,4 +1,4 @@
-"""Issue 7, point 4: what the cache key holds, and a cache from an older schema.
+"""What the cache key holds, and a cache from an older schema.
 
 tests/test_replay.py::test_what_changes_the_cache_key already runs the judge model and temperature
 (miss) and timeout, concurrency, max_attempts, the key's variable name and prices (hit);
@@ -17,9 +17,7 @@ import pytest
 
 from harness.cache import MIGRATIONS, migrate
 from harness.cache import keys as cache_keys
-from harness.runner import RunOptions
-from harness.runner.jobs import plan_entry
-from harness.runner.plan import build_plan
+from harness.planning import RunOptions, build_plan, make_entry
 from harness.transcripts import iter_transcripts
 from tests.e2e_support import (
     KEY,
@@ -112,7 +110,7 @@ def planned_keys(tmp_path: Path, rubric: str) -> list[str]:
     return [
         job.key  # type: ignore[misc]
         for _, record in iter_transcripts(plan.input)
-        for job in plan_entry(record.resolved(), plan.rubrics, plan.judges).jobs
+        for job in make_entry(record.resolved(), plan.rubrics, plan.judges).jobs
     ]
 
 
@@ -124,8 +122,7 @@ def insert_v1_rows(path: Path, rows: list[dict[str, Any]]) -> None:
             db.execute(
                 "INSERT INTO judgments (key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
                 "completion_tokens, latency_ms, cost_usd, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row["key"], "judge-model", row["base_url"], "relevance", "1", row["raw_output"], 100, 3, 250.0, None,
-                 "2025-01-01T00:00:00+00:00"),
+                (row["key"], "judge-model", row["base_url"], "relevance", "1", row["raw_output"], 100, 3, 250.0, None, "2025-01-01T00:00:00+00:00"),
             )
     finally:
         db.close()
@@ -171,4 +168,3 @@ async def test_a_cache_from_the_first_schema_is_migrated_and_its_rows_hit(tmp_pa
     # Nothing discarded: all four old rows are still there, untouched, beside the new one.
     assert old == {r["key"]: r["raw_output"] for r in [*stored, {"key": old_format, "raw_output": "Score: 0.9"}]}
     assert len(cache_rows(cache)) == 5
-

@@ -1,4 +1,4 @@
-"""Issue 7, point 7: the API key never appears in anything a run writes or prints.
+"""The API key never appears in anything a run writes or prints.
 
 The run is the real command (``python -m harness run`` in a subprocess) with a recognisable fake
 key, against a server that quotes the request's Authorization header back: in a 401's message
@@ -42,8 +42,19 @@ def test_the_key_is_in_nothing_a_run_writes_or_prints(tmp_path: Path, provider: 
     rows = [{"id": tid, "query": f"Question {tid}? {marker}", "response": f"Answer {tid}."} for tid, marker in MARKERS.items()]
     rows.append('{"id": "bad", "query": "q", "respnse": "typo"}')  # so skipped.jsonl is written too
     write_jsonl(tmp_path / "transcripts.jsonl", rows)
-    base = ["run", "transcripts.jsonl", "--config", "harness.toml", "--cache", "cache.sqlite", "--rubric", "relevance",
-            "--on-bad-record", "skip", "--no-progress"]
+    base = [
+        "run",
+        "transcripts.jsonl",
+        "--config",
+        "harness.toml",
+        "--cache",
+        "cache.sqlite",
+        "--rubric",
+        "relevance",
+        "--on-bad-record",
+        "skip",
+        "--no-progress",
+    ]
     with serve() as server:
         assert server.base_url
         write_config(tmp_path / "harness.toml", [judge("j", server.base_url, api_key_env=KEY_VAR, max_attempts=3, provider=provider)])
@@ -58,7 +69,11 @@ def test_the_key_is_in_nothing_a_run_writes_or_prints(tmp_path: Path, provider: 
     assert "2 judgment(s) failed" in live.stderr and "Traceback" not in live.stderr
     judgments = {j["transcript_id"]: j for j in map(json.loads, (tmp_path / "out" / "judgments.jsonl").read_text().splitlines())}
     assert {t: (j["status"], j["attempts"]) for t, j in judgments.items()} == {
-        "t0": ("failed", 1), "t1": ("scored", 3), "t2": ("scored", 1), "t3": ("failed", 3), "t4": ("scored", 1),
+        "t0": ("failed", 1),
+        "t1": ("scored", 3),
+        "t2": ("scored", 1),
+        "t3": ("failed", 3),
+        "t4": ("scored", 1),
     }
     # The messages are still useful, with the key masked.
     assert "Incorrect API key provided" in judgments["t0"]["error"] and "[REDACTED]" in judgments["t0"]["error"]

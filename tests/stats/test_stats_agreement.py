@@ -20,9 +20,7 @@ def sk(func, *args, **kwargs):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=SkUndefined)
         warnings.filterwarnings("ignore", category=RuntimeWarning)
-        warnings.filterwarnings(
-            "ignore", message="A single label was found", category=UserWarning
-        )
+        warnings.filterwarnings("ignore", message="A single label was found", category=UserWarning)
         return func(*args, **kwargs)
 
 
@@ -44,15 +42,11 @@ def noisy_labels(seed):
 def test_kappa_matches_sklearn(seed, weights):
     y_true, y_pred = noisy_labels(seed)
     expected = sk(skm.cohen_kappa_score, y_true, y_pred, weights=weights)
-    if np.isnan(
-        expected
-    ):  # undefined: sklearn gives NaN, this library 0.0 with a warning
+    if np.isnan(expected):  # undefined: sklearn gives NaN, this library 0.0 with a warning
         with pytest.warns(UndefinedMetricWarning):
             assert cohen_kappa(y_true, y_pred, weights=weights) == 0.0
     else:
-        assert cohen_kappa(y_true, y_pred, weights=weights) == pytest.approx(
-            expected, **TOL
-        )
+        assert cohen_kappa(y_true, y_pred, weights=weights) == pytest.approx(expected, **TOL)
 
 
 def test_weighted_kappa_follows_the_given_label_order():
@@ -60,27 +54,19 @@ def test_weighted_kappa_follows_the_given_label_order():
     order = ["lo", "mid", "hi"]
     for weights in ("linear", "quadratic"):
         got = cohen_kappa(y_true, y_pred, weights=weights, labels=order)
-        assert got == pytest.approx(
-            skm.cohen_kappa_score(y_true, y_pred, weights=weights, labels=order), **TOL
-        )
+        assert got == pytest.approx(skm.cohen_kappa_score(y_true, y_pred, weights=weights, labels=order), **TOL)
         # the default sorted order ("hi" < "lo" < "mid") is a different ordinal scale
-        assert got != pytest.approx(
-            cohen_kappa(y_true, y_pred, weights=weights), abs=1e-6
-        )
+        assert got != pytest.approx(cohen_kappa(y_true, y_pred, weights=weights), abs=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(60))
 def test_mcc_matches_sklearn(seed):
     y_true, y_pred = noisy_labels(seed)
-    assert matthews_corrcoef(y_true, y_pred) == pytest.approx(
-        skm.matthews_corrcoef(y_true, y_pred), **TOL
-    )
+    assert matthews_corrcoef(y_true, y_pred) == pytest.approx(skm.matthews_corrcoef(y_true, y_pred), **TOL)
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=2, max_size=40)
-)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=2, max_size=40))
 def test_mcc_and_kappa_property(pairs):
     y_true, y_pred = map(list, zip(*pairs))
     sk_mcc = sk(skm.matthews_corrcoef, y_true, y_pred)
@@ -88,9 +74,7 @@ def test_mcc_and_kappa_property(pairs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         assert matthews_corrcoef(y_true, y_pred) == pytest.approx(sk_mcc, **TOL)
-        assert cohen_kappa(y_true, y_pred) == pytest.approx(
-            0.0 if np.isnan(sk_kappa) else sk_kappa, **TOL
-        )
+        assert cohen_kappa(y_true, y_pred) == pytest.approx(0.0 if np.isnan(sk_kappa) else sk_kappa, **TOL)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -98,12 +82,8 @@ def test_mcc_and_nominal_kappa_do_not_depend_on_class_numbering(seed):
     y_true, y_pred = noisy_labels(seed)
     rng = np.random.default_rng(seed + 1000)
     relabel = rng.permutation(int(max(y_true.max(), y_pred.max())) + 1)
-    assert matthews_corrcoef(relabel[y_true], relabel[y_pred]) == pytest.approx(
-        matthews_corrcoef(y_true, y_pred), **TOL
-    )
-    assert cohen_kappa(relabel[y_true], relabel[y_pred]) == pytest.approx(
-        cohen_kappa(y_true, y_pred), **TOL
-    )
+    assert matthews_corrcoef(relabel[y_true], relabel[y_pred]) == pytest.approx(matthews_corrcoef(y_true, y_pred), **TOL)
+    assert cohen_kappa(relabel[y_true], relabel[y_pred]) == pytest.approx(cohen_kappa(y_true, y_pred), **TOL)
 
 
 def test_binary_mcc_is_the_documented_formula():
@@ -111,21 +91,15 @@ def test_binary_mcc_is_the_documented_formula():
     rng = np.random.default_rng(11)
     for _ in range(50):
         tn, fp, fn, tp = (int(v) for v in rng.integers(1, 40, 4))
-        expected = (tp * tn - fp * fn) / np.sqrt(
-            (tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)
-        )
-        assert mcc_from_matrix([[tn, fp], [fn, tp]])[0] == pytest.approx(
-            expected, **TOL
-        )
+        expected = (tp * tn - fp * fn) / np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+        assert mcc_from_matrix([[tn, fp], [fn, tp]])[0] == pytest.approx(expected, **TOL)
 
 
 def test_seed_example_kappa_and_mcc():
-    """seeds/004 section 9 steps 4-5, with the errata for MCC (seeds/README.md)."""
+    """seeds/004 section 9 steps 4-5, with the MCC erratum corrected (R_K)."""
     y_true, y_pred = labels_from_matrix(SEED_MATRIX)
     p_o, p_e = 135 / 150, 7570 / 22500
-    assert cohen_kappa(y_true, y_pred) == pytest.approx(
-        (p_o - p_e) / (1 - p_e), abs=1e-12
-    )
+    assert cohen_kappa(y_true, y_pred) == pytest.approx((p_o - p_e) / (1 - p_e), abs=1e-12)
     assert cohen_kappa(y_true, y_pred) == pytest.approx(0.849, abs=5e-4)
     mcc = matthews_corrcoef(y_true, y_pred)
     assert mcc == pytest.approx(0.8495, abs=5e-5)
@@ -134,12 +108,8 @@ def test_seed_example_kappa_and_mcc():
     pearson = np.corrcoef(y_true, y_pred)[0, 1]
     assert pearson == pytest.approx(0.8867, abs=5e-5)
     swapped = np.array([1, 0, 2])
-    assert np.corrcoef(swapped[y_true], swapped[y_pred])[0, 1] != pytest.approx(
-        pearson, abs=1e-3
-    )
-    assert matthews_corrcoef(swapped[y_true], swapped[y_pred]) == pytest.approx(
-        mcc, abs=1e-12
-    )
+    assert np.corrcoef(swapped[y_true], swapped[y_pred])[0, 1] != pytest.approx(pearson, abs=1e-3)
+    assert matthews_corrcoef(swapped[y_true], swapped[y_pred]) == pytest.approx(mcc, abs=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -165,12 +135,8 @@ def test_undefined_kappa_is_zero_with_a_warning():
 
 def test_perfect_and_opposite_agreement():
     assert cohen_kappa([0, 1, 0, 1], [0, 1, 0, 1]) == 1.0
-    assert matthews_corrcoef([0, 1, 0, 1], [0, 1, 0, 1]) == pytest.approx(
-        1.0, abs=1e-12
-    )
-    assert matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(
-        -1.0, abs=1e-12
-    )
+    assert matthews_corrcoef([0, 1, 0, 1], [0, 1, 0, 1]) == pytest.approx(1.0, abs=1e-12)
+    assert matthews_corrcoef([0, 1, 0, 1], [1, 0, 1, 0]) == pytest.approx(-1.0, abs=1e-12)
 
 
 def test_bad_arguments():

@@ -21,9 +21,7 @@ def sk(func, *args, **kwargs):
     """Call a scikit-learn oracle, silencing the warnings it gives on degenerate input."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=SkUndefined)
-        warnings.filterwarnings(
-            "ignore", message="A single label was found", category=UserWarning
-        )
+        warnings.filterwarnings("ignore", message="A single label was found", category=UserWarning)
         warnings.filterwarnings(
             "ignore",
             message="y_pred contains classes not in y_true",
@@ -35,21 +33,15 @@ def sk(func, *args, **kwargs):
 def labels_from_matrix(cm, names):
     i, j = np.indices(cm.shape)
     names = np.asarray(names)
-    return names[np.repeat(i.ravel(), cm.ravel())], names[
-        np.repeat(j.ravel(), cm.ravel())
-    ]
+    return names[np.repeat(i.ravel(), cm.ravel())], names[np.repeat(j.ravel(), cm.ravel())]
 
 
 def sklearn_report(y_true, y_pred, labels, beta):
     """Every number of the report, computed with scikit-learn only."""
     mcm = sk(skm.multilabel_confusion_matrix, y_true, y_pred, labels=labels)
-    tn, fp, fn, tp = (
-        mcm[:, a, b].astype(float) for a, b in ((0, 0), (0, 1), (1, 0), (1, 1))
-    )
+    tn, fp, fn, tp = (mcm[:, a, b].astype(float) for a, b in ((0, 0), (0, 1), (1, 0), (1, 1)))
 
-    def rate(
-        num, den
-    ):  # sklearn has no specificity/FPR/FNR; zero_division=0 convention
+    def rate(num, den):  # sklearn has no specificity/FPR/FNR; zero_division=0 convention
         return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
 
     out = {"per_class": {}, "macro": {}, "micro": {}, "weighted": {}}
@@ -101,9 +93,7 @@ def sklearn_report(y_true, y_pred, labels, beta):
     out["micro"]["specificity"] = rate(s_tn, s_tn + s_fp)
     out["micro"]["fpr"] = rate(s_fp, s_fp + s_tn)
     out["micro"]["fnr"] = rate(s_fn, s_fn + tp.sum())
-    out["micro"]["balanced_accuracy"] = (
-        out["micro"]["recall"] + out["micro"]["specificity"]
-    ) / 2
+    out["micro"]["balanced_accuracy"] = (out["micro"]["recall"] + out["micro"]["specificity"]) / 2
     out["accuracy"] = skm.accuracy_score(y_true, y_pred)
     out["balanced_accuracy"] = sk(skm.balanced_accuracy_score, y_true, y_pred)
     out["mcc"] = sk(skm.matthews_corrcoef, y_true, y_pred)
@@ -116,9 +106,7 @@ def assert_report_matches_sklearn(y_true, y_pred, labels=None, beta=1.0):
     report = classification_report(y_true, y_pred, labels=labels, beta=beta)
     expected = sklearn_report(y_true, y_pred, list(report.labels), beta)
     for name in METRICS:
-        np.testing.assert_allclose(
-            report.per_class[name], expected["per_class"][name], **TOL, err_msg=name
-        )
+        np.testing.assert_allclose(report.per_class[name], expected["per_class"][name], **TOL, err_msg=name)
         for avg in ("macro", "micro", "weighted"):
             np.testing.assert_allclose(
                 report.__getattribute__(avg)[name],
@@ -127,9 +115,7 @@ def assert_report_matches_sklearn(y_true, y_pred, labels=None, beta=1.0):
                 err_msg=f"{avg} {name}",
             )
     for name in ("accuracy", "balanced_accuracy", "mcc", "cohen_kappa"):
-        np.testing.assert_allclose(
-            getattr(report, name), expected[name], **TOL, err_msg=name
-        )
+        np.testing.assert_allclose(getattr(report, name), expected[name], **TOL, err_msg=name)
     np.testing.assert_allclose(report.error_rate, 1 - expected["accuracy"], **TOL)
     for name in METRICS:
         assert np.all(np.isfinite(report.per_class[name]))
@@ -165,22 +151,15 @@ def test_binary_report_matches_sklearn_binary_average():
     rng = np.random.default_rng(7)
     y_true, y_pred = rng.integers(0, 2, 200), rng.integers(0, 2, 200)
     report = assert_report_matches_sklearn(y_true, y_pred)
-    np.testing.assert_allclose(
-        report.per_class["f1"][1], skm.f1_score(y_true, y_pred), **TOL
-    )
+    np.testing.assert_allclose(report.per_class["f1"][1], skm.f1_score(y_true, y_pred), **TOL)
     # seeds/004 3.9: (sensitivity + specificity) / 2 for the positive class is balanced accuracy
-    np.testing.assert_allclose(
-        report.per_class["balanced_accuracy"][1], report.balanced_accuracy, **TOL
-    )
+    np.testing.assert_allclose(report.per_class["balanced_accuracy"][1], report.balanced_accuracy, **TOL)
 
 
 def test_all_correct_single_class_gives_defined_values_and_warnings():
     report = assert_report_matches_sklearn(["yes"] * 5, ["yes"] * 5)
     assert report.accuracy == 1.0 and report.error_rate == 0.0
-    assert (
-        report.per_class["precision"][0] == 1.0
-        and report.per_class["specificity"][0] == 0.0
-    )
+    assert report.per_class["precision"][0] == 1.0 and report.per_class["specificity"][0] == 0.0
     text = "\n".join(report.warnings)
     assert "specificity is undefined for class 'yes'" in text
     assert "fpr is undefined for class 'yes'" in text
@@ -218,9 +197,7 @@ def test_label_absent_everywhere_is_zero_and_warned():
     assert any(w.startswith("f1 is undefined for class 2") for w in report.warnings)
     # balanced accuracy leaves the absent class out (as scikit-learn does) and says so
     assert report.balanced_accuracy == 1.0
-    assert any(
-        "leaves out classes absent from y_true: [2]" in w for w in report.warnings
-    )
+    assert any("leaves out classes absent from y_true: [2]" in w for w in report.warnings)
 
 
 def test_clean_input_has_no_warnings():
@@ -238,36 +215,26 @@ def test_seed_worked_example():
         "f1": [Fraction(90, 100), Fraction(76, 88), Fraction(104, 112)],
     }
     for name, values in exact.items():
-        np.testing.assert_allclose(
-            report.per_class[name], [float(v) for v in values], rtol=0, atol=1e-12
-        )
-        np.testing.assert_allclose(
-            report.macro[name], float(sum(values) / 3), rtol=0, atol=1e-12
-        )
+        np.testing.assert_allclose(report.per_class[name], [float(v) for v in values], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(report.macro[name], float(sum(values) / 3), rtol=0, atol=1e-12)
     assert report.accuracy == pytest.approx(135 / 150, abs=1e-12)
     # The document's printed three-decimal values; it rounds intermediate steps, so its F1_C (0.928)
     # and macro recall (0.896) are one unit off the exact 0.9286 and 0.8966.
-    np.testing.assert_allclose(
-        report.per_class["precision"], [0.900, 0.884, 0.912], atol=5e-4
-    )
-    np.testing.assert_allclose(
-        report.per_class["recall"], [0.900, 0.844, 0.945], atol=5e-4
-    )
+    np.testing.assert_allclose(report.per_class["precision"], [0.900, 0.884, 0.912], atol=5e-4)
+    np.testing.assert_allclose(report.per_class["recall"], [0.900, 0.844, 0.945], atol=5e-4)
     np.testing.assert_allclose(report.per_class["f1"], [0.900, 0.864, 0.928], atol=1e-3)
     assert report.macro["precision"] == pytest.approx(0.899, abs=5e-4)
     assert report.macro["recall"] == pytest.approx(0.896, abs=1e-3)
     assert report.macro["f1"] == pytest.approx(0.897, abs=5e-4)
     assert report.cohen_kappa == pytest.approx(0.849, abs=5e-4)
-    # seeds/README.md errata: the multi-class MCC is R_K = 0.8495, not the document's 0.845
+    # Seed 004's erratum: the multi-class MCC is R_K = 0.8495, not the document's 0.845
     assert report.mcc == pytest.approx(0.8495, abs=5e-5)
     # micro P = R = F1 = accuracy for single-label multi-class (seeds/004 section 4.2)
     for name in ("precision", "recall", "f1"):
         assert report.micro[name] == pytest.approx(report.accuracy, abs=1e-12)
     # Jaccard = F1 / (2 - F1) per class (seeds/004 section 5.3)
     f1 = report.per_class["f1"]
-    np.testing.assert_allclose(
-        report.per_class["jaccard"], f1 / (2 - f1), rtol=0, atol=1e-12
-    )
+    np.testing.assert_allclose(report.per_class["jaccard"], f1 / (2 - f1), rtol=0, atol=1e-12)
 
 
 def test_f_beta_equals_the_precision_recall_form_where_defined():

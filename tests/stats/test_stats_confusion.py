@@ -16,9 +16,7 @@ SEEDS = range(40)
 def sk_confusion_matrix(*args, **kwargs):
     """The scikit-learn oracle, which warns when it sees a single label."""
     with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", message="A single label was found", category=UserWarning
-        )
+        warnings.filterwarnings("ignore", message="A single label was found", category=UserWarning)
         return skm.confusion_matrix(*args, **kwargs)
 
 
@@ -31,9 +29,7 @@ def test_confusion_matrix_matches_sklearn_on_integers(seed):
     rng = np.random.default_rng(seed)
     n, k = int(rng.integers(1, 300)), int(rng.integers(1, 7))
     y_true, y_pred = _random_labels(rng, n, k)
-    np.testing.assert_array_equal(
-        confusion_matrix(y_true, y_pred), sk_confusion_matrix(y_true, y_pred)
-    )
+    np.testing.assert_array_equal(confusion_matrix(y_true, y_pred), sk_confusion_matrix(y_true, y_pred))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -65,9 +61,7 @@ label_values = st.one_of(
 def test_confusion_matrix_property(data):
     y_true = data.draw(label_values)
     pool = sorted(set(y_true))
-    y_pred = data.draw(
-        st.lists(st.sampled_from(pool), min_size=len(y_true), max_size=len(y_true))
-    )
+    y_pred = data.draw(st.lists(st.sampled_from(pool), min_size=len(y_true), max_size=len(y_true)))
     cm = confusion_matrix(y_true, y_pred)
     np.testing.assert_array_equal(cm, sk_confusion_matrix(y_true, y_pred))
     assert cm.sum() == len(y_true)
@@ -117,9 +111,7 @@ def test_class_counts_match_sklearn_multilabel_confusion_matrix(seed):
     y_true, y_pred = _random_labels(rng, int(rng.integers(1, 200)), k)
     labels = list(range(k))
     counts = class_counts(confusion_matrix(y_true, y_pred, labels=labels))
-    mcm = skm.multilabel_confusion_matrix(
-        y_true, y_pred, labels=labels
-    )  # [[tn, fp], [fn, tp]]
+    mcm = skm.multilabel_confusion_matrix(y_true, y_pred, labels=labels)  # [[tn, fp], [fn, tp]]
     np.testing.assert_array_equal(counts.tn, mcm[:, 0, 0])
     np.testing.assert_array_equal(counts.fp, mcm[:, 0, 1])
     np.testing.assert_array_equal(counts.fn, mcm[:, 1, 0])

@@ -42,13 +42,9 @@ def test_binary_curves_and_areas_match_sklearn(seed, ties):
     # seeds/004 6.2: the rank form equals the trapezoidal area under the full curve
     fpr, tpr, _ = roc_curve(y, score, drop_intermediate=False)
     assert auc == pytest.approx(np.trapezoid(tpr, fpr), abs=1e-9)
-    for a, b in zip(
-        precision_recall_curve(y, score), skm.precision_recall_curve(y, score)
-    ):
+    for a, b in zip(precision_recall_curve(y, score), skm.precision_recall_curve(y, score)):
         np.testing.assert_allclose(a, b, **TOL)
-    assert average_precision(y, score) == pytest.approx(
-        skm.average_precision_score(y, score), abs=1e-9
-    )
+    assert average_precision(y, score) == pytest.approx(skm.average_precision_score(y, score), abs=1e-9)
 
 
 @settings(max_examples=150, deadline=None)
@@ -60,29 +56,21 @@ def test_binary_auc_and_ap_property(pairs):
         assert roc_auc(y, score) == pytest.approx(skm.roc_auc_score(y, score), abs=1e-9)
         # AUC = P(score_pos > score_neg) + P(tie) / 2, by brute force over all pairs
         diff = score[y][:, None] - score[~y][None, :]
-        assert roc_auc(y, score) == pytest.approx(
-            np.mean((diff > 0) + 0.5 * (diff == 0)), abs=1e-9
-        )
+        assert roc_auc(y, score) == pytest.approx(np.mean((diff > 0) + 0.5 * (diff == 0)), abs=1e-9)
     if y.any():
-        assert average_precision(y, score) == pytest.approx(
-            skm.average_precision_score(y, score), abs=1e-9
-        )
+        assert average_precision(y, score) == pytest.approx(skm.average_precision_score(y, score), abs=1e-9)
 
 
 def test_string_labels_with_pos_label():
     y, score = binary_case(3)
     names = np.array(["spam", "ham"])[1 - y]  # 1 -> "spam"
-    assert roc_auc(names, score, pos_label="spam") == pytest.approx(
-        roc_auc(y, score), abs=1e-12
-    )
+    assert roc_auc(names, score, pos_label="spam") == pytest.approx(roc_auc(y, score), abs=1e-12)
     for a, b in zip(
         roc_curve(names, score, pos_label="spam"),
         skm.roc_curve(names, score, pos_label="spam"),
     ):
         np.testing.assert_allclose(a, b, **TOL)
-    assert average_precision(names, score, pos_label="spam") == pytest.approx(
-        skm.average_precision_score(names, score, pos_label="spam"), abs=1e-9
-    )
+    assert average_precision(names, score, pos_label="spam") == pytest.approx(skm.average_precision_score(names, score, pos_label="spam"), abs=1e-9)
     with pytest.raises(ValueError, match="pass pos_label"):
         roc_auc(names, score)
 

@@ -34,6 +34,4 @@ def test_every_public_function_is_documented_with_its_source():
         obj = getattr(stats_pkg, name)
         assert inspect.getdoc(obj), f"{name} has no docstring"
         if inspect.isfunction(obj):
-            assert "seeds/00" in inspect.getdoc(obj), (
-                f"{name}'s docstring names no source section"
-            )
+            assert "seeds/00" in inspect.getdoc(obj), f"{name}'s docstring names no source section"

@@ -32,9 +32,7 @@ def assert_same_test(got, statistic, pvalue):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.integers(0, 60), min_size=4, max_size=4).filter(
-        lambda t: t[1] + t[2] > 0
-    ),
+    st.lists(st.integers(0, 60), min_size=4, max_size=4).filter(lambda t: t[1] + t[2] > 0),
     st.booleans(),
     st.booleans(),
 )
@@ -49,17 +47,11 @@ def test_mcnemar_matches_statsmodels(cells, exact, correction):
 def test_mcnemar_is_the_documented_formula():
     # seeds/004 section 7.1: n01 = 15, n10 = 5
     table = [[50, 15], [5, 30]]
-    assert mcnemar(table).statistic == pytest.approx(
-        (abs(15 - 5) - 1) ** 2 / 20, abs=1e-12
-    )
-    assert mcnemar(table, correction=False).statistic == pytest.approx(
-        100 / 20, abs=1e-12
-    )
+    assert mcnemar(table).statistic == pytest.approx((abs(15 - 5) - 1) ** 2 / 20, abs=1e-12)
+    assert mcnemar(table, correction=False).statistic == pytest.approx(100 / 20, abs=1e-12)
     assert mcnemar(table).pvalue == pytest.approx(stats.chi2.sf(81 / 20, 1), abs=1e-12)
     # exact: two-sided binomial test of 5 successes in 20 at 1/2
-    assert mcnemar(table, exact=True).pvalue == pytest.approx(
-        2 * stats.binom.cdf(5, 20, 0.5), abs=1e-12
-    )
+    assert mcnemar(table, exact=True).pvalue == pytest.approx(2 * stats.binom.cdf(5, 20, 0.5), abs=1e-12)
 
 
 @pytest.mark.parametrize("exact", [False, True])
@@ -69,9 +61,7 @@ def test_mcnemar_without_discordant_pairs(exact):
     assert "no discordant pairs" in got.warnings[0]
 
 
-@pytest.mark.parametrize(
-    "table", [[[1, 2, 3]], [[1, -1], [2, 3]], [[1, 0.5], [2, 3]], [[1, np.nan], [0, 1]]]
-)
+@pytest.mark.parametrize("table", [[[1, 2, 3]], [[1, -1], [2, 3]], [[1, 0.5], [2, 3]], [[1, np.nan], [0, 1]]])
 def test_mcnemar_rejects_bad_tables(table):
     with pytest.raises(ValueError, match="McNemar"):
         mcnemar(table)
@@ -112,17 +102,13 @@ def test_cohens_d_matches_the_student_t_identity(seed):
     # independent route: d = t_student * sqrt(1/n_a + 1/n_b), t from scipy's equal-variance t-test
     a, b, _ = random_samples(seed)
     t = stats.ttest_ind(a, b, equal_var=True).statistic
-    assert cohens_d(a, b) == pytest.approx(
-        t * math.sqrt(1 / a.size + 1 / b.size), **TOL
-    )
+    assert cohens_d(a, b) == pytest.approx(t * math.sqrt(1 / a.size + 1 / b.size), **TOL)
     assert cohens_d(b, a) == pytest.approx(-cohens_d(a, b), **TOL)
 
 
 def test_cohens_d_small_example():
     # a: mean 2, SS 2; b: mean 5, SS 8; pooled variance (2 + 8) / 4 = 2.5
-    assert cohens_d([1, 2, 3], [3, 5, 7]) == pytest.approx(
-        -3 / math.sqrt(2.5), abs=1e-12
-    )
+    assert cohens_d([1, 2, 3], [3, 5, 7]) == pytest.approx(-3 / math.sqrt(2.5), abs=1e-12)
 
 
 def test_zero_variance_cases():

@@ -101,13 +101,9 @@ def test_mean_interval_approaches_the_seed_normal_formula():
     values = np.random.default_rng(1).normal(size=20_000)
     half = 1.96 * values.std(ddof=1) / math.sqrt(values.size)
     low, high = mean_interval(values)
-    assert (low, high) == pytest.approx(
-        (values.mean() - half, values.mean() + half), abs=1e-5
-    )
+    assert (low, high) == pytest.approx((values.mean() - half, values.mean() + half), abs=1e-5)
     small = values[:5]
-    assert mean_interval(small)[1] - mean_interval(small)[0] > 2 * 1.96 * small.std(
-        ddof=1
-    ) / math.sqrt(5)
+    assert mean_interval(small)[1] - mean_interval(small)[0] > 2 * 1.96 * small.std(ddof=1) / math.sqrt(5)
 
 
 def test_mean_interval_guards():
@@ -166,14 +162,10 @@ def test_bootstrap_chunking_does_not_change_the_result(seed):
     values = rng.normal(size=int(rng.integers(2, 300)))
     n_resamples = 700
     # direct, non-chunked reference from the same generator draws
-    draws = np.random.default_rng(seed).integers(
-        0, values.size, (n_resamples, values.size)
-    )
+    draws = np.random.default_rng(seed).integers(0, values.size, (n_resamples, values.size))
     want = tuple(np.quantile(values[draws].mean(axis=1), [0.025, 0.975]))
     for budget in (1, values.size * 3 + 1, 10**9):
-        got = bootstrap_interval(
-            values, n_resamples=n_resamples, seed=seed, max_elements=budget
-        )
+        got = bootstrap_interval(values, n_resamples=n_resamples, seed=seed, max_elements=budget)
         assert got == pytest.approx(want, **TOL)
 
 
@@ -185,18 +177,12 @@ def test_bootstrap_respects_the_element_budget():
         seen.append(x.shape)
         return np.mean(x, axis=axis)
 
-    bootstrap_interval(
-        values, recording_mean, n_resamples=95, method="bca", max_elements=4000
-    )
+    bootstrap_interval(values, recording_mean, n_resamples=95, method="bca", max_elements=4000)
     assert max(rows * n for rows, n in seen) <= 4000
-    assert (
-        sum(rows for rows, n in seen if n == 1000) == 95 + 1
-    )  # resamples + the estimate itself
+    assert sum(rows for rows, n in seen if n == 1000) == 95 + 1  # resamples + the estimate itself
     assert sum(rows for rows, n in seen if n == 999) == 1000  # jackknife
     seen.clear()
-    bootstrap_interval(
-        values, recording_mean, n_resamples=3, max_elements=10
-    )  # budget < n
+    bootstrap_interval(values, recording_mean, n_resamples=3, max_elements=10)  # budget < n
     assert seen == [(1, 1000)] * 3
 
 
@@ -208,9 +194,7 @@ def test_bootstrap_memory_stays_bounded():
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    full = (
-        300 * values.size * 16
-    )  # indices + gathered values of all resamples at once: 458 MiB
+    full = 300 * values.size * 16  # indices + gathered values of all resamples at once: 458 MiB
     assert peak < 8 * 2**20 < full / 50
 
 
@@ -218,16 +202,12 @@ def test_bootstrap_of_the_mean_covers_like_the_t_interval():
     values = np.random.default_rng(5).normal(10, 2, 400)
     low, high = bootstrap_interval(values, n_resamples=4000, seed=1)
     t_low, t_high = mean_interval(values)
-    assert low == pytest.approx(t_low, abs=0.03) and high == pytest.approx(
-        t_high, abs=0.03
-    )
+    assert low == pytest.approx(t_low, abs=0.03) and high == pytest.approx(t_high, abs=0.03)
 
 
 def test_bootstrap_accepts_a_generator_and_is_reproducible():
     values = np.random.default_rng(2).normal(size=50)
-    assert bootstrap_interval(values, seed=3, n_resamples=300) == bootstrap_interval(
-        values, seed=3, n_resamples=300
-    )
+    assert bootstrap_interval(values, seed=3, n_resamples=300) == bootstrap_interval(values, seed=3, n_resamples=300)
     first = bootstrap_interval(values, seed=np.random.default_rng(3), n_resamples=300)
     assert first == bootstrap_interval(values, seed=3, n_resamples=300)
 
@@ -247,9 +227,7 @@ def test_bca_falls_back_to_percentile_when_undefined():
 
     with pytest.warns(UndefinedMetricWarning, match="BCa interval undefined"):
         got = bootstrap_interval(values, distinct, n_resamples=300, method="bca")
-    assert got == bootstrap_interval(
-        values, distinct, n_resamples=300, method="percentile"
-    )
+    assert got == bootstrap_interval(values, distinct, n_resamples=300, method="percentile")
 
 
 @pytest.mark.parametrize(

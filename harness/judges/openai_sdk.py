@@ -1,5 +1,5 @@
 """A judge on any OpenAI-compatible chat-completions endpoint, through the ``openai`` SDK
-(provider ``openai-sdk``). The default provider ``openai`` is ``http.py`` on aiohttp, chosen by
+(provider ``openai-sdk``). The default provider ``openai`` is ``openai_aiohttp.py``, chosen by
 measurement (see bench/throughput.py); this one stays for users who want the SDK's own stack.
 
 The SDK's own retries are off (``max_retries=0``): ``retry.py`` retries every judge the same way.
@@ -17,13 +17,13 @@ import openai
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
 from .base import Judge, JudgeReply, JudgeRequest
-from .protocol import read_completion, request_body, status_error
+from .protocol import read_completion, redact, request_body, status_error
 
 #: Placeholder sent when a judge is configured with ``api_key_env = ""`` (local servers need none).
 NO_KEY = "no-key"
 
 
-class OpenAICompatibleJudge(Judge):
+class OpenAISDKJudge(Judge):
     def __init__(self, config: JudgeConfig, *, transport: httpx2.AsyncBaseTransport | None = None) -> None:
         super().__init__(config)
         self._key = api_key_for(config) if config.api_key_env else None
@@ -50,7 +50,7 @@ class OpenAICompatibleJudge(Judge):
         return read_completion(data, where, self._key)
 
     def _scrub(self, message: str) -> str:
-        return message.replace(self._key, "[REDACTED]") if self._key else message
+        return redact(message, self._key)
 
     def _scrub_sdk_error(self, exc: openai.APIError) -> None:
         """The SDK's message quotes the error body, which a server may fill with the key; the SDK
@@ -78,4 +78,3 @@ class OpenAICompatibleJudge(Judge):
 
     async def aclose(self) -> None:
         await self._client.close()
-

@@ -1,4 +1,4 @@
-"""From a config file and command-line options to a checked :class:`RunPlan`.
+"""From a config file and command-line options to a checked :class:`RunPlan`: the one "plan" of a run.
 
 Everything a user can get wrong is checked here, before a transcript is read or a judge called:
 the config, the rubrics asked for, judges' API-key variables, and option combinations.
@@ -57,7 +57,6 @@ class RunPlan:
     cache_mode: CacheMode
     limit: int | None
     on_bad_record: Literal["fail", "skip"]
-    progress: bool
     max_cost: float | None = None
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
@@ -100,8 +99,7 @@ def _check_keys(judges: list[JudgeConfig], source: str) -> None:
         if _is_loopback(judge.endpoint):
             continue  # local servers (vLLM, Ollama, llama.cpp) usually take no key
         raise ConfigError(
-            f"{source}: judges[{index}].api_key_env: environment variable {judge.api_key_env} is not set "
-            f"(judge {judge.name!r} at {judge.endpoint})"
+            f"{source}: judges[{index}].api_key_env: environment variable {judge.api_key_env} is not set (judge {judge.name!r} at {judge.endpoint})"
         )
 
 
@@ -176,6 +174,5 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         cache_mode=mode,
         limit=options.limit,
         on_bad_record=options.on_bad_record,
-        progress=options.progress,
         max_cost=options.max_cost,
     )

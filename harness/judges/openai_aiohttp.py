@@ -15,14 +15,14 @@ import json
 
 import aiohttp
 
-from .. import __version__
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
+from ..version import __version__
 from .base import Judge, JudgeReply, JudgeRequest
-from .protocol import read_completion, request_body, status_error
+from .protocol import read_completion, redact, request_body, status_error
 
 
-class HttpJudge(Judge):
+class AiohttpJudge(Judge):
     def __init__(self, config: JudgeConfig) -> None:
         super().__init__(config)
         self._key = api_key_for(config) if config.api_key_env else None
@@ -66,7 +66,7 @@ class HttpJudge(Judge):
         return read_completion(data, self._where, self._key)
 
     def _scrub(self, message: str) -> str:
-        return message.replace(self._key, "[REDACTED]") if self._key else message
+        return redact(message, self._key)
 
     def _scrubbed(self, error: JudgeError) -> JudgeError:
         error.args = (self._scrub(str(error)),)

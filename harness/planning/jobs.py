@@ -1,4 +1,4 @@
-"""Turning one transcript into its judge requests: the path ``run`` and ``estimate`` share.
+"""A transcript's jobs: one per (rubric, judge), the path ``run`` and ``estimate`` share.
 
 For each (rubric, judge): a rubric whose inputs the transcript lacks gives an ``unscored``/
 ``missing_input`` judgment at once; otherwise the prompt is rendered, the request built and its
@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..cache import cache_key
+from ..cache.keys import cache_key
 from ..config import JudgeConfig
-from ..judges import JudgeRequest
+from ..judges.base import JudgeRequest
 from ..rubrics.rubric import Rubric
-from ..transcripts import Resolved
-from .judgment import Judgment
+from ..transcripts.models import Resolved
+from .judgment import Judgment, Reason, Status
 
 
 @dataclass(slots=True)
@@ -29,10 +30,16 @@ class Job:
     est_tokens: int = 0
     result: Judgment | None = None
 
-    def judgment(self, status: str, **fields: object) -> Judgment:
+    def judgment(self, status: Status, reason: Reason | None = None, **fields: Any) -> Judgment:
         return Judgment(
-            transcript_id=self.entry.transcript.id, rubric=self.rubric.name, rubric_version=self.rubric.version,
-            judge=self.judge.name, status=status, cache_key=self.key, **fields,  # type: ignore[arg-type]
+            transcript_id=self.entry.transcript.id,
+            rubric=self.rubric.name,
+            rubric_version=self.rubric.version,
+            judge=self.judge.name,
+            status=status,
+            reason=reason,
+            cache_key=self.key,
+            **fields,
         )
 
 
@@ -49,7 +56,7 @@ def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> in
     return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages) + max_tokens
 
 
-def plan_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True) -> Entry:
+def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True) -> Entry:
     """The transcript's jobs. ``keyed=False`` (an estimate with no cache to look in) skips the
     cache key and the rate limiter's token guess, which nothing would read."""
     entry = Entry(transcript)
@@ -69,8 +76,14 @@ def plan_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
             if not keyed:
                 continue
             job.key = cache_key(
-                model=judge.model, base_url=judge.endpoint, messages=messages, temperature=judge.temperature,
-                max_tokens=max_tokens, seed=judge.seed, rubric=rubric.name, rubric_version=rubric.version,
+                model=judge.model,
+                base_url=judge.endpoint,
+                messages=messages,
+                temperature=judge.temperature,
+                max_tokens=max_tokens,
+                seed=judge.seed,
+                rubric=rubric.name,
+                rubric_version=rubric.version,
             )
             job.est_tokens = estimate_tokens(messages, max_tokens)
     entry.pending = sum(1 for job in entry.jobs if job.result is None)

@@ -117,7 +117,10 @@ def _estimate(value_problem: tuple[float, str | None], boot: Mapping[str, Any]) 
 
 
 def pass_fail_agreement(
-    reference: Sequence[str], judged: Sequence[str], n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0,
+    reference: Sequence[str] | np.ndarray,
+    judged: Sequence[str] | np.ndarray,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
     confidence: float = 0.95,
 ) -> dict[str, Any] | None:
     """Pass/fail labels against pass/fail judgments: confusion matrix, full report, kappa and MCC with intervals.
@@ -133,10 +136,8 @@ def pass_fail_agreement(
     codes_ref = (ref == FAIL).astype(np.int64)
     codes_jud = (jud == FAIL).astype(np.int64)
     cm = report.confusion_matrix
-    kappa = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(codes_ref, codes_jud, 2, idx)),
-                             n_resamples, seed, confidence)
-    mcc = paired_bootstrap(ref.size, lambda idx: mcc_batch(confusion_batch(codes_ref, codes_jud, 2, idx)),
-                           n_resamples, seed, confidence)
+    kappa = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(codes_ref, codes_jud, 2, idx)), n_resamples, seed, confidence)
+    mcc = paired_bootstrap(ref.size, lambda idx: mcc_batch(confusion_batch(codes_ref, codes_jud, 2, idx)), n_resamples, seed, confidence)
     return {
         "n": int(ref.size),
         "labels": list(PASS_FAIL),
@@ -148,7 +149,12 @@ def pass_fail_agreement(
 
 
 def weighted_kappa(
-    reference: np.ndarray, judged: np.ndarray, metric: Metric, n_resamples: int, seed: int | None, confidence: float,
+    reference: np.ndarray,
+    judged: np.ndarray,
+    metric: Metric,
+    n_resamples: int,
+    seed: int | None,
+    confidence: float,
 ) -> dict[str, Any] | None:
     """Quadratic-weighted kappa of the scores binned on the metric's scale, with a bootstrap interval."""
     if reference.size == 0:
@@ -156,15 +162,18 @@ def weighted_kappa(
     bins = bins_for(metric)
     ref, jud = bins.codes(reference), bins.codes(judged)
     cm = confusion_matrix(ref, jud, labels=range(bins.count))
-    boot = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(ref, jud, bins.count, idx), "quadratic"),
-                            n_resamples, seed, confidence)
-    return {"weights": "quadratic", **bins.as_dict(), **_estimate(kappa_from_matrix(cm, "quadratic"), boot),
-            "confusion_matrix": cm.tolist()}
+    boot = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(ref, jud, bins.count, idx), "quadratic"), n_resamples, seed, confidence)
+    return {"weights": "quadratic", **bins.as_dict(), **_estimate(kappa_from_matrix(cm, "quadratic"), boot), "confusion_matrix": cm.tolist()}
 
 
 def numeric_agreement(
-    reference: Sequence[float], judged: Sequence[float], metric: Metric, threshold: float,
-    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+    reference: Sequence[float] | np.ndarray,
+    judged: Sequence[float] | np.ndarray,
+    metric: Metric,
+    threshold: float,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Numeric scores against numeric references on ``metric``'s scale (see the module docstring)."""
     x = np.asarray(reference, dtype=np.float64)
@@ -175,8 +184,9 @@ def numeric_agreement(
         "spearman": spearman(x, y, n_resamples, seed, confidence),
         "mae": float(np.mean(np.abs(y - x))) if x.size else None,
         "weighted_kappa": weighted_kappa(x, y, metric, n_resamples, seed, confidence),
-        "pass_fail": pass_fail_agreement(pass_fail_labels(x, metric, threshold), pass_fail_labels(y, metric, threshold),
-                                         n_resamples, seed, confidence),
+        "pass_fail": pass_fail_agreement(
+            pass_fail_labels(x, metric, threshold), pass_fail_labels(y, metric, threshold), n_resamples, seed, confidence
+        ),
     }
 
 
@@ -187,7 +197,7 @@ def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) 
     unscored: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     not_in_run = no_judgment = 0
-    pairs = []
+    pairs: list[tuple[Any, float]] = []
     for label in labels:
         outcome = outcomes.get(label.transcript_id)
         if outcome is None:
@@ -195,7 +205,7 @@ def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) 
                 no_judgment += 1
             else:
                 not_in_run += 1
-        elif outcome.status == "scored":
+        elif outcome.status == "scored" and outcome.score is not None:
             pairs.append((label.value, outcome.score))
         elif outcome.status == "failed":
             failed[outcome.reason or "unknown"] += 1
@@ -217,23 +227,31 @@ def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) 
 
 
 def judge_pair_agreement(
-    run: RunData, metric: Metric, first: str, second: str, threshold: float,
-    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+    run: RunData,
+    metric: Metric,
+    first: str,
+    second: str,
+    threshold: float,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Two judges of one run on the transcripts both scored; ``first`` takes the reference's place."""
     a, b = run.scored(metric.name, first), run.scored(metric.name, second)
     common = [t for t in run.transcripts if t in a and t in b]
     common += sorted((a.keys() & b.keys()) - set(common))
-    section = numeric_agreement([a[t] for t in common], [b[t] for t in common], metric, threshold,
-                                n_resamples, seed, confidence)
-    counts = {"both_scored": len(common), "only_first_scored": len(a.keys() - b.keys()),
-              "only_second_scored": len(b.keys() - a.keys())}
+    section = numeric_agreement([a[t] for t in common], [b[t] for t in common], metric, threshold, n_resamples, seed, confidence)
+    counts = {"both_scored": len(common), "only_first_scored": len(a.keys() - b.keys()), "only_second_scored": len(b.keys() - a.keys())}
     return {"judges": [first, second], "counts": counts, **section}
 
 
 def agreement(
-    run: RunData, labels: Labels, thresholds: Mapping[str | None, float] | None = None,
-    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+    run: RunData,
+    labels: Labels,
+    thresholds: Mapping[str | None, float] | None = None,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Agreement of each judge with the labels, per metric, and between judges (a JSON-ready dict).
 
@@ -262,14 +280,15 @@ def agreement(
                 entry.update(numeric_agreement(ref, scores, metric, threshold, n_resamples, seed, confidence))
             else:
                 entry["n"] = len(pairs)
-                entry["pass_fail"] = pass_fail_agreement(ref, pass_fail_labels(scores, metric, threshold),
-                                                         n_resamples, seed, confidence)
+                entry["pass_fail"] = pass_fail_agreement(ref, pass_fail_labels(scores, metric, threshold), n_resamples, seed, confidence)
             per_judge.append(entry)
-        between = [judge_pair_agreement(run, metric, a, b, threshold, n_resamples, seed, confidence)
-                   for a, b in itertools.combinations(run.judges, 2)]
+        between = [
+            judge_pair_agreement(run, metric, a, b, threshold, n_resamples, seed, confidence) for a, b in itertools.combinations(run.judges, 2)
+        ]
         info = {("metric" if k == "name" else k): v for k, v in metric.as_dict().items()}
-        sections.append({**info, "threshold": threshold, "label_kind": kind,
-                         "labels": len(metric_labels), "judges": per_judge, "between_judges": between})
+        sections.append(
+            {**info, "threshold": threshold, "label_kind": kind, "labels": len(metric_labels), "judges": per_judge, "between_judges": between}
+        )
     return {
         "run": str(run.path),
         "labels": str(labels.path),
@@ -283,8 +302,13 @@ def agreement(
 
 
 def agreement_report(
-    run_dir: str | Path, labels_path: str | Path, thresholds: Sequence[str] = (), prompts: Sequence[str | Path] = (),
-    n_resamples: int = DEFAULT_RESAMPLES, seed: int | None = 0, confidence: float = 0.95,
+    run_dir: str | Path,
+    labels_path: str | Path,
+    thresholds: Sequence[str] = (),
+    prompts: Sequence[str | Path] = (),
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    confidence: float = 0.95,
 ) -> dict[str, Any]:
     """`agreement` from paths and ``--threshold`` texts, as ``harness agreement`` runs it."""
     check_resampling(n_resamples, seed)

@@ -1,0 +1,85 @@
+#!/usr/bin/env python
+"""The shape of ``harness/``: largest functions, fan-in and fan-out of modules, import cycles.
+
+    python bench/structure.py            # the figures, as a table
+    python bench/structure.py --json     # the same, as JSON
+
+Imports are read with ``ast`` (nothing is imported). A module's fan-out is how many other
+``harness`` modules it imports; its fan-in, how many import it. An edge to a package means its
+``__init__``. Cycles are the strongly connected components of more than one module (Tarjan).
+``tests/test_import_graph.py`` uses the same graph to keep the package acyclic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.importgraph import cycles, import_graph
+
+
+def largest_functions(package: Path, most: int) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                found.append((lines, f"{path.relative_to(package.parent)}:{node.lineno} {node.name}"))
+    return sorted(found, reverse=True)[:most]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--most", type=int, default=8)
+    args = parser.parse_args()
+    package = ROOT / "harness"
+    graph = import_graph(package)
+    fan_out = {m: len(deps) for m, deps in graph.items()}
+    fan_in = {m: 0 for m in graph}
+    for deps in graph.values():
+        for dep in deps:
+            fan_in[dep] += 1
+    found = cycles(graph)
+    root_importers = sorted(m for m, deps in graph.items() if "harness" in deps and m != "harness")
+    figures: dict[str, Any] = {
+        "modules": len(graph),
+        "lines": sum(len(p.read_text(encoding="utf-8").splitlines()) for p in package.rglob("*.py")),
+        "largest_functions": largest_functions(package, args.most),
+        "fan_out_top": sorted(((n, m) for m, n in fan_out.items()), reverse=True)[: args.most],
+        "fan_in_top": sorted(((n, m) for m, n in fan_in.items()), reverse=True)[: args.most],
+        "fan_out_mean": round(sum(fan_out.values()) / len(graph), 2),
+        "import_cycles": [sorted(c) for c in found],
+        "modules_importing_the_root": root_importers,
+    }
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"{figures['modules']} modules, {figures['lines']} lines, mean fan-out {figures['fan_out_mean']}")
+    print("largest functions (lines):")
+    for n, where in figures["largest_functions"]:
+        print(f"  {n:4d}  {where}")
+    print("fan-out (harness modules imported):")
+    for n, m in figures["fan_out_top"]:
+        print(f"  {n:4d}  {m}")
+    print("fan-in (harness modules importing it):")
+    for n, m in figures["fan_in_top"]:
+        print(f"  {n:4d}  {m}")
+    print(f"import cycles: {len(found)}")
+    for c in figures["import_cycles"]:
+        print("  " + " <-> ".join(c))
+    print(f"modules importing the package root: {root_importers or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

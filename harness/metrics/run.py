@@ -1,0 +1,195 @@
+"""A run's aggregates, for summary.json: score series, composite series, cost, judge and agent figures.
+
+Each judgment and each transcript's composites are added as they are written, and only what the
+summary needs is kept: one float per score, latency and performance value. ``summary()`` turns
+them into the document (means with t-intervals, percentiles: ``metrics.summary``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import JudgeConfig
+from ..planning import Judgment
+from ..rubrics.rubric import Rubric
+from ..transcripts.performance import PERFORMANCE_FIELDS, Performance
+from .composites import CompositeResult
+from .summary import describe, percentiles
+
+
+@dataclass(slots=True)
+class _Series:
+    values: array = field(default_factory=lambda: array("d"))
+    unscored: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+    clamped: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **describe(self.values),
+            "unscored": sum(self.unscored.values()),
+            "unscored_reasons": dict(sorted(self.unscored.items())),
+            "failed": sum(self.failed.values()),
+            "failed_reasons": dict(sorted(self.failed.items())),
+            "clamped": self.clamped,
+        }
+
+
+@dataclass(slots=True)
+class _Cost:
+    """Money for one judge (or one judge × rubric): paid calls, billed retries, cache savings."""
+
+    paid: float = 0.0
+    retried_billed: float = 0.0  # estimated: each billed retry priced like the call that followed it
+    billed_retries: int = 0
+    saved: float = 0.0
+
+    def add(self, j: Judgment) -> None:
+        if j.cached:
+            self.saved += j.cost_usd or 0.0
+            return
+        self.billed_retries += j.billed_retries
+        if j.cost_usd is not None:
+            self.paid += j.cost_usd
+            self.retried_billed += j.retries_cost_usd or 0.0
+
+    def merge(self, other: _Cost) -> None:
+        self.paid += other.paid
+        self.retried_billed += other.retried_billed
+        self.billed_retries += other.billed_retries
+        self.saved += other.saved
+
+    def as_dict(self, priced: bool) -> dict[str, Any]:
+        return {
+            "paid_usd": self.paid if priced else None,
+            "retried_billed_usd": self.retried_billed if priced else None,
+            "billed_retries": self.billed_retries,
+            "saved_by_cache_usd": self.saved if priced else None,
+            "total_usd": self.paid + self.retried_billed if priced else None,
+        }
+
+
+@dataclass(slots=True)
+class _JudgeStats:
+    requests: int = 0  # attempts sent over the wire
+    calls: int = 0  # judgments that needed the judge
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_unknown: int = 0  # judgments whose cost could not be computed (no price or no usage)
+    failed: int = 0
+    latencies: array = field(default_factory=lambda: array("d"))
+
+    def as_dict(self, cost: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "failed": self.failed,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": cost["total_usd"],
+            "cost_saved_usd": cost["saved_by_cache_usd"],
+            "cost_note": None if cost["total_usd"] is not None else "no price configured for this judge: cost unknown",
+            "cost_unknown_judgments": self.cost_unknown,
+            "latency_ms": percentiles(self.latencies),
+        }
+
+
+class RunTotals:
+    """Everything summary.json reports, accumulated judgment by judgment."""
+
+    def __init__(self, rubrics: list[Rubric], judges: list[JudgeConfig], composites: Mapping[str, Mapping[str, float]]) -> None:
+        self.rubrics = [r.name for r in rubrics]
+        self.judges = judges
+        self.composites = list(composites)
+        self.transcripts = 0
+        self.scores: dict[tuple[str, str], _Series] = defaultdict(_Series)
+        self.composite_scores: dict[tuple[str, str], _Series] = defaultdict(_Series)
+        self.judge_stats: dict[str, _JudgeStats] = {j.name: _JudgeStats() for j in judges}
+        self.costs: dict[tuple[str, str], _Cost] = defaultdict(_Cost)
+        self.performance: dict[str, array] = {name: array("d") for name in PERFORMANCE_FIELDS}
+        self.status_counts: Counter[str] = Counter()
+        #: (status, reason) -> judgments
+        self.reason_counts: Counter[tuple[str, str]] = Counter()
+
+    def add_transcript(self, performance: Performance) -> None:
+        self.transcripts += 1
+        for name in PERFORMANCE_FIELDS:
+            value = getattr(performance, name)
+            if value is not None:
+                self.performance[name].append(float(value))
+
+    def add_composite(self, judge: str, result: CompositeResult) -> None:
+        series = self.composite_scores[(result.name, judge)]
+        if result.value is not None:
+            series.values.append(result.value)
+        else:
+            series.unscored[result.missing.cause if result.missing is not None else "unknown"] += 1
+
+    def add(self, j: Judgment) -> None:
+        self.status_counts[j.status] += 1
+        series = self.scores[(j.rubric, j.judge)]
+        stats = self.judge_stats[j.judge]
+        if j.status == "scored":
+            if j.score is not None:  # a categorical rubric's label is not a number: no numeric series
+                series.values.append(j.score)
+            series.clamped += j.clamped
+        elif j.status == "unscored":
+            series.unscored[j.reason or "unknown"] += 1
+        else:
+            series.failed[j.reason or "unknown"] += 1
+            stats.failed += 1
+        if j.reason:
+            self.reason_counts[(j.status, j.reason)] += 1
+        if not j.called:
+            return
+        self.costs[(j.judge, j.rubric)].add(j)
+        if j.cached:
+            stats.cache_hits += 1
+            return
+        stats.calls += 1
+        stats.requests += j.attempts
+        stats.prompt_tokens += j.prompt_tokens or 0
+        stats.completion_tokens += j.completion_tokens or 0
+        if j.status != "failed" and j.cost_usd is None:
+            stats.cost_unknown += 1
+        if j.latency_ms is not None and j.status != "failed":
+            stats.latencies.append(j.latency_ms)
+
+    def _cost_section(self) -> dict[str, Any]:
+        priced = {j.name: j.has_prices for j in self.judges}
+        by_judge: dict[str, _Cost] = defaultdict(_Cost)
+        for (judge, _), cost in self.costs.items():
+            by_judge[judge].merge(cost)
+        total = _Cost()
+        for cost in by_judge.values():
+            total.merge(cost)
+        return {
+            "total": total.as_dict(all(priced.values())),
+            "by_judge": {j.name: by_judge[j.name].as_dict(priced[j.name]) for j in self.judges},
+            "by_rubric": {rubric: {j.name: self.costs[(j.name, rubric)].as_dict(priced[j.name]) for j in self.judges} for rubric in self.rubrics},
+            "note": None if all(priced.values()) else "a judge has no price: its cost is unknown (null), not 0",
+        }
+
+    def summary(self, *, wall_time_s: float, extra: Mapping[str, Any]) -> dict[str, Any]:
+        cost = self._cost_section()
+        judges = {j.name: self.judge_stats[j.name].as_dict(cost["by_judge"][j.name]) for j in self.judges}
+        return {
+            **extra,
+            "transcripts": self.transcripts,
+            "judgments": dict(sorted(self.status_counts.items())),
+            "rubrics": {rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict() for judge in self.judges} for rubric in self.rubrics},
+            "composites": {
+                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict() for judge in self.judges} for name in self.composites
+            },
+            "judges": judges,
+            "cost_usd": cost["total"]["total_usd"],
+            "cost": cost,
+            "performance": {name: {**describe(values), **percentiles(values)} for name, values in self.performance.items()},
+            "wall_time_s": round(wall_time_s, 3),
+        }

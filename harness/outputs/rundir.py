@@ -1,0 +1,56 @@
+"""Reading back what a run wrote: the one way into a run directory for analysis and the report.
+
+``open_run_dir`` checks the directory and its summary.json; ``version_note`` and
+``interrupted_note`` are the notes both readers attach when a rubric file has changed since the
+run or the run was cut short. Every problem is one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserInputError
+from ..rubrics.rubric import Rubric
+
+
+def open_run_dir(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The run directory and its summary.json, checked."""
+    run = Path(path)
+    if not run.is_dir():
+        raise UserInputError(f"{run}: no such run directory")
+    return run, read_summary(run)
+
+
+def read_summary(run: Path) -> dict[str, Any]:
+    """A run directory's summary.json, checked; every problem is one line naming the file."""
+    path = run / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserInputError(f"{run}: not a run directory (no summary.json; write one with harness run --out)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"{path}: <json>: invalid JSON ({exc})") from None
+    if not isinstance(summary, dict):
+        raise UserInputError(f"{path}: <record>: expected a JSON object")
+    for key in ("rubric_versions", "judge_models"):
+        if not isinstance(summary.get(key), dict):
+            raise UserInputError(f"{path}: {key}: missing or not an object (written by an older harness?)")
+    return summary
+
+
+def version_note(name: str, version: object, rubric: Rubric) -> str | None:
+    """A note when the rubric file is not the version the run used; None when it is."""
+    if str(version) == rubric.version:
+        return None
+    return (
+        f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "
+        f"{rubric.version}; its scale and direction are taken from the file"
+    )
+
+
+def interrupted_note(summary: dict[str, Any]) -> str | None:
+    if not summary.get("interrupted"):
+        return None
+    return "the run was interrupted: transcripts it did not reach are unscored (reason interrupted)"

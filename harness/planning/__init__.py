@@ -1,0 +1,30 @@
+"""The run's vocabulary, on the ground floor: every other part speaks these words.
+
+- :class:`RunOptions` (what a user asked for) → :func:`build_plan` → :class:`RunPlan` (checked);
+- a transcript becomes an :class:`Entry` of :class:`Job` s, one per (rubric, judge)
+  (:func:`make_entry`);
+- each job ends as one :class:`Judgment`.
+
+This package imports config, rubrics, transcripts, the cache's key function and the judge
+request type, and nothing that runs: the engine (``runner``), the estimate (``cost``) and the
+outputs import it, never the other way round.
+"""
+
+from .jobs import Entry, Job, estimate_tokens, make_entry
+from .judgment import NO_CALL_REASONS, Judgment, Reason, Status
+from .plan import CacheMode, RunOptions, RunPlan, build_plan
+
+__all__ = [
+    "NO_CALL_REASONS",
+    "CacheMode",
+    "Entry",
+    "Job",
+    "Judgment",
+    "Reason",
+    "RunOptions",
+    "RunPlan",
+    "Status",
+    "build_plan",
+    "estimate_tokens",
+    "make_entry",
+]

@@ -1,0 +1,71 @@
+"""One judgment: the outcome of a (transcript, rubric, judge) triple, as written to judgments.jsonl.
+
+Three outcomes only: ``scored``; ``unscored`` with a reason; ``failed`` with the error's kind.
+Never a silent 0. A reason is one of three kinds, each named once where it arises: the parser's
+(``rubrics.parsing.ParseReason``), the run's own for a judgment no judge was asked about
+(``NoCallReason``, here), and a failed call's ``JudgeError.kind`` (``errors.JudgeErrorKind``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Literal, get_args
+
+from ..errors import JudgeErrorKind
+from ..rubrics.parsing import ParseReason
+
+Status = Literal["scored", "unscored", "failed"]
+#: Why no call was made for a judgment: it is unscored and cost nothing.
+NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted"]
+Reason = ParseReason | NoCallReason | JudgeErrorKind
+NO_CALL_REASONS: frozenset[str] = frozenset(get_args(NoCallReason))
+
+
+@dataclass(slots=True)
+class Judgment:
+    transcript_id: str
+    rubric: str
+    rubric_version: str
+    judge: str
+    status: Status
+    score: float | None = None
+    raw_score: float | None = None
+    clamped: bool = False
+    reason: Reason | None = None
+    error: str | None = None
+    raw_output: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    #: USD of the call that answered (None: no price or no usage); see ``billed_cost_usd``
+    cost_usd: float | None = None
+    latency_ms: float | None = None
+    attempts: int = 0
+    #: attempts answered 2xx with an unusable body: billed by the provider, then retried
+    billed_retries: int = 0
+    cached: bool = False
+    cache_key: str | None = None
+    #: a categorical rubric's label (its judgments have no score)
+    label: str | None = None
+
+    @property
+    def called(self) -> bool:
+        """False when no judge was asked (missing input, cache miss offline, interrupted, budget)."""
+        return self.attempts > 0 or self.reason not in NO_CALL_REASONS
+
+    @property
+    def retries_cost_usd(self) -> float | None:
+        """The billed retries, each priced like the call that followed it (an estimate)."""
+        return None if self.cost_usd is None else self.billed_retries * self.cost_usd
+
+    @property
+    def billed_cost_usd(self) -> float | None:
+        """What the provider billed for this judgment: the answering call plus its billed retries."""
+        return None if self.cost_usd is None else self.cost_usd * (1 + self.billed_retries)
+
+    def as_dict(self) -> dict[str, Any]:
+        # A plain field-by-field dict: dataclasses.asdict deep-copies every value and was a
+        # quarter of an offline replay's CPU (bench/throughput.py, case 4).
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in fields(Judgment))

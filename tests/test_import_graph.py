@@ -1,0 +1,48 @@
+"""The package's import graph: acyclic, and no module imports the package root.
+
+The graph is read from the source with ``ast`` (``bench/importgraph.py``), every import counted,
+including those inside functions: a lazy import hides a cycle from the interpreter, not from a
+reader. ``python bench/structure.py`` prints the same graph's figures.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from bench.importgraph import cycles, import_graph
+
+PACKAGE = Path(__file__).resolve().parent.parent / "harness"
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph(PACKAGE)
+
+
+def test_the_package_has_no_import_cycle(graph: dict[str, set[str]]) -> None:
+    assert cycles(graph) == []
+
+
+def test_no_module_imports_the_package_root(graph: dict[str, set[str]]) -> None:
+    assert sorted(m for m, deps in graph.items() if "harness" in deps and m != "harness") == []
+
+
+def test_the_run_vocabulary_is_on_the_ground_floor(graph: dict[str, set[str]]) -> None:
+    # planning/ is what runner, cost and outputs speak; it must not reach up into any of them.
+    above = ("harness.runner", "harness.cost.estimate", "harness.cost.budget", "harness.outputs", "harness.report", "harness.analysis")
+    planning = {m: deps for m, deps in graph.items() if m.startswith("harness.planning")}
+    assert planning
+    assert [(m, d) for m, deps in planning.items() for d in deps if d.startswith(above)] == []
+
+
+def test_the_graph_sees_a_cycle_when_there_is_one(tmp_path: Path) -> None:
+    # The detector itself: two modules importing each other (one lazily, inside a function).
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from .b import f\n")
+    (package / "b.py").write_text("def f():\n    from . import a\n    return a\n")
+    (package / "c.py").write_text("import pkg.a\n")
+    found = cycles(import_graph(package))
+    assert found == [{"pkg.a", "pkg.b"}]
+    assert import_graph(package)["pkg.c"] == {"pkg.a"}
