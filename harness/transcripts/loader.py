@@ -32,6 +32,8 @@ OnBad = Literal["fail", "skip"]
 class RawRecord:
     line: int
     text: bytes | str
+    #: set by a trace reader when the trace holds no query or response: raised like any bad record
+    error: TranscriptError | None = None
 
 
 @dataclass(slots=True)
@@ -136,11 +138,21 @@ def _iter_json_array(path: Path) -> Iterator[RawRecord]:
             pos = end
 
 
-def iter_raw(path: str | Path) -> Iterator[RawRecord]:
-    """Yield raw records from a ``.jsonl`` file or a file holding one JSON array."""
+def iter_raw(path: str | Path, format: str = "auto") -> Iterator[RawRecord]:
+    """Yield raw records from a ``.jsonl`` file, a file holding one JSON array, or a trace file.
+
+    ``format`` is ``jsonl``, a trace format of :mod:`harness.traces`, or ``auto`` (by content).
+    """
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: no such file")
+    if format != "jsonl":
+        from ..traces.reader import iter_records, resolve_format
+
+        format = resolve_format(path, format)
+        if format != "jsonl":
+            yield from (RawRecord(line, text, error) for line, text, error in iter_records(path, format))  # type: ignore[arg-type]
+            return
     with path.open("rb") as fh:
         head = fh.read(4096).lstrip()
     if head.startswith(b"\xef\xbb\xbf"):
@@ -150,6 +162,8 @@ def iter_raw(path: str | Path) -> Iterator[RawRecord]:
 
 def parse_record(path: str | Path, raw: RawRecord) -> Transcript:
     """Validate one raw record, translating pydantic's error into ``FILE:LINE: field: problem``."""
+    if raw.error is not None:
+        raise raw.error
     text = raw.text
     if isinstance(text, bytes):
         try:
@@ -174,13 +188,13 @@ def parse_record(path: str | Path, raw: RawRecord) -> Transcript:
         raise TranscriptError(str(path), raw.line, loc, problem) from None
 
 
-def iter_transcripts(path: str | Path, on_bad: OnBad = "fail") -> Iterator[tuple[int, Transcript]]:
+def iter_transcripts(path: str | Path, on_bad: OnBad = "fail", format: str = "auto") -> Iterator[tuple[int, Transcript]]:
     """Yield ``(line, transcript)``; with ``on_bad="skip"`` bad records (and repeated ids) are passed over.
 
     Run :func:`scan` first: it is the pass that reports problems and checks ids are unique.
     """
     seen: set[str] = set()
-    for raw in iter_raw(path):
+    for raw in iter_raw(path, format):
         try:
             record = parse_record(path, raw)
         except TranscriptError:
@@ -195,7 +209,7 @@ def iter_transcripts(path: str | Path, on_bad: OnBad = "fail") -> Iterator[tuple
         yield raw.line, record
 
 
-def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None) -> ScanResult:
+def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto") -> ScanResult:
     """Validate every record (up to ``limit`` good ones) before any judge is called.
 
     With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
@@ -203,7 +217,7 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None) -> 
     """
     result = ScanResult()
     first_line: dict[str, int] = {}
-    for raw in iter_raw(path):
+    for raw in iter_raw(path, format):
         if limit is not None and result.good >= limit:
             break
         try:
