@@ -68,7 +68,7 @@ async def run_evaluation(options: RunOptions, console: Console | None = None, ha
         raise UserInputError("--out is required")
     out = options.out
     plan = build_plan(options)
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit)
+    scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
     out.mkdir(parents=True, exist_ok=True)
     if scanned.bad:
