@@ -141,7 +141,8 @@ def _infos(path: Path) -> list[zipfile.ZipInfo]:
 
 def _eval_json(path: Path) -> Iterator[Extracted]:
     try:
-        log = json.loads(path.read_bytes())
+        # raw_decode: a file holding something else (JSONL, say) is named for what it lacks
+        log, _ = json.JSONDecoder().raw_decode(path.read_bytes().decode("utf-8").lstrip("\ufeff \t\r\n"))
     except json.JSONDecodeError as exc:
         raise TranscriptError(str(path), exc.lineno, "<json>", f"invalid JSON ({exc.msg})") from None
     except UnicodeDecodeError:
