@@ -4,7 +4,7 @@ Only the head of the file is read: a zip is an Inspect ``.eval`` log; JSON whose
 ``resourceSpans`` is OTLP (OpenInference when an ``openinference.span.kind`` attribute appears,
 else OTel GenAI); an object with ``eval`` and ``samples``/``status`` is an Inspect ``.json`` log; an
 object with ``run_type`` and ``dotted_order``/``trace_id`` a LangSmith run; one with
-``observations`` a Langfuse trace. Anything else is the harness's own JSONL/JSON array, whose
+``observations``, or observations (``parentObservationId``), Langfuse. Anything else is the harness's own JSONL/JSON array, whose
 reader then reports any problem with file, line and field.
 """
 
@@ -39,6 +39,6 @@ def detect_format(path: str | Path) -> str:
         return "inspect"
     if _has_key(head, "run_type") and (_has_key(head, "dotted_order") or _has_key(head, "trace_id")):
         return "langsmith"
-    if _has_key(head, "observations"):
+    if _has_key(head, "observations") or _has_key(head, "parentObservationId") or _has_key(head, "isRootObservation"):
         return "langfuse"
     return "jsonl"

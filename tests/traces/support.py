@@ -16,6 +16,7 @@ OPENINFERENCE = FIXTURES / "openinference.jsonl"
 INSPECT_EVAL = FIXTURES / "inspect.eval"
 INSPECT_JSON = FIXTURES / "inspect.json"
 LANGSMITH = FIXTURES / "langsmith.jsonl"
+LANGFUSE = FIXTURES / "langfuse.json"
 QUESTIONS = ["What is the weather in Paris?", "Should I take an umbrella in Paris today?"]
 TOOL_RESULT = "Paris: light rain, 14 C"
 

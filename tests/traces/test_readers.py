@@ -15,7 +15,7 @@ import pytest
 from harness.traces import detect_format
 from harness.transcripts import iter_transcripts, scan
 from tests.traces.support import (
-    INSPECT_EVAL, INSPECT_JSON, LANGSMITH, OPENINFERENCE, OTEL, QUESTIONS, TOOL_RESULT, raw_spans, union_ms,
+    INSPECT_EVAL, INSPECT_JSON, LANGFUSE, LANGSMITH, OPENINFERENCE, OTEL, QUESTIONS, TOOL_RESULT, raw_spans, union_ms,
 )
 
 
@@ -25,7 +25,7 @@ def _load(path: Path, fmt: str = "auto") -> list:
 
 @pytest.mark.parametrize(
     ("path", "expected"),
-    [(OTEL, "otel"), (OPENINFERENCE, "openinference"), (INSPECT_EVAL, "inspect"), (INSPECT_JSON, "inspect"), (LANGSMITH, "langsmith")],
+    [(OTEL, "otel"), (OPENINFERENCE, "openinference"), (INSPECT_EVAL, "inspect"), (INSPECT_JSON, "inspect"), (LANGSMITH, "langsmith"), (LANGFUSE, "langfuse")],
 )
 def test_auto_detects_each_format_by_content(path: Path, expected: str, tmp_path: Path) -> None:
     assert detect_format(path) == expected
@@ -134,3 +134,39 @@ def test_runs_in_any_order_still_group_by_trace(tmp_path: Path) -> None:
     shuffled = tmp_path / "runs.jsonl"
     shuffled.write_text("\n".join(reversed(lines)) + "\n", encoding="utf-8")
     assert sorted(t.id for t in _load(shuffled)) == sorted(t.id for t in _load(LANGSMITH))
+
+
+def test_langfuse_observations_one_transcript_per_trace() -> None:
+    observations = json.loads(LANGFUSE.read_text(encoding="utf-8"))["data"]
+    roots = [o for o in observations if o.get("parentObservationId") is None]
+    transcripts = _load(LANGFUSE, "langfuse")
+    assert [t.id for t in transcripts] == [r["traceId"] for r in roots]
+    for t, root in zip(transcripts, roots, strict=True):
+        r = t.resolved()
+        assert r.query == root["input"]["args"][0]
+        assert r.response == root["output"]
+        assert r.contexts == (TOOL_RESULT,)
+        mine = [o for o in observations if o["traceId"] == root["traceId"]]
+        gens = [(_iso(o["startTime"]), _iso(o["endTime"])) for o in mine if o["type"] == "GENERATION"]
+        assert r.performance.llm_ms == pytest.approx(union_ms(gens), abs=1e-3)
+        assert r.performance.tool_calls == 1
+        assert (t.metadata["trace_id"], t.metadata["span_id"]) == (root["traceId"], root["id"])
+
+
+def test_langfuse_trace_objects_with_observations(tmp_path: Path) -> None:
+    """The UI's trace export: one trace object per line, observations inside, input/output on the trace."""
+    observations = json.loads(LANGFUSE.read_text(encoding="utf-8"))["data"]
+    traces = {}
+    for o in observations:
+        traces.setdefault(o["traceId"], {"id": o["traceId"], "observations": []})["observations"].append(o)
+    for trace in traces.values():
+        root = next(o for o in trace["observations"] if o.get("parentObservationId") is None)
+        trace |= {"input": root["input"]["args"][0], "output": root["output"], "name": root["name"]}
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in traces.values()), encoding="utf-8")
+    assert detect_format(path) == "langfuse"
+    assert [t.resolved() for t in _load(path)] == [t.resolved() for t in _load(LANGFUSE)]
+
+
+def _iso(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
