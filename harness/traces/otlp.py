@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from ..errors import TranscriptError
 
 _SCALARS = ("stringValue", "boolValue", "intValue", "doubleValue")
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 @dataclass(slots=True)
@@ -91,7 +93,7 @@ def _hex_id(raw: str | None, size: int) -> str | None:
     """OTLP/JSON ids are hex; proto3-JSON dumps (``MessageToJson``) carry base64 instead."""
     if not raw:
         return None
-    if len(raw) == size * 2 and all(c in "0123456789abcdefABCDEF" for c in raw):
+    if len(raw) == size * 2 and _HEX.fullmatch(raw):
         return raw.lower()
     return base64.b64decode(raw).hex()
 
