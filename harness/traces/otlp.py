@@ -52,11 +52,6 @@ class Trace:
     trace_id: str
     spans: list[TraceSpan]
 
-    @property
-    def line(self) -> int:
-        """The line of the trace's first span: where a message about the trace points."""
-        return min(s.line for s in self.spans)
-
     def children(self, span_id: str) -> list[TraceSpan]:
         return [s for s in self.spans if s.parent_id == span_id]
 

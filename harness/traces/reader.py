@@ -22,12 +22,11 @@ def _otlp(convert: str) -> Callable[[Path], Iterator[Extracted]]:
         from .otlp import read_traces
 
         for trace in read_traces(path):
-            # A file may mix conventions (OpenInference spans beside GenAI ones): each trace is
-            # read by the convention its own spans use, the asked-for one first.
-            if convert == "openinference" and openinference.is_openinference(trace) or not otel_genai.is_genai(trace) and openinference.is_openinference(trace):
-                yield from openinference.transcripts(trace)
-            else:
-                yield from otel_genai.transcripts(trace)
+            # A file may mix conventions: each trace is read by the convention its own spans use,
+            # the asked-for one when they carry both.
+            has_oi, has_genai = openinference.is_openinference(trace), otel_genai.is_genai(trace)
+            use_oi = has_oi and (convert == "openinference" or not has_genai)
+            yield from (openinference.transcripts(trace) if use_oi else otel_genai.transcripts(trace))
 
     return read
 

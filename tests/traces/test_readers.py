@@ -170,3 +170,12 @@ def test_langfuse_trace_objects_with_observations(tmp_path: Path) -> None:
 
 def _iso(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_one_pretty_printed_otlp_document_reads_like_the_jsonl(tmp_path: Path) -> None:
+    docs = [json.loads(line) for line in OTEL.read_text(encoding="utf-8").splitlines()]
+    merged = {"resourceSpans": [rs for d in docs for rs in d["resourceSpans"]]}
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(merged, indent=2), encoding="utf-8")
+    assert detect_format(path) == "otel"
+    assert [t.resolved() for t in _load(path)] == [t.resolved() for t in _load(OTEL)]
