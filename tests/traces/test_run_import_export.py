@@ -127,6 +127,12 @@ async def test_run_inspect_log_with_reference(tmp_path: Path) -> None:
         assert server.base_url
         out = await _run(tmp_path, server.base_url, INSPECT_EVAL, "auto")
     assert [r["transcript_id"] for r in read_jsonl(out / "results.jsonl")] == ["paris", "umbrella"]
+    # The report reads the texts back from the .eval log the run named in summary.json.
+    with deadline(120):
+        result = CliRunner().invoke(app, ["report", str(out)], env=ENV)
+    assert result.exit_code == 0, result.output
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert QUESTIONS[1] in page and "could not be read" not in page
     # No trace and span ids in an Inspect log: the export says so instead of inventing them.
     with deadline(60):
         result = CliRunner().invoke(app, ["export", str(out)], env=ENV)
