@@ -185,7 +185,7 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
 
 def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
     """Estimate a planned run whose transcripts ``scan`` has already validated."""
-    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record))
+    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format))
     if plan.limit is not None:
         records = (r for r, _ in zip(records, range(plan.limit), strict=False))
     return estimate_records(plan, records, scanned.good, scanned.inputs_seen)
@@ -194,4 +194,4 @@ def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
 def estimate_run(options: RunOptions) -> Estimate:
     """Validate the transcripts and estimate the run ``options`` describe. No network, no judge."""
     plan = build_plan(options, require_keys=False)
-    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit))
+    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit, plan.format))

@@ -131,7 +131,7 @@ class _Worker:
             self.process.stdin.close()
             try:
                 await asyncio.wait_for(self.process.wait(), STOP_GRACE_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -179,12 +179,17 @@ class LocalLlamaJudge(Judge):
                 await worker.stop()
                 self._workers[index] = None
             if len(self._deaths) > MAX_RESTARTS:
-                raise FatalJudgeError(
-                    f"local judge process died {len(self._deaths)} times; not restarted again (last: {self._deaths[-1]})"
-                )
+                raise FatalJudgeError(f"local judge process died {len(self._deaths)} times; not restarted again (last: {self._deaths[-1]})")
             process = await asyncio.create_subprocess_exec(
-                sys.executable, str(WORKER), self._model, str(CONTEXT_PER_REQUEST), str(PARALLEL), str(self._threads),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                sys.executable,
+                str(WORKER),
+                self._model,
+                str(CONTEXT_PER_REQUEST),
+                str(PARALLEL),
+                str(self._threads),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
                 limit=1 << 24,
             )
             worker = self._workers[index] = _Worker(process)
@@ -210,12 +215,15 @@ class LocalLlamaJudge(Judge):
         worker = await self._running(index)
         self._calls += 1
         payload = {
-            "id": self._calls, "messages": list(request.messages), "max_tokens": request.max_tokens,
-            "temperature": request.temperature, "seed": request.seed if request.seed is not None else 0,
+            "id": self._calls,
+            "messages": list(request.messages),
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed if request.seed is not None else 0,
         }
         try:
             return await asyncio.wait_for(worker.call(self._calls, payload), self.config.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             worker.process.kill()  # a hung native call: the next call starts a fresh worker
             await asyncio.gather(worker.tasks[0], return_exceptions=True)  # its death is recorded first
             raise FatalJudgeError(f"local judge did not answer within {self.config.timeout_s:g} s; its process was stopped") from None

@@ -175,7 +175,7 @@ class Runner:
 
     async def _produce(self) -> None:
         batch: list[Entry] = []
-        for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record)):
+        for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format)):
             # An exhausted budget does not stop the reading: the rest is still reported (cache hits
             # served free, the others unscored budget_exhausted), never silently left out.
             if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):

@@ -87,7 +87,7 @@ async def run_evaluation(
         raise UserInputError("--out is required")
     out = options.out
     plan = build_plan(options)
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit)
+    scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
