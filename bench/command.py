@@ -57,20 +57,8 @@ def main() -> int:
             for repeat in range(args.repeats):
                 server.reset()
                 out = work / f"out-{repeat}"
-                argv = [
-                    sys.executable,
-                    "-m",
-                    "harness",
-                    "run",
-                    str(data),
-                    "--config",
-                    str(config),
-                    "--out",
-                    str(out),
-                    "--cache",
-                    str(work / f"cache-{repeat}.sqlite"),
-                    "--no-progress",
-                ]
+                options = ("--config", config, "--out", out, "--cache", work / f"cache-{repeat}.sqlite", "--no-progress")
+                argv = [sys.executable, "-m", "harness", "run", str(data), *map(str, options)]
                 wall, done = timed(argv)
                 if done.returncode != 0:
                     raise SystemExit(f"harness run exited {done.returncode}: {done.stderr[-2000:]}")
