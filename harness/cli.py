@@ -363,21 +363,7 @@ def clmpi(
     from .suites.common import JudgeOptions
     from .suites.render import clmpi_table
 
-    judge = (
-        None
-        if no_judge
-        else JudgeOptions(
-            config=config,
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            concurrency=concurrency,
-            cache=cache,
-            no_cache=no_cache,
-            offline=offline,
-            prompts=prompts or [],
-        )
-    )
+    judge = None if no_judge else JudgeOptions(config, model, base_url, api_key_env, concurrency, cache, no_cache, offline, prompts or [])
     try:
         result = evaluate_clmpi(runs, out, judge, load_weights(weights), judge_accuracy)
     except HarnessError as exc:
@@ -424,21 +410,7 @@ def simulation(
     from .suites.render import simulation_table
     from .suites.simulation import evaluate_simulation
 
-    judge = (
-        None
-        if no_judge
-        else JudgeOptions(
-            config=config,
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            concurrency=concurrency,
-            cache=cache,
-            no_cache=no_cache,
-            offline=offline,
-            prompts=prompts or [],
-        )
-    )
+    judge = None if no_judge else JudgeOptions(config, model, base_url, api_key_env, concurrency, cache, no_cache, offline, prompts or [])
     try:
         result = evaluate_simulation(conversations, out, judge)
     except HarnessError as exc:
