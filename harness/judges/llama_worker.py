@@ -7,7 +7,8 @@ killed for memory, this process dies and the harness records the judgments it he
 Protocol, one JSON object per line. In on stdin: ``{"id", "messages", "max_tokens", "temperature",
 "seed"}``. Out on stdout: ``{"ready": true, "system_info": ...}`` once the model is loaded, then one
 ``{"id", "text", "prompt_tokens", "completion_tokens", "finish_reason"}`` or ``{"id", "error"}`` per
-request, in the order they finish. ``{"fatal": ...}`` then exit 1 if the model cannot be loaded.
+request, in the order they finish, and ``{"progress": true}`` after a decode step that finished none.
+``{"fatal": ...}`` then exit 1 if the model cannot be loaded.
 EOF on stdin ends the process.
 
 Speed: requests are decoded together as parallel sequences of one llama.cpp batch (continuous
@@ -333,8 +334,11 @@ def serve(engine: Engine, lines: Lines, out) -> None:
         while waiting and engine.has_room():
             engine.start(waiting.pop(0))
         if engine.active:
-            for reply in engine.step():
+            replies = engine.step()
+            for reply in replies:
                 send(reply)
+            if not replies:
+                send({"progress": True})  # a decode step ended: the parent's watchdog sees progress
         elif lines.eof and not waiting:
             return
 
