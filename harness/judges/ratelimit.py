@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-
 #: Requests or tokens; what a bucket may lack and still pay (float rounding of the refill).
 _PAID = 1e-9
 
