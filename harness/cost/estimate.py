@@ -38,6 +38,10 @@ class Line:
     requests: int = 0
     cache_hits: int = 0
     missing_input: int = 0
+    #: prompts that cannot fit the judge's context window: no call would be made
+    context_overflow: int = 0
+    #: prompts cut to fit (truncate = "middle")
+    truncated_input: int = 0
     prompt_tokens: int = 0
     completion_tokens_max: int = 0
     completion_tokens_expected: float = 0.0
@@ -56,6 +60,7 @@ class JudgeTotals:
     priced: bool
     requests: int = 0
     cache_hits: int = 0
+    context_overflow: int = 0
     prompt_tokens: int = 0
     completion_tokens_expected: float = 0.0
     cost_usd_max: float | None = None
@@ -131,8 +136,12 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
         for job in jobs:
             line = lines[(job.judge.name, job.rubric.name)]
             if job.result is not None:
-                line.missing_input += 1
+                if job.result.reason == "context_overflow":
+                    line.context_overflow += 1
+                else:
+                    line.missing_input += 1
                 continue
+            line.truncated_input += job.truncated_input
             assert job.request is not None
             prompt = counters[job.judge.name].count_messages(job.request.messages)
             expected = line.cached_completion_mean if line.cached_completion_mean is not None else job.request.max_tokens
@@ -166,6 +175,7 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
         totals = JudgeTotals(judge=judge.name, model=judge.model, tokenizer=counter.encoding, approximate=not counter.exact, priced=judge.has_prices)
         totals.requests = sum(line.requests for line in own)
         totals.cache_hits = sum(line.cache_hits for line in own)
+        totals.context_overflow = sum(line.context_overflow for line in own)
         totals.prompt_tokens = sum(line.prompt_tokens for line in own)
         totals.completion_tokens_expected = sum(line.completion_tokens_expected for line in own)
         totals.cost_usd_max = _sum_known(line.cost_usd_max for line in own) if judge.has_prices else None

@@ -123,3 +123,11 @@ def call_cost(
         if tokens and price is not None:
             cost += tokens * (price - judge.input_price_per_1m) / 1_000_000
     return cost
+
+
+def prompt_cache_saving(judge: JudgeConfig, cached_tokens: float) -> float:
+    """USD the provider's prompt cache saved on ``cached_tokens``: the input price minus the
+    cached-input price (0 when either is unknown)."""
+    if judge.input_price_per_1m is None or judge.cached_input_price_per_1m is None:
+        return 0.0
+    return cached_tokens * (judge.input_price_per_1m - judge.cached_input_price_per_1m) / 1_000_000
