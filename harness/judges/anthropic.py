@@ -33,7 +33,8 @@ from .base import JudgeReply, JudgeRequest
 from .openai_aiohttp import AiohttpJudge
 from .protocol import SCHEMA_NAME, int_or_none, redact, status_error
 
-ANTHROPIC_VERSION = "2023-06-01"
+#: What the ``anthropic`` SDK (2.10) sends; the API still accepts the long-stable "2023-06-01" too.
+ANTHROPIC_VERSION = "2026-10-21"
 
 
 def messages_body(model: str, request: JudgeRequest) -> dict[str, Any]:
