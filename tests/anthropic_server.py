@@ -5,8 +5,11 @@ and reproduces what the Messages API documents and the ``anthropic`` SDK sends a
 (``tests/test_anthropic.py`` drives it with the SDK itself):
 
 - ``POST /v1/messages``; ``base_url`` is the server root, as the SDK's is;
-- ``x-api-key`` is required (401 ``authentication_error``), so is ``anthropic-version`` (400);
-  ``Authorization: Bearer`` is not how this API authenticates;
+- a key is required (401 ``authentication_error``): ``x-api-key``, as the API documents and the
+  harness sends, or ``Authorization: Bearer``, which is what the ``anthropic`` SDK 2.10 sends;
+  ``anthropic-version`` is required too (400), one of ``VERSIONS`` (the SDK 2.10 sends 2026-10-21,
+  whose request type has no ``temperature``: sent with that version it is a 400; the harness
+  sends 2023-06-01, which takes ``temperature`` in 0..1);
 - the body: ``model``, ``max_tokens`` (required), ``messages`` without a ``system`` role (the
   system prompt is the top-level ``system``, a string or text blocks), ``temperature`` in 0..1;
   anything else is a 400 ``invalid_request_error``;
@@ -77,7 +80,8 @@ class AnthropicServer(JudgeServer):
         return await self._recorded(request, lambda body: self._message(body, request.headers))
 
     async def _message(self, body: Any, headers: Mapping[str, str]) -> web.Response:
-        if not headers.get("x-api-key"):
+        bearer = headers.get("authorization", "")
+        if not headers.get("x-api-key") and not (bearer.startswith("Bearer ") and bearer[7:].strip()):
             return error(401, "authentication_error", "x-api-key header is required")
         version = headers.get("anthropic-version")
         if not version:
@@ -101,6 +105,9 @@ class AnthropicServer(JudgeServer):
                     f'messages.{index}.role: Unexpected role "{role}". The Messages API accepts a top-level `system` parameter, '
                     'not "system" as an input message role.',
                 )
+        if version != "2023-06-01" and "temperature" in body:
+            # The 2026-10-21 request type (the SDK 2.10's) has no temperature field at all.
+            return error(400, "invalid_request_error", "temperature: Extra inputs are not permitted")
         temperature = body.get("temperature", 1.0)
         if not isinstance(temperature, int | float) or not 0 <= temperature <= 1:
             return error(400, "invalid_request_error", "temperature: Input should be less than or equal to 1")
@@ -142,7 +149,9 @@ class AnthropicServer(JudgeServer):
         score = marker.group(1) if marker else f"{deterministic_score(last_user):.2f}"
         if body.get("tool_choice", {}).get("type") == "tool":
             name = body["tool_choice"]["name"]
-            content: list[dict[str, Any]] = [{"type": "tool_use", "id": f"toolu_{next(_ids):020d}", "name": name, "input": {"score": json.loads(score)}}]
+            content: list[dict[str, Any]] = [
+                {"type": "tool_use", "id": f"toolu_{next(_ids):020d}", "name": name, "input": {"score": json.loads(score)}}
+            ]
             output_tokens, stop_reason = 12, "tool_use"
         else:
             words = (self.reply(body) if self.reply is not None else f"Score: {score}").split()

@@ -60,7 +60,13 @@ def test_the_family_table_shapes_each_request() -> None:
     gpt5 = shape_request(JudgeConfig(name="a", model="gpt-5-mini"), messages, 64)
     assert request_body("gpt-5-mini", gpt5) == {"model": "gpt-5-mini", "messages": list(messages), "max_completion_tokens": 64 + 4096}
     chat = shape_request(JudgeConfig(name="b", model="gpt-4.1-mini", seed=3), messages, 64)
-    assert request_body("gpt-4.1-mini", chat) == {"model": "gpt-4.1-mini", "messages": list(messages), "max_tokens": 64, "temperature": 0.0, "seed": 3}
+    assert request_body("gpt-4.1-mini", chat) == {
+        "model": "gpt-4.1-mini",
+        "messages": list(messages),
+        "max_tokens": 64,
+        "temperature": 0.0,
+        "seed": 3,
+    }
     # A gateway's prefix, an o-series model and the non-reasoning gpt-5-chat.
     assert family_of("openai/o4-mini").name == "o-series"
     assert family_of("gpt-5-chat-latest").name == "gpt-5-chat"

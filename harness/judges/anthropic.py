@@ -33,8 +33,9 @@ from .base import JudgeReply, JudgeRequest
 from .openai_aiohttp import AiohttpJudge
 from .protocol import SCHEMA_NAME, int_or_none, redact, status_error
 
-#: What the ``anthropic`` SDK (2.10) sends; the API still accepts the long-stable "2023-06-01" too.
-ANTHROPIC_VERSION = "2026-10-21"
+#: The long-stable API version, whose Messages API takes ``temperature``. The ``anthropic`` SDK 2.10
+#: sends "2026-10-21", whose request type has no temperature at all; a judge wants temperature 0.
+ANTHROPIC_VERSION = "2023-06-01"
 
 
 def messages_body(model: str, request: JudgeRequest) -> dict[str, Any]:

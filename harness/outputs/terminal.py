@@ -168,7 +168,7 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
             )
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
-        console.print(f"{cut} prompts would be cut in the middle to fit a context window (truncate = \"middle\")")
+        console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')
     unpriced = [j.judge for j in estimate.judges if not j.priced]
     if unpriced:
         console.print(f"no price for: {', '.join(unpriced)} (cost unknown; set input_price_per_1m/output_price_per_1m)")
