@@ -244,3 +244,13 @@ async def test_structured_output_is_a_forced_tool(server: AnthropicServer) -> No
 def test_an_anthropic_judge_reads_its_own_key_variable_and_url() -> None:
     judge = JudgeConfig(name="c", provider="anthropic", model="claude-sonnet-4-5")
     assert judge.api_key_env == "ANTHROPIC_API_KEY" and judge.endpoint == "https://api.anthropic.com"
+
+
+async def test_a_key_quoted_back_in_a_reply_is_masked() -> None:
+    with AnthropicServer(reply=lambda body: f"my key is {KEY} Score: 0.5") as server:
+        judge = AnthropicJudge(config(server))
+        try:
+            reply = await judge.complete(JudgeRequest(MESSAGES, 64, 0.0))
+        finally:
+            await judge.aclose()
+    assert KEY not in reply.text and reply.text == "my key is [REDACTED] Score: 0.5"

@@ -309,3 +309,21 @@ async def test_a_base_url_without_v1_gets_a_hint(tmp_path: Path) -> None:
         _, out, _ = await run(tmp_path)
     [row] = out.judgments
     assert row["status"] == "failed" and "HTTP 404" in row["error"] and 'try base_url = ".../v1"' in row["error"]
+
+
+async def test_the_sdk_provider_sends_the_same_shaped_request() -> None:
+    # provider = "openai-sdk" builds its call from the same request_body: the SDK accepts
+    # max_completion_tokens, reasoning_effort and response_format, and the server takes them.
+    from harness.judges.openai_sdk import OpenAISDKJudge
+
+    with serve(reasoning_tokens=50) as server:
+        config = JudgeConfig(name="s", provider="openai-sdk", model="gpt-5-mini", base_url=server.base_url, api_key_env=KEY_ENV, reasoning_effort="low")
+        sdk_judge = OpenAISDKJudge(config)
+        try:
+            messages = ({"role": "user", "content": "rate [[score=0.5]]"},)
+            reply = await sdk_judge.complete(shape_request(config, messages, 64))
+        finally:
+            await sdk_judge.aclose()
+    body = chat_requests(server)[0]["body"]
+    assert body["max_completion_tokens"] == 4160 and body["reasoning_effort"] == "low" and "temperature" not in body
+    assert (reply.text, reply.reasoning_tokens, reply.truncated) == ('{"score": 0.5}', 50, False)
