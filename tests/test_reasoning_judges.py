@@ -327,3 +327,24 @@ async def test_the_sdk_provider_sends_the_same_shaped_request() -> None:
     body = chat_requests(server)[0]["body"]
     assert body["max_completion_tokens"] == 4160 and body["reasoning_effort"] == "low" and "temperature" not in body
     assert (reply.text, reply.reasoning_tokens, reply.truncated) == ('{"score": 0.5}', 50, False)
+
+
+def test_a_reply_holding_only_reasoning_reads_as_empty_not_malformed() -> None:
+    from harness.errors import MalformedReply
+    from harness.judges.protocol import read_completion
+    from harness.rubrics.parsing import parse_score
+
+    # vLLM / DeepSeek shape: the thinking in reasoning_content, no content at all.
+    body = {
+        "choices": [{"message": {"role": "assistant", "content": None, "reasoning_content": "Let me weigh it..."}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 40},
+    }
+    reply = read_completion(body, "j")
+    assert reply.text == "" and not reply.truncated
+    assert parse_score(reply.text, 0.0, 1.0).reason == "empty_reply"
+    # Cut off while thinking (OpenAI: content null, finish_reason "length").
+    cut = read_completion({"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "length"}]}, "j")
+    assert cut.text == "" and cut.truncated
+    # Without either, a null content is still a malformed body (retried).
+    with pytest.raises(MalformedReply):
+        read_completion({"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "stop"}]}, "j")

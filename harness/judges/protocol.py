@@ -59,8 +59,10 @@ def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeRe
     text = message.get("content") if isinstance(message, dict) else None
     if text is None and isinstance(message, dict) and message.get("refusal"):
         text = message["refusal"]
-    if text is None and isinstance(message, dict) and choice.get("finish_reason") == "length":
-        text = ""  # a reasoning model that spent its whole budget thinking: content null, cut off
+    if text is None and isinstance(message, dict) and (choice.get("finish_reason") == "length" or _has_reasoning(message)):
+        # Cut off while thinking (content null), or a reply that holds only reasoning (vLLM,
+        # DeepSeek and gateways put it in reasoning_content / reasoning): no verdict, not malformed.
+        text = ""
     if not isinstance(text, str):
         raise MalformedReply(f"{where}: malformed response: no message content")
     text = redact(text, secret)
@@ -73,6 +75,10 @@ def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeRe
         reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
         cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
     )
+
+
+def _has_reasoning(message: dict[str, Any]) -> bool:
+    return any(isinstance(message.get(field), str) and message[field] for field in ("reasoning_content", "reasoning"))
 
 
 def _detail(usage: dict[str, Any], group: str, name: str) -> int | None:
