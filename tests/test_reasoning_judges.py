@@ -348,3 +348,23 @@ def test_a_reply_holding_only_reasoning_reads_as_empty_not_malformed() -> None:
     # Without either, a null content is still a malformed body (retried).
     with pytest.raises(MalformedReply):
         read_completion({"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "stop"}]}, "j")
+
+
+def test_the_estimate_shows_the_prompt_cache_saving(tmp_path: Path) -> None:
+    # A rubric whose system prompt is 1,500 tokens (over the 1,024-token minimum): every request
+    # but the first reads it from the cache. gpt-4.1-mini: 0.40 in, 0.10 cached per 1M, so
+    # 3 transcripts → 2 cached prefixes: 2 × 1,500 × 0.30 / 1e6 = $0.0009.
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    system = " ".join(["judge"] * 1500)
+    assert TokenCounter.for_model("gpt-4.1-mini").count_text(system) == 1500
+    (prompts / "long_system.md").write_text(
+        f'+++\nname = "long_system"\nversion = "1"\nscale = [0.0, 1.0]\ninputs = ["response"]\nmax_tokens = 8\nsystem = "{system}"\n+++\n{{{{response}}}}\n'
+    )
+    write_jsonl(tmp_path / "t.jsonl", records(3))
+    estimate = estimate_run(RunOptions(input=tmp_path / "t.jsonl", model="gpt-4.1-mini", prompts=[prompts], rubrics=["long_system"], no_cache=True))
+    assert estimate.judges[0].prompt_cache_saving_usd == pytest.approx(2 * 1500 * 0.30 / 1e6, rel=1e-12)
+    # The built-in rubrics' system prompt is far under the minimum: nothing to save, said as 0.
+    write_jsonl(tmp_path / "u.jsonl", records(3))
+    builtin = estimate_run(RunOptions(input=tmp_path / "u.jsonl", model="gpt-4.1-mini", rubrics=["relevance"], no_cache=True))
+    assert builtin.judges[0].prompt_cache_saving_usd == 0.0

@@ -21,9 +21,11 @@ from typing import Any
 from ..cache.store import CacheReader
 from ..planning import Entry, RunOptions, RunPlan, build_plan, make_entry
 from ..transcripts import ScanResult, Transcript, iter_transcripts, scan
-from .prices import call_cost
+from .prices import call_cost, prompt_cache_saving
 from .tokens import TokenCounter
 
+#: Shortest prefix the providers cache (OpenAI: 1,024 tokens; Anthropic: 1,024, Haiku 2,048).
+MIN_CACHEABLE_TOKENS = 1024
 #: Judge latency assumed when the cache has no reply of that judge to measure it from.
 ASSUMED_LATENCY_S = 2.0
 _BATCH = 512
@@ -65,6 +67,9 @@ class JudgeTotals:
     completion_tokens_expected: float = 0.0
     cost_usd_max: float | None = None
     cost_usd_expected: float | None = None
+    #: what the provider's prompt cache would save on the system prompt, the one prefix every
+    #: request shares (None: no cached-input price); 0 when that prefix is under the provider's minimum
+    prompt_cache_saving_usd: float | None = None
     latency_s: float = ASSUMED_LATENCY_S
     latency_measured: bool = False
     duration_s: float = 0.0
@@ -124,6 +129,9 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
     latency_means = cache.latency_means_s() if cache is not None else {}
     counters = {j.name: TokenCounter.for_model(j.model, j.tokenizer) for j in plan.judges}
     lines = {(j.name, r.name): Line(j.name, r.name) for j in plan.judges for r in rubrics}
+    #: per judge: system-prompt tokens sent in requests that could be served from the prompt cache
+    cacheable: dict[str, int] = dict.fromkeys((j.name for j in plan.judges), 0)
+    seen_prefix: set[tuple[str, str]] = set()
     for line in lines.values():
         judge = next(j for j in plan.judges if j.name == line.judge)
         line.cached_completion_mean = completion_means.get((judge.model, judge.endpoint, line.rubric))
@@ -151,6 +159,12 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
                 continue
             line.requests += 1
             line.prompt_tokens += prompt
+            system = next((m["content"] for m in job.request.messages if m["role"] == "system"), "")
+            prefix = counters[job.judge.name].count_text(system) if system else 0
+            if prefix >= MIN_CACHEABLE_TOKENS:
+                if (job.judge.name, system) in seen_prefix:
+                    cacheable[job.judge.name] += prefix
+                seen_prefix.add((job.judge.name, system))  # the first request writes the cache
             line.completion_tokens_max += job.request.max_tokens
             line.completion_tokens_expected += expected
             line.cost_usd_max = _add(line.cost_usd_max, call_cost(job.judge, prompt, job.request.max_tokens))
@@ -180,6 +194,8 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
         totals.completion_tokens_expected = sum(line.completion_tokens_expected for line in own)
         totals.cost_usd_max = _sum_known(line.cost_usd_max for line in own) if judge.has_prices else None
         totals.cost_usd_expected = _sum_known(line.cost_usd_expected for line in own) if judge.has_prices else None
+        if judge.cached_input_price_per_1m is not None:
+            totals.prompt_cache_saving_usd = prompt_cache_saving(judge, cacheable[judge.name])
         measured = latency_means.get((judge.model, judge.endpoint))
         if measured is not None:
             totals.latency_s, totals.latency_measured = measured, True

@@ -166,6 +166,9 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
                 f"{j.judge}: {j.context_overflow} prompts would overflow its context window and be unscored "
                 '(context_overflow, no call); truncate = "middle" shortens them to fit'
             )
+    for j in estimate.judges:
+        if j.prompt_cache_saving_usd is not None:
+            console.print(f"{j.judge}: the provider's prompt cache would save about {_usd(j.prompt_cache_saving_usd)} on the shared system prompt")
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
         console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')
