@@ -226,6 +226,7 @@ async def test_an_endpoint_that_refuses_the_schema_fails_with_its_message(tmp_pa
     [row] = out.judgments
     assert row["status"] == "failed" and row["attempts"] == 1
     assert "'response_format' of type 'json_schema' is not supported" in row["error"]
+    assert "structured_output = true" in row["error"] and "set it to false" in row["error"]
     assert outcome.exit_code == 1
 
 

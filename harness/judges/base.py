@@ -46,8 +46,9 @@ class JudgeReply:
 
     @property
     def truncated(self) -> bool:
-        """The reply was cut at the completion budget (``finish_reason`` "length", Anthropic's "max_tokens")."""
-        return self.finish_reason in ("length", "max_tokens")
+        """The reply was cut off: at the completion budget (``finish_reason`` "length", Anthropic's
+        "max_tokens") or at the end of the context window (Anthropic's "model_context_window_exceeded")."""
+        return self.finish_reason in ("length", "max_tokens", "model_context_window_exceeded")
 
 
 class Judge(ABC):

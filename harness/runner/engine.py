@@ -81,6 +81,10 @@ class Endpoint:
         ]
 
 
+#: Added to a 400 answered to a structured-output request: the usual cause is an endpoint without it.
+SCHEMA_HINT = " (this judge has structured_output = true: if the endpoint does not support JSON Schema output, set it to false)"
+
+
 def _truncation_note(budget: int, reply: JudgeReply) -> str:
     thinking = f", {reply.reasoning_tokens} of them reasoning" if reply.reasoning_tokens else ""
     return (
@@ -292,7 +296,12 @@ class Runner:
             reply = await call_with_retries(attempt, judge.config.max_attempts, attempts)
         except JudgeError as exc:
             return job.judgment(
-                "failed", reason=exc.kind, error=str(exc), attempts=attempts.count, latency_ms=last_latency * 1000, billed_retries=billed_retries
+                "failed",
+                reason=exc.kind,
+                error=str(exc) + (SCHEMA_HINT if request.schema is not None and exc.status == 400 else ""),
+                attempts=attempts.count,
+                latency_ms=last_latency * 1000,
+                billed_retries=billed_retries,
             )
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
         limiter.reconcile(job.est_tokens, used)
