@@ -41,7 +41,8 @@ class Fit:
 
 def byte_bound(messages: Messages) -> int:
     """An upper bound on the prompt's tokens: its UTF-8 bytes plus the chat framing (one token per role)."""
-    return sum(len(m["content"].encode("utf-8")) for m in messages) + (TOKENS_PER_MESSAGE + 1) * len(messages) + REPLY_PRIMING
+    size = sum(len(c) if c.isascii() else len(c.encode("utf-8")) for c in (m["content"] for m in messages))
+    return size + (TOKENS_PER_MESSAGE + 1) * len(messages) + REPLY_PRIMING
 
 
 def fit(

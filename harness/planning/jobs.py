@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..cache.keys import cache_key
@@ -64,6 +65,11 @@ def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> in
     return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages) + max_tokens
 
 
+@lru_cache(maxsize=64)
+def _counter(model: str, tokenizer: str | None) -> TokenCounter:
+    return TokenCounter.for_model(model, tokenizer)
+
+
 def request_key(judge: JudgeConfig, rubric: Rubric, request: JudgeRequest) -> str:
     """The cache key of ``request``: a judge that uses no request-shape option keys as before."""
     return cache_key(
@@ -98,7 +104,7 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
             request = shape_request(judge, messages, rubric.max_tokens or judge.max_tokens, schema)
             if judge.context_window is not None:
                 truncate = (rubric.truncate or judge.truncate) == "middle"
-                counter = TokenCounter.for_model(judge.model, judge.tokenizer)
+                counter = _counter(judge.model, judge.tokenizer)
                 fitted = fit(
                     messages,
                     transcript,
@@ -114,7 +120,8 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
                         reason="context_overflow",
                         prompt_tokens=fitted.prompt_tokens,
                         error=f"prompt of {fitted.prompt_tokens} tokens + {request.max_tokens} for the reply exceeds "
-                        f'the context window of {judge.context_window} (truncate = "middle" cuts it to fit)',
+                        f"the context window of {judge.context_window}"
+                        + (" even with its inputs cut" if truncate else ' (truncate = "middle" cuts it to fit)'),
                     )
                     continue
                 if fitted.truncated:
