@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from ..config import JudgeConfig
@@ -66,6 +67,7 @@ def bare_model(model: str) -> str:
     return model.rsplit("/", 1)[-1].lower()
 
 
+@lru_cache(maxsize=256)
 def family_of(model: str) -> Family:
     name = bare_model(model)
     return next((f for f in FAMILIES if name.startswith(f.prefixes)), CHAT)
