@@ -318,7 +318,9 @@ async def test_the_sdk_provider_sends_the_same_shaped_request() -> None:
     from harness.judges.openai_sdk import OpenAISDKJudge
 
     with serve(reasoning_tokens=50) as server:
-        config = JudgeConfig(name="s", provider="openai-sdk", model="gpt-5-mini", base_url=server.base_url, api_key_env=KEY_ENV, reasoning_effort="low")
+        config = JudgeConfig(
+            name="s", provider="openai-sdk", model="gpt-5-mini", base_url=server.base_url, api_key_env=KEY_ENV, reasoning_effort="low"
+        )
         sdk_judge = OpenAISDKJudge(config)
         try:
             messages = ({"role": "user", "content": "rate [[score=0.5]]"},)
