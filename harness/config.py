@@ -28,13 +28,14 @@ import tomllib
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .errors import ConfigError
 from .validation import first_problem
 
 DEFAULT_CACHE = Path("cache/judgments.sqlite")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_COMPOSITES: dict[str, dict[str, float]] = {
     # seed 003, "Answer Correctness": relevance 70 %, faithfulness 30 %.
     "answer_correctness": {"relevance": 0.7, "faithfulness": 0.3},
@@ -50,9 +51,10 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
-    provider: Literal["openai", "openai-sdk", "local"] = "openai"
+    provider: Literal["openai", "openai-sdk", "anthropic", "local"] = "openai"
     model: str
     base_url: str | None = None
+    #: default OPENAI_API_KEY, or ANTHROPIC_API_KEY for ``provider = "anthropic"``
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(default=256, gt=0)
@@ -64,8 +66,36 @@ class JudgeConfig(BaseModel):
     tpm: float | None = Field(default=None, gt=0)
     input_price_per_1m: float | None = Field(default=None, ge=0)
     output_price_per_1m: float | None = Field(default=None, ge=0)
+    cached_input_price_per_1m: float | None = Field(default=None, ge=0)
+    cache_write_price_per_1m: float | None = Field(default=None, ge=0)
     #: Token counting for estimates: "o200k_base", "cl100k_base" or "approx"; default: by model name.
     tokenizer: str | None = None
+    # Request shape (harness/judges/families.py): None takes the model family's default.
+    token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+    send_temperature: bool | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    #: completion tokens on top of max_tokens for hidden reasoning (gpt-5, o-series: 4096)
+    reasoning_budget: int | None = Field(default=None, ge=0)
+    #: ask for the score as JSON Schema (response_format on OpenAI, a forced tool on Anthropic)
+    structured_output: bool = False
+    #: prompt + completion tokens the model takes; default from the price table for known models
+    context_window: int | None = Field(default=None, gt=0)
+    #: "middle": shorten the longest transcript fields of a prompt that would overflow
+    truncate: Literal["none", "middle"] = "none"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_defaults(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("provider") == "anthropic" and "api_key_env" not in data:
+            return {**data, "api_key_env": "ANTHROPIC_API_KEY"}
+        return data
+
+    @field_validator("structured_output")
+    @classmethod
+    def _structured_supported(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("provider") == "local":
+            raise ValueError("the local judge cannot follow a JSON Schema: set structured_output = false")
+        return value
 
     @field_validator("tokenizer")
     @classmethod
@@ -75,7 +105,7 @@ class JudgeConfig(BaseModel):
             raise ValueError(f"unknown tokenizer {value!r} (known: {', '.join(known)})")
         return value
 
-    @field_validator("input_price_per_1m", "output_price_per_1m", "rpm", "tpm")
+    @field_validator("input_price_per_1m", "output_price_per_1m", "cached_input_price_per_1m", "cache_write_price_per_1m", "rpm", "tpm")
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
@@ -87,6 +117,8 @@ class JudgeConfig(BaseModel):
         """The base URL actually called: configured, else OPENAI_BASE_URL, else OpenAI's."""
         if self.provider == "local":
             return "local"
+        if self.provider == "anthropic":
+            return (self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL).rstrip("/")
         return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
     @property

@@ -65,6 +65,7 @@ FAULT_KINDS = (
     "401echo",
     "500echo",
     "200echo",
+    "429litellm",
 )
 MODES = ("score", "echo")
 RETRY_AFTER_S = "0.05"
@@ -96,6 +97,34 @@ _ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
     ),
 }
 _ERRORS["429ra0"] = _ERRORS["429"]
+_ERRORS["429litellm"] = _ERRORS["429"]
+#: Models OpenAI serves as reasoning models: they refuse max_tokens and any temperature but 1.
+_REASONING = re.compile(r"^(?:.*/)?(?:gpt-5(?!-chat)|o1|o3|o4)")
+
+
+def _unsupported(param: str, message: str, code: str) -> web.Response:
+    """OpenAI's 400 for a parameter a model rejects (shape and text as the API sends them)."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    return web.json_response(body, status=400)
+
+
+def reasoning_model_refusal(body: dict[str, Any]) -> web.Response | None:
+    """The 400 a reasoning model answers to chat-model parameters, or None."""
+    if not _REASONING.match(str(body.get("model", ""))):
+        return None
+    if "max_tokens" in body:
+        return _unsupported(
+            "max_tokens",
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            "unsupported_parameter",
+        )
+    if "temperature" in body and body["temperature"] != 1:
+        return _unsupported(
+            "temperature",
+            f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. Only the default (1) value is supported.",
+            "unsupported_value",
+        )
+    return None
 
 
 def prompt_text(messages: list[Any]) -> str:
@@ -141,6 +170,10 @@ class JudgeServer:
         hang_s: float = 30.0,
         reply: Callable[[dict[str, Any]], str] | None = None,
         usage: Callable[[list[Any], str], tuple[int, int]] | None = None,
+        reasoning_tokens: int = 0,
+        cached_tokens: int = 0,
+        supports_schema: bool = True,
+        cut_at_budget: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -161,6 +194,17 @@ class JudgeServer:
         #: When set to an unset Event, chat completions wait for it before answering (after
         #: ``latency_s``): a test can hold N requests in flight for sure, whatever the machine's load.
         self.hold: threading.Event | None = None
+        #: hidden tokens a reasoning model (gpt-5, o-series) spends before answering, out of
+        #: max_completion_tokens; a budget too small for them and the answer gives content "" and
+        #: finish_reason "length", as OpenAI does
+        self.reasoning_tokens = reasoning_tokens
+        #: reported as usage.prompt_tokens_details.cached_tokens (at most the prompt's tokens)
+        self.cached_tokens = cached_tokens
+        #: False: response_format json_schema is refused with a 400, as by servers without it
+        self.supports_schema = supports_schema
+        #: cut every reply at its token budget (a reply's words count as tokens); reasoning models'
+        #: replies always are. Off by default so echo-mode tests get their whole echo back.
+        self.cut_at_budget = cut_at_budget
         self.requests: list[dict[str, Any]] = []
         self.max_in_flight = 0
         #: time.time() of the first request's arrival and of the last answer (None before any)
@@ -225,8 +269,7 @@ class JudgeServer:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
+        self._routes(app)
         app.router.add_get("/_stats", self._stats)
         app.router.add_post("/_reset", self._reset)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
@@ -236,7 +279,7 @@ class JudgeServer:
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", port)
             await site.start()
-            self.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+            self.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}{self.url_suffix}"
         except BaseException as exc:  # noqa: BLE001 - handed to the starting thread, which re-raises it
             self._startup_error = exc
             await runner.cleanup()
@@ -249,6 +292,13 @@ class JudgeServer:
             await runner.cleanup()
 
     # --- handlers -------------------------------------------------------------------------------
+
+    #: what ``base_url`` ends with after the port (the Anthropic server's is its root)
+    url_suffix = "/v1"
+
+    def _routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._recorded(request, lambda body: self._complete(body, request.headers))
@@ -334,6 +384,12 @@ class JudgeServer:
             return web.json_response(_error("'messages' must be a non-empty list", "invalid_request_error"), status=400)
         if body.get("stream"):
             return web.json_response(_error("judge_server does not stream", "invalid_request_error"), status=400)
+        if (refusal := reasoning_model_refusal(body)) is not None:
+            return refusal
+        response_format = body.get("response_format")
+        if isinstance(response_format, dict) and response_format.get("type") == "json_schema" and not self.supports_schema:
+            error = _error("Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.", "invalid_request_error")
+            return web.json_response(error, status=400)
         key = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
         attempt = self._attempts.get(key, 0)
         self._attempts[key] = attempt + 1
@@ -359,6 +415,8 @@ class JudgeServer:
         if fault in _ERRORS:
             status, error = _ERRORS[fault]
             headers = {"Retry-After": RETRY_AFTER_S} if fault == "429" else None
+            if fault == "429litellm":  # LiteLLM passes the upstream provider's hint on under its own name
+                headers = {"llm_provider-retry-after": RETRY_AFTER_S}
             return web.json_response(error, status=status, headers=headers)
         if fault == "hang":
             assert self._stopping is not None
@@ -387,6 +445,8 @@ class JudgeServer:
             content = text
         elif (marker := _SCORE_MARKER.search(last_user)) is not None:
             content = '{"score": ' + marker.group(1) + "}"
+        elif isinstance(body.get("response_format"), dict) and body["response_format"].get("type") == "json_schema":
+            content = json.dumps({"score": round(deterministic_score(text), 2)})
         else:
             content = f"Score: {deterministic_score(text):.2f}"
         if self.usage is not None:
@@ -394,6 +454,23 @@ class JudgeServer:
         else:
             prompt_tokens = sum(len(_content_text(m.get("content")).split()) + 4 for m in messages if isinstance(m, dict))
             completion_tokens = len(content.split())
+        finish_reason = "stop"
+        reasoning = self.reasoning_tokens if _REASONING.match(str(body.get("model", ""))) else 0
+        budget = body.get("max_completion_tokens", body.get("max_tokens"))
+        if (reasoning or self.cut_at_budget) and isinstance(budget, int) and reasoning + completion_tokens > budget:
+            # Out of budget: thinking is spent first, so what is left of the answer is cut (all of it,
+            # when reasoning alone takes the budget).
+            reasoning = min(reasoning, budget)
+            kept = content.split()[: budget - reasoning]
+            content, completion_tokens, finish_reason = " ".join(kept), len(kept), "length"
+        completion_tokens += reasoning
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens), "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
+        }
         return {
             "id": f"chatcmpl-judge-{next(self._ids)}",
             "object": "chat.completion",
@@ -404,14 +481,10 @@ class JudgeServer:
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
                     "logprobs": None,
-                    "finish_reason": "stop",
+                    "finish_reason": finish_reason,
                 }
             ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
 
     @staticmethod

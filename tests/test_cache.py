@@ -118,9 +118,11 @@ KEY_ARGS: dict[str, Any] = {
     "seed": None,
     "rubric": "relevance",
     "rubric_version": "1",
+    "extras": (),
 }
 
 CHANGES: dict[str, Any] = {
+    "extras": ("reasoning_effort:low",),
     "model": "gpt-4o",
     "base_url": "http://127.0.0.1:8000/v1",
     "messages": [{"role": "system", "content": "judge"}, {"role": "user", "content": "rate <response>y</response>"}],
@@ -346,3 +348,12 @@ def test_two_processes_share_one_cache_file(tmp_path: Path, round_: int) -> None
     assert {text.split()[0] for (text,) in overlap} <= {"A", "B"}
     assert db.execute("SELECT count(*) FROM _migrations").fetchone()[0] == len(MIGRATIONS)
     db.close()
+
+
+def test_a_plain_request_keys_as_before_request_shape_options() -> None:
+    """The request-shape extras (reasoning effort, schema, temperature not sent) enter the key only
+    when used: a plain judge's key is the digest key format 2 always gave (computed on the
+    pre-extras code for these arguments), so users' caches stay valid."""
+    plain = {k: v for k, v in KEY_ARGS.items() if k != "extras"}
+    assert cache_key(**plain) == "b73aab5cb88ed66fe983b3e9f3af42b7c4cdbeeb9cd738a97a6d2229d481fffe"
+    assert cache_key(**plain, extras=()) == cache_key(**plain)

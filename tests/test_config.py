@@ -123,7 +123,7 @@ def test_bad_price(tmp_path: Path, line: str, problem: str) -> None:
         ("max_attempts = 1000", "max_attempts"),
         ("timeout_s = 0", "timeout_s"),
         ("rpm = -5", "rpm"),
-        ('provider = "anthropic"', "provider"),
+        ('provider = "cohere"', "provider"),
         ('name = "has space"', "name"),
     ],
 )

@@ -236,7 +236,7 @@ def test_a_line_too_long_for_one_tokenizer_call_is_counted(tmp_path: Path) -> No
         )
         assert TokenCounter(name, True).count_text(f"head\n{line}\ntail") == framed
     write_jsonl(tmp_path / "long.jsonl", [{"id": "long", "query": "What is the NAV?", "response": line}])
-    estimate = estimate_run(RunOptions(input=tmp_path / "long.jsonl", model="gpt-4o-mini", rubrics=["relevance"], no_cache=True))
+    estimate = estimate_run(RunOptions(input=tmp_path / "long.jsonl", model="gpt-4.1-mini", rubrics=["relevance"], no_cache=True))
     assert estimate.judges[0].prompt_tokens > (repeats - 1) * len(O200K.encode_ordinary(" " + block))
 
 

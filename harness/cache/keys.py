@@ -23,12 +23,15 @@ def cache_key(
     seed: int | None,
     rubric: str,
     rubric_version: str,
+    extras: Sequence[str] = (),
 ) -> str:
     """sha256 over the length-prefixed fields. Hashing the fields directly instead of a JSON
     document of them is 3-4× faster (bench/estimate_bench.py computes 400,000 keys)."""
     fields = [str(KEY_FORMAT), model, base_url, repr(float(temperature)), str(max_tokens), repr(seed), rubric, rubric_version]
     for message in messages:
         fields += (message["role"], message["content"])
+    if extras:  # request-shape options (judges/families.py); absent, the key is what it always was
+        fields += ("extras", *extras)
     data = [field.encode("utf-8") for field in fields]
     # The lengths up front make the byte stream unambiguous: no two field lists give the same one.
     lengths = ",".join(str(len(d)) for d in data).encode()

@@ -23,9 +23,11 @@ from typing import Any
 from ..cache.store import CacheReader
 from ..planning import Endpoint, Entry, RunOptions, RunPlan, build_plan, make_entry
 from ..transcripts import ScanResult, Transcript, iter_transcripts, scan
-from .prices import call_cost
+from .prices import call_cost, prompt_cache_saving
 from .tokens import TokenCounter
 
+#: Shortest prefix the providers cache (OpenAI: 1,024 tokens; Anthropic: 1,024, Haiku 2,048).
+MIN_CACHEABLE_TOKENS = 1024
 #: Judge latency assumed when the cache has no reply of that judge to measure it from.
 ASSUMED_LATENCY_S = 2.0
 _BATCH = 512
@@ -40,6 +42,10 @@ class Line:
     requests: int = 0
     cache_hits: int = 0
     missing_input: int = 0
+    #: prompts that cannot fit the judge's context window: no call would be made
+    context_overflow: int = 0
+    #: prompts cut to fit (truncate = "middle")
+    truncated_input: int = 0
     prompt_tokens: int = 0
     completion_tokens_max: int = 0
     completion_tokens_expected: float = 0.0
@@ -58,10 +64,14 @@ class JudgeTotals:
     priced: bool
     requests: int = 0
     cache_hits: int = 0
+    context_overflow: int = 0
     prompt_tokens: int = 0
     completion_tokens_expected: float = 0.0
     cost_usd_max: float | None = None
     cost_usd_expected: float | None = None
+    #: what the provider's prompt cache would save on the system prompt, the one prefix every
+    #: request shares (None: no cached-input price); 0 when that prefix is under the provider's minimum
+    prompt_cache_saving_usd: float | None = None
     latency_s: float = ASSUMED_LATENCY_S
     latency_measured: bool = False
     duration_s: float = 0.0
@@ -121,6 +131,9 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
     latency_means = cache.latency_means_s() if cache is not None else {}
     counters = {j.name: TokenCounter.for_model(j.model, j.tokenizer) for j in plan.judges}
     lines = {(j.name, r.name): Line(j.name, r.name) for j in plan.judges for r in rubrics}
+    #: per judge: system-prompt tokens sent in requests that could be served from the prompt cache
+    cacheable: dict[str, int] = dict.fromkeys((j.name for j in plan.judges), 0)
+    seen_prefix: set[tuple[str, str]] = set()
     for line in lines.values():
         judge = next(j for j in plan.judges if j.name == line.judge)
         line.cached_completion_mean = completion_means.get((judge.model, judge.endpoint, line.rubric))
@@ -133,8 +146,12 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
         for job in jobs:
             line = lines[(job.judge.name, job.rubric.name)]
             if job.result is not None:
-                line.missing_input += 1
+                if job.result.reason == "context_overflow":
+                    line.context_overflow += 1
+                else:
+                    line.missing_input += 1
                 continue
+            line.truncated_input += job.truncated_input
             assert job.request is not None
             prompt = counters[job.judge.name].count_messages(job.request.messages)
             expected = line.cached_completion_mean if line.cached_completion_mean is not None else job.request.max_tokens
@@ -144,6 +161,12 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
                 continue
             line.requests += 1
             line.prompt_tokens += prompt
+            system = next((m["content"] for m in job.request.messages if m["role"] == "system"), "")
+            prefix = counters[job.judge.name].count_text(system) if system else 0
+            if prefix >= MIN_CACHEABLE_TOKENS:
+                if (job.judge.name, system) in seen_prefix:
+                    cacheable[job.judge.name] += prefix
+                seen_prefix.add((job.judge.name, system))  # the first request writes the cache
             line.completion_tokens_max += job.request.max_tokens
             line.completion_tokens_expected += expected
             line.cost_usd_max = _add(line.cost_usd_max, call_cost(job.judge, prompt, job.request.max_tokens))
@@ -168,10 +191,13 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
         totals = JudgeTotals(judge=judge.name, model=judge.model, tokenizer=counter.encoding, approximate=not counter.exact, priced=judge.has_prices)
         totals.requests = sum(line.requests for line in own)
         totals.cache_hits = sum(line.cache_hits for line in own)
+        totals.context_overflow = sum(line.context_overflow for line in own)
         totals.prompt_tokens = sum(line.prompt_tokens for line in own)
         totals.completion_tokens_expected = sum(line.completion_tokens_expected for line in own)
         totals.cost_usd_max = _sum_known(line.cost_usd_max for line in own) if judge.has_prices else None
         totals.cost_usd_expected = _sum_known(line.cost_usd_expected for line in own) if judge.has_prices else None
+        if judge.cached_input_price_per_1m is not None:
+            totals.prompt_cache_saving_usd = prompt_cache_saving(judge, cacheable[judge.name])
         measured = latency_means.get((judge.model, judge.endpoint))
         if measured is not None:
             totals.latency_s, totals.latency_measured = measured, True

@@ -27,11 +27,15 @@ class ModelPrice(BaseModel):
     cached_input: float | None = Field(default=None, ge=0, strict=True)
     batch_input: float | None = Field(default=None, ge=0, strict=True)
     batch_output: float | None = Field(default=None, ge=0, strict=True)
+    #: prompt tokens written to the provider's prompt cache (Anthropic's 5-minute cache writes)
+    cache_write_input: float | None = Field(default=None, ge=0, strict=True)
+    #: prompt + completion tokens the model takes (the judge's default ``context_window``)
+    context_window: int | None = Field(default=None, gt=0, strict=True)
 
     @field_validator("*")
     @classmethod
     def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise ValueError("must be a finite number")
         return value
 
@@ -52,23 +56,39 @@ def shipped_table() -> PriceTable:
 
 
 def lookup(model: str, user_table: PriceTable | None = None) -> ModelPrice | None:
-    for table in (user_table, shipped_table()):
-        if table is not None and model in table.models:
-            return table.models[model]
+    """The model's entry; a gateway's provider prefix (``openai/gpt-4o-mini``,
+    ``openrouter/anthropic/claude-haiku-4-5``) is dropped when the full name is not listed."""
+    names = [model]
+    while "/" in names[-1]:
+        names.append(names[-1].split("/", 1)[1])
+    for name in names:
+        for table in (user_table, shipped_table()):
+            if table is not None and name in table.models:
+                return table.models[name]
     return None
 
 
 def with_prices(judge: JudgeConfig, user_table: PriceTable | None = None) -> JudgeConfig:
-    """The judge with prices filled in from the tables where its config gives none."""
-    if judge.has_prices or judge.provider == "local":
+    """The judge with prices (and its context window) filled in from the tables where its config
+    gives none."""
+    if judge.provider == "local":
         return judge
     price = lookup(judge.model, user_table)
     if price is None:
         return judge
+    own_prices = judge.has_prices  # a judge priced in its config keeps its own price for cached tokens too
+
+    def pick(field: str, value: float | int | None) -> float | int | None:
+        current = getattr(judge, field)
+        return current if current is not None or (own_prices and field.endswith("price_per_1m")) else value
+
     return judge.model_copy(
         update={
-            "input_price_per_1m": judge.input_price_per_1m if judge.input_price_per_1m is not None else price.input,
-            "output_price_per_1m": judge.output_price_per_1m if judge.output_price_per_1m is not None else price.output,
+            "input_price_per_1m": pick("input_price_per_1m", price.input),
+            "output_price_per_1m": pick("output_price_per_1m", price.output),
+            "cached_input_price_per_1m": pick("cached_input_price_per_1m", price.cached_input),
+            "cache_write_price_per_1m": pick("cache_write_price_per_1m", price.cache_write_input),
+            "context_window": pick("context_window", price.context_window),
         }
     )
 
@@ -79,13 +99,35 @@ def cost_usd(prompt_tokens: float, completion_tokens: float, input_per_1m: float
     return (prompt_tokens * input_per_1m + completion_tokens * output_per_1m) / 1_000_000
 
 
-def call_cost(judge: JudgeConfig, prompt_tokens: float | None, completion_tokens: float | None) -> float | None:
+def call_cost(
+    judge: JudgeConfig,
+    prompt_tokens: float | None,
+    completion_tokens: float | None,
+    cached_tokens: float | None = None,
+    cache_write_tokens: float | None = None,
+) -> float | None:
     """USD for one call of ``judge`` at its per-1M prices; None when a price or the usage is unknown.
 
+    ``prompt_tokens`` is the whole prompt; ``cached_tokens`` of it (read from the provider's prompt
+    cache) are priced at the cached-input price and ``cache_write_tokens`` (Anthropic's cache
+    writes) at the cache-write price, each at the plain input price when the judge has none.
+    Reasoning tokens are part of ``completion_tokens`` and priced as output.
     The one place a call is priced: the run, the budget and the estimate all come here.
     """
     if prompt_tokens is None or completion_tokens is None:
         return None
     if judge.input_price_per_1m is None or judge.output_price_per_1m is None:
         return None
-    return cost_usd(prompt_tokens, completion_tokens, judge.input_price_per_1m, judge.output_price_per_1m)
+    cost = cost_usd(prompt_tokens, completion_tokens, judge.input_price_per_1m, judge.output_price_per_1m)
+    for tokens, price in ((cached_tokens, judge.cached_input_price_per_1m), (cache_write_tokens, judge.cache_write_price_per_1m)):
+        if tokens and price is not None:
+            cost += tokens * (price - judge.input_price_per_1m) / 1_000_000
+    return cost
+
+
+def prompt_cache_saving(judge: JudgeConfig, cached_tokens: float) -> float:
+    """USD the provider's prompt cache saved on ``cached_tokens``: the input price minus the
+    cached-input price (0 when either is unknown)."""
+    if judge.input_price_per_1m is None or judge.cached_input_price_per_1m is None:
+        return 0.0
+    return cached_tokens * (judge.input_price_per_1m - judge.cached_input_price_per_1m) / 1_000_000

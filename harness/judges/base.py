@@ -9,7 +9,9 @@ so every provider gets the same behaviour.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import JudgeConfig
 
@@ -20,6 +22,13 @@ class JudgeRequest:
     max_tokens: int
     temperature: float
     seed: int | None = None
+    #: the body field that carries ``max_tokens``: reasoning models want ``max_completion_tokens``
+    token_param: str = "max_tokens"
+    #: False for models that reject any temperature but their default (``families.py``)
+    send_temperature: bool = True
+    reasoning_effort: str | None = None
+    #: JSON Schema the reply must follow (structured output), or None for free text
+    schema: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +37,18 @@ class JudgeReply:
     prompt_tokens: int | None
     completion_tokens: int | None
     finish_reason: str | None = None
+    #: hidden reasoning tokens, part of ``completion_tokens`` (and priced with them)
+    reasoning_tokens: int | None = None
+    #: prompt tokens served from the provider's prompt cache, part of ``prompt_tokens``
+    cached_tokens: int | None = None
+    #: prompt tokens written to the provider's prompt cache (Anthropic), part of ``prompt_tokens``
+    cache_write_tokens: int | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """The reply was cut off: at the completion budget (``finish_reason`` "length", Anthropic's
+        "max_tokens") or at the end of the context window (Anthropic's "model_context_window_exceeded")."""
+        return self.finish_reason in ("length", "max_tokens", "model_context_window_exceeded")
 
 
 class Judge(ABC):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 
@@ -41,8 +43,17 @@ class AiohttpJudge(Judge):
             self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, timeout=self._timeout)
         return self._session
 
+    def _body(self, request: JudgeRequest) -> dict[str, Any]:
+        return request_body(self.config.model, request)
+
+    def _read(self, data: Any) -> JudgeReply:
+        return read_completion(data, self._where, self._key)
+
+    def _status_error(self, status: int, body: Any, headers: Mapping[str, str], reason: str) -> JudgeError:
+        return status_error(status, body, headers, self._where, reason, base_url=self.config.endpoint)
+
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        payload = json.dumps(request_body(self.config.model, request), ensure_ascii=False).encode()
+        payload = json.dumps(self._body(request), ensure_ascii=False).encode()
         try:
             async with self._client().post(self._url, data=payload) as response:
                 raw = await response.read()
@@ -58,12 +69,12 @@ class AiohttpJudge(Judge):
                 body = json.loads(raw)
             except ValueError:
                 body = None
-            raise self._scrubbed(status_error(status, body, headers, self._where, reason))
+            raise self._scrubbed(self._status_error(status, body, headers, reason))
         try:
             data = json.loads(raw)
         except ValueError:
             raise MalformedReply(f"{self._where}: malformed response body (not JSON, {len(raw)} bytes)") from None
-        return read_completion(data, self._where, self._key)
+        return self._read(data)
 
     def _scrub(self, message: str) -> str:
         return redact(message, self._key)

@@ -70,7 +70,7 @@ class OpenAISDKJudge(Judge):
             return kind(f"{where}: {'connection refused' if refused else 'connection error'}: {self._scrub(str(cause or exc))}")
         if isinstance(exc, openai.APIStatusError):
             response = exc.response
-            error = status_error(response.status_code, exc.body, response.headers, where, response.reason_phrase)
+            error = status_error(response.status_code, exc.body, response.headers, where, response.reason_phrase, base_url=self.config.endpoint)
             error.args = (self._scrub(str(error)),)
             return error
         # APIResponseValidationError and friends: the server answered 2xx with something unusable.

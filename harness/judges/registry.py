@@ -21,13 +21,19 @@ def _openai_sdk(config: JudgeConfig) -> Judge:
     return OpenAISDKJudge(config)
 
 
+def _anthropic(config: JudgeConfig) -> Judge:
+    from .anthropic import AnthropicJudge
+
+    return AnthropicJudge(config)
+
+
 def _local(config: JudgeConfig) -> Judge:
     from .local import LocalLlamaJudge
 
     return LocalLlamaJudge(config)
 
 
-PROVIDERS: dict[str, Callable[[JudgeConfig], Judge]] = {"openai": _openai, "openai-sdk": _openai_sdk, "local": _local}
+PROVIDERS: dict[str, Callable[[JudgeConfig], Judge]] = {"openai": _openai, "openai-sdk": _openai_sdk, "anthropic": _anthropic, "local": _local}
 
 
 def make_judge(config: JudgeConfig) -> Judge:

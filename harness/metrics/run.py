@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import JudgeConfig
+from ..cost.prices import prompt_cache_saving
 from ..planning import Judgment
 from ..rubrics.rubric import Rubric
 from ..transcripts.performance import PERFORMANCE_FIELDS, Performance
@@ -82,6 +83,11 @@ class _JudgeStats:
     completion_tokens: int = 0
     cost_unknown: int = 0  # judgments whose cost could not be computed (no price or no usage)
     failed: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    prompt_cache_saved: float = 0.0
+    truncated_input: int = 0
+    unscored: Counter[str] = field(default_factory=Counter)
     latencies: array = field(default_factory=lambda: array("d"))
 
     def as_dict(self, cost: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,8 +96,14 @@ class _JudgeStats:
             "calls": self.calls,
             "cache_hits": self.cache_hits,
             "failed": self.failed,
+            "unscored": sum(self.unscored.values()),
+            "unscored_reasons": dict(sorted(self.unscored.items())),
+            "truncated_input": self.truncated_input,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cached_prompt_tokens": self.cached_tokens,
+            "prompt_cache_saved_usd": self.prompt_cache_saved if cost["total_usd"] is not None else None,
             "cost_usd": cost["total_usd"],
             "cost_saved_usd": cost["saved_by_cache_usd"],
             "cost_note": None if cost["total_usd"] is not None else "no price configured for this judge: cost unknown",
@@ -111,6 +123,7 @@ class RunTotals:
         self.scores: dict[tuple[str, str], _Series] = defaultdict(_Series)
         self.composite_scores: dict[tuple[str, str], _Series] = defaultdict(_Series)
         self.judge_stats: dict[str, _JudgeStats] = {j.name: _JudgeStats() for j in judges}
+        self._judge = {j.name: j for j in judges}
         self.costs: dict[tuple[str, str], _Cost] = defaultdict(_Cost)
         self.performance: dict[str, array] = {name: array("d") for name in PERFORMANCE_FIELDS}
         self.status_counts: Counter[str] = Counter()
@@ -141,6 +154,7 @@ class RunTotals:
             series.clamped += j.clamped
         elif j.status == "unscored":
             series.unscored[j.reason or "unknown"] += 1
+            stats.unscored[j.reason or "unknown"] += 1
         else:
             series.failed[j.reason or "unknown"] += 1
             stats.failed += 1
@@ -156,6 +170,11 @@ class RunTotals:
         stats.requests += j.attempts
         stats.prompt_tokens += j.prompt_tokens or 0
         stats.completion_tokens += j.completion_tokens or 0
+        stats.reasoning_tokens += j.reasoning_tokens or 0
+        stats.truncated_input += j.truncated_input
+        if j.cached_tokens:
+            stats.cached_tokens += j.cached_tokens
+            stats.prompt_cache_saved += prompt_cache_saving(self._judge[j.judge], j.cached_tokens)
         if j.status != "failed" and j.cost_usd is None:
             stats.cost_unknown += 1
         if j.latency_ms is not None and j.status != "failed":

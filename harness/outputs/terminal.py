@@ -65,6 +65,15 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+#: Unscored reasons that point at a judge's settings, and what to do about them.
+REPLY_PROBLEMS = {
+    "truncated": "replies cut off at the completion budget (unscored): raise max_tokens or reasoning_budget",
+    "empty_reply": "empty replies (unscored)",
+    "schema_violation": "replies that broke the JSON Schema (unscored)",
+    "context_overflow": 'prompts too long for its context window (unscored, not sent): truncate = "middle" cuts them to fit',
+}
+
+
 def summary_table(summary: Mapping[str, Any], console: Console) -> None:
     scores = Table(title="Scores (mean with 95% CI)", title_justify="left")
     for column in ("metric", "judge", "n", "mean", "95% CI", "unscored", "failed", "clamped"):
@@ -96,6 +105,10 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
             _fmt(lat["p99"], 1),
         )
     console.print(judges)
+    for name, s in summary["judges"].items():
+        problems = {reason: n for reason, n in s.get("unscored_reasons", {}).items() if reason in REPLY_PROBLEMS}
+        for reason, n in problems.items():
+            console.print(f"judge {name}: {n} {REPLY_PROBLEMS[reason]}")
 
     perf = Table(title="Agent performance (from the transcripts)", title_justify="left")
     for column in ("metric", "n", "mean", "p50", "p95", "p99"):
@@ -147,6 +160,18 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     approx = [j.judge for j in estimate.judges if j.approximate]
     if approx:
         console.print(f"approximate token counts (no known tokenizer; counted with o200k_base): {', '.join(approx)}")
+    for j in estimate.judges:
+        if j.context_overflow:
+            console.print(
+                f"{j.judge}: {j.context_overflow} prompts would overflow its context window and be unscored "
+                '(context_overflow, no call); truncate = "middle" shortens them to fit'
+            )
+    for j in estimate.judges:
+        if j.prompt_cache_saving_usd is not None:
+            console.print(f"{j.judge}: the provider's prompt cache would save about {_usd(j.prompt_cache_saving_usd)} on the shared system prompt")
+    cut = sum(line.truncated_input for line in estimate.lines)
+    if cut:
+        console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')
     unpriced = [j.judge for j in estimate.judges if not j.priced]
     if unpriced:
         console.print(f"no price for: {', '.join(unpriced)} (cost unknown; set input_price_per_1m/output_price_per_1m)")

@@ -8,15 +8,21 @@ cache key computed. Nothing here touches the network or the cache.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..cache.keys import cache_key
 from ..config import JudgeConfig
+from ..cost.tokens import TokenCounter
 from ..judges.base import JudgeRequest
+from ..judges.families import key_extras, shape_request
 from ..rubrics.rubric import Rubric
+from ..rubrics.schema import schema_for
 from ..transcripts.models import Resolved
+from .fit import fit
 from .judgment import Judgment, Reason, Status
 
 
@@ -29,6 +35,8 @@ class Job:
     key: str | None = None
     est_tokens: int = 0
     result: Judgment | None = None
+    #: the prompt was cut to fit the judge's context window
+    truncated_input: bool = False
 
     def judgment(self, status: Status, reason: Reason | None = None, **fields: Any) -> Judgment:
         return Judgment(
@@ -39,6 +47,7 @@ class Job:
             status=status,
             reason=reason,
             cache_key=self.key,
+            truncated_input=self.truncated_input,
             **fields,
         )
 
@@ -56,6 +65,26 @@ def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> in
     return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages) + max_tokens
 
 
+@lru_cache(maxsize=64)
+def _counter(model: str, tokenizer: str | None) -> TokenCounter:
+    return TokenCounter.for_model(model, tokenizer)
+
+
+def request_key(judge: JudgeConfig, rubric: Rubric, request: JudgeRequest) -> str:
+    """The cache key of ``request``: a judge that uses no request-shape option keys as before."""
+    return cache_key(
+        model=judge.model,
+        base_url=judge.endpoint,
+        messages=request.messages,
+        temperature=judge.temperature,
+        max_tokens=request.max_tokens,
+        seed=judge.seed,
+        rubric=rubric.name,
+        rubric_version=rubric.version,
+        extras=key_extras(request),
+    )
+
+
 def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True) -> Entry:
     """The transcript's jobs. ``keyed=False`` (an estimate with no cache to look in) skips the
     cache key and the rate limiter's token guess, which nothing would read."""
@@ -71,21 +100,38 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
             if messages is None:
                 job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                 continue
-            max_tokens = rubric.max_tokens or judge.max_tokens
-            job.request = JudgeRequest(messages, max_tokens, judge.temperature, judge.seed)
+            schema = schema_for(rubric) if judge.structured_output else None
+            request = shape_request(judge, messages, rubric.max_tokens or judge.max_tokens, schema)
+            if judge.context_window is not None:
+                truncate = (rubric.truncate or judge.truncate) == "middle"
+                counter = _counter(judge.model, judge.tokenizer)
+                fitted = fit(
+                    messages,
+                    transcript,
+                    rubric,
+                    window=judge.context_window,
+                    completion_tokens=request.max_tokens,
+                    counter=counter,
+                    truncate=truncate,
+                )
+                if fitted.messages is None:
+                    job.result = job.judgment(
+                        "unscored",
+                        reason="context_overflow",
+                        prompt_tokens=fitted.prompt_tokens,
+                        error=f"prompt of {fitted.prompt_tokens} tokens + {request.max_tokens} for the reply exceeds "
+                        f"the context window of {judge.context_window}"
+                        + (" even with its inputs cut" if truncate else ' (truncate = "middle" cuts it to fit)'),
+                    )
+                    continue
+                if fitted.truncated:
+                    job.truncated_input = True
+                    request = dataclasses.replace(request, messages=fitted.messages)
+            job.request = request
             if not keyed:
                 continue
-            job.key = cache_key(
-                model=judge.model,
-                base_url=judge.endpoint,
-                messages=messages,
-                temperature=judge.temperature,
-                max_tokens=max_tokens,
-                seed=judge.seed,
-                rubric=rubric.name,
-                rubric_version=rubric.version,
-            )
-            job.est_tokens = estimate_tokens(messages, max_tokens)
+            job.key = request_key(judge, rubric, request)
+            job.est_tokens = estimate_tokens(request.messages, request.max_tokens)
     entry.pending = sum(1 for job in entry.jobs if job.result is None)
     if entry.pending == 0:
         entry.done.set()

@@ -16,8 +16,10 @@ from ..rubrics.parsing import ParseReason
 
 Status = Literal["scored", "unscored", "failed"]
 #: Why no call was made for a judgment: it is unscored and cost nothing.
-NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted"]
-Reason = ParseReason | NoCallReason | JudgeErrorKind
+NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted", "context_overflow"]
+#: Why a reply that came back is not read: cut off at the completion budget (its text is partial).
+ReplyReason = Literal["truncated"]
+Reason = ParseReason | NoCallReason | ReplyReason | JudgeErrorKind
 NO_CALL_REASONS: frozenset[str] = frozenset(get_args(NoCallReason))
 
 
@@ -36,6 +38,14 @@ class Judgment:
     raw_output: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: hidden reasoning tokens (part of completion_tokens, priced as output)
+    reasoning_tokens: int | None = None
+    #: prompt tokens served from the provider's prompt cache (part of prompt_tokens)
+    cached_tokens: int | None = None
+    #: prompt tokens written to the provider's prompt cache (Anthropic; part of prompt_tokens)
+    cache_write_tokens: int | None = None
+    #: the transcript was cut in the middle to fit the judge's context window (truncate = "middle")
+    truncated_input: bool = False
     #: USD of the call that answered (None: no price or no usage); see ``billed_cost_usd``
     cost_usd: float | None = None
     latency_ms: float | None = None

@@ -54,7 +54,7 @@ from .tags import DATA_CLOSE_RE, DATA_OPEN_RE
 __all__ = ["ParseReason", "ParsedLabel", "ParsedScore", "parse_label", "parse_score"]
 
 #: Why a reply gave no score or label.
-ParseReason = Literal["empty_reply", "no_score_found", "invalid_score", "no_label_found", "invalid_label", "refusal"]
+ParseReason = Literal["empty_reply", "no_score_found", "invalid_score", "no_label_found", "invalid_label", "refusal", "schema_violation"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,8 @@ class RubricHeader(BaseModel):
     system: str = DEFAULT_SYSTEM
     #: a categorical rubric: the reply is read with ``parse_label`` and must be one of these
     labels: tuple[str, ...] | None = None
+    #: "middle": a prompt too long for a judge's context window has its longest inputs shortened
+    truncate: Literal["none", "middle"] | None = None
 
     @field_validator("version", mode="before")
     @classmethod
@@ -107,6 +109,8 @@ class Rubric:
     parts: tuple[str, ...] = ()
     #: categorical rubric: the labels a reply may give (``scale`` is then unused)
     labels: tuple[str, ...] | None = None
+    #: "middle" shortens inputs to fit a judge's context window; None leaves it to the judge
+    truncate: Literal["none", "middle"] | None = None
 
     @property
     def lo(self) -> float:
@@ -174,6 +178,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
         source=source,
         parts=tuple(_PLACEHOLDER.split(template.strip("\n") + "\n")),
         labels=header.labels,
+        truncate=header.truncate,
     )
 
 

@@ -34,6 +34,7 @@ from ..judges.retry import Attempts, call_with_retries
 from ..planning import Endpoint, Entry, Job, Judgment, RunPlan, make_entry
 from ..rubrics.parsing import parse_label, parse_score
 from ..rubrics.rubric import Rubric
+from ..rubrics.schema import parse_structured_label, parse_structured_score
 from ..transcripts.loader import iter_transcripts
 
 #: Transcripts read but not yet written; bounds memory when one call is slow.
@@ -42,6 +43,18 @@ WINDOW = 4096
 BATCH = 128
 #: Connection-refused errors in a row (no success between) after which a judge is declared down.
 DOWN_AFTER = 3
+
+
+#: Added to a 400 answered to a structured-output request: the usual cause is an endpoint without it.
+SCHEMA_HINT = " (this judge has structured_output = true: if the endpoint does not support JSON Schema output, set it to false)"
+
+
+def _truncation_note(budget: int, reply: JudgeReply) -> str:
+    thinking = f", {reply.reasoning_tokens} of them reasoning" if reply.reasoning_tokens else ""
+    return (
+        f"reply cut off at the completion budget of {budget} tokens ({reply.completion_tokens} used{thinking}): "
+        "raise the judge's max_tokens or reasoning_budget"
+    )
 
 
 def _budget_stop(job: Job) -> Judgment:
@@ -247,18 +260,32 @@ class Runner:
             reply = await call_with_retries(attempt, judge.config.max_attempts, attempts)
         except JudgeError as exc:
             return job.judgment(
-                "failed", reason=exc.kind, error=str(exc), attempts=attempts.count, latency_ms=last_latency * 1000, billed_retries=billed_retries
+                "failed",
+                reason=exc.kind,
+                error=str(exc) + (SCHEMA_HINT if request.schema is not None and exc.status == 400 else ""),
+                attempts=attempts.count,
+                latency_ms=last_latency * 1000,
+                billed_retries=billed_retries,
             )
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
         limiter.reconcile(job.est_tokens, used)
-        judgment = self._parsed(job, reply.text)
+        if reply.truncated:
+            # Cut off at the completion budget: the text is partial, never read for a score.
+            judgment = job.judgment("unscored", reason="truncated", raw_output=reply.text, error=_truncation_note(request.max_tokens, reply))
+        else:
+            judgment = self._parsed(job, reply.text)
         judgment.prompt_tokens = reply.prompt_tokens
         judgment.completion_tokens = reply.completion_tokens
-        judgment.cost_usd = call_cost(job.judge, reply.prompt_tokens, reply.completion_tokens)
+        judgment.reasoning_tokens = reply.reasoning_tokens
+        judgment.cached_tokens = reply.cached_tokens
+        judgment.cache_write_tokens = reply.cache_write_tokens
+        judgment.cost_usd = call_cost(job.judge, reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens, reply.cache_write_tokens)
         judgment.latency_ms = round(last_latency * 1000, 3)
         judgment.attempts = attempts.count
         judgment.billed_retries = billed_retries
-        if self.cache is not None:
+        # A truncated reply is not cached: it is no answer, and the same request would be cut again
+        # only if the budget stays as it is (changing it changes the key anyway).
+        if self.cache is not None and not reply.truncated:
             assert job.key is not None
             self.cache.put(
                 CachedJudgment(
@@ -282,10 +309,11 @@ class Runner:
     # -- judgments -----------------------------------------------------------------------------
 
     def _parsed(self, job: Job, text: str) -> Judgment:
+        structured = job.request is not None and job.request.schema is not None
         if job.rubric.labels is not None:  # categorical rubric: one of its labels, else unscored
-            label = parse_label(text, job.rubric.labels)
+            label = parse_structured_label(text, job.rubric.labels) if structured else parse_label(text, job.rubric.labels)
             return job.judgment(label.status, label=label.label, reason=label.reason, raw_output=text)
-        parsed = parse_score(text, job.rubric.lo, job.rubric.hi)
+        parsed = parse_structured_score(text, job.rubric.lo, job.rubric.hi) if structured else parse_score(text, job.rubric.lo, job.rubric.hi)
         return job.judgment(
             parsed.status, score=parsed.score, raw_score=parsed.raw_score, clamped=parsed.clamped, reason=parsed.reason, raw_output=text
         )
@@ -304,8 +332,12 @@ class Runner:
     def _shared(self, job: Job, leader: Judgment) -> Judgment:
         if leader.status == "failed" or leader.raw_output is None:
             return job.judgment(leader.status, reason=leader.reason, error=leader.error)
-        judgment = self._parsed(job, leader.raw_output)
+        if leader.reason == "truncated":
+            judgment = job.judgment("unscored", reason="truncated", raw_output=leader.raw_output, error=leader.error)
+        else:
+            judgment = self._parsed(job, leader.raw_output)
         judgment.prompt_tokens, judgment.completion_tokens = leader.prompt_tokens, leader.completion_tokens
+        judgment.reasoning_tokens, judgment.cached_tokens = leader.reasoning_tokens, leader.cached_tokens
         judgment.cost_usd, judgment.latency_ms, judgment.cached = leader.cost_usd, leader.latency_ms, True
         return judgment
 
