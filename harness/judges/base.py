@@ -28,6 +28,8 @@ class JudgeReply:
     prompt_tokens: int | None
     completion_tokens: int | None
     finish_reason: str | None = None
+    #: "batch" for a reply a provider's batch API gave (priced at batch rates, kept on replay)
+    tier: str | None = None
 
 
 class Judge(ABC):
