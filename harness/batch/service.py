@@ -130,7 +130,9 @@ async def submit(options: RunOptions, *, api: str | None = None, max_requests: i
             if not chunk.lines:
                 return
             name, client = apis[judge.name]
-            claimed = store.claim(api=name, endpoint=judge.endpoint, api_key_env=judge.api_key_env, judge=judge.name, model=judge.model, keys=list(chunk.lines))
+            claimed = store.claim(
+                api=name, endpoint=judge.endpoint, api_key_env=judge.api_key_env, judge=judge.name, model=judge.model, keys=list(chunk.lines)
+            )
             wanted = len(chunk.lines)
             lines = chunk.lines
             chunks[judge.name] = _Chunk()
@@ -372,7 +374,9 @@ async def collect(
     return report
 
 
-async def wait(cache: Path, *, first_s: float = 5.0, most_s: float = 60.0, on_poll: Callable[[list[BatchView]], None] | None = None) -> list[BatchView]:
+async def wait(
+    cache: Path, *, first_s: float = 5.0, most_s: float = 60.0, on_poll: Callable[[list[BatchView]], None] | None = None
+) -> list[BatchView]:
     """Poll until every open batch has ended, backing off from ``first_s`` to ``most_s``."""
     delay = first_s
     while True:

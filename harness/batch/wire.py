@@ -106,8 +106,8 @@ def read_anthropic_result(obj: Any, where: str) -> Outcome:
         usage: dict[str, Any] = message["usage"] if isinstance(message.get("usage"), dict) else {}
         return Outcome(key, text, _int(usage.get("input_tokens")), _int(usage.get("output_tokens")), message.get("stop_reason"))
     if kind == "errored":
-        code, message = error_fields(result.get("error"))
-        return Outcome(key, error=f"errored: {code or 'error'}: {message or 'no detail'}")
+        code, said = error_fields(result.get("error"))
+        return Outcome(key, error=f"errored: {code or 'error'}: {said or 'no detail'}")
     if kind in ("canceled", "expired"):
         return Outcome(key, error=f"{kind}: the batch ended before this request was processed")
     return Outcome(key, error=f"unknown result type {kind!r}")

@@ -202,7 +202,16 @@ class BatchStore:
                 self._execute(
                     "UPDATE batch_requests SET state = ?, reply = ?, prompt_tokens = ?, completion_tokens = ?, finish_reason = ?, error = ? "
                     "WHERE key = ? AND batch = ?",
-                    (state, outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, outcome.error, outcome.key, batch_id),
+                    (
+                        state,
+                        outcome.reply,
+                        outcome.prompt_tokens,
+                        outcome.completion_tokens,
+                        outcome.finish_reason,
+                        outcome.error,
+                        outcome.key,
+                        batch_id,
+                    ),
                 )
             missing = held - seen
             self._db.executemany(
