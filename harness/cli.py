@@ -121,6 +121,7 @@ def estimate(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Estimate as if nothing were cached.")] = False,
     limit: Annotated[int | None, typer.Option(help="Only the first N transcripts.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON on stdout.")] = False,
+    batch: Annotated[bool, typer.Option("--batch", help="Price at the providers' batch rates (harness batch submit).")] = False,
 ) -> None:
     """What a run would cost and take: tokens counted offline, cache hits free. No network call."""
     from .cost.estimate import estimate_run
@@ -137,6 +138,7 @@ def estimate(
         cache=cache,
         no_cache=no_cache,
         limit=limit,
+        batch=batch,
     )
     try:
         result = estimate_run(options)

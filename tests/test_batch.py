@@ -139,12 +139,6 @@ def test_partial_failures_and_expiry_are_failed_with_the_providers_reason(tmp_pa
     assert all("the prompt was refused" in j["error"] for j in refused)
     # Errors are never cached: the failed keys can be submitted again, and only they are.
     assert len(cache_rows(tmp_path / "cache.sqlite")) == 10 - len(failed)
-    with BatchServer(key=KEY) as server2:
-        cfg2 = config(tmp_path, server2.base_url or "")
-        # Same base URL text is part of the key, so point the second server at the same keys by
-        # reusing the first config's cache but a new endpoint: the keys differ, so this checks the
-        # resubmission through the store directly instead.
-        del cfg2
     with BatchStore(tmp_path / "cache.sqlite") as store:
         all_keys = [r["key"] for r in cache_rows(tmp_path / "cache.sqlite")] + [j["cache_key"] for j in failed]
         assert sorted(store.unanswered(all_keys)) == sorted(j["cache_key"] for j in failed)
@@ -326,3 +320,88 @@ def test_kill_9_between_submit_and_collect_reattaches_and_never_resubmits(tmp_pa
         server.wait(timeout=10)
         if server.stdout is not None:
             server.stdout.close()
+
+
+def test_estimate_batch_prices_at_batch_rates_by_hand(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    data = transcripts(tmp_path, 1)
+    cfg = config(tmp_path, "http://127.0.0.1:9/v1")
+    runner = CliRunner()
+    args = ["estimate", str(data), "--config", str(cfg), "--rubric", "relevance", "--json", "--no-cache"]
+    live = json.loads(runner.invoke(app, args).stdout)
+    batch = json.loads(runner.invoke(app, [*args, "--batch"]).stdout)
+    line = batch["lines"][0]
+    prompt, most = line["prompt_tokens"], line["completion_tokens_max"]
+    assert prompt == live["lines"][0]["prompt_tokens"] > 0
+    # gpt-4o-mini: batch 0.075 in / 0.30 out per 1M tokens, live 0.15 / 0.60.
+    assert batch["cost_usd_max"] == pytest.approx((prompt * 0.075 + most * 0.30) / 1e6, rel=1e-12)
+    assert live["cost_usd_max"] == pytest.approx((prompt * 0.15 + most * 0.60) / 1e6, rel=1e-12)
+
+
+def test_a_model_without_batch_prices_keeps_its_own_prices() -> None:
+    from harness.config import JudgeConfig
+    from harness.cost.prices import with_batch_prices
+
+    custom = JudgeConfig(name="j", model="my-model", input_price_per_1m=1.0, output_price_per_1m=2.0)
+    assert (with_batch_prices(custom).input_price_per_1m, with_batch_prices(custom).output_price_per_1m) == (1.0, 2.0)
+    # A judge's own (live) prices give way to the table's batch prices for a model that has them.
+    mini = JudgeConfig(name="m", model=MODEL, input_price_per_1m=0.15, output_price_per_1m=0.60)
+    assert (with_batch_prices(mini).input_price_per_1m, with_batch_prices(mini).output_price_per_1m) == (0.075, 0.30)
+
+
+@pytest.mark.timeout(60)
+def test_a_submit_killed_between_upload_and_creation_is_reattached_or_created_once(tmp_path: Path, server: BatchServer) -> None:
+    data = transcripts(tmp_path, 2)
+    cfg = config(tmp_path, server.base_url or "")
+    opts = options(tmp_path, data, cfg)
+    cache = tmp_path / "cache.sqlite"
+    asyncio.run(hb.submit(opts, max_requests=2))  # two batches of 2
+    # Make them look like a killed process's: batch 1 lost its remote id after the provider created
+    # it; batch 2 was uploaded but never created.
+    db = sqlite3.connect(cache)
+    remote_1 = db.execute("SELECT remote_id FROM batches WHERE id = 1").fetchone()[0]
+    db.execute("UPDATE batches SET remote_id = NULL, status = 'submitting' WHERE id IN (1, 2)")
+    db.commit()
+    db.close()
+    uploaded_only = batch_rows(cache)[1]["input_file_id"]
+    server.batches = {k: b for k, b in server.batches.items() if b["input_file_id"] != uploaded_only}
+    created = server.created
+    # A fresh record is left alone (its process may still be working) ...
+    views = asyncio.run(hb.refresh(cache))
+    assert [v.note for v in views] == ["being submitted by another process"] * 2
+    # ... a stale one is re-attached by its uploaded file, or created from it when no batch has it.
+    views = asyncio.run(hb.refresh(cache, stale_after_s=0))
+    assert [v.note for v in views] == ["re-attached", "created from its uploaded file"]
+    rows = batch_rows(cache)
+    assert rows[0]["remote_id"] == remote_1 and rows[1]["remote_id"]
+    assert server.created == created + 1  # only the batch that never existed was created
+
+
+def test_claims_from_many_connections_at_once_never_share_a_key(tmp_path: Path) -> None:
+    import threading
+
+    keys = [f"{i:064x}" for i in range(2000)]
+    cache = tmp_path / "cache.sqlite"
+    BatchStore(cache).close()
+    claimed: list[list[str]] = []
+    lock = threading.Lock()
+
+    def claim(offset: int) -> None:
+        with BatchStore(cache) as store:
+            for start in range(0, len(keys), 250):
+                chunk = keys[(start + offset) % len(keys) :][:250] or keys[:250]
+                got = store.claim(api="openai", endpoint="e", api_key_env="K", judge="j", model="m", keys=chunk)
+                if got is not None:
+                    with lock:
+                        claimed.append(got[1])
+
+    threads = [threading.Thread(target=claim, args=(i * 125,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    flat = [k for batch in claimed for k in batch]
+    assert len(flat) == len(set(flat)) == len(keys)
