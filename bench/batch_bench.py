@@ -75,17 +75,34 @@ def main() -> None:
             common = [str(data), "--config", str(config)]
             rows: list[tuple[str, float, float, str]] = []
             rows.append(("batch submit", *timed(["batch", "submit", *common])))
-            rows.append(("batch collect --wait (download + cache + outputs)", *timed(["batch", "collect", *common, "--out", str(work / "out"), "--wait", "--poll-interval", "0.2"])))
-            rows.append(("run --offline (baseline: replay of the collected cache)", *timed(["run", *common, "--offline", "--no-progress", "--out", str(work / "replay")])))
+            rows.append(
+                (
+                    "batch collect --wait (download + cache + outputs)",
+                    *timed(["batch", "collect", *common, "--out", str(work / "out"), "--wait", "--poll-interval", "0.2"]),
+                )
+            )
+            rows.append(
+                (
+                    "run --offline (baseline: replay of the collected cache)",
+                    *timed(["run", *common, "--offline", "--no-progress", "--out", str(work / "replay")]),
+                )
+            )
             with urllib.request.urlopen(base_url.removesuffix("/v1") + "/_stats") as answer:
                 stats = json.load(answer)
             export_cache = work / "export.sqlite"
-            rows.append(("batch export (for vLLM run_batch)", *timed(["batch", "export", *common, "--cache", str(export_cache), "--to", str(work / "requests.jsonl")])))
+            rows.append(
+                (
+                    "batch export (for vLLM run_batch)",
+                    *timed(["batch", "export", *common, "--cache", str(export_cache), "--to", str(work / "requests.jsonl")]),
+                )
+            )
             replays = sum(1 for _ in (work / "replay" / "judgments.jsonl").open())
             collected = [json.loads(line) for line in (work / "out" / "judgments.jsonl").open()]
             scored = sum(1 for j in collected if j["status"] == "scored")
             baseline = rows[2][1]
-            print(f"{n:,} judgments ({args.transcripts:,} transcripts × 2 rubrics); server made {stats['created']} batch(es), {stats['requests_received']:,} requests")
+            print(
+                f"{n:,} judgments ({args.transcripts:,} transcripts × 2 rubrics); server made {stats['created']} batch(es), {stats['requests_received']:,} requests"
+            )
             print(f"collected: {scored:,} scored of {len(collected):,}; replayed {replays:,} rows")
             print(f"{'step':58} {'seconds':>8} {'× replay':>9} {'judgments/s':>12} {'peak RSS MB':>12}")
             for name, seconds, rss, _tail in rows:

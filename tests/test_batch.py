@@ -405,3 +405,34 @@ def test_claims_from_many_connections_at_once_never_share_a_key(tmp_path: Path) 
         t.join(timeout=60)
     flat = [k for batch in claimed for k in batch]
     assert len(flat) == len(set(flat)) == len(keys)
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_upload_releases_its_keys_and_says_why_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    with BatchServer(key="sk-the-right-one") as server:
+        data = transcripts(tmp_path, 2)
+        cfg = config(tmp_path, server.base_url or "")
+        result = CliRunner().invoke(app, ["batch", "submit", str(data), "--config", str(cfg)])
+        assert server.created == 0 and server.files == {}
+    assert result.exit_code == 1
+    message = result.stderr.strip()
+    assert "HTTP 401" in message and "released" in message and "Traceback" not in message and KEY not in message
+    assert [r["status"] for r in batch_rows(tmp_path / "cache.sqlite")] == ["released"]
+
+
+def test_an_anthropic_batch_killed_mid_creation_is_unconfirmed_until_released(tmp_path: Path) -> None:
+    cache = tmp_path / "cache.sqlite"
+    with BatchStore(cache) as store:
+        claimed = store.claim(api="anthropic", endpoint="http://127.0.0.1:9/v1", api_key_env=KEY_ENV, judge="j", model="m", keys=["a" * 64, "b" * 64])
+    assert claimed is not None
+    views = asyncio.run(hb.refresh(cache, stale_after_s=0))
+    assert "unconfirmed" in views[0].note and f"harness batch release {claimed[0]}" in views[0].note
+    with BatchStore(cache) as store:
+        assert store.unanswered(["a" * 64]) == []  # still held: never sent twice by guesswork
+    hb.release(cache, claimed[0])
+    with BatchStore(cache) as store:
+        assert store.unanswered(["a" * 64, "b" * 64]) == ["a" * 64, "b" * 64]
