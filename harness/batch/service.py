@@ -280,6 +280,8 @@ class BatchReplies(Judge):
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         for rubric in self._rubrics:
+            if (rubric.max_tokens or self.config.max_tokens) != request.max_tokens:
+                continue  # not this rubric's request (planning sets max_tokens this way)
             key = cache_key(
                 model=self.config.model,
                 base_url=self.config.endpoint,
