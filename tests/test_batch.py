@@ -436,3 +436,16 @@ def test_an_anthropic_batch_killed_mid_creation_is_unconfirmed_until_released(tm
     hb.release(cache, claimed[0])
     with BatchStore(cache) as store:
         assert store.unanswered(["a" * 64, "b" * 64]) == ["a" * 64, "b" * 64]
+
+
+@pytest.mark.timeout(60)
+def test_a_later_submit_sends_only_what_no_batch_holds(tmp_path: Path, server: BatchServer) -> None:
+    data = transcripts(tmp_path, 12)
+    cfg = config(tmp_path, server.base_url or "")
+    first = asyncio.run(hb.submit(options(tmp_path, data, cfg, limit=3), max_requests=10))
+    assert first.sent == 6
+    second = asyncio.run(hb.submit(options(tmp_path, data, cfg), max_requests=10))
+    # The first 10 planned requests hold 6 already submitted: that batch carries the other 4.
+    assert (second.sent, second.skipped) == (18, 6) and [b.requests for b in second.batches] == [4, 10, 4]
+    sent = [json.loads(line)["custom_id"] for b in server.batches.values() for line in server.files[b["input_file_id"]].splitlines()]
+    assert len(sent) == len(set(sent)) == 24

@@ -17,7 +17,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import aiohttp
 
@@ -115,8 +115,9 @@ class BatchAPI(ABC):
         return lines()
 
     @abstractmethod
-    async def submit(self, lines: list[bytes], on_uploaded: Callable[[str], None]) -> Remote:
-        """Send one batch of request lines; ``on_uploaded(file_id)`` is called between upload and creation."""
+    async def submit(self, lines: BinaryIO, on_uploaded: Callable[[str], None]) -> Remote:
+        """Send one batch of request lines (a file of JSONL, read from its start);
+        ``on_uploaded(file_id)`` is called between upload and creation."""
 
     @abstractmethod
     async def get(self, remote_id: str) -> Remote: ...
@@ -159,10 +160,10 @@ class OpenAIBatchAPI(BatchAPI):
         status = str(detail.get("status"))
         return Remote(detail["id"], status, status in ("completed", "failed", "expired", "cancelled"), detail, detail.get("input_file_id"))
 
-    async def upload(self, data: bytes) -> str:
+    async def upload(self, data: BinaryIO) -> str:
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
-        form.add_field("file", data, filename="harness-batch.jsonl", content_type="application/jsonl")
+        form.add_field("file", data, filename="harness-batch.jsonl", content_type="application/jsonl")  # streamed from the file
         answer = await self._request("POST", f"{self.base_url}/files", "upload", data=form)
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
             raise BatchHTTPError(f"{self.name} upload: the answer is not a file object", definite=False)
@@ -172,8 +173,8 @@ class OpenAIBatchAPI(BatchAPI):
         body = {"input_file_id": input_file_id, "endpoint": OPENAI_ENDPOINT, "completion_window": "24h", "metadata": {"created_by": "harness"}}
         return self._remote(await self._request("POST", f"{self.base_url}/batches", "create batch", json=body))
 
-    async def submit(self, lines: list[bytes], on_uploaded: Callable[[str], None]) -> Remote:
-        file_id = await self.upload(b"".join(lines))
+    async def submit(self, lines: BinaryIO, on_uploaded: Callable[[str], None]) -> Remote:
+        file_id = await self.upload(lines)
         on_uploaded(file_id)  # recorded before the batch is created: a crash after it is re-attached by find()
         return await self.create_from_file(file_id)
 
@@ -233,9 +234,10 @@ class AnthropicBatchAPI(BatchAPI):
         status = str(detail.get("processing_status"))
         return Remote(detail["id"], status, status == "ended", detail)
 
-    async def submit(self, lines: list[bytes], on_uploaded: Callable[[str], None]) -> Remote:
-        # The request lines are already JSON: join them into the body without decoding them again.
-        body = b'{"requests":[' + b",".join(line.rstrip(b"\n") for line in lines) + b"]}"
+    async def submit(self, lines: BinaryIO, on_uploaded: Callable[[str], None]) -> Remote:
+        # The request lines are already JSON: join them into the body without decoding them again
+        # (one body of at most the 256 MB limit).
+        body = b'{"requests":[' + b",".join(line.rstrip(b"\n") for line in lines if line.strip()) + b"]}"
         headers = {"content-type": "application/json"}
         return self._remote(await self._request("POST", f"{self.base_url}/messages/batches", "create batch", data=body, headers=headers))
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 from ..cache.batches import BatchRecord, BatchStore, Outcome
@@ -103,9 +105,33 @@ class SubmitReport:
 
 
 class _Chunk:
+    """One batch being filled: its request lines spooled to a temporary file, not kept in memory."""
+
     def __init__(self) -> None:
-        self.lines: dict[str, bytes] = {}
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by flush()
+        self.sizes: dict[str, int] = {}
         self.bytes = 0
+
+    def add(self, key: str, line: bytes) -> None:
+        self.file.write(line)
+        self.sizes[key] = len(line)
+        self.bytes += len(line)
+
+    def only(self, keys: list[str]) -> BinaryIO:
+        """The file of the lines of ``keys`` (all of them: this chunk's own file), from its start."""
+        self.file.seek(0)
+        if len(keys) == len(self.sizes):
+            return self.file
+        wanted = set(keys)
+        kept = tempfile.TemporaryFile()  # noqa: SIM115 - closed by flush()
+        for key, size in self.sizes.items():
+            line = self.file.read(size)
+            if key in wanted:
+                kept.write(line)
+        self.file.close()
+        self.file = kept
+        kept.seek(0)
+        return kept
 
 
 async def submit(options: RunOptions, *, api: str | None = None, max_requests: int | None = None) -> SubmitReport:
@@ -127,27 +153,29 @@ async def submit(options: RunOptions, *, api: str | None = None, max_requests: i
 
         async def flush(judge: JudgeConfig) -> None:
             chunk = chunks[judge.name]
-            if not chunk.lines:
+            if not chunk.sizes:
                 return
-            name, client = apis[judge.name]
-            claimed = store.claim(
-                api=name, endpoint=judge.endpoint, api_key_env=judge.api_key_env, judge=judge.name, model=judge.model, keys=list(chunk.lines)
-            )
-            wanted = len(chunk.lines)
-            lines = chunk.lines
             chunks[judge.name] = _Chunk()
-            if claimed is None:
-                report.skipped += wanted
-                return
-            batch_id, free = claimed
-            report.skipped += wanted - len(free)
+            name, client = apis[judge.name]
             try:
-                remote = await client.submit([lines[k] for k in free], lambda file_id: store.update(batch_id, input_file_id=file_id))
-            except BatchHTTPError as exc:
-                if exc.definite:
-                    store.release(batch_id)
-                    raise BatchError(f"{exc} (batch {batch_id} was not created; its requests were released)") from exc
-                raise BatchError(f"{exc} (batch {batch_id} may have been created: `harness batch status` re-attaches it)") from exc
+                keys = list(chunk.sizes)
+                claimed = store.claim(
+                    api=name, endpoint=judge.endpoint, api_key_env=judge.api_key_env, judge=judge.name, model=judge.model, keys=keys
+                )
+                if claimed is None:
+                    report.skipped += len(keys)
+                    return
+                batch_id, free = claimed
+                report.skipped += len(keys) - len(free)
+                try:
+                    remote = await client.submit(chunk.only(free), lambda file_id: store.update(batch_id, input_file_id=file_id))
+                except BatchHTTPError as exc:
+                    if exc.definite:
+                        store.release(batch_id)
+                        raise BatchError(f"{exc} (batch {batch_id} was not created; its requests were released)") from exc
+                    raise BatchError(f"{exc} (batch {batch_id} may have been created: `harness batch status` re-attaches it)") from exc
+            finally:
+                chunk.file.close()
             store.update(batch_id, remote_id=remote.id, status=remote.status, detail=json.dumps(remote.detail))
             report.sent += len(free)
             record = store.get(batch_id)
@@ -163,21 +191,22 @@ async def submit(options: RunOptions, *, api: str | None = None, max_requests: i
             name, client = apis[job.judge.name]
             limit = min(max_requests or client.max_requests, client.max_requests)
             chunk = chunks[job.judge.name]
-            if job.key in chunk.lines:
+            if job.key in chunk.sizes:
                 report.skipped += 1
                 continue
             line = _line(name, job.key, job.judge, job.request)
             if len(line) > client.max_bytes:
                 report.too_large.append(job.key)
                 continue
-            if len(chunk.lines) >= limit or chunk.bytes + len(line) > client.max_bytes:
+            if len(chunk.sizes) >= limit or chunk.bytes + len(line) > client.max_bytes:
                 await flush(job.judge)
                 chunk = chunks[job.judge.name]
-            chunk.lines[job.key] = line
-            chunk.bytes += len(line)
+            chunk.add(job.key, line)
         for judge in judges.values():
             await flush(judge)
     finally:
+        for chunk in chunks.values():
+            chunk.file.close()
         store.close()
         for _, client in apis.values():
             await client.aclose()
@@ -345,7 +374,8 @@ async def write_outputs(
     with BatchStore(plan.cache_path) as store:
         outcomes = {o.key: o for o in store.outcomes()}
         pending = store.pending_keys()
-    rubrics = list(plan.available_rubrics.values())
+    # The rubrics asked for, else every rubric a key could have been made under.
+    rubrics = plan.rubrics or list(plan.available_rubrics.values())
     outcome = await run_evaluation(
         options, on_start=on_start, on_judgment=on_judgment, judge_factory=lambda cfg: BatchReplies(cfg, rubrics, outcomes, pending)
     )

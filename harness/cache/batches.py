@@ -187,32 +187,27 @@ class BatchStore:
         held = set(self.keys(batch_id))
         seen: set[str] = set()
         counts = {"succeeded": 0, "failed": 0, "unknown": 0, "duplicate": 0}
+        rows: list[tuple[Any, ...]] = []
+        for outcome in outcomes:
+            if outcome.key not in held:
+                counts["unknown"] += 1
+                continue
+            if outcome.key in seen:
+                counts["duplicate"] += 1
+                continue
+            seen.add(outcome.key)
+            state = "succeeded" if outcome.reply is not None else "failed"
+            counts[state] += 1
+            rows.append(
+                (state, outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, outcome.error, outcome.key, batch_id)
+            )
         self._execute("BEGIN IMMEDIATE")
         try:
-            for outcome in outcomes:
-                if outcome.key not in held:
-                    counts["unknown"] += 1
-                    continue
-                if outcome.key in seen:
-                    counts["duplicate"] += 1
-                    continue
-                seen.add(outcome.key)
-                state = "succeeded" if outcome.reply is not None else "failed"
-                counts[state] += 1
-                self._execute(
-                    "UPDATE batch_requests SET state = ?, reply = ?, prompt_tokens = ?, completion_tokens = ?, finish_reason = ?, error = ? "
-                    "WHERE key = ? AND batch = ?",
-                    (
-                        state,
-                        outcome.reply,
-                        outcome.prompt_tokens,
-                        outcome.completion_tokens,
-                        outcome.finish_reason,
-                        outcome.error,
-                        outcome.key,
-                        batch_id,
-                    ),
-                )
+            self._db.executemany(
+                "UPDATE batch_requests SET state = ?, reply = ?, prompt_tokens = ?, completion_tokens = ?, finish_reason = ?, error = ? "
+                "WHERE key = ? AND batch = ?",
+                rows,
+            )
             missing = held - seen
             self._db.executemany(
                 "UPDATE batch_requests SET state = 'failed', error = ? WHERE key = ? AND batch = ?", [(missing_reason, k, batch_id) for k in missing]
