@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -439,46 +440,45 @@ def export(options: RunOptions, path: Path) -> ExportReport:
     options, plan = _plan(options)
     assert plan.cache_path is not None
     report = ExportReport()
-    lines: dict[str, bytes] = {}
-    owner: dict[str, JudgeConfig] = {}
+    chunk = _Chunk()  # spooled to a temporary file: 100,000 requests are not held in memory
     _, jobs = _jobs(plan)
-    for job in jobs:
-        report.judgments += 1
-        if job.result is not None:
-            report.missing_input += 1
-            continue
-        assert job.key is not None and job.request is not None
-        if job.key in lines:
-            report.skipped += 1
-            continue
-        lines[job.key] = openai_line(job.key, job.judge.model, job.request)
-        owner[job.key] = job.judge
-    judge = plan.judges[0] if len(plan.judges) == 1 else None
-    with BatchStore(plan.cache_path) as store:
-        claimed = store.claim(
-            api=FILE_API,
-            endpoint=judge.endpoint if judge else "several",
-            api_key_env="",
-            judge=judge.name if judge else ",".join(j.name for j in plan.judges),
-            model=judge.model if judge else ",".join(j.model for j in plan.judges),
-            keys=list(lines),
-        )
-        if claimed is None:
-            report.skipped += len(lines)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(b"")
-            return report
-        batch_id, free = claimed
-        report.skipped += len(lines) - len(free)
+    try:
+        for job in jobs:
+            report.judgments += 1
+            if job.result is not None:
+                report.missing_input += 1
+                continue
+            assert job.key is not None and job.request is not None
+            if job.key in chunk.sizes:
+                report.skipped += 1
+                continue
+            chunk.add(job.key, openai_line(job.key, job.judge.model, job.request))
+        judge = plan.judges[0] if len(plan.judges) == 1 else None
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".part")
-        with tmp.open("wb") as fh:
-            for key in free:
-                fh.write(lines[key])
-        tmp.replace(path)
-        store.update(batch_id, remote_id=str(path.resolve()), status="exported")
-        report.exported = len(free)
-        report.batch = store.get(batch_id)
+        with BatchStore(plan.cache_path) as store:
+            claimed = store.claim(
+                api=FILE_API,
+                endpoint=judge.endpoint if judge else "several",
+                api_key_env="",
+                judge=judge.name if judge else ",".join(j.name for j in plan.judges),
+                model=judge.model if judge else ",".join(j.model for j in plan.judges),
+                keys=list(chunk.sizes),
+            )
+            if claimed is None:
+                report.skipped += len(chunk.sizes)
+                path.write_bytes(b"")
+                return report
+            batch_id, free = claimed
+            report.skipped += len(chunk.sizes) - len(free)
+            tmp = path.with_name(path.name + ".part")
+            with tmp.open("wb") as fh:
+                shutil.copyfileobj(chunk.only(free), fh, 1 << 20)
+            tmp.replace(path)
+            store.update(batch_id, remote_id=str(path.resolve()), status="exported")
+            report.exported = len(free)
+            report.batch = store.get(batch_id)
+    finally:
+        chunk.file.close()
     return report
 
 
