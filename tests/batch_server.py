@@ -401,6 +401,8 @@ class BatchServer:
         )
 
     async def _cancel(self, request: web.Request) -> web.Response:
+        if (denied := self._oai_auth(request)) is not None:
+            return denied
         batch = self.batches.get(request.match_info["id"])
         if batch is None:
             return _oai_error(404, "No batch found.", code="not_found")
@@ -531,6 +533,8 @@ class BatchServer:
         return web.Response(body=batch["_results"], content_type="application/binary")
 
     async def _ant_cancel(self, request: web.Request) -> web.Response:
+        if (denied := self._ant_auth(request)) is not None:
+            return denied
         batch = self.batches.get(request.match_info["id"])
         if batch is None:
             return _ant_error(404, "message batch not found", "not_found_error")

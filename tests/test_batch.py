@@ -449,3 +449,24 @@ def test_a_later_submit_sends_only_what_no_batch_holds(tmp_path: Path, server: B
     assert (second.sent, second.skipped) == (18, 6) and [b.requests for b in second.batches] == [4, 10, 4]
     sent = [json.loads(line)["custom_id"] for b in server.batches.values() for line in server.files[b["input_file_id"]].splitlines()]
     assert len(sent) == len(set(sent)) == 24
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_cancelled_at_the_provider_fails_the_unprocessed_requests(tmp_path: Path) -> None:
+    with BatchServer(key=KEY, expire_after=3, polls=100) as server:
+        data = transcripts(tmp_path, 3)
+        cfg = config(tmp_path, server.base_url or "")
+        opts = options(tmp_path, data, cfg)
+        report = asyncio.run(hb.submit(opts))
+        # Someone cancels it in the provider's console (the harness has no cancel command).
+        request = urllib.request.Request(
+            f"{server.base_url}/batches/{report.batches[0].remote_id}/cancel", method="POST", headers={"Authorization": f"Bearer {KEY}"}
+        )
+        urllib.request.urlopen(request, timeout=10).close()
+        asyncio.run(hb.wait(tmp_path / "cache.sqlite", first_s=0.01))
+        asyncio.run(hb.collect(opts))
+    judged = Outputs(tmp_path / "out").judgments
+    cancelled = [j for j in judged if j["status"] == "failed"]
+    assert len(judged) == 6 and len(cancelled) == 3
+    assert all(j["error"] == "batch: batch_cancelled: This request was cancelled." for j in cancelled)
+    assert len(cache_rows(tmp_path / "cache.sqlite")) == 3
