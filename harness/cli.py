@@ -16,6 +16,7 @@ from .exit_codes import EXIT_BUDGET, EXIT_USER_ERROR
 
 if TYPE_CHECKING:
     from .batch import BatchView
+    from .cache.batches import BatchRecord
     from .planning import RunOptions
 
 # Each command imports what it needs when it runs, so `harness --help` loads typer and rich only.
@@ -465,6 +466,7 @@ PromptsOpt = Annotated[list[Path] | None, typer.Option("--prompts", help="Extra 
 LimitOpt = Annotated[int | None, typer.Option(help="Only the first N transcripts.")]
 WaitOpt = Annotated[bool, typer.Option("--wait", help="Poll (with backoff) until the batches end, then collect.")]
 PollOpt = Annotated[float, typer.Option("--poll-interval", help="First wait between polls, seconds (doubles up to 60).")]
+MaxWaitOpt = Annotated[float | None, typer.Option("--max-wait", help="With --wait: stop waiting after this many seconds (the batches run on).")]
 
 
 def _batch_options(
@@ -481,7 +483,12 @@ def _cache_of(cache: Path | None, config: Path | None) -> Path:
     return cache or load_config(config).cache or DEFAULT_CACHE
 
 
-def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float) -> int:
+def _counts(record: BatchRecord) -> str:
+    counts = record.detail_json().get("request_counts") or {}
+    return ", ".join(f"{k} {v:,}" for k, v in counts.items() if isinstance(v, int))
+
+
+def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float, max_wait: float | None = None) -> int:
     """Collect (after waiting, with --wait); write the outputs when nothing of the plan is still out."""
     from .batch import collect
     from .batch import wait as wait_for
@@ -490,11 +497,12 @@ def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float) ->
     console = Console(stderr=True)
 
     def polled(views: list[BatchView]) -> None:
-        open_views = [v for v in views if not v.record.ended]
-        console.print(f"{len(views) - len(open_views)}/{len(views)} batch(es) ended", highlight=False)
+        running = [v.record for v in views if not v.record.ended]
+        shown = "; ".join(f"#{r.id} {r.status} ({_counts(r)})" for r in running[:3]) + (" …" if len(running) > 3 else "")
+        console.print(f"{len(views) - len(running)}/{len(views)} batch(es) ended" + (f"; running: {shown}" if running else ""), highlight=False)
 
     if wait:
-        asyncio.run(wait_for(_cache_of(options.cache, options.config), first_s=poll_interval, on_poll=polled))
+        asyncio.run(wait_for(_cache_of(options.cache, options.config), first_s=poll_interval, timeout_s=max_wait, on_poll=polled))
     report = asyncio.run(collect(options))
     for note in report.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
@@ -527,6 +535,7 @@ def batch_submit(
     ] = None,
     wait: WaitOpt = False,
     poll_interval: PollOpt = 5.0,
+    max_wait: MaxWaitOpt = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="With --wait: where the outputs are written after collecting.")] = None,
 ) -> None:
     """Submit every judgment that is neither cached nor already in a batch. Each batch and its keys
@@ -549,7 +558,7 @@ def batch_submit(
         )
         if report.too_large:
             err.print(f"[yellow]{len(report.too_large)} request(s) exceed the provider's batch size: judge them with harness run[/]", highlight=False)
-        code = _collect_and_write(options, True, poll_interval) if wait else 0
+        code = _collect_and_write(options, True, poll_interval, max_wait) if wait else 0
     except HarnessError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code)
@@ -590,6 +599,7 @@ def batch_collect(
     limit: LimitOpt = None,
     wait: WaitOpt = False,
     poll_interval: PollOpt = 5.0,
+    max_wait: MaxWaitOpt = None,
 ) -> None:
     """Download every ended batch into the cache (parsed, priced at batch rates, failures with the
     provider's reason), then write the usual outputs. `harness run --offline` replays them."""
@@ -597,7 +607,7 @@ def batch_collect(
         transcripts, out, config, rubric, prompts, model=model, base_url=base_url, api_key_env=api_key_env, cache=cache, limit=limit
     )
     try:
-        code = _collect_and_write(options, wait, poll_interval)
+        code = _collect_and_write(options, wait, poll_interval, max_wait)
     except HarnessError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code)

@@ -470,3 +470,21 @@ def test_a_batch_cancelled_at_the_provider_fails_the_unprocessed_requests(tmp_pa
     assert len(judged) == 6 and len(cancelled) == 3
     assert all(j["error"] == "batch: batch_cancelled: This request was cancelled." for j in cancelled)
     assert len(cache_rows(tmp_path / "cache.sqlite")) == 3
+
+
+@pytest.mark.timeout(60)
+def test_wait_shows_progress_and_max_wait_stops_waiting_not_the_batch(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    with BatchServer(key=KEY, polls=10_000) as server:
+        data = transcripts(tmp_path, 2)
+        cfg = config(tmp_path, server.base_url or "")
+        args = ["batch", "submit", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--wait", "--poll-interval", "0.05", "--max-wait", "0.5"]
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    assert "0/1 batch(es) ended; running: #1 in_progress (total 8, completed 0, failed 0)" in result.stderr
+    assert "1 batch(es) still running" in result.stderr
+    assert not (tmp_path / "out" / "judgments.jsonl").exists()
+    assert [r["status"] for r in batch_rows(tmp_path / "cache.sqlite")] == ["in_progress"]

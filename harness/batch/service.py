@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -408,15 +409,24 @@ async def collect(
 
 
 async def wait(
-    cache: Path, *, first_s: float = 5.0, most_s: float = 60.0, on_poll: Callable[[list[BatchView]], None] | None = None
+    cache: Path,
+    *,
+    first_s: float = 5.0,
+    most_s: float = 60.0,
+    timeout_s: float | None = None,
+    on_poll: Callable[[list[BatchView]], None] | None = None,
 ) -> list[BatchView]:
-    """Poll until every open batch has ended, backing off from ``first_s`` to ``most_s``."""
+    """Poll until every open batch has ended (or ``timeout_s`` has passed), backing off from
+    ``first_s`` to ``most_s``. Batches polling cannot end (exported, unconfirmed) are not waited for."""
     delay = first_s
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         views = await refresh(cache)
         if on_poll is not None:
             on_poll(views)
         if all(v.record.ended or v.record.api == FILE_API or v.record.remote_id is None for v in views):
+            return views
+        if deadline is not None and time.monotonic() + delay > deadline:
             return views
         await asyncio.sleep(delay)
         delay = min(most_s, delay * 2)
