@@ -481,10 +481,37 @@ def test_wait_shows_progress_and_max_wait_stops_waiting_not_the_batch(tmp_path: 
     with BatchServer(key=KEY, polls=10_000) as server:
         data = transcripts(tmp_path, 2)
         cfg = config(tmp_path, server.base_url or "")
-        args = ["batch", "submit", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--wait", "--poll-interval", "0.05", "--max-wait", "0.5"]
+        args = [
+            "batch",
+            "submit",
+            str(data),
+            "--config",
+            str(cfg),
+            "--out",
+            str(tmp_path / "out"),
+            "--wait",
+            "--poll-interval",
+            "0.05",
+            "--max-wait",
+            "0.5",
+        ]
         result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr
     assert "0/1 batch(es) ended; running: #1 in_progress (total 8, completed 0, failed 0)" in result.stderr
     assert "1 batch(es) still running" in result.stderr
     assert not (tmp_path / "out" / "judgments.jsonl").exists()
     assert [r["status"] for r in batch_rows(tmp_path / "cache.sqlite")] == ["in_progress"]
+
+
+@pytest.mark.timeout(60)
+def test_a_bad_transcript_stops_submit_before_anything_is_sent(tmp_path: Path, server: BatchServer) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    data = write_jsonl(tmp_path / "data.jsonl", [{"id": "a", "query": "q", "response": "r"}, {"id": "b", "query": "q", "respnse": "typo"}])
+    cfg = config(tmp_path, server.base_url or "")
+    result = CliRunner().invoke(app, ["batch", "submit", str(data), "--config", str(cfg)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "data.jsonl:2" in result.stderr and "respnse" in result.stderr
+    assert server.created == 0 and server.files == {}
