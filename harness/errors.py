@@ -12,8 +12,10 @@
     │   │   └── MalformedReply   2xx with an unusable body (retried; likely billed)
     │   └── FatalJudgeError      400/401/403/404 (never retried)
     │       ├── QuotaExhausted   429 insufficient_quota: the judge is stopped for the run
-    │       └── JudgeUnreachable refused connections in a row: the judge is stopped for the run
+    │       ├── JudgeUnreachable refused connections in a row: the judge is stopped for the run
+    │       └── BatchRequestFailed a provider batch errored, expired or cancelled this request
     ├── BudgetExceeded           the estimate is above --max-cost; the run did not start
+    ├── BatchError               a provider's batch API refused or broke a batch operation
     └── CacheError               the SQLite cache could not be opened or written
 
 SDK, HTTP and sqlite exceptions are translated at the boundary with ``raise ... from exc``.
@@ -25,7 +27,9 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 #: ``JudgeError.kind``: a failed judgment's reason.
-JudgeErrorKind = Literal["judge_error", "rate_limited", "transient", "connect_failed", "malformed_reply", "fatal", "quota_exhausted", "unreachable"]
+JudgeErrorKind = Literal[
+    "judge_error", "rate_limited", "transient", "connect_failed", "malformed_reply", "fatal", "quota_exhausted", "unreachable", "batch_failed"
+]
 
 
 class HarnessError(Exception):
@@ -107,6 +111,17 @@ class JudgeUnreachable(FatalJudgeError):
     """The endpoint refused connections repeatedly: the judge is down."""
 
     kind: ClassVar[JudgeErrorKind] = "unreachable"
+
+
+class BatchRequestFailed(FatalJudgeError):
+    """A request a provider's batch did not answer (errored, expired, cancelled); the message
+    carries the provider's reason."""
+
+    kind: ClassVar[JudgeErrorKind] = "batch_failed"
+
+
+class BatchError(HarnessError):
+    """A provider's batch API refused or broke a batch operation (upload, create, poll, download)."""
 
 
 class BudgetExceeded(HarnessError):

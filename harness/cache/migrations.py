@@ -42,7 +42,50 @@ def m002_parsed_score(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX judgments_rubric ON judgments (rubric, judge_model)")
 
 
-MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score]
+def m003_batches(db: sqlite3.Connection) -> None:
+    # Provider batches (``harness batch``): each batch and the keys it holds are recorded before
+    # ``submit`` returns, so a killed process or another machine re-attaches and never submits a
+    # held key twice. All their SQL is in ``cache/batches.py``.
+    db.execute(
+        """
+        CREATE TABLE batches (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            api TEXT NOT NULL,
+            endpoint TEXT NOT NULL,
+            api_key_env TEXT NOT NULL,
+            judge TEXT NOT NULL,
+            model TEXT NOT NULL,
+            remote_id TEXT,
+            input_file_id TEXT,
+            status TEXT NOT NULL,
+            requests INTEGER NOT NULL,
+            detail TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE batch_requests (
+            key TEXT NOT NULL,
+            batch INTEGER NOT NULL REFERENCES batches (id),
+            state TEXT NOT NULL,
+            reply TEXT,
+            prompt_tokens INTEGER,
+            completion_tokens INTEGER,
+            finish_reason TEXT,
+            error TEXT,
+            PRIMARY KEY (key, batch)
+        )
+        """
+    )
+    db.execute("CREATE INDEX batch_requests_open ON batch_requests (key, state)")
+    # A judgment answered by a batch is priced at batch rates; replay keeps that price.
+    db.execute("ALTER TABLE judgments ADD COLUMN tier TEXT")
+
+
+MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_batches]
 
 
 def _now() -> str:

@@ -40,11 +40,13 @@ class CachedJudgment:
     status: str | None = None
     score: float | None = None
     created_at: str | None = None
+    #: "batch": answered by a provider's batch API, ``cost_usd`` at batch rates (migration 3)
+    tier: str | None = None
 
 
 _COLUMNS = (
     "key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
-    "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at"
+    "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at, tier"
 )
 
 
@@ -216,15 +218,17 @@ class JudgmentCache:
                 j.status,
                 j.score,
                 j.created_at or now,
+                j.tier,
             )
             for j in batch
         ]
-        marks = ",".join("?" * 14)
+        marks = ",".join("?" * 15)
         await self.db.executemany(
             f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) "
             "ON CONFLICT(key) DO UPDATE SET raw_output=excluded.raw_output, prompt_tokens=excluded.prompt_tokens, "
             "completion_tokens=excluded.completion_tokens, latency_ms=excluded.latency_ms, cost_usd=excluded.cost_usd, "
-            "attempts=excluded.attempts, status=excluded.status, score=excluded.score, created_at=excluded.created_at",
+            "attempts=excluded.attempts, status=excluded.status, score=excluded.score, created_at=excluded.created_at, "
+            "tier=excluded.tier",
             rows,
         )
         await self.db.commit()

@@ -93,6 +93,17 @@ def with_prices(judge: JudgeConfig, user_table: PriceTable | None = None) -> Jud
     )
 
 
+def with_batch_prices(judge: JudgeConfig, user_table: PriceTable | None = None) -> JudgeConfig:
+    """The judge priced at its provider's batch rates: ``batch_input``/``batch_output`` of the
+    user's table, else of the shipped one. A judge's own ``input_price_per_1m`` and
+    ``output_price_per_1m`` are live prices; they are kept only for a model no table gives batch
+    prices for, so a batch is never priced below what is known."""
+    price = lookup(judge.model, user_table)
+    if price is None or price.batch_input is None or price.batch_output is None:
+        return with_prices(judge, user_table)
+    return judge.model_copy(update={"input_price_per_1m": price.batch_input, "output_price_per_1m": price.batch_output})
+
+
 def cost_usd(prompt_tokens: float, completion_tokens: float, input_per_1m: float, output_per_1m: float) -> float:
     """USD for one call. Seed 000's "token cost" with per-1K prices is the same computation:
     25,474/1000 × 0.000075 + 2,080/1000 × 0.0003 = $0.00253455 (per-1M: 0.075 and 0.30)."""

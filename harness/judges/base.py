@@ -50,6 +50,9 @@ class JudgeReply:
         "max_tokens") or at the end of the context window (Anthropic's "model_context_window_exceeded")."""
         return self.finish_reason in ("length", "max_tokens", "model_context_window_exceeded")
 
+    #: "batch" for a reply a provider's batch API gave (priced at batch rates, kept on replay)
+    tier: str | None = None
+
 
 class Judge(ABC):
     """Base class of every judge provider."""

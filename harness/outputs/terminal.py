@@ -14,6 +14,7 @@ from rich.table import Table
 from ..planning import Judgment, RunOptions
 
 if TYPE_CHECKING:  # the types only: the run and the estimate are imported when they are used
+    from ..cache.batches import BatchRecord
     from ..cost.estimate import Estimate
     from ..runner.session import RunOutcome
 
@@ -213,3 +214,24 @@ def show_run(outcome: RunOutcome, console: Console) -> None:
     summary_table(outcome.summary, console)
     for error in outcome.stopped_judges:  # said once here, not once per judgment it failed
         console.print(f"[red]judge stopped:[/] {error}", highlight=False)
+
+
+def batch_table(rows: list[tuple[BatchRecord, str]], console: Console) -> None:
+    """``harness batch status``: each recorded batch, what its provider last said, and any note."""
+    table = Table(title=f"{len(rows)} batch(es)", title_justify="left")
+    for column in ("#", "api", "judge", "batch id", "status", "requests", "provider counts", "created", "note"):
+        table.add_column(column, justify="right" if column in ("#", "requests") else "left", overflow="fold")
+    for record, note in rows:
+        counts = record.detail_json().get("request_counts") or {}
+        table.add_row(
+            str(record.id),
+            record.api,
+            record.judge,
+            record.remote_id or "-",
+            record.status,
+            str(record.requests),
+            ", ".join(f"{k} {v}" for k, v in counts.items()),
+            record.created_at,
+            note,
+        )
+    console.print(table)

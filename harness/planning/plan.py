@@ -15,7 +15,7 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_weights, load_config, local_judge_config
-from ..cost.prices import load_price_table, with_prices
+from ..cost.prices import load_price_table, with_batch_prices, with_prices
 from ..errors import ConfigError, UserInputError
 from ..rubrics.rubric import Rubric, load_rubrics
 
@@ -45,6 +45,8 @@ class RunOptions:
     max_cost: float | None = None
     #: input format: auto (by content), jsonl, or a trace format (harness.traces)
     format: str = "auto"
+    #: priced at the providers' batch rates (``harness batch``, ``estimate --batch``)
+    batch: bool = False
 
 
 @dataclass(slots=True)
@@ -132,7 +134,7 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: two judges share the name {next(n for n in names if names.count(n) > 1)!r}")
     user_prices = load_price_table(config.price_table) if config.price_table else None
-    judges = [with_prices(j, user_prices) for j in judges]
+    judges = [(with_batch_prices if options.batch else with_prices)(j, user_prices) for j in judges]
     if options.concurrency is not None:
         judges = [j.model_copy(update={"max_concurrency": options.concurrency}) for j in judges]
     if require_keys and not options.offline:

@@ -302,6 +302,7 @@ class Runner:
                     attempts=attempts.count,
                     status=judgment.status,
                     score=judgment.score,
+                    tier=reply.tier,
                 )
             )
         return judgment
@@ -324,7 +325,8 @@ class Runner:
         judgment = self._parsed(job, hit.raw_output)
         judgment.prompt_tokens = hit.prompt_tokens
         judgment.completion_tokens = hit.completion_tokens
-        judgment.cost_usd = call_cost(job.judge, hit.prompt_tokens, hit.completion_tokens)
+        # A batch reply keeps the batch price it was paid at; any other is priced at today's prices.
+        judgment.cost_usd = hit.cost_usd if hit.tier == "batch" else call_cost(job.judge, hit.prompt_tokens, hit.completion_tokens)
         judgment.latency_ms = hit.latency_ms
         judgment.cached = True
         return judgment

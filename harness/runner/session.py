@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache.store import JudgmentCache
+from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..cost.estimate import estimate_scanned
 from ..errors import BudgetExceeded, ConfigError, FatalJudgeError, TranscriptError, UserInputError
@@ -80,10 +81,12 @@ async def run_evaluation(
     on_start: Callable[[int], None] | None = None,
     on_judgment: Callable[[Judgment], None] | None = None,
     handle_signals: bool = False,
+    judge_factory: Callable[[JudgeConfig], Judge] | None = None,
 ) -> RunOutcome:
     """Run ``options``. ``on_start(total judgments)`` is called once before judging, ``on_judgment``
     as each judgment completes; ``handle_signals`` makes Ctrl-C/SIGTERM stop dispatching (twice:
-    stop waiting for in-flight calls)."""
+    stop waiting for in-flight calls). ``judge_factory`` replaces the registry's ``make_judge``
+    (``harness batch`` answers from a provider batch's downloaded results through it)."""
     started = time.perf_counter()
     if options.out is None:
         raise UserInputError("--out is required")
@@ -94,7 +97,8 @@ async def run_evaluation(
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
     # judge is even constructed, so nothing can call out.
-    judges: dict[str, Judge] = {} if plan.cache_mode == "offline" else {j.name: make_judge(j) for j in plan.judges}
+    factory = judge_factory or make_judge
+    judges: dict[str, Judge] = {} if plan.cache_mode == "offline" else {j.name: factory(j) for j in plan.judges}
     out.mkdir(parents=True, exist_ok=True)
     skipped_file = _write_skipped(out, scanned)
 

@@ -1,0 +1,263 @@
+"""Clients of the two batch APIs, over aiohttp, behind one small interface.
+
+``submit(lines)`` sends one batch (OpenAI: upload the JSONL with ``purpose=batch``, then create the
+batch from the file; Anthropic: one ``POST /messages/batches``); ``get`` polls it; ``results``
+downloads its result lines (to a temporary file first, so a 200 MB output is never held whole);
+``find`` looks for a batch made from an uploaded file (OpenAI only), which is how a submit
+killed between upload and creation is re-attached instead of sent again.
+
+Every HTTP failure is a :class:`harness.errors.BatchError` whose ``definite`` tells whether the
+provider certainly did not act (a 4xx answer) or might have (timeout, connection lost, 5xx).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import aiohttp
+
+from ..cache.batches import Outcome
+from ..errors import BatchError
+from ..judges.protocol import error_fields, redact
+from .wire import OPENAI_ENDPOINT, Limits, read_anthropic_result, read_openai_result
+
+TIMEOUT = aiohttp.ClientTimeout(total=600, sock_connect=30)
+
+
+class BatchHTTPError(BatchError):
+    def __init__(self, message: str, *, definite: bool) -> None:
+        super().__init__(message)
+        self.definite = definite
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """A batch as the provider last described it."""
+
+    id: str
+    status: str
+    ended: bool
+    detail: dict[str, Any]
+    input_file_id: str | None = None
+
+    def progress(self) -> str:
+        counts = self.detail.get("request_counts") or {}
+        return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+class BatchAPI(ABC):
+    name: str
+    max_requests: int
+    max_bytes: int
+
+    def __init__(self, base_url: str, api_key: str | None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._key = api_key
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(headers=self._headers(), timeout=TIMEOUT)
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @abstractmethod
+    def _headers(self) -> dict[str, str]: ...
+
+    async def _request(self, method: str, url: str, what: str, **kwargs: Any) -> Any:
+        try:
+            async with self.session.request(method, url, **kwargs) as resp:
+                text = await resp.text()
+                if resp.status >= 300:
+                    try:
+                        body: Any = json.loads(text)
+                    except ValueError:
+                        body = text[:200]
+                    code, message = error_fields(body)
+                    detail = redact(f"{code + ': ' if code else ''}{message or body or resp.reason}", self._key)
+                    raise BatchHTTPError(f"{self.name} {what}: HTTP {resp.status}: {detail}", definite=400 <= resp.status < 500)
+                try:
+                    return json.loads(text)
+                except ValueError:
+                    raise BatchHTTPError(f"{self.name} {what}: the answer is not JSON", definite=False) from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise BatchHTTPError(f"{self.name} {what}: {type(exc).__name__}: {exc}", definite=False) from exc
+
+    async def _download(self, url: str, what: str) -> Iterator[bytes]:
+        """The body of ``url`` spooled to a temporary file; its lines."""
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 - the line iterator returned closes it
+        try:
+            async with self.session.get(url) as resp:
+                if resp.status >= 300:
+                    text = await resp.text()
+                    raise BatchHTTPError(f"{self.name} {what}: HTTP {resp.status}: {redact(text[:200], self._key)}", definite=True)
+                async for chunk in resp.content.iter_chunked(1 << 20):
+                    spool.write(chunk)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            spool.close()
+            raise BatchHTTPError(f"{self.name} {what}: {type(exc).__name__}: {exc}", definite=False) from exc
+        spool.seek(0)
+
+        def lines() -> Iterator[bytes]:
+            with spool:
+                yield from spool
+
+        return lines()
+
+    @abstractmethod
+    async def submit(self, lines: BinaryIO, on_uploaded: Callable[[str], None]) -> Remote:
+        """Send one batch of request lines (a file of JSONL, read from its start);
+        ``on_uploaded(file_id)`` is called between upload and creation."""
+
+    @abstractmethod
+    async def get(self, remote_id: str) -> Remote: ...
+
+    @abstractmethod
+    async def results(self, remote: Remote) -> Iterator[Outcome]: ...
+
+    @abstractmethod
+    def missing_reason(self, remote: Remote) -> str:
+        """Why a request of an ended batch has no result line."""
+
+    async def find(self, input_file_id: str) -> Remote | None:
+        return None
+
+    async def create_from_file(self, input_file_id: str) -> Remote:
+        raise BatchError(f"{self.name}: batches are not created from files")
+
+
+def _lines(chunks: Iterator[bytes], reader: Any, where: str) -> Iterator[Outcome]:
+    for number, raw in enumerate(chunks, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield reader(json.loads(raw), f"{where}:{number}")
+        except ValueError as exc:
+            raise BatchError(f"{where}:{number}: not a batch result line ({exc})") from None
+
+
+class OpenAIBatchAPI(BatchAPI):
+    name = "openai"
+    max_requests = Limits.OPENAI_REQUESTS
+    max_bytes = Limits.OPENAI_BYTES
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._key}"} if self._key else {}
+
+    def _remote(self, detail: Any) -> Remote:
+        if not isinstance(detail, dict) or not isinstance(detail.get("id"), str):
+            raise BatchHTTPError(f"{self.name}: the answer is not a batch object", definite=False)
+        status = str(detail.get("status"))
+        return Remote(detail["id"], status, status in ("completed", "failed", "expired", "cancelled"), detail, detail.get("input_file_id"))
+
+    async def upload(self, data: BinaryIO) -> str:
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", data, filename="harness-batch.jsonl", content_type="application/jsonl")  # streamed from the file
+        answer = await self._request("POST", f"{self.base_url}/files", "upload", data=form)
+        if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
+            raise BatchHTTPError(f"{self.name} upload: the answer is not a file object", definite=False)
+        return str(answer["id"])
+
+    async def create_from_file(self, input_file_id: str) -> Remote:
+        body = {"input_file_id": input_file_id, "endpoint": OPENAI_ENDPOINT, "completion_window": "24h", "metadata": {"created_by": "harness"}}
+        return self._remote(await self._request("POST", f"{self.base_url}/batches", "create batch", json=body))
+
+    async def submit(self, lines: BinaryIO, on_uploaded: Callable[[str], None]) -> Remote:
+        file_id = await self.upload(lines)
+        on_uploaded(file_id)  # recorded before the batch is created: a crash after it is re-attached by find()
+        return await self.create_from_file(file_id)
+
+    async def get(self, remote_id: str) -> Remote:
+        return self._remote(await self._request("GET", f"{self.base_url}/batches/{remote_id}", f"batch {remote_id}"))
+
+    async def find(self, input_file_id: str) -> Remote | None:
+        after: str | None = None
+        while True:
+            params = {"limit": "100", **({"after": after} if after else {})}
+            page = await self._request("GET", f"{self.base_url}/batches", "list batches", params=params)
+            data = page.get("data") if isinstance(page, dict) else None
+            if not isinstance(data, list):
+                raise BatchHTTPError(f"{self.name} list batches: the answer is not a list", definite=False)
+            for item in data:
+                if isinstance(item, dict) and item.get("input_file_id") == input_file_id:
+                    return self._remote(item)
+            if not page.get("has_more") or not data:
+                return None
+            after = page.get("last_id") or data[-1].get("id")
+
+    async def results(self, remote: Remote) -> Iterator[Outcome]:
+        parts: list[Iterator[Outcome]] = []
+        for field in ("output_file_id", "error_file_id"):
+            file_id = remote.detail.get(field)
+            if file_id:
+                where = f"{self.name} batch {remote.id} {field.removesuffix('_id')}"
+                chunks = await self._download(f"{self.base_url}/files/{file_id}/content", where)
+                parts.append(_lines(chunks, read_openai_result, where))
+        return (outcome for part in parts for outcome in part)
+
+    def missing_reason(self, remote: Remote) -> str:
+        if remote.status == "failed":
+            errors = (remote.detail.get("errors") or {}).get("data") or []
+            said = "; ".join(
+                f"{e.get('code')}: {e.get('message')}" + (f" (line {e['line']})" if e.get("line") else "") for e in errors if isinstance(e, dict)
+            )
+            return f"batch {remote.id} failed: {said or 'no reason given'}"
+        return f"batch {remote.id} {remote.status}: no result for this request"
+
+
+class AnthropicBatchAPI(BatchAPI):
+    name = "anthropic"
+    max_requests = Limits.ANTHROPIC_REQUESTS
+    max_bytes = Limits.ANTHROPIC_BYTES
+    VERSION = "2023-06-01"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": self.VERSION}
+        if self._key:
+            headers["x-api-key"] = self._key
+        return headers
+
+    def _remote(self, detail: Any) -> Remote:
+        if not isinstance(detail, dict) or not isinstance(detail.get("id"), str):
+            raise BatchHTTPError(f"{self.name}: the answer is not a message batch", definite=False)
+        status = str(detail.get("processing_status"))
+        return Remote(detail["id"], status, status == "ended", detail)
+
+    async def submit(self, lines: BinaryIO, on_uploaded: Callable[[str], None]) -> Remote:
+        # The request lines are already JSON: join them into the body without decoding them again
+        # (one body of at most the 256 MB limit).
+        body = b'{"requests":[' + b",".join(line.rstrip(b"\n") for line in lines if line.strip()) + b"]}"
+        headers = {"content-type": "application/json"}
+        return self._remote(await self._request("POST", f"{self.base_url}/messages/batches", "create batch", data=body, headers=headers))
+
+    async def get(self, remote_id: str) -> Remote:
+        return self._remote(await self._request("GET", f"{self.base_url}/messages/batches/{remote_id}", f"batch {remote_id}"))
+
+    async def results(self, remote: Remote) -> Iterator[Outcome]:
+        url = remote.detail.get("results_url")
+        if not url:
+            return iter(())
+        where = f"{self.name} batch {remote.id} results"
+        return _lines(await self._download(str(url), where), read_anthropic_result, where)
+
+    def missing_reason(self, remote: Remote) -> str:
+        return f"batch {remote.id} ended with no result for this request"
+
+
+def make_api(api: str, base_url: str, api_key: str | None) -> BatchAPI:
+    if api == "openai":
+        return OpenAIBatchAPI(base_url, api_key)
+    if api == "anthropic":
+        return AnthropicBatchAPI(base_url, api_key)
+    raise BatchError(f"unknown batch API {api!r} (openai or anthropic)")

@@ -1,0 +1,249 @@
+"""Provider batches in the cache file: every SQL statement of ``harness batch``, in one place.
+
+A batch's life, as recorded here (``batches.status``)::
+
+    submitting ──(input file uploaded: input_file_id)──(batch created: remote_id)──► the provider's
+    status (validating, in_progress, finalizing, ended …) ──(results downloaded)──► collected
+
+Keys are *claimed* (``claim``) in the same transaction that creates the batch row, under
+SQLite's write lock, before anything is sent: a key already held by another batch (pending) or
+already answered is never claimed twice, whichever process or machine asks. ``released`` is the
+end of a batch that was never sent. ``batch_requests.state`` is ``pending`` until the results are
+downloaded, then ``succeeded`` (the reply and its usage are kept here until the run stores them
+in ``judgments``) or ``failed`` (with the provider's reason).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import CacheError
+from .store import BUSY_TIMEOUT_MS, _prepare
+
+_CHUNK = 500
+#: Statuses after which a batch changes no more at the provider (both providers' words).
+ENDED = frozenset({"completed", "failed", "expired", "cancelled", "ended"})
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    id: int
+    api: str
+    endpoint: str
+    api_key_env: str
+    judge: str
+    model: str
+    remote_id: str | None
+    input_file_id: str | None
+    status: str
+    requests: int
+    detail: str | None
+    created_at: str
+    updated_at: str
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
+
+    @property
+    def open(self) -> bool:
+        """Still owed results: not collected, not released."""
+        return self.status not in ("collected", "released")
+
+    def detail_json(self) -> dict[str, Any]:
+        return json.loads(self.detail) if self.detail else {}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One request's result as a batch gave it: a reply (with usage) or the provider's reason."""
+
+    key: str
+    reply: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+_BATCH_COLUMNS = "id, api, endpoint, api_key_env, judge, model, remote_id, input_file_id, status, requests, detail, created_at, updated_at"
+
+
+class BatchStore:
+    """Synchronous: batch commands are a handful of statements between network calls."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            _prepare(path)
+            self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{path}: cannot open the cache: {exc}") from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> BatchStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: {exc}") from exc
+
+    # -- claiming --------------------------------------------------------------------------------
+
+    def unanswered(self, keys: Sequence[str]) -> list[str]:
+        """``keys`` that are neither in the judgments cache nor held by an open batch, in order."""
+        taken: set[str] = set()
+        for start in range(0, len(keys), _CHUNK):
+            chunk = list(keys[start : start + _CHUNK])
+            marks = ",".join("?" * len(chunk))
+            taken.update(k for (k,) in self._execute(f"SELECT key FROM judgments WHERE key IN ({marks})", chunk))
+            taken.update(k for (k,) in self._execute(f"SELECT key FROM batch_requests WHERE state = 'pending' AND key IN ({marks})", chunk))
+        return [k for k in keys if k not in taken]
+
+    def claim(self, *, api: str, endpoint: str, api_key_env: str, judge: str, model: str, keys: Sequence[str]) -> tuple[int, list[str]] | None:
+        """Record a batch holding those of ``keys`` nobody holds, atomically (BEGIN IMMEDIATE takes
+        the write lock first, so two processes cannot claim one key). None when all are taken."""
+        self._execute("BEGIN IMMEDIATE")
+        try:
+            free = self.unanswered(list(dict.fromkeys(keys)))
+            if not free:
+                self._execute("ROLLBACK")
+                return None
+            now = _now()
+            cur = self._execute(
+                "INSERT INTO batches (api, endpoint, api_key_env, judge, model, status, requests, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, 'submitting', ?, ?, ?)",
+                (api, endpoint, api_key_env, judge, model, len(free), now, now),
+            )
+            batch_id = cur.lastrowid
+            assert batch_id is not None
+            self._db.executemany("INSERT INTO batch_requests (key, batch, state) VALUES (?, ?, 'pending')", [(k, batch_id) for k in free])
+            self._execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return batch_id, free
+
+    def update(self, batch_id: int, **fields: Any) -> None:
+        """Set columns of a batch row (status, remote_id, input_file_id, detail); committed at once."""
+        allowed = {"status", "remote_id", "input_file_id", "detail"}
+        assert set(fields) <= allowed, fields
+        sets = ", ".join(f"{name} = ?" for name in fields)
+        self._execute(f"UPDATE batches SET {sets}, updated_at = ? WHERE id = ?", [*fields.values(), _now(), batch_id])
+
+    def release(self, batch_id: int) -> None:
+        """A batch that was never sent: its keys may be claimed again."""
+        self._execute("BEGIN IMMEDIATE")
+        try:
+            self._execute("DELETE FROM batch_requests WHERE batch = ? AND state = 'pending'", (batch_id,))
+            self._execute("UPDATE batches SET status = 'released', updated_at = ? WHERE id = ?", (_now(), batch_id))
+            self._execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def batches(self, *, open_only: bool = False) -> list[BatchRecord]:
+        where = " WHERE status NOT IN ('collected', 'released')" if open_only else ""
+        return [BatchRecord(*row) for row in self._execute(f"SELECT {_BATCH_COLUMNS} FROM batches{where} ORDER BY id")]
+
+    def get(self, batch_id: int) -> BatchRecord | None:
+        row = self._execute(f"SELECT {_BATCH_COLUMNS} FROM batches WHERE id = ?", (batch_id,)).fetchone()
+        return None if row is None else BatchRecord(*row)
+
+    def keys(self, batch_id: int) -> list[str]:
+        return [k for (k,) in self._execute("SELECT key FROM batch_requests WHERE batch = ? ORDER BY rowid", (batch_id,))]
+
+    def counts(self, batch_id: int) -> dict[str, int]:
+        rows = self._execute("SELECT state, count(*) FROM batch_requests WHERE batch = ? GROUP BY state", (batch_id,))
+        return {state: n for state, n in rows}
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def record_outcomes(self, batch_id: int, outcomes: Iterable[Outcome], *, missing_reason: str) -> dict[str, int]:
+        """Store a downloaded batch's results and mark it collected, in one transaction. A key of
+        the batch with no result line is failed with ``missing_reason``; a line for a key the
+        batch does not hold is ignored (counted as ``unknown``)."""
+        held = set(self.keys(batch_id))
+        seen: set[str] = set()
+        counts = {"succeeded": 0, "failed": 0, "unknown": 0, "duplicate": 0}
+        rows: list[tuple[Any, ...]] = []
+        for outcome in outcomes:
+            if outcome.key not in held:
+                counts["unknown"] += 1
+                continue
+            if outcome.key in seen:
+                counts["duplicate"] += 1
+                continue
+            seen.add(outcome.key)
+            state = "succeeded" if outcome.reply is not None else "failed"
+            counts[state] += 1
+            rows.append(
+                (state, outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, outcome.error, outcome.key, batch_id)
+            )
+        self._execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(
+                "UPDATE batch_requests SET state = ?, reply = ?, prompt_tokens = ?, completion_tokens = ?, finish_reason = ?, error = ? "
+                "WHERE key = ? AND batch = ?",
+                rows,
+            )
+            missing = held - seen
+            self._db.executemany(
+                "UPDATE batch_requests SET state = 'failed', error = ? WHERE key = ? AND batch = ?", [(missing_reason, k, batch_id) for k in missing]
+            )
+            counts["failed"] += len(missing)
+            self._execute("UPDATE batches SET status = 'collected', updated_at = ? WHERE id = ?", (_now(), batch_id))
+            self._execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return counts
+
+    def outcomes(self, keys: Iterable[str] | None = None) -> Iterator[Outcome]:
+        """The latest downloaded result of each key (all keys, or those given)."""
+        sql = (
+            "SELECT key, reply, prompt_tokens, completion_tokens, finish_reason, error FROM batch_requests "
+            "WHERE state IN ('succeeded', 'failed') {where} ORDER BY batch"
+        )
+        if keys is None:
+            for row in self._execute(sql.format(where="")):
+                yield Outcome(*row)
+            return
+        wanted = list(keys)
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for row in self._execute(sql.format(where=f"AND key IN ({marks})"), chunk):
+                yield Outcome(*row)
+
+    def pending_keys(self) -> set[str]:
+        """Keys held by batches whose results have not been downloaded yet."""
+        return {k for (k,) in self._execute("SELECT key FROM batch_requests WHERE state = 'pending'")}
+
+    def forget_stored_replies(self) -> int:
+        """Drop the replies the judgments table now holds (state ``stored``): kept once, not twice."""
+        cur = self._execute(
+            "UPDATE batch_requests SET state = 'stored', reply = NULL WHERE state = 'succeeded' AND key IN (SELECT key FROM judgments)"
+        )
+        return cur.rowcount
