@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .errors import BudgetExceeded, HarnessError, UserInputError
-from .exit_codes import EXIT_BUDGET, EXIT_USER_ERROR
+from .errors import BudgetExceeded, CacheError, HarnessError, OutputError, ResourceExhausted, UserInputError
+from .exit_codes import EXIT_BUDGET, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_USER_ERROR
 
 # Each command imports what it needs when it runs, so `harness --help` loads typer and rich only.
 
@@ -40,7 +40,33 @@ def _fail(exc: HarnessError) -> typer.Exit:
     err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     if isinstance(exc, BudgetExceeded):
         return typer.Exit(EXIT_BUDGET)
-    return typer.Exit(EXIT_USER_ERROR if isinstance(exc, UserInputError) else 1)
+    if isinstance(exc, CacheError | OutputError | ResourceExhausted):
+        return typer.Exit(EXIT_IO)
+    return typer.Exit(EXIT_USER_ERROR if isinstance(exc, UserInputError) else EXIT_INTERNAL)
+
+
+def entry() -> None:
+    """The ``harness`` entry point: whatever happens, one line and a documented exit code, never
+    a traceback (README "Exit codes")."""
+    import click
+
+    from .runner.session import crash_exit
+
+    try:
+        code = app(prog_name="harness", standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        err.print("[red]interrupted[/]", highlight=False)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except click.ClickException as exc:  # a usage error, shown as click shows it
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except HarnessError as exc:
+        raise SystemExit(_fail(exc).exit_code) from None
+    except (Exception, RecursionError) as exc:  # noqa: BLE001 - the last line of defence: one line, a documented code
+        code, message = crash_exit(exc)
+        err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        raise SystemExit(code) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 @app.command()

@@ -48,6 +48,10 @@ def read_json(path: Path) -> Any:
         raise UserInputError(f"{path}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserInputError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+    except RecursionError:
+        raise UserInputError(f"{path}: not valid JSON (nested too deeply)") from None
+    except IsADirectoryError:
+        raise UserInputError(f"{path}: is a directory, not a file") from None
 
 
 def pydantic_problem(exc: ValidationError) -> str:

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ..errors import TranscriptError, UserInputError
+from ..jsonlines import check_readable_file
 from ..validation import first_problem
 from .models import Transcript
 
@@ -113,6 +114,10 @@ def _iter_json_array(path: Path) -> Iterator[RawRecord]:
         while True:
             skip_ws()
             if buf.startswith("]", pos):
+                pos += 1
+                skip_ws()
+                if pos < len(buf):  # read whole or refused: nothing may follow the array
+                    raise TranscriptError(str(path), line, "<file>", "data after the JSON array (one array per file)")
                 return
             if not first:
                 if not buf.startswith(",", pos):
@@ -123,6 +128,8 @@ def _iter_json_array(path: Path) -> Iterator[RawRecord]:
             while True:
                 try:
                     _, end = decoder.raw_decode(buf, pos)
+                except RecursionError:
+                    raise TranscriptError(str(path), line, "<json>", "nested too deeply") from None
                 except json.JSONDecodeError as exc:
                     if len(buf) - pos > MAX_RECORD_BYTES:
                         raise TranscriptError(str(path), line, "<record>", "record is too large or malformed") from None
@@ -140,8 +147,7 @@ def _iter_json_array(path: Path) -> Iterator[RawRecord]:
 def iter_raw(path: str | Path) -> Iterator[RawRecord]:
     """Yield raw records from a ``.jsonl`` file or a file holding one JSON array."""
     path = Path(path)
-    if not path.is_file():
-        raise UserInputError(f"{path}: no such file")
+    check_readable_file(path)
     with path.open("rb") as fh:
         head = fh.read(4096).lstrip()
     if head.startswith(b"\xef\xbb\xbf"):
