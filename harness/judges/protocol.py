@@ -45,7 +45,8 @@ def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
 REDACTED = "[REDACTED]"
 
 
-#: Characters that continue a key-like token: a key is masked only where none touches it.
+#: Characters that continue a key-like token: a key is masked only where none touches it (nor a
+#: decimal point: a digit key must not be masked inside "0.12345678").
 _TOKEN_CHAR = r"[A-Za-z0-9_\-]"
 
 
@@ -54,7 +55,7 @@ def redact(text: str, secret: str | None) -> str:
     token (not inside a longer word or number); every provider uses this."""
     if not secret or secret not in text:
         return text
-    return re.sub(rf"(?<!{_TOKEN_CHAR}){re.escape(secret)}(?!{_TOKEN_CHAR})", REDACTED, text)
+    return re.sub(rf"(?<![A-Za-z0-9_\-.]){re.escape(secret)}(?!{_TOKEN_CHAR}|\.[0-9])", REDACTED, text)
 
 
 #: JSON nesting deeper than this in a judge's reply is refused before it is decoded.
