@@ -168,3 +168,19 @@ def test_rpm_holds_for_every_request_including_retries(tmp_path: Path) -> None:
     assert proc.returncode == EXIT_OK, proc.stderr
     assert count == 15
     assert elapsed >= 3 * 5.0 - 0.5  # three requests past the burst, 5 s apart at 12 per minute
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        '"timings": {"total_ms": 1e999}',
+        '"timings": {"total_ms": 1e300}',
+        '"spans": [{"kind": "llm", "start": 0, "end": 1e308}]',
+    ],
+)
+def test_non_finite_or_overflowing_timings_are_refused_where_read(tmp_path: Path, extra: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"id": "a", "query": "q", "response": "r", ' + extra + "}\n")
+    with pytest.raises(TranscriptError, match=r"t\.jsonl:1: (timings|spans)") as info:
+        scan(path)
+    assert "\n" not in str(info.value)
