@@ -71,7 +71,7 @@ def entry() -> None:
 
 @app.command()
 def run(
-    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array.")],
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array; - reads standard input.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
     config: JudgeConfigOpt = None,
     rubric: Annotated[
@@ -97,6 +97,7 @@ def run(
     """Judge transcripts and write judgments, per-transcript results and a summary."""
     from .outputs.terminal import run_in_terminal
     from .planning import RunOptions
+    from .transcripts.loader import stdin_as_file
 
     if on_bad_record not in ("fail", "skip"):
         raise _fail(UserInputError("--on-bad-record must be 'fail' or 'skip'"))
@@ -121,7 +122,8 @@ def run(
         max_cost=max_cost,
     )
     try:
-        outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
+        with stdin_as_file(transcripts) as options.input:
+            outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
     except HarnessError as exc:
         raise _fail(exc) from None
     style = "green" if outcome.exit_code == 0 else "red"
@@ -148,6 +150,7 @@ def estimate(
     from .cost.estimate import estimate_run
     from .outputs.terminal import estimate_table
     from .planning import RunOptions
+    from .transcripts.loader import stdin_as_file
 
     options = RunOptions(
         input=transcripts,
@@ -161,7 +164,8 @@ def estimate(
         limit=limit,
     )
     try:
-        result = estimate_run(options)
+        with stdin_as_file(transcripts) as options.input:
+            result = estimate_run(options)
     except HarnessError as exc:
         raise _fail(exc) from None
     if as_json:

@@ -41,6 +41,10 @@ def io_problem(exc: OSError) -> str:
         return "no space left on the device (free some, or write elsewhere)"
     if exc.errno == errno.EFBIG:
         return "file too large for this file system or the process's file-size limit"
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return "out of file descriptors (too many open files): lower --concurrency or raise the limit (ulimit -n)"
+    if exc.errno == errno.ENOMEM:
+        return "out of memory: lower --concurrency, or split the input"
     if exc.errno == errno.EROFS:
         return "read-only file system"
     if exc.errno in (errno.EACCES, errno.EPERM):

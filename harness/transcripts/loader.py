@@ -10,7 +10,11 @@ from __future__ import annotations
 import codecs
 import json
 import re
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -142,6 +146,20 @@ def _iter_json_array(path: Path) -> Iterator[RawRecord]:
             yield RawRecord(line, buf[pos:end])
             line += buf.count("\n", pos, end)
             pos = end
+
+
+@contextmanager
+def stdin_as_file(path: Path) -> Iterator[Path]:
+    """``path`` itself, or for ``-`` standard input copied whole to a temporary file first (the run
+    reads its input twice: validation, then judging); the copy is removed afterwards."""
+    if str(path) != "-":
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="harness-stdin-") as directory:
+        spooled = Path(directory) / "stdin.jsonl"
+        with spooled.open("wb") as fh:
+            shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
+        yield spooled
 
 
 def iter_raw(path: str | Path) -> Iterator[RawRecord]:

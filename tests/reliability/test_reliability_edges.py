@@ -184,3 +184,27 @@ def test_non_finite_or_overflowing_timings_are_refused_where_read(tmp_path: Path
     with pytest.raises(TranscriptError, match=r"t\.jsonl:1: (timings|spans)") as info:
         scan(path)
     assert "\n" not in str(info.value)
+
+
+def test_dash_reads_standard_input(tmp_path: Path) -> None:
+    """``-`` is standard input, read whole before validation (estimate: no network at all)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.reliability.support import ROOT
+
+    records = "\n".join(json.dumps(r) for r in transcripts(7)) + "\n"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "OPENAI_API_KEY": "sk-unused-key-000"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "estimate", "-", "--model", "gpt-4o-mini", "--no-cache", "--json", "--rubric", "relevance"],
+        cwd=tmp_path,
+        env=env,
+        input=records,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert json.loads(proc.stdout)["transcripts"] == 7

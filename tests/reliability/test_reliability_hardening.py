@@ -354,3 +354,32 @@ def test_the_readme_exit_code_table_matches_the_harness() -> None:
         code, meaning = (cell.strip() for cell in line.strip("|").split("|")[:2])
         rows[int(code)] = meaning
     assert rows == EXIT_CODES
+
+
+def _few_fds(limit: int) -> Any:
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return preexec
+
+
+def test_running_out_of_file_descriptors_is_named_with_the_fix(tmp_path: Path) -> None:
+    """With 40 descriptors and 64 connections wanted, the run ends with exit 5 and says so, naming
+    the fix, instead of declaring the judge down."""
+    with serve(latency_s=0.5) as server:
+        args = setup(tmp_path, server.base_url or "", transcripts(200), max_concurrency=64)
+        env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            preexec_fn=_few_fds(40),
+            check=False,
+        )
+    assert proc.returncode == EXIT_IO, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert "file descriptors" in proc.stderr and "ulimit -n" in proc.stderr and "--concurrency" in proc.stderr
+    assert "refused" not in proc.stderr and "is the server running" not in proc.stderr
