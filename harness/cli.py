@@ -169,7 +169,7 @@ def estimate(
     except HarnessError as exc:
         raise _fail(exc) from None
     if as_json:
-        typer.echo(json.dumps(result.as_dict(), indent=2))
+        typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
         estimate_table(result, Console())
 

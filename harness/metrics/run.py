@@ -28,9 +28,14 @@ class _Series:
     failed: Counter[str] = field(default_factory=Counter)
     clamped: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, bounds: tuple[float, float] | None = None) -> dict[str, Any]:
+        described = describe(self.values)
+        ci = described.get("ci95")
+        if bounds is not None and isinstance(ci, list):
+            # A mean of values on a bounded scale cannot lie outside it: neither can its interval.
+            described["ci95"] = [min(max(ci[0], bounds[0]), bounds[1]), min(max(ci[1], bounds[0]), bounds[1])]
         return {
-            **describe(self.values),
+            **described,
             "unscored": sum(self.unscored.values()),
             "unscored_reasons": dict(sorted(self.unscored.items())),
             "failed": sum(self.failed.values()),
@@ -121,6 +126,7 @@ class RunTotals:
 
     def __init__(self, rubrics: list[Rubric], judges: list[JudgeConfig], composites: Mapping[str, Mapping[str, float]]) -> None:
         self.rubrics = [r.name for r in rubrics]
+        self.bounds = {r.name: (float(r.scale[0]), float(r.scale[1])) for r in rubrics}
         self.judges = judges
         self.composites = list(composites)
         self.transcripts = 0
@@ -203,9 +209,12 @@ class RunTotals:
             **extra,
             "transcripts": self.transcripts,
             "judgments": dict(sorted(self.status_counts.items())),
-            "rubrics": {rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict() for judge in self.judges} for rubric in self.rubrics},
+            "rubrics": {
+                rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict(self.bounds[rubric]) for judge in self.judges}
+                for rubric in self.rubrics
+            },
             "composites": {
-                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict() for judge in self.judges} for name in self.composites
+                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict((0.0, 1.0)) for judge in self.judges} for name in self.composites
             },
             "judges": judges,
             "cost_usd": cost["total"]["total_usd"],

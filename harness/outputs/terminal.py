@@ -187,6 +187,8 @@ def show_run(outcome: RunOutcome, console: Console) -> None:
         console.print(f"[yellow]skipped {len(outcome.skipped)} bad record(s); listed in {outcome.skipped_file}[/]")
         for err in outcome.skipped[:5]:
             console.print(f"  {err}", markup=False)
+    if outcome.removed_stale:
+        console.print(f"removed {', '.join(outcome.removed_stale)}: left by an earlier run, not written by this one", highlight=False)
     budget = outcome.summary.get("budget")
     if outcome.estimated_cost_usd is not None and budget is not None:
         console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget['max_cost_usd']:g}", highlight=False)

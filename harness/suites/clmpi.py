@@ -100,9 +100,10 @@ def clmpi_100(value: float) -> float:
 
 
 def interpretation(value: float) -> str:
-    """The band of seed 001's "Score Interpretation" table (a bound belongs to the band above)."""
+    """The band of seed 001's "Score Interpretation" table (a bound belongs to the band above).
+    Compared at 9 decimals, so float rounding (0.7999999999999999 for 0.8) never moves a band."""
     for lower, band in BANDS:
-        if value >= lower:
+        if round(value, 9) >= lower:
             return band
     return BANDS[-1][1]
 

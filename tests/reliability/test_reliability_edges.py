@@ -208,3 +208,21 @@ def test_dash_reads_standard_input(tmp_path: Path) -> None:
     )
     assert proc.returncode == EXIT_OK, proc.stderr
     assert json.loads(proc.stdout)["transcripts"] == 7
+
+
+def test_bands_are_not_broken_by_float_rounding() -> None:
+    from harness.suites.clmpi import interpretation
+
+    assert 0.1 + 0.7 < 0.8  # the float sum that used to fall into the band below
+    assert interpretation(0.1 + 0.7) == "Excellent"
+    assert interpretation(0.6 - 1e-6) == "Fair"
+
+
+def test_a_bounded_scores_interval_stays_within_its_scale() -> None:
+    from harness.metrics.run import _Series
+
+    series = _Series()
+    series.values.extend([1.0, 1.0, 1.0, 0.0])  # a t-interval of these reaches above 1
+    assert series.as_dict()["ci95"][1] > 1.0
+    low, high = series.as_dict((0.0, 1.0))["ci95"]
+    assert 0.0 <= low <= high <= 1.0
