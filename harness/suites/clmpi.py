@@ -20,8 +20,9 @@ Components (the document leaves how items feed them open; these are the harness'
 - Graceful degradation: an item with ``error`` or no ``response`` is failed and left out of every
   component; judgments that are unscored or failed are left out of their component; counts of all
   of these are reported. A component a model has no data for is missing, and that model's CLMPI
-  uses the remaining weights rescaled to sum to 1 (``weights_used``, ``missing_components``).
-  A model with no answered item at all is an input error (there is nothing to rank).
+  uses the remaining weights rescaled to sum to 1 (``weights_used``, ``missing_components``);
+  in the ranking it comes after every model that has a component it lacks (a missing component is
+  never an advantage). A model with no answered item at all is an input error (there is nothing to rank).
 """
 
 from __future__ import annotations
@@ -380,7 +381,12 @@ def evaluate_clmpi(
                 },
             }
         )
-    ranking.sort(key=lambda r: (-r["clmpi"], r["model"]))
+    # A missing component is never an advantage: a model lacking a component that another model of
+    # the run has is ranked after every model with more of them (its score uses fewer weights).
+    present = {c for r in ranking for c in COMPONENTS if c not in r["missing_components"]}
+    for r in ranking:
+        r["components_missing_in_run"] = len(set(r["missing_components"]) & present)
+    ranking.sort(key=lambda r: (r["components_missing_in_run"], -r["clmpi"], r["model"]))
     for rank, ranked in enumerate(ranking, start=1):
         ranked["rank"] = rank
     result = {
