@@ -131,7 +131,7 @@ class _Worker:
             self.process.stdin.close()
             try:
                 await asyncio.wait_for(self.process.wait(), STOP_GRACE_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -215,7 +215,7 @@ class LocalLlamaJudge(Judge):
         }
         try:
             return await asyncio.wait_for(worker.call(self._calls, payload), self.config.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             worker.process.kill()  # a hung native call: the next call starts a fresh worker
             await asyncio.gather(worker.tasks[0], return_exceptions=True)  # its death is recorded first
             raise FatalJudgeError(f"local judge did not answer within {self.config.timeout_s:g} s; its process was stopped") from None

@@ -30,8 +30,8 @@ from __future__ import annotations
 import csv
 import math
 import re
-import string
 import tomllib
+import unicodedata
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,12 +118,17 @@ def rescaled_weights(weights: Mapping[str, float], present: Sequence[str]) -> di
 
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def _without_punctuation(text: str) -> str:
+    # Unicode-aware: every punctuation character (category P*), not only ASCII's, so "«Paris»" and
+    # "Paris" match, while letters such as "é" are kept.
+    return "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
 
 
 def normalise_answer(text: str) -> str:
-    """Lowercase, drop punctuation and the articles a/an/the, collapse whitespace."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
+    """NFKC, casefold, drop punctuation (any script) and the articles a/an/the, collapse whitespace."""
+    return " ".join(_ARTICLES.sub(" ", _without_punctuation(unicodedata.normalize("NFKC", text).casefold())).split())
 
 
 def exact_match(response: str, references: Sequence[str]) -> bool:

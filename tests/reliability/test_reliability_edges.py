@@ -226,3 +226,12 @@ def test_a_bounded_scores_interval_stays_within_its_scale() -> None:
     assert series.as_dict()["ci95"][1] > 1.0
     low, high = series.as_dict((0.0, 1.0))["ci95"]
     assert 0.0 <= low <= high <= 1.0
+
+
+def test_suite_text_normalisation_is_unicode_aware() -> None:
+    from harness.suites.clmpi import normalise_answer
+    from harness.suites.simulation import normalize_item
+
+    assert normalise_answer("«Paris»!") == normalise_answer("paris") == "paris"
+    assert normalise_answer("The Café") == "café"
+    assert normalize_item("Café Crème!") == "café crème"
