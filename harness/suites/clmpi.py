@@ -388,9 +388,9 @@ def evaluate_clmpi(
         )
     # A missing component is never an advantage: a model lacking a component that another model of
     # the run has is ranked after every model with more of them (its score uses fewer weights).
-    present = {c for r in ranking for c in COMPONENTS if c not in r["missing_components"]}
+    in_run: set[str] = {c for r in ranking for c in COMPONENTS if c not in r["missing_components"]}
     for r in ranking:
-        r["components_missing_in_run"] = len(set(r["missing_components"]) & present)
+        r["components_missing_in_run"] = len(set(r["missing_components"]) & in_run)
     ranking.sort(key=lambda r: (r["components_missing_in_run"], -r["clmpi"], r["model"]))
     for rank, ranked in enumerate(ranking, start=1):
         ranked["rank"] = rank
