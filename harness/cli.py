@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+from typer.exceptions import TyperException
 from rich.markup import escape
 
 from .errors import BudgetExceeded, CacheError, HarnessError, OutputError, ResourceExhausted, UserInputError
@@ -48,21 +49,21 @@ def _fail(exc: HarnessError) -> typer.Exit:
 def entry() -> None:
     """The ``harness`` entry point: whatever happens, one line and a documented exit code, never
     a traceback (README "Exit codes")."""
-    import click
-
-    from .runner.session import crash_exit
-
     try:
         code = app(prog_name="harness", standalone_mode=False)
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except (KeyboardInterrupt, typer.Abort):
         err.print("[red]interrupted[/]", highlight=False)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    except click.ClickException as exc:  # a usage error, shown as click shows it
-        exc.show()
-        raise SystemExit(exc.exit_code) from None
+    except TyperException as exc:  # a usage error, shown as typer shows it in standalone mode
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        raise SystemExit(getattr(exc, "exit_code", EXIT_USER_ERROR)) from None
     except HarnessError as exc:
         raise SystemExit(_fail(exc).exit_code) from None
     except (Exception, RecursionError) as exc:  # noqa: BLE001 - the last line of defence: one line, a documented code
+        from .runner.session import crash_exit
+
         code, message = crash_exit(exc)
         err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
         raise SystemExit(code) from None

@@ -383,3 +383,32 @@ def test_running_out_of_file_descriptors_is_named_with_the_fix(tmp_path: Path) -
     assert "Traceback" not in proc.stderr
     assert "file descriptors" in proc.stderr and "ulimit -n" in proc.stderr and "--concurrency" in proc.stderr
     assert "refused" not in proc.stderr and "is the server running" not in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_before_judging_starts_exits_130_in_one_line(tmp_path: Path) -> None:
+    """Ctrl-C while the input is still being read (standard input left open): exit 130, one line."""
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "OPENAI_API_KEY": "sk-unused-key-000"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "estimate", "-", "--model", "gpt-4o-mini", "--no-cache"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write('{"id": "a", "query": "q", "response": "r"}\n')
+        proc.stdin.flush()
+        time.sleep(3.0)  # imports done, blocked reading standard input
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert one_line(stderr) == "interrupted"
