@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
-from typer.exceptions import TyperException
 from rich.markup import escape
+from typer.exceptions import TyperException
 
 from .errors import BudgetExceeded, CacheError, HarnessError, OutputError, ResourceExhausted, UserInputError
 from .exit_codes import EXIT_BUDGET, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_USER_ERROR
