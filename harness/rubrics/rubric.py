@@ -155,7 +155,7 @@ def _check_placeholders(template: str, source: str) -> None:
         inner = match.group(1).strip()
         if inner not in INPUTS:
             hint = f"; did you mean {{{{{inner.lower()}}}}}?" if inner.lower() in INPUTS else ""
-            raise RubricError(f"{source}: template: unknown placeholder {match.group(0)[:60]!r} (known: {known}){hint}")
+            raise RubricError(f"{source}: template: unknown placeholder {match.group(0)[:60]} (known: {known}){hint}")
     for match in _SINGLE.finditer(template):
         if match.group(1).lower() in INPUTS:
             raise RubricError(
