@@ -63,8 +63,8 @@ MAX_JSON_DEPTH = 64
 #: A reply body may be this large whatever it asked for, plus ``REPLY_BYTES_PER_TOKEN`` per token.
 REPLY_BASE_BYTES = 1 << 20
 REPLY_BYTES_PER_TOKEN = 1 << 10
-#: Chat framing and provider-side additions a prompt's token count may exceed its bytes by.
-PROMPT_TOKEN_SLACK = 4096
+#: Chat framing and provider-side additions (hidden system prompts, tool schemas) a prompt's token count may exceed its bytes by.
+PROMPT_TOKEN_SLACK = 65536
 #: Completion tokens a server may report beyond max_tokens (special tokens).
 COMPLETION_TOKEN_SLACK = 16
 

@@ -29,7 +29,9 @@ class _Bucket:
     def wait_for(self, amount: float) -> float:
         # A single request larger than the whole bucket may go once the bucket is full.
         need = min(amount, self.capacity)
-        return 0.0 if self.level >= need else (need - self.level) / self.rate
+        # A shortfall within float rounding is no shortfall: a wait below the clock's resolution
+        # would leave the clock where it is and the loop in acquire() spinning for ever.
+        return 0.0 if self.level >= need - 1e-9 * max(1.0, need) else (need - self.level) / self.rate
 
 
 class RateLimiter:
