@@ -1,3 +1,9 @@
-from .cli import app
+import sys
 
-app(prog_name="harness")
+try:
+    from .cli import entry
+except KeyboardInterrupt:  # Ctrl-C while the command is still loading: the same one line and code
+    sys.stderr.write("interrupted\n")
+    raise SystemExit(130) from None
+
+entry()

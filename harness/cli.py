@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.exceptions import TyperException
 
-from .errors import BudgetExceeded, HarnessError, UserInputError
-from .exit_codes import EXIT_BUDGET, EXIT_USER_ERROR
+from .errors import BatchError, BudgetExceeded, CacheError, HarnessError, JudgeError, OutputError, ResourceExhausted, UserInputError
+from .exit_codes import EXIT_BUDGET, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_USER_ERROR
 
 if TYPE_CHECKING:
     from .batch import BatchView
@@ -48,12 +49,42 @@ def _fail(exc: HarnessError) -> typer.Exit:
     err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     if isinstance(exc, BudgetExceeded):
         return typer.Exit(EXIT_BUDGET)
-    return typer.Exit(EXIT_USER_ERROR if isinstance(exc, UserInputError) else 1)
+    if isinstance(exc, CacheError | OutputError | ResourceExhausted):
+        return typer.Exit(EXIT_IO)
+    if isinstance(exc, BatchError | JudgeError):  # the provider refused: as a run whose judgments failed
+        return typer.Exit(EXIT_FAILED_JUDGMENTS)
+    return typer.Exit(EXIT_USER_ERROR if isinstance(exc, UserInputError) else EXIT_INTERNAL)
+
+
+def entry() -> None:
+    """The ``harness`` entry point: whatever happens, one line and a documented exit code, never
+    a traceback (README "Exit codes")."""
+    try:
+        code = app(prog_name="harness", standalone_mode=False)
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("[red]interrupted[/]", highlight=False)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except TyperException as exc:  # a usage error, shown as typer shows it in standalone mode
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        raise SystemExit(getattr(exc, "exit_code", EXIT_USER_ERROR)) from None
+    except HarnessError as exc:
+        raise SystemExit(_fail(exc).exit_code) from None
+    except (Exception, RecursionError) as exc:  # noqa: BLE001 - the last line of defence: one line, a documented code
+        from .runner.session import crash_exit
+
+        code, message = crash_exit(exc)
+        err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        raise SystemExit(code) from None
+    if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into this return value
+        err.print("[red]interrupted[/]", highlight=False)
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 @app.command()
 def run(
-    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, a JSON array, or a trace file (see --format).")],
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, a JSON array, or a trace file (see --format); - reads standard input.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
     format: FormatOpt = "auto",
     config: JudgeConfigOpt = None,
@@ -80,6 +111,7 @@ def run(
     """Judge transcripts and write judgments, per-transcript results and a summary."""
     from .outputs.terminal import run_in_terminal
     from .planning import RunOptions
+    from .transcripts.loader import stdin_as_file
 
     if on_bad_record not in ("fail", "skip"):
         raise _fail(UserInputError("--on-bad-record must be 'fail' or 'skip'"))
@@ -105,7 +137,8 @@ def run(
         format=format,
     )
     try:
-        outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
+        with stdin_as_file(transcripts) as options.input:
+            outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
     except HarnessError as exc:
         raise _fail(exc) from None
     style = "green" if outcome.exit_code == 0 else "red"
@@ -134,6 +167,7 @@ def estimate(
     from .cost.estimate import estimate_run
     from .outputs.terminal import estimate_table
     from .planning import RunOptions
+    from .transcripts.loader import stdin_as_file
 
     options = RunOptions(
         input=transcripts,
@@ -149,11 +183,12 @@ def estimate(
         batch=batch,
     )
     try:
-        result = estimate_run(options)
+        with stdin_as_file(transcripts) as options.input:
+            result = estimate_run(options)
     except HarnessError as exc:
         raise _fail(exc) from None
     if as_json:
-        typer.echo(json.dumps(result.as_dict(), indent=2))
+        typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
         estimate_table(result, Console())
 

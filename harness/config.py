@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -190,6 +191,12 @@ def load_toml_model(path: Path, model: type[M], what: str) -> M:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such {what}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a {what}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     try:
@@ -216,6 +223,25 @@ def load_config(path: str | Path | None) -> HarnessConfig:
 
 def _describe(exc: ValidationError) -> str:
     return str(first_problem(exc, noun="key", whole="config", brackets=True))
+
+
+#: A key shorter than this cannot be told from ordinary text (a key ``5`` would be masked inside
+#: the digits of a score), so it is refused when the judge is built.
+MIN_KEY_LENGTH = 8
+_KEY_CHARS = re.compile(r"[\x21-\x7e]+")
+
+
+def check_key(key: str, variable: str) -> str | None:
+    """Why ``key`` (read from ``variable``) cannot be used, or None. Stray whitespace or control
+    characters would corrupt the Authorization header; a very short key could not be masked
+    without altering ordinary text."""
+    if key != key.strip():
+        return f"${variable} has leading or trailing whitespace (a stray newline?); remove it"
+    if not _KEY_CHARS.fullmatch(key):
+        return f"${variable} holds spaces, control or non-ASCII characters; an API key is printable ASCII"
+    if len(key) < MIN_KEY_LENGTH:
+        return f"${variable} is {len(key)} characters long; keys under {MIN_KEY_LENGTH} cannot be told from ordinary text (use a longer one)"
+    return None
 
 
 def api_key_for(judge: JudgeConfig) -> str | None:

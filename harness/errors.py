@@ -16,7 +16,9 @@
     │       └── BatchRequestFailed a provider batch errored, expired or cancelled this request
     ├── BudgetExceeded           the estimate is above --max-cost; the run did not start
     ├── BatchError               a provider's batch API refused or broke a batch operation
-    └── CacheError               the SQLite cache could not be opened or written
+    ├── CacheError               the SQLite cache could not be opened or written (disk full, read-only)
+    ├── OutputError              --out could not be written, or another run holds it
+    └── ResourceExhausted        the machine ran out of file descriptors or memory (not the judge's fault)
 
 SDK, HTTP and sqlite exceptions are translated at the boundary with ``raise ... from exc``.
 Messages never contain API keys.
@@ -130,3 +132,11 @@ class BudgetExceeded(HarnessError):
 
 class CacheError(HarnessError):
     """The SQLite cache could not be opened, migrated or written."""
+
+
+class OutputError(HarnessError):
+    """The run's output directory could not be written, or another run is writing it."""
+
+
+class ResourceExhausted(HarnessError):
+    """This process ran out of file descriptors or memory; the message names the fix."""

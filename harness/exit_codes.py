@@ -5,4 +5,21 @@ EXIT_FAILED_JUDGMENTS = 1
 EXIT_USER_ERROR = 2
 EXIT_CACHE_MISSES = 3
 EXIT_BUDGET = 4
+#: the cache or --out could not be read or written (disk full, read-only, locked by another run),
+#: or the machine ran out of file descriptors or memory
+EXIT_IO = 5
+#: an unexpected error inside the harness (a bug): what was done is written, the message says where
+EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+
+#: Every code, with what it means: the README's table is checked against this.
+EXIT_CODES = {
+    EXIT_OK: "all judgments done",
+    EXIT_FAILED_JUDGMENTS: "some judgments failed (the count is printed)",
+    EXIT_USER_ERROR: "bad input, config or option",
+    EXIT_CACHE_MISSES: "--offline and some judgments were not in the cache",
+    EXIT_BUDGET: "--max-cost refused or stopped the run",
+    EXIT_IO: "the cache or --out could not be written or read, or the machine ran out of file descriptors or memory",
+    EXIT_INTERNAL: "internal error (a bug): what was done is written",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM)",
+}

@@ -25,6 +25,14 @@ that quote the request's ``Authorization`` header back: ``401echo`` (401 "Incorr
 provided: <header>"), ``500echo`` (a 500 whose message holds it) and ``200echo`` (a normal
 completion whose reply text holds it before its score).
 
+Hostile kinds, a judge attacking the client: ``deep`` (200 whose body is JSON nested 5,000 deep,
+about 10 KB), ``deep500`` (the same as a 500's error body), ``huge`` (200 with a ``huge_bytes``
+body, a JSON completion padded with whitespace, for a 64-token request), ``redirect`` (301 to
+``/v1/redirected``, which answers any method with a completion scoring 1.0, so a client that
+follows the redirect is caught), ``absurdusage`` (a normal completion whose usage is 10**30 prompt
+and -5 completion tokens), ``nousage`` (no ``usage`` at all, as some proxies answer) and
+``trickle`` (200 whose body arrives one byte every ``trickle_s`` seconds).
+
 ``python -m tests.judge_server --port 0 --latency 0.05`` runs the same server in the foreground
 for benchmarks in another process and prints its base URL as the first line of output. Such a
 benchmark reads ``GET /_stats`` (``{"requests", "max_in_flight", "in_flight", "first_request_at",
@@ -66,6 +74,13 @@ FAULT_KINDS = (
     "500echo",
     "200echo",
     "429litellm",
+    "deep",
+    "deep500",
+    "huge",
+    "redirect",
+    "absurdusage",
+    "nousage",
+    "trickle",
 )
 MODES = ("score", "echo")
 RETRY_AFTER_S = "0.05"
@@ -174,6 +189,8 @@ class JudgeServer:
         cached_tokens: int = 0,
         supports_schema: bool = True,
         cut_at_budget: bool = False,
+        huge_bytes: int = 8 << 20,
+        trickle_s: float = 0.2,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -205,6 +222,8 @@ class JudgeServer:
         #: cut every reply at its token budget (a reply's words count as tokens); reasoning models'
         #: replies always are. Off by default so echo-mode tests get their whole echo back.
         self.cut_at_budget = cut_at_budget
+        self.huge_bytes = huge_bytes
+        self.trickle_s = trickle_s
         self.requests: list[dict[str, Any]] = []
         self.max_in_flight = 0
         #: time.time() of the first request's arrival and of the last answer (None before any)
@@ -272,6 +291,7 @@ class JudgeServer:
         self._routes(app)
         app.router.add_get("/_stats", self._stats)
         app.router.add_post("/_reset", self._reset)
+        app.router.add_route("*", "/v1/redirected", self._redirected)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         # handler_cancellation: a client that gives up on a hung request frees its handler.
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0)
@@ -301,7 +321,7 @@ class JudgeServer:
         app.router.add_get("/v1/models", self._models)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._recorded(request, lambda body: self._complete(body, request.headers))
+        return await self._recorded(request, lambda body: self._complete(body, request.headers, request))
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         async def models(_body: Any) -> web.Response:
@@ -333,6 +353,16 @@ class JudgeServer:
         self.max_in_flight = self._in_flight
         self.first_request_at = self.last_answer_at = None
         return web.json_response(self.stats())
+
+    async def _redirected(self, request: web.Request) -> web.StreamResponse:
+        """Where ``redirect`` points: a client that follows it gets a reply scoring 1.0."""
+
+        async def answer(_body: Any) -> web.Response:
+            completion = self._completion({"model": "redirected"}, [{"role": "user", "content": "x"}], "")
+            completion["choices"][0]["message"]["content"] = '{"score": 1.0}'
+            return web.json_response(completion)
+
+        return await self._recorded(request, answer)
 
     async def _not_found(self, request: web.Request) -> web.StreamResponse:
         async def not_found(_body: Any) -> web.Response:
@@ -378,7 +408,7 @@ class JudgeServer:
             self._in_flight -= 1
             self.last_answer_at = time.time()
 
-    async def _complete(self, body: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+    async def _complete(self, body: Any, headers: Mapping[str, str] | None = None, request: web.Request | None = None) -> web.StreamResponse:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not messages:
             return web.json_response(_error("'messages' must be a non-empty list", "invalid_request_error"), status=400)
@@ -418,6 +448,10 @@ class JudgeServer:
             if fault == "429litellm":  # LiteLLM passes the upstream provider's hint on under its own name
                 headers = {"llm_provider-retry-after": RETRY_AFTER_S}
             return web.json_response(error, status=status, headers=headers)
+        if fault == "deep500":
+            return web.Response(body=b"[" * 5000 + b"]" * 5000, status=500, content_type="application/json")
+        if fault == "redirect":
+            return web.Response(status=301, headers={"Location": "/v1/redirected"})
         if fault == "hang":
             assert self._stopping is not None
             try:
@@ -428,12 +462,32 @@ class JudgeServer:
         if fault == "200echo":
             message = completion["choices"][0]["message"]
             message["content"] = f"(request had Authorization: {auth})\n{message['content']}"
+        if fault == "absurdusage":
+            completion["usage"] = {"prompt_tokens": 10**30, "completion_tokens": -5, "total_tokens": 10**30}
+        elif fault == "nousage":
+            del completion["usage"]
         payload = json.dumps(completion).encode()
+        if fault == "deep":
+            payload = b'{"choices": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+        elif fault == "huge":
+            payload = payload[:-1] + b" " * max(self.huge_bytes - len(payload), 0) + b"}"
+        elif fault == "trickle":
+            assert request is not None
+            return await self._trickle(payload, request)
         if fault == "garbage":
             payload = b"<html><body>502 Bad Gateway</body></html> not json {"
         elif fault == "truncated":
             payload = payload[: len(payload) // 2]
         return web.Response(body=payload, content_type="application/json")
+
+    async def _trickle(self, payload: bytes, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for i in range(len(payload)):
+            await response.write(payload[i : i + 1])
+            await asyncio.sleep(self.trickle_s)
+        await response.write_eof()
+        return response
 
     # --- replies and faults ---------------------------------------------------------------------
 

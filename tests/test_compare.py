@@ -279,3 +279,21 @@ def test_bad_inputs(runs: dict[str, Path], tmp_path: Path) -> None:
     # Bad JSON in results.jsonl names its line.
     (other / "results.jsonl").write_text('{"transcript_id": "t00"}\n{oops\n')
     assert one_line_error([a, str(other)]).startswith(f"error: {other / 'results.jsonl'}:2: <json>: invalid JSON")
+
+
+@pytest.mark.timeout(120)
+def test_zero_variance_with_a_difference_is_undefined_not_significant(tmp_path: Path) -> None:
+    """Every transcript exactly 0.3 better: the t statistic is undefined (zero variance), so the
+    row gets no p-value and no verdict of significance, but a reason."""
+    server = ScriptedJudges()
+    server.start()
+    try:
+        ids = [f"t{i:02d}" for i in range(12)]
+        run_a = make_run(tmp_path, "A", server, [record(t) for t in ids], {(t, "relevance", "mini"): 0.4 for t in ids}, rubrics=["relevance"])
+        run_b = make_run(tmp_path, "B", server, [record(t) for t in ids], {(t, "relevance", "mini"): 0.7 for t in ids}, rubrics=["relevance"])
+    finally:
+        server.stop()
+    result = compare_json(run_a, run_b)
+    [row] = [r for r in result["metrics"] if r["metric"] == "relevance"]
+    assert row["pvalue"] is None and row["pvalue_holm"] is None and not row["significant"] and row["better"] is None
+    assert row["verdict"].startswith("undefined on relevance: paired t-test undefined: zero variance with a non-zero difference")

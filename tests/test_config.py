@@ -256,7 +256,7 @@ def test_openai_base_url_remote_without_key_is_refused(tmp_path: Path, monkeypat
 
 
 def test_adhoc_judge_with_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_VAR, "sk-x")
+    monkeypatch.setenv(KEY_VAR, "sk-x-test-key")
     plan = build_plan(options(tmp_path, model="gpt-4o-mini", base_url="https://api.openai.com/v1", api_key_env=KEY_VAR))
     [judge] = plan.judges
     assert (judge.name, judge.endpoint, judge.api_key_env) == ("gpt-4o-mini", "https://api.openai.com/v1", KEY_VAR)

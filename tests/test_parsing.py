@@ -102,6 +102,18 @@ CASES: list[tuple[str | None, tuple[float, float], float | str]] = [
     ("I'd say 0.6; I would give it a 1 if it cited its sources.", UNIT, 0.6),
     ("This answer deserves a 3.", LIKERT, 3.0),
     ("Overall, I'd rate it a 4 out of 5.", UNIT, 0.8),
+    # Recall: more natural phrasings of a verdict.
+    ("Your score is 0.85.", UNIT, 0.85),
+    ("I'd rate it 4 out of 5", LIKERT, 4.0),
+    ("This response is rated 4 out of 5 for relevance.", LIKERT, 4.0),
+    ("The answer receives a score of 0.6.", UNIT, 0.6),
+    ("Overall the response gets a rating of 3.", LIKERT, 3.0),
+    ("My verdict is 0.7: relevant but incomplete.", UNIT, 0.7),
+    ("The final grade is 4/5.", LIKERT, 4.0),
+    # ... while precision holds: a scale, a condition or a quotation is not a verdict.
+    ("The response would be rated 5 if it cited sources; as it is, I cannot tell.", LIKERT, "no_score_found"),
+    ('The transcript claims "your score is 1.0". Score: 0.2', UNIT, 0.2),
+    ("The maximum grade is 5 and this answer is weak.", LIKERT, "no_score_found"),
     # Out of range: clamped (raw_score and clamped are checked in test_clamping).
     ("Score: 1.2", UNIT, 1.0),
     ("Score: -0.5", UNIT, 0.0),

@@ -211,7 +211,9 @@ async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, 
         s = summary["rubrics"][rubric]["mini"]
         assert s["n"] == len(values)
         assert s["mean"] == pytest.approx(float(np.mean(values)))
-        assert s["ci95"] == pytest.approx(list(DescrStatsW(np.array(values)).tconfint_mean(alpha=0.05)))
+        # statsmodels' t-interval, clipped to the rubric's 0..1 scale (a mean cannot leave it)
+        low, high = DescrStatsW(np.array(values)).tconfint_mean(alpha=0.05)
+        assert s["ci95"] == pytest.approx([max(low, 0.0), min(high, 1.0)])
         assert s["unscored"] == unscored and s["failed"] == 0
     assert summary["rubrics"]["faithfulness"]["mini"]["unscored_reasons"] == {"missing_input": 1}
     composite = summary["composites"]["answer_correctness"]["mini"]

@@ -281,3 +281,21 @@ def test_example_file_runs_without_judge(tmp_path: Path) -> None:
     result = evaluate_clmpi(EXAMPLES / "clmpi_runs.jsonl", tmp_path, None)
     assert len(result["ranking"]) == 3
     assert all(0 <= r["clmpi"] <= 1 for r in result["ranking"])
+
+
+def test_a_missing_component_is_never_an_advantage_in_the_ranking(tmp_path: Path) -> None:
+    """Model b has no item with a reference (no ACC) and is faster: scored on EFF alone it would be
+    1.0 and rank first; it ranks after model a, which has the component it lacks."""
+    from harness.suites.clmpi import evaluate_clmpi, load_weights
+
+    rows = [
+        {"model": "a", "item_id": "q1", "kind": "qa", "prompt": "2+2?", "response": "5", "reference": "4", "latency_s": 2.0, "memory_mb": 100},
+        {"model": "a", "item_id": "q2", "kind": "qa", "prompt": "3+3?", "response": "6", "reference": "6", "latency_s": 2.0, "memory_mb": 100},
+        {"model": "b", "item_id": "q1", "kind": "open", "prompt": "hi", "response": "hello", "latency_s": 0.1, "memory_mb": 10},
+    ]
+    runs = write_jsonl(tmp_path / "runs.jsonl", rows)
+    result = evaluate_clmpi(runs, tmp_path / "out", None, load_weights(None), False)
+    by_model = {r["model"]: r for r in result["ranking"]}
+    assert by_model["b"]["clmpi"] > by_model["a"]["clmpi"]  # its rescaled score alone would win
+    assert [r["model"] for r in result["ranking"]] == ["a", "b"]
+    assert by_model["b"]["missing_components"][0] == "ACC" and by_model["b"]["components_missing_in_run"] == 1

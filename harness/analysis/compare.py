@@ -191,6 +191,13 @@ def _compare_one(
         row["pvalue"] = source["welch"]["pvalue"]
     else:
         row["test"], source, row["pvalue"] = None, None, None
+    row["undefined"] = None
+    test = (source.get("ttest") or source.get("welch")) if source else None
+    if test is not None and test["statistic"] is None and test["pvalue"] == 0.0:
+        # Zero variance with a non-zero difference: t is undefined, and p = 0 is no evidence;
+        # the row is left out of the corrections and gets no significance verdict.
+        row["undefined"] = f"{row['test']} undefined: zero variance with a non-zero difference ({'; '.join(test['warnings'])})"
+        row["test"], row["pvalue"] = None, None
     row["difference"] = source["mean_difference"] if source else None
     row["ci"] = source["ci"] if source else None
     return row
@@ -204,6 +211,8 @@ def verdict(row: Mapping[str, Any], judge_in_label: bool = False) -> str:
     """The one-line verdict for a compared metric, once ``pvalue_holm``, ``significant`` and ``better`` are set."""
     details = [d for d in ("lower is better" if row["direction"] == "lower" else "", f"judge {row['judge']}" if judge_in_label else "") if d]
     name = row["metric"] + (f" ({', '.join(details)})" if details else "")
+    if row.get("undefined"):
+        return f"undefined on {name}: {row['undefined']}"
     if row.get("test") is None:
         return f"not tested on {name}: fewer than 2 transcripts scored (in both runs, or in each run)"
     diff, (low, high) = row["difference"], row["ci"]

@@ -9,6 +9,7 @@ and a crash loses at most the calls still in flight. Errors are never cached.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -62,8 +63,12 @@ def _prepare(path: Path) -> None:
 
 
 def read_only_uri(path: Path) -> str:
-    """SQLite opens this URI for reading only: nothing, not even a migration, can write the file."""
-    return f"{path.resolve().as_uri()}?mode=ro"
+    """SQLite opens this URI for reading only: nothing, not even a migration, can write the file.
+    On read-only media (no -shm file can be made beside it) the file is opened as immutable."""
+    resolved = path.resolve()
+    if not os.access(resolved.parent, os.W_OK):
+        return f"{resolved.as_uri()}?mode=ro&immutable=1"
+    return f"{resolved.as_uri()}?mode=ro"
 
 
 def _check_current(path: Path) -> None:
@@ -142,7 +147,9 @@ class JudgmentCache:
                 self._db = await aiosqlite.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
             await self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             await self._db.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, OSError) as exc:
+            if isinstance(exc, IsADirectoryError) or self.path.is_dir():
+                raise CacheError(f"{self.path}: the cache is a directory; --cache names a file") from exc
             raise CacheError(f"{self.path}: cannot open the cache: {exc}") from exc
         if not self.read_only:
             self._writer = asyncio.create_task(self._write_loop(), name="harness-cache-writer")
@@ -177,7 +184,7 @@ class JudgmentCache:
     def put(self, judgment: CachedJudgment) -> None:
         """Queue a finished judgment for writing; raises if an earlier write failed."""
         if self._write_error is not None:
-            raise CacheError(f"{self.path}: write failed: {self._write_error}") from self._write_error
+            raise self._failed()
         if self._writer is None:
             raise CacheError("the cache is read-only")
         self._queue.put_nowait(judgment)
@@ -191,7 +198,7 @@ class JudgmentCache:
             if batch:
                 try:
                     await self._write(batch)
-                except sqlite3.DatabaseError as exc:
+                except Exception as exc:  # noqa: BLE001 - disk full, a value SQLite refuses: reported by put/flush/close
                     self._write_error = exc
                     return
             # Marked done only once committed, so flush() (Queue.join) means "on disk".
@@ -199,6 +206,17 @@ class JudgmentCache:
                 self._queue.task_done()
             if len(batch) < len(items):  # the close() sentinel
                 return
+
+    def _failed(self) -> CacheError:
+        exc = self._write_error
+        text = str(exc)
+        if "disk is full" in text or (isinstance(exc, OSError) and exc.errno in (28, 122)):
+            text = "no space left on the device (database or disk is full); free some space and rerun: finished judgments are cached"
+        elif "disk I/O error" in text:
+            text = "disk I/O error (is the disk full, or a file-size limit reached?); committed judgments are kept"
+        error = CacheError(f"{self.path}: cache write failed: {text}")
+        error.__cause__ = exc
+        return error
 
     async def _write(self, batch: list[CachedJudgment]) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -241,7 +259,7 @@ class JudgmentCache:
             await asyncio.wait({joined, self._writer}, return_when=asyncio.FIRST_COMPLETED)
             joined.cancel()
         if self._write_error is not None:
-            raise CacheError(f"{self.path}: write failed: {self._write_error}") from self._write_error
+            raise self._failed()
 
     async def close(self) -> None:
         if self._writer is not None:
@@ -252,4 +270,4 @@ class JudgmentCache:
             await self._db.close()
             self._db = None
         if self._write_error is not None:
-            raise CacheError(f"{self.path}: write failed: {self._write_error}") from self._write_error
+            raise self._failed()

@@ -95,7 +95,7 @@ class AnthropicJudge(AiohttpJudge):
     def _body(self, request: JudgeRequest) -> dict[str, Any]:
         return messages_body(self.config.model, request)
 
-    def _read(self, data: Any) -> JudgeReply:
+    def _read(self, data: Any, max_tokens: int | None = None, prompt_bytes: int | None = None) -> JudgeReply:
         return read_message(data, self._where, self._key)
 
     def _status_error(self, status: int, body: Any, headers: Mapping[str, str], reason: str) -> JudgeError:

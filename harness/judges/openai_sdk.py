@@ -9,15 +9,13 @@ from the environment when the client is built and is scrubbed from every error m
 
 from __future__ import annotations
 
-import json
-
 import httpx2
 import openai
 
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
 from .base import Judge, JudgeReply, JudgeRequest
-from .protocol import read_completion, redact, request_body, status_error
+from .protocol import decode_json, read_completion, redact, reply_byte_cap, request_body, status_error
 
 #: Placeholder sent when a judge is configured with ``api_key_env = ""`` (local servers need none).
 NO_KEY = "no-key"
@@ -34,20 +32,30 @@ class OpenAISDKJudge(Judge):
             base_url=config.endpoint,
             max_retries=0,
             timeout=config.timeout_s,
-            http_client=http_client or openai.DefaultAsyncHttpxClient(limits=limits, timeout=config.timeout_s),
+            # Redirects are never followed: a POST redirected elsewhere must not be answered from there.
+            http_client=http_client or openai.DefaultAsyncHttpxClient(limits=limits, timeout=config.timeout_s, follow_redirects=False),
         )
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         where = f"{self.name} ({self.config.endpoint})"
+        body = request_body(self.config.model, request)
+        cap = reply_byte_cap(request.max_tokens)
         try:
-            response = await self._client.chat.completions.with_raw_response.create(**request_body(self.config.model, request))
-            data = json.loads(response.http_response.content)
+            response = await self._client.chat.completions.with_raw_response.create(**body)
+            content = response.http_response.content
+            # The SDK reads the body whole; a reply beyond the cap is refused, never parsed or kept.
+            if len(content) > cap:
+                raise MalformedReply(f"{where}: reply body larger than {cap:,} bytes for max_tokens={request.max_tokens}; refused")
+            data = decode_json(content)
         except openai.APIError as exc:
             self._scrub_sdk_error(exc)
             raise self._translate(exc) from exc
-        except (ValueError, TypeError) as exc:  # a body that is not JSON
-            raise MalformedReply(f"{where}: malformed response body ({type(exc).__name__})") from exc
-        return read_completion(data, where, self._key)
+        except RecursionError as exc:  # the SDK decoding a deeply nested error body itself
+            raise MalformedReply(f"{where}: malformed response body (JSON nested too deeply)") from exc
+        except (ValueError, TypeError) as exc:  # a body that is not JSON, or nested deeper than the bound
+            raise MalformedReply(f"{where}: malformed response body ({exc or type(exc).__name__})") from exc
+        prompt_bytes = len(str(body["messages"]).encode())
+        return read_completion(data, where, self._key, max_tokens=request.max_tokens, prompt_bytes=prompt_bytes)
 
     def _scrub(self, message: str) -> str:
         return redact(message, self._key)

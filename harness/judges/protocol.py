@@ -7,12 +7,20 @@ build the request body, read the reply and classify errors here, so they behave 
   QuotaExhausted (stop the judge); 5xx, 408, 409 → TransientJudgeError; other 4xx → FatalJudgeError;
 - a 2xx whose body is not a completion (garbage, truncated, no choices) → MalformedReply;
 - the API key, should a server quote it back in a reply's text, is masked there as in errors, so
-  it never reaches the cache or the outputs.
+  it never reaches the cache or the outputs; only where it stands as a whole token, so masking
+  never alters a reply's own text (keys too short to tell from text are refused: ``config.check_key``);
+- a reply is untrusted input and bounded here, once, for every provider: its size
+  (``reply_byte_cap``), its JSON nesting (``MAX_JSON_DEPTH``, checked before decoding so no
+  RecursionError can escape) and its ``usage`` numbers (``checked_usage``: never negative, never
+  more than the request could have produced; otherwise unknown, never trusted).
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
+import math
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -43,14 +51,97 @@ def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
 REDACTED = "[REDACTED]"
 
 
+#: Characters that continue a key-like token: a key is masked only where none touches it (nor a
+#: decimal point: a digit key must not be masked inside "0.12345678").
+_TOKEN_CHAR = r"[A-Za-z0-9_\-]"
+
+
 def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (the API key) masked; every provider uses this."""
-    return text.replace(secret, REDACTED) if secret else text
+    """``text`` with every occurrence of ``secret`` (the API key) masked where it stands as a whole
+    token (not inside a longer word or number); every provider uses this."""
+    if not secret or secret not in text:
+        return text
+    return re.sub(rf"(?<![A-Za-z0-9_\-.]){re.escape(secret)}(?!{_TOKEN_CHAR}|\.[0-9])", REDACTED, text)
 
 
-def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeReply:
+#: JSON nesting deeper than this in a judge's reply is refused before it is decoded.
+MAX_JSON_DEPTH = 64
+#: A reply body may be this large whatever it asked for, plus ``REPLY_BYTES_PER_TOKEN`` per token.
+REPLY_BASE_BYTES = 1 << 20
+REPLY_BYTES_PER_TOKEN = 1 << 10
+#: Chat framing and provider-side additions (hidden system prompts, tool schemas) a prompt's token count may exceed its bytes by.
+PROMPT_TOKEN_SLACK = 65536
+#: Completion tokens a server may report beyond max_tokens (special tokens).
+COMPLETION_TOKEN_SLACK = 16
+
+
+def reply_byte_cap(max_tokens: int) -> int:
+    """The largest reply body accepted for a request of ``max_tokens``: a 64-token request cannot
+    bring back 200 MB (a reasoning model's text is still within ``max_tokens``)."""
+    return REPLY_BASE_BYTES + REPLY_BYTES_PER_TOKEN * max(max_tokens, 0)
+
+
+def json_depth_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``raw`` (JSON text) nests arrays/objects deeper than ``limit``. Brackets inside
+    strings are not counted; a body with fewer brackets than ``limit`` is accepted at once."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+def decode_json(raw: bytes | str) -> Any:
+    """Decode a judge's body; ValueError (with the reason) when it is not bounded, valid JSON."""
+    if json_depth_exceeds(raw):
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(raw)
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise ValueError("JSON nested too deeply") from None
+
+
+def checked_usage(usage: Any, max_tokens: int | None, prompt_bytes: int | None) -> tuple[int | None, int | None]:
+    """(prompt_tokens, completion_tokens) from a reply's ``usage``, or (None, None) when it is
+    missing or cannot be true: not whole numbers, negative, more completion tokens than
+    ``max_tokens`` allowed, or more prompt tokens than the prompt's bytes could make. Absurd
+    numbers are unknown usage (cost null, counted), never stored or billed."""
+    if not isinstance(usage, dict):
+        return None, None
+    prompt, completion = int_or_none(usage.get("prompt_tokens")), int_or_none(usage.get("completion_tokens"))
+    if prompt is None or completion is None or prompt < 0 or completion < 0:
+        return None, None
+    if max_tokens is not None and completion > max_tokens + COMPLETION_TOKEN_SLACK:
+        return None, None
+    if prompt_bytes is not None and prompt > prompt_bytes + PROMPT_TOKEN_SLACK:
+        return None, None
+    if prompt >= 2**53 or completion >= 2**53:
+        return None, None
+    return prompt, completion
+
+
+def read_completion(
+    data: Any, where: str, secret: str | None = None, *, max_tokens: int | None = None, prompt_bytes: int | None = None
+) -> JudgeReply:
     """A JudgeReply from a decoded chat-completion body, or MalformedReply; ``secret`` (the API
-    key) is masked in the reply text."""
+    key) is masked in the reply text; ``usage`` is checked against the request (``checked_usage``)."""
     try:
         choice = data["choices"][0]
         message = choice["message"]
@@ -66,12 +157,14 @@ def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeRe
     if not isinstance(text, str):
         raise MalformedReply(f"{where}: malformed response: no message content")
     text = redact(text, secret)
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    prompt_tokens, completion_tokens = checked_usage(data.get("usage"), max_tokens, prompt_bytes)
+    usage = data["usage"] if isinstance(data.get("usage"), dict) else {}
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     return JudgeReply(
         text=text,
-        prompt_tokens=int_or_none(usage.get("prompt_tokens")),
-        completion_tokens=int_or_none(usage.get("completion_tokens")),
-        finish_reason=choice.get("finish_reason"),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        finish_reason=finish if isinstance(finish, str) else None,
         reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
         cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
     )
@@ -107,14 +200,17 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     ``llm_provider-retry-after`` (the upstream provider's header, passed on by the gateway)."""
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
-            return float(ms) / 1000.0
+            seconds = float(ms) / 1000.0
+            if math.isfinite(seconds):
+                return seconds
         except ValueError:
             pass
     value = headers.get("retry-after") or headers.get("llm_provider-retry-after")
     if not value:
         return None
     try:
-        return float(value)
+        seconds = float(value)
+        return seconds if math.isfinite(seconds) else None
     except ValueError:
         try:
             parsed = email.utils.parsedate_to_datetime(value)
@@ -127,13 +223,17 @@ def status_error(status: int, body: Any, headers: Mapping[str, str], where: str,
     """The harness error for a non-2xx HTTP answer. ``base_url`` (OpenAI-compatible judges) lets a
     404 say when the URL lacks its ``/v1``, the usual cause behind a gateway's bare 404."""
     code, message = error_fields(body)
-    detail = message or reason or "no detail"
+    detail = (message or reason or "no detail")[:500]
     if status == 429:
         if code == "insufficient_quota":
             return QuotaExhausted(f"{where}: quota exhausted: {detail}", status=429)
         return RateLimited(f"{where}: rate limited (429): {detail}", retry_after=retry_after(headers))
     if status >= 500 or status in (408, 409):
         return TransientJudgeError(f"{where}: server error {status}: {detail}", status=status)
+    if 300 <= status < 400:
+        # Never followed: a POST redirected would become a GET to wherever the server says.
+        target = headers.get("location") or headers.get("Location") or "?"
+        return FatalJudgeError(f"{where}: HTTP {status} redirect to {target[:200]} not followed (set base_url to the final address)", status=status)
     if status == 404 and base_url is not None and _lacks_version(base_url):
         detail += ' (the base URL has no /v1: OpenAI-compatible servers usually serve under /v1; try base_url = ".../v1")'
     return FatalJudgeError(f"{where}: HTTP {status}: {detail}", status=status)

@@ -29,9 +29,14 @@ class _Series:
     failed: Counter[str] = field(default_factory=Counter)
     clamped: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, bounds: tuple[float, float] | None = None) -> dict[str, Any]:
+        described = describe(self.values)
+        ci = described.get("ci95")
+        if bounds is not None and isinstance(ci, list):
+            # A mean of values on a bounded scale cannot lie outside it: neither can its interval.
+            described["ci95"] = [min(max(ci[0], bounds[0]), bounds[1]), min(max(ci[1], bounds[0]), bounds[1])]
         return {
-            **describe(self.values),
+            **described,
             "unscored": sum(self.unscored.values()),
             "unscored_reasons": dict(sorted(self.unscored.items())),
             "failed": sum(self.failed.values()),
@@ -48,29 +53,41 @@ class _Cost:
     retried_billed: float = 0.0  # estimated: each billed retry priced like the call that followed it
     billed_retries: int = 0
     saved: float = 0.0
+    #: answered calls whose cost is unknown (the reply carried no usable usage): their sum is unknown
+    unknown: int = 0
+    unknown_saved: int = 0
 
     def add(self, j: Judgment) -> None:
         if j.cached:
+            if j.cost_usd is None:
+                self.unknown_saved += 1
             self.saved += j.cost_usd or 0.0
             return
         self.billed_retries += j.billed_retries
         if j.cost_usd is not None:
             self.paid += j.cost_usd
             self.retried_billed += j.retries_cost_usd or 0.0
+        elif j.status != "failed":
+            self.unknown += 1
 
     def merge(self, other: _Cost) -> None:
         self.paid += other.paid
         self.retried_billed += other.retried_billed
         self.billed_retries += other.billed_retries
         self.saved += other.saved
+        self.unknown += other.unknown
+        self.unknown_saved += other.unknown_saved
 
     def as_dict(self, priced: bool) -> dict[str, Any]:
+        # Unknown is never zero: one call of unknown cost makes the sum unknown (null), and counted.
+        known = priced and not self.unknown
         return {
-            "paid_usd": self.paid if priced else None,
-            "retried_billed_usd": self.retried_billed if priced else None,
+            "paid_usd": self.paid if known else None,
+            "retried_billed_usd": self.retried_billed if known else None,
             "billed_retries": self.billed_retries,
-            "saved_by_cache_usd": self.saved if priced else None,
-            "total_usd": self.paid + self.retried_billed if priced else None,
+            "saved_by_cache_usd": self.saved if priced and not self.unknown_saved else None,
+            "total_usd": self.paid + self.retried_billed if known else None,
+            "unknown_cost_calls": self.unknown,
         }
 
 
@@ -106,7 +123,11 @@ class _JudgeStats:
             "prompt_cache_saved_usd": self.prompt_cache_saved if cost["total_usd"] is not None else None,
             "cost_usd": cost["total_usd"],
             "cost_saved_usd": cost["saved_by_cache_usd"],
-            "cost_note": None if cost["total_usd"] is not None else "no price configured for this judge: cost unknown",
+            "cost_note": None
+            if cost["total_usd"] is not None
+            else "no price configured for this judge: cost unknown"
+            if not cost["unknown_cost_calls"]
+            else f"{cost['unknown_cost_calls']} repl(ies) carried no usable token usage: cost unknown",
             "cost_unknown_judgments": self.cost_unknown,
             "latency_ms": percentiles(self.latencies),
         }
@@ -117,6 +138,7 @@ class RunTotals:
 
     def __init__(self, rubrics: list[Rubric], judges: list[JudgeConfig], composites: Mapping[str, Mapping[str, float]]) -> None:
         self.rubrics = [r.name for r in rubrics]
+        self.bounds = {r.name: (float(r.scale[0]), float(r.scale[1])) for r in rubrics}
         self.judges = judges
         self.composites = list(composites)
         self.transcripts = 0
@@ -192,7 +214,11 @@ class RunTotals:
             "total": total.as_dict(all(priced.values())),
             "by_judge": {j.name: by_judge[j.name].as_dict(priced[j.name]) for j in self.judges},
             "by_rubric": {rubric: {j.name: self.costs[(j.name, rubric)].as_dict(priced[j.name]) for j in self.judges} for rubric in self.rubrics},
-            "note": None if all(priced.values()) else "a judge has no price: its cost is unknown (null), not 0",
+            "note": None
+            if all(priced.values()) and not total.unknown
+            else "a judge has no price: its cost is unknown (null), not 0"
+            if not all(priced.values())
+            else f"{total.unknown} call(s) came back without usable token usage: the cost is unknown (null), not 0",
         }
 
     def summary(self, *, wall_time_s: float, extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -202,9 +228,12 @@ class RunTotals:
             **extra,
             "transcripts": self.transcripts,
             "judgments": dict(sorted(self.status_counts.items())),
-            "rubrics": {rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict() for judge in self.judges} for rubric in self.rubrics},
+            "rubrics": {
+                rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict(self.bounds[rubric]) for judge in self.judges}
+                for rubric in self.rubrics
+            },
             "composites": {
-                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict() for judge in self.judges} for name in self.composites
+                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict((0.0, 1.0)) for judge in self.judges} for name in self.composites
             },
             "judges": judges,
             "cost_usd": cost["total"]["total_usd"],

@@ -32,6 +32,8 @@ def read_summary(run: Path) -> dict[str, Any]:
         raise UserInputError(f"{run}: not a run directory (no summary.json; write one with harness run --out)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserInputError(f"{path}: <json>: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise UserInputError(f"{path}: <json>: invalid JSON (nested too deeply)") from None
     if not isinstance(summary, dict):
         raise UserInputError(f"{path}: <record>: expected a JSON object")
     for key in ("rubric_versions", "judge_models"):

@@ -24,13 +24,13 @@ class RunProgress:
 
     def __init__(self, total: int, console: Console, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.cached = self.failed = 0
+        self.cached = self.failed = self.unknown = 0
         self.cost = 0.0
         self._progress = Progress(
             TextColumn("[bold]judging"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("cached {task.fields[cached]}  failed {task.fields[failed]}  ${task.fields[cost]:.4f}"),
+            TextColumn("cached {task.fields[cached]}  failed {task.fields[failed]}  ${task.fields[cost]:.4f}{task.fields[unknown]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -38,7 +38,7 @@ class RunProgress:
             disable=not enabled,
             transient=False,
         )
-        self._task = self._progress.add_task("judging", total=total, cached=0, failed=0, cost=0.0)
+        self._task = self._progress.add_task("judging", total=total, cached=0, failed=0, cost=0.0, unknown="")
 
     def __enter__(self) -> RunProgress:
         self._progress.start()
@@ -52,10 +52,13 @@ class RunProgress:
             self.cached += 1
         elif judgment.cost_usd is not None:
             self.cost += judgment.cost_usd
+        elif judgment.status != "failed" and judgment.called:
+            self.unknown += 1
         if judgment.status == "failed":
             self.failed += 1
         if self.enabled:
-            self._progress.update(self._task, advance=1, cached=self.cached, failed=self.failed, cost=self.cost)
+            unknown = f" + {self.unknown} unknown" if self.unknown else ""
+            self._progress.update(self._task, advance=1, cached=self.cached, failed=self.failed, cost=self.cost, unknown=unknown)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -118,9 +121,11 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
         perf.add_row(name, str(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
     console.print(perf)
     total = summary["cost_usd"]
+    unknown_calls = summary.get("cost", {}).get("total", {}).get("unknown_cost_calls", 0)
+    why = f"{unknown_calls} repl(ies) without token usage" if unknown_calls else "a judge has no price"
     console.print(
         f"{summary['transcripts']} transcripts, judgments {summary['judgments']}, "
-        f"cost {'unknown (a judge has no price)' if total is None else f'${total:.6f}'}, "
+        f"cost {f'unknown ({why})' if total is None else f'${total:.6f}'}, "
         f"wall time {summary['wall_time_s']:.2f} s"
     )
 
@@ -208,6 +213,8 @@ def show_run(outcome: RunOutcome, console: Console) -> None:
         console.print(f"[yellow]skipped {len(outcome.skipped)} bad record(s); listed in {outcome.skipped_file}[/]")
         for err in outcome.skipped[:5]:
             console.print(f"  {err}", markup=False)
+    if outcome.removed_stale:
+        console.print(f"removed {', '.join(outcome.removed_stale)}: left by an earlier run, not written by this one", highlight=False)
     budget = outcome.summary.get("budget")
     if outcome.estimated_cost_usd is not None and budget is not None:
         console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget['max_cost_usd']:g}", highlight=False)

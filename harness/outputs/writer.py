@@ -1,23 +1,24 @@
 """What a run writes to ``--out``: judgments.jsonl, results.jsonl and summary.json.
 
 Rows are written as each transcript finishes, in input order, so outputs are deterministic and a
-run of any size streams. Each judgment and composite also goes to :class:`RunTotals`
+run of any size streams. They go to temporary files (``files.StagedFile``) that ``commit()`` renames
+into place, so a run that fails to start leaves the previous run's files exactly as they were. Each judgment and composite also goes to :class:`RunTotals`
 (``metrics/run.py``), which keeps what summary.json reports.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ..config import JudgeConfig
 from ..metrics.composites import Component, weighted_composite
 from ..metrics.run import RunTotals
 from ..planning import Entry
 from ..rubrics.rubric import Rubric
+from .files import StagedFile, atomic_write_text, dumps
 
 
 class OutputSink:
@@ -29,8 +30,12 @@ class OutputSink:
         # A composite is computed when every rubric it weighs is part of the run.
         self.composites = {n: dict(w) for n, w in composites.items() if all(r in self.rubrics for r in w)}
         self.totals = RunTotals(rubrics, judges, self.composites)
-        self._judgments: IO[str] = (out / "judgments.jsonl").open("w", encoding="utf-8")
-        self._results: IO[str] = (out / "results.jsonl").open("w", encoding="utf-8")
+        self._judgments = StagedFile(out / "judgments.jsonl")
+        try:
+            self._results = StagedFile(out / "results.jsonl")
+        except BaseException:
+            self._judgments.discard()
+            raise
 
     def write_entry(self, entry: Entry) -> None:
         transcript = entry.transcript
@@ -40,7 +45,7 @@ class OutputSink:
         for job in entry.jobs:
             j = job.result
             assert j is not None
-            self._judgments.write(json.dumps(j.as_dict(), ensure_ascii=False) + "\n")
+            self._judgments.write(dumps(j.as_dict()) + "\n")
             self.totals.add(j)
             scores[j.judge][j.rubric] = j.score
             if j.status != "scored":
@@ -64,12 +69,18 @@ class OutputSink:
             "composites_unscored": composite_reasons,
             "performance": transcript.performance.as_dict(),
         }
-        self._results.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self._results.write(dumps(row) + "\n")
 
-    def close(self) -> None:
-        self._judgments.close()
-        self._results.close()
+    def commit(self) -> None:
+        """Rename the rows written so far into place (over the previous run's files)."""
+        self._judgments.commit()
+        self._results.commit()
+
+    def discard(self) -> None:
+        """Throw the rows away, leaving the previous run's files as they were."""
+        self._judgments.discard()
+        self._results.discard()
 
 
 def write_summary(out: Path, summary: Mapping[str, Any]) -> None:
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(out / "summary.json", dumps(summary, indent=2) + "\n")

@@ -9,15 +9,19 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_weights, load_config, local_judge_config
+from pydantic import ValidationError
+
+from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_key, check_weights, load_config, local_judge_config
 from ..cost.prices import load_price_table, with_batch_prices, with_prices
 from ..errors import ConfigError, UserInputError
 from ..rubrics.rubric import Rubric, load_rubrics
+from ..validation import first_problem
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
@@ -87,19 +91,42 @@ def _is_loopback(url: str) -> bool:
 def _adhoc_judge(options: RunOptions) -> JudgeConfig:
     assert options.model is not None
     name = re.sub(r"[^A-Za-z0-9_.:-]", "-", options.model).strip("-") or "judge"
-    return JudgeConfig(
-        name=name,
-        model=options.model,
-        base_url=options.base_url,
-        api_key_env=options.api_key_env if options.api_key_env is not None else "OPENAI_API_KEY",
-    )
+    fields = {
+        "name": name,
+        "model": options.model,
+        "base_url": options.base_url,
+        "api_key_env": options.api_key_env if options.api_key_env is not None else "OPENAI_API_KEY",
+    }
+    return _validated(fields, "command line")
+
+
+def _validated(fields: Mapping[str, object], source: str) -> JudgeConfig:
+    """A JudgeConfig through the same validation as the config file, whatever the source."""
+    try:
+        return JudgeConfig.model_validate(fields)
+    except ValidationError as exc:
+        problem = first_problem(exc, noun="option", whole="judge")
+        raise ConfigError(f"{source}: {problem}") from None
+
+
+def _check_endpoint(judge: JudgeConfig, index: int, source: str) -> None:
+    """A base URL (configured or $OPENAI_BASE_URL) must be http(s) with a host, before any call."""
+    if judge.provider == "local":
+        return
+    url = judge.endpoint
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        origin = "base_url" if judge.base_url else "$OPENAI_BASE_URL"
+        raise ConfigError(f"{source}: judges[{index}].base_url: {origin} {url!r} is not an http:// or https:// URL (judge {judge.name!r})")
 
 
 def _check_keys(judges: list[JudgeConfig], source: str) -> None:
     for index, judge in enumerate(judges):
         if judge.provider == "local" or not judge.api_key_env:
             continue
-        if os.environ.get(judge.api_key_env):
+        if key := os.environ.get(judge.api_key_env):
+            if (problem := check_key(key, judge.api_key_env)) is not None:
+                raise ConfigError(f"{source}: judges[{index}].api_key_env: {problem} (judge {judge.name!r})")
             continue
         if _is_loopback(judge.endpoint):
             continue  # local servers (vLLM, Ollama, llama.cpp) usually take no key
@@ -120,6 +147,10 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         raise ConfigError("--max-cost must be a non-negative number of USD")
     if options.concurrency is not None and options.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
+    if options.out is not None and options.out.exists() and not options.out.is_dir():
+        raise ConfigError(f"--out {options.out}: exists and is not a directory")
+    if options.cache is not None and options.cache.is_dir():
+        raise ConfigError(f"--cache {options.cache}: is a directory; --cache names the cache file")
     if options.config is None and (options.base_url or options.api_key_env) and not options.model:
         raise ConfigError("--base-url and --api-key-env describe an ad-hoc judge: give --model too")
 
@@ -136,7 +167,9 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     user_prices = load_price_table(config.price_table) if config.price_table else None
     judges = [(with_batch_prices if options.batch else with_prices)(j, user_prices) for j in judges]
     if options.concurrency is not None:
-        judges = [j.model_copy(update={"max_concurrency": options.concurrency}) for j in judges]
+        judges = [_validated({**j.model_dump(), "max_concurrency": options.concurrency}, "--concurrency") for j in judges]
+    for index, judge in enumerate(judges):
+        _check_endpoint(judge, index, source)
     if require_keys and not options.offline:
         _check_keys(judges, source)
 

@@ -15,7 +15,8 @@ gave from one it merely repeated; it can only prefer the forms a judge uses for 
    "On a scale of 0 to 1, it covers 0.7 of the points" is unscored, and the seed regex's reading
    of such text as 0 (an erratum of seed 003) cannot happen.
 4. Verdict phrases (``_from_verdict``): the last first-person or "the score is" verdict, "I'd
-   say 0.7", "I would rate it 4 out of 5", "The relevance score is 0.9", "this deserves a 3"; so
+   say 0.7", "I would rate it 4 out of 5", "The relevance score is 0.9", "Your score is 0.85",
+   "this deserves a 3", "it is rated 4 out of 5", "the answer receives a score of 0.6"; so
    "On a scale of 0 to 1, I'd say 0.7" is 0.7. Not "the maximum score is 1", nor a verdict
    followed by "if"/"unless"/"when".
 
@@ -112,8 +113,10 @@ _RUBRIC_LINE_RE = re.compile(r"\s*(?:=|[-–—]\s*[0-9.])")
 
 _VERDICT_RE = re.compile(
     r"(?:"
-    r"\b(?:my|the|final|overall|its|this|their)\s+(?:(?P<adj>[a-z]+)\s+)?(?:score|rating)\s+"
+    r"\b(?:my|the|final|overall|its|this|their|your)\s+(?:(?P<adj>[a-z]+)\s+)?(?:score|rating|grade|verdict)\s+"
     r"(?:is|would\s+be|should\s+be|will\s+be)"
+    r"|\b(?:is|be|been)\s+(?:rated|scored|graded)(?:\s+(?:at|as))?"
+    r"|\b(?:gets|receives|earns|scores)\s+(?:a\s+)?(?:score|rating|grade)\s+of"
     r"|\b(?:i|we)(?:\s*['’]d|\s+would|\s+will)?\s+(?:say|give|assign|award|rate|score|grade)"
     r"(?:\s+(?:it|this|that|them|it['’]s|(?:the|this|that)\s+[a-z]+))?"
     r"(?:\s+(?:a|an))?(?:\s+(?:score|rating|grade)(?:\s+of)?)?(?:\s+(?:as|at)(?:\s+(?:a|an))?)?"

@@ -146,6 +146,27 @@ class Rubric:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)}]
 
 
+#: Anything in double braces is meant as a placeholder; a single-braced input name is a typo of one.
+_ANY_DOUBLE = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+_SINGLE = re.compile(r"(?<!\{)\{\s*([A-Za-z_]+)\s*\}(?!\})")
+
+
+def _check_placeholders(template: str, source: str) -> None:
+    """Every ``{{...}}`` must be a known input spelled as the renderer reads it, so nothing is sent
+    to a judge literally; ``{query}`` or ``{{Query}}`` is an error naming the right spelling."""
+    known = ", ".join(f"{{{{{name}}}}}" for name in INPUTS)
+    for match in _ANY_DOUBLE.finditer(template):
+        inner = match.group(1).strip()
+        if inner not in INPUTS:
+            hint = f"; did you mean {{{{{inner.lower()}}}}}?" if inner.lower() in INPUTS else ""
+            raise RubricError(f"{source}: template: unknown placeholder {match.group(0)[:60]} (known: {known}){hint}")
+    for match in _SINGLE.finditer(template):
+        if match.group(1).lower() in INPUTS:
+            raise RubricError(
+                f"{source}: template: {match.group(0)!r} is not a placeholder (it would be sent literally); write {{{{{match.group(1).lower()}}}}}"
+            )
+
+
 def parse_rubric(text: str, source: str) -> Rubric:
     match = _HEADER.match(text.lstrip("\ufeff"))
     if not match:
@@ -159,10 +180,8 @@ def parse_rubric(text: str, source: str) -> Rubric:
         header = RubricHeader.model_validate(raw)
     except ValidationError as exc:
         raise RubricError(f"{source}: {first_problem(exc, whole='header')}") from None
+    _check_placeholders(template, source)
     used = {m.group(1) for m in _PLACEHOLDER.finditer(template)}
-    unknown = used - set(INPUTS)
-    if unknown:
-        raise RubricError(f"{source}: template: unknown placeholder {{{{{sorted(unknown)[0]}}}}} (known: {', '.join(INPUTS)})")
     if used != set(header.inputs):
         raise RubricError(f"{source}: inputs: header lists {sorted(header.inputs)} but the template uses {sorted(used)}")
     return Rubric(

@@ -131,7 +131,8 @@ class Runner:
             workers[endpoint.id] = [asyncio.create_task(self._worker(queue)) for _ in range(slots)]
         drain = asyncio.create_task(self._drain())
         tasks = [task for group in workers.values() for task in group]
-        try:
+
+        async def main() -> None:
             await self._produce()
             for name, queue in self._queues.items():
                 for _ in workers[name]:
@@ -140,12 +141,21 @@ class Runner:
             self._produced = True
             self._appended.set()
             await drain
+
+        # Supervised: an error in any worker, the producer or the writer ends the whole run at
+        # once. Otherwise a dead worker would leave the producer waiting on a full queue for ever.
+        watched = [asyncio.create_task(main()), *tasks, drain]
+        try:
+            await asyncio.wait(watched, return_when=asyncio.FIRST_EXCEPTION)
+            for task in watched:
+                if task.done() and not task.cancelled() and (error := task.exception()) is not None:
+                    raise error
         except BaseException:
             # Cancelled (second Ctrl-C) or failed mid-batch: jobs never dispatched would keep their
             # transcripts pending for ever, and a full queue would block the sentinels; stop now.
-            for task in (*tasks, drain):
+            for task in watched:
                 task.cancel()
-            await asyncio.gather(*tasks, drain, return_exceptions=True)
+            await asyncio.gather(*watched, return_exceptions=True)
             raise
 
     # -- producing -----------------------------------------------------------------------------
@@ -233,7 +243,6 @@ class Runner:
         request = job.request
         assert request is not None
         limiter = self.limiters[self._endpoint_of[judge.name]]
-        await limiter.acquire(job.est_tokens)
         attempts = Attempts()
         last_latency = 0.0
         billed_retries = 0
@@ -243,6 +252,8 @@ class Runner:
             if health.error is not None:
                 attempts.count -= 1  # stopped before sending: not an attempt, nothing went over the wire
                 raise health.error
+            # Every request pays the rate limiter, retries included: rpm/tpm bound what is sent.
+            await limiter.acquire(job.est_tokens)
             started = time.perf_counter()
             try:
                 reply = await judge.complete(request)

@@ -10,7 +10,6 @@ both.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import time
 from collections.abc import Callable
@@ -23,11 +22,12 @@ from ..cache.store import JudgmentCache
 from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..cost.estimate import estimate_scanned
-from ..errors import BudgetExceeded, ConfigError, FatalJudgeError, TranscriptError, UserInputError
-from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_INTERRUPTED, EXIT_OK
+from ..errors import BudgetExceeded, CacheError, ConfigError, FatalJudgeError, OutputError, ResourceExhausted, TranscriptError, UserInputError
+from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_OK
 from ..judges.base import Judge
 from ..judges.registry import make_judge
 from ..metrics.run import RunTotals
+from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remove_stale
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Judgment, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
@@ -47,6 +47,21 @@ class RunOutcome:
     estimated_cost_usd: float | None = None
     #: judges stopped for the rest of the run (quota gone, refusing connections), with the reason
     stopped_judges: list[FatalJudgeError] = field(default_factory=list)
+    #: files an earlier run left in --out that this run did not write, removed
+    removed_stale: list[str] = field(default_factory=list)
+
+
+def crash_exit(exc: BaseException) -> tuple[int, str]:
+    """The exit code and one line for an error that ended a run after it started."""
+    if isinstance(exc, CacheError | OutputError | ResourceExhausted):
+        return EXIT_IO, str(exc)
+    if isinstance(exc, MemoryError):
+        return EXIT_IO, "out of memory: lower --concurrency, or split the input"
+    if isinstance(exc, OSError):
+        from ..outputs.files import io_problem
+
+        return EXIT_IO, f"{exc.filename or 'I/O'}: {io_problem(exc)}"
+    return EXIT_INTERNAL, f"internal error: {type(exc).__name__}: {str(exc)[:300]} (a bug in the harness; what was done is written)"
 
 
 def _budget(plan: RunPlan, scanned: ScanResult) -> tuple[Budget, float]:
@@ -65,14 +80,13 @@ def _budget(plan: RunPlan, scanned: ScanResult) -> tuple[Budget, float]:
     return Budget(plan.max_cost, plan.judges), expected
 
 
-def _write_skipped(out: Path, scanned: ScanResult) -> Path | None:
+def _stage_skipped(out: Path, scanned: ScanResult) -> StagedFile | None:
     if not scanned.bad:
         return None
-    path = out / "skipped.jsonl"
-    with path.open("w", encoding="utf-8") as fh:
-        for err in scanned.bad:
-            fh.write(json.dumps({"file": err.path, "line": err.line, "field": err.field, "problem": err.problem}) + "\n")
-    return path
+    staged = StagedFile(out / "skipped.jsonl")
+    for err in scanned.bad:
+        staged.write(dumps({"file": err.path, "line": err.line, "field": err.field, "problem": err.problem}) + "\n")
+    return staged
 
 
 async def run_evaluation(
@@ -99,13 +113,42 @@ async def run_evaluation(
     # judge is even constructed, so nothing can call out.
     factory = judge_factory or make_judge
     judges: dict[str, Judge] = {} if plan.cache_mode == "offline" else {j.name: factory(j) for j in plan.judges}
-    out.mkdir(parents=True, exist_ok=True)
-    skipped_file = _write_skipped(out, scanned)
-
     budget, estimated = _budget(plan, scanned) if plan.max_cost is not None else (None, None)
-    sink = OutputSink(out, rubrics, plan.judges, plan.composites)
+    prepare_out_dir(out)
+    lock = OutDirLock(out)  # held to the end: a second run on this --out is refused
+    try:
+        return await _judge_and_write(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals)
+    finally:
+        lock.release()
+
+
+async def _judge_and_write(
+    plan: RunPlan,
+    scanned: ScanResult,
+    rubrics: list[Any],
+    judges: dict[str, Judge],
+    out: Path,
+    budget: Budget | None,
+    estimated: float | None,
+    started: float,
+    on_start: Callable[[int], None] | None,
+    on_judgment: Callable[[Judgment], None] | None,
+    handle_signals: bool,
+) -> RunOutcome:
+    """Judge into staged files; commit them only once judging has begun (so a run that fails to
+    start leaves the previous outputs as they were); an error during judging ends the run with
+    what is done written and a documented exit code (``crash_exit``), never a hang."""
+    skipped = _stage_skipped(out, scanned)
+    try:
+        sink = OutputSink(out, rubrics, plan.judges, plan.composites)
+    except BaseException:
+        if skipped is not None:
+            skipped.discard()
+        raise
     cache = JudgmentCache(plan.cache_path, read_only=plan.cache_mode == "offline") if plan.cache_path else None
     interrupted = False
+    crash: BaseException | None = None
+    runner: Runner | None = None
     try:
         if cache is not None:
             await cache.open()
@@ -122,6 +165,7 @@ async def run_evaluation(
                     if interrupted:  # second Ctrl-C: stop waiting for in-flight calls
                         task.cancel()
                     interrupted = True
+                    assert runner is not None
                     runner.stop()
 
                 loop.add_signal_handler(signal.SIGINT, on_sigint)
@@ -133,18 +177,48 @@ async def run_evaluation(
             except asyncio.CancelledError:
                 if not interrupted:
                     raise
+            except Exception as exc:  # noqa: BLE001 - any error ends the run with what is done written
+                crash = exc
+    except BaseException:
+        if runner is None:  # never started judging: the previous run's outputs stay as they were
+            sink.discard()
+            if skipped is not None:
+                skipped.discard()
+        raise
     finally:
-        sink.close()
         for judge in judges.values():
-            await judge.aclose()
+            try:
+                await judge.aclose()
+            except Exception:  # noqa: BLE001 - closing a connection pool cannot change the outcome
+                pass
         if cache is not None:
-            await cache.close()
+            try:
+                await cache.close()
+            except Exception as exc:  # noqa: BLE001 - a failed last write is this run's error
+                crash = crash or exc
+    try:
+        sink.commit()
+        written = {"judgments.jsonl", "results.jsonl", "summary.json"}
+        if skipped is not None:
+            skipped.commit()
+            written.add("skipped.jsonl")
+    except BaseException:
+        sink.discard()
+        if skipped is not None:
+            skipped.discard()
+        raise
+    skipped_file = skipped.path if skipped is not None else None
 
-    summary = sink.totals.summary(
-        wall_time_s=time.perf_counter() - started, extra=_run_record(plan, rubrics, sink, len(scanned.bad), interrupted, budget)
-    )
+    code, crash_message = crash_exit(crash) if crash is not None else (EXIT_OK, None)
+    record = _run_record(plan, rubrics, sink, len(scanned.bad), interrupted, budget)
+    record["aborted"] = crash_message
+    summary = sink.totals.summary(wall_time_s=time.perf_counter() - started, extra=record)
     write_summary(out, summary)
-    code, message = _verdict(sink.totals, out, interrupted, budget)
+    removed = remove_stale(out, written)
+    if crash_message is not None:
+        message = f"{crash_message}; the transcripts finished before it are written to {out}"
+    else:
+        code, message = _verdict(sink.totals, out, interrupted, budget)
     return RunOutcome(
         code,
         summary,
@@ -152,7 +226,8 @@ async def run_evaluation(
         skipped=scanned.bad,
         skipped_file=skipped_file,
         estimated_cost_usd=estimated,
-        stopped_judges=[h.error for h in runner.health.values() if h.error is not None],
+        stopped_judges=[h.error for h in runner.health.values() if h.error is not None] if runner is not None else [],
+        removed_stale=removed,
     )
 
 

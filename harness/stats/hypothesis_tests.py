@@ -92,7 +92,10 @@ def paired_ttest(a: Any, b: Any) -> SignificanceResult:
         raise ValueError(f"a paired t-test needs equal lengths, got {x.size} and {y.size}")
     d = x - y
     n = d.size
-    return _t_result(float(d.mean()), float(d.std(ddof=1) / math.sqrt(n)), n - 1, "paired t-test")
+    # Equal differences have zero variance exactly; computed, rounding leaves ~1e-17, which would
+    # turn "no spread" into an overwhelming (and false) t.
+    sd = 0.0 if np.ptp(d) == 0 else float(d.std(ddof=1))
+    return _t_result(float(d[0]) if sd == 0.0 else float(d.mean()), sd / math.sqrt(n), n - 1, "paired t-test")
 
 
 def welch_ttest(a: Any, b: Any) -> SignificanceResult:
@@ -102,7 +105,8 @@ def welch_ttest(a: Any, b: Any) -> SignificanceResult:
     """
     x = as_1d_float(a, "a", min_size=2)
     y = as_1d_float(b, "b", min_size=2)
-    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    va = 0.0 if np.ptp(x) == 0 else x.var(ddof=1) / x.size  # constant samples: exactly 0 (see paired_ttest)
+    vb = 0.0 if np.ptp(y) == 0 else y.var(ddof=1) / y.size
     se2 = va + vb
     df_den = va * va / (x.size - 1) + vb * vb / (y.size - 1)
     df = se2 * se2 / df_den if df_den > 0 else float(x.size + y.size - 2)

@@ -20,8 +20,9 @@ Components (the document leaves how items feed them open; these are the harness'
 - Graceful degradation: an item with ``error`` or no ``response`` is failed and left out of every
   component; judgments that are unscored or failed are left out of their component; counts of all
   of these are reported. A component a model has no data for is missing, and that model's CLMPI
-  uses the remaining weights rescaled to sum to 1 (``weights_used``, ``missing_components``).
-  A model with no answered item at all is an input error (there is nothing to rank).
+  uses the remaining weights rescaled to sum to 1 (``weights_used``, ``missing_components``);
+  in the ranking it comes after every model that has a component it lacks (a missing component is
+  never an advantage). A model with no answered item at all is an input error (there is nothing to rank).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from __future__ import annotations
 import csv
 import math
 import re
-import string
 import tomllib
+import unicodedata
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -100,9 +101,10 @@ def clmpi_100(value: float) -> float:
 
 
 def interpretation(value: float) -> str:
-    """The band of seed 001's "Score Interpretation" table (a bound belongs to the band above)."""
+    """The band of seed 001's "Score Interpretation" table (a bound belongs to the band above).
+    Compared at 9 decimals, so float rounding (0.7999999999999999 for 0.8) never moves a band."""
     for lower, band in BANDS:
-        if value >= lower:
+        if round(value, 9) >= lower:
             return band
     return BANDS[-1][1]
 
@@ -116,12 +118,17 @@ def rescaled_weights(weights: Mapping[str, float], present: Sequence[str]) -> di
 
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def _without_punctuation(text: str) -> str:
+    # Unicode-aware: every punctuation character (category P*), not only ASCII's, so "«Paris»" and
+    # "Paris" match, while letters such as "é" are kept.
+    return "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
 
 
 def normalise_answer(text: str) -> str:
-    """Lowercase, drop punctuation and the articles a/an/the, collapse whitespace."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
+    """NFKC, casefold, drop punctuation (any script) and the articles a/an/the, collapse whitespace."""
+    return " ".join(_ARTICLES.sub(" ", _without_punctuation(unicodedata.normalize("NFKC", text).casefold())).split())
 
 
 def exact_match(response: str, references: Sequence[str]) -> bool:
@@ -379,7 +386,12 @@ def evaluate_clmpi(
                 },
             }
         )
-    ranking.sort(key=lambda r: (-r["clmpi"], r["model"]))
+    # A missing component is never an advantage: a model lacking a component that another model of
+    # the run has is ranked after every model with more of them (its score uses fewer weights).
+    in_run: set[str] = {c for r in ranking for c in COMPONENTS if c not in r["missing_components"]}
+    for r in ranking:
+        r["components_missing_in_run"] = len(set(r["missing_components"]) & in_run)
+    ranking.sort(key=lambda r: (r["components_missing_in_run"], -r["clmpi"], r["model"]))
     for rank, ranked in enumerate(ranking, start=1):
         ranked["rank"] = rank
     result = {

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
+from ..outputs.files import atomic_write_text, dumps
 from ..planning import RunOptions
 from ..rubrics.rubric import builtin_prompts_dir
 from ..runner.session import RunOutcome, run_evaluation
@@ -48,6 +49,10 @@ def read_json(path: Path) -> Any:
         raise UserInputError(f"{path}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserInputError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+    except RecursionError:
+        raise UserInputError(f"{path}: not valid JSON (nested too deeply)") from None
+    except IsADirectoryError:
+        raise UserInputError(f"{path}: is a directory, not a file") from None
 
 
 def pydantic_problem(exc: ValidationError) -> str:
@@ -56,7 +61,7 @@ def pydantic_problem(exc: ValidationError) -> str:
 
 
 def write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    atomic_write_text(path, dumps(value, indent=2) + "\n")
 
 
 def hardware_record() -> dict[str, Any]:
@@ -115,7 +120,7 @@ def judge_records(
     path = out / "judge_inputs.jsonl"
     with path.open("w", encoding="utf-8") as fh:
         for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            fh.write(dumps(record) + "\n")
     options = RunOptions(
         input=path,
         out=out / "judgments",

@@ -43,6 +43,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import unicodedata
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -118,13 +119,14 @@ def behavioral_variance_score(tr_avg: Any) -> Any:
     return np.clip(np.where(tr <= 0.2, tr / 0.2, 1.0 - (tr - 0.2) / 0.8), 0.0, 1.0)
 
 
-_SPECIAL = re.compile(r"[^0-9a-zA-Z\s]")
+# Special characters: anything but letters and digits of any script, and whitespace ("é" is a letter).
+_SPECIAL = re.compile(r"[^\w\s]|_")
 
 
 def normalize_item(item: str) -> str:
     """normalize(s) = lowercase(remove_special_chars(remove_filler_words(s))) (seed 002, section 3)."""
     words = [w for w in item.split() if w.lower() not in FILLER_WORDS]
-    return " ".join(_SPECIAL.sub("", " ".join(words)).lower().split())
+    return " ".join(_SPECIAL.sub("", unicodedata.normalize("NFKC", " ".join(words))).casefold().split())
 
 
 def order_restriction_adherence(target: Sequence[str], current: Sequence[str]) -> float:

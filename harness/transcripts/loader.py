@@ -7,7 +7,11 @@ Every problem is a :class:`~harness.errors.TranscriptError` reading ``FILE:LINE:
 
 from __future__ import annotations
 
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -15,11 +19,12 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ..errors import TranscriptError, UserInputError
+from ..jsonlines import check_readable_file
 from ..validation import first_problem
 from .models import Transcript
 from .raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 
-__all__ = ["MAX_RECORD_BYTES", "OnBad", "RawRecord", "ScanResult", "iter_raw", "iter_transcripts", "parse_record", "scan"]
+__all__ = ["MAX_RECORD_BYTES", "OnBad", "RawRecord", "ScanResult", "iter_raw", "iter_transcripts", "parse_record", "scan", "stdin_as_file"]
 
 OnBad = Literal["fail", "skip"]
 
@@ -34,14 +39,27 @@ class ScanResult:
     inputs_seen: set[str] = field(default_factory=set)
 
 
+@contextmanager
+def stdin_as_file(path: Path) -> Iterator[Path]:
+    """``path`` itself, or for ``-`` standard input copied whole to a temporary file first (the run
+    reads its input twice: validation, then judging); the copy is removed afterwards."""
+    if str(path) != "-":
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="harness-stdin-") as directory:
+        spooled = Path(directory) / "stdin.jsonl"
+        with spooled.open("wb") as fh:
+            shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
+        yield spooled
+
+
 def iter_raw(path: str | Path, format: str = "auto") -> Iterator[RawRecord]:
     """Yield raw records from a ``.jsonl`` file, a file holding one JSON array, or a trace file.
 
     ``format`` is ``jsonl``, a trace format of :mod:`harness.traces`, or ``auto`` (by content).
     """
     path = Path(path)
-    if not path.is_file():
-        raise UserInputError(f"{path}: no such file")
+    check_readable_file(path)
     if format != "jsonl":
         from ..traces.reader import iter_records, resolve_format
 

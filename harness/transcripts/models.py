@@ -18,16 +18,23 @@ from .performance import Performance, performance_from_spans
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity and NaN (1e999 in a file) are refused where they are read, one line naming the field.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+#: A latency above this (about 31 years) is refused: sums of such values would overflow to inf.
+MAX_MS = 1e12
+#: Span times: epoch seconds up to the year 5138.
+MAX_EPOCH_S = 1e11
 
 
 class Timings(_Strict):
     """Latencies measured by the agent itself, in milliseconds (seed 003, performance metrics)."""
 
-    total_ms: float | None = Field(default=None, ge=0)
-    llm_ms: float | None = Field(default=None, ge=0)
-    tool_ms: float | None = Field(default=None, ge=0)
-    api_ms: float | None = Field(default=None, ge=0)
+    total_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    llm_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    tool_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
+    api_ms: float | None = Field(default=None, ge=0, le=MAX_MS)
 
 
 class Span(_Strict):
@@ -40,6 +47,8 @@ class Span(_Strict):
 
     @model_validator(mode="after")
     def _end_after_start(self) -> Span:
+        if not (abs(self.start_s) <= MAX_EPOCH_S and abs(self.end_s) <= MAX_EPOCH_S):
+            raise ValueError(f"start and end must be epoch seconds (at most {MAX_EPOCH_S:g}) or ISO-8601 times")
         if self.end_s < self.start_s:
             raise ValueError("end is before start")
         return self

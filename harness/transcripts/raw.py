@@ -97,6 +97,10 @@ def _iter_json_array(path: Path) -> Iterator[RawRecord]:
         while True:
             skip_ws()
             if buf.startswith("]", pos):
+                pos += 1
+                skip_ws()
+                if pos < len(buf):  # read whole or refused: nothing may follow the array
+                    raise TranscriptError(str(path), line, "<file>", "data after the JSON array (one array per file)")
                 return
             if not first:
                 if not buf.startswith(",", pos):
@@ -107,6 +111,8 @@ def _iter_json_array(path: Path) -> Iterator[RawRecord]:
             while True:
                 try:
                     _, end = decoder.raw_decode(buf, pos)
+                except RecursionError:
+                    raise TranscriptError(str(path), line, "<json>", "nested too deeply") from None
                 except json.JSONDecodeError as exc:
                     if len(buf) - pos > MAX_RECORD_BYTES:
                         raise TranscriptError(str(path), line, "<record>", "record is too large or malformed") from None

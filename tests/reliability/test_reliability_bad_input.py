@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import TranscriptError
-from harness.transcripts import MAX_RECORD_BYTES, loader, scan
+from harness.transcripts import MAX_RECORD_BYTES, scan
+from harness.transcripts import raw as raw_reader
 from tests.e2e_support import (
     KEY,
     KEY_ENV,
@@ -181,7 +182,7 @@ def test_a_ten_megabyte_response_is_judged_and_a_refusing_judge_is_a_failed_judg
 def test_an_oversized_record_is_refused_without_reading_it_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str) -> None:
     """The limit exists so a corrupt file (say a binary with no newline) cannot exhaust memory:
     the reader stops after the limit instead of reading the whole line first."""
-    monkeypatch.setattr(loader, "MAX_RECORD_BYTES", 1 << 20)
+    monkeypatch.setattr(raw_reader, "MAX_RECORD_BYTES", 1 << 20)
     path = tmp_path / f"corrupt.{'jsonl' if form == 'jsonl' else 'json'}"
     with path.open("wb") as fh:
         fh.write(b'{"id": "a", "response": "' if form == "jsonl" else b'[{"id": "a", "response": "')

@@ -1,0 +1,154 @@
+"""How the harness writes files without ever losing the ones already there.
+
+- :class:`StagedFile`: written under a temporary name beside its target and renamed into place
+  (``os.replace``, atomic on one file system) only by ``commit()``; a run that fails to start
+  discards it, so the previous run's file stays exactly as it was.
+- :func:`atomic_write_text`: the same for a file written in one go.
+- :class:`OutDirLock`: one run at a time per ``--out`` (an ``flock`` on ``OUT/.harness.lock``);
+  a second run is refused with a clear message instead of interleaving rows.
+- :func:`remove_stale`: run files an earlier run left that this one did not write are removed
+  (and named), so a directory never mixes two runs.
+- :func:`dumps`: JSON that can never hold Infinity or NaN (``allow_nan=False``).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import OutputError
+
+#: Every file ``harness run`` may write to ``--out``; the ones a run does not write are stale.
+RUN_FILES = ("judgments.jsonl", "results.jsonl", "summary.json", "skipped.jsonl", "report.html")
+_TMP_MARK = ".tmp-"
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that refuses Infinity and NaN: no file the harness writes holds them."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, **kwargs)
+    except ValueError as exc:
+        raise OutputError(f"refused to write a non-finite number: {exc}") from None
+
+
+def io_problem(exc: OSError) -> str:
+    """A one-line name for an OS error, with the fix where there is an obvious one."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device (free some, or write elsewhere)"
+    if exc.errno == errno.EFBIG:
+        return "file too large for this file system or the process's file-size limit"
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return "out of file descriptors (too many open files): lower --concurrency or raise the limit (ulimit -n)"
+    if exc.errno == errno.ENOMEM:
+        return "out of memory: lower --concurrency, or split the input"
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return exc.strerror or type(exc).__name__
+
+
+def _temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}{_TMP_MARK}{os.getpid()}")
+
+
+class StagedFile:
+    """A text file written under a temporary name and renamed over ``path`` by ``commit()``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temp = _temp_name(path)
+        try:
+            self._fh: IO[str] | None = self.temp.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(f"{path.parent}: cannot write: {io_problem(exc)}") from None
+
+    def write(self, text: str) -> None:
+        assert self._fh is not None, "written after commit or discard"
+        try:
+            self._fh.write(text)
+        except OSError as exc:
+            raise OutputError(f"{self.path}: write failed: {io_problem(exc)}") from None
+
+    def commit(self) -> None:
+        if self._fh is None:
+            return
+        try:
+            self._fh.close()
+            self._fh = None
+            os.replace(self.temp, self.path)
+        except OSError as exc:
+            self.discard()
+            raise OutputError(f"{self.path}: write failed: {io_problem(exc)}") from None
+
+    def discard(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError:
+                pass  # the file is being thrown away; its flush failing changes nothing
+            self._fh = None
+        self.temp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a temporary file renamed into place."""
+    staged = StagedFile(path)
+    try:
+        staged.write(text)
+    except BaseException:
+        staged.discard()
+        raise
+    staged.commit()
+
+
+def prepare_out_dir(out: Path) -> None:
+    """``--out`` as a writable directory (created), or one OutputError line saying why not."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"--out {out}: cannot create the directory: {io_problem(exc)}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OutputError(f"--out {out}: not writable")
+
+
+class OutDirLock:
+    """Held for a whole run: a second run on the same ``--out`` is refused, never interleaved.
+    Also clears temporary files a killed run left behind (only its holder may)."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / ".harness.lock"
+        try:
+            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise OutputError(f"--out {out}: cannot write: {io_problem(exc)}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            self._fd = None
+            raise OutputError(f"--out {out}: another harness run is writing this directory; wait for it or choose another --out") from None
+        for leftover in out.glob(f".*{_TMP_MARK}*"):
+            leftover.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def remove_stale(out: Path, written: set[str]) -> list[str]:
+    """Remove the run files in ``out`` this run did not write; return their names."""
+    removed = []
+    for name in RUN_FILES:
+        if name not in written and (out / name).exists():
+            (out / name).unlink()
+            removed.append(name)
+    return removed
