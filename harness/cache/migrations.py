@@ -42,7 +42,13 @@ def m002_parsed_score(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX judgments_rubric ON judgments (rubric, judge_model)")
 
 
-MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score]
+def m003_reply_logprobs(db: sqlite3.Connection) -> None:
+    # A logprob-weighted (G-Eval) judgment is re-scored on replay from the reply's top logprobs,
+    # which the reply text does not hold. NULL for every other judgment.
+    db.execute("ALTER TABLE judgments ADD COLUMN logprobs TEXT")
+
+
+MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_reply_logprobs]
 
 
 def _now() -> str:

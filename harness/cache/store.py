@@ -40,11 +40,13 @@ class CachedJudgment:
     status: str | None = None
     score: float | None = None
     created_at: str | None = None
+    #: JSON of the reply's per-token top logprobs (logprob-weighted judges only; migration 3)
+    logprobs: str | None = None
 
 
 _COLUMNS = (
     "key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
-    "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at"
+    "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at, logprobs"
 )
 
 
@@ -216,15 +218,17 @@ class JudgmentCache:
                 j.status,
                 j.score,
                 j.created_at or now,
+                j.logprobs,
             )
             for j in batch
         ]
-        marks = ",".join("?" * 14)
+        marks = ",".join("?" * 15)
         await self.db.executemany(
             f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) "
             "ON CONFLICT(key) DO UPDATE SET raw_output=excluded.raw_output, prompt_tokens=excluded.prompt_tokens, "
             "completion_tokens=excluded.completion_tokens, latency_ms=excluded.latency_ms, cost_usd=excluded.cost_usd, "
-            "attempts=excluded.attempts, status=excluded.status, score=excluded.score, created_at=excluded.created_at",
+            "attempts=excluded.attempts, status=excluded.status, score=excluded.score, created_at=excluded.created_at, "
+            "logprobs=excluded.logprobs",
             rows,
         )
         await self.db.commit()

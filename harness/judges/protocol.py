@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
-from .base import JudgeReply, JudgeRequest
+from .base import JudgeReply, JudgeRequest, TokenAlternatives
 
 
 def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
@@ -30,6 +30,11 @@ def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
     }
     if request.seed is not None:
         body["seed"] = request.seed
+    if request.n > 1:
+        body["n"] = request.n
+    if request.top_logprobs is not None:
+        body["logprobs"] = True
+        body["top_logprobs"] = request.top_logprobs
     return body
 
 
@@ -57,12 +62,44 @@ def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeRe
         raise MalformedReply(f"{where}: malformed response: no message content")
     text = redact(text, secret)
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    more = [c for c in data["choices"][1:] if isinstance(c, dict)]
     return JudgeReply(
         text=text,
         prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
         finish_reason=choice.get("finish_reason"),
+        more_texts=tuple(redact(_choice_text(c), secret) for c in more),
+        logprobs=read_logprobs(choice),
+        more_logprobs=tuple(read_logprobs(c) for c in more),
     )
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    message = choice.get("message")
+    text = message.get("content") if isinstance(message, dict) else None
+    return text if isinstance(text, str) else ""
+
+
+def read_logprobs(choice: Any) -> tuple[tuple[str, TokenAlternatives], ...] | None:
+    """A choice's ``logprobs.content``: per token, (token, ((alternative, logprob), ...)); None when
+    the choice carries none (the endpoint ignored ``logprobs`` or does not support it)."""
+    block = choice.get("logprobs") if isinstance(choice, dict) else None
+    content = block.get("content") if isinstance(block, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    tokens = []
+    for item in content:
+        if not isinstance(item, dict) or not isinstance(item.get("token"), str):
+            return None
+        alternatives = [
+            (alt["token"], float(alt["logprob"]))
+            for alt in item.get("top_logprobs") or ()
+            if isinstance(alt, dict) and isinstance(alt.get("token"), str) and isinstance(alt.get("logprob"), int | float)
+        ]
+        if not alternatives and isinstance(item.get("logprob"), int | float):
+            alternatives = [(item["token"], float(item["logprob"]))]
+        tokens.append((item["token"], tuple(alternatives)))
+    return tuple(tokens)
 
 
 def _int_or_none(value: Any) -> int | None:

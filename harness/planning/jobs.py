@@ -15,6 +15,7 @@ from typing import Any
 from ..cache.keys import cache_key
 from ..config import JudgeConfig
 from ..judges.base import JudgeRequest
+from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..rubrics.rubric import Rubric
 from ..transcripts.models import Resolved
 from .judgment import Judgment, Reason, Status
@@ -29,6 +30,9 @@ class Job:
     key: str | None = None
     est_tokens: int = 0
     result: Judgment | None = None
+    #: repeated samples: this job is sample ``sample`` of ``samples`` for its (rubric, judge)
+    sample: int = 0
+    samples: int = 1
 
     def judgment(self, status: Status, reason: Reason | None = None, **fields: Any) -> Judgment:
         return Judgment(
@@ -66,26 +70,36 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
         missing = rubric.missing_inputs(transcript, present)
         messages = None if missing else tuple(rubric.render(transcript, blocks))
         for judge in judges:
-            job = Job(entry, rubric, judge)
-            entry.jobs.append(job)
             if messages is None:
+                job = Job(entry, rubric, judge)
+                entry.jobs.append(job)
                 job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                 continue
+            samples = rubric.samples or judge.samples
+            top = TOP_LOGPROBS if judge.logprobs else None
             max_tokens = rubric.max_tokens or judge.max_tokens
-            job.request = JudgeRequest(messages, max_tokens, judge.temperature, judge.seed)
-            if not keyed:
-                continue
-            job.key = cache_key(
-                model=judge.model,
-                base_url=judge.endpoint,
-                messages=messages,
-                temperature=judge.temperature,
-                max_tokens=max_tokens,
-                seed=judge.seed,
-                rubric=rubric.name,
-                rubric_version=rubric.version,
-            )
-            job.est_tokens = estimate_tokens(messages, max_tokens)
+            for sample in range(samples):
+                # Each sample is its own job: cached, retried and budgeted like any judgment; with
+                # a seed, sample i asks with seed + i so that k samples are not k copies of one.
+                seed = None if judge.seed is None else judge.seed + sample
+                job = Job(entry, rubric, judge, sample=sample, samples=samples)
+                entry.jobs.append(job)
+                job.request = JudgeRequest(messages, max_tokens, judge.temperature, seed, top_logprobs=top)
+                if not keyed:
+                    continue
+                job.key = cache_key(
+                    model=judge.model,
+                    base_url=judge.endpoint,
+                    messages=messages,
+                    temperature=judge.temperature,
+                    max_tokens=max_tokens,
+                    seed=seed,
+                    rubric=rubric.name,
+                    rubric_version=rubric.version,
+                    sample=sample,
+                    logprobs=top,
+                )
+                job.est_tokens = estimate_tokens(messages, max_tokens)
     entry.pending = sum(1 for job in entry.jobs if job.result is None)
     if entry.pending == 0:
         entry.done.set()

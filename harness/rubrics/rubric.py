@@ -60,6 +60,8 @@ class RubricHeader(BaseModel):
     system: str = DEFAULT_SYSTEM
     #: a categorical rubric: the reply is read with ``parse_label`` and must be one of these
     labels: tuple[str, ...] | None = None
+    #: replies per judgment; overrides the judge's ``samples``
+    samples: int | None = Field(default=None, ge=1, le=100)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -107,6 +109,8 @@ class Rubric:
     parts: tuple[str, ...] = ()
     #: categorical rubric: the labels a reply may give (``scale`` is then unused)
     labels: tuple[str, ...] | None = None
+    #: replies per judgment (None: the judge's ``samples``)
+    samples: int | None = None
 
     @property
     def lo(self) -> float:
@@ -176,6 +180,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
         source=source,
         parts=tuple(_PLACEHOLDER.split(template.strip("\n") + "\n")),
         labels=header.labels,
+        samples=header.samples,
     )
 
 
