@@ -39,8 +39,9 @@ class LogprobScore:
 
 
 def integer_scale(lo: float, hi: float) -> bool:
-    """Whether the scale's ends are whole numbers with at most 100 steps between them."""
-    return float(lo).is_integer() and float(hi).is_integer() and 0 < hi - lo <= 100
+    """Whether the scale's ends are whole numbers 2 to 100 apart: at least three score tokens. On a
+    0..1 scale the judge writes fractions ("0.85"), whose first token "0" is no score."""
+    return float(lo).is_integer() and float(hi).is_integer() and 2 <= hi - lo <= 100
 
 
 def _whole(token: str, lo: float, hi: float) -> int | None:
