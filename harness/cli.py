@@ -540,9 +540,7 @@ def probe(
     try:
         if kind not in PROBES:
             raise UserInputError(f"unknown probe {kind!r}; known: {', '.join(PROBES)}")
-        result = evaluate_probe(
-            "verbosity" if kind == "verbosity" else "position", transcripts, out, options, rubric or [], sample, seed, pad_words
-        )
+        result = evaluate_probe("verbosity" if kind == "verbosity" else "position", transcripts, out, options, rubric or [], sample, seed, pad_words)
     except HarnessError as exc:
         raise _fail(exc) from None
     if as_json:

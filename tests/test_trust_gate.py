@@ -98,7 +98,10 @@ def test_gate_exit_codes_on_estimate_and_on_ci_lower(gated_run: dict[str, Any], 
 
 def test_gate_on_hand_made_results() -> None:
     def result(kappa: float | None, ci: list[float] | None, rho: float | None = None) -> dict[str, Any]:
-        entry: dict[str, Any] = {"judge": "j", "weighted_kappa": {"value": kappa, "ci": ci, "notes": [] if kappa is not None else ["constant labels"]}}
+        entry: dict[str, Any] = {
+            "judge": "j",
+            "weighted_kappa": {"value": kappa, "ci": ci, "notes": [] if kappa is not None else ["constant labels"]},
+        }
         if rho is not None:
             entry["spearman"] = {"value": rho, "ci": [rho - 0.1, rho + 0.1]}
         return {"metrics": [{"metric": "m", "judges": [entry]}]}

@@ -9,7 +9,6 @@ mean computed here from the known distribution, and a judge without logprobs is 
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +48,9 @@ def truths(n: int = N, seed: int = 3) -> list[float]:
 
 
 def transcripts(path: Path, qualities: list[float]) -> Path:
-    return write_jsonl(path, [{"id": f"t{i:02d}", "query": f"Question {i}?", "response": f"Answer {i}. quality={q}"} for i, q in enumerate(qualities)])
+    return write_jsonl(
+        path, [{"id": f"t{i:02d}", "query": f"Question {i}?", "response": f"Answer {i}. quality={q}"} for i, q in enumerate(qualities)]
+    )
 
 
 def likert_prompts(tmp: Path) -> Path:
@@ -150,9 +151,7 @@ def test_samples_via_n_ask_once_and_fall_back_when_the_endpoint_ignores_n(server
 
 
 @pytest.mark.timeout(180)
-def test_logprob_scores_are_the_weighted_mean_and_missing_logprobs_are_never_a_silent_fallback(
-    server: ScriptedJudgeServer, tmp_path: Path
-) -> None:
+def test_logprob_scores_are_the_weighted_mean_and_missing_logprobs_are_never_a_silent_fallback(server: ScriptedJudgeServer, tmp_path: Path) -> None:
     assert server.base_url
     qualities = truths(30, seed=11)
     data = transcripts(tmp_path / "t.jsonl", qualities)
@@ -203,4 +202,6 @@ def test_logprobs_on_a_fractional_scale_is_a_one_line_config_error(server: Scrip
     result = run(str(data), "--config", str(config), "--out", str(tmp_path / "a"), "--no-cache")
     assert result.exit_code == 2
     line = result.stderr.strip()
-    assert "\n" not in line and line.endswith("relevance.md: scale: judge 'geval' has logprobs = true, which needs a whole-number scale such as [1, 5], but rubric 'relevance' has [0.0, 1.0] (choose its rubrics with --rubric)")
+    assert "\n" not in line and line.endswith(
+        "relevance.md: scale: judge 'geval' has logprobs = true, which needs a whole-number scale such as [1, 5], but rubric 'relevance' has [0.0, 1.0] (choose its rubrics with --rubric)"
+    )

@@ -35,10 +35,7 @@ def combine_samples(jobs: Sequence[Job]) -> Judgment:
     first = jobs[0]
     labels = first.rubric.labels
     scored = [p for p in parts if p.status == "scored"]
-    if scored:
-        base = scored[0]
-    else:
-        base = next((p for p in parts if p.status == "failed"), parts[0])
+    base = scored[0] if scored else next((p for p in parts if p.status == "failed"), parts[0])
     combined = first.judgment(base.status, reason=base.reason, error=base.error, raw_output=base.raw_output)
     combined.samples = len(parts)
     combined.prompt_tokens = _sum([p.prompt_tokens for p in parts])  # type: ignore[assignment]

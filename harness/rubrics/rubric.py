@@ -164,9 +164,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
     if unknown:
         raise RubricError(f"{source}: template: unknown placeholder {{{{{sorted(unknown)[0]}}}}} (known: {', '.join(INPUTS)})")
     if used != set(header.inputs):
-        raise RubricError(
-            f"{source}: inputs: header lists {sorted(header.inputs)} but the template uses {sorted(used)}"
-        )
+        raise RubricError(f"{source}: inputs: header lists {sorted(header.inputs)} but the template uses {sorted(used)}")
     return Rubric(
         name=header.name,
         version=header.version,

@@ -20,7 +20,7 @@ Per judge, over the pairs whose two orders were both judged:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,7 @@ def _rate(count: int, n: int) -> dict[str, Any]:
     return {"count": count, "rate": count / n, "ci": [float(low), float(high)]}
 
 
-def pairwise_verdicts(rows: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def pairwise_verdicts(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per judge: the counts, rates and position bias (module docstring) from judgment rows of the
     ``pairwise`` rubric, ids ``PAIR::ab`` / ``PAIR::ba``."""
     by_judge: dict[str, dict[str, dict[str, Mapping[str, Any]]]] = {}
@@ -128,12 +128,12 @@ def pairwise_verdicts(rows: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]
         for pair, orders in pairs.items():
             seen = {}
             for order in ORDERS:
-                row = orders.get(order)
-                if row is None or row.get("status") != "scored" or row.get("label") not in _MEANING[order]:
-                    reason = "missing" if row is None else f"{row.get('status')}: {row.get('reason')}"
+                judged = orders.get(order)
+                if judged is None or judged.get("status") != "scored" or judged.get("label") not in _MEANING[order]:
+                    reason = "missing" if judged is None else f"{judged.get('status')}: {judged.get('reason')}"
                     not_judged[reason] += 1
                     break
-                seen[order] = row["label"]
+                seen[order] = judged["label"]
             else:
                 ab, ba = _MEANING["ab"][seen["ab"]], _MEANING["ba"][seen["ba"]]
                 if ab == ba:

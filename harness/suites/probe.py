@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,7 +99,7 @@ def probe_records(path: Path, probe: Probe, sample: int, seed: int, pad_words: i
     return [row for i in chosen for row in eligible[i]], len(eligible)
 
 
-def probe_shifts(rows: list[Mapping[str, Any]], rubrics: Mapping[str, Rubric], confidence: float = 0.95) -> list[dict[str, Any]]:
+def probe_shifts(rows: Sequence[Mapping[str, Any]], rubrics: Mapping[str, Rubric], confidence: float = 0.95) -> list[dict[str, Any]]:
     """Per (rubric, judge): the shift probe − original over transcripts scored both ways."""
     scores: dict[tuple[str, str], dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     lost: dict[tuple[str, str], int] = defaultdict(int)
