@@ -290,11 +290,11 @@ def clustering(
     err.print(f"[green]wrote {out}/clustering.json, clusters.csv, models.csv[/]", highlight=False)
 
 
-def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], input: Path | None) -> None:
+def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], input: Path | None, trust: list[Path] | None = None) -> None:
     from .report import build_report
 
     try:
-        result = build_report(run_dir, config=config, prompts=prompts, input=input)
+        result = build_report(run_dir, config=config, prompts=prompts, input=input, trust=trust or [])
     except HarnessError as exc:
         raise _fail(exc) from None
     for note in result.notes:
@@ -311,10 +311,14 @@ def report(
     config: Annotated[Path | None, typer.Option(help="The run's harness.toml: its composite weights and prompt directories.")] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
     input: Annotated[Path | None, typer.Option("--input", help="The run's transcripts file, if it has moved since the run.")] = None,
+    trust: Annotated[
+        list[Path] | None, typer.Option("--trust", help="A pairwise.json or probe.json to show in the Judge trust section (repeatable).")
+    ] = None,
 ) -> None:
     """Write RUN_DIR/report.html: one self-contained page of scores, performance, cost, judge health
-    and every transcript with its judgments and composite arithmetic. Opens with no network."""
-    _write_report(run_dir, config=config, prompts=prompts or [], input=input)
+    and trust (judge noise, position bias, probe shifts), and every transcript with its judgments
+    and composite arithmetic. Opens with no network."""
+    _write_report(run_dir, config=config, prompts=prompts or [], input=input, trust=trust)
 
 
 @app.command()
