@@ -83,6 +83,7 @@ def test_repeated_samples_measure_an_honest_judge_steady_and_a_noisy_one_noisy(s
     assert sorted({r["body"]["seed"] for r in requests}) == [1, 2, 3, 4, 5]  # sample i asks with seed + i
     assert len(cache_rows(tmp_path / "cache.sqlite")) == N * K * 2  # each cached
 
+    assert "Judge noise" in result.output
     out = Outputs(tmp_path / "a")
     rows = out.by_key()  # one row per (transcript, rubric, judge), not k
     assert len(rows) == N * 2
@@ -144,6 +145,8 @@ def test_samples_via_n_ask_once_and_fall_back_when_the_endpoint_ignores_n(server
     noisy = [rows[(f"t{i:02d}", "relevance", "noisy")] for i in range(10)]
     assert all(len(set(r["sample_scores"])) == K for r in noisy)  # five distinct choices of one request
     assert len(cache_rows(tmp_path / "cache.sqlite")) == 10 * K + 10 * 3
+    judges_summary = Outputs(tmp_path / "a").summary["judges"]
+    assert judges_summary["noisy"]["requests"] == 10 and judges_summary["plain"]["requests"] == 30  # requests sent, not samples
     again = run(str(data), "--config", str(config), "--out", str(tmp_path / "b"), "--offline")
     assert again.exit_code == 0, again.output
     replay = Outputs(tmp_path / "b").by_key()

@@ -8,8 +8,9 @@ judgments.jsonl reports.
   from it;
 - at least one sample scored is scored (``sample_scores`` shows which were not); none scored is
   the first sample's outcome, failures before unscored ones;
-- tokens, cost, attempts and billed retries are summed over the samples, latency is the longest,
-  ``cached`` only when every sample came from the cache.
+- tokens, attempts and billed retries are summed over the samples, latency is the longest,
+  ``cached`` only when every sample came from the cache; cost is the sum over the samples this run
+  paid for (all of them when every sample came from the cache: what the cache saved).
 """
 
 from __future__ import annotations
@@ -40,12 +41,13 @@ def combine_samples(jobs: Sequence[Job]) -> Judgment:
     combined.samples = len(parts)
     combined.prompt_tokens = _sum([p.prompt_tokens for p in parts])  # type: ignore[assignment]
     combined.completion_tokens = _sum([p.completion_tokens for p in parts])  # type: ignore[assignment]
-    combined.cost_usd = _sum([p.cost_usd for p in parts])
+    combined.cached = all(p.cached for p in parts)
+    # A judgment partly from the cache (k raised after a run) reports what this run paid.
+    combined.cost_usd = _sum([p.cost_usd for p in parts if combined.cached or not p.cached])
     latencies = [p.latency_ms for p in parts if p.latency_ms is not None]
     combined.latency_ms = max(latencies) if latencies else None
     combined.attempts = sum(p.attempts for p in parts)
     combined.billed_retries = sum(p.billed_retries for p in parts)
-    combined.cached = all(p.cached for p in parts)
     if labels is not None:
         combined.sample_labels = [p.label if p.status == "scored" else None for p in parts]
         given = [p.label for p in scored if p.label is not None]

@@ -280,7 +280,8 @@ class Runner:
             elif index < len(texts):
                 outcome = self._parsed(member, texts[index], logprobs[index] if index < len(logprobs) else None)
                 outcome.prompt_tokens, outcome.completion_tokens, outcome.cost_usd = 0, 0, 0.0
-                outcome.latency_ms, outcome.attempts = result.latency_ms, 1
+                # attempts 0: this choice sent no request of its own (the summary counts requests sent)
+                outcome.latency_ms, outcome.attempts = result.latency_ms, 0
                 if self.cache is not None:
                     self.cache.put(
                         CachedJudgment(
