@@ -71,7 +71,7 @@ def calibration_gate(result: Mapping[str, Any], min_kappa: float | None, min_spe
         if floor is not None and not -1.0 <= floor <= 1.0:
             raise UserInputError(f"{name} must be between -1 and 1, got {floor:g}")
     checks: list[GateCheck] = []
-    where = "its point estimate" if on == "estimate" else "the lower bound of its CI"
+    where = "point estimate" if on == "estimate" else "lower bound of its CI"
     for metric in result["metrics"]:
         for entry in metric["judges"]:
             wanted: list[tuple[str, float, Mapping[str, Any] | None]] = []
@@ -89,7 +89,7 @@ def calibration_gate(result: Mapping[str, Any], min_kappa: float | None, min_spe
                     checks.append(GateCheck(metric["metric"], entry["judge"], label, floor, None, False, note))
                 else:
                     ok = value >= floor
-                    note = f"{where} {value:.3f} {'>=' if ok else '<'} {floor:g}"
+                    note = f"{value:.3f} {'>=' if ok else '<'} {floor:g} ({where})"
                     checks.append(GateCheck(metric["metric"], entry["judge"], label, floor, value, ok, note))
     enabled = min_kappa is not None or min_spearman is not None
     passed = bool(checks) and all(c.passed for c in checks) if enabled else True
