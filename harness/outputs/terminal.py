@@ -99,7 +99,9 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
 
     noise = summary.get("judge_noise") or {}
     if noise:
-        trust = Table(title="Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)", title_justify="left")
+        trust = Table(
+            title="Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)", title_justify="left"
+        )
         for column in ("rubric", "judge", "transcripts", "samples", "noise share", "in the mean", "mean spread"):
             trust.add_column(column, justify="left" if column in ("rubric", "judge") else "right")
         for rubric, per_judge in noise.items():
