@@ -9,6 +9,7 @@ mean computed here from the known distribution, and a judge without logprobs is 
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,3 +209,26 @@ def test_logprobs_on_a_fractional_scale_is_a_one_line_config_error(server: Scrip
     assert "\n" not in line and line.endswith(
         "relevance.md: scale: judge 'geval' has logprobs = true, which needs a whole-number scale such as [1, 5], but rubric 'relevance' has [0.0, 1.0] (choose its rubrics with --rubric)"
     )
+
+
+@pytest.mark.timeout(180)
+def test_raising_k_reuses_the_plain_judgment_as_sample_0(server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    assert server.base_url
+    data = transcripts(tmp_path / "t.jsonl", truths(6))
+    cache = str(tmp_path / "cache.sqlite")
+    plain = write_config(tmp_path / "one.toml", [judge("noisy", server.base_url, model="noisy", seed=1)], cache=cache, rubrics=["relevance"])
+    assert run(str(data), "--config", str(plain), "--out", str(tmp_path / "one")).exit_code == 0
+    three = write_config(
+        tmp_path / "three.toml", [judge("noisy", server.base_url, model="noisy", seed=1, samples=3)], cache=cache, rubrics=["relevance"]
+    )
+    estimate = CliRunner().invoke(app, ["estimate", str(data), "--config", str(three), "--cache", cache, "--json"])
+    assert estimate.exit_code == 0, estimate.output
+    line = json.loads(estimate.stdout)["lines"][0]
+    assert (line["requests"], line["cache_hits"]) == (6 * 2, 6)  # the estimate plans the same k jobs: sample 0 is a hit
+    before = len(chat_requests(server))
+    assert run(str(data), "--config", str(three), "--out", str(tmp_path / "three")).exit_code == 0
+    assert len(chat_requests(server)) - before == 6 * 2  # only samples 1 and 2 were asked
+    first = Outputs(tmp_path / "one").by_key()
+    rows = Outputs(tmp_path / "three").by_key()
+    for key, row in rows.items():
+        assert row["sample_scores"][0] == first[key]["score"] and row["cached"] is False
