@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,10 +34,17 @@ if str(ROOT) not in sys.path:
 from bench.throughput import RUBRICS, ServerProcess, write_config, write_transcripts
 
 
-def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+def timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Wall seconds, the child's CPU seconds (user + sys: much less moved by a loaded machine), result."""
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
-    return time.perf_counter() - started, done
+    return time.perf_counter() - started, _children_cpu() - cpu_before, done
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -46,9 +55,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     ideal = args.n * args.latency / args.concurrency
-    helps = [timed([sys.executable, "-m", "harness", "--help"])[0] for _ in range(args.repeats)]
-    print(f"harness --help: median {statistics.median(helps):.3f} s over {len(helps)}")
+    helps = [timed([sys.executable, "-m", "harness", "--help"])[:2] for _ in range(args.repeats)]
+    print(
+        f"harness --help: median {statistics.median(h[0] for h in helps):.3f} s wall, {statistics.median(h[1] for h in helps):.3f} s CPU over {len(helps)}"
+    )
     walls: list[float] = []
+    cpus: list[float] = []
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         work = Path(tmp)
         data = write_transcripts(work / "data.jsonl", args.n // len(RUBRICS))
@@ -57,21 +69,9 @@ def main() -> int:
             for repeat in range(args.repeats):
                 server.reset()
                 out = work / f"out-{repeat}"
-                argv = [
-                    sys.executable,
-                    "-m",
-                    "harness",
-                    "run",
-                    str(data),
-                    "--config",
-                    str(config),
-                    "--out",
-                    str(out),
-                    "--cache",
-                    str(work / f"cache-{repeat}.sqlite"),
-                    "--no-progress",
-                ]
-                wall, done = timed(argv)
+                options = ("--config", config, "--out", out, "--cache", work / f"cache-{repeat}.sqlite", "--no-progress")
+                argv = [sys.executable, "-m", "harness", "run", str(data), *map(str, options)]
+                wall, cpu, done = timed(argv)
                 if done.returncode != 0:
                     raise SystemExit(f"harness run exited {done.returncode}: {done.stderr[-2000:]}")
                 summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
@@ -79,11 +79,15 @@ def main() -> int:
                 if summary["judgments"].get("scored") != args.n or requests != args.n:
                     raise SystemExit(f"expected {args.n} scored judgments and requests, got {summary['judgments']}, {requests}")
                 walls.append(wall)
-                print(f"  run {repeat + 1}: {wall:.3f} s = {wall / ideal:.3f}x ideal (in-run wall_time_s {summary['wall_time_s']:.3f})")
+                cpus.append(cpu)
+                print(
+                    f"  run {repeat + 1}: {wall:.3f} s = {wall / ideal:.3f}x ideal (in-run wall_time_s {summary['wall_time_s']:.3f}), CPU {cpu:.3f} s"
+                )
     median = statistics.median(walls)
     print(
         f"harness run, N={args.n}, L={args.latency * 1000:g} ms, C={args.concurrency}: ideal {ideal:.3f} s, "
-        f"median {median:.3f} s = {median / ideal:.3f}x ideal (target <= 1.25x)"
+        f"median {median:.3f} s = {median / ideal:.3f}x ideal (target <= 1.25x), CPU median {statistics.median(cpus):.3f} s; "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
     return 0
 

@@ -29,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.config import local_judge_config  # noqa: E402 - after the path set-up above
-from harness.judges.local import model_path  # noqa: E402
-from harness.planning import RunOptions, build_plan, make_entry  # noqa: E402
-from harness.transcripts import iter_transcripts, scan  # noqa: E402
+from harness.config import local_judge_config
+from harness.judges.local import model_path
+from harness.planning import RunOptions, build_plan, make_entry
+from harness.transcripts import iter_transcripts, scan
 
 EXAMPLE = ROOT / "examples" / "transcripts.jsonl"
 SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]}
@@ -57,7 +57,10 @@ def in_process(reqs: list) -> float:
     llama = llama_cpp.Llama(model_path=model_path(), n_ctx=4096, n_threads=os.cpu_count() or 1, seed=0, verbose=False)
     for r in reqs:
         llama.create_chat_completion(
-            messages=list(r.messages), temperature=r.temperature, max_tokens=r.max_tokens, seed=r.seed or 0,
+            messages=list(r.messages),
+            temperature=r.temperature,
+            max_tokens=r.max_tokens,
+            seed=r.seed or 0,
             response_format={"type": "json_object", "schema": SCHEMA},
         )
     elapsed = time.perf_counter() - started

@@ -31,6 +31,9 @@ ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Overr
 CacheOpt = Annotated[Path | None, typer.Option("--cache", help="Cache file (default cache/judgments.sqlite).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="Input format: auto (by content), jsonl, otel, openinference, inspect, langfuse, langsmith.")
+]
 
 
 @app.callback()
@@ -48,8 +51,9 @@ def _fail(exc: HarnessError) -> typer.Exit:
 
 @app.command()
 def run(
-    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array.")],
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, a JSON array, or a trace file (see --format).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
+    format: FormatOpt = "auto",
     config: JudgeConfigOpt = None,
     rubric: Annotated[
         list[str] | None, typer.Option("--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed.")
@@ -96,6 +100,7 @@ def run(
         on_bad_record=mode,
         progress=progress and err.is_terminal,
         max_cost=max_cost,
+        format=format,
     )
     try:
         outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
@@ -110,8 +115,9 @@ def run(
 
 @app.command()
 def estimate(
-    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array.")],
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, a JSON array, or a trace file (see --format).")],
     config: Annotated[Path | None, typer.Option(help="harness.toml with judges, composites, cache, prompts.")] = None,
+    format: FormatOpt = "auto",
     rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to estimate (repeatable).")] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
     model: Annotated[str | None, typer.Option(help="Ad-hoc judge model.")] = None,
@@ -136,6 +142,7 @@ def estimate(
         cache=cache,
         no_cache=no_cache,
         limit=limit,
+        format=format,
     )
     try:
         result = estimate_run(options)
@@ -384,21 +391,7 @@ def clmpi(
     from .suites.common import JudgeOptions
     from .suites.render import clmpi_table
 
-    judge = (
-        None
-        if no_judge
-        else JudgeOptions(
-            config=config,
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            concurrency=concurrency,
-            cache=cache,
-            no_cache=no_cache,
-            offline=offline,
-            prompts=prompts or [],
-        )
-    )
+    judge = None if no_judge else JudgeOptions(config, model, base_url, api_key_env, concurrency, cache, no_cache, offline, prompts or [])
     try:
         result = evaluate_clmpi(runs, out, judge, load_weights(weights), judge_accuracy)
     except HarnessError as exc:
@@ -445,21 +438,7 @@ def simulation(
     from .suites.render import simulation_table
     from .suites.simulation import evaluate_simulation
 
-    judge = (
-        None
-        if no_judge
-        else JudgeOptions(
-            config=config,
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            concurrency=concurrency,
-            cache=cache,
-            no_cache=no_cache,
-            offline=offline,
-            prompts=prompts or [],
-        )
-    )
+    judge = None if no_judge else JudgeOptions(config, model, base_url, api_key_env, concurrency, cache, no_cache, offline, prompts or [])
     try:
         result = evaluate_simulation(conversations, out, judge)
     except HarnessError as exc:
@@ -580,4 +559,61 @@ def _judge_options(
         no_cache=no_cache,
         offline=offline,
         prompts=prompts or [],
+    )
+
+
+# --- Traces (issue 16): harness import / harness export ---------------------------------------
+
+
+@app.command("import")
+def import_(
+    traces: Annotated[
+        Path, typer.Argument(help="A trace file: OTLP JSON (OTel GenAI, OpenInference), Inspect .eval/.json, LangSmith or Langfuse export.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The transcripts JSONL to write.")],
+    format: FormatOpt = "auto",
+    on_bad_record: Annotated[
+        str, typer.Option(help="fail (default): stop at the first trace with no query or response; skip: import the rest and list them.")
+    ] = "fail",
+) -> None:
+    """Write the transcripts found in TRACES as JSONL, to check or edit before `harness run`."""
+    from .traces.importer import import_traces
+
+    if on_bad_record not in ("fail", "skip"):
+        raise _fail(UserInputError("--on-bad-record must be 'fail' or 'skip'"))
+    try:
+        result = import_traces(traces, out, format, "skip" if on_bad_record == "skip" else "fail")
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    for problem in result.bad:
+        err.print(f"[yellow]skipped:[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
+    err.print(
+        f"[green]wrote {escape(str(out))}[/] ({result.written:,} transcripts from {result.format}, "
+        f"{len(result.bad)} skipped, {result.seconds:.2f} s)",
+        highlight=False,
+    )
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
+    format: Annotated[
+        str, typer.Option("--format", help="otel (gen_ai.evaluation.result events, OTLP JSON logs), csv, or parquet (needs pyarrow).")
+    ] = "otel",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="File to write (default RUN_DIR/evaluations.otlp.jsonl, judgments.csv or judgments.parquet).")
+    ] = None,
+    input: Annotated[Path | None, typer.Option("--input", help="The run's transcripts or trace file, if it has moved since the run.")] = None,
+    input_format: Annotated[str, typer.Option("--input-format", help="Format of the run's input (default: auto).")] = "auto",
+) -> None:
+    """Write the run's verdicts beside the traces they judged: OTel evaluation events, CSV or Parquet."""
+    from .traces.export import export_run
+
+    try:
+        result = export_run(run_dir, format, out, input, input_format)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    err.print(
+        f"[green]wrote {escape(str(result.path))}[/] ({result.judgments:,} judgments, {result.linked:,} linked to their trace and span)",
+        highlight=False,
     )

@@ -167,6 +167,9 @@ class JudgeServer:
         #: body -> [(content, logprobs.content or None), ...]: a scripted judge's choices (the
         #: request's n of them, and OpenAI-shaped logprobs), overriding mode and reply
         self.choices = choices
+        #: When set to an unset Event, chat completions wait for it before answering (after
+        #: ``latency_s``): a test can hold N requests in flight for sure, whatever the machine's load.
+        self.hold: threading.Event | None = None
         self.requests: list[dict[str, Any]] = []
         self.max_in_flight = 0
         #: time.time() of the first request's arrival and of the last answer (None before any)
@@ -353,6 +356,8 @@ class JudgeServer:
             return web.json_response(_error(str(exc), "invalid_request_error"), status=400)
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
+        while self.hold is not None and not self.hold.is_set():
+            await asyncio.sleep(0.005)
         auth = (headers or {}).get("Authorization", "")
         if fault == "401echo":
             error = _error(f"Incorrect API key provided: {auth}.", "invalid_request_error", "invalid_api_key")

@@ -468,13 +468,12 @@ def test_estimate_cli_terminal_names_approximate_and_unpriced_judges(tmp_path: P
 
 
 def test_estimate_duration_bounds(tmp_path: Path) -> None:
-    url = "http://127.0.0.1:9/v1"
     config = write_config(
         tmp_path / "harness.toml",
         [
-            judge("by-rpm", url, rpm=6),
-            judge("by-tpm", url, tpm=1000),
-            judge("by-concurrency", url, max_concurrency=4, rpm=1e6, tpm=1e9),
+            judge("by-rpm", "http://127.0.0.1:9/v1", rpm=6),
+            judge("by-tpm", "http://127.0.0.1:10/v1", tpm=1000),
+            judge("by-concurrency", "http://127.0.0.1:11/v1", max_concurrency=4, rpm=1e6, tpm=1e9),
         ],
     )
     estimate = estimate_run(RunOptions(input=EXAMPLES, config=config, no_cache=True))
@@ -487,6 +486,18 @@ def test_estimate_duration_bounds(tmp_path: Path) -> None:
     assert not conc.latency_measured and conc.latency_s == ASSUMED_LATENCY_S
     assert conc.duration_s == pytest.approx(conc.requests * ASSUMED_LATENCY_S / 4, rel=1e-12)
     assert estimate.duration_s == max(rpm.duration_s, tpm.duration_s, conc.duration_s)
+
+
+def test_judges_on_one_endpoint_are_estimated_together(tmp_path: Path) -> None:
+    # Same base URL and key: the run gives them one rpm limiter (the smaller rpm), so the estimate
+    # bounds their requests together, and both report the endpoint's duration.
+    url = "http://127.0.0.1:9/v1"
+    config = write_config(tmp_path / "harness.toml", [judge("a", url, rpm=6), judge("b", url, model="other", rpm=12)])
+    estimate = estimate_run(RunOptions(input=EXAMPLES, config=config, no_cache=True))
+    a, b = estimate.judges
+    assert a.requests == b.requests > 0
+    assert (a.duration_bound, b.duration_bound) == ("rpm", "rpm")
+    assert a.duration_s == b.duration_s == pytest.approx((a.requests + b.requests) / 6 * 60, rel=1e-12)
 
 
 # -- prices ----------------------------------------------------------------------------------------

@@ -45,7 +45,9 @@ async def test_local_judge_scores_and_replays(tmp_path: Path) -> None:
     assert outcome.summary["judges"]["local-smollm2"]["requests"] == 2
 
     # Offline replay: no model is even loaded, and the scores are the same.
-    replay = await run_evaluation(RunOptions(input=EXAMPLES, out=tmp_path / "b", rubrics=["relevance"], limit=2, cache=cache, offline=True, progress=False))
+    replay = await run_evaluation(
+        RunOptions(input=EXAMPLES, out=tmp_path / "b", rubrics=["relevance"], limit=2, cache=cache, offline=True, progress=False)
+    )
     again = [json.loads(line) for line in (tmp_path / "b" / "judgments.jsonl").read_text().splitlines()]
     assert replay.exit_code == 0
     assert [(r["score"], r["raw_output"]) for r in again] == [(r["score"], r["raw_output"]) for r in rows]
@@ -55,9 +57,13 @@ async def test_local_judge_scores_and_replays(tmp_path: Path) -> None:
 # --- the worker process: a native crash never takes the harness down -----------------------------
 
 REQUEST = JudgeRequest(
-    messages=({"role": "system", "content": "You are a strict grader."},
-              {"role": "user", "content": "Rate how relevant 'Paris' is to 'What is the capital of France?'. Reply as JSON."}),
-    max_tokens=16, temperature=0.0, seed=0,
+    messages=(
+        {"role": "system", "content": "You are a strict grader."},
+        {"role": "user", "content": "Rate how relevant 'Paris' is to 'What is the capital of France?'. Reply as JSON."},
+    ),
+    max_tokens=16,
+    temperature=0.0,
+    seed=0,
 )
 
 
@@ -99,14 +105,17 @@ async def test_worker_killed_by_a_signal_fails_its_calls_and_the_next_call_resta
 
 
 @pytest.mark.timeout(120)
-async def test_a_hung_worker_is_stopped_at_the_timeout() -> None:
-    judge = LocalLlamaJudge(local_judge_config().model_copy(update={"timeout_s": 3.0}))
+async def test_a_hung_worker_is_stopped_after_timeout_s_without_progress() -> None:
+    config = local_judge_config()
+    judge = LocalLlamaJudge(config)
     try:
-        await judge.complete(REQUEST)
+        await judge.complete(REQUEST)  # started and warm, at the default timeout (a loaded machine is slow)
         (pid,) = judge.pids
+        judge.config = config.model_copy(update={"timeout_s": 3.0})
         os.kill(pid, signal.SIGSTOP)  # frozen, as a deadlocked native call would be
-        with pytest.raises(FatalJudgeError, match="did not answer within 3 s"):
+        with pytest.raises(FatalJudgeError, match="made no progress for 3 s; its process was stopped"):
             await judge.complete(REQUEST)
+        judge.config = config
         again = await judge.complete(REQUEST)
         assert pid not in judge.pids and json.loads(again.text)["score"] is not None
     finally:

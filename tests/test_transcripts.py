@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import TranscriptError, UserInputError
-from harness.transcripts import Transcript, iter_transcripts, loader, scan, union_ms
+from harness.transcripts import Transcript, iter_transcripts, scan, union_ms
+from harness.transcripts import raw as raw_reader
 from harness.transcripts.loader import iter_raw
 
 GOOD = {"id": "a", "query": "What is 2+2?", "response": "4"}
@@ -253,7 +254,7 @@ def test_json_array_lines_point_at_each_element(tmp_path: Path) -> None:
 
 def test_json_array_elements_split_across_read_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small reads put chunk boundaries inside elements, strings and multi-byte characters."""
-    monkeypatch.setattr(loader, "_CHUNK", 7)
+    monkeypatch.setattr(raw_reader, "_CHUNK", 7)
     records = [{"id": f"r{i}", "query": "é€𝄞" * i, "response": "ü" * (i + 1)} for i in range(12)]
     path = tmp_path / "t.json"
     path.write_text("[\n" + ",\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n]\n", encoding="utf-8")
@@ -263,7 +264,7 @@ def test_json_array_elements_split_across_read_chunks(tmp_path: Path, monkeypatc
 
 
 def test_json_array_with_non_object_number_elements_split_across_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(loader, "_CHUNK", 3)
+    monkeypatch.setattr(raw_reader, "_CHUNK", 3)
     path = tmp_path / "t.json"
     path.write_text("[12345678, 2]")
     raw = [r.text for r in iter_raw(path)]
@@ -485,7 +486,7 @@ def test_iter_raw_streams_without_reading_the_file_whole(tmp_path: Path, as_arra
     path = tmp_path / ("big.json" if as_array else "big.jsonl")
     size = _write_big(path, 40_000, as_array)
     assert size > 10 * 2**20
-    monkeypatch.setattr(loader, "_CHUNK", 1 << 16)  # the array reader's read size
+    monkeypatch.setattr(raw_reader, "_CHUNK", 1 << 16)  # the array reader's read size
     tracemalloc.start()
     try:
         count = 0
@@ -502,7 +503,7 @@ def test_iter_raw_streams_without_reading_the_file_whole(tmp_path: Path, as_arra
 
 def test_json_array_splitting_does_not_depend_on_the_read_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each element costs its own length, not a copy of the rest of the read buffer: with 4 MiB
-    reads, splitting takes about as long as with 64 KiB reads (copying the buffer per element
+    reads, splitting takes about as much CPU as with 64 KiB reads (copying the buffer per element
     made it ~60 times slower)."""
     import time
 
@@ -510,10 +511,10 @@ def test_json_array_splitting_does_not_depend_on_the_read_size(tmp_path: Path, m
     _write_big(path, 10_000, as_array=True)
     took = {}
     for chunk in (1 << 16, 1 << 22):
-        monkeypatch.setattr(loader, "_CHUNK", chunk)
-        start = time.perf_counter()
+        monkeypatch.setattr(raw_reader, "_CHUNK", chunk)
+        start = time.process_time()
         assert sum(1 for _ in iter_raw(path)) == 10_000
-        took[chunk] = time.perf_counter() - start
+        took[chunk] = time.process_time() - start
     assert took[1 << 22] < max(0.5, 5 * took[1 << 16]), took
 
 
@@ -533,7 +534,7 @@ _json_values = st.recursive(
 def test_json_array_reader_agrees_with_json_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elements: list[Any], chunk: int, indent: Any
 ) -> None:
-    monkeypatch.setattr(loader, "_CHUNK", chunk)
+    monkeypatch.setattr(raw_reader, "_CHUNK", chunk)
     path = tmp_path / "t.json"
     text = json.dumps(elements, indent=indent, ensure_ascii=False)
     path.write_text(text, encoding="utf-8")

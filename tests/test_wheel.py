@@ -89,9 +89,7 @@ def test_wheel_runs_from_outside_the_checkout(installed: Path, tmp_path: Path) -
     replay = _run([harness, "run", "t.jsonl", *judge, "--out", "b", "--cache", "c.sqlite", "--offline", "--no-progress"], cwd=elsewhere)
     assert replay.returncode == 0, replay.stderr
     again = read_jsonl(elsewhere / "b" / "judgments.jsonl")
-    assert [(r["transcript_id"], r["rubric"], r["score"]) for r in again] == [
-        (r["transcript_id"], r["rubric"], r["score"]) for r in rows
-    ]
+    assert [(r["transcript_id"], r["rubric"], r["score"]) for r in again] == [(r["transcript_id"], r["rubric"], r["score"]) for r in rows]
     assert all(r["cached"] for r in again)
 
 

@@ -7,9 +7,11 @@ up in the cache: a hit costs nothing. Completion tokens are given two ways: the 
 judge model and rubric, their mean (what a call usually costs). The expected cost uses the mean
 where there is one and ``max_tokens`` otherwise.
 
-Duration per judge is the largest of three bounds: concurrency (requests × latency ÷
+Duration is bounded per endpoint (base URL and key: its judges share its slots and rate limits,
+``planning.Endpoint``), and is the largest of three bounds: concurrency (Σ requests × latency ÷
 max_concurrency, latency from the cache's mean for that judge, else ``ASSUMED_LATENCY_S``), the
-request rate (requests ÷ rpm) and the token rate (tokens ÷ tpm).
+request rate (Σ requests ÷ rpm) and the token rate (Σ tokens ÷ tpm). Each judge of the endpoint
+reports the endpoint's duration; with one judge per endpoint these are that judge's own bounds.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..cache.store import CacheReader
-from ..planning import Entry, RunOptions, RunPlan, build_plan, make_entry
+from ..planning import Endpoint, Entry, RunOptions, RunPlan, build_plan, make_entry
 from ..transcripts import ScanResult, Transcript, iter_transcripts, scan
 from .prices import call_cost
 from .tokens import TokenCounter
@@ -173,19 +175,25 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
         measured = latency_means.get((judge.model, judge.endpoint))
         if measured is not None:
             totals.latency_s, totals.latency_measured = measured, True
-        bounds = {"concurrency": totals.requests * totals.latency_s / judge.max_concurrency}
-        if judge.rpm:
-            bounds["rpm"] = totals.requests / judge.rpm * 60.0
-        if judge.tpm:
-            bounds["tpm"] = (totals.prompt_tokens + totals.completion_tokens_expected) / judge.tpm * 60.0
-        totals.duration_bound, totals.duration_s = max(bounds.items(), key=lambda kv: kv[1])
         estimate.judges.append(totals)
+    by_name = {totals.judge: totals for totals in estimate.judges}
+    for endpoint in Endpoint.group(plan.judges):
+        shared = [by_name[j.name] for j in endpoint.judges]
+        requests = sum(t.requests for t in shared)
+        bounds = {"concurrency": sum(t.requests * t.latency_s for t in shared) / endpoint.max_concurrency}
+        if endpoint.rpm:
+            bounds["rpm"] = requests / endpoint.rpm * 60.0
+        if endpoint.tpm:
+            bounds["tpm"] = sum(t.prompt_tokens + t.completion_tokens_expected for t in shared) / endpoint.tpm * 60.0
+        bound, duration = max(bounds.items(), key=lambda kv: kv[1])
+        for totals in shared:
+            totals.duration_bound, totals.duration_s = bound, duration
     return estimate
 
 
 def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
     """Estimate a planned run whose transcripts ``scan`` has already validated."""
-    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record))
+    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format))
     if plan.limit is not None:
         records = (r for r, _ in zip(records, range(plan.limit), strict=False))
     return estimate_records(plan, records, scanned.good, scanned.inputs_seen)
@@ -194,4 +202,4 @@ def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
 def estimate_run(options: RunOptions) -> Estimate:
     """Validate the transcripts and estimate the run ``options`` describe. No network, no judge."""
     plan = build_plan(options, require_keys=False)
-    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit))
+    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit, plan.format))

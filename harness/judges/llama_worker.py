@@ -7,7 +7,8 @@ killed for memory, this process dies and the harness records the judgments it he
 Protocol, one JSON object per line. In on stdin: ``{"id", "messages", "max_tokens", "temperature",
 "seed"}``. Out on stdout: ``{"ready": true, "system_info": ...}`` once the model is loaded, then one
 ``{"id", "text", "prompt_tokens", "completion_tokens", "finish_reason"}`` or ``{"id", "error"}`` per
-request, in the order they finish. ``{"fatal": ...}`` then exit 1 if the model cannot be loaded.
+request, in the order they finish, and ``{"progress": true}`` after a decode step that finished none.
+``{"fatal": ...}`` then exit 1 if the model cannot be loaded.
 EOF on stdin ends the process.
 
 Speed: requests are decoded together as parallel sequences of one llama.cpp batch (continuous
@@ -178,14 +179,16 @@ class Engine:
         tokens = self.tokenize(self.prompt_text(request["messages"]))
         max_tokens = max(1, int(request.get("max_tokens") or 16))
         if len(tokens) + max_tokens > self.n_ctx_per_request:
-            raise ValueError(
-                f"Requested tokens ({len(tokens) + max_tokens}) exceed context window of {self.n_ctx_per_request}"
-            )
+            raise ValueError(f"Requested tokens ({len(tokens) + max_tokens}) exceed context window of {self.n_ctx_per_request}")
         seed = request.get("seed")
         return Sequence(
-            id=request["id"], slot=None, tokens=tokens, max_tokens=max_tokens,
+            id=request["id"],
+            slot=None,
+            tokens=tokens,
+            max_tokens=max_tokens,
             temperature=float(request.get("temperature") or 0.0),
-            rng=np.random.default_rng(0 if seed is None else int(seed)), prompt_tokens=len(tokens),
+            rng=np.random.default_rng(0 if seed is None else int(seed)),
+            prompt_tokens=len(tokens),
             pending=tokens,
         )
 
@@ -255,8 +258,13 @@ class Engine:
                 seq.pending = [int(self._candidates[token])]
         if finish is None:
             return None
-        return {"id": seq.id, "text": PREFIX + seq.text, "prompt_tokens": seq.prompt_tokens,
-                "completion_tokens": seq.generated, "finish_reason": finish}
+        return {
+            "id": seq.id,
+            "text": PREFIX + seq.text,
+            "prompt_tokens": seq.prompt_tokens,
+            "completion_tokens": seq.generated,
+            "finish_reason": finish,
+        }
 
     def _choose(self, seq: Sequence, logits: np.ndarray) -> int | None:
         """Index into the candidates of the next token: greedy at temperature 0, else sampled."""
@@ -326,8 +334,11 @@ def serve(engine: Engine, lines: Lines, out) -> None:
         while waiting and engine.has_room():
             engine.start(waiting.pop(0))
         if engine.active:
-            for reply in engine.step():
+            replies = engine.step()
+            for reply in replies:
                 send(reply)
+            if not replies:
+                send({"progress": True})  # a decode step ended: the parent's watchdog sees progress
         elif lines.eof and not waiting:
             return
 

@@ -20,6 +20,8 @@ import json
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,8 @@ CONTEXT_PER_REQUEST = 4096
 #: Worker deaths a run survives by starting a new one; after that the judge's calls fail at once.
 MAX_RESTARTS = 3
 STOP_GRACE_S = 5.0
+#: How long a starting worker may be silent (loading, or converting the weights once) before it counts as hung.
+STARTUP_S = 300.0
 
 
 def model_path() -> str:
@@ -69,12 +73,20 @@ def describe_exit(returncode: int | None) -> str:
 class _Worker:
     """One child process and the calls waiting on it."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, silence_limit: Callable[[], float]) -> None:
         self.process = process
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.stderr: collections.deque[str] = collections.deque(maxlen=20)
         self.death: str | None = None
-        self.tasks = [asyncio.ensure_future(self._read_replies()), asyncio.ensure_future(self._read_stderr())]
+        self.ready = False
+        self.last_heard = time.monotonic()
+        self.silence_limit = silence_limit
+        self.hung_after: float | None = None
+        self.tasks = [
+            asyncio.ensure_future(self._read_replies()),
+            asyncio.ensure_future(self._read_stderr()),
+            asyncio.ensure_future(self._watch()),
+        ]
 
     @property
     def pid(self) -> int:
@@ -87,14 +99,28 @@ class _Worker:
             if text:
                 self.stderr.append(text)
 
+    async def _watch(self) -> None:
+        """Kill a worker that holds calls and has said nothing (no reply, no decode step) for the
+        judge's ``timeout_s`` (``STARTUP_S`` while it loads the model): a hung native call. Time
+        spent queued behind other judgments is progress, not silence, so a slow machine is not hung."""
+        while self.process.returncode is None:
+            limit = self.silence_limit() if self.ready else max(self.silence_limit(), STARTUP_S)
+            await asyncio.sleep(min(1.0, limit / 4))
+            if self.waiting and time.monotonic() - self.last_heard > limit and self.process.returncode is None:
+                self.hung_after = limit
+                self.process.kill()
+                return
+
     async def _read_replies(self) -> None:
         assert self.process.stdout is not None
         fatal = None
         async for line in self.process.stdout:
+            self.last_heard = time.monotonic()
             try:
                 message = json.loads(line)
             except ValueError:
                 continue  # not the protocol's: native code wrote to the wrong descriptor
+            self.ready = self.ready or "ready" in message
             if "fatal" in message:
                 fatal = message["fatal"]
             future = self.waiting.pop(message.get("id"), None) if "id" in message else None
@@ -104,6 +130,8 @@ class _Worker:
         await asyncio.gather(*self.tasks[1:], return_exceptions=True)
         if fatal is not None:
             self.death = f"local judge could not start: {fatal}"
+        elif self.hung_after is not None:
+            self.death = f"local judge made no progress for {self.hung_after:g} s; its process was stopped"
         else:
             self.death = f"local judge process died: {describe_exit(returncode)}"
             last = [line for line in self.stderr if "llama" in line.lower() or "error" in line.lower()]
@@ -116,6 +144,8 @@ class _Worker:
 
     async def call(self, call_id: int, payload: dict[str, Any]) -> dict[str, Any]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if not self.waiting:
+            self.last_heard = time.monotonic()  # an idle worker's silence was not a hang
         self.waiting[call_id] = future
         assert self.process.stdin is not None
         try:
@@ -131,7 +161,7 @@ class _Worker:
             self.process.stdin.close()
             try:
                 await asyncio.wait_for(self.process.wait(), STOP_GRACE_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -179,15 +209,20 @@ class LocalLlamaJudge(Judge):
                 await worker.stop()
                 self._workers[index] = None
             if len(self._deaths) > MAX_RESTARTS:
-                raise FatalJudgeError(
-                    f"local judge process died {len(self._deaths)} times; not restarted again (last: {self._deaths[-1]})"
-                )
+                raise FatalJudgeError(f"local judge process died {len(self._deaths)} times; not restarted again (last: {self._deaths[-1]})")
             process = await asyncio.create_subprocess_exec(
-                sys.executable, str(WORKER), self._model, str(CONTEXT_PER_REQUEST), str(PARALLEL), str(self._threads),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                sys.executable,
+                str(WORKER),
+                self._model,
+                str(CONTEXT_PER_REQUEST),
+                str(PARALLEL),
+                str(self._threads),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
                 limit=1 << 24,
             )
-            worker = self._workers[index] = _Worker(process)
+            worker = self._workers[index] = _Worker(process, lambda: self.config.timeout_s)
             return worker
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
@@ -210,15 +245,13 @@ class LocalLlamaJudge(Judge):
         worker = await self._running(index)
         self._calls += 1
         payload = {
-            "id": self._calls, "messages": list(request.messages), "max_tokens": request.max_tokens,
-            "temperature": request.temperature, "seed": request.seed if request.seed is not None else 0,
+            "id": self._calls,
+            "messages": list(request.messages),
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed if request.seed is not None else 0,
         }
-        try:
-            return await asyncio.wait_for(worker.call(self._calls, payload), self.config.timeout_s)
-        except asyncio.TimeoutError:
-            worker.process.kill()  # a hung native call: the next call starts a fresh worker
-            await asyncio.gather(worker.tasks[0], return_exceptions=True)  # its death is recorded first
-            raise FatalJudgeError(f"local judge did not answer within {self.config.timeout_s:g} s; its process was stopped") from None
+        return await worker.call(self._calls, payload)  # the worker's watchdog ends a hung call
 
     async def aclose(self) -> None:
         for index, worker in enumerate(self._workers):

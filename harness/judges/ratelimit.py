@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+#: Requests or tokens; what a bucket may lack and still pay (float rounding of the refill).
+_PAID = 1e-9
+
 
 class _Bucket:
     __slots__ = ("capacity", "level", "rate", "stamp")
@@ -29,7 +32,9 @@ class _Bucket:
     def wait_for(self, amount: float) -> float:
         # A single request larger than the whole bucket may go once the bucket is full.
         need = min(amount, self.capacity)
-        return 0.0 if self.level >= need else (need - self.level) / self.rate
+        # A shortfall below _PAID is float rounding of the refill, not a debt: without this
+        # tolerance a wait too small to move the clock would be asked for again and again.
+        return 0.0 if self.level >= need - _PAID else (need - self.level) / self.rate
 
 
 class RateLimiter:

@@ -10,6 +10,7 @@ request type, and nothing that runs: the engine (``runner``), the estimate (``co
 outputs import it, never the other way round.
 """
 
+from .endpoints import Endpoint, endpoint_id
 from .jobs import Entry, Job, estimate_tokens, make_entry
 from .judgment import NO_CALL_REASONS, Judgment, Reason, Status
 from .plan import CacheMode, RunOptions, RunPlan, build_plan
@@ -17,6 +18,7 @@ from .plan import CacheMode, RunOptions, RunPlan, build_plan
 __all__ = [
     "NO_CALL_REASONS",
     "CacheMode",
+    "Endpoint",
     "Entry",
     "Job",
     "Judgment",
@@ -25,6 +27,7 @@ __all__ = [
     "RunPlan",
     "Status",
     "build_plan",
+    "endpoint_id",
     "estimate_tokens",
     "make_entry",
 ]

@@ -44,6 +44,8 @@ class RunOptions:
     on_bad_record: Literal["fail", "skip"] = "fail"
     progress: bool = True
     max_cost: float | None = None
+    #: input format: auto (by content), jsonl, or a trace format (harness.traces)
+    format: str = "auto"
 
 
 @dataclass(slots=True)
@@ -59,6 +61,7 @@ class RunPlan:
     limit: int | None
     on_bad_record: Literal["fail", "skip"]
     max_cost: float | None = None
+    format: str = "auto"
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed."""
@@ -191,4 +194,13 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         limit=options.limit,
         on_bad_record=options.on_bad_record,
         max_cost=options.max_cost,
+        format=_check_format(options.format),
     )
+
+
+def _check_format(fmt: str) -> str:
+    from ..traces import FORMATS
+
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
+    return fmt

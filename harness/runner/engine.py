@@ -19,13 +19,11 @@ the cache, so rerunning the same command continues where it stopped.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..cache.store import CachedJudgment, JudgmentCache
 from ..config import JudgeConfig
@@ -35,7 +33,7 @@ from ..errors import FatalJudgeError, JudgeError, JudgeUnreachable, QuotaExhaust
 from ..judges.base import Judge, JudgeReply, TokenAlternatives
 from ..judges.ratelimit import RateLimiter
 from ..judges.retry import Attempts, call_with_retries
-from ..planning import Entry, Job, Judgment, RunPlan, make_entry
+from ..planning import Endpoint, Entry, Job, Judgment, RunPlan, make_entry
 from ..planning.samples import collapse_samples
 from ..rubrics.logprob_score import logprob_score
 from ..rubrics.parsing import parse_label, parse_score
@@ -48,39 +46,6 @@ WINDOW = 4096
 BATCH = 128
 #: Connection-refused errors in a row (no success between) after which a judge is declared down.
 DOWN_AFTER = 3
-
-
-def endpoint_id(judge: JudgeConfig) -> str:
-    """Which server allowance a judge draws on: its base URL and its API key (hashed, never kept)."""
-    key = os.environ.get(judge.api_key_env, "") if judge.api_key_env else ""
-    return f"{judge.endpoint} {hashlib.sha256(key.encode()).hexdigest()[:16]}"
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """The judges of one endpoint and the limits they share."""
-
-    id: str
-    judges: tuple[JudgeConfig, ...]
-    max_concurrency: int
-    rpm: float | None
-    tpm: float | None
-
-    @classmethod
-    def group(cls, judges: Sequence[JudgeConfig]) -> list[Endpoint]:
-        by_id: dict[str, list[JudgeConfig]] = {}
-        for judge in judges:
-            by_id.setdefault(endpoint_id(judge), []).append(judge)
-        return [
-            cls(
-                id=eid,
-                judges=tuple(group),
-                max_concurrency=min(j.max_concurrency for j in group),
-                rpm=min((j.rpm for j in group if j.rpm), default=None),
-                tpm=min((j.tpm for j in group if j.tpm), default=None),
-            )
-            for eid, group in by_id.items()
-        ]
 
 
 def _budget_stop(job: Job) -> Judgment:
@@ -182,7 +147,7 @@ class Runner:
 
     async def _produce(self) -> None:
         batch: list[Entry] = []
-        for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record)):
+        for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format)):
             # An exhausted budget does not stop the reading: the rest is still reported (cache hits
             # served free, the others unscored budget_exhausted), never silently left out.
             if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):

@@ -26,8 +26,10 @@ from ..errors import BudgetExceeded, ConfigError, FatalJudgeError, TranscriptErr
 from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_INTERRUPTED, EXIT_OK
 from ..judges.base import Judge
 from ..judges.registry import make_judge
+from ..metrics.run import RunTotals
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Judgment, RunOptions, RunPlan, build_plan
+from ..rubrics.rubric import Rubric
 from ..transcripts.loader import ScanResult, scan
 from .engine import Runner
 
@@ -87,7 +89,7 @@ async def run_evaluation(
         raise UserInputError("--out is required")
     out = options.out
     plan = build_plan(options)
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit)
+    scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
@@ -134,53 +136,52 @@ async def run_evaluation(
         if cache is not None:
             await cache.close()
 
-    totals = sink.totals
-    summary = totals.summary(
-        wall_time_s=time.perf_counter() - started,
-        extra={
-            "input": str(plan.input),
-            "cache": str(plan.cache_path) if plan.cache_path else None,
-            "cache_mode": plan.cache_mode,
-            "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
-            "rubric_versions": {r.name: r.version for r in rubrics},
-            "rubric_scales": {r.name: {"scale": list(r.scale), "direction": r.direction} for r in rubrics},
-            "composite_weights": sink.composites,
-            "skipped_records": len(scanned.bad),
-            "interrupted": interrupted,
-            "budget": None
-            if budget is None
-            else {
-                "max_cost_usd": budget.limit,
-                "spent_usd": budget.spent,
-                "stopped_the_run": budget.exhausted,
-            },
-        },
+    summary = sink.totals.summary(
+        wall_time_s=time.perf_counter() - started, extra=_run_record(plan, rubrics, sink, len(scanned.bad), interrupted, budget)
     )
     write_summary(out, summary)
-    outcome = RunOutcome(
-        EXIT_OK,
+    code, message = _verdict(sink.totals, out, interrupted, budget)
+    return RunOutcome(
+        code,
         summary,
-        f"wrote {out}/judgments.jsonl, results.jsonl, summary.json",
+        message,
         skipped=scanned.bad,
         skipped_file=skipped_file,
         estimated_cost_usd=estimated,
         stopped_judges=[h.error for h in runner.health.values() if h.error is not None],
     )
 
-    failed = summary["judgments"].get("failed", 0)
+
+def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped: int, interrupted: bool, budget: Budget | None) -> dict[str, Any]:
+    """What summary.json records about the run itself, beside its aggregates."""
+    return {
+        "input": str(plan.input),
+        "cache": str(plan.cache_path) if plan.cache_path else None,
+        "cache_mode": plan.cache_mode,
+        "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
+        "rubric_versions": {r.name: r.version for r in rubrics},
+        "rubric_scales": {r.name: {"scale": list(r.scale), "direction": r.direction} for r in rubrics},
+        "composite_weights": sink.composites,
+        "skipped_records": skipped,
+        "interrupted": interrupted,
+        "budget": None if budget is None else {"max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted},
+    }
+
+
+def _verdict(totals: RunTotals, out: Path, interrupted: bool, budget: Budget | None) -> tuple[int, str]:
+    """The exit code and closing message, first match wins: interrupted, budget, failures, cache misses."""
+    failed = totals.status_counts["failed"]
     misses = totals.reason_counts[("unscored", "cache_miss")]
     if interrupted:
-        outcome.exit_code, outcome.message = EXIT_INTERRUPTED, "interrupted: finished judgments are cached; rerun the same command to continue"
-    elif budget is not None and budget.exhausted:
+        return EXIT_INTERRUPTED, "interrupted: finished judgments are cached; rerun the same command to continue"
+    if budget is not None and budget.exhausted:
         stopped = totals.reason_counts[("unscored", "budget_exhausted")]
-        outcome.exit_code = EXIT_BUDGET
-        outcome.message = (
+        return EXIT_BUDGET, (
             f"--max-cost ${budget.limit:g} reached after ${budget.spent:.6f}: {stopped} judgment(s) not sent; "
             "finished ones are cached, rerun with a higher budget to continue"
         )
-    elif failed:
-        outcome.exit_code, outcome.message = EXIT_FAILED_JUDGMENTS, f'{failed} judgment(s) failed; see judgments.jsonl (status "failed")'
-    elif misses:
-        outcome.exit_code = EXIT_CACHE_MISSES
-        outcome.message = f"offline: {misses} judgment(s) were not in the cache (unscored, reason cache_miss)"
-    return outcome
+    if failed:
+        return EXIT_FAILED_JUDGMENTS, f'{failed} judgment(s) failed; see judgments.jsonl (status "failed")'
+    if misses:
+        return EXIT_CACHE_MISSES, f"offline: {misses} judgment(s) were not in the cache (unscored, reason cache_miss)"
+    return EXIT_OK, f"wrote {out}/judgments.jsonl, results.jsonl, summary.json"

@@ -7,9 +7,6 @@ Every problem is a :class:`~harness.errors.TranscriptError` reading ``FILE:LINE:
 
 from __future__ import annotations
 
-import codecs
-import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,19 +17,11 @@ from pydantic import ValidationError
 from ..errors import TranscriptError, UserInputError
 from ..validation import first_problem
 from .models import Transcript
+from .raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 
-#: A record (one JSONL line or one array element) larger than this is refused with a clear message.
-#: 10 MB responses are fine; the limit exists so a corrupt file cannot exhaust memory.
-MAX_RECORD_BYTES = 64 * 1024 * 1024
-_CHUNK = 1 << 20
+__all__ = ["MAX_RECORD_BYTES", "OnBad", "RawRecord", "ScanResult", "iter_raw", "iter_transcripts", "parse_record", "scan"]
 
 OnBad = Literal["fail", "skip"]
-
-
-@dataclass(slots=True)
-class RawRecord:
-    line: int
-    text: bytes | str
 
 
 @dataclass(slots=True)
@@ -45,112 +34,28 @@ class ScanResult:
     inputs_seen: set[str] = field(default_factory=set)
 
 
-_BOM = b"\xef\xbb\xbf"
-_JSON_WS = re.compile(r"[ \t\r\n]*")
-_AFTER_NUMBER = re.compile(r"[ \t\r\n,\]]")
+def iter_raw(path: str | Path, format: str = "auto") -> Iterator[RawRecord]:
+    """Yield raw records from a ``.jsonl`` file, a file holding one JSON array, or a trace file.
 
-
-def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
-    with path.open("rb") as fh:
-        number = 0
-        # readline with a bound: a file with no newline (a corrupt or binary file) is refused after
-        # MAX_RECORD_BYTES, never read whole into memory first.
-        while line := fh.readline(MAX_RECORD_BYTES + 1):
-            number += 1
-            if len(line) > MAX_RECORD_BYTES:
-                raise TranscriptError(str(path), number, "<record>", f"record is larger than the {MAX_RECORD_BYTES // 2**20} MiB limit")
-            if number == 1:
-                line = line.removeprefix(_BOM)
-            if line.strip():
-                yield RawRecord(number, line)
-
-
-def _iter_json_array(path: Path) -> Iterator[RawRecord]:
-    """Yield the elements of a top-level JSON array without reading the file whole.
-
-    ``buf[pos:]`` is the text not yet consumed and ``line`` the line ``pos`` is on. The buffer is
-    compacted only when more is read, so an element costs its own length, not a copy of the rest
-    of the buffer (small records would otherwise make splitting a large file crawl).
+    ``format`` is ``jsonl``, a trace format of :mod:`harness.traces`, or ``auto`` (by content).
     """
-    decoder = json.JSONDecoder()
-    utf8 = codecs.getincrementaldecoder("utf-8")()  # keeps a character split between reads
-    with path.open("rb") as fh:
-        buf, pos, line, eof = "", 0, 1, False
-
-        def fill() -> bool:
-            nonlocal buf, pos, eof
-            if eof:
-                return False
-            chunk = fh.read(_CHUNK)
-            eof = not chunk
-            held = len(utf8.getstate()[0])  # bytes of a split character from the last read
-            try:
-                text = utf8.decode(chunk, final=eof)
-            except UnicodeDecodeError as exc:
-                bad = line + buf.count("\n", pos) + chunk[: max(exc.start - held, 0)].count(b"\n")
-                raise TranscriptError(str(path), bad, "<file>", "is not valid UTF-8") from None
-            if text:  # unchanged otherwise, so offsets into it stay valid
-                buf, pos = buf[pos:] + text, 0
-            return bool(text) or not eof
-
-        def skip_ws() -> None:
-            nonlocal pos, line
-            while True:
-                end = _JSON_WS.match(buf, pos).end()  # type: ignore[union-attr]
-                line += buf.count("\n", pos, end)
-                pos = end
-                if pos < len(buf) or not fill():
-                    return
-
-        skip_ws()
-        if buf.startswith("\ufeff", pos):
-            pos += 1
-            skip_ws()
-        if not buf.startswith("[", pos):
-            raise TranscriptError(str(path), line, "<file>", "expected a JSON array")
-        pos += 1
-        first = True
-        while True:
-            skip_ws()
-            if buf.startswith("]", pos):
-                return
-            if not first:
-                if not buf.startswith(",", pos):
-                    raise TranscriptError(str(path), line, "<file>", "expected ',' or ']' between records")
-                pos += 1
-                skip_ws()
-            first = False
-            while True:
-                try:
-                    _, end = decoder.raw_decode(buf, pos)
-                except json.JSONDecodeError as exc:
-                    if len(buf) - pos > MAX_RECORD_BYTES:
-                        raise TranscriptError(str(path), line, "<record>", "record is too large or malformed") from None
-                    if not fill():
-                        raise TranscriptError(str(path), line + buf.count("\n", pos, exc.pos), "<json>", exc.msg) from None
-                    continue
-                # A number ends at the next space, ',' or ']': until one is read it may go on.
-                if buf[end - 1] in '}]"' or _AFTER_NUMBER.search(buf, end) or len(buf) - pos > MAX_RECORD_BYTES or not fill():
-                    break
-            yield RawRecord(line, buf[pos:end])
-            line += buf.count("\n", pos, end)
-            pos = end
-
-
-def iter_raw(path: str | Path) -> Iterator[RawRecord]:
-    """Yield raw records from a ``.jsonl`` file or a file holding one JSON array."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: no such file")
-    with path.open("rb") as fh:
-        head = fh.read(4096).lstrip()
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:].lstrip()
-    yield from (_iter_json_array(path) if head.startswith(b"[") else _iter_jsonl(path))
+    if format != "jsonl":
+        from ..traces.reader import iter_records, resolve_format
+
+        format = resolve_format(path, format)
+        if format != "jsonl":
+            yield from (RawRecord(line, text, error) for line, text, error in iter_records(path, format))  # type: ignore[arg-type]
+            return
+    yield from iter_json_records(path)
 
 
 def parse_record(path: str | Path, raw: RawRecord) -> Transcript:
     """Validate one raw record, translating pydantic's error into ``FILE:LINE: field: problem``."""
+    if raw.error is not None:
+        raise raw.error
     text = raw.text
     if isinstance(text, bytes):
         try:
@@ -170,13 +75,13 @@ def parse_record(path: str | Path, raw: RawRecord) -> Transcript:
         raise TranscriptError(str(path), raw.line, loc, problem) from None
 
 
-def iter_transcripts(path: str | Path, on_bad: OnBad = "fail") -> Iterator[tuple[int, Transcript]]:
+def iter_transcripts(path: str | Path, on_bad: OnBad = "fail", format: str = "auto") -> Iterator[tuple[int, Transcript]]:
     """Yield ``(line, transcript)``; with ``on_bad="skip"`` bad records (and repeated ids) are passed over.
 
     Run :func:`scan` first: it is the pass that reports problems and checks ids are unique.
     """
     seen: set[str] = set()
-    for raw in iter_raw(path):
+    for raw in iter_raw(path, format):
         try:
             record = parse_record(path, raw)
         except TranscriptError:
@@ -191,7 +96,7 @@ def iter_transcripts(path: str | Path, on_bad: OnBad = "fail") -> Iterator[tuple
         yield raw.line, record
 
 
-def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None) -> ScanResult:
+def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto") -> ScanResult:
     """Validate every record (up to ``limit`` good ones) before any judge is called.
 
     With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
@@ -199,7 +104,7 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None) -> 
     """
     result = ScanResult()
     first_line: dict[str, int] = {}
-    for raw in iter_raw(path):
+    for raw in iter_raw(path, format):
         if limit is not None and result.good >= limit:
             break
         try:

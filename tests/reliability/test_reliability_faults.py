@@ -44,7 +44,9 @@ N_TRANSCRIPTS = 500  # × 4 rubrics = 2,000 judgments
 N_FAULTY = 100
 CONCURRENCY = 32
 MAX_ATTEMPTS = 6
-TIMEOUT_S = 0.5
+#: Long enough that a loaded machine never times out a request the server has not yet read (then
+#: the server would count fewer requests than the attempts recorded); hangs (5 s) still exceed it.
+TIMEOUT_S = 2.0
 EVERY_PAIR = {(f"t{i}", r, "j") for i in range(N_TRANSCRIPTS) for r in RUBRICS}
 FAULTY_PAIRS = {(f"t{i}", r, "j") for i in range(N_FAULTY) for r in RUBRICS}
 

@@ -1,0 +1,158 @@
+"""OpenInference (Arize Phoenix, the ``openinference-instrumentation-*`` packages): spans to transcripts.
+
+``openinference.span.kind`` sorts the spans: LLM is llm time, TOOL tool time, RETRIEVER, EMBEDDING
+and RERANKER api time. One transcript per trace, or per top-level AGENT span when there are any.
+The query is the root AGENT/CHAIN span's ``input.value`` when it is text, else the last user
+message (``llm.input_messages.N.message.*``) of the first LLM span; the response likewise from
+``output.value`` or the last LLM span's output messages. Contexts are the retrieved documents
+(``retrieval.documents.N.document.content``), tool outputs and tool messages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from .otlp import Trace, TraceSpan
+from .records import Extracted, first, last, span, text_of, unique
+
+KIND = "openinference.span.kind"
+_KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "api", "EMBEDDING": "api", "RERANKER": "api"}
+_INDEXED = re.compile(r"^(?P<prefix>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
+_QUERY_SOURCES = "input.value of the root AGENT/CHAIN span and llm.input_messages of the LLM spans"
+_RESPONSE_SOURCES = "output.value of the root AGENT/CHAIN span and llm.output_messages of the LLM spans"
+
+
+def kind(s: TraceSpan) -> str | None:
+    value = s.attributes.get(KIND)
+    return value.upper() if isinstance(value, str) else None
+
+
+def is_openinference(trace: Trace) -> bool:
+    return any(KIND in s.attributes for s in trace.spans)
+
+
+def indexed(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """``prefix.N.rest = v`` attributes as a list of ``{rest: v}``, in index order."""
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if not key.startswith(prefix + "."):
+            continue
+        match = _INDEXED.match(key)
+        if match and match["prefix"] == prefix:
+            found.setdefault(int(match["index"]), {})[match["rest"]] = value
+    return [found[i] for i in sorted(found)]
+
+
+def _message_text(message: dict[str, Any]) -> str | None:
+    if message.get("message.content") is not None:
+        return text_of(message["message.content"])
+    parts = sorted((k, v) for k, v in message.items() if k.startswith("message.contents.") and k.endswith(".message_content.text"))
+    return "\n".join(v for _, v in parts) if parts else None
+
+
+def messages(s: TraceSpan, direction: str) -> list[dict[str, Any]]:
+    return indexed(s.attributes, f"llm.{direction}_messages")
+
+
+def _plain(s: TraceSpan, key: str) -> str | None:
+    """``input.value``/``output.value`` when it is text, not the JSON of a request or reply."""
+    value = s.attributes.get(key)
+    if not isinstance(value, str) or s.attributes.get(f"{key.split('.')[0]}.mime_type") == "application/json":
+        return None
+    return value
+
+
+def _query(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
+    if kind(root) in ("AGENT", "CHAIN") and (text := _plain(root, "input.value")):
+        return text
+    for s in llm_spans:
+        if found := last(_message_text(m) for m in messages(s, "input") if m.get("message.role") == "user"):
+            return found
+    return None
+
+
+def _response(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
+    if kind(root) in ("AGENT", "CHAIN") and (text := _plain(root, "output.value")):
+        return text
+    for s in reversed(llm_spans):
+        if found := last(_message_text(m) for m in messages(s, "output") if m.get("message.role") in ("assistant", None)):
+            return found
+    return None
+
+
+def _contexts(spans: list[TraceSpan], llm_spans: list[TraceSpan]) -> list[str]:
+    documents = [d.get("document.content") for s in spans for d in indexed(s.attributes, "retrieval.documents")]
+    tools = [text_of(s.attributes.get("output.value")) for s in spans if kind(s) == "TOOL"]
+    tool_messages = [_message_text(m) for s in llm_spans for m in messages(s, "input") if m.get("message.role") == "tool"]
+    return unique([*map(text_of, documents), *tools, *tool_messages])
+
+
+def _tool_calls(spans: list[TraceSpan], llm_spans: list[TraceSpan]) -> int:
+    executed = sum(1 for s in spans if kind(s) == "TOOL")
+    if executed:
+        return executed
+    return sum(
+        1 for s in llm_spans for m in messages(s, "output") for key in m if re.fullmatch(r"message\.tool_calls\.\d+\.tool_call\.function\.name", key)
+    )
+
+
+def _usage(llm_spans: list[TraceSpan]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for s in llm_spans:
+        for key, name in (("llm.token_count.prompt", "input_tokens"), ("llm.token_count.completion", "output_tokens")):
+            if isinstance(s.attributes.get(key), int):
+                totals[name] = totals.get(name, 0) + s.attributes[key]
+    return totals
+
+
+def units(trace: Trace) -> Iterator[tuple[TraceSpan, str, list[TraceSpan]]]:
+    ids = {s.span_id for s in trace.spans}
+    agents = [s for s in trace.spans if kind(s) == "AGENT"]
+    by_id = {s.span_id: s for s in trace.spans}
+
+    def nested(s: TraceSpan) -> bool:
+        parent = by_id.get(s.parent_id or "")
+        while parent is not None:
+            if kind(parent) == "AGENT":
+                return True
+            parent = by_id.get(parent.parent_id or "")
+        return False
+
+    top = sorted((s for s in agents if not nested(s)), key=lambda s: s.start_s)
+    if len(top) > 1:
+        for s in top:
+            yield s, f"{trace.trace_id}:{s.span_id}", trace.descendants(s)
+        return
+    roots = [s for s in trace.spans if s.parent_id not in ids] or trace.spans
+    root = top[0] if top else min(roots, key=lambda s: (s.start_s, -s.end_s))
+    yield root, trace.trace_id, (trace.descendants(root) if top else sorted(trace.spans, key=lambda s: s.start_s))
+
+
+def extract(trace: Trace, root: TraceSpan, transcript_id: str, spans: list[TraceSpan]) -> Extracted:
+    llm_spans = [s for s in spans if kind(s) == "LLM"]
+    meta: dict[str, Any] = {"source_format": "openinference", "trace_id": trace.trace_id, "span_id": root.span_id, "span_name": root.name}
+    if model := first(s.attributes.get("llm.model_name") for s in llm_spans):
+        meta["model"] = model
+    if usage := _usage(llm_spans):
+        meta["usage"] = usage
+    return Extracted(
+        line=root.line,
+        label=f"trace {transcript_id}",
+        id=transcript_id,
+        query=_query(root, llm_spans),
+        response=_response(root, llm_spans),
+        contexts=_contexts(spans, llm_spans),
+        spans=[span(k, s.name, s.start_s, s.end_s) for s in spans if (k := _KINDS.get(kind(s) or ""))],
+        total_ms=(max(s.end_s for s in spans) - min(s.start_s for s in spans)) * 1000.0,
+        tool_calls=_tool_calls(spans, llm_spans),
+        metadata=meta,
+        query_sources=_QUERY_SOURCES,
+        response_sources=_RESPONSE_SOURCES,
+    )
+
+
+def transcripts(trace: Trace) -> Iterator[Extracted]:
+    for root, transcript_id, spans in units(trace):
+        yield extract(trace, root, transcript_id, spans)

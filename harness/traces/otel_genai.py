@@ -1,0 +1,196 @@
+"""OpenTelemetry GenAI semantic conventions: spans to transcripts.
+
+One transcript per trace, or one per top-level ``invoke_agent`` span when the trace has any.
+``gen_ai.operation.name`` sorts the spans: ``chat``/``text_completion``/``generate_content`` are
+llm time, ``execute_tool`` tool time, anything else with an ``http.*``, ``url.*`` or ``db.*``
+attribute, or an ``embeddings``/``retrieval`` operation, api time. The query is the last user
+message of the first model call; the response the assistant text of the last model call (or of the
+agent span itself when it records messages). Tool results become contexts.
+
+Messages are read from ``gen_ai.input.messages``/``gen_ai.output.messages`` (JSON, parts form),
+or from the older per-message span events (``gen_ai.user.message``, ``gen_ai.choice``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from .otlp import Trace, TraceSpan
+from .records import Extracted, first, last, span, text_of, unique
+
+LLM_OPERATIONS = {"chat", "text_completion", "generate_content"}
+API_OPERATIONS = {"embeddings", "retrieval"}
+_API_PREFIXES = ("http.", "url.", "db.", "rpc.")
+_QUERY_SOURCES = "gen_ai.input.messages and gen_ai.user.message events of the model spans"
+_RESPONSE_SOURCES = "gen_ai.output.messages and gen_ai.choice events of the model spans"
+
+
+def operation(s: TraceSpan) -> str | None:
+    return s.attributes.get("gen_ai.operation.name")
+
+
+def is_genai(trace: Trace) -> bool:
+    return any(operation(s) for s in trace.spans)
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return []
+    return [m for m in value if isinstance(m, dict)] if isinstance(value, list) else []
+
+
+def _parts_text(message: dict[str, Any], part_type: str = "text") -> str | None:
+    parts = message.get("parts")
+    if parts is None:  # the older event bodies: {"content": ...}
+        return text_of(message.get("content"))
+    texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == part_type]
+    return "\n".join(text_of(t) or "" for t in texts) if texts else None
+
+
+def _event_messages(s: TraceSpan, kind: str) -> list[dict[str, Any]]:
+    """Messages from the older span events: ``gen_ai.user.message`` etc., and ``gen_ai.choice``."""
+    out = []
+    for event in s.events:
+        if kind == "input" and event.name.startswith("gen_ai.") and event.name.endswith(".message"):
+            role = event.name.removeprefix("gen_ai.").removesuffix(".message")
+            out.append({"role": event.attributes.get("role", role), "content": event.attributes.get("content")})
+        elif kind == "output" and event.name == "gen_ai.choice":
+            body = event.attributes.get("message")
+            out.append({"role": "assistant", "content": (body.get("content") if isinstance(body, dict) else event.attributes.get("content"))})
+    return out
+
+
+def input_messages(s: TraceSpan) -> list[dict[str, Any]]:
+    return _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input")
+
+
+def output_messages(s: TraceSpan) -> list[dict[str, Any]]:
+    return _messages(s.attributes.get("gen_ai.output.messages")) or _event_messages(s, "output")
+
+
+def _query(model_spans: list[TraceSpan]) -> str | None:
+    for s in model_spans:
+        found = last(_parts_text(m) for m in input_messages(s) if m.get("role") == "user")
+        if found:
+            return found
+    return None
+
+
+def _response(agent: TraceSpan | None, model_spans: list[TraceSpan]) -> str | None:
+    for s in [*([agent] if agent else []), *reversed(model_spans)]:
+        found = last(_parts_text(m) for m in output_messages(s) if m.get("role") in ("assistant", None))
+        if found:
+            return found
+    return None
+
+
+def _tool_results(spans: list[TraceSpan], model_spans: list[TraceSpan]) -> list[str]:
+    from_tools = [text_of(s.attributes.get("gen_ai.tool.call.result")) for s in spans if operation(s) == "execute_tool"]
+    from_messages = [
+        _parts_text(m, "tool_call_response") or (text_of(m.get("content")) if "parts" not in m else None)
+        for s in model_spans
+        for m in input_messages(s)
+        if m.get("role") == "tool"
+    ]
+    from_messages = [text_of(json.loads(t)) if t is not None and _is_json(t) else t for t in from_messages]
+    return unique([*from_tools, *from_messages])
+
+
+def _is_json(text: str | None) -> bool:
+    if not text or text[:1] not in '{["':
+        return False
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def span_kind(s: TraceSpan) -> str | None:
+    op = operation(s)
+    if op in LLM_OPERATIONS:
+        return "llm"
+    if op == "execute_tool":
+        return "tool"
+    if op in API_OPERATIONS or (op is None and any(k.startswith(_API_PREFIXES) for k in s.attributes)):
+        return "api"
+    return None
+
+
+def _tool_call_count(spans: list[TraceSpan], model_spans: list[TraceSpan]) -> int:
+    executed = sum(1 for s in spans if operation(s) == "execute_tool")
+    if executed:
+        return executed
+    return sum(
+        1 for s in model_spans for m in output_messages(s) for p in (m.get("parts") or []) if isinstance(p, dict) and p.get("type") == "tool_call"
+    )
+
+
+def _usage(model_spans: list[TraceSpan]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for s in model_spans:
+        for key in ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"):
+            if isinstance(s.attributes.get(key), int):
+                totals[key.removeprefix("gen_ai.usage.")] = totals.get(key.removeprefix("gen_ai.usage."), 0) + s.attributes[key]
+    return totals
+
+
+def units(trace: Trace) -> Iterator[tuple[TraceSpan, str, list[TraceSpan]]]:
+    """``(root span, id, its spans)`` of each transcript: top-level agent spans, else the whole trace."""
+    agents = [s for s in trace.spans if operation(s) == "invoke_agent"]
+    agent_ids = {s.span_id for s in agents}
+    top = [s for s in agents if not _has_ancestor_in(trace, s, agent_ids)]
+    if top:
+        for s in sorted(top, key=lambda s: s.start_s):
+            yield s, (trace.trace_id if len(top) == 1 else f"{trace.trace_id}:{s.span_id}"), trace.descendants(s)
+        return
+    ids = {s.span_id for s in trace.spans}
+    roots = [s for s in trace.spans if s.parent_id not in ids] or trace.spans
+    yield min(roots, key=lambda s: (s.start_s, -s.end_s)), trace.trace_id, sorted(trace.spans, key=lambda s: (s.start_s, s.end_s))
+
+
+def _has_ancestor_in(trace: Trace, s: TraceSpan, ids: set[str]) -> bool:
+    by_id = {x.span_id: x for x in trace.spans}
+    parent = by_id.get(s.parent_id or "")
+    while parent is not None:
+        if parent.span_id in ids:
+            return True
+        parent = by_id.get(parent.parent_id or "")
+    return False
+
+
+def extract(trace: Trace, root: TraceSpan, transcript_id: str, spans: list[TraceSpan]) -> Extracted:
+    """The transcript of ``root`` from ``spans`` (the spans under an agent span, or the whole trace)."""
+    model_spans = [s for s in spans if operation(s) in LLM_OPERATIONS]
+    agent = root if operation(root) == "invoke_agent" else None
+    timed = [span(kind, s.name, s.start_s, s.end_s) for s in spans if (kind := span_kind(s))]
+    meta: dict[str, Any] = {"source_format": "otel", "trace_id": trace.trace_id, "span_id": root.span_id, "span_name": root.name}
+    model = first(s.attributes.get("gen_ai.request.model") for s in model_spans)
+    if model:
+        meta["model"] = model
+    if usage := _usage(model_spans):
+        meta["usage"] = usage
+    return Extracted(
+        line=root.line,
+        label=f"trace {transcript_id}",
+        id=transcript_id,
+        query=_query(model_spans) or (first(_parts_text(m) for m in input_messages(agent) if m.get("role") == "user") if agent else None),
+        response=_response(agent, model_spans),
+        contexts=_tool_results(spans, model_spans),
+        spans=timed,
+        total_ms=(max(s.end_s for s in spans) - min(s.start_s for s in spans)) * 1000.0,
+        tool_calls=_tool_call_count(spans, model_spans),
+        metadata=meta,
+        query_sources=_QUERY_SOURCES,
+        response_sources=_RESPONSE_SOURCES,
+    )
+
+
+def transcripts(trace: Trace) -> Iterator[Extracted]:
+    for root, transcript_id, spans in units(trace):
+        yield extract(trace, root, transcript_id, spans)

@@ -1,0 +1,157 @@
+"""OTLP JSON trace files, read into plain :class:`TraceSpan` values grouped by trace.
+
+The file is what the OpenTelemetry SDK's JSON file exporter or the Collector's ``file`` exporter
+writes: one ``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``) per line, or one such
+document spanning the file. Ids are hex, timestamps are nanosecond integers (often as strings),
+attributes are ``[{"key": ..., "value": {"stringValue": ...}}]`` (OTLP/JSON, proto3 JSON mapping).
+
+The spans of one trace may arrive on many lines (one per export batch), so spans are grouped per
+trace before a trace is handed on; a trace costs its spans' memory, the file is read line by line.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import TranscriptError
+
+_SCALARS = ("stringValue", "boolValue", "intValue", "doubleValue")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+
+@dataclass(slots=True)
+class SpanEvent:
+    name: str
+    time_s: float
+    attributes: dict[str, Any]
+
+
+@dataclass(slots=True)
+class TraceSpan:
+    """One span, its attributes flattened to ``{key: python value}``."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    start_s: float
+    end_s: float
+    attributes: dict[str, Any]
+    events: list[SpanEvent] = field(default_factory=list)
+    line: int = 0
+
+
+@dataclass(slots=True)
+class Trace:
+    trace_id: str
+    spans: list[TraceSpan]
+
+    def children(self, span_id: str) -> list[TraceSpan]:
+        return [s for s in self.spans if s.parent_id == span_id]
+
+    def descendants(self, root: TraceSpan) -> list[TraceSpan]:
+        """``root`` and every span under it, in start order."""
+        out, todo = [], [root]
+        while todo:
+            span = todo.pop()
+            out.append(span)
+            todo.extend(self.children(span.span_id))
+        return sorted(out, key=lambda s: (s.start_s, s.end_s))
+
+
+def any_value(value: dict[str, Any]) -> Any:
+    """An OTLP ``AnyValue`` as a Python value (``intValue`` is a JSON string in proto3 JSON)."""
+    for key in _SCALARS:
+        if key in value:
+            raw = value[key]
+            return int(raw) if key == "intValue" else raw
+    if "arrayValue" in value:
+        return [any_value(v) for v in value["arrayValue"].get("values", [])]
+    if "kvlistValue" in value:
+        return attributes(value["kvlistValue"].get("values", []))
+    if "bytesValue" in value:
+        return value["bytesValue"]
+    return None
+
+
+def attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {item["key"]: any_value(item.get("value", {})) for item in items}
+
+
+def _hex_id(raw: str | None, size: int) -> str | None:
+    """OTLP/JSON ids are hex; proto3-JSON dumps (``MessageToJson``) carry base64 instead."""
+    if not raw:
+        return None
+    if len(raw) == size * 2 and _HEX.fullmatch(raw):
+        return raw.lower()
+    return base64.b64decode(raw).hex()
+
+
+def _seconds(nanos: str | int | None) -> float:
+    return int(nanos or 0) / 1e9
+
+
+def _span(raw: dict[str, Any], line: int) -> TraceSpan:
+    trace_id = _hex_id(raw.get("traceId"), 16)
+    span_id = _hex_id(raw.get("spanId"), 8)
+    if not trace_id or not span_id:
+        raise KeyError("traceId" if not trace_id else "spanId")
+    return TraceSpan(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=_hex_id(raw.get("parentSpanId"), 8),
+        name=raw.get("name", ""),
+        start_s=_seconds(raw.get("startTimeUnixNano")),
+        end_s=_seconds(raw.get("endTimeUnixNano")),
+        attributes=attributes(raw.get("attributes", [])),
+        events=[SpanEvent(e.get("name", ""), _seconds(e.get("timeUnixNano")), attributes(e.get("attributes", []))) for e in raw.get("events", [])],
+        line=line,
+    )
+
+
+def _documents(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line, document)``: one per JSONL line, or the whole file when it is one indented document."""
+    with path.open("rb") as fh:
+        head = fh.read(1 << 16)
+    first = head.lstrip()[:200]
+    if first.startswith(b"{") and b"\n" in first.split(b"resourceSpans")[0]:
+        # One pretty-printed document (a Collector dump, or a hand export): it is read whole.
+        try:
+            yield 1, json.loads(path.read_bytes())
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(str(path), exc.lineno, "<json>", f"invalid JSON ({exc.msg})") from None
+        return
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TranscriptError(str(path), number, "<json>", f"invalid JSON ({exc.msg})") from None
+
+
+def read_traces(path: Path) -> Iterator[Trace]:
+    """Every trace of an OTLP JSON file, in the order its first span appears."""
+    traces: dict[str, Trace] = {}
+    for line, doc in _documents(path):
+        if not isinstance(doc, dict) or "resourceSpans" not in doc:
+            raise TranscriptError(str(path), line, "resourceSpans", "required field is missing (not an OTLP JSON trace export)")
+        for r_index, resource in enumerate(doc["resourceSpans"]):
+            for s_index, scope in enumerate(resource.get("scopeSpans", [])):
+                for index, raw in enumerate(scope.get("spans", [])):
+                    where = f"resourceSpans.{r_index}.scopeSpans.{s_index}.spans.{index}"
+                    try:
+                        span = _span(raw, line)
+                    except KeyError as exc:
+                        raise TranscriptError(str(path), line, f"{where}.{exc.args[0]}", "required field is missing") from None
+                    except (TypeError, ValueError) as exc:
+                        raise TranscriptError(str(path), line, where, f"not an OTLP span ({exc})") from None
+                    traces.setdefault(span.trace_id, Trace(span.trace_id, [])).spans.append(span)
+    yield from traces.values()

@@ -1,0 +1,80 @@
+"""From a trace file to the loader's raw records, one per transcript found.
+
+Each reader yields :class:`~.records.Extracted` values; this module turns them into
+:class:`~harness.transcripts.loader.RawRecord` (JSON text, or the error of a trace with no query or
+response) so validation, duplicate ids and ``--on-bad-record`` work exactly as for JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ..errors import UserInputError
+from .detect import TRACE_FORMATS, detect_format
+from .records import Extracted
+
+
+def _otlp(convert: str) -> Callable[[Path], Iterator[Extracted]]:
+    def read(path: Path) -> Iterator[Extracted]:
+        from . import openinference, otel_genai
+        from .otlp import read_traces
+
+        for trace in read_traces(path):
+            # A file may mix conventions: each trace is read by the convention its own spans use,
+            # the asked-for one when they carry both.
+            has_oi, has_genai = openinference.is_openinference(trace), otel_genai.is_genai(trace)
+            use_oi = has_oi and (convert == "openinference" or not has_genai)
+            yield from (openinference.transcripts(trace) if use_oi else otel_genai.transcripts(trace))
+
+    return read
+
+
+def _inspect(path: Path) -> Iterator[Extracted]:
+    from .inspect_log import read_samples
+
+    return read_samples(path)
+
+
+def _langsmith(path: Path) -> Iterator[Extracted]:
+    from .langsmith import read_runs
+
+    return read_runs(path)
+
+
+def _langfuse(path: Path) -> Iterator[Extracted]:
+    from .langfuse import read_traces
+
+    return read_traces(path)
+
+
+READERS: dict[str, Callable[[Path], Iterator[Extracted]]] = {
+    "otel": _otlp("otel"),
+    "openinference": _otlp("openinference"),
+    "inspect": _inspect,
+    "langsmith": _langsmith,
+    "langfuse": _langfuse,
+}
+
+
+def resolve_format(path: str | Path, fmt: str) -> str:
+    if fmt == "auto":
+        return detect_format(path)
+    if fmt not in READERS and fmt != "jsonl":
+        raise UserInputError(f"unknown --format {fmt!r}; one of auto, jsonl, {', '.join(TRACE_FORMATS)}")
+    return fmt
+
+
+def extracted(path: str | Path, fmt: str) -> Iterator[Extracted]:
+    """Every transcript a trace file holds, before validation (``harness import`` shows these)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserInputError(f"{path}: no such file")
+    return READERS[fmt](path)
+
+
+def iter_records(path: str | Path, fmt: str) -> Iterator[tuple[int, str, object]]:
+    """``(line, json_text, error)`` per transcript; ``error`` is a TranscriptError or None."""
+    for item in extracted(path, fmt):
+        yield item.line, json.dumps(item.record(), ensure_ascii=False), item.error(str(path))

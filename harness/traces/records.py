@@ -1,0 +1,107 @@
+"""What every trace reader produces: transcript records in the harness's own JSON shape.
+
+A reader turns one trace (or one agent invocation, or one Inspect sample) into a ``dict`` with the
+fields of :class:`~harness.transcripts.models.Transcript`, and hands it to the loader as a
+:class:`~harness.transcripts.loader.RawRecord`, so the records are validated exactly like JSONL.
+A trace in which no query or response can be found becomes a record carrying its
+:class:`~harness.errors.TranscriptError` ("FILE:LINE: trace ID: no query found (...)"), which the
+loader raises or skips under ``--on-bad-record`` like any bad record: never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TranscriptError
+
+
+@dataclass(slots=True)
+class Extracted:
+    """One transcript found in a trace file, before validation."""
+
+    line: int
+    label: str  # how a message names it: "trace 4bf9…", "sample 3 (epoch 1)"
+    id: str
+    query: str | None = None
+    response: str | None = None
+    contexts: list[str] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    total_ms: float | None = None
+    tool_calls: int | None = None
+    reference: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    #: where the query and response were looked for, for the message when they are missing
+    query_sources: str = ""
+    response_sources: str = ""
+
+    def problem(self) -> str | None:
+        missing = [
+            f"no {name} found (looked in {sources})"
+            for name, value, sources in (("query", self.query, self.query_sources), ("response", self.response, self.response_sources))
+            if value is None or not value.strip()
+        ]
+        return "; ".join(missing) or None
+
+    def record(self) -> dict[str, Any]:
+        """The transcript's fields, leaving out what the trace does not say."""
+        out: dict[str, Any] = {"id": self.id, "query": self.query, "response": self.response}
+        if self.contexts:
+            out["contexts"] = self.contexts
+        if self.reference is not None:
+            out["reference"] = self.reference
+        if self.spans:
+            out["spans"] = self.spans
+        if self.total_ms is not None:
+            out["timings"] = {"total_ms": round(self.total_ms, 3)}
+        if self.tool_calls is not None:
+            out["tool_calls"] = self.tool_calls
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+    def error(self, path: str) -> TranscriptError | None:
+        problem = self.problem()
+        return TranscriptError(path, self.line, self.label, problem) if problem else None
+
+
+def span(kind: str, name: str, start_s: float, end_s: float) -> dict[str, Any]:
+    """A transcript span; a clock that ran backwards gives an empty span, not a bad record."""
+    return {"kind": kind, "name": name, "start": start_s, "end": max(start_s, end_s)}
+
+
+def text_of(value: Any) -> str | None:
+    """Plain text of a content value: a string, a list of parts, or JSON shown as canonical JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(p, dict) for p in value):
+        texts = [t for t in (_part_text(p) for p in value) if t]
+        return "\n".join(texts) if texts else None
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _part_text(part: dict[str, Any]) -> str | None:
+    for key in ("text", "content"):
+        if isinstance(part.get(key), str):
+            return part[key]
+    return None
+
+
+def first(values: Iterable[str | None]) -> str | None:
+    return next((v for v in values if v is not None and v.strip()), None)
+
+
+def last(values: Iterable[str | None]) -> str | None:
+    found = None
+    for v in values:
+        if v is not None and v.strip():
+            found = v
+    return found
+
+
+def unique(texts: Iterable[str | None]) -> list[str]:
+    return list(dict.fromkeys(t for t in texts if t is not None and t.strip()))
