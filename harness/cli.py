@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from .cache.batches import BatchRecord
     from .planning import RunOptions
 
+if TYPE_CHECKING:
+    from .suites.common import JudgeOptions
+
 # Each command imports what it needs when it runs, so `harness --help` loads typer and rich only.
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
@@ -214,6 +217,15 @@ def agreement(
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples of transcripts for the kappa, MCC and Spearman intervals.")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+    min_kappa: Annotated[
+        float | None, typer.Option("--min-kappa", help="Calibration gate: exit 6 when a judge's kappa with the labels is below this.")
+    ] = None,
+    min_spearman: Annotated[
+        float | None, typer.Option("--min-spearman", help="Calibration gate: exit 6 when a judge's Spearman rho with numeric labels is below this.")
+    ] = None,
+    gate_on: Annotated[
+        str, typer.Option("--gate-on", help="What the gate judges: estimate (the point estimate, default) or ci-lower (its CI's lower bound).")
+    ] = "estimate",
 ) -> None:
     """How well the run's judges agree with human labels, and with each other.
 
@@ -223,17 +235,29 @@ def agreement(
     MCC carry seeded percentile bootstrap CIs over transcripts. Unscored, failed and unmatched
     labels are counted, not dropped.
     """
+    from .analysis.gate import calibration_gate
     from .analysis.label_agreement import agreement_report
-    from .outputs.analysis_tables import agreement_tables
+    from .exit_codes import EXIT_GATE
+    from .outputs.analysis_tables import agreement_tables, gate_lines
 
     try:
+        if gate_on not in ("estimate", "ci-lower"):
+            raise UserInputError("--gate-on must be 'estimate' or 'ci-lower'")
         result = agreement_report(run_dir, labels, threshold or [], prompts or [], resamples, seed)
+        gated = min_kappa is not None or min_spearman is not None
+        if gated:
+            result["gate"] = calibration_gate(result, min_kappa, min_spearman, "ci-lower" if gate_on == "ci-lower" else "estimate")
     except HarnessError as exc:
         raise _fail(exc) from None
     if as_json:
         typer.echo(json.dumps(result, indent=2, allow_nan=False))
     else:
         agreement_tables(result, Console())
+    if gated:
+        for line in gate_lines(result["gate"]):
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+        if not result["gate"]["passed"]:
+            raise typer.Exit(EXIT_GATE)
 
 
 @app.command()
@@ -315,11 +339,11 @@ def clustering(
     err.print(f"[green]wrote {out}/clustering.json, clusters.csv, models.csv[/]", highlight=False)
 
 
-def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], input: Path | None) -> None:
+def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], input: Path | None, trust: list[Path] | None = None) -> None:
     from .report import build_report
 
     try:
-        result = build_report(run_dir, config=config, prompts=prompts, input=input)
+        result = build_report(run_dir, config=config, prompts=prompts, input=input, trust=trust or [])
     except HarnessError as exc:
         raise _fail(exc) from None
     for note in result.notes:
@@ -336,10 +360,14 @@ def report(
     config: Annotated[Path | None, typer.Option(help="The run's harness.toml: its composite weights and prompt directories.")] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
     input: Annotated[Path | None, typer.Option("--input", help="The run's transcripts file, if it has moved since the run.")] = None,
+    trust: Annotated[
+        list[Path] | None, typer.Option("--trust", help="A pairwise.json or probe.json to show in the Judge trust section (repeatable).")
+    ] = None,
 ) -> None:
     """Write RUN_DIR/report.html: one self-contained page of scores, performance, cost, judge health
-    and every transcript with its judgments and composite arithmetic. Opens with no network."""
-    _write_report(run_dir, config=config, prompts=prompts or [], input=input)
+    and trust (judge noise, position bias, probe shifts), and every transcript with its judgments
+    and composite arithmetic. Opens with no network."""
+    _write_report(run_dir, config=config, prompts=prompts or [], input=input, trust=trust)
 
 
 @app.command()
@@ -462,6 +490,118 @@ def simulation(
         err.print(f"[yellow]judge: {escape(result['judge']['message'])}[/]", highlight=False)
     err.print(f"[green]wrote {out}/simulation.json[/]", highlight=False)
     raise typer.Exit(result["exit_code"])
+
+
+# -- Judges you can trust (README "Judges you can trust"): pairwise comparison and bias probes --------
+
+
+@app.command()
+def pairwise(
+    first: Annotated[
+        Path, typer.Argument(help="Answers A: a transcript file or run directory; or one JSONL of {id, query, response_a, response_b}.")
+    ],
+    second: Annotated[Path | None, typer.Argument(help="Answers B: a transcript file or run directory, paired with A by id.")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for pairwise.json, judge_inputs.jsonl and judgments/.")] = Path("pairwise"),
+    config: JudgeConfigOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    offline: OfflineOpt = False,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the pairwise rubric (prompts/pairwise/).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+) -> None:
+    """Is B better than A? Each pair is judged with A first and with B first; a verdict counts only
+    when both orders agree (disagreement counts as a tie). Win, tie and loss rates with Wilson 95%
+    CIs, and the position-bias rate: how often the verdict flips with the order."""
+    from .outputs.trust_tables import pairwise_table
+    from .suites.pairwise import evaluate_pairwise
+
+    options = _judge_options(config, model, base_url, api_key_env, concurrency, cache, no_cache, offline, prompts)
+    try:
+        result = evaluate_pairwise(first, second, out, options)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+    else:
+        pairwise_table(result, Console())
+    if result["exit_code"]:
+        err.print(f"[yellow]judge: {escape(result['judge_run']['message'])}[/]", highlight=False)
+    err.print(f"[green]wrote {out}/pairwise.json[/]", highlight=False)
+    raise typer.Exit(result["exit_code"])
+
+
+@app.command()
+def probe(
+    kind: Annotated[str, typer.Argument(help="verbosity (pad the response with irrelevant text) or position (reverse the contexts).")],
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts (JSONL or a JSON array), or a run directory.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for probe.json, judge_inputs.jsonl and judgments/.")] = Path("probe"),
+    rubric: Annotated[
+        list[str] | None, typer.Option("--rubric", help="Rubric to probe (repeatable). Default: every rubric reading what the probe changes.")
+    ] = None,
+    sample: Annotated[int, typer.Option(help="Transcripts to perturb (a seeded sample of the eligible ones).")] = 50,
+    seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
+    pad_words: Annotated[int, typer.Option(help="verbosity: words of padding appended.")] = 150,
+    config: JudgeConfigOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    cache: CacheOpt = None,
+    no_cache: NoCacheOpt = False,
+    offline: OfflineOpt = False,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+) -> None:
+    """How far do the scores move when the transcript is perturbed in a way that should not matter?
+    Per rubric and judge: the mean shift (perturbed - original) with its Student-t 95% CI."""
+    from .outputs.trust_tables import probe_table
+    from .suites.probe import PROBES, evaluate_probe
+
+    options = _judge_options(config, model, base_url, api_key_env, concurrency, cache, no_cache, offline, prompts)
+    try:
+        if kind not in PROBES:
+            raise UserInputError(f"unknown probe {kind!r}; known: {', '.join(PROBES)}")
+        result = evaluate_probe("verbosity" if kind == "verbosity" else "position", transcripts, out, options, rubric or [], sample, seed, pad_words)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+    else:
+        probe_table(result, Console())
+    if result["exit_code"]:
+        err.print(f"[yellow]judge: {escape(result['judge_run']['message'])}[/]", highlight=False)
+    err.print(f"[green]wrote {out}/probe.json[/]", highlight=False)
+    raise typer.Exit(result["exit_code"])
+
+
+def _judge_options(
+    config: Path | None,
+    model: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    concurrency: int | None,
+    cache: Path | None,
+    no_cache: bool,
+    offline: bool,
+    prompts: list[Path] | None,
+) -> JudgeOptions:
+    from .suites.common import JudgeOptions
+
+    return JudgeOptions(
+        config=config,
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        cache=cache,
+        no_cache=no_cache,
+        offline=offline,
+        prompts=prompts or [],
+    )
 
 
 # --- Traces (issue 16): harness import / harness export ---------------------------------------

@@ -98,6 +98,16 @@ class JudgeConfig(BaseModel):
             raise ValueError("the local judge cannot follow a JSON Schema: set structured_output = false")
         return value
 
+    #: Replies per judgment (README "Judges you can trust"): the score is their mean, a label their
+    #: majority, and the judgment reports their spread. A rubric's own ``samples`` wins.
+    samples: int = Field(default=1, ge=1, le=100)
+    #: How k replies are asked for: k requests, each cached ("requests"), or one request with n = k
+    #: ("n"; OpenAI and vLLM support it), its k choices cached as k entries.
+    samples_via: Literal["requests", "n"] = "requests"
+    #: G-Eval: ask for top_logprobs and score the probability-weighted mean over the score tokens
+    #: (integer-scaled rubrics only); a reply without them is unscored ``logprobs_unavailable``.
+    logprobs: bool = False
+
     @field_validator("tokenizer")
     @classmethod
     def _known_tokenizer(cls, value: str | None) -> str | None:

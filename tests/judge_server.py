@@ -12,6 +12,11 @@ What a chat completion replies depends on ``mode`` (or a custom ``reply(body) ->
 - ``"echo"``: the whole prompt text, so a test can show that a hostile transcript that ends up in
   the judge's reply still cannot inject a score.
 
+``choices(body)`` scripts a judge completely: it returns the reply's choices as (content,
+``logprobs.content``) pairs, the latter shaped as OpenAI returns it (``[{"token", "logprob",
+"bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]``), so a test can honour ``n`` and
+``top_logprobs`` or ignore them as an endpoint without them does (``tests/scripted_judges.py``).
+
 Faults are deterministic. A marker ``[[fault:KIND:N]]`` in the last user message makes the first
 N attempts of that exact prompt (sha256 of the request's messages) fail with KIND, then succeed;
 several markers apply one after another, and a marker without N always fails. ``[[fault:quota]]``
@@ -191,6 +196,7 @@ class JudgeServer:
         cut_at_budget: bool = False,
         huge_bytes: int = 8 << 20,
         trickle_s: float = 0.2,
+        choices: Callable[[dict[str, Any]], list[tuple[str, list[dict[str, Any]] | None]]] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -208,6 +214,9 @@ class JudgeServer:
         self.reply = reply
         #: (messages, reply text) -> (prompt_tokens, completion_tokens); default: word counts
         self.usage = usage
+        #: body -> [(content, logprobs.content or None), ...]: a scripted judge's choices (the
+        #: request's n of them, and OpenAI-shaped logprobs), overriding mode and reply
+        self.choices = choices
         #: When set to an unset Event, chat completions wait for it before answering (after
         #: ``latency_s``): a test can hold N requests in flight for sure, whatever the machine's load.
         self.hold: threading.Event | None = None
@@ -503,11 +512,13 @@ class JudgeServer:
             content = json.dumps({"score": round(deterministic_score(text), 2)})
         else:
             content = f"Score: {deterministic_score(text):.2f}"
+        scripted = self.choices(body) if self.choices is not None else [(content, None)]
+        content = scripted[0][0]
         if self.usage is not None:
             prompt_tokens, completion_tokens = self.usage(messages, content)
         else:
             prompt_tokens = sum(len(_content_text(m.get("content")).split()) + 4 for m in messages if isinstance(m, dict))
-            completion_tokens = len(content.split())
+            completion_tokens = sum(len(text.split()) for text, _ in scripted)
         finish_reason = "stop"
         reasoning = self.reasoning_tokens if _REASONING.match(str(body.get("model", ""))) else 0
         budget = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -517,6 +528,7 @@ class JudgeServer:
             reasoning = min(reasoning, budget)
             kept = content.split()[: budget - reasoning]
             content, completion_tokens, finish_reason = " ".join(kept), len(kept), "length"
+            scripted = [(content, None)]
         completion_tokens += reasoning
         usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
@@ -532,11 +544,12 @@ class JudgeServer:
             "model": body.get("model", "judge-test"),
             "choices": [
                 {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "logprobs": None,
+                    "index": index,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": None if logprobs is None else {"content": logprobs, "refusal": None},
                     "finish_reason": finish_reason,
                 }
+                for index, (text, logprobs) in enumerate(scripted)
             ],
             "usage": usage,
         }

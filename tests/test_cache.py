@@ -160,10 +160,20 @@ def test_key_changes_with_message_order_and_role() -> None:
 def test_key_takes_exactly_what_changes_the_answer() -> None:
     """Timeouts, attempts, concurrency, limits, prices and API keys cannot enter the key."""
     params = inspect.signature(cache_key).parameters
-    assert set(params) == set(KEY_ARGS)
+    assert set(params) == set(KEY_ARGS) | {"sample", "logprobs"}
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
     with pytest.raises(TypeError):
         cache_key(**KEY_ARGS, timeout_s=5)  # type: ignore[call-arg]
+
+
+def test_repeated_samples_and_logprobs_enter_the_key_only_when_used() -> None:
+    # The key of KEY_ARGS as the harness wrote it before samples and logprobs existed (computed with
+    # the previous keys.py): users' caches stay valid, and sample 0 is the plain judgment.
+    before = "b73aab5cb88ed66fe983b3e9f3af42b7c4cdbeeb9cd738a97a6d2229d481fffe"
+    assert cache_key(**KEY_ARGS) == before
+    assert cache_key(**KEY_ARGS, sample=0, logprobs=None) == before
+    keys = {cache_key(**KEY_ARGS, sample=i) for i in range(1, 5)} | {cache_key(**KEY_ARGS, logprobs=20), cache_key(**KEY_ARGS, logprobs=5)}
+    assert len(keys) == 6 and before not in keys
 
 
 def test_key_does_not_collide_across_field_boundaries() -> None:

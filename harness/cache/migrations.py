@@ -85,7 +85,13 @@ def m003_batches(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE judgments ADD COLUMN tier TEXT")
 
 
-MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_batches]
+def m004_reply_logprobs(db: sqlite3.Connection) -> None:
+    # A logprob-weighted (G-Eval) judgment is re-scored on replay from the reply's top logprobs,
+    # which the reply text does not hold. NULL for every other judgment.
+    db.execute("ALTER TABLE judgments ADD COLUMN logprobs TEXT")
+
+
+MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_batches, m004_reply_logprobs]
 
 
 def _now() -> str:

@@ -43,11 +43,13 @@ class CachedJudgment:
     created_at: str | None = None
     #: "batch": answered by a provider's batch API, ``cost_usd`` at batch rates (migration 3)
     tier: str | None = None
+    #: JSON of the reply's per-token top logprobs (logprob-weighted judges only; migration 4)
+    logprobs: str | None = None
 
 
 _COLUMNS = (
     "key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
-    "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at, tier"
+    "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at, tier, logprobs"
 )
 
 
@@ -237,16 +239,17 @@ class JudgmentCache:
                 j.score,
                 j.created_at or now,
                 j.tier,
+                j.logprobs,
             )
             for j in batch
         ]
-        marks = ",".join("?" * 15)
+        marks = ",".join("?" * 16)
         await self.db.executemany(
             f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) "
             "ON CONFLICT(key) DO UPDATE SET raw_output=excluded.raw_output, prompt_tokens=excluded.prompt_tokens, "
             "completion_tokens=excluded.completion_tokens, latency_ms=excluded.latency_ms, cost_usd=excluded.cost_usd, "
             "attempts=excluded.attempts, status=excluded.status, score=excluded.score, created_at=excluded.created_at, "
-            "tier=excluded.tier",
+            "tier=excluded.tier, logprobs=excluded.logprobs",
             rows,
         )
         await self.db.commit()

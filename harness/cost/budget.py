@@ -26,7 +26,7 @@ class Budget:
 
     def worst_case(self, judge: JudgeConfig, request: JudgeRequest) -> float:
         prompt = self._counters[judge.name].count_messages(request.messages)
-        cost = call_cost(judge, prompt, request.max_tokens)
+        cost = call_cost(judge, prompt, request.max_tokens * request.n)  # n = k choices: k replies at most
         assert cost is not None, "a budget is only made for priced judges"
         return cost
 

@@ -29,6 +29,14 @@ class JudgeRequest:
     reasoning_effort: str | None = None
     #: JSON Schema the reply must follow (structured output), or None for free text
     schema: Mapping[str, Any] | None = None
+    #: replies asked for in one request (the ``n`` parameter); 1 sends no ``n``
+    n: int = 1
+    #: top logprobs asked for per token (``logprobs: true, top_logprobs: N``); None asks for none
+    top_logprobs: int | None = None
+
+
+#: One generated token's alternatives: ((token, logprob), ...), most likely first.
+TokenAlternatives = tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,12 @@ class JudgeReply:
 
     #: "batch" for a reply a provider's batch API gave (priced at batch rates, kept on replay)
     tier: str | None = None
+    #: the texts of choices 1..n-1 when the request asked for n > 1
+    more_texts: tuple[str, ...] = ()
+    #: per generated token of choice 0: (token, its top alternatives); None: the reply had none
+    logprobs: tuple[tuple[str, TokenAlternatives], ...] | None = None
+    #: the same for choices 1..n-1
+    more_logprobs: tuple[tuple[tuple[str, TokenAlternatives], ...] | None, ...] = ()
 
 
 class Judge(ABC):

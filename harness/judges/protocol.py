@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
-from .base import JudgeReply, JudgeRequest
+from .base import JudgeReply, JudgeRequest, TokenAlternatives
 
 #: Name of the tool (Anthropic) and schema (OpenAI) a structured-output judge answers with.
 SCHEMA_NAME = "record_score"
@@ -44,6 +44,11 @@ def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
         body["reasoning_effort"] = request.reasoning_effort
     if request.schema is not None:
         body["response_format"] = {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": dict(request.schema)}}
+    if request.n > 1:
+        body["n"] = request.n
+    if request.top_logprobs is not None:
+        body["logprobs"] = True
+        body["top_logprobs"] = request.top_logprobs
     return body
 
 
@@ -160,6 +165,7 @@ def read_completion(
     prompt_tokens, completion_tokens = checked_usage(data.get("usage"), max_tokens, prompt_bytes)
     usage = data["usage"] if isinstance(data.get("usage"), dict) else {}
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    more = [c for c in data["choices"][1:] if isinstance(c, dict)]
     return JudgeReply(
         text=text,
         prompt_tokens=prompt_tokens,
@@ -167,6 +173,9 @@ def read_completion(
         finish_reason=finish if isinstance(finish, str) else None,
         reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
         cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+        more_texts=tuple(redact(_choice_text(c), secret) for c in more),
+        logprobs=read_logprobs(choice),
+        more_logprobs=tuple(read_logprobs(c) for c in more),
     )
 
 
@@ -177,6 +186,34 @@ def _has_reasoning(message: dict[str, Any]) -> bool:
 def _detail(usage: dict[str, Any], group: str, name: str) -> int | None:
     details = usage.get(group)
     return int_or_none(details.get(name)) if isinstance(details, dict) else None
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    message = choice.get("message")
+    text = message.get("content") if isinstance(message, dict) else None
+    return text if isinstance(text, str) else ""
+
+
+def read_logprobs(choice: Any) -> tuple[tuple[str, TokenAlternatives], ...] | None:
+    """A choice's ``logprobs.content``: per token, (token, ((alternative, logprob), ...)); None when
+    the choice carries none (the endpoint ignored ``logprobs`` or does not support it)."""
+    block = choice.get("logprobs") if isinstance(choice, dict) else None
+    content = block.get("content") if isinstance(block, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    tokens = []
+    for item in content:
+        if not isinstance(item, dict) or not isinstance(item.get("token"), str):
+            return None
+        alternatives = [
+            (alt["token"], float(alt["logprob"]))
+            for alt in item.get("top_logprobs") or ()
+            if isinstance(alt, dict) and isinstance(alt.get("token"), str) and isinstance(alt.get("logprob"), int | float)
+        ]
+        if not alternatives and isinstance(item.get("logprob"), int | float):
+            alternatives = [(item["token"], float(item["logprob"]))]
+        tokens.append((item["token"], tuple(alternatives)))
+    return tuple(tokens)
 
 
 def int_or_none(value: Any) -> int | None:

@@ -7,6 +7,7 @@ them into the document (means with t-intervals, percentiles: ``metrics.summary``
 
 from __future__ import annotations
 
+import statistics
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from ..config import JudgeConfig
 from ..cost.prices import prompt_cache_saving
 from ..planning import Judgment
 from ..rubrics.rubric import Rubric
+from ..stats.noise import noise_share
 from ..transcripts.performance import PERFORMANCE_FIELDS, Performance
 from .composites import CompositeResult
 from .summary import describe, percentiles
@@ -151,6 +153,8 @@ class RunTotals:
         self.status_counts: Counter[str] = Counter()
         #: (status, reason) -> judgments
         self.reason_counts: Counter[tuple[str, str]] = Counter()
+        #: repeated samples: (rubric, judge) -> (n scored, mean, variance) per judgment
+        self.sample_groups: dict[tuple[str, str], list[tuple[int, float, float]]] = defaultdict(list)
 
     def add_transcript(self, performance: Performance) -> None:
         self.transcripts += 1
@@ -168,6 +172,12 @@ class RunTotals:
 
     def add(self, j: Judgment) -> None:
         self.status_counts[j.status] += 1
+        if j.sample_scores is not None:
+            values = [v for v in j.sample_scores if v is not None]
+            if values:
+                mean = statistics.fmean(values)
+                variance = statistics.variance(values) if len(values) > 1 else 0.0
+                self.sample_groups[(j.rubric, j.judge)].append((len(values), mean, variance))
         series = self.scores[(j.rubric, j.judge)]
         stats = self.judge_stats[j.judge]
         if j.status == "scored":
@@ -236,6 +246,10 @@ class RunTotals:
                 name: {judge.name: self.composite_scores[(name, judge.name)].as_dict((0.0, 1.0)) for judge in self.judges} for name in self.composites
             },
             "judges": judges,
+            "judge_noise": {
+                rubric: {judge: noise_share(groups) for (r, judge), groups in sorted(self.sample_groups.items()) if r == rubric}
+                for rubric in sorted({r for r, _ in self.sample_groups})
+            },
             "cost_usd": cost["total"]["total_usd"],
             "cost": cost,
             "performance": {name: {**describe(values), **percentiles(values)} for name, values in self.performance.items()},

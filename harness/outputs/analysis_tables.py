@@ -249,3 +249,11 @@ def compare_tables(result: Mapping[str, Any], console: Console) -> None:
         console.print(line, highlight=False, soft_wrap=True)
     for note in result["notes"]:
         console.print(f"note: {note}", highlight=False)
+
+
+def gate_lines(gate: Mapping[str, Any]) -> list[str]:
+    """`harness.analysis.gate.calibration_gate`'s verdict: one line per check, then the outcome."""
+    lines = [f"gate {'ok  ' if c['passed'] else 'FAIL'} {c['metric']} / {c['judge']}: {c['statistic']} {c['note']}" for c in gate["checks"]]
+    lines += [f"gate: {note}" for note in gate["notes"]]
+    lines.append("calibration gate passed" if gate["passed"] else "calibration gate FAILED: the judge agrees with the labels less than asked")
+    return lines

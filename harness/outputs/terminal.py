@@ -114,6 +114,27 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
         for reason, n in problems.items():
             console.print(f"judge {name}: {n} {REPLY_PROBLEMS[reason]}")
 
+    noise = summary.get("judge_noise") or {}
+    if noise:
+        trust = Table(
+            title="Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)", title_justify="left"
+        )
+        for column in ("rubric", "judge", "transcripts", "samples", "noise share", "in the mean", "mean spread"):
+            trust.add_column(column, justify="left" if column in ("rubric", "judge") else "right")
+        for rubric, per_judge in noise.items():
+            for judge, s in per_judge.items():
+                share, of_mean = s["noise_share"], s["noise_share_of_mean"]
+                trust.add_row(
+                    rubric,
+                    judge,
+                    str(s["transcripts"]),
+                    str(s["samples"]),
+                    "—" if share is None else f"{share:.1%}",
+                    "—" if of_mean is None else f"{of_mean:.1%}",
+                    _fmt(s["mean_spread"], 4),
+                )
+        console.print(trust)
+
     perf = Table(title="Agent performance (from the transcripts)", title_justify="left")
     for column in ("metric", "n", "mean", "p50", "p95", "p99"):
         perf.add_column(column, justify="left" if column == "metric" else "right")

@@ -19,6 +19,7 @@ from ..config import JudgeConfig
 from ..cost.tokens import TokenCounter
 from ..judges.base import JudgeRequest
 from ..judges.families import key_extras, shape_request
+from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..rubrics.rubric import Rubric
 from ..rubrics.schema import schema_for
 from ..transcripts.models import Resolved
@@ -37,6 +38,9 @@ class Job:
     result: Judgment | None = None
     #: the prompt was cut to fit the judge's context window
     truncated_input: bool = False
+    #: repeated samples: this job is sample ``sample`` of ``samples`` for its (rubric, judge)
+    sample: int = 0
+    samples: int = 1
 
     def judgment(self, status: Status, reason: Reason | None = None, **fields: Any) -> Judgment:
         return Judgment(
@@ -70,18 +74,21 @@ def _counter(model: str, tokenizer: str | None) -> TokenCounter:
     return TokenCounter.for_model(model, tokenizer)
 
 
-def request_key(judge: JudgeConfig, rubric: Rubric, request: JudgeRequest) -> str:
-    """The cache key of ``request``: a judge that uses no request-shape option keys as before."""
+def request_key(judge: JudgeConfig, rubric: Rubric, request: JudgeRequest, *, sample: int = 0, logprobs: int | None = None) -> str:
+    """The cache key of ``request``: a judge that uses no request-shape option, one sample and no
+    logprobs keys as before."""
     return cache_key(
         model=judge.model,
         base_url=judge.endpoint,
         messages=request.messages,
         temperature=judge.temperature,
         max_tokens=request.max_tokens,
-        seed=judge.seed,
+        seed=request.seed,
         rubric=rubric.name,
         rubric_version=rubric.version,
         extras=key_extras(request),
+        sample=sample,
+        logprobs=logprobs,
     )
 
 
@@ -95,13 +102,14 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
         missing = rubric.missing_inputs(transcript, present)
         messages = None if missing else tuple(rubric.render(transcript, blocks))
         for judge in judges:
-            job = Job(entry, rubric, judge)
-            entry.jobs.append(job)
             if messages is None:
+                job = Job(entry, rubric, judge)
+                entry.jobs.append(job)
                 job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                 continue
             schema = schema_for(rubric) if judge.structured_output else None
-            request = shape_request(judge, messages, rubric.max_tokens or judge.max_tokens, schema)
+            base = shape_request(judge, messages, rubric.max_tokens or judge.max_tokens, schema)
+            truncated_input = False
             if judge.context_window is not None:
                 truncate = (rubric.truncate or judge.truncate) == "middle"
                 counter = _counter(judge.model, judge.tokenizer)
@@ -110,28 +118,39 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
                     transcript,
                     rubric,
                     window=judge.context_window,
-                    completion_tokens=request.max_tokens,
+                    completion_tokens=base.max_tokens,
                     counter=counter,
                     truncate=truncate,
                 )
                 if fitted.messages is None:
+                    job = Job(entry, rubric, judge)
+                    entry.jobs.append(job)
                     job.result = job.judgment(
                         "unscored",
                         reason="context_overflow",
                         prompt_tokens=fitted.prompt_tokens,
-                        error=f"prompt of {fitted.prompt_tokens} tokens + {request.max_tokens} for the reply exceeds "
+                        error=f"prompt of {fitted.prompt_tokens} tokens + {base.max_tokens} for the reply exceeds "
                         f"the context window of {judge.context_window}"
                         + (" even with its inputs cut" if truncate else ' (truncate = "middle" cuts it to fit)'),
                     )
                     continue
                 if fitted.truncated:
-                    job.truncated_input = True
-                    request = dataclasses.replace(request, messages=fitted.messages)
-            job.request = request
-            if not keyed:
-                continue
-            job.key = request_key(judge, rubric, request)
-            job.est_tokens = estimate_tokens(request.messages, request.max_tokens)
+                    truncated_input = True
+                    base = dataclasses.replace(base, messages=fitted.messages)
+            samples = rubric.samples or judge.samples
+            top = TOP_LOGPROBS if judge.logprobs else None
+            for sample in range(samples):
+                # Each sample is its own job: cached, retried and budgeted like any judgment; with
+                # a seed, sample i asks with seed + i so that k samples are not k copies of one.
+                seed = None if judge.seed is None else judge.seed + sample
+                job = Job(entry, rubric, judge, sample=sample, samples=samples)
+                entry.jobs.append(job)
+                job.truncated_input = truncated_input
+                job.request = dataclasses.replace(base, seed=seed, top_logprobs=top)
+                if not keyed:
+                    continue
+                job.key = request_key(judge, rubric, job.request, sample=sample, logprobs=top)
+                job.est_tokens = estimate_tokens(job.request.messages, job.request.max_tokens)
     entry.pending = sum(1 for job in entry.jobs if job.result is None)
     if entry.pending == 0:
         entry.done.set()

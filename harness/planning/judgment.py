@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
 
 from ..errors import JudgeErrorKind
+from ..rubrics.logprob_score import LogprobReason
 from ..rubrics.parsing import ParseReason
 
 Status = Literal["scored", "unscored", "failed"]
@@ -19,7 +20,7 @@ Status = Literal["scored", "unscored", "failed"]
 NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted", "context_overflow"]
 #: Why a reply that came back is not read: cut off at the completion budget (its text is partial).
 ReplyReason = Literal["truncated"]
-Reason = ParseReason | NoCallReason | ReplyReason | JudgeErrorKind
+Reason = ParseReason | NoCallReason | ReplyReason | JudgeErrorKind | LogprobReason
 NO_CALL_REASONS: frozenset[str] = frozenset(get_args(NoCallReason))
 
 
@@ -56,6 +57,18 @@ class Judgment:
     cache_key: str | None = None
     #: a categorical rubric's label (its judgments have no score)
     label: str | None = None
+    #: repeated samples (README "Judges you can trust"): replies asked for; None when 1
+    samples: int | None = None
+    #: each sample's score (or label), None where that sample was not scored
+    sample_scores: list[float | None] | None = None
+    sample_labels: list[str | None] | None = None
+    #: the samples' spread: standard deviation of the scored samples (ddof=1), or for labels the
+    #: share of samples that differ from the majority
+    spread: float | None = None
+    #: logprob-weighted (G-Eval) judgments: score -> probability at the score token, and the
+    #: probability mass the score tokens held
+    score_distribution: dict[str, float] | None = None
+    score_mass: float | None = None
 
     @property
     def called(self) -> bool:

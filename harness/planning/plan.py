@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_key, check_weights, load_config, local_judge_config
 from ..cost.prices import load_price_table, with_batch_prices, with_prices
 from ..errors import ConfigError, UserInputError
+from ..rubrics.logprob_score import integer_scale
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
 
@@ -70,12 +71,27 @@ class RunPlan:
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed."""
-        if self.rubrics is not None:
-            return self.rubrics
-        chosen = [r for _, r in sorted(self.available_rubrics.items()) if set(r.inputs) <= inputs_seen]
+        chosen = self.rubrics if self.rubrics is not None else [r for _, r in sorted(self.available_rubrics.items()) if set(r.inputs) <= inputs_seen]
         if not chosen:
             raise UserInputError("no rubric can be fed by these transcripts (they lack the inputs every rubric needs)")
+        check_logprob_rubrics(self.judges, chosen)
         return chosen
+
+
+def check_logprob_rubrics(judges: list[JudgeConfig], rubrics: list[Rubric]) -> None:
+    """A logprob-weighted judge needs score tokens: every rubric it judges must have a whole-number
+    scale (1..5, 0..10), and no label rubric."""
+    for judge in judges:
+        if not judge.logprobs:
+            continue
+        for rubric in rubrics:
+            if rubric.labels is not None or not integer_scale(rubric.lo, rubric.hi):
+                raise ConfigError(
+                    f"{rubric.source}: scale: judge {judge.name!r} has logprobs = true, which needs a whole-number scale "
+                    f"such as [1, 5], but rubric {rubric.name!r} has "
+                    + ("labels" if rubric.labels is not None else f"{[rubric.lo, rubric.hi]}")
+                    + " (choose its rubrics with --rubric)"
+                )
 
 
 def _is_loopback(url: str) -> bool:

@@ -20,13 +20,14 @@ import json
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserInputError
 from ..jsonlines import iter_json_objects as iter_jsonl
 from ..planning.judgment import NO_CALL_REASONS
 from ..transcripts import PERFORMANCE_FIELDS
@@ -65,6 +66,11 @@ JUDGMENT_FIELDS = (
     "cached",
     "cache_key",
     "label",
+    "samples",
+    "sample_scores",
+    "sample_labels",
+    "spread",
+    "score_mass",
 )
 LATENCY_FIELDS = ("total_ms", "llm_ms", "tool_ms", "api_ms")
 _SLOT = re.compile(r"/\*@(\w+)@\*/")
@@ -328,7 +334,38 @@ def build_data(view: RunView) -> dict[str, Any]:
         "table": {"columns": columns, "rows": table_rows, "sort": 1 if len(columns) > 5 else 0},
         "judgment_fields": list(JUDGMENT_FIELDS),
         "details": details,
+        "trust": {"judge_noise": _noise_rows(summary.get("judge_noise") or {}), "pairwise": [], "probes": []},
     }
+
+
+def _noise_rows(noise: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """summary.json's ``judge_noise`` (repeated samples) as one row per rubric and judge."""
+    return [{"rubric": rubric, "judge": judge, **figures} for rubric, judges in noise.items() for judge, figures in judges.items()]
+
+
+def trust_sections(paths: Iterable[str | Path]) -> dict[str, list[dict[str, Any]]]:
+    """The results of ``harness pairwise`` (pairwise.json) and ``harness probe`` (probe.json) to show
+    beside the run; a file that is neither is a one-line error."""
+    found: dict[str, list[dict[str, Any]]] = {"pairwise": [], "probes": []}
+    for raw in paths:
+        path = Path(raw)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserInputError(f"{path}: no such file") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserInputError(f"{path}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+        if isinstance(data, dict) and isinstance(data.get("judges"), dict) and "pairs" in data:
+            rows = [
+                {"source": str(path), "judge": judge, **{k: v for k, v in figures.items() if k != "verdicts"}}
+                for judge, figures in data["judges"].items()
+            ]
+            found["pairwise"].extend(rows)
+        elif isinstance(data, dict) and isinstance(data.get("shifts"), list) and "probe" in data:
+            found["probes"].extend({"source": str(path), "probe": data["probe"], **shift} for shift in data["shifts"])
+        else:
+            raise UserInputError(f"{path}: not a pairwise.json or probe.json written by harness pairwise / harness probe")
+    return found
 
 
 def build_report(
@@ -338,11 +375,15 @@ def build_report(
     prompts: Iterable[str | Path] = (),
     input: str | Path | None = None,
     out: str | Path | None = None,
+    trust: Iterable[str | Path] = (),
 ) -> ReportResult:
-    """Write ``run_dir/report.html`` (or ``out``). See :func:`harness.report.run.open_run` for the options."""
+    """Write ``run_dir/report.html`` (or ``out``). See :func:`harness.report.run.open_run` for the
+    options; ``trust`` names pairwise.json and probe.json files to show in the "Judge trust" section."""
     started = time.perf_counter()
     view = open_run(run_dir, config=config, prompts=prompts, input=input)
+    extra = trust_sections(trust)
     data = build_data(view)
+    data["trust"].update(extra)
     page = render_page(data, f"harness report · {view.path.name or view.path}")
     path = Path(out) if out is not None else view.path / REPORT_NAME
     tmp = path.with_name(path.name + ".tmp")

@@ -321,6 +321,46 @@
   }
   function judgesMany() { return META.judges.length > 1; }
 
+  // ---- judge trust: noise, position bias, probe shifts ---------------------------------------------
+
+  function trust() {
+    var box = document.getElementById("trust-cards");
+    var T = DATA.trust || { judge_noise: [], pairwise: [], probes: [] };
+    function ci(c, pct) {
+      if (!c) return "—";
+      return "[" + (pct ? fmtPct(c[0]) : fmt(c[0], 3)) + ", " + (pct ? fmtPct(c[1]) : fmt(c[1], 3)) + "]";
+    }
+    function rate(s) { return s && isNum(s.rate) ? fmtPct(s.rate) + " " + ci(s.ci, true) : "—"; }
+    if (!T.judge_noise.length && !T.pairwise.length && !T.probes.length) {
+      box.appendChild(el("p", { class: "muted", text: "No repeated samples in this run (samples = k), and no pairwise.json or probe.json given (harness report --trust FILE)." }));
+      return;
+    }
+    if (T.judge_noise.length) {
+      box.appendChild(el("div", { class: "card wide" }, el("h3", { text: "judge noise (repeated samples)" }),
+        table(["rubric", "judge", "transcripts", "samples", "noise share", "noise share of the mean", "mean spread (SD)", "noise variance", "transcript variance"],
+          T.judge_noise.map(function (r) {
+            return [r.rubric, r.judge, fmtInt(r.transcripts), fmtInt(r.samples), fmtPct(r.noise_share), fmtPct(r.noise_share_of_mean),
+              fmt(r.mean_spread, 4), fmt(r.noise_variance, 5), fmt(r.transcript_variance, 5)];
+          }), [0, 0, 1, 1, 1, 1, 1, 1, 1])));
+    }
+    if (T.pairwise.length) {
+      box.appendChild(el("div", { class: "card wide" }, el("h3", { text: "pairwise: verdicts in both orders" }),
+        table(["judge", "pairs", "B wins", "tie", "A wins", "position bias", "flips to 1st / 2nd shown", "source"],
+          T.pairwise.map(function (r) {
+            return [r.judge, fmtInt(r.judged_in_both_orders), rate(r.b_wins), rate(r.ties), rate(r.a_wins), rate(r.position_bias),
+              fmtInt(r.position_bias.to_first_shown) + " / " + fmtInt(r.position_bias.to_second_shown), r.source];
+          }), [0, 1, 1, 1, 1, 1, 1, 0])));
+    }
+    if (T.probes.length) {
+      box.appendChild(el("div", { class: "card wide" }, el("h3", { text: "bias probes: score shift, perturbed − original" }),
+        table(["probe", "rubric", "judge", "n", "shift", "95% CI", "% of scale", "changed", "moved"],
+          T.probes.map(function (r) {
+            return [r.probe, r.rubric, r.judge, fmtInt(r.n), isNum(r.shift) ? (r.shift >= 0 ? "+" : "") + fmt(r.shift, 4) : "—", ci(r.ci, false),
+              fmtPct(r.shift_share_of_scale), fmtInt(r.changed), r.moved === null ? "—" : r.moved ? "YES" : "no"];
+          }), [0, 0, 0, 1, 1, 1, 1, 1, 0])));
+    }
+  }
+
   // ---- transcript table (virtualised) ---------------------------------------------------------
 
   var ROW_H = 30;
@@ -489,6 +529,9 @@
       function fact(k, v) { facts.appendChild(el("span", null, k + " ", el("b", { text: v }))); }
       if (j[JF.raw_score] !== null && j[JF.raw_score] !== j[JF.score]) fact("parsed", fmt(j[JF.raw_score], 6));
       if (j[JF.clamped]) fact("clamped", "yes");
+      if (j[JF.samples]) fact("samples", fmtInt(j[JF.samples]) + ": " + (j[JF.sample_scores] || j[JF.sample_labels] || []).map(function (v) {
+        return v === null ? "—" : isNum(v) ? fmt(v, 4) : String(v); }).join(", ") + " (spread " + fmt(j[JF.spread], 4) + ")");
+      if (isNum(j[JF.score_mass])) fact("logprob mass on score tokens", fmtPct(j[JF.score_mass]));
       if (status !== "scored" && j[JF.reason]) fact("reason", j[JF.reason]);
       fact("attempts", fmtInt(j[JF.attempts]));
       if (j[JF.billed_retries]) fact("billed retries", fmtInt(j[JF.billed_retries]));
@@ -519,6 +562,7 @@
   performanceSection();
   cost();
   health();
+  trust();
   buildTable();
   drawCharts();
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", drawCharts);

@@ -62,6 +62,8 @@ class RubricHeader(BaseModel):
     labels: tuple[str, ...] | None = None
     #: "middle": a prompt too long for a judge's context window has its longest inputs shortened
     truncate: Literal["none", "middle"] | None = None
+    #: replies per judgment; overrides the judge's ``samples``
+    samples: int | None = Field(default=None, ge=1, le=100)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -111,6 +113,8 @@ class Rubric:
     labels: tuple[str, ...] | None = None
     #: "middle" shortens inputs to fit a judge's context window; None leaves it to the judge
     truncate: Literal["none", "middle"] | None = None
+    #: replies per judgment (None: the judge's ``samples``)
+    samples: int | None = None
 
     @property
     def lo(self) -> float:
@@ -198,6 +202,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
         parts=tuple(_PLACEHOLDER.split(template.strip("\n") + "\n")),
         labels=header.labels,
         truncate=header.truncate,
+        samples=header.samples,
     )
 
 

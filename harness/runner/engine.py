@@ -19,19 +19,23 @@ the cache, so rerunning the same command continues where it stopped.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ..cache.store import CachedJudgment, JudgmentCache
 from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..cost.prices import call_cost
 from ..errors import FatalJudgeError, JudgeError, JudgeUnreachable, QuotaExhausted
-from ..judges.base import Judge, JudgeReply
+from ..judges.base import Judge, JudgeReply, TokenAlternatives
 from ..judges.ratelimit import RateLimiter
 from ..judges.retry import Attempts, call_with_retries
 from ..planning import Endpoint, Entry, Job, Judgment, RunPlan, make_entry
+from ..planning.samples import collapse_samples
+from ..rubrics.logprob_score import logprob_score
 from ..rubrics.parsing import parse_label, parse_score
 from ..rubrics.rubric import Rubric
 from ..rubrics.schema import parse_structured_label, parse_structured_score
@@ -110,6 +114,10 @@ class Runner:
         self.limiters = {e.id: RateLimiter(e.rpm, e.tpm) for e in self.endpoints}
         self._queues: dict[str, asyncio.Queue[Job | None]] = {}
         self._inflight: dict[str, list[Job]] = {}
+        #: n = k requests: the leader's key -> the other samples waiting for its choices, and the
+        #: choices 1..n-1 of its reply (texts, logprobs) once it has answered
+        self._n_members: dict[str, list[Job]] = {}
+        self._more_choices: dict[str, tuple[tuple[str, ...], tuple[tuple[tuple[str, TokenAlternatives], ...] | None, ...]]] = {}
         self._window: deque[Entry] = deque()
         self._room = asyncio.Semaphore(WINDOW)
         self._appended = asyncio.Event()
@@ -177,6 +185,7 @@ class Runner:
 
     async def _dispatch(self, batch: list[Entry]) -> None:
         jobs = [job for entry in batch for job in entry.jobs if job.result is None]
+        to_send: list[Job] = []
         hits: dict[str, CachedJudgment] = {}
         if self.cache is not None and self.plan.cache_mode in ("read-write", "offline"):
             hits = await self.cache.get_many([job.key for job in jobs if job.key])
@@ -201,7 +210,30 @@ class Runner:
                 self._inflight[job.key].append(job)  # same prompt already on its way: share its reply
             else:
                 self._inflight[job.key] = []
-                await self._queues[self._endpoint_of[job.judge.name]].put(job)
+                to_send.append(job)
+        for job in self._grouped_for_n(to_send):
+            await self._queues[self._endpoint_of[job.judge.name]].put(job)
+
+    def _grouped_for_n(self, jobs: list[Job]) -> list[Job]:
+        """Jobs to queue. The missing samples of a judge with ``samples_via = "n"`` go as one
+        request with n = their number: the first is queued, the others wait for its choices."""
+        sent: list[Job] = []
+        leaders: dict[tuple[int, str, str], Job] = {}
+        for job in jobs:
+            if job.samples == 1 or job.judge.samples_via != "n":
+                sent.append(job)
+                continue
+            group = (id(job.entry), job.rubric.name, job.judge.name)
+            leader = leaders.get(group)
+            if leader is None:
+                leaders[group] = job
+                sent.append(job)
+                continue
+            assert leader.key is not None and leader.request is not None
+            members = self._n_members.setdefault(leader.key, [])
+            members.append(job)
+            leader.request = replace(leader.request, n=1 + len(members))
+        return sent
 
     # -- calling judges ------------------------------------------------------------------------
 
@@ -218,6 +250,50 @@ class Runner:
             assert job.key is not None
             for follower in self._inflight.pop(job.key, ()):
                 self._complete(follower, self._shared(follower, result))
+            await self._finish_members(judge, job, result)
+
+    async def _finish_members(self, judge: Judge, leader: Job, result: Judgment) -> None:
+        """The other samples of an n = k request: each takes its choice of the leader's reply (its
+        tokens and cost are on the leader's judgment, where the request's usage was reported) and
+        is cached under its own key. Choices the endpoint did not return are asked one by one."""
+        assert leader.key is not None
+        members = self._n_members.pop(leader.key, [])
+        texts, logprobs = self._more_choices.pop(leader.key, ((), ()))
+        for index, member in enumerate(members):
+            assert member.key is not None
+            if result.status == "failed":
+                outcome = member.judgment("failed", reason=result.reason, error=result.error, attempts=0)
+            elif self.stopping:
+                outcome = member.judgment("unscored", reason="interrupted")
+            elif index < len(texts):
+                outcome = self._parsed(member, texts[index], logprobs[index] if index < len(logprobs) else None)
+                outcome.prompt_tokens, outcome.completion_tokens, outcome.cost_usd = 0, 0, 0.0
+                # attempts 0: this choice sent no request of its own (the summary counts requests sent)
+                outcome.latency_ms, outcome.attempts = result.latency_ms, 0
+                if self.cache is not None:
+                    self.cache.put(
+                        CachedJudgment(
+                            key=member.key,
+                            judge_model=member.judge.model,
+                            base_url=member.judge.endpoint,
+                            rubric=member.rubric.name,
+                            rubric_version=member.rubric.version,
+                            raw_output=texts[index],
+                            prompt_tokens=0,
+                            completion_tokens=0,
+                            latency_ms=outcome.latency_ms,
+                            cost_usd=0.0,
+                            attempts=1,
+                            status=outcome.status,
+                            score=outcome.score,
+                            logprobs=None if index >= len(logprobs) or logprobs[index] is None else json.dumps(logprobs[index]),
+                        )
+                    )
+            else:
+                outcome = await self._call(judge, member)
+            self._complete(member, outcome)
+            for follower in self._inflight.pop(member.key, ()):
+                self._complete(follower, self._shared(follower, outcome))
 
     async def _call(self, judge: Judge, job: Job) -> Judgment:
         health = self.health[judge.name]
@@ -280,11 +356,14 @@ class Runner:
             )
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
         limiter.reconcile(job.est_tokens, used)
+        if reply.more_texts:
+            assert job.key is not None
+            self._more_choices[job.key] = (reply.more_texts, reply.more_logprobs)
         if reply.truncated:
             # Cut off at the completion budget: the text is partial, never read for a score.
             judgment = job.judgment("unscored", reason="truncated", raw_output=reply.text, error=_truncation_note(request.max_tokens, reply))
         else:
-            judgment = self._parsed(job, reply.text)
+            judgment = self._parsed(job, reply.text, reply.logprobs)
         judgment.prompt_tokens = reply.prompt_tokens
         judgment.completion_tokens = reply.completion_tokens
         judgment.reasoning_tokens = reply.reasoning_tokens
@@ -314,17 +393,30 @@ class Runner:
                     status=judgment.status,
                     score=judgment.score,
                     tier=reply.tier,
+                    logprobs=None if reply.logprobs is None else json.dumps(reply.logprobs),
                 )
             )
         return judgment
 
     # -- judgments -----------------------------------------------------------------------------
 
-    def _parsed(self, job: Job, text: str) -> Judgment:
+    def _parsed(self, job: Job, text: str, logprobs: Sequence[tuple[str, TokenAlternatives]] | None = None) -> Judgment:
         structured = job.request is not None and job.request.schema is not None
         if job.rubric.labels is not None:  # categorical rubric: one of its labels, else unscored
             label = parse_structured_label(text, job.rubric.labels) if structured else parse_label(text, job.rubric.labels)
             return job.judgment(label.status, label=label.label, reason=label.reason, raw_output=text)
+        if job.judge.logprobs:  # G-Eval: never the text's score when the logprobs are missing
+            weighted = logprob_score(logprobs, job.rubric.lo, job.rubric.hi)
+            return job.judgment(
+                weighted.status,
+                score=weighted.score,
+                raw_score=weighted.score,
+                reason=weighted.reason,
+                raw_output=text,
+                score_distribution=weighted.distribution,
+                score_mass=weighted.mass,
+                error="the judge's reply carried no top_logprobs" if weighted.reason == "logprobs_unavailable" else None,
+            )
         parsed = parse_structured_score(text, job.rubric.lo, job.rubric.hi) if structured else parse_score(text, job.rubric.lo, job.rubric.hi)
         return job.judgment(
             parsed.status, score=parsed.score, raw_score=parsed.raw_score, clamped=parsed.clamped, reason=parsed.reason, raw_output=text
@@ -333,7 +425,7 @@ class Runner:
     def _from_cache(self, job: Job, hit: CachedJudgment) -> Judgment:
         # The reply is re-parsed rather than trusting the stored score, so replay and a fresh
         # call always agree on how a reply reads.
-        judgment = self._parsed(job, hit.raw_output)
+        judgment = self._parsed(job, hit.raw_output, _stored_logprobs(hit.logprobs))
         judgment.prompt_tokens = hit.prompt_tokens
         judgment.completion_tokens = hit.completion_tokens
         # A batch reply keeps the batch price it was paid at; any other is priced at today's prices.
@@ -347,6 +439,17 @@ class Runner:
             return job.judgment(leader.status, reason=leader.reason, error=leader.error)
         if leader.reason == "truncated":
             judgment = job.judgment("unscored", reason="truncated", raw_output=leader.raw_output, error=leader.error)
+        elif job.judge.logprobs and job.rubric.labels is None:  # the same key: the same logprobs
+            judgment = job.judgment(
+                leader.status,
+                score=leader.score,
+                raw_score=leader.raw_score,
+                reason=leader.reason,
+                error=leader.error,
+                raw_output=leader.raw_output,
+                score_distribution=leader.score_distribution,
+                score_mass=leader.score_mass,
+            )
         else:
             judgment = self._parsed(job, leader.raw_output)
         judgment.prompt_tokens, judgment.completion_tokens = leader.prompt_tokens, leader.completion_tokens
@@ -356,7 +459,8 @@ class Runner:
 
     def _complete(self, job: Job, result: Judgment) -> None:
         job.result = result
-        self.on_judgment(result)
+        if job.sample == 0:  # repeated samples count once, as the one judgment they become
+            self.on_judgment(result)
         job.entry.pending -= 1
         if job.entry.pending == 0:
             job.entry.done.set()
@@ -370,9 +474,17 @@ class Runner:
                 if head.pending:
                     await head.done.wait()
                 self._window.popleft()
+                collapse_samples(head)
                 self.on_entry(head)
                 self._room.release()
             if self._produced:
                 return
             self._appended.clear()
             await self._appended.wait()
+
+
+def _stored_logprobs(text: str | None) -> tuple[tuple[str, TokenAlternatives], ...] | None:
+    """The cache's JSON of a reply's logprobs back as the reply had them."""
+    if text is None:
+        return None
+    return tuple((token, tuple((alt, float(lp)) for alt, lp in alts)) for token, alts in json.loads(text))

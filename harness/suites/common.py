@@ -126,7 +126,7 @@ def judge_records(
         out=out / "judgments",
         config=judge.config,
         rubrics=rubrics,
-        prompts=[suite_prompts_dir(suite), *judge.prompts],
+        prompts=[*([suite_prompts_dir(suite)] if suite_prompts_dir(suite).is_dir() else []), *judge.prompts],
         model=judge.model,
         base_url=judge.base_url,
         api_key_env=judge.api_key_env,

@@ -1,0 +1,190 @@
+"""``harness probe verbosity|position``: perturb a sample of transcripts and measure how far the
+judges' scores move.
+
+- ``verbosity``: the response gets irrelevant padding appended (``PADDING``, ``--pad-words``
+  words of it): an unbiased judge scores relevance and faithfulness no higher for it;
+- ``position``: the contexts are given in reverse order (transcripts with two or more): an
+  unbiased judge's score does not depend on the order of the evidence.
+
+A seeded sample of the eligible transcripts is judged twice, as ``ID::orig`` and ``ID::probe``,
+through the ordinary judged step (cache, ``--offline``, cost). Per rubric and judge, over the
+transcripts scored both ways: the mean shift d = probe − original with its Student-t 95 % CI, the
+paired t-test, the shift as a share of the scale's width, and how many scores changed at all. A
+CI that excludes 0 says the judge is moved by the perturbation (``moved``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import UserInputError
+from ..rubrics.rubric import Rubric
+from ..stats.hypothesis_tests import paired_ttest
+from ..stats.intervals import mean_interval
+from ..transcripts.loader import iter_transcripts, scan
+from ..transcripts.models import Resolved
+from .common import JudgeOptions, write_json
+from .pairwise import _transcript_file
+
+SUITE = "probe"
+Probe = Literal["verbosity", "position"]
+PROBES: tuple[Probe, ...] = ("verbosity", "position")
+#: What each probe perturbs, so its default rubrics are those that read it.
+PERTURBS = {"verbosity": "response", "position": "contexts"}
+PADDING = (
+    "In addition, it may be worth keeping in mind some general background that applies broadly. "
+    "Many people find it helpful to take notes, review information carefully and consider several "
+    "perspectives before reaching conclusions. The weather in many regions varies by season, and "
+    "planning ahead is usually a sensible habit. Good communication, patience and attention to "
+    "detail are valued in most settings, and it is often useful to revisit a topic later with "
+    "fresh eyes."
+)
+
+
+def padding(words: int) -> str:
+    """``words`` words of ``PADDING``, repeated as needed."""
+    pool = PADDING.split()
+    return " ".join(pool[i % len(pool)] for i in range(words))
+
+
+def perturb(probe: Probe, transcript: Resolved, pad_words: int) -> dict[str, Any] | None:
+    """The perturbed record, or None when the transcript cannot be perturbed this way."""
+    record = _record(transcript)
+    if probe == "verbosity":
+        if not (transcript.response or "").strip():
+            return None
+        record["response"] = f"{transcript.response}\n\n{padding(pad_words)}"
+        return record
+    if not transcript.contexts or len(transcript.contexts) < 2:
+        return None
+    record["contexts"] = list(reversed(transcript.contexts))
+    return record
+
+
+def _record(transcript: Resolved) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": transcript.id}
+    for name in ("query", "response", "reference"):
+        if getattr(transcript, name) is not None:
+            row[name] = getattr(transcript, name)
+    if transcript.contexts is not None:
+        row["contexts"] = list(transcript.contexts)
+    return row
+
+
+def probe_records(path: Path, probe: Probe, sample: int, seed: int, pad_words: int) -> tuple[list[dict[str, Any]], int]:
+    """The original and perturbed records of a seeded sample, and how many transcripts were eligible."""
+    if probe not in PROBES:
+        raise UserInputError(f"unknown probe {probe!r}; known: {', '.join(PROBES)}")
+    if sample < 2:
+        raise UserInputError("--sample must be at least 2 (a CI needs two differences)")
+    if pad_words < 1:
+        raise UserInputError("--pad-words must be at least 1")
+    scan(path)
+    eligible: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for _, record in iter_transcripts(path):
+        resolved = record.resolved()
+        changed = perturb(probe, resolved, pad_words)
+        if changed is not None:
+            original = _record(resolved)
+            eligible.append(({**original, "id": f"{resolved.id}::orig"}, {**changed, "id": f"{resolved.id}::probe"}))
+    if not eligible:
+        what = "a response" if probe == "verbosity" else "two or more contexts"
+        raise UserInputError(f"{path}: no transcript has {what} to perturb for the {probe} probe")
+    chosen = sorted(random.Random(seed).sample(range(len(eligible)), min(sample, len(eligible))))
+    return [row for i in chosen for row in eligible[i]], len(eligible)
+
+
+def probe_shifts(rows: Sequence[Mapping[str, Any]], rubrics: Mapping[str, Rubric], confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Per (rubric, judge): the shift probe − original over transcripts scored both ways."""
+    scores: dict[tuple[str, str], dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    lost: dict[tuple[str, str], int] = defaultdict(int)
+    for row in rows:
+        tid, _, side = str(row["transcript_id"]).rpartition("::")
+        key = (row["rubric"], row["judge"])
+        if row.get("status") == "scored" and row.get("score") is not None:
+            scores[key][tid][side] = float(row["score"])
+        else:
+            lost[key] += 1
+    out = []
+    for key in sorted(set(scores) | set(lost)):
+        rubric_name, judge = key
+        pairs = [(v["orig"], v["probe"]) for v in scores[key].values() if "orig" in v and "probe" in v]
+        rubric = rubrics.get(rubric_name)
+        width = (rubric.hi - rubric.lo) if rubric is not None else None
+        entry: dict[str, Any] = {
+            "rubric": rubric_name,
+            "judge": judge,
+            "n": len(pairs),
+            "not_scored_both_ways": lost[key] + sum(1 for v in scores[key].values() if len(v) < 2),
+            "mean_original": None,
+            "mean_probe": None,
+            "shift": None,
+            "ci": None,
+            "pvalue": None,
+            "shift_share_of_scale": None,
+            "changed": sum(1 for a, b in pairs if a != b),
+            "moved": None,
+        }
+        if pairs:
+            diffs = [b - a for a, b in pairs]
+            shift = sum(diffs) / len(diffs)
+            entry.update(
+                mean_original=sum(a for a, _ in pairs) / len(pairs),
+                mean_probe=sum(b for _, b in pairs) / len(pairs),
+                shift=shift,
+                shift_share_of_scale=shift / width if width else None,
+            )
+        if len(pairs) >= 2:
+            if any(d != diffs[0] for d in diffs):
+                low, high = mean_interval(diffs, confidence)
+                test = paired_ttest([b for _, b in pairs], [a for a, _ in pairs])
+                entry.update(ci=[low, high], pvalue=None if math.isnan(test.pvalue) else test.pvalue, moved=not low <= 0.0 <= high)
+            else:  # every difference equal: no spread, the shift is exact
+                entry.update(ci=[diffs[0], diffs[0]], pvalue=None, moved=diffs[0] != 0.0)
+        out.append(entry)
+    return out
+
+
+def evaluate_probe(
+    probe: Probe,
+    transcripts: Path,
+    out: Path,
+    judge: JudgeOptions,
+    rubrics: list[str],
+    sample: int = 50,
+    seed: int = 0,
+    pad_words: int = 150,
+) -> dict[str, Any]:
+    """Sample, perturb, judge both versions and write ``out/probe.json``; returns its content."""
+    from ..rubrics.rubric import load_rubrics
+    from .common import judge_records
+
+    path = _transcript_file(transcripts)
+    records, eligible = probe_records(path, probe, sample, seed, pad_words)
+    available = load_rubrics(judge.prompts)
+    chosen = rubrics or sorted(name for name, r in available.items() if PERTURBS[probe] in r.inputs and r.labels is None)
+    unknown = [name for name in chosen if name not in available]
+    if unknown:
+        raise UserInputError(f"unknown rubric {unknown[0]!r}; available: {', '.join(sorted(available))}")
+    judged = judge_records(records, chosen, out, judge, SUITE)
+    result = {
+        "probe": probe,
+        "input": str(path),
+        "perturbation": f"{pad_words} words of irrelevant padding appended to the response"
+        if probe == "verbosity"
+        else "the contexts in reverse order",
+        "eligible": eligible,
+        "sampled": len(records) // 2,
+        "seed": seed,
+        "confidence": 0.95,
+        "shifts": probe_shifts(judged.judgments, available),
+        "judge_run": {"exit_code": judged.outcome.exit_code, "message": judged.outcome.message},
+        "exit_code": judged.outcome.exit_code,
+    }
+    write_json(out / "probe.json", result)
+    return result

@@ -1,0 +1,89 @@
+"""The report's "Judge trust" section: judge noise from summary.json, position bias from a
+pairwise.json and probe shifts from a probe.json, drawn in headless Chromium from real runs
+against the scripted judges."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from tests.e2e_support import KEY, KEY_ENV, judge, write_config
+from tests.scripted_judges import ScriptedJudgeServer
+from tests.test_report import Opened, _clean, browser  # noqa: F401 - the browser fixture
+from tests.test_trust_pairwise_probe import probe_data
+
+
+def invoke(*args: str) -> Any:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def trusted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("trust-report")
+    previous = os.environ.get(KEY_ENV)
+    os.environ[KEY_ENV] = KEY
+    server = ScriptedJudgeServer()
+    server.start()
+    try:
+        assert server.base_url
+        data, _ = probe_data(tmp)
+        judges = [judge(m, server.base_url, model=m, samples=4, seed=1, temperature=1.0) for m in ("honest", "noisy", "primacy")]
+        config = write_config(tmp / "harness.toml", judges, rubrics=["relevance"])
+        invoke("run", str(data), "--config", str(config), "--out", str(tmp / "run"), "--no-cache", "--no-progress")
+        plain = write_config(tmp / "plain.toml", [judge(m, server.base_url, model=m) for m in ("honest", "primacy")])
+        invoke(
+            "probe",
+            "position",
+            str(data),
+            "--rubric",
+            "faithfulness",
+            "--sample",
+            "20",
+            "--out",
+            str(tmp / "probe"),
+            "--config",
+            str(plain),
+            "--no-cache",
+        )
+        invoke("pairwise", str(data), str(data), "--out", str(tmp / "pairwise"), "--config", str(plain), "--no-cache")
+        invoke("report", str(tmp / "run"), "--trust", str(tmp / "pairwise" / "pairwise.json"), "--trust", str(tmp / "probe" / "probe.json"))
+    finally:
+        server.stop()
+        if previous is None:
+            os.environ.pop(KEY_ENV, None)
+        else:
+            os.environ[KEY_ENV] = previous
+    yield {"tmp": tmp}
+
+
+def test_report_trust_section_in_chromium(trusted: dict[str, Any], browser: Any) -> None:  # noqa: F811
+    tmp = trusted["tmp"]
+    summary = json.loads((tmp / "run" / "summary.json").read_text())
+    probe = json.loads((tmp / "probe" / "probe.json").read_text())
+    pairwise = json.loads((tmp / "pairwise" / "pairwise.json").read_text())
+    opened = Opened(browser, tmp / "run" / "report.html")
+    try:
+        text = opened.page.text_content("#trust") or ""
+        noisy = summary["judge_noise"]["relevance"]["noisy"]
+        assert f"{100 * noisy['noise_share']:.1f}%" in text and "judge noise (repeated samples)" in text
+        assert f"{100 * summary['judge_noise']['relevance']['honest']['noise_share']:.1f}%" == "0.0%"
+        primacy = next(s for s in probe["shifts"] if s["judge"] == "primacy")
+        assert primacy["moved"] is True and "YES" in text and f"{primacy['shift']:.1f}" in text
+        # The same answers on both sides: the honest judge calls every pair a tie, the primacy judge flips all.
+        assert pairwise["judges"]["honest"]["ties"]["rate"] == 1.0 and pairwise["judges"]["primacy"]["position_bias"]["rate"] == 1.0
+        assert "100.0%" in text and "position bias" in text
+        opened.page.locator(".vrow").first.click()
+        dialog = opened.page.locator("dialog#detail")
+        dialog.wait_for(state="visible")
+        assert "samples 4:" in (dialog.text_content() or "")
+        _clean(opened)
+    finally:
+        opened.close()
