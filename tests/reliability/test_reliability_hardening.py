@@ -404,7 +404,13 @@ def test_ctrl_c_before_judging_starts_exits_130_in_one_line(tmp_path: Path) -> N
         assert proc.stdin is not None
         proc.stdin.write('{"id": "a", "query": "q", "response": "r"}\n')
         proc.stdin.flush()
-        time.sleep(3.0)  # imports done, blocked reading standard input
+        # Wait until it is blocked reading standard input (its imports done), however loaded the
+        # machine: the kernel says where a sleeping process waits.
+        wchan = Path(f"/proc/{proc.pid}/wchan")
+        deadline = time.monotonic() + 120
+        while "pipe" not in (wchan.read_text() if wchan.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=20)
     finally:
