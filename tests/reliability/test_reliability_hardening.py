@@ -399,6 +399,9 @@ def test_ctrl_c_before_judging_starts_exits_130_in_one_line(tmp_path: Path) -> N
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        # A shell's background job starts with SIGINT ignored, and a child inherits that: give it
+        # the default disposition, as a terminal would, so Ctrl-C reaches it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdin is not None
