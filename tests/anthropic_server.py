@@ -15,9 +15,11 @@ and reproduces what the Messages API documents and the ``anthropic`` SDK sends a
   anything else is a 400 ``invalid_request_error``;
 - the reply: ``{"type": "message", "content": [...], "stop_reason", "usage": {input_tokens,
   output_tokens, cache_creation_input_tokens, cache_read_input_tokens}}``. Tokens are words, as
-  in ``JudgeServer``. A system block with ``cache_control`` is written to the prompt cache the
-  first time (cache_creation) and read from it afterwards (cache_read); ``input_tokens`` counts
-  only what was neither. A reply longer than ``max_tokens`` is cut with ``stop_reason
+  in ``JudgeServer``. A block with ``cache_control`` marks a prefix that is written to the prompt cache the
+  first time (cache_creation) and read from it afterwards (cache_read): the cached prefix runs
+  through the last block with ``cache_control``, system blocks then message blocks, so a breakpoint
+  inside the user message caches the system prompt with it; ``input_tokens`` counts only what was
+  neither. A reply longer than ``max_tokens`` is cut with ``stop_reason
   "max_tokens"``. With ``tools`` and a forced ``tool_choice`` the verdict is a ``tool_use`` block;
 - errors ``{"type": "error", "error": {"type", "message"}, "request_id"}`` with a ``request-id``
   header. Markers in the last user message, as in ``JudgeServer``: ``[[fault:429:N]]``
@@ -133,18 +135,27 @@ class AnthropicServer(JudgeServer):
         return None
 
     def _reply(self, body: dict[str, Any], last_user: str, max_tokens: int) -> dict[str, Any]:
+        # The prompt cache holds the prefix through the last block marked ``cache_control``,
+        # system blocks first, then the messages' blocks in order (as the API documents); a
+        # prefix seen before is read, a new one written. A message's 4 framing tokens are never cached.
         system = body.get("system")
-        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else (system or [])
-        cached_text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("cache_control"))
-        plain_system = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and not b.get("cache_control"))
+        segments = [b for b in ([{"type": "text", "text": system}] if isinstance(system, str) else (system or [])) if isinstance(b, dict)]
+        for message in body["messages"]:
+            content = message["content"]
+            segments.extend([{"type": "text", "text": content}] if isinstance(content, str) else [b for b in content if isinstance(b, dict)])
+        marks = [i for i, b in enumerate(segments) if b.get("cache_control")]
+        total = sum(_words(b.get("text", "")) for b in segments) + 4 * len(body["messages"])
         creation = read = 0
-        if cached_text:
-            if cached_text in self._prompt_cache:
-                read = _words(cached_text)
+        if marks:
+            prefix = segments[: marks[-1] + 1]
+            key = json.dumps([body["model"], [b.get("text", "") for b in prefix]])
+            words = sum(_words(b.get("text", "")) for b in prefix)
+            if key in self._prompt_cache:
+                read = words
             else:
-                self._prompt_cache.add(cached_text)
-                creation = _words(cached_text)
-        input_tokens = _words(plain_system) + sum(_words(_text(m["content"])) + 4 for m in body["messages"])
+                self._prompt_cache.add(key)
+                creation = words
+        input_tokens = total - creation - read
         marker = _SCORE.search(last_user)
         score = marker.group(1) if marker else f"{deterministic_score(last_user):.2f}"
         if body.get("tool_choice", {}).get("type") == "tool":

@@ -20,6 +20,7 @@ from harness.judges.base import JudgeRequest
 from harness.judges.registry import make_judge
 from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
+from harness.rubrics.rubric import DEFAULT_SYSTEM, load_rubrics
 from tests.anthropic_server import AnthropicServer
 from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, write_config, write_jsonl
 
@@ -210,6 +211,15 @@ async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(t
     first, second = rows["a"], rows["b"]
     written = first["cache_write_tokens"]
     assert written > 0 and first["cached_tokens"] == 0 and second["cached_tokens"] == written
+    # The breakpoint sits after the rubric's fixed text, so the system prompt and that text are the
+    # cached prefix: the same for both transcripts, and all of the prompt but the transcript's part.
+    rubric = load_rubrics()["relevance"]
+    body = server.requests[0]["body"]
+    assert body["system"] == [{"type": "text", "text": DEFAULT_SYSTEM}]
+    fixed, rest = body["messages"][0]["content"]
+    assert fixed == {"type": "text", "text": rubric.parts[0], "cache_control": {"type": "ephemeral"}}
+    assert "What is the NAV?" in rest["text"] and "cache_control" not in rest
+    assert written == len(DEFAULT_SYSTEM.split()) + len(rubric.parts[0].split())
     fresh = first["prompt_tokens"] - written
     assert first["cost_usd"] == pytest.approx((fresh * 1.00 + written * 1.25 + 2 * 5.00) / 1e6, rel=1e-12)
     fresh = second["prompt_tokens"] - written

@@ -151,3 +151,78 @@ async def test_run_survives_a_segfaulting_judge_and_writes_its_outputs(tmp_path:
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["judgments"]["failed"] == len(failed)
     assert (tmp_path / "a" / "results.jsonl").exists()
+
+
+def test_the_f16_copy_is_made_once_per_model_content_and_replaces_older_copies(tmp_path: Path) -> None:
+    import shutil
+
+    import llama_cpp
+
+    from harness.judges.llama_worker import f16_copy
+    from harness.judges.local import model_path
+
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    stem = Path(model_path()).stem
+    stale = folder / f"{stem}.0123456789abcdef.F16.gguf"  # an older version of the same model
+    other = folder / "OtherModel.fedcba9876543210.F16.gguf"
+    stale.write_bytes(b"old")
+    other.write_bytes(b"other")
+    made = Path(f16_copy(llama_cpp, model_path(), 1, folder=folder))
+    assert made.parent == folder and made.name.startswith(stem + ".") and made.stat().st_size > 100_000_000
+    assert not stale.exists() and other.read_bytes() == b"other"
+    assert not list(folder.glob(".*.partial"))
+    # The same content installed again (a new file with new times) finds the same copy.
+    reinstalled = tmp_path / "site" / Path(model_path()).name
+    reinstalled.parent.mkdir()
+    shutil.copyfile(model_path(), reinstalled)
+    made_at = made.stat().st_mtime_ns
+    assert Path(f16_copy(llama_cpp, str(reinstalled), 1, folder=folder)) == made
+    assert made.stat().st_mtime_ns == made_at and sorted(p.name for p in folder.iterdir()) == sorted([made.name, other.name])
+
+
+_SLOTS_SCRIPT = """
+import json, sys
+from harness.judges.llama_worker import Engine
+from harness.judges.local import model_path
+requests = json.loads(sys.stdin.read())
+def run(parallel):
+    engine = Engine(model_path(), 4096, parallel, 1)
+    queue = [dict(id=i, messages=m, max_tokens=8, temperature=0.0, seed=0) for i, m in enumerate(requests)]
+    waiting, texts, prompt = [], {}, 0
+    while queue or waiting or engine.active:
+        while queue and len(waiting) + len(engine.active) < parallel:
+            seq = engine.admit(queue.pop(0))
+            prompt += seq.prompt_tokens
+            waiting.append(seq)
+        engine.take(waiting)
+        texts.update((r["id"], r["text"]) for r in engine.step())
+    return {"texts": [texts[i] for i in range(len(requests))], "reused": engine.reused_tokens, "copies": engine.copies, "prompt": prompt}
+print(json.dumps({"slots": run(2), "alone": run(1)}))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_slot_takes_a_busy_slots_prefix_by_copy_and_replies_are_unchanged() -> None:
+    """Two slots, and one rubric's prompts after one of another rubric: while slot A holds rubric
+    X's text and is busy, the next X prompt lands in free slot B (holding Y's text) and takes A's
+    cache by copy. Every reply must equal the one decoded alone from scratch, one slot at a time."""
+    import subprocess
+    import sys
+
+    from harness.rubrics.rubric import load_rubrics
+    from harness.transcripts import Performance, Resolved
+
+    rubrics = load_rubrics()
+    first = Resolved("t0", "How do I reset my router?", "Unplug it for 30 seconds.", ("Routers reset when unplugged.",), None, Performance())
+    rows = [rubrics["faithfulness"].render(first)]
+    for i in range(6):
+        transcript = Resolved(f"t{i + 1}", f"What is {i} + {i}?", f"It is {2 * i}.", (f"{i} + {i} = {2 * i}",), None, Performance())
+        rows.append(rubrics["relevance"].render(transcript))
+    done = subprocess.run([sys.executable, "-c", _SLOTS_SCRIPT], input=json.dumps(rows), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    slots, alone = result["slots"], result["alone"]
+    assert slots["texts"] == alone["texts"]
+    assert all(text.endswith("}") for text in slots["texts"])
+    assert slots["copies"] >= 1 and slots["prompt"] == alone["prompt"]

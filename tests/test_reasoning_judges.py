@@ -25,6 +25,7 @@ from harness.judges.openai_aiohttp import AiohttpJudge
 from harness.judges.protocol import request_body, retry_after
 from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
+from harness.rubrics.rubric import DEFAULT_SYSTEM
 from harness.runner import RunOutcome
 from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, serve, write_config, write_jsonl
 
@@ -367,7 +368,20 @@ def test_the_estimate_shows_the_prompt_cache_saving(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "t.jsonl", records(3))
     estimate = estimate_run(RunOptions(input=tmp_path / "t.jsonl", model="gpt-4.1-mini", prompts=[prompts], rubrics=["long_system"], no_cache=True))
     assert estimate.judges[0].prompt_cache_saving_usd == pytest.approx(2 * 1500 * 0.30 / 1e6, rel=1e-12)
-    # The built-in rubrics' system prompt is far under the minimum: nothing to save, said as 0.
+    # A rubric whose own instructions come before the transcript: the system prompt (under the
+    # minimum alone) and those instructions make one cacheable prefix over the minimum.
+    instructions = "Rate the response. " + " ".join(["criterion"] * 1100) + "\n\nRESPONSE:\n"
+    (prompts / "long_rubric.md").write_text(
+        f'+++\nname = "long_rubric"\nversion = "1"\nscale = [0.0, 1.0]\ninputs = ["response"]\nmax_tokens = 8\n+++\n{instructions}{{{{response}}}}\n'
+    )
+    counter = TokenCounter.for_model("gpt-4.1-mini")
+    assert counter.count_text(DEFAULT_SYSTEM) < 1024
+    prefix = counter.count_text(DEFAULT_SYSTEM + "\n" + instructions)
+    assert prefix >= 1024
+    write_jsonl(tmp_path / "v.jsonl", records(3))
+    fixed = estimate_run(RunOptions(input=tmp_path / "v.jsonl", model="gpt-4.1-mini", prompts=[prompts], rubrics=["long_rubric"], no_cache=True))
+    assert fixed.judges[0].prompt_cache_saving_usd == pytest.approx(2 * prefix * 0.30 / 1e6, rel=1e-12)
+    # The built-in rubrics' fixed prefix is far under the minimum: nothing to save, said as 0.
     write_jsonl(tmp_path / "u.jsonl", records(3))
     builtin = estimate_run(RunOptions(input=tmp_path / "u.jsonl", model="gpt-4.1-mini", rubrics=["relevance"], no_cache=True))
     assert builtin.judges[0].prompt_cache_saving_usd == 0.0

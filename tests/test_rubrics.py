@@ -54,7 +54,7 @@ def test_builtin_rubrics_load_with_their_headers() -> None:
     for name, (scale, direction, inputs) in BUILTIN.items():
         rubric = rubrics[name]
         assert rubric.name == name
-        assert rubric.version == "1"
+        assert rubric.version == "2"  # 2: the fixed text moved before the inputs
         assert rubric.scale == scale
         assert (rubric.lo, rubric.hi) == scale
         assert rubric.direction == direction
@@ -65,6 +65,28 @@ def test_builtin_rubrics_load_with_their_headers() -> None:
         used = set(re.findall(r"\{\{(\w+)\}\}", rubric.template))
         assert used == set(inputs)
         assert '"score"' in rubric.template
+
+
+def test_every_builtin_rubric_puts_its_fixed_text_before_the_transcript() -> None:
+    """Providers cache a prompt's prefix, so all of a rubric's own text (instructions, criteria,
+    answer format) comes first and only the inputs' short labels follow the first input."""
+    prompts = builtin_prompts_dir()
+    paths = sorted(prompts.glob("*.md")) + sorted(prompts.glob("*/*.md"))
+    assert len(paths) == 13
+    transcript = resolved(reference="Paris")
+    for path in paths:
+        rubric = parse_rubric(path.read_text(encoding="utf-8"), str(path))
+        labels = rubric.parts[2::2]  # the literals between and after the inputs
+        assert all(len(label.strip()) <= 30 for label in labels), (path, labels)
+        user = rubric.render(transcript)[1]["content"]
+        assert rubric.fixed_prefix == len(rubric.parts[0]) > 100
+        assert user[: rubric.fixed_prefix] == rubric.parts[0]
+        assert "{{" not in user
+
+
+def test_a_rubric_that_starts_with_an_input_has_no_fixed_prefix(tmp_path: Path) -> None:
+    rubric = parse_rubric(f"+++\n{HEADER.format(name='x')}\n+++\n{{{{query}}}} then {{{{response}}}}\n", "x.md")
+    assert rubric.fixed_prefix == 0
 
 
 def test_builtin_criteria_follow_the_seed() -> None:

@@ -131,7 +131,8 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
     latency_means = cache.latency_means_s() if cache is not None else {}
     counters = {j.name: TokenCounter.for_model(j.model, j.tokenizer) for j in plan.judges}
     lines = {(j.name, r.name): Line(j.name, r.name) for j in plan.judges for r in rubrics}
-    #: per judge: system-prompt tokens sent in requests that could be served from the prompt cache
+    #: per judge: fixed-prefix tokens (system prompt and the rubric's own text) sent in requests
+    #: that could be served from the provider's prompt cache
     cacheable: dict[str, int] = dict.fromkeys((j.name for j in plan.judges), 0)
     seen_prefix: set[tuple[str, str]] = set()
     for line in lines.values():
@@ -161,12 +162,12 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
                 continue
             line.requests += 1
             line.prompt_tokens += prompt
-            system = next((m["content"] for m in job.request.messages if m["role"] == "system"), "")
-            prefix = counters[job.judge.name].count_text(system) if system else 0
+            fixed = job.request.fixed_text
+            prefix = counters[job.judge.name].count_text(fixed) if fixed else 0
             if prefix >= MIN_CACHEABLE_TOKENS:
-                if (job.judge.name, system) in seen_prefix:
+                if (job.judge.name, fixed) in seen_prefix:
                     cacheable[job.judge.name] += prefix
-                seen_prefix.add((job.judge.name, system))  # the first request writes the cache
+                seen_prefix.add((job.judge.name, fixed))  # the first request writes the cache
             line.completion_tokens_max += job.request.max_tokens
             line.completion_tokens_expected += expected
             line.cost_usd_max = _add(line.cost_usd_max, call_cost(job.judge, prompt, job.request.max_tokens))

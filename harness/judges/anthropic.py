@@ -6,10 +6,12 @@ What differs from chat completions, as the API documents it:
 
 - ``POST {base_url}/v1/messages`` (base URL ``https://api.anthropic.com``, or ``ANTHROPIC_BASE_URL``)
   with ``x-api-key`` and ``anthropic-version`` headers, not ``Authorization: Bearer``;
-- the system prompt is the top-level ``system`` field, sent as one text block with
-  ``cache_control: ephemeral`` so the rubric's fixed prefix is read from Anthropic's prompt cache
-  on every call after the first (prompts under the model's minimum cacheable length are simply
-  not cached); ``max_tokens`` is required;
+- the system prompt is the top-level ``system`` field, sent as one text block; the user message
+  is split after the rubric's fixed text (``JudgeRequest.fixed_prefix``), and that first block
+  carries ``cache_control: ephemeral``, so the system prompt and the rubric's text are read from
+  Anthropic's prompt cache on every call after the first (a rubric that starts with an input puts
+  the breakpoint on the system block; prompts under the model's minimum cacheable length are
+  simply not cached); ``max_tokens`` is required;
 - structured output is a forced tool: ``tools`` with the schema as ``input_schema`` and
   ``tool_choice: {"type": "tool", ...}``; the verdict is the ``tool_use`` block's ``input``;
 - errors are ``{"type": "error", "error": {"type": ..., "message": ...}}``: 429
@@ -36,18 +38,27 @@ from .protocol import SCHEMA_NAME, int_or_none, redact, status_error
 #: The long-stable API version, whose Messages API takes ``temperature``. The ``anthropic`` SDK 2.10
 #: sends "2026-10-21", whose request type has no temperature at all; a judge wants temperature 0.
 ANTHROPIC_VERSION = "2023-06-01"
+_EPHEMERAL = {"type": "ephemeral"}
 
 
 def messages_body(model: str, request: JudgeRequest) -> dict[str, Any]:
     """The Messages API body for ``request`` (also what a batch request's ``params`` holds)."""
     system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": request.max_tokens,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"],
-    }
-    if system:
-        body["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+    messages: list[dict[str, Any]] = [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"]
+    body: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "messages": messages}
+    last = messages[-1] if messages else None
+    if last is not None and last["role"] == "user" and 0 < request.fixed_prefix < len(last["content"]):
+        # One breakpoint after the rubric's fixed text: the cached prefix is the system prompt and
+        # that text, the same for every transcript the rubric judges.
+        text = last["content"]
+        last["content"] = [
+            {"type": "text", "text": text[: request.fixed_prefix], "cache_control": _EPHEMERAL},
+            {"type": "text", "text": text[request.fixed_prefix :]},
+        ]
+        if system:
+            body["system"] = [{"type": "text", "text": system}]
+    elif system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
     if request.send_temperature:
         body["temperature"] = min(request.temperature, 1.0)  # Anthropic's range is 0..1
     if request.schema is not None:

@@ -33,6 +33,19 @@ class JudgeRequest:
     n: int = 1
     #: top logprobs asked for per token (``logprobs: true, top_logprobs: N``); None asks for none
     top_logprobs: int | None = None
+    #: characters at the start of the last user message that are the rubric's fixed text (the same
+    #: in every request of that rubric): Anthropic's ``cache_control`` breakpoint goes after them
+    fixed_prefix: int = 0
+
+    @property
+    def fixed_text(self) -> str:
+        """The text every request of this rubric starts with: the system prompt(s) and the fixed
+        start of the user message, which a provider's prompt cache can serve."""
+        parts = [m["content"] for m in self.messages if m["role"] == "system"]
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "user" and self.fixed_prefix:
+            parts.append(last["content"][: self.fixed_prefix])
+        return "\n".join(parts)
 
 
 #: One generated token's alternatives: ((token, logprob), ...), most likely first.

@@ -78,6 +78,7 @@ def shape_request(
     messages: tuple[dict[str, str], ...],
     answer_tokens: int,
     schema: Mapping[str, Any] | None = None,
+    fixed_prefix: int = 0,
 ) -> JudgeRequest:
     """The request ``judge`` sends for ``messages``: ``answer_tokens`` is the rubric's (or judge's)
     ``max_tokens``, the room the verdict itself needs; a reasoning model gets its budget on top."""
@@ -93,6 +94,7 @@ def shape_request(
         send_temperature=send_temperature,
         reasoning_effort=judge.reasoning_effort,
         schema=schema,
+        fixed_prefix=fixed_prefix,
     )
 
 

@@ -6,7 +6,7 @@ killed for memory, this process dies and the harness records the judgments it he
 
 Protocol, one JSON object per line. In on stdin: ``{"id", "messages", "max_tokens", "temperature",
 "seed"}``. Out on stdout: ``{"ready": true, "system_info": ...}`` once the model is loaded, then one
-``{"id", "text", "prompt_tokens", "completion_tokens", "finish_reason"}`` or ``{"id", "error"}`` per
+``{"id", "text", "prompt_tokens", "cached_tokens", "completion_tokens", "finish_reason"}`` or ``{"id", "error"}`` per
 request, in the order they finish, and ``{"progress": true}`` after a decode step that finished none.
 ``{"fatal": ...}`` then exit 1 if the model cannot be loaded.
 EOF on stdin ends the process.
@@ -24,6 +24,8 @@ on CPUs with Intel AMX (ggml-org/llama.cpp#20824). ``use_extra_bufts = False`` a
 from __future__ import annotations
 
 import ctypes
+import glob
+import hashlib
 import json
 import os
 import re
@@ -40,6 +42,12 @@ PREFIX = '{"score": '
 _GROWING = re.compile(r"-?(?:\d{1,8}(?:\.\d{0,8})?)?")
 _DONE = re.compile(r"-?\d{1,8}(?:\.\d{1,8})?\}")
 _NUMBER_CHARS = frozenset("0123456789.-}")
+#: Requests looked at when a slot frees: the one sharing the longest prefix with a free slot's
+#: cache starts first; the oldest is never passed over more than this many times.
+WINDOW = 8
+#: A prefix another slot holds is copied over when it saves at least this many tokens' decoding
+#: (copying a 4,096-cell stream costs about what decoding a handful of tokens does).
+COPY_MIN_TOKENS = 32
 
 
 @dataclass
@@ -65,15 +73,26 @@ class Sequence:
     generated: int = 0
     logits_index: int = -1
     pending: list[int] = field(default_factory=list)
+    #: prompt tokens read from the slot's cache instead of decoded
+    cached_tokens: int = 0
+    #: times a younger request started before this one (see ``Engine.take``)
+    passed: int = 0
 
 
-def f16_copy(ll, source: str, threads: int) -> str:
+def f16_copy(ll, source: str, threads: int, folder: Path | None = None) -> str:
     """The model with its Q4_1 weights dequantised to F16, made once (about 2 s) and kept in the
     user's cache folder. llama.cpp's F16 matrix kernels read a prompt about twice as fast as its
-    Q4_1 ones on an AVX2 CPU (bench/local_judge.py); the judgments are the same model's."""
-    stat = os.stat(source)
-    name = f"{Path(source).stem}.{stat.st_size}-{int(stat.st_mtime)}.F16.gguf"
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
+    Q4_1 ones on an AVX2 CPU (bench/local_judge.py); the judgments are the same model's.
+
+    The copy is named by the source's content hash, so reinstalling the model package (a new file
+    with new times) reuses it, and copies of other versions of the same model are removed when a
+    new one is made: the folder holds one 260 MB copy per model, not one per install."""
+    with open(source, "rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()[:16]
+    stem = Path(source).stem
+    name = f"{stem}.{digest}.F16.gguf"
+    if folder is None:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -90,6 +109,9 @@ def f16_copy(ll, source: str, threads: int) -> str:
         partial.unlink(missing_ok=True)
         raise RuntimeError(f"llama.cpp could not convert {source} to F16")
     os.replace(partial, target)  # atomic: a concurrent worker sees the whole file or none
+    for stale in folder.glob(f"{glob.escape(stem)}.*.F16.gguf"):
+        if stale != target:
+            stale.unlink(missing_ok=True)  # a worker still using it keeps its mapping until it exits
     return str(target)
 
 
@@ -131,6 +153,8 @@ class Engine:
         self.active: list[Sequence] = []
         #: prompt tokens read from a slot's cache instead of decoded (the shared system prompt and rubric text)
         self.reused_tokens = 0
+        #: slot caches copied from another slot that held a longer shared prefix
+        self.copies = 0
         self._candidates, self._pieces = self._number_tokens()
 
     def _piece(self, token: int) -> str:
@@ -195,16 +219,45 @@ class Engine:
     def has_room(self) -> bool:
         return any(not slot.busy for slot in self.slots)
 
+    def take(self, waiting: list[Sequence]) -> None:
+        """Start waiting requests while a slot is free. Of the oldest ``WINDOW``, the one whose
+        prompt shares the longest prefix with a free slot's cache goes first (the oldest on a tie),
+        so a slot keeps serving the rubric whose text it holds; a request passed over ``WINDOW``
+        times goes next, whatever it shares."""
+        while waiting and self.has_room():
+            window = waiting[:WINDOW]
+            chosen = 0
+            if window[0].passed < WINDOW:
+                free = [slot for slot in self.slots if not slot.busy]
+                shared = [max(_common_prefix(slot.cached, seq.tokens) for slot in free) for seq in window]
+                chosen = shared.index(max(shared))
+            for seq in window[:chosen]:
+                seq.passed += 1
+            self.start(waiting.pop(chosen))
+
     def start(self, seq: Sequence) -> None:
         """Put the request in the free slot whose cache shares the longest prefix with its prompt,
-        keep that prefix and decode only the rest (as llama.cpp's server reuses a slot's prompt)."""
+        keep that prefix and decode only the rest (as llama.cpp's server reuses a slot's prompt).
+        When another slot, busy or not, holds a longer shared prefix (the same rubric's text),
+        its whole cache is copied into the chosen slot first: a memory copy instead of decoding
+        a few hundred tokens again."""
         free = [slot for slot in self.slots if not slot.busy]
         slot = max(free, key=lambda s: _common_prefix(s.cached, seq.tokens))
-        keep = min(_common_prefix(slot.cached, seq.tokens), len(seq.tokens) - 1)  # the last one gives the logits
+        keep = _common_prefix(slot.cached, seq.tokens)
+        donor = max(self.slots, key=lambda s: _common_prefix(s.cached, seq.tokens))
+        shared = _common_prefix(donor.cached, seq.tokens)
+        if donor is not slot and shared >= keep + COPY_MIN_TOKENS:
+            # Across KV streams llama.cpp copies whole buffers only; the copy runs at the next decode.
+            self.ll.llama_memory_seq_cp(self.memory, donor.id, slot.id, -1, -1)
+            slot.cached = list(donor.cached)
+            keep = shared
+            self.copies += 1
+        keep = min(keep, len(seq.tokens) - 1)  # the last one gives the logits
         self.ll.llama_memory_seq_rm(self.memory, slot.id, keep, -1)
         slot.cached = seq.tokens[:keep]
         slot.busy = True
         self.reused_tokens += keep
+        seq.cached_tokens = keep
         seq.slot, seq.pos, seq.pending = slot, keep, seq.tokens[keep:]
         self.active.append(seq)
 
@@ -262,6 +315,7 @@ class Engine:
             "id": seq.id,
             "text": PREFIX + seq.text,
             "prompt_tokens": seq.prompt_tokens,
+            "cached_tokens": seq.cached_tokens,
             "completion_tokens": seq.generated,
             "finish_reason": finish,
         }
@@ -331,8 +385,7 @@ def serve(engine: Engine, lines: Lines, out) -> None:
                 waiting.append(engine.admit(request))
             except ValueError as exc:
                 send({"id": request.get("id"), "error": str(exc)})
-        while waiting and engine.has_room():
-            engine.start(waiting.pop(0))
+        engine.take(waiting)
         if engine.active:
             replies = engine.step()
             for reply in replies:

@@ -183,6 +183,7 @@ class LocalLlamaJudge(Judge):
         self._n_workers, self._threads = _layout()
         self._workers: list[_Worker | None] = [None] * self._n_workers
         self._load = [0] * self._n_workers  # calls routed to each worker and not yet answered
+        self._home: dict[str, int] = {}  # fixed prompt text -> the worker that last took it
         self._lock = asyncio.Lock()
         self._deaths: list[str] = []
         self._calls = 0
@@ -196,8 +197,15 @@ class LocalLlamaJudge(Judge):
         """The process ids of the workers running now."""
         return [w.pid for w in self._workers if w is not None and w.death is None]
 
-    def _least_busy(self) -> int:
-        return min(range(self._n_workers), key=lambda i: self._load[i])
+    def _worker_for(self, request: JudgeRequest) -> int:
+        """The least busy worker, or, within one call of it, the worker that last took a request
+        starting with the same fixed text (system prompt and rubric): its slots hold that prefix."""
+        least = min(range(self._n_workers), key=lambda i: self._load[i])
+        home = self._home.get(request.fixed_text)
+        if home is not None and self._load[home] <= self._load[least] + 1:
+            return home
+        self._home[request.fixed_text] = least
+        return least
 
     async def _running(self, index: int) -> _Worker:
         async with self._lock:
@@ -226,7 +234,7 @@ class LocalLlamaJudge(Judge):
             return worker
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        index = self._least_busy()
+        index = self._worker_for(request)
         self._load[index] += 1  # counted before the first await, so a burst of calls spreads out
         try:
             reply = await self._call(index, request)
@@ -237,6 +245,7 @@ class LocalLlamaJudge(Judge):
         return JudgeReply(
             text=reply["text"],
             prompt_tokens=reply["prompt_tokens"],
+            cached_tokens=reply.get("cached_tokens"),
             completion_tokens=reply["completion_tokens"],
             finish_reason=reply["finish_reason"],
         )

@@ -195,7 +195,9 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
             )
     for j in estimate.judges:
         if j.prompt_cache_saving_usd is not None:
-            console.print(f"{j.judge}: the provider's prompt cache would save about {_usd(j.prompt_cache_saving_usd)} on the shared system prompt")
+            console.print(
+                f"{j.judge}: the provider's prompt cache would save about {_usd(j.prompt_cache_saving_usd)} on the prompts' shared prefix (system prompt and rubric text)"
+            )
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
         console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')

@@ -108,7 +108,7 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
                 job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                 continue
             schema = schema_for(rubric) if judge.structured_output else None
-            base = shape_request(judge, messages, rubric.max_tokens or judge.max_tokens, schema)
+            base = shape_request(judge, messages, rubric.max_tokens or judge.max_tokens, schema, rubric.fixed_prefix)
             truncated_input = False
             if judge.context_window is not None:
                 truncate = (rubric.truncate or judge.truncate) == "middle"

@@ -124,6 +124,12 @@ class Rubric:
     def hi(self) -> float:
         return self.scale[1]
 
+    @property
+    def fixed_prefix(self) -> int:
+        """Characters of the rendered user message before the first input: the rubric's fixed text,
+        which the built-in rubrics put first so providers' prompt caches apply."""
+        return len(self.parts[0]) if len(self.parts) > 1 else 0
+
     def normalised(self, score: float) -> float:
         """The score on 0..1 where 1 is best: ``1 − normalised`` for lower-is-better rubrics."""
         unit = (score - self.lo) / (self.hi - self.lo)
