@@ -13,6 +13,7 @@ outputs import it, never the other way round.
 from .jobs import Entry, Job, estimate_tokens, make_entry
 from .judgment import NO_CALL_REASONS, Judgment, Reason, Status
 from .plan import CacheMode, RunOptions, RunPlan, build_plan
+from .shard import Shard, parse_shard
 
 __all__ = [
     "NO_CALL_REASONS",
@@ -23,8 +24,10 @@ __all__ = [
     "Reason",
     "RunOptions",
     "RunPlan",
+    "Shard",
     "Status",
     "build_plan",
     "estimate_tokens",
     "make_entry",
+    "parse_shard",
 ]

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
+from ..cache.base import DEFAULT_LEASE_S
+from ..cache.location import CacheLocation, parse_location
 from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_weights, load_config, local_judge_config
 from ..cost.prices import load_price_table, with_prices
 from ..errors import ConfigError, UserInputError
 from ..rubrics.rubric import Rubric, load_rubrics
+from .shard import Shard, parse_shard
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
@@ -35,7 +38,8 @@ class RunOptions:
     base_url: str | None = None
     api_key_env: str | None = None
     concurrency: int | None = None
-    cache: Path | None = None
+    #: a SQLite file path or a postgresql:// URL
+    cache: Path | str | None = None
     refresh: bool = False
     no_cache: bool = False
     offline: bool = False
@@ -43,6 +47,8 @@ class RunOptions:
     on_bad_record: Literal["fail", "skip"] = "fail"
     progress: bool = True
     max_cost: float | None = None
+    #: "i/n": judge only the i-th of n deterministic slices of the transcripts (see ``planning.shard``)
+    shard: str | None = None
 
 
 @dataclass(slots=True)
@@ -53,11 +59,14 @@ class RunPlan:
     rubrics: list[Rubric] | None  # None: every rubric the transcripts can feed (decided after the scan)
     available_rubrics: dict[str, Rubric]
     composites: dict[str, dict[str, float]]
-    cache_path: Path | None
+    #: a SQLite file path or a PostgreSQL URL (``cache.location``)
+    cache_path: CacheLocation | None
     cache_mode: CacheMode
     limit: int | None
     on_bad_record: Literal["fail", "skip"]
     max_cost: float | None = None
+    cache_lease_s: float = DEFAULT_LEASE_S
+    shard: Shard | None = None
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed."""
@@ -162,7 +171,8 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         mode = "refresh"
     else:
         mode = "read-write"
-    cache_path = None if mode == "off" else (options.cache or config.cache or DEFAULT_CACHE)
+    cache_path = None if mode == "off" else parse_location(options.cache or config.cache or DEFAULT_CACHE)
+    shard = parse_shard(options.shard) if options.shard is not None else None
     return RunPlan(
         input=options.input,
         out=options.out,
@@ -175,4 +185,6 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         limit=options.limit,
         on_bad_record=options.on_bad_record,
         max_cost=options.max_cost,
+        cache_lease_s=config.cache_lease_s,
+        shard=shard,
     )

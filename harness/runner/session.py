@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache.store import JudgmentCache
+from ..cache.location import describe, open_store
 from ..cost.budget import Budget
 from ..cost.estimate import estimate_scanned
 from ..errors import BudgetExceeded, ConfigError, FatalJudgeError, TranscriptError, UserInputError
@@ -98,13 +98,14 @@ async def run_evaluation(
 
     budget, estimated = _budget(plan, scanned) if plan.max_cost is not None else (None, None)
     sink = OutputSink(out, rubrics, plan.judges, plan.composites)
-    cache = JudgmentCache(plan.cache_path, read_only=plan.cache_mode == "offline") if plan.cache_path else None
+    cache = open_store(plan.cache_path, read_only=plan.cache_mode == "offline", lease_s=plan.cache_lease_s) if plan.cache_path else None
     interrupted = False
     try:
         if cache is not None:
             await cache.open()
         if on_start is not None:
-            on_start(scanned.good * len(rubrics) * len(plan.judges))
+            good = plan.shard.size(scanned.good) if plan.shard is not None else scanned.good
+            on_start(good * len(rubrics) * len(plan.judges))
         runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=on_judgment or (lambda j: None), budget=budget)
         with ExitStack() as stack:
             task = asyncio.ensure_future(runner.run())
@@ -139,7 +140,7 @@ async def run_evaluation(
         wall_time_s=time.perf_counter() - started,
         extra={
             "input": str(plan.input),
-            "cache": str(plan.cache_path) if plan.cache_path else None,
+            "cache": describe(plan.cache_path) if plan.cache_path else None,
             "cache_mode": plan.cache_mode,
             "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
             "rubric_versions": {r.name: r.version for r in rubrics},
@@ -147,6 +148,7 @@ async def run_evaluation(
             "composite_weights": sink.composites,
             "skipped_records": len(scanned.bad),
             "interrupted": interrupted,
+            **({"shard": str(plan.shard)} if plan.shard is not None else {}),
             "budget": None
             if budget is None
             else {
