@@ -337,3 +337,25 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path: Path, postgres: Any) ->
     assert len(twice) <= 2 * 8 and max(before_rerun.values()) <= 2
     assert rerun[0] == 0 and after_rerun == before_rerun  # the rerun is served wholly from the cache
     assert all(j["cached"] for j in read_jsonl(tmp_path / "rerun" / "judgments.jsonl"))
+
+
+@pytest.mark.timeout(120)
+def test_estimate_and_offline_replay_read_a_postgres_cache(tmp_path: Path, postgres: Any) -> None:
+    url = postgres.new_database()
+    runner = CliRunner()
+    with serve() as server:
+        data, config = setup_run(tmp_path, server.base_url or "", 20)
+        before = json.loads(runner.invoke(app, ["estimate", str(data), "--config", str(config), "--cache", url, "--json"]).stdout)
+        first = runner.invoke(app, ["run", str(data), "--config", str(config), "--cache", url, "--out", str(tmp_path / "a"), "--no-progress"])
+        asked = len(chat_requests(server))
+    after = json.loads(runner.invoke(app, ["estimate", str(data), "--config", str(config), "--cache", url, "--json"]).stdout)
+    replay = runner.invoke(app, ["run", str(data), "--config", str(config), "--cache", url, "--out", str(tmp_path / "b"), "--offline", "--no-progress"])
+    assert first.exit_code == 0 and asked == 40
+    assert sum(line["cache_hits"] for line in before["lines"]) == 0
+    assert sum(line["cache_hits"] for line in after["lines"]) == 40
+    assert replay.exit_code == 0, replay.output
+    replayed = read_jsonl(tmp_path / "b" / "judgments.jsonl")
+    assert all(j["cached"] for j in replayed)
+    assert [j["score"] for j in replayed] == [j["score"] for j in read_jsonl(tmp_path / "a" / "judgments.jsonl")]
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["cache"] == url and summary["cache_mode"] == "offline"
