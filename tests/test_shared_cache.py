@@ -77,7 +77,9 @@ def per_prompt(server: Any) -> Counter[str]:
     return Counter(user_prompt(r) for r in chat_requests(server))
 
 
-def setup_run(tmp_path: Path, base_url: str, n: int, *, repeat_every: int | None = None, lease: float = 30.0, concurrency: int = 16) -> tuple[Path, Path]:
+def setup_run(
+    tmp_path: Path, base_url: str, n: int, *, repeat_every: int | None = None, lease: float = 30.0, concurrency: int = 16
+) -> tuple[Path, Path]:
     data = write_jsonl(tmp_path / "data.jsonl", transcripts(n, repeat_every=repeat_every))
     config = write_config(tmp_path / "harness.toml", [judge("j", base_url, max_concurrency=concurrency)], cache_lease_s=lease, rubrics=RUBRICS)
     return data, config
@@ -103,7 +105,12 @@ async def test_both_stores_migrate_the_same_schema_and_round_trip(location: Any)
     if isinstance(location, str):
         with psycopg.connect(location) as conn:
             names = [n for (n,) in conn.execute("SELECT name FROM _migrations ORDER BY version")]
-            columns = [c for (c,) in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'judgments' ORDER BY ordinal_position")]
+            columns = [
+                c
+                for (c,) in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'judgments' ORDER BY ordinal_position"
+                )
+            ]
     else:
         import sqlite3
 
@@ -222,7 +229,21 @@ def test_cache_moves_from_sqlite_to_postgres_and_back(tmp_path: Path, postgres: 
         (["cache", "prune", "--cache", "{tmp}/c.sqlite", "--older-than", "soon"], "expected a number and a unit"),
         (["run", "{tmp}/data.jsonl", "--out", "{tmp}/o", "--shard", "5/4"], "i must be between 1 and n"),
         (["run", "{tmp}/data.jsonl", "--out", "{tmp}/o", "--shard", "half"], "expected i/n"),
-        (["run", "{tmp}/data.jsonl", "--out", "{tmp}/o", "--model", "m", "--base-url", "http://127.0.0.1:1/v1", "--cache", "postgresql://u:secret@127.0.0.1:1/db"], "cannot connect"),
+        (
+            [
+                "run",
+                "{tmp}/data.jsonl",
+                "--out",
+                "{tmp}/o",
+                "--model",
+                "m",
+                "--base-url",
+                "http://127.0.0.1:1/v1",
+                "--cache",
+                "postgresql://u:secret@127.0.0.1:1/db",
+            ],
+            "cannot connect",
+        ),
         (["merge", "{tmp}/o1", "--out", "{tmp}/m"], "not a run directory"),
     ],
 )
@@ -252,7 +273,9 @@ def test_workers_on_the_same_transcripts_pay_each_judgment_once(tmp_path: Path, 
     cache = str(tmp_path / "cache.sqlite") if store == "sqlite" else request.getfixturevalue("postgres").new_database()
     with serve(latency_s=0.02) as server:
         data, config = setup_run(tmp_path, server.base_url or "", 300)
-        workers = [harness("run", str(data), "--config", str(config), "--out", str(tmp_path / f"w{i}"), "--cache", cache, "--no-progress") for i in range(3)]
+        workers = [
+            harness("run", str(data), "--config", str(config), "--out", str(tmp_path / f"w{i}"), "--cache", cache, "--no-progress") for i in range(3)
+        ]
         codes = [finish(w) for w in workers]
         counts = per_prompt(server)
     assert [c for c, _ in codes] == [0, 0, 0], codes
@@ -293,7 +316,9 @@ def test_acceptance_four_sharded_workers_on_postgres_pay_once_and_merge_to_the_s
         counts = per_prompt(server)
         merged = CliRunner().invoke(app, ["merge", *(str(tmp_path / f"s{i}") for i in (4, 2, 1, 3)), "--out", str(tmp_path / "merged")])
         server.requests.clear()
-        single = harness("run", str(data), "--config", str(config), "--out", str(tmp_path / "single"), "--cache", str(tmp_path / "single.sqlite"), "--no-progress")
+        single = harness(
+            "run", str(data), "--config", str(config), "--out", str(tmp_path / "single"), "--cache", str(tmp_path / "single.sqlite"), "--no-progress"
+        )
         single_code = finish(single)
     assert [c for c, _ in codes] == [0] * 4, codes
     assert len(counts) == 2 * distinct and set(counts.values()) == {1}, Counter(counts.values())
@@ -349,7 +374,9 @@ def test_estimate_and_offline_replay_read_a_postgres_cache(tmp_path: Path, postg
         first = runner.invoke(app, ["run", str(data), "--config", str(config), "--cache", url, "--out", str(tmp_path / "a"), "--no-progress"])
         asked = len(chat_requests(server))
     after = json.loads(runner.invoke(app, ["estimate", str(data), "--config", str(config), "--cache", url, "--json"]).stdout)
-    replay = runner.invoke(app, ["run", str(data), "--config", str(config), "--cache", url, "--out", str(tmp_path / "b"), "--offline", "--no-progress"])
+    replay = runner.invoke(
+        app, ["run", str(data), "--config", str(config), "--cache", url, "--out", str(tmp_path / "b"), "--offline", "--no-progress"]
+    )
     assert first.exit_code == 0 and asked == 40
     assert sum(line["cache_hits"] for line in before["lines"]) == 0
     assert sum(line["cache_hits"] for line in after["lines"]) == 40
@@ -359,3 +386,33 @@ def test_estimate_and_offline_replay_read_a_postgres_cache(tmp_path: Path, postg
     assert [j["score"] for j in replayed] == [j["score"] for j in read_jsonl(tmp_path / "a" / "judgments.jsonl")]
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["cache"] == url and summary["cache_mode"] == "offline"
+
+
+@pytest.mark.timeout(120)
+def test_merge_refuses_shards_that_are_not_one_complete_plan(tmp_path: Path) -> None:
+    runner = CliRunner()
+    with serve() as server:
+        data, config = setup_run(tmp_path, server.base_url or "", 9)
+        common = ["--config", str(config), "--cache", str(tmp_path / "c.sqlite"), "--no-progress"]
+        for spec in ("1/3", "2/3", "3/3"):
+            done = runner.invoke(app, ["run", str(data), *common, "--out", str(tmp_path / spec.replace("/", "of")), "--shard", spec])
+            assert done.exit_code == 0, done.output
+        other = write_jsonl(tmp_path / "other.jsonl", transcripts(9)[::-1])
+        runner.invoke(app, ["run", str(other), *common, "--out", str(tmp_path / "x"), "--shard", "3/3"])
+        runner.invoke(app, ["run", str(data), *common, "--out", str(tmp_path / "half"), "--shard", "1/2"])
+        runner.invoke(app, ["run", str(data), *common, "--out", str(tmp_path / "whole")])
+    shard_sizes = [len(read_jsonl(tmp_path / f"{i}of3" / "results.jsonl")) for i in (1, 2, 3)]
+    assert shard_sizes == [3, 3, 3]
+    assert [r["transcript_id"] for r in read_jsonl(tmp_path / "2of3" / "results.jsonl")] == ["t00001", "t00004", "t00007"]
+
+    def merge(*names: str) -> list[str]:
+        result = runner.invoke(app, ["merge", *(str(tmp_path / n) for n in names), "--out", str(tmp_path / "m")])
+        return [str(result.exit_code), *result.output.strip().splitlines()]
+
+    assert merge("1of3", "3of3")[0] == "2" and "shard(s) 2 of 3 missing" in merge("1of3", "3of3")[1]
+    assert "given twice" in merge("1of3", "1of3", "3of3")[1]
+    assert "input differs" in merge("1of3", "2of3", "x")[1]
+    assert "another run is a shard of 3" in merge("1of3", "2of3", "half")[1]
+    assert "not a shard" in merge("1of3", "whole")[1]
+    assert merge("3of3", "1of3", "2of3")[0] == "0"
+    assert (tmp_path / "m" / "results.jsonl").read_text() == (tmp_path / "whole" / "results.jsonl").read_text()
