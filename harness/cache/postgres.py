@@ -5,7 +5,8 @@ through an adapter; ``REAL`` becomes double precision). Two connections: one in 
 reads, claims and lease renewals (each statement its own transaction), one for the writer, whose
 batch upserts the judgments and deletes their claims in one transaction. Lease times are the
 server's clock, so workers on machines whose clocks disagree still agree on when a lease lapses.
-Keys are claimed in sorted order, so two workers claiming overlapping batches cannot deadlock.
+Rows are locked in key order everywhere (claims, the writer's claim deletion), and a statement
+PostgreSQL still picks as a deadlock victim (a lease renewal against a claim, say) is retried.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -31,6 +32,20 @@ _NOW = "extract(epoch from clock_timestamp())"
 _MIGRATION_LOCK = 0x68726E73
 #: Seconds to wait for the server when connecting.
 CONNECT_TIMEOUT_S = 10
+T = TypeVar("T")
+#: Tries of a statement or transaction that lost a deadlock or a serialization race.
+_TRIES = 8
+
+
+async def _retrying(action: Callable[[], Awaitable[T]]) -> T:
+    for attempt in range(_TRIES):
+        try:
+            return await action()
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+            if attempt == _TRIES - 1:
+                raise
+            await asyncio.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def redact(url: str) -> str:
@@ -124,6 +139,9 @@ class PostgresCache(CacheStore):
         self._heartbeat: asyncio.Task[None] | None = None
         self._write_error: BaseException | None = None
         self._held: set[str] = set()
+        # The read connection's users (lookups, claims, releases, renewals) take turns: a
+        # statement must never land inside another coroutine's transaction.
+        self._lock = asyncio.Lock()
 
     def _error(self, what: str, exc: BaseException) -> CacheError:
         return CacheError(f"{self.location}: {what}: {_explain(exc)}")
@@ -153,8 +171,9 @@ class PostgresCache(CacheStore):
         if not keys:
             return {}
         try:
-            cursor = await self.db.execute(f"SELECT {_COLUMNS} FROM judgments WHERE key = ANY(%s)", (list(keys),))
-            rows = await cursor.fetchall()
+            async with self._lock:
+                cursor = await self.db.execute(f"SELECT {_COLUMNS} FROM judgments WHERE key = ANY(%s)", (list(keys),))
+                rows = await cursor.fetchall()
         except psycopg.Error as exc:
             raise self._error("read failed", exc) from None
         return {row[0]: CachedJudgment(*row) for row in rows}
@@ -173,14 +192,22 @@ class PostgresCache(CacheStore):
             return set()
         if self.read_only:
             raise CacheError("the cache is read-only")
-        try:
+
+        async def claim() -> set[str]:
+            async with self._lock:
+                return await statement()
+
+        async def statement() -> set[str]:
             cursor = await self.db.execute(
-                f"INSERT INTO claims (key, owner, expires_at) SELECT k, %s, {_NOW} + %s FROM unnest(%s::text[]) AS k "
-                "ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
+                f"INSERT INTO claims (key, owner, expires_at) SELECT k, %s, {_NOW} + %s FROM unnest(%s::text[]) WITH ORDINALITY AS u(k, n) "
+                "ORDER BY n ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
                 f"WHERE claims.expires_at < {_NOW} OR claims.owner = EXCLUDED.owner RETURNING key",
-                (self.owner, self.lease_s, sorted(keys)),
+                (self.owner, self.lease_s, sorted(set(keys))),
             )
-            granted = {key for (key,) in await cursor.fetchall()}
+            return {key for (key,) in await cursor.fetchall()}
+
+        try:
+            granted = await _retrying(claim)
         except psycopg.Error as exc:
             raise self._error("claim failed", exc) from None
         self._held |= granted
@@ -192,8 +219,13 @@ class PostgresCache(CacheStore):
         if not keys:
             return
         self._held.difference_update(keys)
+
+        async def release() -> None:
+            async with self._lock, self.db.transaction():
+                await self._delete_claims(self.db, sorted(set(keys)))
+
         try:
-            await self.db.execute("DELETE FROM claims WHERE owner = %s AND key = ANY(%s)", (self.owner, sorted(keys)))
+            await _retrying(release)
         except psycopg.Error as exc:
             raise self._error("release failed", exc) from None
 
@@ -203,7 +235,10 @@ class PostgresCache(CacheStore):
             if not self._held:
                 continue
             try:
-                await self.db.execute(f"UPDATE claims SET expires_at = {_NOW} + %s WHERE owner = %s", (self.lease_s, self.owner))
+                async with self._lock, self.db.transaction():
+                    # Locked in key order, like everything else, before the update.
+                    await self.db.execute("SELECT key FROM claims WHERE owner = %s ORDER BY key FOR UPDATE", (self.owner,))
+                    await self.db.execute(f"UPDATE claims SET expires_at = {_NOW} + %s WHERE owner = %s", (self.lease_s, self.owner))
             except psycopg.Error:
                 continue  # a passing failure: the lease has two more renewals before it lapses
 
@@ -233,11 +268,21 @@ class PostgresCache(CacheStore):
         latest = {j.key: j for j in batch}
         rows = [(*tuple(latest[k].as_dict().values())[:-1], latest[k].created_at or now) for k in sorted(latest)]
         marks = ", ".join(["%s"] * len(COLUMNS))
-        async with self._write_conn.transaction(), self._write_conn.cursor() as cursor:
-            await cursor.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT (key) DO UPDATE SET {_UPSERT_SET}", rows)
-            # The claim goes in the same transaction as the judgment: a waiter sees one or the other.
-            await cursor.execute("DELETE FROM claims WHERE owner = %s AND key = ANY(%s)", (self.owner, sorted(latest)))
+        conn = self._write_conn
+
+        async def write() -> None:
+            async with conn.transaction(), conn.cursor() as cursor:
+                await cursor.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT (key) DO UPDATE SET {_UPSERT_SET}", rows)
+                # The claim goes in the same transaction as the judgment: a waiter sees one or the other.
+                await self._delete_claims(conn, sorted(latest))
+
+        await _retrying(write)
         self._held.difference_update(latest)
+
+    async def _delete_claims(self, conn: psycopg.AsyncConnection[Any], keys: list[str]) -> None:
+        """Delete our claims on ``keys`` (inside a transaction), locking them in key order first."""
+        await conn.execute("SELECT key FROM claims WHERE owner = %s AND key = ANY(%s) ORDER BY key FOR UPDATE", (self.owner, keys))
+        await conn.execute("DELETE FROM claims WHERE owner = %s AND key = ANY(%s)", (self.owner, keys))
 
     async def flush(self) -> None:
         if self._writer is not None and not self._writer.done():
