@@ -15,7 +15,8 @@ times whole ``python -m harness run`` commands, launched together and timed unti
 
 Each worker has ``max_concurrency`` C (default 4: a per-process allowance, as a provider's per-key
 limit would be; small enough that one worker is bound by the judge's latency, not by this shared
-machine's CPU). CPU is the workers' user+sys (``RUSAGE_CHILDREN``), imports included. Every run gets a fresh database or file, and is checked: exit code 0 for every worker,
+machine's CPU). CPU is the workers' user+sys (``RUSAGE_CHILDREN``), imports included; the judge server's
+CPU comes from its ``/_stats``: it is one process serving every worker. Every run gets a fresh database or file, and is checked: exit code 0 for every worker,
 and the judge server received exactly N requests (each judgment paid once). Prints medians and
 the ratio of each to the baseline, and the ideal N·L/(workers·C) next to them.
 """
@@ -119,28 +120,33 @@ def main() -> None:
         ]
         times: dict[str, list[float]] = {name: [] for name, *_ in cases}
         cpus: dict[str, list[float]] = {name: [] for name, *_ in cases}
+        judge_cpus: dict[str, list[float]] = {name: [] for name, *_ in cases}
         for repeat in range(args.repeats):
             for index, (name, store, workers, sharded) in enumerate(cases):
                 cache = postgres.new_database() if store == "pg" else str(folder / f"c{repeat}-{index}.sqlite")
-                stats(judge_url, reset=True)
+                judge_cpu = stats(judge_url, reset=True)["cpu_s"]
                 elapsed, cpu = run_workers(folder, data, config, cache, workers, sharded, f"r{repeat}c{index}")
-                got = stats(judge_url)["requests"]
+                after = stats(judge_url)
+                got = after["requests"]
+                judge_cpus[name].append(after["cpu_s"] - judge_cpu)
                 if got != n:
                     raise SystemExit(f"{name}: the judge received {got} requests for {n} judgments")
                 times[name].append(elapsed)
                 cpus[name].append(cpu)
-                print(f"  {name}: {elapsed:.2f} s, CPU {cpu:.1f} s", flush=True)
+                print(f"  {name}: {elapsed:.2f} s, CPU {cpu:.1f} s, judge server CPU {after['cpu_s'] - judge_cpu:.1f} s", flush=True)
         base = statistics.median(times[cases[0][0]])
         load = os.getloadavg()[0]
         print(
             f"\nN = {n:,} judgments, judge latency {LATENCY_S * 1000:.0f} ms, C = {args.concurrency} per worker, medians of {args.repeats}, load {load:.1f}"
         )
-        print(f"{'case':45} {'wall s':>8} {'judg./s':>9} {'vs 1 worker':>12} {'ideal s':>8} {'CPU s':>7}")
+        print(f"{'case':45} {'wall s':>8} {'judg./s':>9} {'vs 1 worker':>12} {'ideal s':>8} {'CPU s':>7} {'judge CPU s':>12}")
         for name, _store, workers, _ in cases:
             median = statistics.median(times[name])
             ideal = n * LATENCY_S / (workers * args.concurrency)
             cpu = statistics.median(cpus[name])
-            print(f"{name:45} {median:8.2f} {n / median:9.0f} {base / median:11.2f}x {ideal:8.2f} {cpu:7.1f}")
+            print(
+                f"{name:45} {median:8.2f} {n / median:9.0f} {base / median:11.2f}x {ideal:8.2f} {cpu:7.1f} {statistics.median(judge_cpus[name]):12.1f}"
+            )
     finally:
         judge.terminate()
         judge.communicate(timeout=30)
