@@ -416,3 +416,21 @@ def test_merge_refuses_shards_that_are_not_one_complete_plan(tmp_path: Path) -> 
     assert "not a shard" in merge("1of3", "whole")[1]
     assert merge("3of3", "1of3", "2of3")[0] == "0"
     assert (tmp_path / "m" / "results.jsonl").read_text() == (tmp_path / "whole" / "results.jsonl").read_text()
+
+
+def test_locations_and_shards_parse_as_documented(tmp_path: Path) -> None:
+    from harness.cache import describe, parse_location
+    from harness.planning import parse_shard
+
+    assert parse_location("postgresql://u:pw@db:5432/evals") == "postgresql://u:pw@db:5432/evals"
+    assert parse_location("cache/j.sqlite", base=tmp_path) == tmp_path / "cache/j.sqlite"
+    assert describe("postgresql://u:pw@db:5432/evals") == "postgresql://u:***@db:5432/evals"
+    assert describe("postgres://db/evals") == "postgres://db/evals"
+    for n in (1, 2, 3, 4, 7):
+        shards = [parse_shard(f"{i}/{n}") for i in range(1, n + 1)]
+        for total in (0, 1, 5, 13, 100):
+            slices = [[k for k in range(total) if s.holds(k)] for s in shards]
+            assert sorted(k for part in slices for k in part) == list(range(total))  # each record in exactly one shard
+            assert [len(part) for part in slices] == [s.size(total) for s in shards]
+            assert max(map(len, slices)) - min(map(len, slices)) <= 1
+            assert slices == [list(range(total))[i::n] for i in range(n)]
