@@ -9,7 +9,8 @@ Claims keep workers from paying twice. Before calling a judge a worker claims th
 else waits for the judgment to appear (or for the lease to lapse, when it claims the key itself).
 Writing a judgment deletes its claim in the same transaction, so "claim granted" and "judgment
 present" are never both false for a finished key. A worker killed mid-call stops renewing its
-leases; they lapse after ``lease_s`` and another worker takes the keys over.
+leases; they lapse after ``lease_s`` and another worker takes the keys over. A claim whose owner
+was a process on this host that no longer exists is taken over at once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import abc
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -75,6 +76,25 @@ class CacheStats:
 def new_owner() -> str:
     """Who holds a claim: host, process and a random part (a pid can be reused)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def dead_local_owners(owners: Iterable[str]) -> list[str]:
+    """The owners that were processes on this host and no longer exist: their claims need not wait
+    for the lease (a rerun after kill -9 starts at once). Owners elsewhere, or whose pid is alive
+    (perhaps reused), are left to their lease."""
+    host = socket.gethostname()
+    dead = []
+    for owner in owners:
+        rest = owner.rsplit(":", 2)  # host:pid:random
+        if len(rest) != 3 or rest[0] != host or not rest[1].isdigit():
+            continue
+        try:
+            os.kill(int(rest[1]), 0)
+        except ProcessLookupError:
+            dead.append(owner)
+        except OSError:  # exists but is not ours to signal: alive
+            continue
+    return dead
 
 
 class CacheStore(abc.ABC):
@@ -152,3 +172,8 @@ def prune_where(before: str | None, judge_model: str | None, mark: str) -> tuple
     if not clauses:
         raise CacheError("prune needs --older-than or --judge (refusing to empty the whole cache)")
     return " AND ".join(clauses), params
+
+
+def row_values(judgment: CachedJudgment, now: str) -> tuple[Any, ...]:
+    """A judgment's values in ``COLUMNS`` order, stamped ``now`` unless it has a created_at (an import)."""
+    return tuple(now if name == "created_at" and value is None else value for name, value in judgment.as_dict().items())

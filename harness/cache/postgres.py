@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from ..errors import CacheError
-from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore, group_row, new_owner, prune_where
+from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore, dead_local_owners, group_row, new_owner, prune_where, row_values
 from .migrations import MIGRATIONS, Migration
 
 _COLUMNS = ", ".join(COLUMNS)
@@ -206,8 +206,22 @@ class PostgresCache(CacheStore):
             )
             return {key for (key,) in await cursor.fetchall()}
 
+        async def take_over_the_dead() -> set[str]:
+            others = sorted(set(keys) - granted)
+            async with self._lock:
+                cursor = await self.db.execute("SELECT DISTINCT owner FROM claims WHERE key = ANY(%s)", (others,))
+                dead = dead_local_owners(owner for (owner,) in await cursor.fetchall())
+                if not dead:
+                    return set()
+                async with self.db.transaction():
+                    await self.db.execute("SELECT key FROM claims WHERE owner = ANY(%s) ORDER BY key FOR UPDATE", (dead,))
+                    await self.db.execute("DELETE FROM claims WHERE owner = ANY(%s)", (dead,))
+            return await _retrying(claim)
+
         try:
             granted = await _retrying(claim)
+            if len(granted) < len(set(keys)):
+                granted |= await _retrying(take_over_the_dead)
         except psycopg.Error as exc:
             raise self._error("claim failed", exc) from None
         self._held |= granted
@@ -266,7 +280,7 @@ class PostgresCache(CacheStore):
         now = datetime.now(UTC).isoformat(timespec="seconds")
         # One row per key (a later one wins), sorted: two writers lock rows in the same order.
         latest = {j.key: j for j in batch}
-        rows = [(*tuple(latest[k].as_dict().values())[:-1], latest[k].created_at or now) for k in sorted(latest)]
+        rows = [row_values(latest[k], now) for k in sorted(latest)]
         marks = ", ".join(["%s"] * len(COLUMNS))
         conn = self._write_conn
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import aiosqlite
 
 from ..errors import CacheError
-from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore, group_row, new_owner, prune_where
+from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore, dead_local_owners, group_row, new_owner, prune_where, row_values
 from .migrations import migrate, pending
 
 #: Other processes may hold the write lock briefly; wait this long before giving up.
@@ -181,23 +181,37 @@ class JudgmentCache(CacheStore):
             return set()
         if self.read_only:
             raise CacheError("the cache is read-only")
-        now = time.time()
         try:
-            async with self._tx:
-                rows = await self.db.execute_fetchall(
-                    "INSERT INTO claims (key, owner, expires_at) SELECT value, ?, ? FROM json_each(?) WHERE true "
-                    "ON CONFLICT(key) DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
-                    "WHERE claims.expires_at < ? OR claims.owner = excluded.owner RETURNING key",
-                    (self.owner, now + self.lease_s, json.dumps(sorted(keys)), now),
+            granted = await self._claim(keys)
+            if len(granted) < len(set(keys)):
+                others = [k for k in keys if k not in granted]
+                owners = await self.db.execute_fetchall(
+                    "SELECT DISTINCT owner FROM claims WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(others),)
                 )
-                await self.db.commit()
+                dead = dead_local_owners(owner for (owner,) in owners)
+                if dead:
+                    async with self._tx:
+                        await self.db.execute("DELETE FROM claims WHERE owner IN (SELECT value FROM json_each(?))", (json.dumps(dead),))
+                        await self.db.commit()
+                    granted |= await self._claim(others)
         except sqlite3.DatabaseError as exc:
             raise CacheError(f"{self.path}: claim failed: {exc}") from exc
-        granted = {key for (key,) in rows}
         self._held |= granted
         if granted and self._heartbeat is None:
             self._heartbeat = asyncio.create_task(self._renew_loop(), name="harness-cache-leases")
         return granted
+
+    async def _claim(self, keys: Sequence[str]) -> set[str]:
+        now = time.time()
+        async with self._tx:
+            rows = await self.db.execute_fetchall(
+                "INSERT INTO claims (key, owner, expires_at) SELECT value, ?, ? FROM json_each(?) WHERE true "
+                "ON CONFLICT(key) DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
+                "WHERE claims.expires_at < ? OR claims.owner = excluded.owner RETURNING key",
+                (self.owner, now + self.lease_s, json.dumps(sorted(keys)), now),
+            )
+            await self.db.commit()
+        return {key for (key,) in rows}
 
     async def release(self, keys: Sequence[str]) -> None:
         if not keys:
@@ -246,7 +260,7 @@ class JudgmentCache(CacheStore):
 
     async def _write(self, batch: list[CachedJudgment]) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        rows = [(*j.as_dict().values(),)[:-1] + (j.created_at or now,) for j in batch]
+        rows = [row_values(j, now) for j in batch]
         marks = ",".join("?" * len(COLUMNS))
         async with self._tx:
             await self.db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", rows)
