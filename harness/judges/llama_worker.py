@@ -178,16 +178,14 @@ class Engine:
         tokens = self.tokenize(self.prompt_text(request["messages"]))
         max_tokens = max(1, int(request.get("max_tokens") or 16))
         if len(tokens) + max_tokens > self.n_ctx_per_request:
-            raise ValueError(f"Requested tokens ({len(tokens) + max_tokens}) exceed context window of {self.n_ctx_per_request}")
+            raise ValueError(
+                f"Requested tokens ({len(tokens) + max_tokens}) exceed context window of {self.n_ctx_per_request}"
+            )
         seed = request.get("seed")
         return Sequence(
-            id=request["id"],
-            slot=None,
-            tokens=tokens,
-            max_tokens=max_tokens,
+            id=request["id"], slot=None, tokens=tokens, max_tokens=max_tokens,
             temperature=float(request.get("temperature") or 0.0),
-            rng=np.random.default_rng(0 if seed is None else int(seed)),
-            prompt_tokens=len(tokens),
+            rng=np.random.default_rng(0 if seed is None else int(seed)), prompt_tokens=len(tokens),
             pending=tokens,
         )
 
@@ -257,13 +255,8 @@ class Engine:
                 seq.pending = [int(self._candidates[token])]
         if finish is None:
             return None
-        return {
-            "id": seq.id,
-            "text": PREFIX + seq.text,
-            "prompt_tokens": seq.prompt_tokens,
-            "completion_tokens": seq.generated,
-            "finish_reason": finish,
-        }
+        return {"id": seq.id, "text": PREFIX + seq.text, "prompt_tokens": seq.prompt_tokens,
+                "completion_tokens": seq.generated, "finish_reason": finish}
 
     def _choose(self, seq: Sequence, logits: np.ndarray) -> int | None:
         """Index into the candidates of the next token: greedy at temperature 0, else sampled."""
