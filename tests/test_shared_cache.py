@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from harness.cache import MIGRATIONS, CachedJudgment, open_store
 from harness.cli import app
+from harness.exit_codes import EXIT_IO, EXIT_USER_ERROR
 from tests.e2e_support import KEY, KEY_ENV, chat_requests, judge, read_jsonl, serve, user_prompt, write_config, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,7 +122,7 @@ async def test_both_stores_migrate_the_same_schema_and_round_trip(location: Any)
     assert names == [m.__name__ for m in MIGRATIONS]
     assert columns == [
         "key", "judge_model", "base_url", "rubric", "rubric_version", "raw_output", "prompt_tokens",
-        "completion_tokens", "latency_ms", "cost_usd", "created_at", "status", "score", "attempts",
+        "completion_tokens", "latency_ms", "cost_usd", "created_at", "status", "score", "attempts", "tier", "logprobs",
     ]  # fmt: skip
 
 
@@ -233,16 +234,16 @@ def test_cache_moves_from_sqlite_to_postgres_and_back(tmp_path: Path, postgres: 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "message", "code"),
     [
-        (["cache", "stats", "--cache", "postgresql://127.0.0.1:1/db"], "cannot connect to the PostgreSQL cache"),
-        (["cache", "stats", "--cache", "postgresql://host:notaport/db"], "not a valid PostgreSQL URL"),
-        (["cache", "stats", "--cache", "postgresql://127.0.0.1:5432"], "names no database"),
-        (["cache", "stats", "--cache", "mysql://h/db"], "unknown scheme"),
-        (["cache", "prune", "--cache", "{tmp}/none.sqlite", "--judge", "x"], "no cache file there"),
-        (["cache", "prune", "--cache", "{tmp}/c.sqlite", "--older-than", "soon"], "expected a number and a unit"),
-        (["run", "{tmp}/data.jsonl", "--out", "{tmp}/o", "--shard", "5/4"], "i must be between 1 and n"),
-        (["run", "{tmp}/data.jsonl", "--out", "{tmp}/o", "--shard", "half"], "expected i/n"),
+        (["cache", "stats", "--cache", "postgresql://127.0.0.1:1/db"], "cannot connect to the PostgreSQL cache", EXIT_IO),
+        (["cache", "stats", "--cache", "postgresql://host:notaport/db"], "not a valid PostgreSQL URL", EXIT_USER_ERROR),
+        (["cache", "stats", "--cache", "postgresql://127.0.0.1:5432"], "names no database", EXIT_USER_ERROR),
+        (["cache", "stats", "--cache", "mysql://h/db"], "unknown scheme", EXIT_USER_ERROR),
+        (["cache", "prune", "--cache", "{tmp}/none.sqlite", "--judge", "x"], "no cache file there", EXIT_IO),
+        (["cache", "prune", "--cache", "{tmp}/c.sqlite", "--older-than", "soon"], "expected a number and a unit", EXIT_USER_ERROR),
+        (["run", "{tmp}/data.jsonl", "--out", "{tmp}/o", "--shard", "5/4"], "i must be between 1 and n", EXIT_USER_ERROR),
+        (["run", "{tmp}/data.jsonl", "--out", "{tmp}/o", "--shard", "half"], "expected i/n", EXIT_USER_ERROR),
         (
             [
                 "run",
@@ -257,11 +258,12 @@ def test_cache_moves_from_sqlite_to_postgres_and_back(tmp_path: Path, postgres: 
                 "postgresql://u:secret@127.0.0.1:1/db",
             ],
             "cannot connect",
+            EXIT_IO,
         ),
-        (["merge", "{tmp}/o1", "--out", "{tmp}/m"], "not a run directory"),
+        (["merge", "{tmp}/o1", "--out", "{tmp}/m"], "not a run directory", EXIT_USER_ERROR),
     ],
 )
-def test_bad_cache_urls_and_shards_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_cache_urls_and_shards_are_one_line(tmp_path: Path, args: list[str], message: str, code: int) -> None:
     write_jsonl(tmp_path / "data.jsonl", transcripts(3))
     (tmp_path / "o1").mkdir()
 
@@ -271,7 +273,8 @@ def test_bad_cache_urls_and_shards_are_one_line(tmp_path: Path, args: list[str],
 
     asyncio.run(make_cache())
     result = CliRunner().invoke(app, [a.replace("{tmp}", str(tmp_path)) for a in args])
-    assert result.exit_code in (1, 2)
+    # A cache that cannot be reached or read is an I/O failure (main's exit codes: EXIT_IO), the rest bad input.
+    assert result.exit_code == code
     assert result.exception is None or isinstance(result.exception, SystemExit)
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.output

@@ -37,10 +37,11 @@ _MISSING = re.compile(r"^(?P<rubric>\S+) (?P<status>\S+) \((?P<cause>.*)\)$")
 
 @dataclass(frozen=True, slots=True)
 class _Named:
-    """What RunTotals reads of a rubric (its name) or a judge (name, whether it is priced)."""
+    """What RunTotals reads of a rubric (name, scale) or a judge (name, whether it is priced)."""
 
     name: str
     has_prices: bool = True
+    scale: tuple[float, float] = (0.0, 1.0)
 
 
 @dataclass(slots=True)
@@ -127,7 +128,8 @@ def _interleave(paths: list[Path], key: str) -> Iterator[list[str]]:
 def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     ordered = _check([open_run_dir(p) for p in run_dirs])
     first = ordered[0][1]
-    rubrics = [cast(Rubric, _Named(name)) for name in first["rubrics"]]
+    scales = first.get("rubric_scales") or {}
+    rubrics = [cast(Rubric, _Named(name, scale=_scale(scales.get(name)))) for name in first["rubrics"]]
     priced = {name: cost.get("paid_usd") is not None for name, cost in first["cost"]["by_judge"].items()}
     judges = [cast(JudgeConfig, _Named(name, priced.get(name, True))) for name in first["judge_models"]]
     composites: dict[str, dict[str, float]] = {name: {} for name in first["composites"]}
@@ -165,6 +167,15 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     wall = max(float(s.get("wall_time_s") or 0.0) for _, s in ordered)
     write_summary(out, totals.summary(wall_time_s=wall, extra=extra))
     return MergeResult(out=out, shards=len(ordered), transcripts=totals.transcripts, judgments=judgments)
+
+
+def _scale(recorded: Any) -> tuple[float, float]:
+    """A rubric's scale as summary.json records it (``rubric_scales``; every shard has the same)."""
+    try:
+        lo, hi = recorded["scale"]
+        return float(lo), float(hi)
+    except (TypeError, KeyError, ValueError):
+        raise UserInputError(f"summary.json records no scale for a rubric ({recorded!r}): not a run of this harness") from None
 
 
 def _composite(name: str, row: dict[str, Any], judge: str) -> CompositeResult:
