@@ -27,7 +27,7 @@ from harness.cache.transfer import export_cache, import_cache
 from harness.cli import app
 from harness.exit_codes import EXIT_USER_ERROR
 from tests.e2e_support import KEY, KEY_ENV, Outputs, chat_requests, judge, read_jsonl, write_config, write_jsonl
-from tests.scripted_judges import ScriptedJudgeServer
+from tests.scripted_judges import ScriptedJudgeServer, likert_prompts, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 K = 5
@@ -49,12 +49,8 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedJudgeServer]:
-    srv = ScriptedJudgeServer()
-    srv.start()
-    try:
+    with serving() as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -130,17 +126,6 @@ def test_harness_batch_refuses_a_postgres_cache_in_one_line(tmp_path: Path) -> N
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "records its batches in a SQLite cache file" in lines[0], result.output
     assert "secret" not in result.output
-
-
-def likert_prompts(tmp: Path) -> Path:
-    folder = tmp / "likert_prompts"
-    folder.mkdir(exist_ok=True)
-    (folder / "likert.md").write_text(
-        '+++\nname = "likert"\nversion = "1"\nscale = [1, 5]\ninputs = ["query", "response"]\nmax_tokens = 16\n+++\n'
-        'Rate the answer on a SCALE 1 TO 5.\n{{query}}\n{{response}}\nReply {"score": N}.\n',
-        encoding="utf-8",
-    )
-    return folder
 
 
 def transcripts(path: Path, n: int) -> Path:
