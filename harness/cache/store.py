@@ -40,10 +40,27 @@ def _prepare(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
-        db.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(db)
         migrate(db)
     finally:
         db.close()
+
+
+def _switch_to_wal(db: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another process holds the new file's lock.
+
+    Changing the journal mode needs an exclusive lock, and SQLite answers "database is locked" at
+    once rather than calling the busy handler when another process is creating or migrating the
+    same new file (two workers started together): wait for it like any other busy moment."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def read_only_uri(path: Path) -> str:
