@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
 err = Console(stderr=True)
+T = TypeVar("T")
 
 # Judge options shared by every command that calls judges (run and the suites).
 JudgeConfigOpt = Annotated[Path | None, typer.Option("--config", help="harness.toml with judges, composites, cache, prompts.")]
@@ -34,7 +36,7 @@ ModelOpt = Annotated[str | None, typer.Option("--model", help="Ad-hoc judge mode
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Ad-hoc judge base URL (default: $OPENAI_BASE_URL or OpenAI).")]
 ApiKeyEnvOpt = Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the ad-hoc judge's key (default OPENAI_API_KEY).")]
 ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Override every judge's max_concurrency.")]
-CacheOpt = Annotated[Path | None, typer.Option("--cache", help="Cache file (default cache/judgments.sqlite).")]
+CacheOpt = Annotated[str | None, typer.Option("--cache", help="Cache: a SQLite file (default cache/judgments.sqlite) or a postgresql:// URL.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
 FormatOpt = Annotated[
@@ -110,6 +112,9 @@ def run(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
     max_cost: Annotated[float | None, typer.Option(help="Budget in USD: refuse to start above it, stop dispatching before crossing it.")] = None,
     report: Annotated[bool, typer.Option("--report", help="Also write OUT/report.html (as harness report OUT).")] = False,
+    shard: Annotated[
+        str | None, typer.Option("--shard", help="i/n: judge only the i-th of n round-robin slices of the transcripts (join with harness merge).")
+    ] = None,
 ) -> None:
     """Judge transcripts and write judgments, per-transcript results and a summary."""
     from .outputs.terminal import run_in_terminal
@@ -138,6 +143,7 @@ def run(
         progress=progress and err.is_terminal,
         max_cost=max_cost,
         format=format,
+        shard=shard,
     )
     try:
         with stdin_as_file(transcripts) as options.input:
@@ -160,7 +166,9 @@ def estimate(
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
     model: Annotated[str | None, typer.Option(help="Ad-hoc judge model.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Ad-hoc judge base URL.")] = None,
-    cache: Annotated[Path | None, typer.Option(help="Cache file whose hits cost nothing (default cache/judgments.sqlite).")] = None,
+    cache: Annotated[
+        str | None, typer.Option(help="Cache (a SQLite file or a postgresql:// URL) whose hits cost nothing (default cache/judgments.sqlite).")
+    ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Estimate as if nothing were cached.")] = False,
     limit: Annotated[int | None, typer.Option(help="Only the first N transcripts.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON on stdout.")] = False,
@@ -584,7 +592,7 @@ def _judge_options(
     base_url: str | None,
     api_key_env: str | None,
     concurrency: int | None,
-    cache: Path | None,
+    cache: str | Path | None,
     no_cache: bool,
     offline: bool,
     prompts: list[Path] | None,
@@ -688,10 +696,13 @@ def _batch_options(
     return RunOptions(input=transcripts, out=out, config=config, rubrics=rubric or [], prompts=prompts or [], batch=True, progress=False, **kw)  # type: ignore[arg-type]
 
 
-def _cache_of(cache: Path | None, config: Path | None) -> Path:
+def _cache_of(cache: str | Path | None, config: Path | None) -> Path:
+    """The SQLite file a batch command records in (a PostgreSQL cache is refused)."""
+    from .cache.batches import ledger_path
+    from .cache.location import parse_location
     from .config import DEFAULT_CACHE, load_config
 
-    return cache or load_config(config).cache or DEFAULT_CACHE
+    return ledger_path(parse_location(cache) if cache is not None else (load_config(config).cache or DEFAULT_CACHE))
 
 
 def _counts(record: BatchRecord) -> str:
@@ -889,3 +900,111 @@ def batch_release(
     except HarnessError as exc:
         raise _fail(exc) from None
     err.print(f"[green]batch {record.id} released[/]", highlight=False)
+
+
+# -- Sharing work: harness merge, harness cache ---------------------------------------------------
+# Many workers (--shard i/n) share one cache; merge joins their run directories; the cache
+# commands inspect, prune and move a cache between SQLite and PostgreSQL.
+
+cache_app = typer.Typer(no_args_is_help=True, help="Inspect, prune, export and import a judgment cache (SQLite file or PostgreSQL).")
+app.add_typer(cache_app, name="cache")
+CacheLocationOpt = Annotated[str, typer.Option("--cache", help="A SQLite file or a postgresql:// URL.")]
+
+
+def _location(value: str) -> Path | str:
+    from .cache.location import parse_location
+
+    try:
+        return parse_location(value)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+
+
+def _run_async(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        return asyncio.run(coro)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+
+
+@app.command()
+def merge(
+    run_dirs: Annotated[list[Path], typer.Argument(help="The run directories of every shard (harness run --shard i/n --out DIR).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the merged judgments.jsonl, results.jsonl, summary.json.")],
+    report: Annotated[bool, typer.Option("--report", help="Also write OUT/report.html.")] = False,
+    config: Annotated[Path | None, typer.Option(help="The runs' harness.toml (for --report: composite weights and prompts).")] = None,
+) -> None:
+    """Join the outputs of --shard runs into one run, identical to an unsharded run's (see README)."""
+    from .outputs.merge import merge_runs
+
+    try:
+        result = merge_runs(run_dirs, out)
+    except HarnessError as exc:
+        raise _fail(exc) from None
+    err.print(
+        f"[green]merged {result.shards} shards: {result.transcripts:,} transcripts, {result.judgments:,} judgments into {out}[/]", highlight=False
+    )
+    if report:
+        _write_report(out, config=config, prompts=[], input=None)
+
+
+@cache_app.command("stats")
+def cache_stats(
+    cache: CacheLocationOpt = "cache/judgments.sqlite",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON on stdout.")] = False,
+) -> None:
+    """Rows and reply bytes per judge model, base URL and rubric; claims in flight."""
+    from .cache.transfer import cache_stats as stats
+
+    result = _run_async(stats(_location(cache)))
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    from .outputs.terminal import cache_stats_table
+
+    cache_stats_table(result, Console())
+
+
+@cache_app.command("prune")
+def cache_prune(
+    cache: CacheLocationOpt = "cache/judgments.sqlite",
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Delete judgments stored more than this long ago: 30d, 12h, 90m, 2w.")
+    ] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Delete the judgments of this judge model.")] = None,
+) -> None:
+    """Delete cached judgments by age and/or judge model (both given: those matching both)."""
+    from .cache.transfer import prune_cache
+
+    deleted = _run_async(prune_cache(_location(cache), older_than=older_than, judge_model=judge))
+    err.print(f"[green]deleted {deleted:,} cached judgment(s)[/]", highlight=False)
+
+
+@cache_app.command("export")
+def cache_export(
+    dest: Annotated[Path, typer.Argument(help="JSONL file to write: one row per cached judgment, ordered by key.")],
+    cache: CacheLocationOpt = "cache/judgments.sqlite",
+) -> None:
+    """Write every cached judgment to a JSONL file (import reads it into any store)."""
+    from .cache.transfer import export_cache
+
+    count = _run_async(export_cache(_location(cache), dest))
+    err.print(f"[green]exported {count:,} judgment(s) to {dest}[/]", highlight=False)
+
+
+@cache_app.command("import")
+def cache_import(
+    source: Annotated[str, typer.Argument(help="A .jsonl export, a SQLite cache file or a postgresql:// URL.")],
+    cache: CacheLocationOpt = "cache/judgments.sqlite",
+) -> None:
+    """Copy judgments into the cache (upsert by key): moves a cache between SQLite and PostgreSQL."""
+    from .cache.transfer import import_cache
+
+    count = _run_async(import_cache(_location(cache), _location(source)))
+    err.print(f"[green]imported {count:,} judgment(s) into {escape(_shown(cache))}[/]", highlight=False)
+
+
+def _shown(location: str) -> str:
+    from .cache.location import describe
+
+    return describe(location)

@@ -155,7 +155,10 @@ def local_judge_config() -> JudgeConfig:
 class HarnessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cache: Path | None = None
+    #: a SQLite file path, or a postgresql:// URL kept as text (a Path would fold its //)
+    cache: Path | str | None = None
+    #: seconds a claim on a judgment in flight lives without renewal (a killed worker's keys are free after this)
+    cache_lease_s: float = Field(default=30.0, gt=0)
     price_table: Path | None = None
     prompts: list[Path] = Field(default_factory=list)
     rubrics: list[str] | None = None
@@ -163,6 +166,13 @@ class HarnessConfig(BaseModel):
     composites: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     # Field validators, so an error names the field it is about ("judges: ...", "composites: ...").
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _cache_location(cls, value: object) -> object:
+        if isinstance(value, str) and "://" not in value:
+            return Path(value)
+        return value
+
     @field_validator("judges")
     @classmethod
     def _unique_names(cls, judges: list[JudgeConfig]) -> list[JudgeConfig]:
@@ -224,7 +234,7 @@ def load_config(path: str | Path | None) -> HarnessConfig:
     # Relative paths in the file are relative to the file, as users expect of a config.
     base = path.parent
     config.prompts = [p if p.is_absolute() else base / p for p in config.prompts]
-    if config.cache is not None and not config.cache.is_absolute():
+    if isinstance(config.cache, Path) and not config.cache.is_absolute():
         config.cache = base / config.cache
     if config.price_table is not None and not config.price_table.is_absolute():
         config.price_table = base / config.price_table

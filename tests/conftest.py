@@ -90,3 +90,15 @@ def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
     yield guard
     if guard.blocked:
         pytest.fail(f"test tried to reach the network: {', '.join(guard.blocked)}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A real PostgreSQL server for the session (tests/postgres_server.py); ``postgres.new_database()``."""
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

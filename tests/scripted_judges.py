@@ -27,6 +27,9 @@ import json
 import math
 import random
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tests.judge_server import JudgeServer, prompt_text
@@ -132,3 +135,26 @@ class ScriptedJudgeServer(JudgeServer):
         if first == second:
             return "tie"
         return "1" if first > second else "2"
+
+
+@contextmanager
+def serving() -> Iterator[ScriptedJudgeServer]:
+    """A started :class:`ScriptedJudgeServer`, stopped on exit (a module fixture's body)."""
+    srv = ScriptedJudgeServer()
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def likert_prompts(tmp: Path) -> Path:
+    """A prompts folder with one whole-number rubric, ``likert`` (1..5), that logprob judges can score."""
+    folder = tmp / "likert_prompts"
+    folder.mkdir(exist_ok=True)
+    (folder / "likert.md").write_text(
+        '+++\nname = "likert"\nversion = "1"\nscale = [1, 5]\ninputs = ["query", "response"]\nmax_tokens = 16\n+++\n'
+        'Rate the answer on a SCALE 1 TO 5.\n{{query}}\n{{response}}\nReply {"score": N}.\n',
+        encoding="utf-8",
+    )
+    return folder

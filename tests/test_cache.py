@@ -360,6 +360,35 @@ def test_two_processes_share_one_cache_file(tmp_path: Path, round_: int) -> None
     db.close()
 
 
+def test_opening_waits_while_another_process_holds_the_new_files_lock(tmp_path: Path) -> None:
+    """Switching a new file to WAL needs an exclusive lock, and SQLite refuses it at once (no busy
+    wait) while another connection is writing the file: opening waits for it instead of failing."""
+    import threading
+
+    from harness.cache.store import _prepare
+
+    path = tmp_path / "new.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE unrelated (x)")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO unrelated VALUES (1)")
+    plain = sqlite3.connect(path, timeout=30, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        plain.execute("PRAGMA journal_mode=WAL")  # what the store must not pass on
+    plain.close()
+    committer = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    committer.start()
+    try:
+        _prepare(path)
+    finally:
+        committer.join()
+        other.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (len(MIGRATIONS),)
+    db.close()
+
+
 def test_a_plain_request_keys_as_before_request_shape_options() -> None:
     """The request-shape extras (reasoning effort, schema, temperature not sent) enter the key only
     when used: a plain judge's key is the digest key format 2 always gave (computed on the

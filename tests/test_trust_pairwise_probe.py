@@ -23,19 +23,15 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.exit_codes import EXIT_USER_ERROR
 from tests.e2e_support import KEY, KEY_ENV, chat_requests, judge, write_config, write_jsonl
-from tests.scripted_judges import PRIMACY_BONUS, PRIMACY_MARGIN, VERBOSITY_BONUS, ScriptedJudgeServer
+from tests.scripted_judges import PRIMACY_BONUS, PRIMACY_MARGIN, VERBOSITY_BONUS, ScriptedJudgeServer, serving
 
 N = 40
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedJudgeServer]:
-    srv = ScriptedJudgeServer()
-    srv.start()
-    try:
+    with serving() as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(autouse=True)

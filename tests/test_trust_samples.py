@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, write_config, write_jsonl
-from tests.scripted_judges import NOISE_SD, ScriptedJudgeServer, score_distribution
+from tests.scripted_judges import NOISE_SD, ScriptedJudgeServer, likert_prompts, score_distribution, serving
 
 N = 40
 K = 5
@@ -30,12 +30,8 @@ K = 5
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedJudgeServer]:
-    srv = ScriptedJudgeServer()
-    srv.start()
-    try:
+    with serving() as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -52,17 +48,6 @@ def transcripts(path: Path, qualities: list[float]) -> Path:
     return write_jsonl(
         path, [{"id": f"t{i:02d}", "query": f"Question {i}?", "response": f"Answer {i}. quality={q}"} for i, q in enumerate(qualities)]
     )
-
-
-def likert_prompts(tmp: Path) -> Path:
-    folder = tmp / "likert_prompts"
-    folder.mkdir(exist_ok=True)
-    (folder / "likert.md").write_text(
-        '+++\nname = "likert"\nversion = "1"\nscale = [1, 5]\ninputs = ["query", "response"]\nmax_tokens = 16\n+++\n'
-        'Rate the answer on a SCALE 1 TO 5.\n{{query}}\n{{response}}\nReply {"score": N}.\n',
-        encoding="utf-8",
-    )
-    return folder
 
 
 def run(*args: str) -> Any:

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlparse
 
-from ..cache.batches import BatchRecord, BatchStore, Outcome
+from ..cache.batches import BatchRecord, BatchStore, Outcome, ledger_path
 from ..cache.keys import cache_key
+from ..cache.location import CacheLocation
 from ..config import JudgeConfig
 from ..errors import BatchError, BatchRequestFailed, ConfigError, UserInputError
 from ..judges.base import Judge, JudgeReply, JudgeRequest
@@ -70,6 +71,7 @@ def _plan(options: RunOptions) -> tuple[RunOptions, RunPlan]:
         raise ConfigError("batches are recorded in the cache: --offline, --refresh and --no-cache cannot be used with harness batch")
     plan = build_plan(options)
     assert plan.cache_path is not None
+    ledger_path(plan.cache_path)  # a PostgreSQL cache is refused before anything is read or sent
     return options, plan
 
 
@@ -250,7 +252,7 @@ async def _resolve(store: BatchStore, record: BatchRecord, client: BatchAPI, sta
     )
 
 
-async def refresh(cache: Path, *, stale_after_s: float = STALE_AFTER_S) -> list[BatchView]:
+async def refresh(cache: CacheLocation, *, stale_after_s: float = STALE_AFTER_S) -> list[BatchView]:
     """Poll every open batch of the cache and record what the providers say."""
     views: list[BatchView] = []
     with BatchStore(cache) as store:
@@ -276,12 +278,12 @@ async def refresh(cache: Path, *, stale_after_s: float = STALE_AFTER_S) -> list[
     return views
 
 
-def batches(cache: Path) -> list[BatchRecord]:
+def batches(cache: CacheLocation) -> list[BatchRecord]:
     with BatchStore(cache) as store:
         return store.batches()
 
 
-def release(cache: Path, batch_id: int) -> BatchRecord:
+def release(cache: CacheLocation, batch_id: int) -> BatchRecord:
     """Give up a batch that was never created: its keys may be submitted again."""
     with BatchStore(cache) as store:
         record = store.get(batch_id)
@@ -342,7 +344,7 @@ class CollectReport:
     notes: list[str] = field(default_factory=list)
 
 
-async def download_ended(cache: Path) -> list[tuple[BatchRecord, dict[str, int]]]:
+async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[str, int]]]:
     """Download every ended, uncollected batch's results into the cache database."""
     done: list[tuple[BatchRecord, dict[str, int]]] = []
     with BatchStore(cache) as store:

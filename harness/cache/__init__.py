@@ -1,9 +1,31 @@
-"""The judgment cache: key derivation, numbered migrations, the aiosqlite store and a read-only reader.
+"""The judgment cache: key derivation, numbered migrations, one store interface with two stores
+(SQLite, the embedded default; PostgreSQL, shared by a team), claims on keys in flight, and
+read-only readers.
 
-Every SQL statement on the cache file lives in this package."""
+Every SQL statement on a cache lives in this package.
+"""
 
+from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore
 from .keys import cache_key
+from .location import CacheLocation, describe, is_postgres_url, open_reader, open_store, parse_location
 from .migrations import MIGRATIONS, migrate
-from .store import CachedJudgment, CacheReader, JudgmentCache
+from .store import CacheReader, JudgmentCache, SqliteCache
 
-__all__ = ["MIGRATIONS", "CacheReader", "CachedJudgment", "JudgmentCache", "cache_key", "migrate"]
+__all__ = [
+    "DEFAULT_LEASE_S",
+    "MIGRATIONS",
+    "CacheLocation",
+    "CacheReader",
+    "CacheStats",
+    "CacheStore",
+    "CachedJudgment",
+    "JudgmentCache",
+    "SqliteCache",
+    "cache_key",
+    "describe",
+    "is_postgres_url",
+    "migrate",
+    "open_reader",
+    "open_store",
+    "parse_location",
+]

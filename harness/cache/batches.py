@@ -1,6 +1,7 @@
 """Provider batches in the cache file: every SQL statement of ``harness batch``, in one place.
 
-A batch's life, as recorded here (``batches.status``)::
+Batches are recorded in a SQLite cache file only (``ledger_path``). A batch's life, as recorded
+here (``batches.status``)::
 
     submitting ──(input file uploaded: input_file_id)──(batch created: remote_id)──► the provider's
     status (validating, in_progress, finalizing, ended …) ──(results downloaded)──► collected
@@ -23,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import CacheError
+from ..errors import CacheError, ConfigError
+from .location import CacheLocation, describe, is_postgres_url
 from .store import BUSY_TIMEOUT_MS, _prepare
 
 _CHUNK = 500
@@ -79,11 +81,23 @@ class Outcome:
 _BATCH_COLUMNS = "id, api, endpoint, api_key_env, judge, model, remote_id, input_file_id, status, requests, detail, created_at, updated_at"
 
 
+def ledger_path(location: CacheLocation) -> Path:
+    """The SQLite cache file that records batches. A PostgreSQL cache has the batch tables (the
+    migrations are shared) but ``harness batch`` does not record into it: refused before anything
+    is sent."""
+    if is_postgres_url(location):
+        raise ConfigError(
+            f"cache {describe(location)}: harness batch records its batches in a SQLite cache file, not PostgreSQL; "
+            "give --cache FILE (then `harness cache import` moves the judgments into the shared cache)"
+        )
+    return Path(location)
+
+
 class BatchStore:
     """Synchronous: batch commands are a handful of statements between network calls."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, location: CacheLocation) -> None:
+        path = self.path = ledger_path(location)
         try:
             _prepare(path)
             self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)

@@ -10,11 +10,22 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
-Migration = Callable[[sqlite3.Connection], None]
+
+class SchemaDB(Protocol):
+    """What a migration may use: ``execute`` of one DDL statement. A sqlite3 connection is one; the
+    PostgreSQL store passes an adapter that runs the same statement there (``REAL`` as double
+    precision, ``INTEGER PRIMARY KEY AUTOINCREMENT`` as an identity column). Write migrations in
+    the SQL both accept: TEXT, INTEGER, REAL, ALTER TABLE ... ADD COLUMN, CREATE INDEX."""
+
+    def execute(self, sql: str, /) -> Any: ...
 
 
-def m001_judgments(db: sqlite3.Connection) -> None:
+Migration = Callable[[SchemaDB], None]
+
+
+def m001_judgments(db: SchemaDB) -> None:
     db.execute(
         """
         CREATE TABLE judgments (
@@ -34,7 +45,7 @@ def m001_judgments(db: sqlite3.Connection) -> None:
     )
 
 
-def m002_parsed_score(db: sqlite3.Connection) -> None:
+def m002_parsed_score(db: SchemaDB) -> None:
     # The parsed result is stored for inspection; replay re-parses raw_output with the same parser.
     db.execute("ALTER TABLE judgments ADD COLUMN status TEXT")
     db.execute("ALTER TABLE judgments ADD COLUMN score REAL")
@@ -42,7 +53,7 @@ def m002_parsed_score(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX judgments_rubric ON judgments (rubric, judge_model)")
 
 
-def m003_batches(db: sqlite3.Connection) -> None:
+def m003_batches(db: SchemaDB) -> None:
     # Provider batches (``harness batch``): each batch and the keys it holds are recorded before
     # ``submit`` returns, so a killed process or another machine re-attaches and never submits a
     # held key twice. All their SQL is in ``cache/batches.py``.
@@ -85,13 +96,21 @@ def m003_batches(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE judgments ADD COLUMN tier TEXT")
 
 
-def m004_reply_logprobs(db: sqlite3.Connection) -> None:
+def m004_reply_logprobs(db: SchemaDB) -> None:
     # A logprob-weighted (G-Eval) judgment is re-scored on replay from the reply's top logprobs,
     # which the reply text does not hold. NULL for every other judgment.
     db.execute("ALTER TABLE judgments ADD COLUMN logprobs TEXT")
 
 
-MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_batches, m004_reply_logprobs]
+def m005_claims(db: SchemaDB) -> None:
+    # A worker claims a key before calling a judge; others wait instead of paying twice. The lease
+    # is an epoch second (the database server's clock on PostgreSQL, so machines need not agree).
+    db.execute("CREATE TABLE claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL)")
+    db.execute("CREATE INDEX claims_owner ON claims (owner)")
+    db.execute("CREATE INDEX judgments_created ON judgments (created_at)")
+
+
+MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_batches, m004_reply_logprobs, m005_claims]
 
 
 def _now() -> str:

@@ -1,23 +1,29 @@
-"""The judgment cache: SQLite through aiosqlite, WAL mode, shared safely between processes.
+"""The SQLite store (the embedded default): aiosqlite, WAL mode, shared safely between processes.
 
 Reads are batched (``get_many``). Writes go through one writer task that drains a queue and
 commits whatever has arrived in one transaction, so a busy run writes in batches while an idle
 one commits each judgment at once: a finished judgment is on disk within one commit of finishing,
-and a crash loses at most the calls still in flight. Errors are never cached.
+and a crash loses at most the calls still in flight. Errors are never cached. Claims (see
+``base.py``) are rows of ``claims`` with a lease on this machine's clock: processes on one machine
+share a file, so they share the clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import sqlite3
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import aiosqlite
 
 from ..errors import CacheError
+from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore, dead_local_owners, group_row, new_owner, prune_where, row_values
 from .migrations import migrate, pending
 
 #: Other processes may hold the write lock briefly; wait this long before giving up.
@@ -25,32 +31,8 @@ BUSY_TIMEOUT_MS = 60_000
 _READ_BATCH = 500
 
 
-@dataclass(frozen=True, slots=True)
-class CachedJudgment:
-    key: str
-    judge_model: str
-    base_url: str
-    rubric: str
-    rubric_version: str
-    raw_output: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    latency_ms: float | None
-    cost_usd: float | None
-    attempts: int | None = None
-    status: str | None = None
-    score: float | None = None
-    created_at: str | None = None
-    #: "batch": answered by a provider's batch API, ``cost_usd`` at batch rates (migration 3)
-    tier: str | None = None
-    #: JSON of the reply's per-token top logprobs (logprob-weighted judges only; migration 4)
-    logprobs: str | None = None
-
-
-_COLUMNS = (
-    "key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
-    "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at, tier, logprobs"
-)
+_COLUMNS = ", ".join(COLUMNS)
+_UPSERT_SET = ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "key")
 
 
 def _prepare(path: Path) -> None:
@@ -58,10 +40,27 @@ def _prepare(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
-        db.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(db)
         migrate(db)
     finally:
         db.close()
+
+
+def _switch_to_wal(db: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another process holds the new file's lock.
+
+    Changing the journal mode needs an exclusive lock, and SQLite answers "database is locked" at
+    once rather than calling the busy handler when another process is creating or migrating the
+    same new file (two workers started together): wait for it like any other busy moment."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def read_only_uri(path: Path) -> str:
@@ -130,14 +129,25 @@ class CacheReader:
         self._db.close()
 
 
-class JudgmentCache:
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+class JudgmentCache(CacheStore):
+    """The SQLite store. (The name predates the PostgreSQL store; ``SqliteCache`` is the same class.)"""
+
+    backend = "sqlite"
+
+    def __init__(self, path: str | Path, *, read_only: bool = False, lease_s: float = DEFAULT_LEASE_S) -> None:
         self.path = Path(path)
+        self.location = str(self.path)
         self.read_only = read_only
+        self.lease_s = lease_s
+        self.owner = new_owner()
         self._db: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[CachedJudgment | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
         self._write_error: BaseException | None = None
+        # One connection: a claim and a write batch must not share an open transaction.
+        self._tx = asyncio.Lock()
+        self._held: set[str] = set()
 
     async def open(self) -> JudgmentCache:
         try:
@@ -159,9 +169,6 @@ class JudgmentCache:
 
     async def __aenter__(self) -> JudgmentCache:
         return await self.open()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -190,6 +197,72 @@ class JudgmentCache:
         if self._writer is None:
             raise CacheError("the cache is read-only")
         self._queue.put_nowait(judgment)
+
+    # -- claims ---------------------------------------------------------------------------------
+
+    async def claim(self, keys: Sequence[str]) -> set[str]:
+        if not keys:
+            return set()
+        if self.read_only:
+            raise CacheError("the cache is read-only")
+        try:
+            granted = await self._claim(keys)
+            if len(granted) < len(set(keys)):
+                others = [k for k in keys if k not in granted]
+                owners = await self.db.execute_fetchall(
+                    "SELECT DISTINCT owner FROM claims WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(others),)
+                )
+                dead = dead_local_owners(owner for (owner,) in owners)
+                if dead:
+                    async with self._tx:
+                        await self.db.execute("DELETE FROM claims WHERE owner IN (SELECT value FROM json_each(?))", (json.dumps(dead),))
+                        await self.db.commit()
+                    granted |= await self._claim(others)
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: claim failed: {exc}") from exc
+        self._held |= granted
+        if granted and self._heartbeat is None:
+            self._heartbeat = asyncio.create_task(self._renew_loop(), name="harness-cache-leases")
+        return granted
+
+    async def _claim(self, keys: Sequence[str]) -> set[str]:
+        now = time.time()
+        async with self._tx:
+            rows = await self.db.execute_fetchall(
+                "INSERT INTO claims (key, owner, expires_at) SELECT value, ?, ? FROM json_each(?) WHERE true "
+                "ON CONFLICT(key) DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
+                "WHERE claims.expires_at < ? OR claims.owner = excluded.owner RETURNING key",
+                (self.owner, now + self.lease_s, json.dumps(sorted(keys)), now),
+            )
+            await self.db.commit()
+        return {key for (key,) in rows}
+
+    async def release(self, keys: Sequence[str]) -> None:
+        if not keys:
+            return
+        self._held.difference_update(keys)
+        try:
+            async with self._tx:
+                await self.db.execute(
+                    "DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(list(keys)))
+                )
+                await self.db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: release failed: {exc}") from exc
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            if not self._held:
+                continue
+            try:
+                async with self._tx:
+                    await self.db.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", (time.time() + self.lease_s, self.owner))
+                    await self.db.commit()
+            except sqlite3.DatabaseError:
+                continue  # a busy moment: the lease has two more renewals before it lapses
+
+    # -- writing --------------------------------------------------------------------------------
 
     async def _write_loop(self) -> None:
         while True:
@@ -222,37 +295,15 @@ class JudgmentCache:
 
     async def _write(self, batch: list[CachedJudgment]) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        rows = [
-            (
-                j.key,
-                j.judge_model,
-                j.base_url,
-                j.rubric,
-                j.rubric_version,
-                j.raw_output,
-                j.prompt_tokens,
-                j.completion_tokens,
-                j.latency_ms,
-                j.cost_usd,
-                j.attempts,
-                j.status,
-                j.score,
-                j.created_at or now,
-                j.tier,
-                j.logprobs,
-            )
-            for j in batch
-        ]
-        marks = ",".join("?" * 16)
-        await self.db.executemany(
-            f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) "
-            "ON CONFLICT(key) DO UPDATE SET raw_output=excluded.raw_output, prompt_tokens=excluded.prompt_tokens, "
-            "completion_tokens=excluded.completion_tokens, latency_ms=excluded.latency_ms, cost_usd=excluded.cost_usd, "
-            "attempts=excluded.attempts, status=excluded.status, score=excluded.score, created_at=excluded.created_at, "
-            "tier=excluded.tier, logprobs=excluded.logprobs",
-            rows,
-        )
-        await self.db.commit()
+        rows = [row_values(j, now) for j in batch]
+        marks = ",".join("?" * len(COLUMNS))
+        async with self._tx:
+            await self.db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", rows)
+            # The claim goes in the same transaction as the judgment: a waiter sees one or the other.
+            keys = [j.key for j in batch]
+            await self.db.execute("DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(keys)))
+            await self.db.commit()
+        self._held.difference_update(keys)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed (raises if a write failed)."""
@@ -265,12 +316,64 @@ class JudgmentCache:
             raise self._failed()
 
     async def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
         if self._writer is not None:
             self._queue.put_nowait(None)
             await self._writer
             self._writer = None
         if self._db is not None:
+            if self._held and self._write_error is None:
+                with contextlib.suppress(sqlite3.DatabaseError, CacheError):
+                    await self.release(sorted(self._held))
             await self._db.close()
             self._db = None
         if self._write_error is not None:
             raise self._failed()
+
+    # -- maintenance ----------------------------------------------------------------------------
+
+    async def stats(self) -> CacheStats:
+        result = CacheStats(location=self.location, backend=self.backend)
+        try:
+            groups = await self.db.execute_fetchall(
+                "SELECT judge_model, base_url, rubric, count(*), sum(length(raw_output)), min(created_at), max(created_at) "
+                "FROM judgments GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+            )
+            claims = await self.db.execute_fetchall("SELECT count(*) FROM claims WHERE expires_at >= ?", (time.time(),))
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: read failed: {exc}") from exc
+        result.groups = [group_row(row) for row in groups]
+        result.rows = sum(g["rows"] for g in result.groups)
+        result.claims = next(iter(claims))[0]
+        return result
+
+    async def prune(self, *, before: str | None, judge_model: str | None) -> int:
+        where, params = prune_where(before, judge_model, "?")
+        try:
+            async with self._tx:
+                cursor = await self.db.execute(f"DELETE FROM judgments WHERE {where}", params)
+                await self.db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: prune failed: {exc}") from exc
+        return cursor.rowcount
+
+    async def rows(self) -> AsyncIterator[CachedJudgment]:
+        try:
+            async with self.db.execute(f"SELECT {_COLUMNS} FROM judgments ORDER BY key") as cursor:
+                async for row in cursor:
+                    yield CachedJudgment(*row)
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: read failed: {exc}") from exc
+
+    async def import_rows(self, rows: Sequence[CachedJudgment]) -> None:
+        try:
+            await self._write(list(rows))
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: write failed: {exc}") from exc
+
+
+SqliteCache = JudgmentCache

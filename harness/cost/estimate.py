@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..cache.store import CacheReader
+from ..cache.location import open_reader
 from ..planning import Endpoint, Entry, RunOptions, RunPlan, build_plan, make_entry
 from ..transcripts import ScanResult, Transcript, iter_transcripts, scan
 from .prices import call_cost, prompt_cache_saving
@@ -126,7 +126,7 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
     """The estimate of ``plan`` over ``transcripts`` (already validated)."""
     rubrics = plan.select_rubrics(rubric_inputs)
     use_cache = plan.cache_mode in ("read-write", "offline")
-    cache = CacheReader.open(plan.cache_path) if use_cache else None
+    cache = open_reader(plan.cache_path) if use_cache else None
     completion_means = cache.completion_means() if cache is not None else {}
     latency_means = cache.latency_means_s() if cache is not None else {}
     counters = {j.name: TokenCounter.for_model(j.model, j.tokenizer) for j in plan.judges}
@@ -223,6 +223,10 @@ def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
     records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format))
     if plan.limit is not None:
         records = (r for r, _ in zip(records, range(plan.limit), strict=False))
+    shard = plan.shard
+    if shard is not None:  # this shard's slice only; the rubrics are still chosen over the whole file
+        records = (r for k, r in enumerate(records) if shard.holds(k))
+        return estimate_records(plan, records, shard.size(scanned.good), scanned.inputs_seen)
     return estimate_records(plan, records, scanned.good, scanned.inputs_seen)
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from ..planning import Judgment, RunOptions
 
 if TYPE_CHECKING:  # the types only: the run and the estimate are imported when they are used
+    from ..cache.base import CacheStats
     from ..cache.batches import BatchRecord
     from ..cost.estimate import Estimate
     from ..runner.session import RunOutcome
@@ -205,6 +206,18 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     if unpriced:
         console.print(f"no price for: {', '.join(unpriced)} (cost unknown; set input_price_per_1m/output_price_per_1m)")
     console.print(f"total: expected {_usd(estimate.cost_usd_expected)}, at most {_usd(estimate.cost_usd_max)}, about {estimate.duration_s:.1f} s")
+
+
+def cache_stats_table(stats: CacheStats, console: Console) -> None:
+    """``harness cache stats``: rows and reply bytes per judge model, base URL and rubric."""
+    table = Table(title=f"{stats.backend} cache {stats.location}: {stats.rows:,} judgments, {stats.claims} claim(s) in flight", title_justify="left")
+    for column in ("judge model", "base url", "rubric", "rows", "reply MB", "oldest", "newest"):
+        table.add_column(column, justify="right" if column in ("rows", "reply MB") else "left")
+    for g in stats.groups:
+        table.add_row(
+            g["judge_model"], g["base_url"], g["rubric"], f"{g['rows']:,}", f"{g['reply_bytes'] / 1e6:.2f}", str(g["oldest"]), str(g["newest"])
+        )
+    console.print(table)
 
 
 async def run_in_terminal(options: RunOptions, console: Console, *, handle_signals: bool = False) -> RunOutcome:

@@ -14,6 +14,7 @@ from .endpoints import Endpoint, endpoint_id
 from .jobs import Entry, Job, estimate_tokens, make_entry
 from .judgment import NO_CALL_REASONS, Judgment, Reason, Status
 from .plan import CacheMode, RunOptions, RunPlan, build_plan
+from .shard import Shard, parse_shard
 
 __all__ = [
     "NO_CALL_REASONS",
@@ -25,9 +26,11 @@ __all__ = [
     "Reason",
     "RunOptions",
     "RunPlan",
+    "Shard",
     "Status",
     "build_plan",
     "endpoint_id",
     "estimate_tokens",
     "make_entry",
+    "parse_shard",
 ]

@@ -17,12 +17,15 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
+from ..cache.base import DEFAULT_LEASE_S
+from ..cache.location import CacheLocation, is_postgres_url, parse_location
 from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_key, check_weights, load_config, local_judge_config
 from ..cost.prices import load_price_table, with_batch_prices, with_prices
 from ..errors import ConfigError, UserInputError
 from ..rubrics.logprob_score import integer_scale
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
+from .shard import Shard, parse_shard
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
@@ -40,7 +43,8 @@ class RunOptions:
     base_url: str | None = None
     api_key_env: str | None = None
     concurrency: int | None = None
-    cache: Path | None = None
+    #: a SQLite file path or a postgresql:// URL
+    cache: Path | str | None = None
     refresh: bool = False
     no_cache: bool = False
     offline: bool = False
@@ -52,6 +56,8 @@ class RunOptions:
     format: str = "auto"
     #: priced at the providers' batch rates (``harness batch``, ``estimate --batch``)
     batch: bool = False
+    #: "i/n": judge only the i-th of n deterministic slices of the transcripts (see ``planning.shard``)
+    shard: str | None = None
 
 
 @dataclass(slots=True)
@@ -62,12 +68,15 @@ class RunPlan:
     rubrics: list[Rubric] | None  # None: every rubric the transcripts can feed (decided after the scan)
     available_rubrics: dict[str, Rubric]
     composites: dict[str, dict[str, float]]
-    cache_path: Path | None
+    #: a SQLite file path or a PostgreSQL URL (``cache.location``)
+    cache_path: CacheLocation | None
     cache_mode: CacheMode
     limit: int | None
     on_bad_record: Literal["fail", "skip"]
     max_cost: float | None = None
     format: str = "auto"
+    cache_lease_s: float = DEFAULT_LEASE_S
+    shard: Shard | None = None
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed."""
@@ -165,7 +174,7 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         raise ConfigError("--concurrency must be at least 1")
     if options.out is not None and options.out.exists() and not options.out.is_dir():
         raise ConfigError(f"--out {options.out}: exists and is not a directory")
-    if options.cache is not None and options.cache.is_dir():
+    if options.cache is not None and not is_postgres_url(options.cache) and Path(options.cache).is_dir():
         raise ConfigError(f"--cache {options.cache}: is a directory; --cache names the cache file")
     if options.config is None and (options.base_url or options.api_key_env) and not options.model:
         raise ConfigError("--base-url and --api-key-env describe an ad-hoc judge: give --model too")
@@ -216,7 +225,8 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         mode = "refresh"
     else:
         mode = "read-write"
-    cache_path = None if mode == "off" else (options.cache or config.cache or DEFAULT_CACHE)
+    cache_path = None if mode == "off" else parse_location(options.cache or config.cache or DEFAULT_CACHE)
+    shard = parse_shard(options.shard) if options.shard is not None else None
     return RunPlan(
         input=options.input,
         out=options.out,
@@ -230,6 +240,8 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         on_bad_record=options.on_bad_record,
         max_cost=options.max_cost,
         format=_check_format(options.format),
+        cache_lease_s=config.cache_lease_s,
+        shard=shard,
     )
 
 

@@ -14,6 +14,11 @@ waits inside its worker, so an endpoint never has more than its ``max_concurrenc
 flight. ``stop()`` (Ctrl-C) stops dispatching: queued calls end as
 ``unscored``/``interrupted``, in-flight calls finish, and every finished judgment is already in
 the cache, so rerunning the same command continues where it stopped.
+
+With a shared cache, a key that misses is claimed before it is queued (one statement per batch;
+see ``cache/base.py``). A key another worker holds waits in ``_waiting``: ``_await_claims`` polls
+the cache for its judgment, and claims it itself when the other's lease lapses, so each judgment
+is paid once across workers and a killed worker's keys are taken over.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ..cache.store import CachedJudgment, JudgmentCache
+from ..cache.base import CachedJudgment, CacheStore
 from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..cost.prices import call_cost
@@ -47,6 +52,8 @@ WINDOW = 4096
 BATCH = 128
 #: Connection-refused errors in a row (no success between) after which a judge is declared down.
 DOWN_AFTER = 3
+#: Seconds between looks at the cache for keys another worker is judging.
+CLAIM_POLL_S = 0.1
 
 
 #: Added to a 400 answered to a structured-output request: the usual cause is an endpoint without it.
@@ -94,7 +101,7 @@ class Runner:
         plan: RunPlan,
         rubrics: list[Rubric],
         judges: dict[str, Judge],
-        cache: JudgmentCache | None,
+        cache: CacheStore | None,
         on_entry: Callable[[Entry], None],
         on_judgment: Callable[[Judgment], None] = lambda j: None,
         budget: Budget | None = None,
@@ -122,6 +129,13 @@ class Runner:
         self._room = asyncio.Semaphore(WINDOW)
         self._appended = asyncio.Event()
         self._produced = False
+        #: claims: keys misses are claimed under before a call (read-write cache only)
+        self._claims = cache is not None and plan.cache_mode == "read-write" and not cache.read_only
+        #: key -> the job waiting for another worker's judgment of it
+        self._waiting: dict[str, Job] = {}
+        self._reading_done = False
+        #: claimed keys whose judgment went to the cache (its write releases the claim)
+        self._stored: set[str] = set()
 
     def stop(self) -> None:
         """Stop dispatching new calls (first Ctrl-C)."""
@@ -138,10 +152,14 @@ class Runner:
             self._queues[endpoint.id] = queue
             workers[endpoint.id] = [asyncio.create_task(self._worker(queue)) for _ in range(slots)]
         drain = asyncio.create_task(self._drain())
+        waiter = asyncio.create_task(self._await_claims())
         tasks = [task for group in workers.values() for task in group]
+        tasks.append(waiter)
 
         async def main() -> None:
             await self._produce()
+            self._reading_done = True
+            await waiter
             for name, queue in self._queues.items():
                 for _ in workers[name]:
                     await queue.put(None)
@@ -170,11 +188,14 @@ class Runner:
 
     async def _produce(self) -> None:
         batch: list[Entry] = []
+        shard = self.plan.shard
         for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format)):
             # An exhausted budget does not stop the reading: the rest is still reported (cache hits
             # served free, the others unscored budget_exhausted), never silently left out.
             if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):
                 break
+            if shard is not None and not shard.holds(count):
+                continue
             await self._room.acquire()
             batch.append(make_entry(record.resolved(), self.rubrics, self.plan.judges))
             if len(batch) >= BATCH:
@@ -211,7 +232,12 @@ class Runner:
             else:
                 self._inflight[job.key] = []
                 to_send.append(job)
-        for job in self._grouped_for_n(to_send):
+        if self._claims and to_send:
+            to_send = await self._claimed(to_send)
+        await self._queue_jobs(to_send)
+
+    async def _queue_jobs(self, jobs: list[Job]) -> None:
+        for job in self._grouped_for_n(jobs):
             await self._queues[self._endpoint_of[job.judge.name]].put(job)
 
     def _grouped_for_n(self, jobs: list[Job]) -> list[Job]:
@@ -235,6 +261,53 @@ class Runner:
             leader.request = replace(leader.request, n=1 + len(members))
         return sent
 
+    # -- claims (a shared cache) ----------------------------------------------------------------
+
+    async def _claimed(self, jobs: list[Job]) -> list[Job]:
+        """The jobs whose keys this worker now holds; the rest wait, or are served from the cache."""
+        assert self.cache is not None
+        keys = [job.key for job in jobs if job.key]
+        granted = await self.cache.claim(keys)
+        # Looked up after claiming: a judgment written since the batch's lookup released its claim
+        # in the same transaction, so it is found here rather than paid for again.
+        hits = await self.cache.get_many(keys)
+        ours: list[Job] = []
+        for job in jobs:
+            assert job.key is not None
+            if job.key in hits:
+                self._finish_shared(job, self._from_cache(job, hits[job.key]))
+            elif job.key in granted:
+                ours.append(job)
+            else:
+                self._waiting[job.key] = job
+        given_back = [key for key in granted if key in hits]
+        if given_back:
+            await self.cache.release(given_back)
+        return ours
+
+    async def _await_claims(self) -> None:
+        """Wait for keys other workers hold: their judgment appears, or their lease lapses."""
+        while not (self._reading_done and not self._waiting):
+            if not self._waiting:
+                await asyncio.sleep(CLAIM_POLL_S)
+                continue
+            if self.stopping:
+                for key in list(self._waiting):
+                    job = self._waiting.pop(key)
+                    self._finish_shared(job, job.judgment("unscored", reason="interrupted"))
+                continue
+            await asyncio.sleep(CLAIM_POLL_S)
+            waiting = list(self._waiting.values())
+            self._waiting.clear()
+            await self._queue_jobs(await self._claimed(waiting))
+
+    def _finish_shared(self, job: Job, result: Judgment) -> None:
+        """Complete a leader job and the jobs in this run that share its key."""
+        self._complete(job, result)
+        assert job.key is not None
+        for follower in self._inflight.pop(job.key, ()):
+            self._complete(follower, self._shared(follower, result))
+
     # -- calling judges ------------------------------------------------------------------------
 
     async def _worker(self, queue: asyncio.Queue[Job | None]) -> None:
@@ -246,11 +319,18 @@ class Runner:
                 result = _budget_stop(job)
             else:
                 result = await self._call(judge, job)
-            self._complete(job, result)
             assert job.key is not None
-            for follower in self._inflight.pop(job.key, ()):
-                self._complete(follower, self._shared(follower, result))
+            await self._settle_claim(job.key)
+            self._finish_shared(job, result)
             await self._finish_members(judge, job, result)
+
+    async def _settle_claim(self, key: str) -> None:
+        """A called key's claim: its cache write deleted it; otherwise (failed, stopped, truncated)
+        it is released here, so another worker may call it."""
+        if self._claims and key not in self._stored:
+            assert self.cache is not None
+            await self.cache.release([key])
+        self._stored.discard(key)
 
     async def _finish_members(self, judge: Judge, leader: Job, result: Judgment) -> None:
         """The other samples of an n = k request: each takes its choice of the leader's reply (its
@@ -271,6 +351,7 @@ class Runner:
                 # attempts 0: this choice sent no request of its own (the summary counts requests sent)
                 outcome.latency_ms, outcome.attempts = result.latency_ms, 0
                 if self.cache is not None:
+                    self._stored.add(member.key)
                     self.cache.put(
                         CachedJudgment(
                             key=member.key,
@@ -291,9 +372,8 @@ class Runner:
                     )
             else:
                 outcome = await self._call(judge, member)
-            self._complete(member, outcome)
-            for follower in self._inflight.pop(member.key, ()):
-                self._complete(follower, self._shared(follower, outcome))
+            await self._settle_claim(member.key)
+            self._finish_shared(member, outcome)
 
     async def _call(self, judge: Judge, job: Job) -> Judgment:
         health = self.health[judge.name]
@@ -377,6 +457,7 @@ class Runner:
         # only if the budget stays as it is (changing it changes the key anyway).
         if self.cache is not None and not reply.truncated:
             assert job.key is not None
+            self._stored.add(job.key)
             self.cache.put(
                 CachedJudgment(
                     key=job.key,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache.store import JudgmentCache
+from ..cache.location import describe, open_store
 from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..cost.estimate import estimate_scanned
@@ -145,7 +145,7 @@ async def _judge_and_write(
         if skipped is not None:
             skipped.discard()
         raise
-    cache = JudgmentCache(plan.cache_path, read_only=plan.cache_mode == "offline") if plan.cache_path else None
+    cache = open_store(plan.cache_path, read_only=plan.cache_mode == "offline", lease_s=plan.cache_lease_s) if plan.cache_path else None
     interrupted = False
     crash: BaseException | None = None
     runner: Runner | None = None
@@ -153,7 +153,8 @@ async def _judge_and_write(
         if cache is not None:
             await cache.open()
         if on_start is not None:
-            on_start(scanned.good * len(rubrics) * len(plan.judges))
+            good = plan.shard.size(scanned.good) if plan.shard is not None else scanned.good
+            on_start(good * len(rubrics) * len(plan.judges))
         runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=on_judgment or (lambda j: None), budget=budget)
         with ExitStack() as stack:
             task = asyncio.ensure_future(runner.run())
@@ -235,7 +236,7 @@ def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped:
     """What summary.json records about the run itself, beside its aggregates."""
     return {
         "input": str(plan.input),
-        "cache": str(plan.cache_path) if plan.cache_path else None,
+        "cache": describe(plan.cache_path) if plan.cache_path else None,
         "cache_mode": plan.cache_mode,
         "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
         "rubric_versions": {r.name: r.version for r in rubrics},
@@ -243,6 +244,7 @@ def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped:
         "composite_weights": sink.composites,
         "skipped_records": skipped,
         "interrupted": interrupted,
+        **({"shard": str(plan.shard)} if plan.shard is not None else {}),
         "budget": None if budget is None else {"max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted},
     }
 

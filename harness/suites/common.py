@@ -91,7 +91,7 @@ class JudgeOptions:
     base_url: str | None = None
     api_key_env: str | None = None
     concurrency: int | None = None
-    cache: Path | None = None
+    cache: Path | str | None = None
     no_cache: bool = False
     offline: bool = False
     prompts: list[Path] = field(default_factory=list)

@@ -1,0 +1,192 @@
+"""``harness merge RUN_DIR...``: the outputs of ``--shard i/n`` runs joined into one run.
+
+Shard i holds the transcripts at ordinals i-1, i-1+n, ... of the file (``planning/shard.py``), so
+taking one transcript's rows from each shard in turn restores the file's order. judgments.jsonl
+and results.jsonl rows are copied verbatim; summary.json is recomputed from the merged rows by the
+same ``RunTotals`` a run uses, fed in the same order, so its numbers are those of an unsharded run
+with the same judgments. Two things cannot be recovered: ``wall_time_s`` is the longest shard's,
+and each judgment's ``latency_ms`` is whatever that shard measured.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, cast
+
+from ..config import JudgeConfig
+from ..errors import UserInputError
+from ..metrics.composites import CompositeResult, Missing
+from ..metrics.run import RunTotals
+from ..planning import Judgment
+from ..rubrics.rubric import Rubric
+from ..transcripts.performance import Performance
+from .rundir import open_run_dir
+from .writer import write_summary
+
+#: summary.json keys a run computes from its rows; the rest describe the run and must agree.
+_COMPUTED = ("transcripts", "judgments", "rubrics", "composites", "judges", "cost_usd", "cost", "performance", "wall_time_s")
+#: keys every shard must share for the merge to mean anything
+_SAME = ("input", "judge_models", "rubric_versions", "rubric_scales", "composite_weights")
+_MISSING = re.compile(r"^(?P<rubric>\S+) (?P<status>\S+) \((?P<cause>.*)\)$")
+
+
+@dataclass(frozen=True, slots=True)
+class _Named:
+    """What RunTotals reads of a rubric (name, scale) or a judge (name, whether it is priced)."""
+
+    name: str
+    has_prices: bool = True
+    scale: tuple[float, float] = (0.0, 1.0)
+
+
+@dataclass(slots=True)
+class MergeResult:
+    out: Path
+    shards: int
+    transcripts: int
+    judgments: int
+
+
+def _shard_of(run: Path, summary: dict[str, Any]) -> tuple[int, int]:
+    spec = summary.get("shard")
+    match = re.fullmatch(r"(\d+)/(\d+)", spec) if isinstance(spec, str) else None
+    if match is None:
+        raise UserInputError(f"{run}: not a shard (summary.json has no shard; run with --shard i/n)")
+    return int(match[1]), int(match[2])
+
+
+def _check(runs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str, Any]]]:
+    if not runs:
+        raise UserInputError("merge needs the run directories of the shards")
+    by_index: dict[int, tuple[Path, dict[str, Any]]] = {}
+    count = None
+    for run, summary in runs:
+        index, n = _shard_of(run, summary)
+        if count is not None and n != count:
+            raise UserInputError(f"{run}: shard {index}/{n}, but another run is a shard of {count}")
+        count = n
+        if index in by_index:
+            raise UserInputError(f"{run}: shard {index}/{n} is given twice (also {by_index[index][0]})")
+        by_index[index] = (run, summary)
+        if summary.get("interrupted"):
+            raise UserInputError(f"{run}: shard {index}/{n} was interrupted; rerun it to completion before merging")
+    assert count is not None
+    missing = [str(i) for i in range(1, count + 1) if i not in by_index]
+    if missing:
+        raise UserInputError(f"shard(s) {', '.join(missing)} of {count} missing: merge needs every shard")
+    ordered = [by_index[i] for i in range(1, count + 1)]
+    first_run, first = ordered[0]
+    for run, summary in ordered[1:]:
+        for key in _SAME:
+            if summary.get(key) != first.get(key):
+                raise UserInputError(f"{run}: {key} differs from {first_run}'s: these shards are not one plan")
+    return ordered
+
+
+def _groups(path: Path, key: str) -> Iterator[list[str]]:
+    """Consecutive lines of one transcript (by ``key``), verbatim."""
+    try:
+        fh: IO[str] = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: missing (was the shard's run finished?)") from None
+    with fh:
+        group: list[str] = []
+        current = None
+        for line_no, line in enumerate(fh, start=1):
+            try:
+                tid = json.loads(line)[key]
+            except (ValueError, KeyError, TypeError):
+                raise UserInputError(f"{path}:{line_no}: not a row with a {key}") from None
+            if group and tid != current:
+                yield group
+                group = []
+            current = tid
+            group.append(line)
+        if group:
+            yield group
+
+
+def _interleave(paths: list[Path], key: str) -> Iterator[list[str]]:
+    iterators = [_groups(p, key) for p in paths]
+    while True:
+        for position, it in enumerate(iterators):
+            group = next(it, None)
+            if group is None:
+                # Round-robin: once shard k runs out, every later shard has run out too.
+                leftovers = [paths[j] for j in range(position + 1, len(paths)) if next(iterators[j], None) is not None]
+                if leftovers:
+                    raise UserInputError(f"{leftovers[0]}: more transcripts than the shards before it: not shards of one file")
+                return
+            yield group
+
+
+def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
+    ordered = _check([open_run_dir(p) for p in run_dirs])
+    first = ordered[0][1]
+    scales = first.get("rubric_scales") or {}
+    rubrics = [cast(Rubric, _Named(name, scale=_scale(scales.get(name)))) for name in first["rubrics"]]
+    priced = {name: cost.get("paid_usd") is not None for name, cost in first["cost"]["by_judge"].items()}
+    judges = [cast(JudgeConfig, _Named(name, priced.get(name, True))) for name in first["judge_models"]]
+    composites: dict[str, dict[str, float]] = {name: {} for name in first["composites"]}
+    totals = RunTotals(rubrics, judges, composites)
+
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [run for run, _ in ordered]
+    judgments = 0
+    with (out / "judgments.jsonl").open("w", encoding="utf-8") as fh:
+        for group in _interleave([r / "judgments.jsonl" for r in runs], "transcript_id"):
+            for line in group:
+                totals.add(Judgment(**json.loads(line)))
+                fh.write(line)
+                judgments += 1
+    with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
+        for group in _interleave([r / "results.jsonl" for r in runs], "transcript_id"):
+            row = json.loads(group[0])
+            for judge in judges:
+                for name in composites:
+                    totals.add_composite(judge.name, _composite(name, row, judge.name))
+            totals.add_transcript(Performance(**row["performance"]))
+            fh.write(group[0])
+    skipped = runs[0] / "skipped.jsonl"
+    if skipped.exists():  # every shard validated the whole file, so each lists the same bad records
+        shutil.copyfile(skipped, out / "skipped.jsonl")
+
+    extra = {k: v for k, v in first.items() if k not in _COMPUTED and k != "shard"}
+    budgets: list[dict[str, Any]] = [s["budget"] for _, s in ordered if s.get("budget")]
+    if budgets:
+        extra["budget"] = {
+            "max_cost_usd": budgets[0]["max_cost_usd"],
+            "spent_usd": sum(b["spent_usd"] for b in budgets),
+            "stopped_the_run": any(b["stopped_the_run"] for b in budgets),
+        }
+    wall = max(float(s.get("wall_time_s") or 0.0) for _, s in ordered)
+    write_summary(out, totals.summary(wall_time_s=wall, extra=extra))
+    return MergeResult(out=out, shards=len(ordered), transcripts=totals.transcripts, judgments=judgments)
+
+
+def _scale(recorded: Any) -> tuple[float, float]:
+    """A rubric's scale as summary.json records it (``rubric_scales``; every shard has the same)."""
+    try:
+        lo, hi = recorded["scale"]
+        return float(lo), float(hi)
+    except (TypeError, KeyError, ValueError):
+        raise UserInputError(f"summary.json records no scale for a rubric ({recorded!r}): not a run of this harness") from None
+
+
+def _composite(name: str, row: dict[str, Any], judge: str) -> CompositeResult:
+    value = row["composites"].get(judge, {}).get(name)
+    if value is not None:
+        return CompositeResult(name, "scored", value, None, ())
+    reason = row["composites_unscored"].get(judge, {}).get(name, "")
+    match = _MISSING.match(reason)
+    if match is None:
+        missing = Missing(name, "missing", None)
+    else:
+        cause = match["cause"]
+        missing = Missing(match["rubric"], match["status"], None if cause == "not judged" else cause)
+    return CompositeResult(name, "unscored", None, missing, ())
