@@ -227,6 +227,9 @@ async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(t
     assert len(cache_rows(tmp_path / "c.sqlite")) == 2
     replay = await run("offline", offline=True)
     assert [(r["transcript_id"], r["score"], r["cached"]) for r in replay.judgments] == [("a", 0.9, True), ("b", 0.4, True)]
+    # Replayed, each judgment keeps the prompt-cache reads and writes its call had, and its price.
+    usage = ("prompt_tokens", "cached_tokens", "cache_write_tokens", "cost_usd")
+    assert [[r[f] for f in usage] for r in replay.judgments] == [[r[f] for f in usage] for r in (first, second)]
 
 
 async def test_claude_cut_at_max_tokens_is_truncated(tmp_path: Path) -> None:

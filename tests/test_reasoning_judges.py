@@ -120,6 +120,12 @@ async def test_gpt5_mini_judges_out_of_the_box_reasoning_tokens_recorded_and_pri
         assert row["completion_tokens"] == 302
         assert row["cost_usd"] == pytest.approx(row["prompt_tokens"] * 0.25 / 1e6 + 302 * 2.00 / 1e6, rel=1e-12)
     assert out.summary["judges"]["g5"]["reasoning_tokens"] == 900
+    # Replayed from the cache, with no server: the same reasoning tokens and the same price.
+    replay, again, _ = await run(tmp_path, "replay", offline=True)
+    assert replay.exit_code == 0
+    usage = ("reasoning_tokens", "completion_tokens", "prompt_tokens", "cost_usd")
+    assert [[r[f] for f in usage] for r in again.judgments] == [[r[f] for f in usage] for r in rows]
+    assert all(r["cached"] for r in again.judgments)
 
 
 async def test_a_budget_spent_on_reasoning_is_unscored_truncated_counted_per_judge_and_not_cached(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.timeout(60)
 async def test_tier_and_logprobs_round_trip_through_both_stores_and_an_export(location: Any, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    batch = judgment("a", tier="batch", cost_usd=0.00025, logprobs=LOGPROBS)
+    batch = judgment("a", tier="batch", cost_usd=0.00025, logprobs=LOGPROBS, reasoning_tokens=7, cached_tokens=3, cache_write_tokens=1)
     plain = judgment("b")
     async with open_store(location) as store:
         store.put(batch)
@@ -72,7 +72,8 @@ async def test_tier_and_logprobs_round_trip_through_both_stores_and_an_export(lo
         got = await store.get_many(["a", "b"])
         streamed = [row async for row in store.rows()]
     assert got["a"].tier == "batch" and got["a"].logprobs == LOGPROBS and got["a"].cost_usd == 0.00025
-    assert got["b"].tier is None and got["b"].logprobs is None
+    assert (got["a"].reasoning_tokens, got["a"].cached_tokens, got["a"].cache_write_tokens) == (7, 3, 1)
+    assert got["b"].tier is None and got["b"].logprobs is None and got["b"].cached_tokens is None
     assert [r.key for r in streamed] == ["a", "b"] and streamed[0] == got["a"]
     # Exported and imported into the other kind of store, both columns survive.
     assert await export_cache(location, tmp_path / "export.jsonl") == 2
@@ -94,7 +95,7 @@ async def test_main_batch_tables_work_on_postgres(postgres: Any) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         names = [n for (n,) in conn.execute("SELECT name FROM _migrations ORDER BY version")]
         assert names == [m.__name__ for m in MIGRATIONS]
-        assert names[2:] == ["m003_batches", "m004_reply_logprobs", "m005_claims"]
+        assert names[2:] == ["m003_batches", "m004_reply_logprobs", "m005_claims", "m006_usage_details"]
         # SQLite's INTEGER PRIMARY KEY AUTOINCREMENT became an identity column: ids are given.
         identity = conn.execute("SELECT is_identity FROM information_schema.columns WHERE table_name = 'batches' AND column_name = 'id'").fetchone()
         assert identity == ("YES",)
@@ -282,3 +283,20 @@ def test_two_workers_with_n_requests_pay_each_sample_once(server: ScriptedJudgeS
     assert {k: r["sample_scores"] for k, r in a.items()} == {k: r["sample_scores"] for k, r in b.items()}
     assert all(r["status"] == "scored" and r["samples"] == K for r in a.values())
     assert claims_left(url) == 0
+
+
+@pytest.mark.timeout(60)
+async def test_an_export_written_before_the_usage_columns_still_imports(location: Any, tmp_path: Path) -> None:
+    """Exports made before migration 6 have no reasoning/cached-token fields: they import with those
+    empty (replayed uncached, as before). A row missing any other field is still refused."""
+    old = {k: v for k, v in judgment("old").as_dict().items() if k not in ("reasoning_tokens", "cached_tokens", "cache_write_tokens")}
+    write_jsonl(tmp_path / "old.jsonl", [old])
+    assert await import_cache(location, tmp_path / "old.jsonl") == 1
+    async with open_store(location) as store:
+        got = (await store.get_many(["old"]))["old"]
+    assert got == judgment("old", created_at=got.created_at) and got.created_at is not None
+    assert (got.reasoning_tokens, got.cached_tokens, got.cache_write_tokens) == (None, None, None)
+    broken = {k: v for k, v in old.items() if k != "tier"}
+    write_jsonl(tmp_path / "broken.jsonl", [broken])
+    with pytest.raises(Exception, match=r"broken.jsonl:1: not a cache export row: expected an object with exactly the fields"):
+        await import_cache(location, tmp_path / "broken.jsonl")

@@ -49,18 +49,26 @@ class CachedJudgment:
     tier: str | None = None
     #: JSON of the reply's per-token top logprobs (logprob-weighted judges only; migration 4)
     logprobs: str | None = None
+    #: the usage details the call was priced with (migration 6): hidden reasoning tokens (part of
+    #: completion_tokens), prompt tokens read from and written to the provider's prompt cache
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in COLUMNS}
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> CachedJudgment:
-        """A row of an export (every column present; ``transfer.py`` checks)."""
-        return cls(*(row[name] for name in COLUMNS))
+        """A row of an export (every column present but the ``LATER_COLUMNS`` an older export
+        lacks; ``transfer.py`` checks)."""
+        return cls(*(row.get(name) if name in LATER_COLUMNS else row[name] for name in COLUMNS))
 
 
 #: The judgments table's columns in the order both stores select them.
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(CachedJudgment))
+#: Columns added after exports existed: an export written before them imports with them empty.
+LATER_COLUMNS: frozenset[str] = frozenset({"reasoning_tokens", "cached_tokens", "cache_write_tokens"})
 
 
 @dataclass(slots=True)

@@ -110,7 +110,14 @@ def m005_claims(db: SchemaDB) -> None:
     db.execute("CREATE INDEX judgments_created ON judgments (created_at)")
 
 
-MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_batches, m004_reply_logprobs, m005_claims]
+def m006_usage_details(db: SchemaDB) -> None:
+    # A replayed judgment is priced as the call was: reasoning tokens, and prompt tokens read from
+    # or written to the provider's prompt cache (NULL in rows written before: priced uncached).
+    for column in ("reasoning_tokens", "cached_tokens", "cache_write_tokens"):
+        db.execute(f"ALTER TABLE judgments ADD COLUMN {column} INTEGER")
+
+
+MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_batches, m004_reply_logprobs, m005_claims, m006_usage_details]
 
 
 def _now() -> str:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ..errors import CacheError, UserInputError
-from .base import COLUMNS, CachedJudgment, CacheStats
+from .base import COLUMNS, LATER_COLUMNS, CachedJudgment, CacheStats
 from .location import CacheLocation, is_postgres_url, open_store
 
 _IMPORT_BATCH = 1000
@@ -78,7 +78,7 @@ async def _jsonl_rows(path: Path) -> AsyncIterator[CachedJudgment]:
                 continue
             try:
                 row = json.loads(line)
-                if not isinstance(row, dict) or set(row) != set(COLUMNS):
+                if not isinstance(row, dict) or not set(COLUMNS) - LATER_COLUMNS <= set(row) <= set(COLUMNS):
                     raise ValueError(f"expected an object with exactly the fields {', '.join(COLUMNS)}")
                 yield CachedJudgment.from_dict(row)
             except ValueError as exc:

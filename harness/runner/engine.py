@@ -475,6 +475,9 @@ class Runner:
                     score=judgment.score,
                     tier=reply.tier,
                     logprobs=None if reply.logprobs is None else json.dumps(reply.logprobs),
+                    reasoning_tokens=reply.reasoning_tokens,
+                    cached_tokens=reply.cached_tokens,
+                    cache_write_tokens=reply.cache_write_tokens,
                 )
             )
         return judgment
@@ -509,8 +512,16 @@ class Runner:
         judgment = self._parsed(job, hit.raw_output, _stored_logprobs(hit.logprobs))
         judgment.prompt_tokens = hit.prompt_tokens
         judgment.completion_tokens = hit.completion_tokens
-        # A batch reply keeps the batch price it was paid at; any other is priced at today's prices.
-        judgment.cost_usd = hit.cost_usd if hit.tier == "batch" else call_cost(job.judge, hit.prompt_tokens, hit.completion_tokens)
+        judgment.reasoning_tokens = hit.reasoning_tokens
+        judgment.cached_tokens = hit.cached_tokens
+        judgment.cache_write_tokens = hit.cache_write_tokens
+        # A batch reply keeps the batch price it was paid at; any other is priced at today's
+        # prices, with the prompt-cache reads and writes the call had.
+        judgment.cost_usd = (
+            hit.cost_usd
+            if hit.tier == "batch"
+            else call_cost(job.judge, hit.prompt_tokens, hit.completion_tokens, hit.cached_tokens, hit.cache_write_tokens)
+        )
         judgment.latency_ms = hit.latency_ms
         judgment.cached = True
         return judgment
