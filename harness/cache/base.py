@@ -62,7 +62,8 @@ class CachedJudgment:
     def from_dict(cls, row: dict[str, Any]) -> CachedJudgment:
         """A row of an export (every column present but the ``LATER_COLUMNS`` an older export
         lacks; ``transfer.py`` checks)."""
-        return cls(**{name: row.get(name) if name in LATER_COLUMNS else row[name] for name in COLUMNS})
+        values: dict[str, Any] = {name: row.get(name) if name in LATER_COLUMNS else row[name] for name in COLUMNS}
+        return cls(**values)
 
 
 #: The judgments table's columns in the order both stores select them.
