@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -34,10 +33,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make ``harness`` importable
+if str(ROOT) not in sys.path:  # run as a script: make ``harness`` and ``bench`` importable
     sys.path.insert(0, str(ROOT))
 
-from harness.cache import migrate
+from bench.offline_replay import offline_run_argv, store_judgments
 from harness.planning import RunOptions, build_plan, make_entry
 from harness.transcripts import iter_transcripts
 
@@ -103,26 +102,6 @@ def cache_rows(data: Path, config: Path) -> Iterator[tuple[object, ...]]:
             )
 
 
-def fill_cache(cache: Path, data: Path, config: Path) -> int:
-    db = sqlite3.connect(cache, isolation_level=None)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        migrate(db)
-        db.execute("BEGIN")
-        before = db.total_changes
-        db.executemany(
-            "INSERT INTO judgments (key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
-            "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            cache_rows(data, config),
-        )
-        rows = db.total_changes - before
-        db.execute("COMMIT")
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.close()
-    return rows
-
-
 def rss_mb(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
@@ -136,23 +115,7 @@ def rss_mb(pid: int) -> float | None:
 
 def replay(data: Path, config: Path, cache: Path, out: Path, log: Path) -> tuple[int, float, float, list[tuple[float, float]]]:
     """Run the command; (exit code, wall s, peak RSS MB, [(t, RSS MB)] samples)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "harness",
-        "run",
-        str(data),
-        "--config",
-        str(config),
-        "--cache",
-        str(cache),
-        "--offline",
-        "--rubric",
-        RUBRIC,
-        "--out",
-        str(out),
-        "--no-progress",
-    ]
+    argv = offline_run_argv(data, config, cache, out, RUBRIC)
     samples: list[tuple[float, float]] = []
     started = time.perf_counter()
     with log.open("w") as err:
@@ -192,7 +155,7 @@ def main() -> int:
             write_transcripts(data, n)
             print(f"wrote {n:,} transcripts ({data.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f} s", flush=True)
             t = time.perf_counter()
-            rows = fill_cache(cache, data, config)
+            rows = store_judgments(cache, cache_rows(data, config))
             print(f"cached {rows:,} judgments ({cache.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f} s", flush=True)
         out = work / "out"
         code, wall, peak, samples = replay(data, config, cache, out, work / "stderr.txt")

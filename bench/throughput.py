@@ -40,7 +40,6 @@ import resource
 import select
 import shutil
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -54,13 +53,13 @@ from pathlib import Path
 from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make ``harness`` and ``tests`` importable
+if str(ROOT) not in sys.path:  # run as a script: make ``harness``, ``bench`` and ``tests`` importable
     sys.path.insert(0, str(ROOT))
 
 import aiohttp
 import openai
 
-from harness.cache import migrate
+from bench.offline_replay import offline_run_argv, store_judgments
 from harness.judges.protocol import request_body
 from harness.planning import RunOptions, build_plan, make_entry
 from harness.runner import run_evaluation
@@ -291,22 +290,7 @@ def populate_cache(cache: Path, data: Path, config: Path) -> int:
                 now,
             )
         )
-    db = sqlite3.connect(cache, isolation_level=None)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        migrate(db)
-        db.execute("BEGIN")
-        db.executemany(
-            "INSERT INTO judgments (key, judge_model, base_url, rubric, rubric_version, raw_output, prompt_tokens, "
-            "completion_tokens, latency_ms, cost_usd, attempts, status, score, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            rows,
-        )
-        db.execute("COMMIT")
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.close()
-    return len(rows)
+    return store_judgments(cache, rows)
 
 
 # --- the three contenders ---------------------------------------------------------------------
@@ -400,21 +384,7 @@ def run_aiohttp(url: str, bodies: Sequence[dict[str, Any]], concurrency: int, se
 
 def run_offline_command(data: Path, config: Path, cache: Path, out: Path, n: int, timeout_s: float) -> Measure:
     """The whole ``python -m harness run --offline`` command; CPU is the child's user+sys."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "harness",
-        "run",
-        str(data),
-        "--config",
-        str(config),
-        "--cache",
-        str(cache),
-        "--offline",
-        "--out",
-        str(out),
-        "--no-progress",
-    ]
+    cmd = offline_run_argv(data, config, cache, out)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -644,21 +614,7 @@ def offline_case(case: Case, n: int, repeats: int, budget_s: float, workdir: Pat
         _say(_line("harness", m, None))
     _say(f"    {_load()}")
     if profile_dir is not None:  # the very command timed above; start-up is measured apart
-        cmd = [
-            sys.executable,
-            "-m",
-            "harness",
-            "run",
-            str(data),
-            "--config",
-            str(config),
-            "--cache",
-            str(cache),
-            "--offline",
-            "--out",
-            str(workdir / f"out-{case.name}-profile"),
-            "--no-progress",
-        ]
+        cmd = offline_run_argv(data, config, cache, workdir / f"out-{case.name}-profile")
         profile_command(cmd, profile_dir, case.name, 600, keep=_in_command)
     return result
 

@@ -65,19 +65,29 @@ def _constant(name: str, values: np.ndarray) -> str | None:
     return f"undefined: the {name} values are all equal" if np.ptp(values) == 0 else None
 
 
-def pearson(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> dict[str, Any]:
-    """Pearson's r, its p-value and Fisher-z interval (``scipy.stats.pearsonr``); needs 4 pairs for the interval."""
+def _correlation(test: Any, x: np.ndarray, y: np.ndarray) -> tuple[dict[str, Any], Any]:
+    """The section ``{"value", "ci", "pvalue", "notes"}`` of a correlation, and ``test(x, y)``'s result
+    (its warnings added to the notes); the result is None, and the notes say why, when the
+    correlation is undefined: fewer than 2 pairs, or either side constant."""
     out: dict[str, Any] = {"value": None, "ci": None, "pvalue": None, "notes": []}
     if x.size < 2:
         out["notes"].append("undefined: needs at least 2 pairs")
-        return out
+        return out, None
     problem = _constant("reference", x) or _constant("judge", y)
     if problem:
         out["notes"].append(problem)
-        return out
-    result, notes = _captured(sp.pearsonr, x, y)
-    out.update(value=float(result.statistic), pvalue=float(result.pvalue))
+        return out, None
+    result, notes = _captured(test, x, y)
     out["notes"].extend(notes)
+    return out, result
+
+
+def pearson(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> dict[str, Any]:
+    """Pearson's r, its p-value and Fisher-z interval (``scipy.stats.pearsonr``); needs 4 pairs for the interval."""
+    out, result = _correlation(sp.pearsonr, x, y)
+    if result is None:
+        return out
+    out.update(value=float(result.statistic), pvalue=float(result.pvalue))
     if x.size >= 4:
         low, high = result.confidence_interval(confidence)
         out["ci"] = [float(low), float(high)]
@@ -88,18 +98,11 @@ def pearson(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> dict[str,
 
 def spearman(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int | None, confidence: float) -> dict[str, Any]:
     """Spearman's rho and p-value (``scipy.stats.spearmanr``) with a paired bootstrap percentile interval."""
-    out: dict[str, Any] = {"value": None, "ci": None, "pvalue": None, "notes": []}
-    if x.size < 2:
-        out["notes"].append("undefined: needs at least 2 pairs")
+    out, result = _correlation(sp.spearmanr, x, y)
+    if result is None:
         return out
-    problem = _constant("reference", x) or _constant("judge", y)
-    if problem:
-        out["notes"].append(problem)
-        return out
-    result, notes = _captured(sp.spearmanr, x, y)
     pvalue = float(result.pvalue)
     out.update(value=float(result.statistic), pvalue=pvalue if np.isfinite(pvalue) else None)
-    out["notes"].extend(notes)
     boot = paired_bootstrap(x.size, lambda idx: spearman_batch(x, y, idx), n_resamples, seed, confidence)
     out["ci"] = boot["ci"]
     out["bootstrap"] = boot

@@ -308,12 +308,7 @@ def evaluate_clmpi(
         rubrics = ["contextual_understanding", "coherence", "fluency"] + (["correctness"] if judge_accuracy else [])
         judged = judge_records((to_transcript(r) for r in answered), rubrics, out, judge, "clmpi")
         exit_code = judged.outcome.exit_code
-        judge_summary = {
-            "exit_code": exit_code,
-            "message": judged.outcome.message,
-            "judgments": judged.outcome.summary.get("judgments"),
-            "cost_usd": judged.outcome.summary.get("cost_usd"),
-        }
+        judge_summary = judged.summary()
         per_item: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for j in judged.judgments:
             per_item[(j["transcript_id"], j["rubric"])].append(j)

@@ -104,6 +104,15 @@ class Judged:
     judgments: list[dict[str, Any]]
     outcome: RunOutcome
 
+    def summary(self) -> dict[str, Any]:
+        """The judged step as a suite's results report it: exit code, message, judgment counts and cost."""
+        return {
+            "exit_code": self.outcome.exit_code,
+            "message": self.outcome.message,
+            "judgments": self.outcome.summary.get("judgments"),
+            "cost_usd": self.outcome.summary.get("cost_usd"),
+        }
+
 
 def judge_records(
     records: Iterable[Mapping[str, Any]],

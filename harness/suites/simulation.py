@@ -413,12 +413,7 @@ def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> di
     if judge is not None and records:
         result = judge_records(records, list(RUBRIC_OF.values()), out, judge, "simulation")
         exit_code = result.outcome.exit_code
-        judge_summary = {
-            "exit_code": exit_code,
-            "message": result.outcome.message,
-            "judgments": result.outcome.summary.get("judgments"),
-            "cost_usd": result.outcome.summary.get("cost_usd"),
-        }
+        judge_summary = result.summary()
         attr_of = {rubric: attr for attr, rubric in RUBRIC_OF.items()}
         for j in result.judgments:
             if j["status"] == "scored" and j.get("label") is not None:

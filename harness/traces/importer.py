@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TranscriptError
-from ..transcripts.loader import OnBad, iter_raw, parse_record
+from ..transcripts.loader import OnBad, iter_checked
 from .reader import resolve_format
 
 
@@ -29,21 +29,10 @@ class ImportResult:
 def import_traces(path: Path, out: Path, fmt: str = "auto", on_bad: OnBad = "fail") -> ImportResult:
     started = time.perf_counter()
     result = ImportResult(format=resolve_format(path, fmt))
-    seen: dict[str, int] = {}
     partial = out.with_name(out.name + ".partial")
     try:
         with partial.open("w", encoding="utf-8") as fh:
-            for raw in iter_raw(path, result.format):
-                try:
-                    record = parse_record(path, raw)
-                    if record.id in seen:
-                        raise TranscriptError(str(path), raw.line, "id", f"duplicate id {record.id!r} (first on line {seen[record.id]})")
-                except TranscriptError as exc:
-                    if on_bad == "fail":
-                        raise
-                    result.bad.append(exc)
-                    continue
-                seen[record.id] = raw.line
+            for _, record in iter_checked(path, on_bad, result.bad, result.format):
                 fh.write(json.dumps(record.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n")
                 result.written += 1
         os.replace(partial, out)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .otlp import Trace, TraceSpan
+from .otlp import Trace, TraceSpan, span_transcript
 from .records import Extracted, first, last, span, text_of, unique
 
 KIND = "openinference.span.kind"
@@ -132,22 +132,19 @@ def units(trace: Trace) -> Iterator[tuple[TraceSpan, str, list[TraceSpan]]]:
 
 def extract(trace: Trace, root: TraceSpan, transcript_id: str, spans: list[TraceSpan]) -> Extracted:
     llm_spans = [s for s in spans if kind(s) == "LLM"]
-    meta: dict[str, Any] = {"source_format": "openinference", "trace_id": trace.trace_id, "span_id": root.span_id, "span_name": root.name}
-    if model := first(s.attributes.get("llm.model_name") for s in llm_spans):
-        meta["model"] = model
-    if usage := _usage(llm_spans):
-        meta["usage"] = usage
-    return Extracted(
-        line=root.line,
-        label=f"trace {transcript_id}",
-        id=transcript_id,
+    return span_transcript(
+        trace,
+        root,
+        transcript_id,
+        spans,
+        source_format="openinference",
         query=_query(root, llm_spans),
         response=_response(root, llm_spans),
         contexts=_contexts(spans, llm_spans),
-        spans=[span(k, s.name, s.start_s, s.end_s) for s in spans if (k := _KINDS.get(kind(s) or ""))],
-        total_ms=(max(s.end_s for s in spans) - min(s.start_s for s in spans)) * 1000.0,
+        timed=[span(k, s.name, s.start_s, s.end_s) for s in spans if (k := _KINDS.get(kind(s) or ""))],
         tool_calls=_tool_calls(spans, llm_spans),
-        metadata=meta,
+        model=first(s.attributes.get("llm.model_name") for s in llm_spans),
+        usage=_usage(llm_spans),
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,
     )

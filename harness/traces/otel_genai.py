@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from .otlp import Trace, TraceSpan
+from .otlp import Trace, TraceSpan, span_transcript
 from .records import Extracted, first, last, span, text_of, unique
 
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content"}
@@ -168,24 +168,19 @@ def extract(trace: Trace, root: TraceSpan, transcript_id: str, spans: list[Trace
     """The transcript of ``root`` from ``spans`` (the spans under an agent span, or the whole trace)."""
     model_spans = [s for s in spans if operation(s) in LLM_OPERATIONS]
     agent = root if operation(root) == "invoke_agent" else None
-    timed = [span(kind, s.name, s.start_s, s.end_s) for s in spans if (kind := span_kind(s))]
-    meta: dict[str, Any] = {"source_format": "otel", "trace_id": trace.trace_id, "span_id": root.span_id, "span_name": root.name}
-    model = first(s.attributes.get("gen_ai.request.model") for s in model_spans)
-    if model:
-        meta["model"] = model
-    if usage := _usage(model_spans):
-        meta["usage"] = usage
-    return Extracted(
-        line=root.line,
-        label=f"trace {transcript_id}",
-        id=transcript_id,
+    return span_transcript(
+        trace,
+        root,
+        transcript_id,
+        spans,
+        source_format="otel",
         query=_query(model_spans) or (first(_parts_text(m) for m in input_messages(agent) if m.get("role") == "user") if agent else None),
         response=_response(agent, model_spans),
         contexts=_tool_results(spans, model_spans),
-        spans=timed,
-        total_ms=(max(s.end_s for s in spans) - min(s.start_s for s in spans)) * 1000.0,
+        timed=[span(kind, s.name, s.start_s, s.end_s) for s in spans if (kind := span_kind(s))],
         tool_calls=_tool_call_count(spans, model_spans),
-        metadata=meta,
+        model=first(s.attributes.get("gen_ai.request.model") for s in model_spans),
+        usage=_usage(model_spans),
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TranscriptError
+from .records import Extracted
 
 _SCALARS = ("stringValue", "boolValue", "intValue", "doubleValue")
 _HEX = re.compile(r"[0-9a-fA-F]+")
@@ -155,3 +156,45 @@ def read_traces(path: Path) -> Iterator[Trace]:
                         raise TranscriptError(str(path), line, where, f"not an OTLP span ({exc})") from None
                     traces.setdefault(span.trace_id, Trace(span.trace_id, [])).spans.append(span)
     yield from traces.values()
+
+
+def span_transcript(
+    trace: Trace,
+    root: TraceSpan,
+    transcript_id: str,
+    spans: list[TraceSpan],
+    *,
+    source_format: str,
+    query: str | None,
+    response: str | None,
+    contexts: list[str],
+    timed: list[dict[str, Any]],
+    tool_calls: int,
+    model: str | None,
+    usage: dict[str, int],
+    query_sources: str,
+    response_sources: str,
+) -> Extracted:
+    """The transcript of ``root`` as an OTLP reader (OpenTelemetry GenAI, OpenInference) found it in
+    ``spans``: named after the trace, ``total_ms`` from the first span's start to the last one's
+    end, the metadata naming the source format, trace and root span, and the model and token usage
+    when known; ``timed`` are the transcript's spans."""
+    meta: dict[str, Any] = {"source_format": source_format, "trace_id": trace.trace_id, "span_id": root.span_id, "span_name": root.name}
+    if model:
+        meta["model"] = model
+    if usage:
+        meta["usage"] = usage
+    return Extracted(
+        line=root.line,
+        label=f"trace {transcript_id}",
+        id=transcript_id,
+        query=query,
+        response=response,
+        contexts=contexts,
+        spans=timed,
+        total_ms=(max(s.end_s for s in spans) - min(s.start_s for s in spans)) * 1000.0,
+        tool_calls=tool_calls,
+        metadata=meta,
+        query_sources=query_sources,
+        response_sources=response_sources,
+    )

@@ -7,6 +7,7 @@ Every problem is a :class:`~harness.errors.TranscriptError` reading ``FILE:LINE:
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sys
 import tempfile
@@ -24,7 +25,18 @@ from ..validation import first_problem
 from .models import Transcript
 from .raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 
-__all__ = ["MAX_RECORD_BYTES", "OnBad", "RawRecord", "ScanResult", "iter_raw", "iter_transcripts", "parse_record", "scan", "stdin_as_file"]
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "OnBad",
+    "RawRecord",
+    "ScanResult",
+    "iter_checked",
+    "iter_raw",
+    "iter_transcripts",
+    "parse_record",
+    "scan",
+    "stdin_as_file",
+]
 
 OnBad = Literal["fail", "skip"]
 
@@ -114,17 +126,12 @@ def iter_transcripts(path: str | Path, on_bad: OnBad = "fail", format: str = "au
         yield raw.line, record
 
 
-def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto") -> ScanResult:
-    """Validate every record (up to ``limit`` good ones) before any judge is called.
-
-    With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
-    Duplicate ids are a problem at the repeat, naming the line of the first.
-    """
-    result = ScanResult()
+def iter_checked(path: str | Path, on_bad: OnBad, bad: list[TranscriptError], format: str = "auto") -> Iterator[tuple[int, Transcript]]:
+    """Yield ``(line, transcript)`` of each valid record; a bad record, or an id seen before (the
+    problem names the line of the first), raises with ``on_bad="fail"`` and with ``"skip"`` is
+    appended to ``bad`` and passed over."""
     first_line: dict[str, int] = {}
     for raw in iter_raw(path, format):
-        if limit is not None and result.good >= limit:
-            break
         try:
             record = parse_record(path, raw)
             if record.id in first_line:
@@ -132,9 +139,23 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, for
         except TranscriptError as exc:
             if on_bad == "fail":
                 raise
-            result.bad.append(exc)
+            bad.append(exc)
             continue
         first_line[record.id] = raw.line
+        yield raw.line, record
+
+
+def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto") -> ScanResult:
+    """Validate every record (up to ``limit`` good ones) before any judge is called.
+
+    With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
+    Duplicate ids are a problem at the repeat, naming the line of the first.
+    """
+    result = ScanResult()
+    records = iter_checked(path, on_bad, result.bad, format)
+    if limit is not None:
+        records = itertools.islice(records, max(limit, 0))  # reads no record past the limit
+    for _, record in records:
         result.good += 1
         result.inputs_seen |= record.resolved().present_inputs()
     if result.good == 0 and not result.bad:

@@ -11,6 +11,8 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +52,37 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     return outcome, Outputs(tmp_path / name), buffer.getvalue()
 
 
-def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    """``python -m harness ARGS`` as a real process: its exit code, stdout and stderr."""
+def harness_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a real ``python -m harness``: this one without the judge's key or an
+    OpenAI endpoint, this checkout importable, wide uncoloured output, then ``env``."""
     base = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "OPENAI_BASE_URL", "OPENAI_API_KEY")}
-    full_env = {**base, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1", **(env or {})}
+    return {**base, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1", **(env or {})}
+
+
+def cli(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120.0, preexec_fn: Callable[[], None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m harness ARGS`` as a real process: its exit code, stdout and stderr. ``preexec_fn``
+    runs in the child before the harness starts (to set a resource limit, say)."""
     return subprocess.run(
         [sys.executable, "-m", "harness", *args],
         cwd=cwd,
-        env=full_env,
+        env=harness_env(env),
         capture_output=True,
         text=True,
         timeout=timeout,
+        preexec_fn=preexec_fn,
         check=False,
     )
+
+
+@contextmanager
+def harness_process(args: list[str], cwd: Path, env: dict[str, str] | None = None, **popen: Any) -> Iterator[subprocess.Popen[str]]:
+    """``python -m harness ARGS`` started in the background (text mode; ``popen``: the pipes and the
+    like), for a test that signals it; killed on the way out if it is still running."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=cwd, env=harness_env(env), text=True, **popen)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -13,7 +13,6 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 from harness.exit_codes import EXIT_CODES, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_IO, EXIT_OK, EXIT_USER_ERROR
 from harness.outputs.files import OutDirLock
 from tests.e2e_support import KEY, KEY_ENV, cache_rows, judge, read_jsonl, serve, write_config, write_jsonl
-from tests.reliability.support import ROOT, cli, run, transcripts
+from tests.reliability.support import ROOT, cli, harness_process, run, transcripts
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -159,17 +158,7 @@ def test_a_full_disk_ends_the_run_with_exit_5_and_one_line(tmp_path: Path) -> No
     long_reply = "Score: 0.5\n" + "reasoning " * 400
     with serve(reply=lambda body: long_reply) as server:
         args = setup(tmp_path, server.base_url or "", transcripts(300), max_concurrency=8)
-        env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1"}
-        proc = subprocess.run(
-            [sys.executable, "-m", "harness", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            preexec_fn=_full_disk(256 * 1024),
-            check=False,
-        )
+        proc = cli(args, tmp_path, ENV, timeout=90, preexec_fn=_full_disk(256 * 1024))
     assert proc.returncode == EXIT_IO, proc.stderr
     line = [x for x in proc.stderr.splitlines() if x.startswith("error:") or "write failed" in x]
     assert line, proc.stderr
@@ -182,9 +171,7 @@ def test_sigterm_ends_a_run_stuck_on_a_hanging_judge(tmp_path: Path) -> None:
     """SIGTERM twice always works: the first stops dispatching, the second cancels calls in flight."""
     with serve(hang_s=120) as server:
         args = setup(tmp_path, server.base_url or "", marked(4, "[[fault:hang]]"), timeout_s=100)
-        env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-        proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
-        try:
+        with harness_process(args, tmp_path, ENV, stderr=subprocess.PIPE) as proc:
             deadline = 30.0
             import time
 
@@ -195,9 +182,6 @@ def test_sigterm_ends_a_run_stuck_on_a_hanging_judge(tmp_path: Path) -> None:
             time.sleep(0.3)
             proc.send_signal(signal.SIGTERM)
             _, stderr = proc.communicate(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert (tmp_path / "out" / "summary.json").is_file()
@@ -368,17 +352,7 @@ def test_running_out_of_file_descriptors_is_named_with_the_fix(tmp_path: Path) -
     the fix, instead of declaring the judge down."""
     with serve(latency_s=0.5) as server:
         args = setup(tmp_path, server.base_url or "", transcripts(200), max_concurrency=64)
-        env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "COLUMNS": "400", "NO_COLOR": "1"}
-        proc = subprocess.run(
-            [sys.executable, "-m", "harness", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            preexec_fn=_few_fds(40),
-            check=False,
-        )
+        proc = cli(args, tmp_path, ENV, timeout=90, preexec_fn=_few_fds(40))
     assert proc.returncode == EXIT_IO, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert "file descriptors" in proc.stderr and "ulimit -n" in proc.stderr and "--concurrency" in proc.stderr
@@ -390,20 +364,17 @@ def test_ctrl_c_before_judging_starts_exits_130_in_one_line(tmp_path: Path) -> N
     """Ctrl-C while the input is still being read (standard input left open): exit 130, one line."""
     import time
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "OPENAI_API_KEY": "sk-unused-key-000"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "estimate", "-", "--model", "gpt-4o-mini", "--no-cache"],
-        cwd=tmp_path,
-        env=env,
+    with harness_process(
+        ["estimate", "-", "--model", "gpt-4o-mini", "--no-cache"],
+        tmp_path,
+        {"OPENAI_API_KEY": "sk-unused-key-000"},
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        text=True,
         # A shell's background job starts with SIGINT ignored, and a child inherits that: give it
         # the default disposition, as a terminal would, so Ctrl-C reaches it.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
+    ) as proc:
         assert proc.stdin is not None
         proc.stdin.write('{"id": "a", "query": "q", "response": "r"}\n')
         proc.stdin.flush()
@@ -416,8 +387,5 @@ def test_ctrl_c_before_judging_starts_exits_130_in_one_line(tmp_path: Path) -> N
         time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 130, stderr
     assert one_line(stderr) == "interrupted"
