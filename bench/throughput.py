@@ -497,7 +497,7 @@ def _in_run(stack: list[str]) -> bool:
 
 def _in_command(stack: list[str]) -> bool:
     # ``harness run`` itself (under cli.run), not the interpreter start and imports before it.
-    return any(f.startswith("run (") and "harness/cli.py" in f for f in stack) or stack[0].startswith("Thread._bootstrap ")
+    return any(f.startswith("run (") and "harness/cli/run.py" in f for f in stack) or stack[0].startswith("Thread._bootstrap ")
 
 
 def harness_child(spec: str) -> int:
