@@ -346,30 +346,13 @@ class Runner:
             elif self.stopping:
                 outcome = member.judgment("unscored", reason="interrupted")
             elif index < len(texts):
-                outcome = self._parsed(member, texts[index], logprobs[index] if index < len(logprobs) else None)
+                choice_logprobs = logprobs[index] if index < len(logprobs) else None
+                outcome = self._parsed(member, texts[index], choice_logprobs)
                 outcome.prompt_tokens, outcome.completion_tokens, outcome.cost_usd = 0, 0, 0.0
                 # attempts 0: this choice sent no request of its own (the summary counts requests sent)
                 outcome.latency_ms, outcome.attempts = result.latency_ms, 0
                 if self.cache is not None:
-                    self._stored.add(member.key)
-                    self.cache.put(
-                        CachedJudgment(
-                            key=member.key,
-                            judge_model=member.judge.model,
-                            base_url=member.judge.endpoint,
-                            rubric=member.rubric.name,
-                            rubric_version=member.rubric.version,
-                            raw_output=texts[index],
-                            prompt_tokens=0,
-                            completion_tokens=0,
-                            latency_ms=outcome.latency_ms,
-                            cost_usd=0.0,
-                            attempts=1,
-                            status=outcome.status,
-                            score=outcome.score,
-                            logprobs=None if index >= len(logprobs) or logprobs[index] is None else json.dumps(logprobs[index]),
-                        )
-                    )
+                    self._store(member, outcome, texts[index], choice_logprobs, attempts=1)
             else:
                 outcome = await self._call(judge, member)
             await self._settle_claim(member.key)
@@ -456,31 +439,45 @@ class Runner:
         # A truncated reply is not cached: it is no answer, and the same request would be cut again
         # only if the budget stays as it is (changing it changes the key anyway).
         if self.cache is not None and not reply.truncated:
-            assert job.key is not None
-            self._stored.add(job.key)
-            self.cache.put(
-                CachedJudgment(
-                    key=job.key,
-                    judge_model=job.judge.model,
-                    base_url=job.judge.endpoint,
-                    rubric=job.rubric.name,
-                    rubric_version=job.rubric.version,
-                    raw_output=reply.text,
-                    prompt_tokens=reply.prompt_tokens,
-                    completion_tokens=reply.completion_tokens,
-                    latency_ms=judgment.latency_ms,
-                    cost_usd=judgment.cost_usd,
-                    attempts=attempts.count,
-                    status=judgment.status,
-                    score=judgment.score,
-                    tier=reply.tier,
-                    logprobs=None if reply.logprobs is None else json.dumps(reply.logprobs),
-                    reasoning_tokens=reply.reasoning_tokens,
-                    cached_tokens=reply.cached_tokens,
-                    cache_write_tokens=reply.cache_write_tokens,
-                )
-            )
+            self._store(job, judgment, reply.text, reply.logprobs, attempts=attempts.count, tier=reply.tier)
         return judgment
+
+    def _store(
+        self,
+        job: Job,
+        judgment: Judgment,
+        text: str,
+        logprobs: Sequence[tuple[str, TokenAlternatives]] | None,
+        *,
+        attempts: int,
+        tier: str | None = None,
+    ) -> None:
+        """Queue ``judgment`` (the reply ``text`` parsed) for the cache under its job's key; the
+        write releases the key's claim."""
+        assert self.cache is not None and job.key is not None
+        self._stored.add(job.key)
+        self.cache.put(
+            CachedJudgment(
+                key=job.key,
+                judge_model=job.judge.model,
+                base_url=job.judge.endpoint,
+                rubric=job.rubric.name,
+                rubric_version=job.rubric.version,
+                raw_output=text,
+                prompt_tokens=judgment.prompt_tokens,
+                completion_tokens=judgment.completion_tokens,
+                latency_ms=judgment.latency_ms,
+                cost_usd=judgment.cost_usd,
+                attempts=attempts,
+                status=judgment.status,
+                score=judgment.score,
+                tier=tier,
+                logprobs=None if logprobs is None else json.dumps(logprobs),
+                reasoning_tokens=judgment.reasoning_tokens,
+                cached_tokens=judgment.cached_tokens,
+                cache_write_tokens=judgment.cache_write_tokens,
+            )
+        )
 
     # -- judgments -----------------------------------------------------------------------------
 
