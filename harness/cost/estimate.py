@@ -134,7 +134,8 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
     #: per judge: fixed-prefix tokens (system prompt and the rubric's own text) sent in requests
     #: that could be served from the provider's prompt cache
     cacheable: dict[str, int] = dict.fromkeys((j.name for j in plan.judges), 0)
-    seen_prefix: set[tuple[str, str]] = set()
+    #: tokens of each (judge, fixed prefix) seen so far, counted once
+    prefix_tokens: dict[tuple[str, str], int] = {}
     for line in lines.values():
         judge = next(j for j in plan.judges if j.name == line.judge)
         line.cached_completion_mean = completion_means.get((judge.model, judge.endpoint, line.rubric))
@@ -162,12 +163,12 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
                 continue
             line.requests += 1
             line.prompt_tokens += prompt
-            fixed = job.request.fixed_text
-            prefix = counters[job.judge.name].count_text(fixed) if fixed else 0
-            if prefix >= MIN_CACHEABLE_TOKENS:
-                if (job.judge.name, fixed) in seen_prefix:
-                    cacheable[job.judge.name] += prefix
-                seen_prefix.add((job.judge.name, fixed))  # the first request writes the cache
+            fixed = (job.judge.name, job.request.fixed_text)
+            prefix = prefix_tokens.get(fixed)
+            if prefix is None:  # the first request with this prefix writes the provider's cache
+                prefix_tokens[fixed] = counters[job.judge.name].count_text(fixed[1]) if fixed[1] else 0
+            elif prefix >= MIN_CACHEABLE_TOKENS:
+                cacheable[job.judge.name] += prefix
             line.completion_tokens_max += job.request.max_tokens
             line.completion_tokens_expected += expected
             line.cost_usd_max = _add(line.cost_usd_max, call_cost(job.judge, prompt, job.request.max_tokens))
