@@ -241,11 +241,10 @@ class Engine:
         When another slot, busy or not, holds a longer shared prefix (the same rubric's text),
         its whole cache is copied into the chosen slot first: a memory copy instead of decoding
         a few hundred tokens again."""
-        free = [slot for slot in self.slots if not slot.busy]
-        slot = max(free, key=lambda s: _common_prefix(s.cached, seq.tokens))
-        keep = _common_prefix(slot.cached, seq.tokens)
-        donor = max(self.slots, key=lambda s: _common_prefix(s.cached, seq.tokens))
-        shared = _common_prefix(donor.cached, seq.tokens)
+        shares = [_common_prefix(s.cached, seq.tokens) for s in self.slots]  # slot ids are their indexes
+        slot = max((s for s in self.slots if not s.busy), key=lambda s: shares[s.id])
+        donor = max(self.slots, key=lambda s: shares[s.id])
+        keep, shared = shares[slot.id], shares[donor.id]
         if donor is not slot and shared >= keep + COPY_MIN_TOKENS:
             # Across KV streams llama.cpp copies whole buffers only; the copy runs at the next decode.
             self.ll.llama_memory_seq_cp(self.memory, donor.id, slot.id, -1, -1)

@@ -201,10 +201,11 @@ class LocalLlamaJudge(Judge):
         """The least busy worker, or, within one call of it, the worker that last took a request
         starting with the same fixed text (system prompt and rubric): its slots hold that prefix."""
         least = min(range(self._n_workers), key=lambda i: self._load[i])
-        home = self._home.get(request.fixed_text)
+        fixed = request.fixed_text
+        home = self._home.get(fixed)
         if home is not None and self._load[home] <= self._load[least] + 1:
             return home
-        self._home[request.fixed_text] = least
+        self._home[fixed] = least
         return least
 
     async def _running(self, index: int) -> _Worker:
