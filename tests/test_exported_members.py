@@ -25,3 +25,20 @@ def test_the_command_line_starts_without_the_numeric_stack() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_harness_stats_names_resolve_lazily_to_their_modules() -> None:
+    """``harness.stats`` imports its parts on first use: every exported name is in the lazy map and
+    resolves to the object its module defines, and importing ``stats.noise`` (what a run uses)
+    loads neither NumPy nor SciPy."""
+    import importlib
+
+    import harness.stats as stats
+
+    assert sorted(stats.__all__) == sorted(stats._HOME)
+    for name in stats.__all__:
+        module = importlib.import_module(f"harness.stats.{stats._HOME[name]}")
+        assert getattr(stats, name) is getattr(module, name)
+    probe = "import sys, harness.stats.noise; print(sorted(m for m in ('numpy', 'scipy') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
