@@ -30,7 +30,6 @@ from typing import BinaryIO
 from urllib.parse import urlparse
 
 from ..cache.batches import BatchRecord, BatchStore, Outcome, ledger_path
-from ..cache.keys import cache_key
 from ..cache.location import CacheLocation
 from ..config import JudgeConfig
 from ..errors import BatchError, BatchRequestFailed, ConfigError, UserInputError
@@ -302,36 +301,24 @@ def release(cache: CacheLocation, batch_id: int) -> BatchRecord:
 
 class BatchReplies(Judge):
     """The judge of a collect: answers each request from the downloaded batch results, never
-    from the network. The request is matched to its ``custom_id`` (the cache key) by recomputing
-    the key under each rubric of the plan."""
+    from the network. A result is matched by its ``custom_id``, which is the key the plan wrote
+    onto the request at submit and writes again now (``cache/keys.request_key``)."""
 
-    def __init__(self, config: JudgeConfig, rubrics: Sequence[Rubric], outcomes: dict[str, Outcome], pending: set[str]) -> None:
+    def __init__(self, config: JudgeConfig, outcomes: dict[str, Outcome], pending: set[str]) -> None:
         super().__init__(config)
-        self._rubrics = rubrics
         self._outcomes = outcomes
         self._pending = pending
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        for rubric in self._rubrics:
-            if (rubric.max_tokens or self.config.max_tokens) != request.max_tokens:
-                continue  # not this rubric's request (planning sets max_tokens this way)
-            key = cache_key(
-                model=self.config.model,
-                base_url=self.config.endpoint,
-                messages=request.messages,
-                temperature=request.temperature,
-                max_tokens=request.max_tokens,
-                seed=request.seed,
-                rubric=rubric.name,
-                rubric_version=rubric.version,
-            )
-            outcome = self._outcomes.get(key)
-            if outcome is not None:
-                if outcome.reply is None:
-                    raise BatchRequestFailed(f"batch: {outcome.error}")
-                return JudgeReply(outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, tier="batch")
-            if key in self._pending:
-                raise BatchRequestFailed("batch: still in a batch that has not ended")
+        if request.key is None:
+            raise BatchRequestFailed("batch: the request has no cache key")
+        outcome = self._outcomes.get(request.key)
+        if outcome is not None:
+            if outcome.reply is None:
+                raise BatchRequestFailed(f"batch: {outcome.error}")
+            return JudgeReply(outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, tier="batch")
+        if request.key in self._pending:
+            raise BatchRequestFailed("batch: still in a batch that has not ended")
         raise BatchRequestFailed("batch: not submitted in any batch (run `harness batch submit`)")
 
 
@@ -378,11 +365,7 @@ async def write_outputs(
     with BatchStore(plan.cache_path) as store:
         outcomes = {o.key: o for o in store.outcomes()}
         pending = store.pending_keys()
-    # The rubrics asked for, else every rubric a key could have been made under.
-    rubrics = plan.rubrics or list(plan.available_rubrics.values())
-    outcome = await run_evaluation(
-        options, on_start=on_start, on_judgment=on_judgment, judge_factory=lambda cfg: BatchReplies(cfg, rubrics, outcomes, pending)
-    )
+    outcome = await run_evaluation(options, on_start=on_start, on_judgment=on_judgment, judge_factory=lambda cfg: BatchReplies(cfg, outcomes, pending))
     with BatchStore(plan.cache_path) as store:
         store.forget_stored_replies()
     return outcome
