@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlparse
@@ -283,13 +284,16 @@ def batches(cache: CacheLocation) -> list[BatchRecord]:
 
 
 def release(cache: CacheLocation, batch_id: int) -> BatchRecord:
-    """Give up a batch that was never created: its keys may be submitted again."""
+    """Give up a batch: its keys without a result may be submitted again. Refused only for a
+    batch still running at the provider, whose results are still to come."""
     with BatchStore(cache) as store:
         record = store.get(batch_id)
         if record is None:
             raise UserInputError(f"no batch {batch_id} in {cache}")
-        if record.remote_id is not None:
-            raise UserInputError(f"batch {batch_id} exists at the provider ({record.remote_id}): collect it instead")
+        if record.remote_id is not None and record.open and not record.ended and record.api != FILE_API:
+            raise UserInputError(
+                f"batch {batch_id} is still running at the provider ({record.remote_id}, {record.status}): collect it when it ends"
+            )
         store.release(batch_id)
         fresh = store.get(batch_id)
         assert fresh is not None
@@ -324,16 +328,17 @@ class BatchReplies(Judge):
 
 @dataclass(slots=True)
 class CollectReport:
-    downloaded: list[tuple[BatchRecord, dict[str, int]]] = field(default_factory=list)
+    downloaded: list[tuple[BatchRecord, dict[str, int], list[str]]] = field(default_factory=list)
     #: open batches of the plan's judges: the outputs wait for them
     waiting: list[BatchRecord] = field(default_factory=list)
     outcome: RunOutcome | None = None
     notes: list[str] = field(default_factory=list)
 
 
-async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[str, int]]]:
-    """Download every ended, uncollected batch's results into the cache database."""
-    done: list[tuple[BatchRecord, dict[str, int]]] = []
+async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[str, int], list[str]]]:
+    """Download every ended, uncollected batch's results into the cache database; with each, the
+    problems that kept some of its output from being read (their requests are failed)."""
+    done: list[tuple[BatchRecord, dict[str, int], list[str]]] = []
     with BatchStore(cache) as store:
         for record in store.batches(open_only=True):
             if not record.ended or record.remote_id is None or record.api == FILE_API:
@@ -341,13 +346,17 @@ async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[s
             client = _client(record)
             try:
                 remote = Remote(record.remote_id, record.status, True, record.detail_json())
-                outcomes = await client.results(remote)
-                counts = store.record_outcomes(record.id, outcomes, missing_reason=client.missing_reason(remote))
+                read = await client.results(remote)
+                # Every complete line is stored; a request whose line could not be read is failed
+                # with the reason, which frees its key for the next submit (the batch is collected).
+                reason = partial(read.missing_reason, client.missing_reason(remote))
+                counts = store.record_outcomes(record.id, read.outcomes, missing_reason=reason)
+                problems = read.problems
             finally:
                 await client.aclose()
             fresh = store.get(record.id)
             assert fresh is not None
-            done.append((fresh, counts))
+            done.append((fresh, counts, problems))
     return done
 
 
