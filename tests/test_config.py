@@ -179,8 +179,8 @@ def test_grouped_tables_load_like_flat_keys(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
-        ('[judges.sampling]\ntimeout_s = 3\n', "judges[0]: sampling.timeout_s: unknown key (a sampling table holds model, temperature"),
-        ('temperature = 0.1\n[judges.sampling]\ntemperature = 0.2\n', "judges[0]: sampling.temperature: given twice"),
+        ("[judges.sampling]\ntimeout_s = 3\n", "judges[0]: sampling.timeout_s: unknown key (a sampling table holds model, temperature"),
+        ("temperature = 0.1\n[judges.sampling]\ntemperature = 0.2\n", "judges[0]: sampling.temperature: given twice"),
         ("[judges.limits]\ntimeout_s = inf\n", "judges[0].timeout_s: Input should be a finite number"),
     ],
 )

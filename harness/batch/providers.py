@@ -282,6 +282,7 @@ class AnthropicBatchAPI(BatchAPI):
     name = "anthropic"
     max_requests = Limits.ANTHROPIC_REQUESTS
     max_bytes = Limits.ANTHROPIC_BYTES
+
     def _headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._key:

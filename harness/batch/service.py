@@ -291,9 +291,7 @@ def release(cache: CacheLocation, batch_id: int) -> BatchRecord:
         if record is None:
             raise UserInputError(f"no batch {batch_id} in {cache}")
         if record.remote_id is not None and record.open and not record.ended and record.api != FILE_API:
-            raise UserInputError(
-                f"batch {batch_id} is still running at the provider ({record.remote_id}, {record.status}): collect it when it ends"
-            )
+            raise UserInputError(f"batch {batch_id} is still running at the provider ({record.remote_id}, {record.status}): collect it when it ends")
         store.release(batch_id)
         fresh = store.get(batch_id)
         assert fresh is not None
@@ -374,7 +372,9 @@ async def write_outputs(
     with BatchStore(plan.cache_path) as store:
         outcomes = {o.key: o for o in store.outcomes()}
         pending = store.pending_keys()
-    outcome = await run_evaluation(options, on_start=on_start, on_judgment=on_judgment, judge_factory=lambda cfg: BatchReplies(cfg, outcomes, pending))
+    outcome = await run_evaluation(
+        options, on_start=on_start, on_judgment=on_judgment, judge_factory=lambda cfg: BatchReplies(cfg, outcomes, pending)
+    )
     with BatchStore(plan.cache_path) as store:
         store.forget_stored_replies()
     return outcome

@@ -95,4 +95,3 @@ def shape_request(
         schema=schema,
         fixed_prefix=fixed_prefix,
     )
-
