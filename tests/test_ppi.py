@@ -24,7 +24,10 @@ def _data(seed: int, n: int, big_n: int, bias: float, noise: float) -> tuple[np.
     return y_all[:n], yhat_all[:n], yhat_all[n:]
 
 
-@pytest.mark.parametrize(("seed", "n", "big_n", "bias", "noise", "alpha"), [(0, 50, 500, 0.5, 0.3, 0.05), (1, 200, 2000, -0.2, 1.0, 0.1), (2, 25, 60, 0.0, 3.0, 0.05), (3, 30, 1000, 1.0, 0.05, 0.01)])
+@pytest.mark.parametrize(
+    ("seed", "n", "big_n", "bias", "noise", "alpha"),
+    [(0, 50, 500, 0.5, 0.3, 0.05), (1, 200, 2000, -0.2, 1.0, 0.1), (2, 25, 60, 0.0, 3.0, 0.05), (3, 30, 1000, 1.0, 0.05, 0.01)],
+)
 def test_ppi_mean_equals_ppi_py(seed: int, n: int, big_n: int, bias: float, noise: float, alpha: float) -> None:
     from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
     from ppi_py.ppi import _calc_lam_glm

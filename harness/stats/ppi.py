@@ -101,9 +101,7 @@ def active_lambda(y: np.ndarray, yhat: np.ndarray, pi: np.ndarray, drawn: np.nda
     return lam, beta
 
 
-def active_mean(
-    y: np.ndarray, yhat: np.ndarray, pi: np.ndarray, drawn: np.ndarray, alpha: float = 0.05, lam: float | None = None
-) -> MeanEstimate:
+def active_mean(y: np.ndarray, yhat: np.ndarray, pi: np.ndarray, drawn: np.ndarray, alpha: float = 0.05, lam: float | None = None) -> MeanEstimate:
     """Active-inference IPW mean over all N transcripts (module docstring), with the prediction λ·Ŷ + β.
 
     ``y`` is read only where ``drawn`` (elsewhere any value, e.g. NaN); ``pi`` are the design's
