@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.labels.design import inclusion_probabilities  # noqa: E402
-from harness.stats.ppi import active_mean, ppi_mean, weighted_variance, z_interval  # noqa: E402
+from harness.labels.design import inclusion_probabilities
+from harness.stats.ppi import active_mean, ppi_mean, weighted_variance, z_interval
 
 TRUTH = 3.0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from harness.cli import app
 from harness.stats.ppi import active_mean
 from tests.analysis_support import CANNOT, ScriptedJudges, make_run, record, scores
 from tests.e2e_support import read_jsonl, write_jsonl
+from tests.test_report import Opened, browser  # noqa: F401 - the Chromium fixture and page helper of the report tests
 
 ppi_py = pytest.importorskip("ppi_py")
 pytestmark = pytest.mark.timeout(120)
@@ -218,3 +220,54 @@ def test_paired_comparison_and_bad_input(runs: dict[str, Any]) -> None:
     bad = write_jsonl(tmp / "bad.jsonl", [{"transcript_id": "t002", "rubric": "relevance", "label": 7}])
     done = invoke("infer", str(runs["a"]), "--labels", str(bad))
     assert done.exit_code == 2 and f"{bad}:1: label:" in done.output and "Traceback" not in done.output
+
+
+def test_report_shows_the_inference_section(runs: dict[str, Any], tmp_path: Path) -> None:
+    """harness infer writes inference.json; harness report puts it in the page's data and section."""
+    run = runs["b"]
+    ids = [f"t{i:03d}" for i in range(1, N, 3)]
+    labels = _labels(tmp_path / "lb.jsonl", runs["human_b"], ids)
+    assert invoke("infer", str(run), "--labels", str(labels), "--no-design").exit_code == 0
+    saved = json.loads((run / "inference.json").read_text())
+    done = invoke("report", str(run))
+    assert done.exit_code == 0, done.output
+    page = (run / "report.html").read_text()
+    assert 'id="inference-cards"' in page and 'href="#inference"' in page
+    blob = page.split('<script type="application/json" id="report-data">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(blob.replace("\\u003c", "<"))
+    assert data["inference"] == saved
+    # A file older than the judgments is said to be.
+    os.utime(run / "inference.json", (1, 1))
+    assert invoke("report", str(run)).exit_code == 0
+    assert "older than the run's judgments" in (run / "report.html").read_text()
+    (run / "inference.json").write_text("{}")
+    done = invoke("report", str(run))
+    assert done.exit_code == 2 and "inference.json: metrics: not an inference.json" in done.output
+    (run / "inference.json").unlink()
+
+
+def test_forest_plot_in_chromium(runs: dict[str, Any], browser: Any, tmp_path: Path) -> None:  # noqa: F811 - the imported fixture
+    """The section draws one forest chart per labelled rubric: three intervals per judge, on one axis."""
+    run = runs["a"]
+    ids = [f"t{i:03d}" for i in range(0, N, 3)]
+    labels = _labels(tmp_path / "la.jsonl", runs["human_a"], ids)
+    assert invoke("infer", str(run), "--labels", str(labels), "--no-design").exit_code == 0
+    assert invoke("report", str(run)).exit_code == 0
+    opened = Opened(browser, run / "report.html")
+    try:
+        assert opened.problems == [] and opened.requests == []
+        forest = [c for c in opened.charts() if c["type"] == "bar" and c["values"] == 3]
+        section = opened.page.text_content("#inference-cards") or ""
+        assert "relevance (numeric labels)" in section and "effective labels" in section and "labels are not a random sample" in section
+        boxes = opened.page.evaluate("""() => Array.from(document.querySelectorAll('#inference-cards canvas')).map(c => {
+            const ch = Chart.getChart(c);
+            return {axis: ch.options.indexAxis, sets: ch.data.datasets.map(d => [d.label, d.data[0]])};
+        })""")
+        assert len(boxes) == 1 and boxes[0]["axis"] == "y"
+        saved = json.loads((run / "inference.json").read_text())["metrics"][0]["judges"][0]
+        expected = [["judge-only", saved["judge_only"]["ci"]], ["corrected", saved["corrected"]["ci"]], ["human-only", saved["human_only"]["ci"]]]
+        assert boxes[0]["sets"] == expected
+        assert forest and forest[0]["painted"] > 1000
+    finally:
+        opened.close()
+        (run / "inference.json").unlink()
