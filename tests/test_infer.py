@@ -271,3 +271,29 @@ def test_forest_plot_in_chromium(runs: dict[str, Any], browser: Any, tmp_path: P
     finally:
         opened.close()
         (run / "inference.json").unlink()
+
+
+def test_a_composite_is_estimated_from_its_rubrics_labels(runs: dict[str, Any], scripted: ScriptedJudges) -> None:
+    """answer_correctness = 0.7·relevance + 0.3·faithfulness: labelled through its rubrics' labels."""
+    tmp = runs["tmp"]
+    rng = np.random.default_rng(3)
+    ids = [f"c{i:02d}" for i in range(50)]
+    rel, faith = rng.uniform(0, 1, 50).round(2), rng.uniform(0, 1, 50).round(2)
+    replies: dict[tuple[str, str, str], float | str] = {}
+    for i, t in enumerate(ids):
+        replies[(t, "relevance", "mini")] = float(np.clip(rel[i] + 0.1, 0, 1).round(2))
+        replies[(t, "faithfulness", "mini")] = float(np.clip(faith[i] - 0.1, 0, 1).round(2))
+    run = make_run(tmp, "composite", scripted, [record(t) for t in ids], replies, rubrics=("relevance", "faithfulness"))
+    given = ids[:30]
+    rows = [{"transcript_id": t, "rubric": "relevance", "label": float(rel[i])} for i, t in enumerate(given)]
+    rows += [{"transcript_id": t, "rubric": "faithfulness", "label": float(faith[i])} for i, t in enumerate(given)]
+    labels = write_jsonl(tmp / "composite.jsonl", rows)
+    result = json.loads(invoke("infer", str(run), "--labels", str(labels), "--json", "--no-save", "--no-design").stdout)
+    section = next(s for s in result["metrics"] if s["name"] == "answer_correctness")
+    assert section["labels_from_rubrics"] is True
+    (entry,) = section["judges"]
+    composite = {r["transcript_id"]: r["composites"]["mini"]["answer_correctness"] for r in read_jsonl(run / "results.jsonl")}
+    yhat = np.array([composite[t] for t in ids])
+    y = 0.7 * rel[:30] + 0.3 * faith[:30]
+    low, high = ppi_py.ppi_mean_ci(y, yhat[:30], yhat[30:], alpha=0.05)
+    assert entry["corrected"]["ci"] == pytest.approx([low[0], high[0]], abs=1e-9)

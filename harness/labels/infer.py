@@ -201,8 +201,9 @@ def _single(
             entry["notes"] = _judged_notes(cell) + entry["notes"]
             per_judge.append(entry)
         if per_judge:
-            label_kind = labels.kind.get(metric.name) or "numeric (from its rubrics' labels)"
-            sections.append({**metric.as_dict(), "label_kind": label_kind, "judges": per_judge})
+            derived = metric.name not in labels.kind
+            label_kind = labels.kind.get(metric.name) or "numeric"
+            sections.append({**metric.as_dict(), "label_kind": label_kind, "labels_from_rubrics": derived, "judges": per_judge})
     return sections
 
 

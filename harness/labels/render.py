@@ -28,7 +28,9 @@ def infer_tables(result: Mapping[str, Any], console: Console) -> None:
         f"design: {design['strategy']} ({design['path']})" if design else "design: none recorded", markup=False, highlight=False, soft_wrap=True
     )
     for section in result.get("metrics", []):
-        table = Table(title=f"{section['name']} ({section['label_kind']} labels, {level} intervals)", title_justify="left")
+        source = ", the composite of its rubrics' labels" if section.get("labels_from_rubrics") else ""
+        title = f"{section['name']} ({section['label_kind']} labels{source}, {level} intervals)"
+        table = Table(title=title, title_justify="left")
         for col in ("judge", "judge-only", "human-only", "corrected", "valid", "λ", "n", "N", "eff. labels"):
             table.add_column(col, justify="left" if col == "judge" else "right")
         for row in section["judges"]:

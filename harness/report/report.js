@@ -386,7 +386,7 @@
             return d.label + ": " + fmt(d.means[c.dataIndex], 4) + " [" + fmt(v[0], 4) + ", " + fmt(v[1], 4) + "]";
           } } },
         },
-        scales: { x: { grid: { color: t.grid }, title: { display: true, text: "mean (interval)" } }, y: { grid: { display: false } } },
+        scales: { x: { beginAtZero: false, grid: { color: t.grid }, title: { display: true, text: "mean (interval)" } }, y: { grid: { display: false } } },
       },
     };
   }
@@ -402,7 +402,7 @@
     var design = I.design ? I.design.strategy + " design (" + I.design.path + ")" : "no recorded design: labels are not a random sample, the intervals are not valid";
     box.appendChild(el("p", { class: "card wide", text: "Labels: " + I.labels.join(", ") + " · " + design + " · " + level + " intervals" }));
     I.metrics.forEach(function (m) {
-      var card = el("div", { class: "card" }, el("h3", { text: m.name + " (" + m.label_kind + " labels)" }));
+      var card = el("div", { class: "card" }, el("h3", { text: m.name + " (" + m.label_kind + " labels" + (m.labels_from_rubrics ? ": the composite of its rubrics' labels" : "") + ")" }));
       var shown = m.judges.filter(function (r) { return !r.refused; });
       if (shown.length) addChart(card, function (t) { return forestChart(t, shown); }, 70 + 46 * shown.length);
       card.appendChild(table(["judge", "corrected", "λ", "n", "N", "effective labels", "valid"],
