@@ -20,7 +20,7 @@ PromptsOpt = Annotated[list[Path] | None, typer.Option("--prompts", help="Direct
 
 @labels_app.command("sample")
 def labels_sample(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out, or a pairwise.json of harness pairwise.")],
     n: Annotated[int, typer.Option("--n", help="Transcripts to label (the expected number for --strategy active).")] = 200,
     seed: Annotated[int, typer.Option(help="Seed of the draw (recorded in design.json).")] = 0,
     strategy: Annotated[str, typer.Option(help="uniform (a simple random sample) or active (more where the judge is uncertain).")] = "uniform",
@@ -42,14 +42,18 @@ def labels_sample(
     anchor the labels; harness labels collect turns the filled CSV into labels JSONL.
     """
     from ..labels.design import sample_labels
+    from ..labels.pairwise import is_pairwise_file, sample_pairs
 
     try:
-        design = sample_labels(run_dir, n, seed, out, strategy, rubric or [], judge, uncertainty, floor, labels, prompts or [])  # type: ignore[arg-type]
+        if is_pairwise_file(run_dir):
+            design = sample_pairs(run_dir, n, seed, out, strategy, judge, floor)
+        else:
+            design = sample_labels(run_dir, n, seed, out, strategy, rubric or [], judge, uncertainty, floor, labels, prompts or [])  # type: ignore[arg-type]
     except HarnessError as exc:
         raise _fail(exc) from None
     except OSError as exc:
         raise _fail(OutputError(f"{out or run_dir}: {exc.strerror or exc}")) from None
-    folder = out or Path(run_dir) / "labels"
+    folder = out or (run_dir.parent if run_dir.is_file() else run_dir) / "labels"
     for note in design["notes"]:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     err.print(
@@ -81,7 +85,9 @@ def labels_collect(
 
 @app.command()
 def infer(
-    run_dirs: Annotated[list[Path], typer.Argument(help="A run directory, or two (A then B) for the corrected difference B - A.")],
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="A run directory, two (A then B) for the corrected difference B - A, or a pairwise.json of harness pairwise.")
+    ],
     labels: Annotated[list[Path], typer.Option("--labels", help="Human labels JSONL (as for harness agreement); one per run when comparing.")],
     design: Annotated[
         Path | None, typer.Option(help="design.json of harness labels sample. Default: beside the labels, else RUN_DIR/labels/.")
@@ -102,9 +108,21 @@ def infer(
     the corrected paired difference B - A and a verdict per metric (Holm-adjusted).
     """
     from ..labels.infer import infer_report
+    from ..labels.pairwise import infer_pairwise, is_pairwise_file, pairwise_lines
     from ..labels.render import infer_tables
     from ..outputs.files import atomic_write_text
 
+    if len(run_dirs) == 1 and is_pairwise_file(run_dirs[0]):
+        try:
+            found = infer_pairwise(run_dirs[0], labels[0], design, alpha, min_labels, no_design)
+        except HarnessError as exc:
+            raise _fail(exc) from None
+        if as_json:
+            typer.echo(json.dumps(found, indent=2, allow_nan=False))
+        else:
+            for line in pairwise_lines(found):
+                typer.echo(line)
+        return
     try:
         result = infer_report(run_dirs, labels, design, alpha, min_labels, threshold or [], prompts or [], no_design)
         if save and len(run_dirs) == 1:
