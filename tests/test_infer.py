@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.labels.design import inclusion_probabilities
 from harness.stats.ppi import active_mean
 from tests.analysis_support import CANNOT, ScriptedJudges, make_run, record, scores
 from tests.e2e_support import read_jsonl, write_jsonl
@@ -297,3 +299,32 @@ def test_a_composite_is_estimated_from_its_rubrics_labels(runs: dict[str, Any], 
     y = 0.7 * rel[:30] + 0.3 * faith[:30]
     low, high = ppi_py.ppi_mean_ci(y, yhat[:30], yhat[30:], alpha=0.05)
     assert entry["corrected"]["ci"] == pytest.approx([low[0], high[0]], abs=1e-9)
+
+
+def test_active_from_sample_spread_and_bad_designs(runs: dict[str, Any], tmp_path: Path) -> None:
+    """--uncertainty spread reads each judgment's spread; an unscored one gets the largest; π follows
+    `inclusion_probabilities` exactly. A run without any uncertainty, or a broken design, is one line."""
+    run = tmp_path / "spread"
+    shutil.copytree(runs["a"], run)
+    rows = read_jsonl(run / "judgments.jsonl")
+    spread = {r["transcript_id"]: round(0.01 * (i % 7), 2) for i, r in enumerate(rows) if r["status"] == "scored"}
+    for r in rows:
+        r["spread"] = spread.get(r["transcript_id"])
+    write_jsonl(run / "judgments.jsonl", rows)
+    done = invoke("labels", "sample", str(run), "--n", "30", "--strategy", "active", "--uncertainty", "spread", "--floor", "0.3")
+    assert done.exit_code == 0, done.output
+    design = json.loads((run / "labels" / "design.json").read_text())
+    ids = [r["transcript_id"] for r in read_jsonl(run / "results.jsonl")]
+    u = np.array([spread.get(t, max(spread.values())) for t in ids])  # relevance is on 0..1: u / width = u
+    assert [r["uncertainty"] for r in design["eligible"]] == pytest.approx(list(u))
+    assert [r["pi"] for r in design["eligible"]] == pytest.approx(list(inclusion_probabilities(u, 30, 0.3)), abs=1e-12)
+    done = invoke("labels", "sample", str(runs["a"]), "--n", "30", "--strategy", "active", "--out", str(tmp_path / "x"))
+    assert done.exit_code == 2 and "active sampling needs the judge's uncertainty" in done.output and "Traceback" not in done.output
+    done = invoke("labels", "sample", str(runs["a"]), "--n", "500", "--out", str(tmp_path / "x"))
+    assert done.exit_code == 2 and "--n: 500 must be between 1 and the run's 120 transcripts" in done.output
+    labels = _labels(tmp_path / "l.jsonl", runs["human_a"], ids[:30])
+    (tmp_path / "design.json").write_text(
+        json.dumps({"format": "harness-label-design/1", "strategy": "uniform", "eligible": [{"transcript_id": "t000", "pi": 0}]})
+    )
+    done = invoke("infer", str(runs["a"]), "--labels", str(labels), "--no-save")
+    assert done.exit_code == 2 and f"{tmp_path / 'design.json'}: eligible[0]: expected transcript_id and pi in (0, 1]" in done.output

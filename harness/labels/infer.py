@@ -152,8 +152,9 @@ def estimate(
     if n < min_labels:
         out["refused"] = f"{n} labels used: fewer than {min_labels}, too few for the normal interval to be trusted"
         return out
-    mask = np.array([t in labels and t in set(labelled) for t in ids])
-    y_l = np.array([labels[t] for t in ids if t in set(labelled)])
+    used = set(labelled)
+    mask = np.array([t in used for t in ids])
+    y_l = np.array([labels[t] for t in ids if t in used])
     if design is not None and valid and design.strategy == "active":
         pi = np.array([design.pi[t] for t in ids])
         y = np.array([labels.get(t, 0.0) for t in ids])
