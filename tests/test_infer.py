@@ -328,3 +328,24 @@ def test_active_from_sample_spread_and_bad_designs(runs: dict[str, Any], tmp_pat
     )
     done = invoke("infer", str(runs["a"]), "--labels", str(labels), "--no-save")
     assert done.exit_code == 2 and f"{tmp_path / 'design.json'}: eligible[0]: expected transcript_id and pi in (0, 1]" in done.output
+
+
+def test_pass_fail_labels_estimate_the_pass_rate(runs: dict[str, Any], tmp_path: Path) -> None:
+    """Pass/fail labels: Y = 1 for pass, the judge's prediction its own pass at the threshold (0.6 here)."""
+    run, human = runs["a"], runs["human_a"]
+    ids, _ = _judge_predictions(run)
+    given = ids[::2]
+    rows = [{"transcript_id": t, "rubric": "relevance", "label": "pass" if human[t] >= 0.6 else "fail"} for t in given]
+    labels = write_jsonl(tmp_path / "pf.jsonl", rows)
+    result = json.loads(invoke("infer", str(run), "--labels", str(labels), "--threshold", "0.6", "--json", "--no-save", "--no-design").stdout)
+    (section,) = result["metrics"]
+    (entry,) = section["judges"]
+    assert section["label_kind"] == "pass_fail"
+    scored = scores(run, "relevance", "mini")
+    judged = np.array([1.0 if scored[t] >= 0.6 else 0.0 for t in ids if t in scored])
+    yhat = np.array([(1.0 if scored[t] >= 0.6 else 0.0) if t in scored else judged.mean() for t in ids])
+    mask = np.isin(ids, given)
+    y = np.array([1.0 if human[t] >= 0.6 else 0.0 for t in np.array(ids)[mask]])
+    low, high = ppi_py.ppi_mean_ci(y, yhat[mask], yhat[~mask], alpha=0.05)
+    assert entry["corrected"]["ci"] == pytest.approx([low[0], high[0]], abs=1e-9)
+    assert entry["judge_only"]["mean"] == pytest.approx(judged.mean())
