@@ -6,5 +6,6 @@
 - `infer`: ``harness infer``: per metric and judge, the judge-only, human-only and
   prediction-powered (PPI++ or active IPW) means with intervals, and paired B − A differences;
   the formulas are in `harness.stats.ppi`.
+- `pairwise`: the same for ``harness pairwise`` win rates, with human preference labels.
 - `render`: what the terminal shows of an inference.
 """
