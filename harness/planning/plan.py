@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
@@ -58,6 +58,9 @@ class RunOptions:
     batch: bool = False
     #: "i/n": judge only the i-th of n deterministic slices of the transcripts (see ``planning.shard``)
     shard: str | None = None
+    #: judges given in code (``harness.evaluate(judges=...)``): config entries as dicts or JudgeConfig,
+    #: validated as the config file's are and added after them
+    judges: list[Any] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -182,6 +185,9 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     config: HarnessConfig = load_config(options.config)
     source = str(options.config) if options.config else "command line"
     judges = list(config.judges)
+    for index, given in enumerate(options.judges):
+        fields = given.model_dump() if isinstance(given, JudgeConfig) else given
+        judges.append(_validated(fields, f"judges[{index}]"))
     if options.model:
         judges.append(_adhoc_judge(options))
     if not judges:
