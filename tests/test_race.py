@@ -64,7 +64,11 @@ def test_no_difference_ends_within_the_margin_or_undecided(tmp_path: Path) -> No
     with serve() as server:
         write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
         result = asyncio.run(
-            race(RaceOptions(a=a, b=b, out=tmp_path / "r", metric="relevance", config=tmp_path / "harness.toml", cache=tmp_path / "c.sqlite", round_size=40))
+            race(
+                RaceOptions(
+                    a=a, b=b, out=tmp_path / "r", metric="relevance", config=tmp_path / "harness.toml", cache=tmp_path / "c.sqlite", round_size=40
+                )
+            )
         )
     assert result.stop == "exhausted" and result.verdict == "undecided"
     assert result.pairs_judged == 120
@@ -77,7 +81,21 @@ def test_race_from_the_command_line(tmp_path: Path) -> None:
     with serve() as server:
         write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
         done = cli(
-            ["race", "a.jsonl", "b.jsonl", "--metric", "relevance", "--config", "harness.toml", "--out", "race", "--cache", "c.sqlite", "--round", "10"],
+            [
+                "race",
+                "a.jsonl",
+                "b.jsonl",
+                "--metric",
+                "relevance",
+                "--config",
+                "harness.toml",
+                "--out",
+                "race",
+                "--cache",
+                "c.sqlite",
+                "--round",
+                "10",
+            ],
             cwd=tmp_path,
             env={KEY_ENV: KEY},
         )

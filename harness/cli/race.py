@@ -72,3 +72,56 @@ def race(
         left = ", ".join(f"{n} {reason}" for reason, n in sorted(result.pairs_not_scored.items()))
         err.print(f"[yellow]note:[/] pairs left out of the sequence (a side not scored): {escape(left)}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
+
+
+cascade_app = typer.Typer(help="Judge with a cheap judge first and a strong one only where needed, at a guaranteed agreement.", no_args_is_help=True)
+app.add_typer(cascade_app, name="cascade")
+
+
+@cascade_app.command("calibrate")
+def cascade_calibrate(
+    transcripts: Annotated[Path, typer.Argument(help="Calibration transcripts (JSONL), judged by every stage.")],
+    config: Annotated[Path, typer.Option(help="harness.toml with the judges and its [cascade] section.")],
+    rubric: Annotated[str, typer.Option(help="The rubric the cascade judges.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' calibration runs and cascade.json.")],
+    labels: Annotated[Path | None, typer.Option(help="Human labels (JSONL: transcript_id, rubric, label) as the reference.")] = None,
+    cache: CacheOpt = None,
+    offline: OfflineOpt = False,
+    seed: Annotated[int, typer.Option(help="Seed of the split into calibration and held-out transcripts.")] = 0,
+    holdout: Annotated[float, typer.Option(help="Share of the transcripts held out to measure the thresholds.")] = 0.3,
+) -> None:
+    """Set each stage's confidence threshold so the cascade's agreement is guaranteed."""
+    from ..runner.cascade import CascadeOptions, calibrate
+
+    result = _run_async(calibrate(CascadeOptions(transcripts, out, config, rubric, cache, offline), labels, seed, holdout))
+    for stage in result["stages"]:
+        threshold = "never trusted" if stage["threshold"] is None else f"trusted at confidence >= {stage['threshold']:.3f}"
+        guaranteed = "" if stage["guaranteed_agreement"] is None else f", agreement >= {stage['guaranteed_agreement']:.1%} guaranteed"
+        held = "" if stage["heldout_agreement"] is None else f", {stage['heldout_agreement']:.1%} on held-out transcripts"
+        err.print(f"{escape(stage['judge'])}: {threshold}{guaranteed}{held}", highlight=False, soft_wrap=True)
+    err.print(f"wrote {escape(str(out / 'cascade.json'))}", highlight=False)
+
+
+@cascade_app.command("run")
+def cascade_run(
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts to judge (JSONL).")],
+    config: Annotated[Path, typer.Option(help="harness.toml with the judges and its [cascade] section.")],
+    rubric: Annotated[str, typer.Option(help="The rubric the cascade judges.")],
+    calibration: Annotated[Path, typer.Option(help="cascade.json written by harness cascade calibrate.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' runs, judgments.jsonl and cascade.json.")],
+    cache: CacheOpt = None,
+    offline: OfflineOpt = False,
+    concurrency: ConcurrencyOpt = None,
+) -> None:
+    """Judge transcripts through a calibrated cascade, escalating only the judgments a stage is unsure of."""
+    from ..runner.cascade import CascadeOptions, run_cascade
+
+    summary = _run_async(run_cascade(CascadeOptions(transcripts, out, config, rubric, cache, offline, concurrency=concurrency), calibration))
+    total = summary["transcripts"]
+    for stage in summary["stages"]:
+        err.print(f"{escape(stage['judge'])}: answered {stage['answered']} of the {stage['judged']} it judged", highlight=False)
+    cost = "cost unknown (no price)" if summary["cost_usd"] is None else f"${summary['cost_usd']:.4f}"
+    alone = "" if summary["strongest_alone_usd"] is None else f" against about ${summary['strongest_alone_usd']:.4f} for the strongest judge alone"
+    err.print(
+        f"{total} transcripts, {summary['abstained']} abstained; {cost}{alone}; {escape(summary['guarantee'])}", highlight=False, soft_wrap=True
+    )

@@ -61,6 +61,8 @@ class RunOptions:
     #: judges given in code (``harness.evaluate(judges=...)``): config entries as dicts or JudgeConfig,
     #: validated as the config file's are and added after them
     judges: list[Any] = field(default_factory=list)
+    #: run only the judges of these names (a cascade's stage); empty: every judge
+    judges_only: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -195,6 +197,11 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     names = [j.name for j in judges]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: two judges share the name {next(n for n in names if names.count(n) > 1)!r}")
+    if options.judges_only:
+        unknown = [n for n in options.judges_only if n not in names]
+        if unknown:
+            raise ConfigError(f"{source}: no judge named {unknown[0]!r} (judges: {', '.join(names)})")
+        judges = [j for j in judges if j.name in options.judges_only]
     user_prices = load_price_table(config.price_table) if config.price_table else None
     judges = [(with_batch_prices if options.batch else with_prices)(j, user_prices) for j in judges]
     if options.concurrency is not None:

@@ -90,9 +90,7 @@ def _stages(options: CascadeOptions) -> tuple[CascadeConfig, list[JudgeConfig]]:
         if judge is None:
             raise ConfigError(f"{options.config}: cascade.stages[{index}]: no judge named {name!r}")
         if not judge.logprobs and judge.samples < 2:
-            raise ConfigError(
-                f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2"
-            )
+            raise ConfigError(f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2")
         stages.append(judge)
     if options.rubric not in plan.available_rubrics:
         raise UserInputError(f"--rubric {options.rubric!r}: no such rubric")
@@ -127,10 +125,10 @@ async def _judge(options: CascadeOptions, source: Path, judge: str, out: Path, i
     )
     if outcome.exit_code not in (0, EXIT_FAILED_JUDGMENTS):
         raise UserInputError(f"cascade stopped: stage {judge!r} ended with exit {outcome.exit_code}: {outcome.message}")
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
+        for text in fh:
+            row = json.loads(text)
             rows[row["transcript_id"]] = row
     return rows
 
@@ -251,7 +249,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
         raise UserInputError(f"{calibration}: calibrated for other stages or another rubric; calibrate again")
     answers: dict[str, dict[str, Any]] = {}
     pending: set[str] | None = None
-    per_stage = []
+    per_stage: list[dict[str, Any]] = []
     cost = 0.0
     cost_known = True
     for index, judge in enumerate(stages):
