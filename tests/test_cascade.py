@@ -28,10 +28,8 @@ def choices(body: dict[str, Any]) -> list[tuple[str, None]]:
     ``strong``: sure and right on easy and hard ones, unsure on lost ones."""
     true, kind = _TRUE.search(prompt_text(body["messages"])).groups()  # type: ignore[union-attr]
     n = body.get("n", 1)
-    if kind == "easy" or (kind == "hard" and body["model"] == "strong"):
-        scores = [true] * n
-    else:
-        scores = ["0.1", "0.5", "0.9"][:n]
+    sure = kind == "easy" or (kind == "hard" and body["model"] == "strong")
+    scores = [true] * n if sure else ["0.1", "0.5", "0.9"][:n]
     return [(json.dumps({"score": float(s)}), None) for s in scores]
 
 
