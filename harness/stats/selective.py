@@ -10,8 +10,10 @@ How a stage's λ is chosen (fixed-sequence testing, as in Learn-then-Test, Angel
 and section 3 of Jung et al.):
 
 - candidate thresholds are taken from the calibration confidences alone, from the highest down, so
-  each admits at least ``min_accept`` more transcripts than the one before (their order does not
-  look at agreement, which the test needs);
+  each admits a step more transcripts than the one before (their order does not look at agreement,
+  which the test needs). The step is ``min_accept``, or 1.5 times the fewest transcripts that could
+  certify α at all (n with (1 − α)^n ≤ δ', zero disagreements), whichever is larger: with fewer,
+  the first test fails whatever the judge, and the sequence stops before it starts;
 - for each candidate in turn, H_λ: "disagreement among accepted transcripts > α" is rejected when
   the exact one-sided Clopper–Pearson upper bound on the disagreement rate, at level δ', is at most
   α; the first candidate not rejected stops the sequence and λ is the last one rejected;
@@ -24,6 +26,7 @@ Stage k is calibrated on the calibration transcripts that stages 1..k−1 passed
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,12 +72,18 @@ def candidates(confidence: np.ndarray, min_accept: int = MIN_ACCEPT) -> list[flo
     return out
 
 
+def step(alpha: float, delta: float, min_accept: int = MIN_ACCEPT) -> int:
+    """How many more transcripts each candidate threshold admits (see the module docstring)."""
+    fewest = math.ceil(math.log(delta) / math.log(1.0 - alpha))
+    return max(min_accept, math.ceil(1.5 * fewest))
+
+
 def calibrate_stage(confidence: np.ndarray, agree: np.ndarray, alpha: float, delta: float, min_accept: int = MIN_ACCEPT) -> StageThreshold:
     """The lowest threshold that fixed-sequence testing certifies (see the module docstring)."""
     confidence = np.asarray(confidence, dtype=float)
     agree = np.asarray(agree, dtype=bool)
     chosen: StageThreshold = StageThreshold(None, len(confidence), 0, 0, None)
-    for lam in candidates(confidence, min_accept):
+    for lam in candidates(confidence, step(alpha, delta, min_accept)):
         mask = confidence >= lam
         n = int(mask.sum())
         errors = int(n - agree[mask].sum())

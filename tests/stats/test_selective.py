@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import binomtest
 from statsmodels.stats.proportion import proportion_confint
 
-from harness.stats.selective import StageThreshold, calibrate_cascade, calibrate_stage, candidates, clopper_pearson_upper, route
+from harness.stats.selective import StageThreshold, calibrate_cascade, calibrate_stage, candidates, clopper_pearson_upper, route, step
 
 
 @pytest.mark.parametrize(("errors", "n", "delta"), [(0, 30, 0.1), (3, 60, 0.05), (10, 100, 0.01), (29, 30, 0.2), (1, 1, 0.1)])
@@ -24,28 +24,32 @@ def test_clopper_pearson_matches_statsmodels_and_scipy(errors: int, n: int, delt
 
 
 def test_hand_worked_calibration() -> None:
-    """60 transcripts: the 30 most confident (0.99) all agree, the next 30 (0.6) agree 20 times.
-    Candidates (min_accept 30): 0.99, then 0.6. At 0.99: 0 errors in 30, bound 1 - 0.1^(1/30) =
-    0.0739 <= 0.1, certified. At 0.6: 10 errors in 60, bound ~0.25 > 0.1: the sequence stops."""
-    conf = np.array([0.99] * 30 + [0.6] * 30)
-    agree = np.array([True] * 30 + [True] * 20 + [False] * 10)
-    assert candidates(conf, 30) == [0.99, 0.6]
-    stage = calibrate_stage(conf, agree, alpha=0.1, delta=0.1, min_accept=30)
-    assert stage == StageThreshold(0.99, 60, 30, 0, pytest.approx(1 - 0.1 ** (1 / 30)))
-    # a looser target accepts both
-    assert calibrate_stage(conf, agree, alpha=0.3, delta=0.1, min_accept=30).threshold == 0.6
-    # a stricter one accepts nothing: every transcript passes on
-    assert calibrate_stage(conf, agree, alpha=0.05, delta=0.1, min_accept=30).threshold is None
+    """80 transcripts: the 40 most confident (0.99) all agree, the next 40 (0.6) agree 20 times.
+    α = δ = 0.1: the fewest transcripts that can certify 0.1 at all is ceil(ln 0.1 / ln 0.9) = 22,
+    so candidates are 33 apart: 0.99 (rank 33), then 0.6. At 0.99: 0 errors in 40, bound
+    1 - 0.1^(1/40) = 0.0559 <= 0.1, certified. At 0.6: 20 errors in 80, bound > 0.1: stop."""
+    conf = np.array([0.99] * 40 + [0.6] * 40)
+    agree = np.array([True] * 40 + [True] * 20 + [False] * 20)
+    assert step(0.1, 0.1) == 33
+    assert candidates(conf, 33) == [0.99, 0.6]
+    stage = calibrate_stage(conf, agree, alpha=0.1, delta=0.1)
+    assert stage == StageThreshold(0.99, 80, 40, 0, pytest.approx(1 - 0.1 ** (1 / 40)))
+    # α = 0.35: 20 errors in 80 have the bound below, and both candidates are certified
+    assert clopper_pearson_upper(20, 80, 0.1) < 0.35
+    assert calibrate_stage(conf, agree, alpha=0.35, delta=0.1).threshold == 0.6
+    # α = 0.05: candidates 68 apart, the first admits all 80 (20 errors): nothing is trusted
+    assert step(0.05, 0.1) == 68
+    assert calibrate_stage(conf, agree, alpha=0.05, delta=0.1).threshold is None
 
 
 def test_cascade_routes_what_a_stage_passes_on() -> None:
-    weak = np.array([0.99] * 30 + [0.5] * 30)
-    strong = np.array([0.2] * 30 + [0.95] * 30)
-    weak_agrees = np.array([True] * 30 + [False] * 30)  # the weak judge is wrong where unsure
-    stages = calibrate_cascade([weak, strong], [weak_agrees, np.ones(60, bool)], alpha=0.1, delta=0.2, min_accept=30)
-    assert stages[0].threshold == 0.99 and stages[1].reached == 30
+    weak = np.array([0.99] * 40 + [0.5] * 40)
+    strong = np.array([0.2] * 40 + [0.95] * 40)
+    weak_agrees = np.array([True] * 40 + [False] * 40)  # the weak judge is wrong where unsure
+    stages = calibrate_cascade([weak, strong], [weak_agrees, np.ones(80, bool)], alpha=0.1, delta=0.2)
+    assert stages[0].threshold == 0.99 and stages[1].reached == 40
     answered = route([weak, strong], stages)
-    assert (answered[:30] == 0).all() and (answered[30:] == 1).all()
+    assert (answered[:40] == 0).all() and (answered[40:] == 1).all()
 
 
 def _simulate(rng: np.random.Generator, n: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
