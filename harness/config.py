@@ -251,6 +251,20 @@ def local_judge_config() -> JudgeConfig:
     )
 
 
+class CascadeConfig(BaseModel):
+    """``[cascade]``: judges from cheapest to strongest, and the agreement they must guarantee
+    (harness/runner/cascade.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: judge names, cheapest first; the last is the strongest (the reference without human labels)
+    stages: list[str] = Field(min_length=2)
+    #: 1 − α: the least share of the cascade's verdicts that agree with the reference
+    target_agreement: float = Field(gt=0, lt=1)
+    #: 1 − δ: the probability, over the calibration set, that the guarantee holds
+    confidence: float = Field(default=0.9, gt=0, lt=1)
+
+
 class HarnessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -263,6 +277,7 @@ class HarnessConfig(BaseModel):
     rubrics: list[str] | None = None
     judges: list[JudgeConfig] = Field(default_factory=list)
     composites: dict[str, dict[str, float]] = Field(default_factory=dict)
+    cascade: CascadeConfig | None = None
 
     # Field validators, so an error names the field it is about ("judges: ...", "composites: ...").
     @field_validator("cache", mode="before")
