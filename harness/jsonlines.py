@@ -63,7 +63,9 @@ def load_record(path: str | Path, line: int, raw: bytes | str, field: str = "<js
     except UnicodeDecodeError as exc:
         raise TranscriptError(str(path), line, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise TranscriptError(str(path), line + exc.lineno - 1, field, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+        # a value cut short is reported on its last line, not on the blank end after it
+        within = min(exc.lineno, exc.doc.rstrip().count("\n") + 1)
+        raise TranscriptError(str(path), line + within - 1, field, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
     except ValueError as exc:
         raise TranscriptError(str(path), line, field, str(exc)) from None
 

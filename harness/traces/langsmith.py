@@ -11,7 +11,6 @@ runs become llm, tool and api spans.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -27,16 +26,12 @@ _RESPONSE_SOURCES = "the root run's outputs and the llm runs' output messages"
 
 
 def _runs(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    from ..transcripts.raw import iter_json_records
+    from ..transcripts.raw import iter_json_values
 
-    for raw in iter_json_records(Path(path)):
-        try:
-            run = json.loads(raw.text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TranscriptError(str(path), raw.line, "<json>", f"invalid JSON ({exc})") from None
+    for line, run in iter_json_values(Path(path)):
         if not isinstance(run, dict) or "id" not in run:
-            raise TranscriptError(str(path), raw.line, "id", "required field is missing (not a LangSmith run)")
-        yield raw.line, run
+            raise TranscriptError(str(path), line, "id", "required field is missing (not a LangSmith run)")
+        yield line, run
 
 
 def _seconds(stamp: Any) -> float | None:
