@@ -77,6 +77,7 @@ def sample_transcript(sample: dict[str, Any], header: dict[str, Any], index: int
         "task": eval_info.get("task"),
         "eval_id": eval_info.get("eval_id"),
         "run_id": eval_info.get("run_id"),
+        "model": eval_info.get("model"),
         "sample_id": sample.get("id"),
         "epoch": epoch,
         "sample_uuid": sample.get("uuid"),

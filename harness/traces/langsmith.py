@@ -86,6 +86,17 @@ def _usage(runs: list[dict[str, Any]]) -> dict[str, int]:
     return totals
 
 
+def _model(run: dict[str, Any]) -> str | None:
+    """An llm run's model: ``ls_model_name`` (what wrap_openai and LangChain record), else the call's ``model``."""
+    extra = run.get("extra") if isinstance(run.get("extra"), dict) else {}
+    for holder in (extra.get("metadata"), extra.get("invocation_params")):
+        if isinstance(holder, dict):
+            for key in ("ls_model_name", "model", "model_name"):
+                if isinstance(holder.get(key), str) and holder[key]:
+                    return str(holder[key])
+    return None
+
+
 def trace_transcript(runs: list[dict[str, Any]], line: int) -> Extracted:
     ordered = sorted(runs, key=lambda r: r.get("dotted_order") or r.get("start_time") or "")
     ids = {r["id"] for r in runs}
@@ -99,6 +110,10 @@ def trace_transcript(runs: list[dict[str, Any]], line: int) -> Extracted:
     root_start, root_end = _seconds(root.get("start_time")), _seconds(root.get("end_time"))
     trace_id = str(root.get("trace_id") or root["id"])
     meta: dict[str, Any] = {"source_format": "langsmith", "langsmith_trace_id": trace_id, "run_id": root["id"], "run_name": root.get("name")}
+    if models := unique(_model(r) for r in llm):
+        meta["model"] = models[0]
+        if len(models) > 1:
+            meta["models"] = models
     if usage := _usage(llm):
         meta["usage"] = usage
     return Extracted(
