@@ -166,9 +166,7 @@ def trace_transcript(trace_id: str, line: int, observations: list[Observation], 
         line=line,
         label=f"trace {trace_id}",
         id=trace_id,
-        query=first(
-            [_text(top_input, "user"), _text(root.input if root else None, "user"), *(_text(g.input, "user") for g in generations)]
-        ),
+        query=first([_text(top_input, "user"), _text(root.input if root else None, "user"), *(_text(g.input, "user") for g in generations)]),
         response=first(
             [
                 _text(top_output, "assistant"),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TranscriptError
-from ..jsonlines import MAX_RECORD_BYTES, load_record
+from ..jsonlines import MAX_RECORD_BYTES, RECORD_TOO_LARGE, load_record
 
 __all__ = ["MAX_RECORD_BYTES", "RawRecord", "iter_json_records", "iter_json_values"]
 
@@ -43,7 +43,7 @@ def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
         while line := fh.readline(MAX_RECORD_BYTES + 1):
             number += 1
             if len(line) > MAX_RECORD_BYTES:
-                raise TranscriptError(str(path), number, "<record>", f"record is larger than the {MAX_RECORD_BYTES // 2**20} MiB limit")
+                raise TranscriptError(str(path), number, "<record>", RECORD_TOO_LARGE)
             if number == 1:
                 line = line.removeprefix(_BOM)
             if line.strip():
