@@ -22,7 +22,6 @@ from .errors import TranscriptError, UserInputError
 #: reader builds) larger than this is refused: 10 MB responses are fine; the limit exists so a
 #: corrupt or hostile file cannot exhaust memory, and is the same for every reader.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
-RECORD_TOO_LARGE = f"record is larger than the {MAX_RECORD_BYTES // 2**20} MiB limit"
 #: JSON nesting deeper than this in a judge's reply is refused before it is decoded.
 MAX_JSON_DEPTH = 64
 #: ... and in an input file (a trace export nests deeper than a reply: OTLP attribute values).
@@ -31,6 +30,11 @@ MAX_INPUT_DEPTH = 256
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = [1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256)]
+
+
+def record_too_large(limit: int) -> str:
+    """The one message for a record over ``limit`` bytes, whichever reader met it."""
+    return f"record is larger than the {limit // 2**20} MiB limit"
 
 
 def json_depth_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -58,7 +62,7 @@ def load_record(path: str | Path, line: int, raw: bytes | str, field: str = "<js
     """One record of an input file, decoded; a ``FILE:LINE: field: problem`` TranscriptError when
     it is too large, not UTF-8, not JSON or nested deeper than ``MAX_INPUT_DEPTH``."""
     if len(raw) > MAX_RECORD_BYTES:
-        raise TranscriptError(str(path), line, "<record>", RECORD_TOO_LARGE)
+        raise TranscriptError(str(path), line, "<record>", record_too_large(MAX_RECORD_BYTES))
     try:
         return decode_json(raw, MAX_INPUT_DEPTH)
     except UnicodeDecodeError as exc:

@@ -48,7 +48,9 @@ def test_the_cut_prompt_fits_and_does_not_shrink_as_the_input_grows() -> None:
     for size in (100_000, 1_000_000, 5_000_000):
         transcript = Transcript(id="t", query="Should I take an umbrella?", response=_text(size, size)).resolved()
         counter = CountingCounter()
-        fitted = fit(tuple(rubric.render(transcript)), transcript, rubric, window=WINDOW, completion_tokens=COMPLETION, counter=counter, truncate=True)  # type: ignore[arg-type]
+        fitted = fit(
+            tuple(rubric.render(transcript)), transcript, rubric, window=WINDOW, completion_tokens=COMPLETION, counter=counter, truncate=True
+        )  # type: ignore[arg-type]
         assert fitted.messages is not None and fitted.truncated
         tokens = counter.real.count_messages(fitted.messages)  # counted again, apart from fit
         assert tokens == fitted.prompt_tokens and tokens <= ROOM

@@ -104,7 +104,11 @@ def _replace(transcript: Resolved, name: str, index: int, text: str) -> Resolved
         contexts = list(transcript.contexts or ())
         contexts[index] = text
         return dataclasses.replace(transcript, contexts=tuple(contexts))
-    return dataclasses.replace(transcript, **{name: text})
+    if name == "query":
+        return dataclasses.replace(transcript, query=text)
+    if name == "reference":
+        return dataclasses.replace(transcript, reference=text)
+    return dataclasses.replace(transcript, response=text)
 
 
 def _precut(transcript: Resolved, inputs: tuple[str, ...], limit: int) -> Resolved:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TranscriptError
-from ..jsonlines import RECORD_TOO_LARGE
 from ..transcripts.loader import OnBad, iter_checked
 from .reader import oversized, resolve_format
 
@@ -35,8 +34,8 @@ def import_traces(path: Path, out: Path, fmt: str = "auto", on_bad: OnBad = "fai
         with partial.open("w", encoding="utf-8") as fh:
             for line, record in iter_checked(path, on_bad, result.bad, result.format):
                 text = json.dumps(record.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
-                if oversized(text):  # what ``harness run`` would refuse is not written
-                    error = TranscriptError(str(path), line, "<record>", RECORD_TOO_LARGE)
+                if problem := oversized(text):  # what ``harness run`` would refuse is not written
+                    error = TranscriptError(str(path), line, "<record>", problem)
                     if on_bad == "fail":
                         raise error
                     result.bad.append(error)

@@ -88,7 +88,9 @@ def _usage(runs: list[dict[str, Any]]) -> dict[str, int]:
 
 def _model(run: dict[str, Any]) -> str | None:
     """An llm run's model: ``ls_model_name`` (what wrap_openai and LangChain record), else the call's ``model``."""
-    extra = run.get("extra") if isinstance(run.get("extra"), dict) else {}
+    extra = run.get("extra")
+    if not isinstance(extra, dict):
+        return None
     for holder in (extra.get("metadata"), extra.get("invocation_params")):
         if isinstance(holder, dict):
             for key in ("ls_model_name", "model", "model_name"):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import TranscriptError, UserInputError
-from ..jsonlines import MAX_RECORD_BYTES, RECORD_TOO_LARGE
+from ..jsonlines import MAX_RECORD_BYTES, record_too_large
 from .detect import TRACE_FORMATS, detect_format
 from .records import Extracted
 
@@ -82,11 +82,13 @@ def iter_records(path: str | Path, fmt: str) -> Iterator[tuple[int, str, object]
     for item in extracted(path, fmt):
         text = json.dumps(item.record(), ensure_ascii=False)
         error = item.error(str(path))
-        if error is None and oversized(text):
-            error = TranscriptError(str(path), item.line, item.label, RECORD_TOO_LARGE)
+        if error is None and (problem := oversized(text)):
+            error = TranscriptError(str(path), item.line, item.label, problem)
         yield item.line, text, error
 
 
-def oversized(text: str) -> bool:
-    """True when ``text`` as a JSONL line (UTF-8, with its newline) is over the record limit."""
-    return 4 * len(text) + 1 > MAX_RECORD_BYTES and len(text.encode("utf-8", "surrogatepass")) + 1 > MAX_RECORD_BYTES
+def oversized(text: str) -> str | None:
+    """The problem when ``text`` as a JSONL line (UTF-8, with its newline) is over the record limit."""
+    if 4 * len(text) + 1 > MAX_RECORD_BYTES and len(text.encode("utf-8", "surrogatepass")) + 1 > MAX_RECORD_BYTES:
+        return record_too_large(MAX_RECORD_BYTES)
+    return None

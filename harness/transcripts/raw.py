@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TranscriptError
-from ..jsonlines import MAX_RECORD_BYTES, RECORD_TOO_LARGE, load_record
+from ..jsonlines import MAX_RECORD_BYTES, load_record, record_too_large
 
 __all__ = ["MAX_RECORD_BYTES", "RawRecord", "iter_json_records", "iter_json_values"]
 
@@ -43,7 +43,7 @@ def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
         while line := fh.readline(MAX_RECORD_BYTES + 1):
             number += 1
             if len(line) > MAX_RECORD_BYTES:
-                raise TranscriptError(str(path), number, "<record>", RECORD_TOO_LARGE)
+                raise TranscriptError(str(path), number, "<record>", record_too_large(MAX_RECORD_BYTES))
             if number == 1:
                 line = line.removeprefix(_BOM)
             if line.strip():

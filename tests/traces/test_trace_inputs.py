@@ -219,7 +219,9 @@ def test_deeply_nested_values_are_one_line_errors_for_every_reader_and_command(t
         for command, args in _commands(path, tmp_path).items():
             code, lines = _cli([*args, "--format", fmt])
             assert code == 2 and len(lines) == 1, (fmt, command, lines)
-            assert re.fullmatch(rf"error: {re.escape(str(path))}:{line}: <json>: nested too deeply \(JSON nested deeper than {MAX_INPUT_DEPTH} levels\)", lines[0]), (
+            assert re.fullmatch(
+                rf"error: {re.escape(str(path))}:{line}: <json>: nested too deeply \(JSON nested deeper than {MAX_INPUT_DEPTH} levels\)", lines[0]
+            ), (
                 fmt,
                 command,
                 lines,
@@ -249,7 +251,7 @@ def _depth(value: Any) -> int:
 
 def test_the_depth_scan_agrees_with_the_decoded_depth() -> None:
     rng = random.Random(23)
-    tricky = ['[', ']', '{"', '\\', '\\"[', 'é[', '"]"', "\\\\"]
+    tricky = ["[", "]", '{"', "\\", '\\"[', "é[", '"]"', "\\\\"]
 
     def value(depth: int) -> Any:
         if depth == 0 or rng.random() < 0.2:
@@ -292,7 +294,11 @@ def test_import_refuses_a_transcript_run_would_refuse(tmp_path: Path, monkeypatc
     path.write_text("".join(json.dumps(o) + "\n" for o in observations), encoding="utf-8")
     assert max(len(line) for line in path.read_bytes().splitlines()) < limit
     code, lines = _cli(["import", str(path), "--out", str(tmp_path / "t.jsonl")])
-    assert code == 2 and len(lines) == 1 and re.fullmatch(rf"error: {re.escape(str(path))}:1: trace \w+: record is larger than the \d+ MiB limit", lines[0]), lines
+    assert (
+        code == 2
+        and len(lines) == 1
+        and re.fullmatch(rf"error: {re.escape(str(path))}:1: trace \w+: record is larger than the \d+ MiB limit", lines[0])
+    ), lines
     assert not (tmp_path / "t.jsonl").exists()
     code, lines = _cli(["run", str(path), "--out", str(tmp_path / "out"), *JUDGE, "--no-progress"])
     assert code == 2 and "record is larger than the" in lines[0], lines
