@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.errors import TranscriptError
 from harness.jsonlines import MAX_INPUT_DEPTH, MAX_RECORD_BYTES, json_depth_exceeds
+from harness.traces import detect_format
 from harness.traces.reader import extracted
 from harness.transcripts import iter_transcripts
 from tests.traces.support import INSPECT_JSON, LANGFUSE, LANGSMITH, OPENINFERENCE, OTEL, deadline
@@ -80,6 +81,11 @@ def test_langfuse_ui_download_and_api_trace_read_like_the_observation_listing(tm
         assert code == 0, lines
     assert expected["id"] == trace_id and expected["query"] == "What is the weather in Paris?"
     assert expected["contexts"] == ["Paris: light rain, 14 C"]
+    # a trace whose input fills the head of the file is still found by --format auto
+    question = "Why? " * 40_000
+    path = tmp_path / "ui-large-input.json"
+    path.write_text(json.dumps({**ui, "trace": {**ui["trace"], "input": question}}, indent=2), encoding="utf-8")
+    assert detect_format(path) == "langfuse" and _records(path)[0]["query"] == question
 
 
 def test_langfuse_keeps_the_model_of_its_generations(tmp_path: Path) -> None:
