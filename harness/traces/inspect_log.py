@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TranscriptError
-from ..jsonlines import MAX_INPUT_DEPTH, decode_json, load_record
+from ..jsonlines import MAX_INPUT_DEPTH, MAX_RECORD_BYTES, decode_json, load_record, record_too_large
 from .records import Extracted, last, span, text_of, unique
 
 _EVENT_KINDS = {"model": "llm", "tool": "tool"}
@@ -120,13 +120,20 @@ def _eval_zip(path: Path) -> Iterator[Extracted]:
         with zipfile.ZipFile(path) as archive:
             names = set(archive.namelist())
             start = "header.json" if "header.json" in names else "_journal/start.json"
-            header = load_record(path, 1, archive.read(start), start) if start in names else {}
+            header = _member(archive, path, 1, start) if start in names else {}
             samples = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
             for index, name in enumerate(samples, 1):
-                sample = load_record(path, index, archive.read(name), name)
+                sample = _member(archive, path, index, name)
                 yield sample_transcript(sample, header, index)
     except zipfile.BadZipFile as exc:
         raise TranscriptError(str(path), 1, "<file>", f"not a readable .eval log ({exc})") from None
+
+
+def _member(archive: zipfile.ZipFile, path: Path, line: int, name: str) -> Any:
+    """One JSON member, held to the record limit by its stated size before it is inflated."""
+    if archive.getinfo(name).file_size > MAX_RECORD_BYTES:
+        raise TranscriptError(str(path), line, name, record_too_large(MAX_RECORD_BYTES))
+    return load_record(path, line, archive.read(name), name)
 
 
 def _infos(path: Path) -> list[zipfile.ZipInfo]:
