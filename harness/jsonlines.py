@@ -1,17 +1,78 @@
-"""Reading JSON-lines files of objects, with one-line errors naming the file, line and field.
+"""Decoding untrusted JSON, and reading JSON-lines files of objects with one-line errors.
 
-Shared by the commands that read the harness's own outputs (analysis, report) and the suites'
-inputs. Transcripts have their own streaming reader with size limits (``harness.transcripts``).
+The one home of JSON decoding for input the harness did not write: judges' replies
+(``judges/protocol.py``), transcripts and trace exports (``harness.transcripts``, ``harness.traces``)
+and the suites' files. Each value is bounded before it is decoded, in size (``MAX_RECORD_BYTES``)
+and in nesting (``json_depth_exceeds``), so no RecursionError or runaway allocation can escape
+as an internal error: bad input is a ``FILE:LINE: field: problem`` line.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from .errors import UserInputError
+from .errors import TranscriptError, UserInputError
+
+#: One record (a JSONL line, an array element, a trace export read whole, a transcript a trace
+#: reader builds) larger than this is refused: 10 MB responses are fine; the limit exists so a
+#: corrupt or hostile file cannot exhaust memory, and is the same for every reader.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+#: JSON nesting deeper than this in a judge's reply is refused before it is decoded.
+MAX_JSON_DEPTH = 64
+#: ... and in an input file (a trace export nests deeper than a reply: OTLP attribute values).
+MAX_INPUT_DEPTH = 256
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = [1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256)]
+
+
+def record_too_large(limit: int) -> str:
+    """The one message for a record over ``limit`` bytes, whichever reader met it."""
+    return f"record is larger than the {limit // 2**20} MiB limit"
+
+
+def json_depth_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``raw`` (JSON text) nests arrays/objects deeper than ``limit``. Brackets inside
+    strings are not counted; a body with fewer brackets than ``limit`` is accepted at once. The
+    scan runs in C (regex, translate, accumulate): a 64 MB record costs a fraction of its decoding."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def decode_json(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> Any:
+    """Decode untrusted JSON; ValueError (with the reason) when it is not bounded, valid JSON."""
+    if json_depth_exceeds(raw, limit):
+        raise ValueError(f"nested too deeply (JSON nested deeper than {limit} levels)")
+    try:
+        return json.loads(raw)
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise ValueError("JSON nested too deeply") from None
+
+
+def load_record(path: str | Path, line: int, raw: bytes | str, field: str = "<json>") -> Any:
+    """One record of an input file, decoded; a ``FILE:LINE: field: problem`` TranscriptError when
+    it is too large, not UTF-8, not JSON or nested deeper than ``MAX_INPUT_DEPTH``."""
+    if len(raw) > MAX_RECORD_BYTES:
+        raise TranscriptError(str(path), line, "<record>", record_too_large(MAX_RECORD_BYTES))
+    try:
+        return decode_json(raw, MAX_INPUT_DEPTH)
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(str(path), line, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        # a value cut short is reported on its last line, not on the blank end after it
+        within = min(exc.lineno, exc.doc.rstrip().count("\n") + 1)
+        raise TranscriptError(str(path), line + within - 1, field, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:
+        raise TranscriptError(str(path), line, field, str(exc)) from None
 
 
 def line_error(path: Path, line: int | None, field_name: str, problem: str) -> UserInputError:
@@ -55,11 +116,11 @@ def iter_json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 if not text.strip():
                     continue
                 try:
-                    value = json.loads(text)
+                    value = decode_json(text, MAX_INPUT_DEPTH)
                 except json.JSONDecodeError as exc:
                     raise line_error(path, number, "<json>", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
-                except RecursionError:
-                    raise line_error(path, number, "<json>", "nested too deeply") from None
+                except ValueError as exc:
+                    raise line_error(path, number, "<json>", str(exc)) from None
                 if not isinstance(value, dict):
                     raise line_error(path, number, "<record>", f"expected a JSON object, got {type(value).__name__}")
                 yield number, value

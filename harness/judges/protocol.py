@@ -18,7 +18,6 @@ build the request body, read the reply and classify errors here, so they behave 
 from __future__ import annotations
 
 import email.utils
-import json
 import math
 import re
 import time
@@ -26,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
+from ..jsonlines import MAX_JSON_DEPTH, decode_json, json_depth_exceeds  # noqa: F401 - the one home of untrusted JSON
 from .base import JudgeReply, JudgeRequest, TokenAlternatives
 
 #: Name of the tool (Anthropic) and schema (OpenAI) a structured-output judge answers with.
@@ -69,8 +69,6 @@ def redact(text: str, secret: str | None) -> str:
     return re.sub(rf"(?<![A-Za-z0-9_\-.]){re.escape(secret)}(?!{_TOKEN_CHAR}|\.[0-9])", REDACTED, text)
 
 
-#: JSON nesting deeper than this in a judge's reply is refused before it is decoded.
-MAX_JSON_DEPTH = 64
 #: A reply body may be this large whatever it asked for, plus ``REPLY_BYTES_PER_TOKEN`` per token.
 REPLY_BASE_BYTES = 1 << 20
 REPLY_BYTES_PER_TOKEN = 1 << 10
@@ -84,43 +82,6 @@ def reply_byte_cap(max_tokens: int) -> int:
     """The largest reply body accepted for a request of ``max_tokens``: a 64-token request cannot
     bring back 200 MB (a reasoning model's text is still within ``max_tokens``)."""
     return REPLY_BASE_BYTES + REPLY_BYTES_PER_TOKEN * max(max_tokens, 0)
-
-
-def json_depth_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """True when ``raw`` (JSON text) nests arrays/objects deeper than ``limit``. Brackets inside
-    strings are not counted; a body with fewer brackets than ``limit`` is accepted at once."""
-    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    if data.count(b"[") + data.count(b"{") <= limit:
-        return False
-    depth = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            if depth > limit:
-                return True
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return False
-
-
-def decode_json(raw: bytes | str) -> Any:
-    """Decode a judge's body; ValueError (with the reason) when it is not bounded, valid JSON."""
-    if json_depth_exceeds(raw):
-        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    try:
-        return json.loads(raw)
-    except RecursionError:  # pragma: no cover - the depth check comes first
-        raise ValueError("JSON nested too deeply") from None
 
 
 def checked_usage(usage: Any, max_tokens: int | None, prompt_bytes: int | None) -> tuple[int | None, int | None]:

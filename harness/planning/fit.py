@@ -21,10 +21,15 @@ from ..cost.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, TokenCounter
 from ..rubrics.rubric import Rubric
 from ..transcripts.models import Resolved
 
-#: Rounds of cutting before giving up (each round aims to remove the whole excess).
+#: Rounds of cutting before giving up (each round aims to leave the prompt just inside the window).
 MAX_CUTS = 8
 #: Characters a cut field keeps at least, head and tail together.
 MIN_KEEP = 64
+#: The share of the room a cut prompt leaves free, for the tokens a cut shifts at its edges.
+MARGIN = 0.02
+#: The longest token of o200k_base and cl100k_base is 128 bytes: a prompt of N tokens holds at most
+#: 128 N characters, so a field longer than that is cut to it before anything is tokenized.
+MAX_TOKEN_CHARS = 128
 CUT_MARK = "\n[... {n} characters cut to fit the judge's context window ...]\n"
 
 Messages = tuple[dict[str, str], ...]
@@ -51,14 +56,18 @@ def fit(
     room = window - completion_tokens
     if byte_bound(messages) <= room:
         return Fit(messages)
+    current = transcript
+    if truncate:  # what cannot fit whole is cut by characters first, so a 50 MB field is never tokenized
+        current = _precut(transcript, rubric.inputs, max(room, 0) * MAX_TOKEN_CHARS)
+        if current is not transcript:
+            messages = tuple(rubric.render(current))
     tokens = counter.count_messages(messages)
     if tokens <= room:
-        return Fit(messages, tokens)
+        return Fit(messages, tokens, truncated=current is not transcript)
     if not truncate:
         return Fit(None, tokens)
-    current = transcript
     for _ in range(MAX_CUTS):
-        shortened = _cut_longest(current, rubric.inputs, tokens - room, counter)
+        shortened = _cut_longest(current, rubric.inputs, tokens, room, counter)
         if shortened is None:
             break
         current = shortened
@@ -69,30 +78,63 @@ def fit(
     return Fit(None, tokens)
 
 
-def _cut_longest(transcript: Resolved, inputs: tuple[str, ...], excess: int, counter: TokenCounter) -> Resolved | None:
-    """``transcript`` with the middle of its longest input field cut by about ``excess`` tokens."""
-    fields: list[tuple[int, str, int]] = []  # (length, field, index within contexts or -1)
+def _fields(transcript: Resolved, inputs: tuple[str, ...]) -> list[tuple[int, str, int]]:
+    """``(length, field, index within contexts or -1)`` of each input field the transcript has."""
+    fields: list[tuple[int, str, int]] = []
     for name in inputs:
         if name == "contexts":
             fields += [(len(c), name, i) for i, c in enumerate(transcript.contexts or ())]
         elif (text := getattr(transcript, name)) is not None:
             fields.append((len(text), name, -1))
+    return fields
+
+
+def _text(transcript: Resolved, name: str, index: int) -> str:
+    return transcript.contexts[index] if index >= 0 and transcript.contexts else getattr(transcript, name)
+
+
+def _middle(text: str, keep: int) -> str:
+    """``text`` with its middle replaced by the mark, ``keep`` characters of it kept (head and tail)."""
+    head = keep // 2
+    return text[:head] + CUT_MARK.format(n=len(text) - keep) + text[len(text) - (keep - head) :]
+
+
+def _replace(transcript: Resolved, name: str, index: int, text: str) -> Resolved:
+    if index >= 0:
+        contexts = list(transcript.contexts or ())
+        contexts[index] = text
+        return dataclasses.replace(transcript, contexts=tuple(contexts))
+    if name == "query":
+        return dataclasses.replace(transcript, query=text)
+    if name == "reference":
+        return dataclasses.replace(transcript, reference=text)
+    return dataclasses.replace(transcript, response=text)
+
+
+def _precut(transcript: Resolved, inputs: tuple[str, ...], limit: int) -> Resolved:
+    """``transcript`` with every input field longer than ``limit`` characters cut to it."""
+    for length, name, index in _fields(transcript, inputs):
+        if length > max(limit, MIN_KEEP):
+            transcript = _replace(transcript, name, index, _middle(_text(transcript, name, index), max(limit, MIN_KEEP)))
+    return transcript
+
+
+def _cut_longest(transcript: Resolved, inputs: tuple[str, ...], tokens: int, room: int, counter: TokenCounter) -> Resolved | None:
+    """``transcript`` with the middle of its longest input field cut so that the prompt of ``tokens``
+    tokens comes to just inside ``room``: the field keeps what the room leaves beside the rest of
+    the prompt, less a margin taken on the room (never on the excess, which made a large input
+    keep less than a small one)."""
+    fields = _fields(transcript, inputs)
     if not fields:
         return None
     length, name, index = max(fields)
-    text = transcript.contexts[index] if index >= 0 and transcript.contexts else getattr(transcript, name)
     if length <= MIN_KEEP:
         return None
-    chars_per_token = length / max(1, counter.count_text(text))
-    cut = min(length - MIN_KEEP, int(excess * chars_per_token * 1.05) + len(CUT_MARK) + 16)
-    head = (length - cut) // 2
-    shortened = text[:head] + CUT_MARK.format(n=cut) + text[head + cut :]
-    if index >= 0:
-        contexts = list(transcript.contexts or ())
-        contexts[index] = shortened
-        return dataclasses.replace(transcript, contexts=tuple(contexts))
-    if name == "query":
-        return dataclasses.replace(transcript, query=shortened)
-    if name == "reference":
-        return dataclasses.replace(transcript, reference=shortened)
-    return dataclasses.replace(transcript, response=shortened)
+    text = _text(transcript, name, index)
+    field_tokens = counter.count_text(text)
+    chars_per_token = length / max(1, field_tokens)
+    target = room - (tokens - field_tokens) - int(room * MARGIN) - counter.count_text(CUT_MARK.format(n=length))
+    keep = int(target * chars_per_token)
+    if keep >= length:  # the rest of the prompt was undercounted: shrink in proportion instead
+        keep = int(length * room / tokens * (1 - MARGIN))
+    return _replace(transcript, name, index, _middle(text, max(MIN_KEEP, keep)))

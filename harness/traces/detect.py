@@ -4,7 +4,8 @@ Only the head of the file is read: a zip is an Inspect ``.eval`` log; JSON whose
 ``resourceSpans`` is OTLP (OpenInference when an ``openinference.span.kind`` attribute appears,
 else OTel GenAI); an object with ``eval`` and ``samples``/``status`` is an Inspect ``.json`` log; an
 object with ``run_type`` and ``dotted_order``/``trace_id`` a LangSmith run; one with
-``observations``, or observations (``parentObservationId``), Langfuse. Anything else is the harness's own JSONL/JSON array, whose
+``observations``, or observations (``parentObservationId``, in the head or, after a large trace
+input, the tail), Langfuse. Anything else is the harness's own JSONL/JSON array, whose
 reader then reports any problem with file, line and field.
 """
 
@@ -29,6 +30,8 @@ def detect_format(path: str | Path) -> str:
     try:
         with path.open("rb") as fh:
             head = fh.read(_HEAD)
+            fh.seek(max(fh.seek(0, 2) - _HEAD, len(head)))
+            tail = fh.read(_HEAD)  # a Langfuse trace's observations follow its input and output
     except OSError:
         return "jsonl"  # the JSONL reader reports the missing or unreadable file
     if head.startswith(_ZIP):
@@ -40,5 +43,7 @@ def detect_format(path: str | Path) -> str:
     if _has_key(head, "run_type") and (_has_key(head, "dotted_order") or _has_key(head, "trace_id")):
         return "langsmith"
     if _has_key(head, "observations") or _has_key(head, "parentObservationId") or _has_key(head, "isRootObservation"):
+        return "langfuse"
+    if head.lstrip().startswith(b"{") and (_has_key(tail, "parentObservationId") or _has_key(tail, "isRootObservation")):
         return "langfuse"
     return "jsonl"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import TranscriptError
 from ..transcripts.loader import OnBad, iter_checked
-from .reader import resolve_format
+from .reader import oversized, resolve_format
 
 
 @dataclass(slots=True)
@@ -32,8 +32,15 @@ def import_traces(path: Path, out: Path, fmt: str = "auto", on_bad: OnBad = "fai
     partial = out.with_name(out.name + ".partial")
     try:
         with partial.open("w", encoding="utf-8") as fh:
-            for _, record in iter_checked(path, on_bad, result.bad, result.format):
-                fh.write(json.dumps(record.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n")
+            for line, record in iter_checked(path, on_bad, result.bad, result.format):
+                text = json.dumps(record.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+                if problem := oversized(text):  # what ``harness run`` would refuse is not written
+                    error = TranscriptError(str(path), line, "<record>", problem)
+                    if on_bad == "fail":
+                        raise error
+                    result.bad.append(error)
+                    continue
+                fh.write(text + "\n")
                 result.written += 1
         os.replace(partial, out)
     finally:

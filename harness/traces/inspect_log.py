@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TranscriptError
+from ..jsonlines import MAX_INPUT_DEPTH, MAX_RECORD_BYTES, decode_json, load_record, record_too_large
 from .records import Extracted, last, span, text_of, unique
 
 _EVENT_KINDS = {"model": "llm", "tool": "tool"}
@@ -76,6 +77,7 @@ def sample_transcript(sample: dict[str, Any], header: dict[str, Any], index: int
         "task": eval_info.get("task"),
         "eval_id": eval_info.get("eval_id"),
         "run_id": eval_info.get("run_id"),
+        "model": eval_info.get("model"),
         "sample_id": sample.get("id"),
         "epoch": epoch,
         "sample_uuid": sample.get("uuid"),
@@ -118,16 +120,20 @@ def _eval_zip(path: Path) -> Iterator[Extracted]:
         with zipfile.ZipFile(path) as archive:
             names = set(archive.namelist())
             start = "header.json" if "header.json" in names else "_journal/start.json"
-            header = json.loads(archive.read(start)) if start in names else {}
+            header = _member(archive, path, 1, start) if start in names else {}
             samples = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
             for index, name in enumerate(samples, 1):
-                try:
-                    sample = json.loads(archive.read(name))
-                except json.JSONDecodeError as exc:
-                    raise TranscriptError(str(path), index, name, f"invalid JSON ({exc.msg})") from None
+                sample = _member(archive, path, index, name)
                 yield sample_transcript(sample, header, index)
     except zipfile.BadZipFile as exc:
         raise TranscriptError(str(path), 1, "<file>", f"not a readable .eval log ({exc})") from None
+
+
+def _member(archive: zipfile.ZipFile, path: Path, line: int, name: str) -> Any:
+    """One JSON member, held to the record limit by its stated size before it is inflated."""
+    if archive.getinfo(name).file_size > MAX_RECORD_BYTES:
+        raise TranscriptError(str(path), line, name, record_too_large(MAX_RECORD_BYTES))
+    return load_record(path, line, archive.read(name), name)
 
 
 def _infos(path: Path) -> list[zipfile.ZipInfo]:
@@ -139,13 +145,18 @@ def _infos(path: Path) -> list[zipfile.ZipInfo]:
 
 
 def _eval_json(path: Path) -> Iterator[Extracted]:
+    # Read whole by the bounded decoder, and not held to the record limit: a log is one document
+    # of every sample (each sample's transcript is held to it, in ``reader.iter_records``).
     try:
-        # raw_decode: a file holding something else (JSONL, say) is named for what it lacks
-        log, _ = json.JSONDecoder().raw_decode(path.read_bytes().decode("utf-8").lstrip("\ufeff \t\r\n"))
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(str(path), exc.lineno, "<json>", f"invalid JSON ({exc.msg})") from None
+        log = decode_json(path.read_bytes().removeprefix(b"\xef\xbb\xbf"), MAX_INPUT_DEPTH)
     except UnicodeDecodeError:
         raise TranscriptError(str(path), 1, "<file>", "is not valid UTF-8") from None
+    except json.JSONDecodeError as exc:
+        if not exc.msg.startswith("Extra data"):  # JSONL, say, is named below for what it lacks
+            raise TranscriptError(str(path), exc.lineno, "<json>", f"invalid JSON ({exc.msg})") from None
+        log = None
+    except ValueError as exc:
+        raise TranscriptError(str(path), 1, "<json>", str(exc)) from None
     if not isinstance(log, dict) or "eval" not in log:
         raise TranscriptError(str(path), 1, "eval", "required field is missing (not an Inspect eval log)")
     samples = log.get("samples")

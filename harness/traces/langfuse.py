@@ -1,21 +1,30 @@
 """Langfuse exports: observations grouped into traces by ``traceId``, one transcript per trace.
 
-Accepted: the public API's observations response (``{"data": [ObservationV2...], "meta": ...}``),
-a JSON array or JSONL of observations, or trace objects carrying their ``observations`` (the
-trace export of the UI and the v1 API). Observations have ``id``, ``traceId``,
-``parentObservationId``, ``type`` (GENERATION, SPAN, AGENT, TOOL, RETRIEVER, ...), ``name``,
-``startTime``, ``endTime``, ``input``, ``output``, ``model``, ``usageDetails``.
+Accepted, each as one JSON document (indented or not), a JSON array or JSON lines:
 
-The root observation (no parent) gives the query and response; else the first and last
-GENERATION's messages. TOOL and RETRIEVER outputs become contexts; GENERATION, TOOL and
-RETRIEVER/EMBEDDING observations become llm, tool and api spans. Langfuse's ids are OpenTelemetry
-ids, so the trace and root observation ids are kept for ``harness export --format otel``.
+- the public API's observation listings (``{"data": [Observation...], "meta": ...}``, v1 and v2);
+- a trace with its observations: ``GET /api/public/traces/{id}`` (``TraceWithFullDetails``), and
+  the UI's "Download JSON" of a trace (``{"trace": {...}, "observations": [...]}``);
+- observations or such traces one by one.
+
+Observations have ``id``, ``traceId``, ``parentObservationId``, ``type`` (GENERATION, SPAN, AGENT,
+TOOL, RETRIEVER, ...), ``name``, ``startTime``, ``endTime`` (ISO 8601, or Unix epoch numbers in
+s, ms, µs or ns told apart by magnitude), ``input``, ``output``, ``model``, ``usageDetails``. A
+field of the wrong type is a bad record named by file, line and field, never a crash.
+
+The trace object's input and output, else the root observation's (no parent), give the query and
+response; else the first and last GENERATION's messages. TOOL and RETRIEVER outputs become
+contexts; GENERATION, TOOL and RETRIEVER/EMBEDDING observations become llm, tool and api spans; the
+generations' models are kept. Langfuse's ids are OpenTelemetry ids, so the trace and root
+observation ids are kept for ``harness export --format otel``.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,47 +33,90 @@ from .langsmith import io_text
 from .records import Extracted, first, span, text_of, unique
 
 _KINDS = {"GENERATION": "llm", "TOOL": "tool", "RETRIEVER": "api", "EMBEDDING": "api"}
-_QUERY_SOURCES = "the root observation's input and the GENERATION inputs"
-_RESPONSE_SOURCES = "the root observation's output and the GENERATION outputs"
+_QUERY_SOURCES = "the trace's input, the root observation's input and the GENERATION inputs"
+_RESPONSE_SOURCES = "the trace's output, the root observation's output and the GENERATION outputs"
+#: Epoch numbers below this are seconds (until the year 5138); each factor of 1000 above, a finer unit.
+_EPOCH_SECONDS_BELOW = 1e11
 
 
-def _items(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line, object)`` for each observation or trace object in the file."""
-    from ..transcripts.raw import iter_json_records
+@dataclass(slots=True)
+class Observation:
+    """One observation, its fields checked and its times in seconds."""
 
-    with path.open("rb") as fh:
-        head = fh.read(1 << 12).lstrip()
-    if head.startswith(b"{") and b'"data"' in head:
-        try:
-            doc = json.loads(path.read_bytes())
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(str(path), exc.lineno, "<json>", f"invalid JSON ({exc.msg})") from None
-        if isinstance(doc, dict) and isinstance(doc.get("data"), list):
-            for index, item in enumerate(doc["data"]):
-                yield 1, _checked(path, 1, item, f"data.{index}")
-            return
-    for raw in iter_json_records(Path(path)):
-        try:
-            item = json.loads(raw.text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TranscriptError(str(path), raw.line, "<json>", f"invalid JSON ({exc})") from None
-        yield raw.line, _checked(path, raw.line, item, "<record>")
+    id: str
+    trace_id: str | None
+    parent: str | None
+    type: str
+    name: str | None
+    start: float | None
+    end: float | None
+    input: Any
+    output: Any
+    model: str | None
+    usage: dict[str, float]
 
 
-def _checked(path: Path, line: int, item: Any, where: str) -> dict[str, Any]:
-    if not isinstance(item, dict) or "id" not in item:
-        raise TranscriptError(
-            str(path), line, f"{where}.id" if where != "<record>" else "id", "required field is missing (not a Langfuse observation or trace)"
-        )
-    return item
+class _Where:
+    """Names a record in messages: the file, its line and the record's path in the document."""
+
+    def __init__(self, path: Path, line: int) -> None:
+        self.path, self.line = path, line
+
+    def error(self, field: str, problem: str) -> TranscriptError:
+        return TranscriptError(str(self.path), self.line, field, problem)
 
 
-def _seconds(stamp: Any) -> float | None:
-    from datetime import datetime
-
-    if not isinstance(stamp, str):
+def _seconds(value: Any, where: _Where, field: str) -> float | None:
+    """An ISO 8601 time (naive means UTC) or a Unix epoch number, in seconds; None when absent."""
+    if value is None:
         return None
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise where.error(field, f"not a time (a {type(value).__name__}; expected an ISO 8601 string or a Unix epoch number)")
+    if isinstance(value, str):
+        try:
+            stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise where.error(field, f"not an ISO 8601 time ({value[:40]!r})") from None
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise where.error(field, f"not a time ({value!r}: an epoch number must be finite and not negative)")
+    while seconds >= _EPOCH_SECONDS_BELOW:  # ms, µs, ns
+        seconds /= 1000.0
+    return seconds
+
+
+def _optional_str(item: dict[str, Any], key: str, where: _Where, field: str) -> str | None:
+    value = item.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise where.error(_at(field, key), f"expected a string, got {type(value).__name__}")
+
+
+def _observation(item: Any, where: _Where, field: str) -> Observation:
+    if not isinstance(item, dict):
+        hint = " (a trace listing holds observation ids only: export the trace itself)" if isinstance(item, str) else ""
+        raise where.error(field or "<record>", f"not a Langfuse observation (a {type(item).__name__}, expected an object){hint}")
+    raw_id = item.get("id")
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+        raise where.error(_at(field, "id"), "required field is missing (not a Langfuse observation or trace)")
+    usage = item.get("usageDetails") or item.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise where.error(_at(field, "usageDetails"), f"expected an object, got {type(usage).__name__}")
+    return Observation(
+        id=str(raw_id),
+        trace_id=_optional_str(item, "traceId", where, field),
+        parent=_optional_str(item, "parentObservationId", where, field),
+        type=_optional_str(item, "type", where, field) or "",
+        name=_optional_str(item, "name", where, field),
+        start=_seconds(item.get("startTime"), where, _at(field, "startTime")),
+        end=_seconds(item.get("endTime"), where, _at(field, "endTime")),
+        input=item.get("input"),
+        output=item.get("output"),
+        model=_optional_str(item, "model", where, field),
+        # usage is {unit: count}; the older "usage" also carries {"unit": "TOKENS"}, not a count
+        usage={k: v for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)},
+    )
 
 
 def _text(value: Any, role: str) -> str | None:
@@ -80,50 +132,91 @@ def _text(value: Any, role: str) -> str | None:
     return io_text(value, role)
 
 
-def trace_transcript(trace_id: str, line: int, observations: list[dict[str, Any]], trace: dict[str, Any] | None) -> Extracted:
-    ordered = sorted(observations, key=lambda o: o.get("startTime") or "")
-    ids = {o["id"] for o in observations}
-    root = next((o for o in ordered if o.get("parentObservationId") not in ids), None)
-    generations = [o for o in ordered if o.get("type") == "GENERATION"]
-    top = trace or root or {}
+def _usage(generations: list[Observation]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for key, names in (("input_tokens", ("input", "prompt_tokens")), ("output_tokens", ("output", "completion_tokens"))):
+        counts = [next((g.usage[n] for n in names if n in g.usage), None) for g in generations]
+        if any(c is not None for c in counts):
+            totals[key] = int(sum(c for c in counts if c is not None))
+    return totals
+
+
+def trace_transcript(trace_id: str, line: int, observations: list[Observation], trace: dict[str, Any] | None) -> Extracted:
+    ordered = sorted(observations, key=lambda o: (o.start is None, o.start or 0.0))
+    ids = {o.id for o in observations}
+    root = next((o for o in ordered if o.parent not in ids), None)
+    generations = [o for o in ordered if o.type == "GENERATION"]
     timed = []
     for o in ordered:
-        start, end = _seconds(o.get("startTime")), _seconds(o.get("endTime"))
-        if (kind := _KINDS.get(o.get("type", ""))) and start is not None and end is not None:
-            timed.append(span(kind, o.get("name") or kind, start, end))
+        if (kind := _KINDS.get(o.type)) and o.start is not None and o.end is not None:
+            timed.append(span(kind, o.name or kind, o.start, o.end))
     meta: dict[str, Any] = {"source_format": "langfuse", "trace_id": trace_id}
     if root is not None:
-        meta |= {"span_id": root["id"], "span_name": root.get("name")}
-    usage = [o.get("usageDetails") or {} for o in generations]
-    if any(usage):
-        meta["usage"] = {
-            "input_tokens": sum(u.get("input", u.get("prompt_tokens", 0)) for u in usage),
-            "output_tokens": sum(u.get("output", u.get("completion_tokens", 0)) for u in usage),
-        }
-    root_start, root_end = (_seconds(root.get("startTime")), _seconds(root.get("endTime"))) if root else (None, None)
+        meta |= {"span_id": root.id, "span_name": root.name}
+    models = unique(g.model for g in generations)
+    if models:
+        meta["model"] = models[0]
+        if len(models) > 1:
+            meta["models"] = models
+    if usage := _usage(generations):
+        meta["usage"] = usage
+    top_input = trace.get("input") if trace else None
+    top_output = trace.get("output") if trace else None
     return Extracted(
         line=line,
         label=f"trace {trace_id}",
         id=trace_id,
-        query=first([_text(top.get("input"), "user"), *(_text(g.get("input"), "user") for g in generations)]),
-        response=first([_text(top.get("output"), "assistant"), *(_text(g.get("output"), "assistant") for g in reversed(generations))]),
-        contexts=unique(text_of(o.get("output")) for o in ordered if o.get("type") in ("TOOL", "RETRIEVER")),
+        query=first([_text(top_input, "user"), _text(root.input if root else None, "user"), *(_text(g.input, "user") for g in generations)]),
+        response=first(
+            [
+                _text(top_output, "assistant"),
+                _text(root.output if root else None, "assistant"),
+                *(_text(g.output, "assistant") for g in reversed(generations)),
+            ]
+        ),
+        contexts=unique(text_of(o.output) for o in ordered if o.type in ("TOOL", "RETRIEVER")),
         spans=timed,
-        total_ms=(root_end - root_start) * 1000.0 if root_start is not None and root_end is not None else None,
-        tool_calls=sum(1 for o in ordered if o.get("type") == "TOOL"),
+        total_ms=(root.end - root.start) * 1000.0 if root and root.start is not None and root.end is not None else None,
+        tool_calls=sum(1 for o in ordered if o.type == "TOOL"),
         metadata=meta,
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,
     )
 
 
+_Groups = dict[str, tuple[int, list[Observation], dict[str, Any] | None]]
+
+
+def _at(field: str, key: str | int) -> str:
+    """The path of ``key`` inside the record at ``field`` ("" is the line's record itself)."""
+    return f"{field}.{key}" if field else str(key)
+
+
+def _add(groups: _Groups, item: Any, where: _Where, field: str = "") -> None:
+    """File ``item`` (an observation listing, a trace with observations, or an observation) by trace."""
+    if isinstance(item, dict) and isinstance(item.get("data"), list):
+        for index, entry in enumerate(item["data"]):
+            _add(groups, entry, where, _at(field, f"data.{index}"))
+        return
+    if isinstance(item, dict) and isinstance(item.get("trace"), dict) and isinstance(item.get("observations"), list):
+        item = {**item["trace"], "observations": item["observations"]}  # the UI's "Download JSON"
+    if isinstance(item, dict) and isinstance(item.get("observations"), list):  # a trace with its observations
+        raw_id = item.get("id")
+        if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+            raise where.error(_at(field, "id"), "required field is missing (a Langfuse trace needs its id)")
+        line, observations, trace = groups.get(str(raw_id), (where.line, [], None))
+        observations.extend(_observation(o, where, _at(field, f"observations.{i}")) for i, o in enumerate(item["observations"]))
+        groups[str(raw_id)] = (line, observations, trace or item)
+        return
+    observation = _observation(item, where, field)
+    groups.setdefault(observation.trace_id or observation.id, (where.line, [], None))[1].append(observation)
+
+
 def read_traces(path: Path) -> Iterator[Extracted]:
-    groups: dict[str, tuple[int, list[dict[str, Any]], dict[str, Any] | None]] = {}
-    for line, item in _items(path):
-        if isinstance(item.get("observations"), list):  # a trace object with its observations
-            groups.setdefault(str(item["id"]), (line, [], item))[1].extend(item["observations"])
-            continue
-        trace_id = str(item.get("traceId") or item["id"])
-        groups.setdefault(trace_id, (line, [], None))[1].append(item)
+    from ..transcripts.raw import iter_json_values
+
+    groups: _Groups = {}
+    for line, item in iter_json_values(path):
+        _add(groups, item, _Where(path, line))
     for trace_id, (line, observations, trace) in groups.items():
         yield trace_transcript(trace_id, line, observations, trace)

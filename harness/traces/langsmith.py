@@ -11,7 +11,6 @@ runs become llm, tool and api spans.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -27,16 +26,12 @@ _RESPONSE_SOURCES = "the root run's outputs and the llm runs' output messages"
 
 
 def _runs(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    from ..transcripts.raw import iter_json_records
+    from ..transcripts.raw import iter_json_values
 
-    for raw in iter_json_records(Path(path)):
-        try:
-            run = json.loads(raw.text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TranscriptError(str(path), raw.line, "<json>", f"invalid JSON ({exc})") from None
+    for line, run in iter_json_values(Path(path)):
         if not isinstance(run, dict) or "id" not in run:
-            raise TranscriptError(str(path), raw.line, "id", "required field is missing (not a LangSmith run)")
-        yield raw.line, run
+            raise TranscriptError(str(path), line, "id", "required field is missing (not a LangSmith run)")
+        yield line, run
 
 
 def _seconds(stamp: Any) -> float | None:
@@ -91,6 +86,19 @@ def _usage(runs: list[dict[str, Any]]) -> dict[str, int]:
     return totals
 
 
+def _model(run: dict[str, Any]) -> str | None:
+    """An llm run's model: ``ls_model_name`` (what wrap_openai and LangChain record), else the call's ``model``."""
+    extra = run.get("extra")
+    if not isinstance(extra, dict):
+        return None
+    for holder in (extra.get("metadata"), extra.get("invocation_params")):
+        if isinstance(holder, dict):
+            for key in ("ls_model_name", "model", "model_name"):
+                if isinstance(holder.get(key), str) and holder[key]:
+                    return str(holder[key])
+    return None
+
+
 def trace_transcript(runs: list[dict[str, Any]], line: int) -> Extracted:
     ordered = sorted(runs, key=lambda r: r.get("dotted_order") or r.get("start_time") or "")
     ids = {r["id"] for r in runs}
@@ -104,6 +112,10 @@ def trace_transcript(runs: list[dict[str, Any]], line: int) -> Extracted:
     root_start, root_end = _seconds(root.get("start_time")), _seconds(root.get("end_time"))
     trace_id = str(root.get("trace_id") or root["id"])
     meta: dict[str, Any] = {"source_format": "langsmith", "langsmith_trace_id": trace_id, "run_id": root["id"], "run_name": root.get("name")}
+    if models := unique(_model(r) for r in llm):
+        meta["model"] = models[0]
+        if len(models) > 1:
+            meta["models"] = models
     if usage := _usage(llm):
         meta["usage"] = usage
     return Extracted(

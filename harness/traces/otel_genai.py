@@ -13,10 +13,10 @@ or from the older per-message span events (``gen_ai.user.message``, ``gen_ai.cho
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
+from ..jsonlines import MAX_INPUT_DEPTH, decode_json
 from .otlp import Trace, TraceSpan, span_transcript
 from .records import Extracted, first, last, span, text_of, unique
 
@@ -38,8 +38,8 @@ def is_genai(trace: Trace) -> bool:
 def _messages(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = decode_json(value, MAX_INPUT_DEPTH)
+        except ValueError:
             return []
     return [m for m in value if isinstance(m, dict)] if isinstance(value, list) else []
 
@@ -97,7 +97,7 @@ def _tool_results(spans: list[TraceSpan], model_spans: list[TraceSpan]) -> list[
         for m in input_messages(s)
         if m.get("role") == "tool"
     ]
-    from_messages = [text_of(json.loads(t)) if t is not None and _is_json(t) else t for t in from_messages]
+    from_messages = [text_of(decode_json(t, MAX_INPUT_DEPTH)) if t is not None and _is_json(t) else t for t in from_messages]
     return unique([*from_tools, *from_messages])
 
 
@@ -105,8 +105,8 @@ def _is_json(text: str | None) -> bool:
     if not text or text[:1] not in '{["':
         return False
     try:
-        json.loads(text)
-    except json.JSONDecodeError:
+        decode_json(text, MAX_INPUT_DEPTH)
+    except ValueError:
         return False
     return True
 

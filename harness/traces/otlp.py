@@ -2,7 +2,7 @@
 
 The file is what the OpenTelemetry SDK's JSON file exporter or the Collector's ``file`` exporter
 writes: one ``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``) per line, or one such
-document spanning the file. Ids are hex, timestamps are nanosecond integers (often as strings),
+document spanning the file, indented or not (read by :func:`~harness.transcripts.raw.iter_json_values`). Ids are hex, timestamps are nanosecond integers (often as strings),
 attributes are ``[{"key": ..., "value": {"stringValue": ...}}]`` (OTLP/JSON, proto3 JSON mapping).
 
 The spans of one trace may arrive on many lines (one per export batch), so spans are grouped per
@@ -12,7 +12,6 @@ trace before a trace is handed on; a trace costs its spans' memory, the file is 
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -116,32 +115,12 @@ def _span(raw: dict[str, Any], line: int) -> TraceSpan:
     )
 
 
-def _documents(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line, document)``: one per JSONL line, or the whole file when it is one indented document."""
-    with path.open("rb") as fh:
-        head = fh.read(1 << 16)
-    first = head.lstrip()[:200]
-    if first.startswith(b"{") and b"\n" in first.split(b"resourceSpans")[0]:
-        # One pretty-printed document (a Collector dump, or a hand export): it is read whole.
-        try:
-            yield 1, json.loads(path.read_bytes())
-        except json.JSONDecodeError as exc:
-            raise TranscriptError(str(path), exc.lineno, "<json>", f"invalid JSON ({exc.msg})") from None
-        return
-    with path.open("rb") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TranscriptError(str(path), number, "<json>", f"invalid JSON ({exc.msg})") from None
-
-
 def read_traces(path: Path) -> Iterator[Trace]:
     """Every trace of an OTLP JSON file, in the order its first span appears."""
+    from ..transcripts.raw import iter_json_values
+
     traces: dict[str, Trace] = {}
-    for line, doc in _documents(path):
+    for line, doc in iter_json_values(path):
         if not isinstance(doc, dict) or "resourceSpans" not in doc:
             raise TranscriptError(str(path), line, "resourceSpans", "required field is missing (not an OTLP JSON trace export)")
         for r_index, resource in enumerate(doc["resourceSpans"]):

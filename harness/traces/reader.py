@@ -11,7 +11,8 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import UserInputError
+from ..errors import TranscriptError, UserInputError
+from ..jsonlines import MAX_RECORD_BYTES, record_too_large
 from .detect import TRACE_FORMATS, detect_format
 from .records import Extracted
 
@@ -75,6 +76,19 @@ def extracted(path: str | Path, fmt: str) -> Iterator[Extracted]:
 
 
 def iter_records(path: str | Path, fmt: str) -> Iterator[tuple[int, str, object]]:
-    """``(line, json_text, error)`` per transcript; ``error`` is a TranscriptError or None."""
+    """``(line, json_text, error)`` per transcript; ``error`` is a TranscriptError or None. A
+    transcript larger than the record limit is a bad record, as its line in a JSONL file would be
+    (so ``harness import`` never writes what ``harness run`` refuses)."""
     for item in extracted(path, fmt):
-        yield item.line, json.dumps(item.record(), ensure_ascii=False), item.error(str(path))
+        text = json.dumps(item.record(), ensure_ascii=False)
+        error = item.error(str(path))
+        if error is None and (problem := oversized(text)):
+            error = TranscriptError(str(path), item.line, item.label, problem)
+        yield item.line, text, error
+
+
+def oversized(text: str) -> str | None:
+    """The problem when ``text`` as a JSONL line (UTF-8, with its newline) is over the record limit."""
+    if 4 * len(text) + 1 > MAX_RECORD_BYTES and len(text.encode("utf-8", "surrogatepass")) + 1 > MAX_RECORD_BYTES:
+        return record_too_large(MAX_RECORD_BYTES)
+    return None

@@ -12,12 +12,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import TranscriptError
+from ..jsonlines import MAX_RECORD_BYTES, load_record, record_too_large
 
-#: A record (one JSONL line or one array element) larger than this is refused with a clear message.
-#: 10 MB responses are fine; the limit exists so a corrupt file cannot exhaust memory.
-MAX_RECORD_BYTES = 64 * 1024 * 1024
+__all__ = ["MAX_RECORD_BYTES", "RawRecord", "iter_json_records", "iter_json_values"]
+
 _CHUNK = 1 << 20
 
 
@@ -42,7 +43,7 @@ def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
         while line := fh.readline(MAX_RECORD_BYTES + 1):
             number += 1
             if len(line) > MAX_RECORD_BYTES:
-                raise TranscriptError(str(path), number, "<record>", f"record is larger than the {MAX_RECORD_BYTES // 2**20} MiB limit")
+                raise TranscriptError(str(path), number, "<record>", record_too_large(MAX_RECORD_BYTES))
             if number == 1:
                 line = line.removeprefix(_BOM)
             if line.strip():
@@ -134,3 +135,35 @@ def iter_json_records(path: Path) -> Iterator[RawRecord]:
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:].lstrip()
     yield from (_iter_json_array(path) if head.startswith(b"[") else _iter_jsonl(path))
+
+
+def iter_json_values(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line, value)`` for each JSON value of an export file, decoded by the one bounded decoder:
+    the elements of a top-level array; else the whole file when it is one JSON document (indented
+    or not, at most ``MAX_RECORD_BYTES``: one record limit for every reader); else one value per
+    JSONL line. A document is tried first: a file whose first line is not a whole value is not JSONL."""
+    with path.open("rb") as fh:
+        first = fh.readline(MAX_RECORD_BYTES + 1).removeprefix(_BOM)
+    if first.lstrip().startswith(b"["):
+        for raw in _iter_json_array(path):
+            yield raw.line, load_record(path, raw.line, raw.text)
+        return
+    if first.strip() and _is_value(first):
+        for raw in _iter_jsonl(path):
+            yield raw.line, load_record(path, raw.line, raw.text)
+        return
+    if path.stat().st_size > MAX_RECORD_BYTES:
+        limit = f"{MAX_RECORD_BYTES // 2**20} MiB"
+        problem = f"not JSON lines (line 1 is not a whole JSON value), and as one JSON document larger than the {limit} record limit"
+        raise TranscriptError(str(path), 1, "<record>", problem)
+    text = path.read_bytes().removeprefix(_BOM)
+    if text.strip():
+        yield 1, load_record(path, 1, text)
+
+
+def _is_value(line: bytes) -> bool:
+    try:
+        load_record("", 1, line)
+    except TranscriptError as exc:
+        return "invalid JSON" not in exc.problem  # too deep or not UTF-8: JSONL reading reports it
+    return True
