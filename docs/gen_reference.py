@@ -34,7 +34,10 @@ DESCRIPTIONS = {
     ("HarnessConfig", "judges"): "The judges, one `[[judges]]` table each; keys below.",
     ("HarnessConfig", "composites"): "Composite scores as weights over rubric names, e.g. `[composites.answer_correctness]` `relevance = 0.7`.",
     ("JudgeConfig", "name"): "The judge's name in outputs; judgments are per (transcript, rubric, judge).",
-    ("JudgeConfig", "provider"): "`openai` (any OpenAI-compatible endpoint, over aiohttp), `openai-sdk` (the same through the openai SDK), `anthropic` (the Messages API) or `local`.",
+    (
+        "JudgeConfig",
+        "provider",
+    ): "`openai` (any OpenAI-compatible endpoint, over aiohttp), `openai-sdk` (the same through the openai SDK), `anthropic` (the Messages API) or `local`.",
     ("JudgeConfig", "model"): "The model name the endpoint knows; a gateway prefix such as `openai/` is allowed.",
     ("JudgeConfig", "base_url"): "The endpoint; default `$OPENAI_BASE_URL` or `$ANTHROPIC_BASE_URL`, else the provider's public API.",
     ("JudgeConfig", "temperature"): "Sampling temperature (capped at 1 for Anthropic).",
@@ -42,7 +45,10 @@ DESCRIPTIONS = {
     ("JudgeConfig", "seed"): "Sent to the endpoint; repeated samples use seed + i.",
     ("JudgeConfig", "timeout_s"): "Seconds one request may take.",
     ("JudgeConfig", "max_attempts"): "Requests per judgment at most, retries included.",
-    ("JudgeConfig", "max_concurrency"): "Requests in flight at this endpoint (judges on one endpoint and key share the smallest); `--concurrency` overrides.",
+    (
+        "JudgeConfig",
+        "max_concurrency",
+    ): "Requests in flight at this endpoint (judges on one endpoint and key share the smallest); `--concurrency` overrides.",
     ("JudgeConfig", "rpm"): "Requests per minute the endpoint allows (retries pay too).",
     ("JudgeConfig", "tpm"): "Tokens per minute the endpoint allows.",
     ("JudgeConfig", "input_price_per_1m"): "USD per 1M prompt tokens; default from the price table.",

@@ -131,9 +131,7 @@ def run_console(example: Example) -> None:
         )
         actual = done.stdout.splitlines()
         if not output_matches(expected, actual):
-            raise AssertionError(
-                f"$ {command}\n(exit {done.returncode})\n--- expected\n" + "\n".join(expected) + "\n--- actual\n" + done.stdout
-            )
+            raise AssertionError(f"$ {command}\n(exit {done.returncode})\n--- expected\n" + "\n".join(expected) + "\n--- actual\n" + done.stdout)
 
 
 def run_toml(example: Example) -> None:
