@@ -4,7 +4,7 @@ Batches, Anthropic Message Batches under /v1, their errors included):
 - a collected reply is matched by its ``custom_id``, the key planning wrote on the request, so a
   reasoning model (budget on top of max_tokens, no temperature), a reasoning effort, a seed and
   repeated samples all collect, and ``--offline`` replays them;
-- the README's Anthropic judge (base URL without /v1) submits to ``/v1/messages/batches``;
+- the docs' Anthropic judge (base URL without /v1) submits to ``/v1/messages/batches``;
 - a result download is retried (HTTP 500, a connection cut mid-body);
 - an output that cannot be read whole keeps its complete lines and fails the rest with the reason,
   and their keys are free for the next submit; a 404 on the output (expired file) likewise;

@@ -328,9 +328,9 @@ def test_a_read_only_cache_directory_is_opened_immutable(tmp_path: Path, monkeyp
 # -- exit codes ----------------------------------------------------------------------------------
 
 
-def test_the_readme_exit_code_table_matches_the_harness() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("| exit code |") :]
+def test_the_docs_exit_code_table_matches_the_harness() -> None:
+    page = (ROOT / "docs" / "reference" / "exit-codes.md").read_text(encoding="utf-8")
+    section = page[page.index("| exit code |") :]
     rows = {}
     for line in section.splitlines()[2:]:
         if not line.startswith("|"):
