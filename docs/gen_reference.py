@@ -137,7 +137,7 @@ def _table(cls: type[BaseModel], label: str) -> list[str]:
 
 
 def config_page() -> str:
-    from harness.config import HarnessConfig, JudgeConfig
+    from harness.config import CascadeConfig, HarnessConfig, JudgeConfig
 
     lines = [
         "# Configuration keys",
@@ -159,6 +159,13 @@ def config_page() -> str:
         "limits, prices and the key's variable do not, so changing them reuses cached judgments.",
         "",
         *_table(JudgeConfig, "JudgeConfig"),
+        "",
+        "## A judge cascade (`[cascade]`, `CascadeConfig`)",
+        "",
+        "Judges from cheapest to strongest, and the agreement they must guarantee; see",
+        "`harness cascade calibrate` and `harness cascade run` in the judges guide.",
+        "",
+        *_table(CascadeConfig, "CascadeConfig"),
         "",
     ]
     return "\n".join(lines)

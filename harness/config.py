@@ -277,6 +277,7 @@ class HarnessConfig(BaseModel):
     rubrics: list[str] | None = None
     judges: list[JudgeConfig] = Field(default_factory=list)
     composites: dict[str, dict[str, float]] = Field(default_factory=dict)
+    #: a judge cascade ([cascade]: stages, target_agreement, confidence; harness cascade calibrate|run)
     cascade: CascadeConfig | None = None
 
     # Field validators, so an error names the field it is about ("judges: ...", "composites: ...").
