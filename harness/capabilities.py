@@ -33,6 +33,13 @@ FAMILY_LABELS: dict[Family, str] = {
     "anthropic": "Anthropic native (claude-haiku-4-5)",
     "local": "local llama.cpp judge",
 }
+#: A family as an error message names it (the table's labels name the models the tests use).
+FAMILY_NAMES: dict[Family, str] = {
+    "chat": "a chat model",
+    "reasoning": "a reasoning model",
+    "anthropic": "Anthropic native",
+    "local": "the local judge",
+}
 OPTION_LABELS: dict[Option, str] = {
     "plain": "plain",
     "samples_n": 'samples = 3, samples_via = "n"',
@@ -132,7 +139,7 @@ def check_supported(judges: Iterable[JudgeConfig], path: PathName) -> None:
             found = cell(family, option, path)
             if not found.supported:
                 what = "" if option == "plain" else f" with {OPTION_LABELS[option]}"
-                raise ConfigError(f"judge {judge.name!r} ({FAMILY_LABELS[family]}{what}): {PATH_LABELS[path]} is not supported: {found.reason}")
+                raise ConfigError(f"judge {judge.name!r} ({FAMILY_NAMES[family]}{what}): {PATH_LABELS[path]} is not supported: {found.reason}")
 
 
 def markdown_table() -> str:

@@ -499,3 +499,25 @@ def test_every_cell_is_listed_once_and_every_refusal_says_why() -> None:
     assert all(c.reason for c in caps.CELLS if not c.supported)
     assert all(c.reason and c.family == "local" for c in caps.CELLS if c.supported and not c.tested)
     assert {k for k in XFAIL} <= {k for k in keys if caps.cell(*k).supported}  # type: ignore[arg-type]
+
+
+def test_a_judge_is_placed_in_its_family_and_refused_with_its_name_and_the_reason() -> None:
+    from harness.config import JudgeConfig
+    from harness.errors import ConfigError
+
+    def judge(**kw: Any) -> JudgeConfig:
+        return JudgeConfig.model_validate({"name": "j", "model": "gpt-4o-mini", **kw})
+
+    assert caps.judge_family(judge(model="openai/gpt-5-mini")) == "reasoning"  # after a gateway prefix
+    assert caps.judge_family(judge(model="o3-mini")) == "reasoning"
+    assert caps.judge_family(judge(model="gpt-5-chat-latest")) == "chat"  # takes temperature: a chat model
+    assert caps.judge_family(judge(provider="anthropic", model="claude-haiku-4-5")) == "anthropic"
+    assert caps.judge_options(judge()) == ("plain",)
+    assert caps.judge_options(judge(samples=3, samples_via="n", logprobs=True)) == ("samples_n", "logprobs")
+    caps.check_supported([judge(samples=3, samples_via="n")], "live")
+    with pytest.raises(ConfigError) as refused:
+        caps.check_supported([judge(), judge(name="claude", provider="anthropic", model="claude-haiku-4-5", logprobs=True)], "shard")
+    assert str(refused.value) == (
+        "judge 'claude' (Anthropic native with logprobs = true (G-Eval)): `--shard i/n` + merge is not supported: "
+        "Anthropic's Messages API returns no logprobs"
+    )
