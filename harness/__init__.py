@@ -35,6 +35,7 @@ if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and read
     )
     from .judges import Judge, JudgeReply, JudgeRequest, make_judge
     from .metrics import weighted_composite
+    from .notebook import EvaluationError, Results, aevaluate, evaluate
     from .planning import Judgment, RunOptions
     from .rubrics.parsing import parse_label, parse_score
     from .rubrics.rubric import Rubric, load_rubrics
@@ -62,6 +63,7 @@ _HOMES = {
     ),
     "harness.judges": ("Judge", "JudgeReply", "JudgeRequest", "make_judge"),
     "harness.metrics": ("weighted_composite",),
+    "harness.notebook": ("EvaluationError", "Results", "aevaluate", "evaluate"),
     "harness.planning": ("Judgment", "RunOptions"),
     "harness.rubrics.parsing": ("parse_label", "parse_score"),
     "harness.rubrics.rubric": ("Rubric", "load_rubrics"),
@@ -75,6 +77,7 @@ __all__ = [
     "CacheError",
     "ConfigError",
     "Estimate",
+    "EvaluationError",
     "FatalJudgeError",
     "HarnessConfig",
     "HarnessError",
@@ -88,6 +91,7 @@ __all__ = [
     "OutputError",
     "RateLimited",
     "ResourceExhausted",
+    "Results",
     "Rubric",
     "RubricError",
     "RunOptions",
@@ -96,8 +100,10 @@ __all__ = [
     "TranscriptError",
     "TransientJudgeError",
     "UserInputError",
+    "aevaluate",
     "cache_key",
     "estimate_run",
+    "evaluate",
     "iter_transcripts",
     "load_config",
     "load_rubrics",

@@ -26,6 +26,7 @@ import math
 import os
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -45,11 +46,85 @@ _WEIGHT_TOLERANCE = 1e-9
 M = TypeVar("M", bound=BaseModel)
 
 
-class JudgeConfig(BaseModel):
-    """One judge endpoint. Sampling fields (model, base_url, temperature, max_tokens) enter the cache
-    key; the others (timeouts, limits, prices, the key's variable name) do not."""
+@dataclass(frozen=True, slots=True)
+class ProviderURL:
+    """Where a provider's API lives: the base URL a judge gets when it names none (or the
+    environment variable that overrides it), and the version path its API paths sit under."""
+
+    default: str
+    variable: str
+    #: between the base URL and every API path: Anthropic's is "/v1"; OpenAI's base URL holds its own
+    version: str = ""
+
+
+PROVIDER_URLS: dict[str, ProviderURL] = {
+    "openai": ProviderURL(DEFAULT_BASE_URL, "OPENAI_BASE_URL"),
+    "openai-sdk": ProviderURL(DEFAULT_BASE_URL, "OPENAI_BASE_URL"),
+    "anthropic": ProviderURL(ANTHROPIC_BASE_URL, "ANTHROPIC_BASE_URL", "/v1"),
+}
+
+
+def api_url(provider: str, endpoint: str, path: str) -> str:
+    """The URL of ``path`` (``/messages``, ``/messages/batches``, ``/files`` ...) at ``endpoint``:
+    the one rule every caller of a provider's API uses, live judge and batch API alike. The
+    version path is added unless the base URL already ends with it (``https://api.anthropic.com``
+    and ``https://api.anthropic.com/v1`` both work)."""
+    base = endpoint.rstrip("/")
+    version = PROVIDER_URLS[provider].version if provider in PROVIDER_URLS else ""
+    if version and not base.endswith(version):
+        base += version
+    return base + path
+
+
+#: JudgeConfig's fields by what they are; only SAMPLING_FIELDS (with the endpoint) can change a
+#: reply, so only they reach the cache key (``Sampling``). A judge's TOML may give each group as a
+#: table (``[judges.sampling]``, ``[judges.limits]``, ``[judges.prices]``) or its keys flat.
+SAMPLING_FIELDS = (
+    "model",
+    "temperature",
+    "max_tokens",
+    "seed",
+    "token_param",
+    "send_temperature",
+    "reasoning_effort",
+    "reasoning_budget",
+    "structured_output",
+    "samples",
+    "samples_via",
+    "logprobs",
+)
+LIMIT_FIELDS = ("timeout_s", "max_attempts", "max_concurrency", "rpm", "tpm")
+PRICE_FIELDS = ("input_price_per_1m", "output_price_per_1m", "cached_input_price_per_1m", "cache_write_price_per_1m")
+_GROUPS = {"sampling": SAMPLING_FIELDS, "limits": LIMIT_FIELDS, "prices": PRICE_FIELDS}
+
+
+class Sampling(BaseModel):
+    """What a judge asks its model for, and where: everything that can change a reply and nothing
+    else. The cache key is computed from this value and the request (``cache/keys.request_key``),
+    so a timeout, a price or a rate limit cannot drift into it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    endpoint: str
+    temperature: float
+    max_tokens: int
+    seed: int | None
+    token_param: Literal["max_tokens", "max_completion_tokens"] | None
+    send_temperature: bool | None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None
+    reasoning_budget: int | None
+    structured_output: bool
+    samples: int
+    samples_via: Literal["requests", "n"]
+    logprobs: bool
+
+
+class JudgeConfig(BaseModel):
+    """One judge endpoint. Its ``sampling`` (model, endpoint, temperature, max_tokens, ...) enters
+    the cache key; the rest (timeouts, limits, prices, the key's variable name) does not."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
     provider: Literal["openai", "openai-sdk", "anthropic", "local"] = "openai"
@@ -87,7 +162,10 @@ class JudgeConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _provider_defaults(cls, data: object) -> object:
-        if isinstance(data, dict) and data.get("provider") == "anthropic" and "api_key_env" not in data:
+        if not isinstance(data, dict):
+            return data
+        data = _flattened(data)
+        if data.get("provider") == "anthropic" and "api_key_env" not in data:
             return {**data, "api_key_env": "ANTHROPIC_API_KEY"}
         return data
 
@@ -116,25 +194,46 @@ class JudgeConfig(BaseModel):
             raise ValueError(f"unknown tokenizer {value!r} (known: {', '.join(known)})")
         return value
 
-    @field_validator("input_price_per_1m", "output_price_per_1m", "cached_input_price_per_1m", "cache_write_price_per_1m", "rpm", "tpm")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("must be a finite number")
-        return value
-
     @property
     def endpoint(self) -> str:
-        """The base URL actually called: configured, else OPENAI_BASE_URL, else OpenAI's."""
+        """The base URL actually called: configured, else the provider's variable (OPENAI_BASE_URL,
+        ANTHROPIC_BASE_URL), else the provider's default."""
         if self.provider == "local":
             return "local"
-        if self.provider == "anthropic":
-            return (self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL).rstrip("/")
-        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        url = PROVIDER_URLS[self.provider]
+        return (self.base_url or os.environ.get(url.variable) or url.default).rstrip("/")
+
+    def api_url(self, path: str) -> str:
+        """The URL of ``path`` of this judge's API (``api_url``: the version path added once)."""
+        return api_url(self.provider, self.endpoint, path)
+
+    @property
+    def sampling(self) -> Sampling:
+        """The part of this judge that can change a reply."""
+        return Sampling(endpoint=self.endpoint, **{name: getattr(self, name) for name in SAMPLING_FIELDS})
 
     @property
     def has_prices(self) -> bool:
         return self.input_price_per_1m is not None and self.output_price_per_1m is not None
+
+
+def _flattened(data: dict[str, object]) -> dict[str, object]:
+    """A judge's grouped tables (``sampling``, ``limits``, ``prices``) as the flat keys they hold.
+    A key given both ways, or one a group does not hold, is refused naming ``group.key``."""
+    if not any(isinstance(data.get(group), dict) for group in _GROUPS):
+        return data
+    flat = {k: v for k, v in data.items() if not (k in _GROUPS and isinstance(v, dict))}
+    for group, names in _GROUPS.items():
+        table = data.get(group)
+        if not isinstance(table, dict):
+            continue
+        for name, value in table.items():
+            if name not in names:
+                raise ValueError(f"{group}.{name}: unknown key (a {group} table holds {', '.join(names)})")
+            if name in flat:
+                raise ValueError(f"{group}.{name}: given twice (also as {name} outside the {group} table)")
+            flat[name] = value
+    return flat
 
 
 def local_judge_config() -> JudgeConfig:
@@ -152,18 +251,33 @@ def local_judge_config() -> JudgeConfig:
     )
 
 
+class CascadeConfig(BaseModel):
+    """``[cascade]``: judges from cheapest to strongest, and the agreement they must guarantee
+    (harness/runner/cascade.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: judge names, cheapest first; the last is the strongest (the reference without human labels)
+    stages: list[str] = Field(min_length=2)
+    #: 1 − α: the least share of the cascade's verdicts that agree with the reference
+    target_agreement: float = Field(gt=0, lt=1)
+    #: 1 − δ: the probability, over the calibration set, that the guarantee holds
+    confidence: float = Field(default=0.9, gt=0, lt=1)
+
+
 class HarnessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     #: a SQLite file path, or a postgresql:// URL kept as text (a Path would fold its //)
     cache: Path | str | None = None
     #: seconds a claim on a judgment in flight lives without renewal (a killed worker's keys are free after this)
-    cache_lease_s: float = Field(default=30.0, gt=0)
+    cache_lease_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     price_table: Path | None = None
     prompts: list[Path] = Field(default_factory=list)
     rubrics: list[str] | None = None
     judges: list[JudgeConfig] = Field(default_factory=list)
     composites: dict[str, dict[str, float]] = Field(default_factory=dict)
+    cascade: CascadeConfig | None = None
 
     # Field validators, so an error names the field it is about ("judges: ...", "composites: ...").
     @field_validator("cache", mode="before")

@@ -26,3 +26,14 @@ EXIT_CODES = {
     EXIT_INTERNAL: "internal error (a bug): what was done is written",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM)",
 }
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code of an error that stopped a command: the one mapping the CLI and the Python API share."""
+    from .errors import BudgetExceeded, CacheError, OutputError, ResourceExhausted, UserInputError
+
+    if isinstance(exc, BudgetExceeded):
+        return EXIT_BUDGET
+    if isinstance(exc, CacheError | OutputError | ResourceExhausted | OSError | MemoryError):
+        return EXIT_IO
+    return EXIT_USER_ERROR if isinstance(exc, UserInputError) else EXIT_INTERNAL

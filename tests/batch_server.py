@@ -17,6 +17,11 @@ get, ``results_url`` (JSONL), cancel. A create that breaks the rules (empty or o
 ``max_requests``, a ``custom_id`` outside ``^[a-zA-Z0-9_-]{1,64}$`` or repeated, params without
 ``model``/``max_tokens``/``messages``) is a 400 ``invalid_request_error``.
 
+Reasoning models (gpt-5 but gpt-5-chat, o1/o3/o4) get the live endpoint's 400 for ``max_tokens``
+or a temperature other than 1, as an error-file line. ``download_faults`` injects a result
+download's HTTP 500 or a connection cut mid-body; a path neither API has is a provider-style 404
+(``paths`` records every path asked for).
+
 ``GET /_stats`` gives the counters; ``POST /_finish`` (both at the root) makes every batch finish at its next poll. Batches advance one step per poll: validating → in_progress (for ``polls`` polls) → finalizing →
 completed (OpenAI); in_progress → ended (Anthropic). Results come out in a shuffled order. Per
 request, the prompt markers ``[[fault:400]]`` (the request errors: an OpenAI error-file line with
@@ -63,6 +68,19 @@ def _reply_text(messages: list[Any]) -> str:
     return f'{{"score": {found.group(1)}}}' if found else f"Score: {deterministic_score(prompt_text(messages)):.2f}"
 
 
+def _reasoning_rules(body: dict[str, Any]) -> str | None:
+    """What the API says to a reasoning model's request (gpt-5 but gpt-5-chat, o1/o3/o4) that sends
+    ``max_tokens`` or a temperature other than 1, as the live chat-completions endpoint does."""
+    model = str(body.get("model", "")).rsplit("/", 1)[-1].lower()
+    if not (model.startswith(("gpt-5", "o1", "o3", "o4")) and not model.startswith("gpt-5-chat")):
+        return None
+    if "max_tokens" in body:
+        return "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+    if body.get("temperature", 1) != 1:
+        return "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value is supported."
+    return None
+
+
 class BatchServer:
     def __init__(
         self,
@@ -80,6 +98,13 @@ class BatchServer:
         self.openai_answer = openai_answer
         self.anthropic_answer = anthropic_answer
         self.key = key
+        #: faults of the next result downloads, one per download (OpenAI file content, Anthropic
+        #: results): "500" (a server_error / api_error answer) or "cut" (the connection is closed
+        #: halfway through the body, after its Content-Length was sent)
+        self.download_faults: list[str] = []
+        self.downloads = 0
+        #: every path asked for, in order (a wrong URL shows here)
+        self.paths: list[str] = []
         self.polls = polls
         self.expire_after = expire_after
         self.max_requests = max_requests
@@ -138,6 +163,8 @@ class BatchServer:
         r.add_post("/v1/messages/batches/{id}/cancel", self._ant_cancel)
         r.add_post("/_finish", self._finish)
         r.add_get("/_stats", self._stats)
+        r.add_route("*", "/{tail:.*}", self._unknown)
+        app.middlewares.append(self._record_path)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port)
@@ -149,6 +176,38 @@ class BatchServer:
             await self._stopping.wait()
         finally:
             await runner.cleanup()
+
+    @web.middleware
+    async def _record_path(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.paths.append(request.path)
+        return await handler(request)
+
+    async def _unknown(self, request: web.Request) -> web.Response:
+        """A path neither API has, answered as each provider does (api.anthropic.com answers a
+        request without /v1 with a not_found_error; OpenAI with invalid_request_error)."""
+        if "anthropic-version" in request.headers:
+            return _ant_error(404, "Not Found", "not_found_error")
+        return _oai_error(404, f"Invalid URL ({request.method} {request.path})")
+
+    async def _file_body(self, request: web.Request, data: bytes, content_type: str, api: str) -> web.StreamResponse:
+        """A result file, or the next injected download fault."""
+        self.downloads += 1
+        fault = self.download_faults.pop(0) if self.download_faults else None
+        if fault == "500":
+            return (
+                _oai_error(500, "The server had an error processing your request.", "server_error")
+                if api == "openai"
+                else _ant_error(500, "Internal server error", "api_error")
+            )
+        if fault == "cut":
+            resp = web.StreamResponse(headers={"Content-Type": content_type})
+            resp.content_length = len(data)
+            await resp.prepare(request)
+            await resp.write(data[: len(data) // 2])
+            assert request.transport is not None
+            request.transport.close()
+            return resp
+        return web.Response(body=data, content_type=content_type)
 
     def _new_id(self, prefix: str) -> str:
         with self._lock:
@@ -184,7 +243,7 @@ class BatchServer:
         data = self.files.get(request.match_info["id"])
         if data is None:
             return _oai_error(404, f"No such File object: {request.match_info['id']}", code="not_found")
-        return web.Response(body=data, content_type="application/octet-stream")
+        return await self._file_body(request, data, "application/octet-stream", "openai")
 
     async def _create(self, request: web.Request) -> web.Response:
         if (denied := self._oai_auth(request)) is not None:
@@ -318,10 +377,11 @@ class BatchServer:
                 line = json.dumps({"id": req_id, "custom_id": obj["custom_id"], "response": response, "error": None}).encode()
                 (out if status == 200 else err).append(line)
                 continue
-            if "[[fault:400]]" in prompt_text(messages):
+            refused = _reasoning_rules(obj["body"])
+            if refused is not None or "[[fault:400]]" in prompt_text(messages):
                 body = {
                     "error": {
-                        "message": "Invalid 'messages': the prompt was refused.",
+                        "message": refused or "Invalid 'messages': the prompt was refused.",
                         "type": "invalid_request_error",
                         "param": "messages",
                         "code": None,
@@ -552,7 +612,7 @@ class BatchServer:
         batch = self.batches.get(request.match_info["id"])
         if batch is None or "_results" not in batch:
             return _ant_error(404, "results not available yet", "not_found_error")
-        return web.Response(body=batch["_results"], content_type="application/binary")
+        return await self._file_body(request, batch["_results"], "application/binary", "anthropic")
 
     async def _ant_cancel(self, request: web.Request) -> web.Response:
         if (denied := self._ant_auth(request)) is not None:

@@ -94,7 +94,7 @@ def test_openai_batch_end_to_end_split_collect_price_and_replay(tmp_path: Path, 
     assert all(v.record.status == "completed" for v in views)
     done = asyncio.run(hb.collect(opts))
     assert done.outcome is not None and done.outcome.exit_code == 0
-    assert sum(c["succeeded"] for _, c in done.downloaded) == 24
+    assert sum(c["succeeded"] for _, c, _ in done.downloaded) == 24
 
     out = Outputs(tmp_path / "out")
     judged = out.judgments

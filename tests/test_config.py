@@ -10,8 +10,11 @@ import pytest
 from harness.config import (
     DEFAULT_BASE_URL,
     DEFAULT_COMPOSITES,
+    SAMPLING_FIELDS,
     JudgeConfig,
+    Sampling,
     api_key_for,
+    api_url,
     load_config,
 )
 from harness.errors import ConfigError, UserInputError
@@ -102,7 +105,7 @@ def test_missing_required_judge_key(tmp_path: Path) -> None:
         ("input_price_per_1m = -0.15", "Input should be greater than or equal to 0"),
         ("output_price_per_1m = -1", "Input should be greater than or equal to 0"),
         ('input_price_per_1m = "cheap"', "Input should be a valid number, unable to parse string as a number"),
-        ("input_price_per_1m = inf", "must be a finite number"),
+        ("input_price_per_1m = inf", "Input should be a finite number"),
         ("input_price_per_1m = nan", ".+"),
     ],
 )
@@ -112,6 +115,86 @@ def test_bad_price(tmp_path: Path, line: str, problem: str) -> None:
     field = line.split(" =")[0]
     message = config_error(toml(tmp_path, JUDGE + line + "\n"))
     assert re.fullmatch(rf"judges\[0\]\.{field}: {problem}", message), message
+
+
+@pytest.mark.parametrize("field", ["timeout_s", "temperature", "rpm", "tpm", "cached_input_price_per_1m", "cache_write_price_per_1m"])
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
+def test_non_finite_numbers_are_refused_naming_the_field(tmp_path: Path, field: str, value: str) -> None:
+    # timeout_s = inf passed Field(gt=0) and ended in "OverflowError: cannot convert float infinity
+    # to integer" (exit 70) when the HTTP timeout was built.
+    assert config_error(toml(tmp_path, JUDGE + f"{field} = {value}\n")) == f"judges[0].{field}: Input should be a finite number"
+
+
+def test_non_finite_cache_lease_is_refused(tmp_path: Path) -> None:
+    assert config_error(toml(tmp_path, "cache_lease_s = inf\n")) == "cache_lease_s: Input should be a finite number"
+
+
+@pytest.mark.timeout(60)
+def test_timeout_inf_exits_2_naming_file_and_field(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cfg = toml(tmp_path, JUDGE + 'base_url = "http://127.0.0.1:9/v1"\ntimeout_s = inf\n')
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"id": "t1", "query": "q?", "response": "r"}\n', encoding="utf-8")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--rubric", "relevance"],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"{cfg}: judges[0].timeout_s: Input should be a finite number" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_sampling_is_the_part_of_a_judge_that_changes_a_reply() -> None:
+    judge = JudgeConfig(name="j", model="gpt-5-mini", base_url="http://h/v1/", temperature=0.3, seed=4, timeout_s=5, input_price_per_1m=1)
+    sampling = judge.sampling
+    assert isinstance(sampling, Sampling) and sampling.endpoint == "http://h/v1"
+    assert {name: getattr(sampling, name) for name in SAMPLING_FIELDS} == {name: getattr(judge, name) for name in SAMPLING_FIELDS}
+    # Limits, prices, names and key variables are not in it: they cannot reach the cache key.
+    other = judge.model_copy(update={"timeout_s": 99.0, "input_price_per_1m": 7.0, "name": "k", "rpm": 5.0, "api_key_env": "X"})
+    assert other.sampling == sampling
+    with pytest.raises(Exception, match="frozen"):
+        sampling.temperature = 1.0  # type: ignore[misc]
+
+
+def test_grouped_tables_load_like_flat_keys(tmp_path: Path) -> None:
+    flat = load_config(toml(tmp_path, JUDGE + "temperature = 0.4\nseed = 3\ntimeout_s = 9\ninput_price_per_1m = 1\n", "flat.toml"))
+    grouped = load_config(
+        toml(
+            tmp_path,
+            '[[judges]]\nname = "mini"\n[judges.sampling]\nmodel = "gpt-4o-mini"\ntemperature = 0.4\nseed = 3\n'
+            "[judges.limits]\ntimeout_s = 9\n[judges.prices]\ninput_price_per_1m = 1\n",
+            "grouped.toml",
+        )
+    )
+    assert grouped.judges == flat.judges and grouped.judges[0].sampling == flat.judges[0].sampling
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("[judges.sampling]\ntimeout_s = 3\n", "judges[0]: sampling.timeout_s: unknown key (a sampling table holds model, temperature"),
+        ("temperature = 0.1\n[judges.sampling]\ntemperature = 0.2\n", "judges[0]: sampling.temperature: given twice"),
+        ("[judges.limits]\ntimeout_s = inf\n", "judges[0].timeout_s: Input should be a finite number"),
+    ],
+)
+def test_grouped_table_mistakes_name_the_key(tmp_path: Path, body: str, problem: str) -> None:
+    assert config_error(toml(tmp_path, JUDGE + body)).startswith(problem)
+
+
+def test_api_url_adds_the_version_path_once() -> None:
+    # The live Anthropic judge and the Message Batches client both call it: one rule, one base URL.
+    assert api_url("anthropic", "https://api.anthropic.com", "/messages") == "https://api.anthropic.com/v1/messages"
+    assert api_url("anthropic", "https://api.anthropic.com/", "/messages/batches") == "https://api.anthropic.com/v1/messages/batches"
+    assert api_url("anthropic", "http://127.0.0.1:5/v1", "/messages/batches") == "http://127.0.0.1:5/v1/messages/batches"
+    assert api_url("openai", "https://api.openai.com/v1", "/files") == "https://api.openai.com/v1/files"
+    assert JudgeConfig(name="c", provider="anthropic", model="claude-haiku-4-5").api_url("/messages") == "https://api.anthropic.com/v1/messages"
 
 
 @pytest.mark.parametrize(

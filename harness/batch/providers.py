@@ -1,7 +1,8 @@
 """Clients of the two batch APIs, over aiohttp, behind one small interface.
 
 ``submit(lines)`` sends one batch (OpenAI: upload the JSONL with ``purpose=batch``, then create the
-batch from the file; Anthropic: one ``POST /messages/batches``); ``get`` polls it; ``results``
+batch from the file; Anthropic: one ``POST /v1/messages/batches``; every URL is made by
+``config.api_url``, the rule the live judges use); ``get`` polls it; ``results``
 downloads its result lines (to a temporary file first, so a 200 MB output is never held whole);
 ``find`` looks for a batch made from an uploaded file (OpenAI only), which is how a submit
 killed between upload and creation is re-attached instead of sent again.
@@ -12,21 +13,50 @@ provider certainly did not act (a 4xx answer) or might have (timeout, connection
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import aiohttp
 
 from ..cache.batches import Outcome
+from ..config import api_url
 from ..errors import BatchError
+from ..judges.anthropic import ANTHROPIC_VERSION
 from ..judges.protocol import error_fields, redact
 from .wire import OPENAI_ENDPOINT, Limits, read_anthropic_result, read_openai_result
 
 TIMEOUT = aiohttp.ClientTimeout(total=600, sock_connect=30)
+#: Waits before each retry of a result download (a 5xx, a 429, a connection lost mid-body):
+#: bounded, so a provider that keeps failing ends the collect with the reason.
+RETRY_DELAYS_S: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+
+
+@dataclass(slots=True)
+class Results:
+    """A batch's result lines, read lazily, and why some could not be read (filled while reading):
+    the requests without a line are then failed with that reason, so their keys are free again."""
+
+    outcomes: Iterator[Outcome] = field(default_factory=lambda: iter(()))
+    problems: list[str] = field(default_factory=list)
+    #: the body of a download ended early: its last line may be a part
+    cut: bool = False
+
+    def missing_reason(self, otherwise: str) -> str:
+        """Why a request has no result line: the reading problem if there was one."""
+        if not self.problems:
+            return otherwise
+        more = f" (and {len(self.problems) - 1} more problem(s))" if len(self.problems) > 1 else ""
+        return f"the batch output could not be read whole: {self.problems[0]}{more}; submit again to resend"
+
+
+def _spooled(spool: BinaryIO) -> Iterator[bytes]:
+    with spool:
+        yield from spool
 
 
 class BatchHTTPError(BatchError):
@@ -59,6 +89,10 @@ class BatchAPI(ABC):
         self.base_url = base_url.rstrip("/")
         self._key = api_key
         self._session: aiohttp.ClientSession | None = None
+
+    def url(self, path: str) -> str:
+        """``path`` of this API at the judge's base URL, by the rule the live judges use (``config.api_url``)."""
+        return api_url(self.name, self.base_url, path)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -93,26 +127,48 @@ class BatchAPI(ABC):
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise BatchHTTPError(f"{self.name} {what}: {type(exc).__name__}: {exc}", definite=False) from exc
 
-    async def _download(self, url: str, what: str) -> Iterator[bytes]:
-        """The body of ``url`` spooled to a temporary file; its lines."""
-        spool = tempfile.TemporaryFile()  # noqa: SIM115 - the line iterator returned closes it
-        try:
-            async with self.session.get(url) as resp:
-                if resp.status >= 300:
-                    text = await resp.text()
-                    raise BatchHTTPError(f"{self.name} {what}: HTTP {resp.status}: {redact(text[:200], self._key)}", definite=True)
-                async for chunk in resp.content.iter_chunked(1 << 20):
-                    spool.write(chunk)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            spool.close()
-            raise BatchHTTPError(f"{self.name} {what}: {type(exc).__name__}: {exc}", definite=False) from exc
-        spool.seek(0)
-
-        def lines() -> Iterator[bytes]:
-            with spool:
-                yield from spool
-
-        return lines()
+    async def _download(self, url: str, what: str, read: Results) -> Iterator[bytes]:
+        """The lines of ``url``, spooled to a temporary file. A 5xx, a 429 or a connection lost
+        (mid-body too) is retried, ``len(RETRY_DELAYS_S)`` times with those waits; a 4xx is not.
+        When no attempt reads the whole file, the longest body read is used (its complete lines)
+        and ``read.problems`` says why the rest is missing."""
+        best: BinaryIO | None = None
+        problem = ""
+        for attempt, delay in enumerate((*RETRY_DELAYS_S, None), start=1):
+            spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed here or by the line iterator
+            try:
+                async with self.session.get(url) as resp:
+                    if resp.status >= 300:
+                        text = await resp.text()
+                        problem = f"{what}: HTTP {resp.status}: {redact(text[:200], self._key)}"
+                        if resp.status < 500 and resp.status != 429:
+                            spool.close()
+                            read.problems.append(problem)  # gone (OpenAI deletes files after 30 days) or refused: not retried
+                            break
+                    else:
+                        async for chunk in resp.content.iter_chunked(1 << 20):
+                            spool.write(chunk)
+                        spool.seek(0)
+                        if best is not None:
+                            best.close()
+                        return _spooled(spool)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                problem = f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")
+            if best is None or spool.tell() > best.tell():
+                if best is not None:
+                    best.close()
+                best = spool
+            else:
+                spool.close()
+            if delay is None:
+                read.problems.append(f"{problem} (after {attempt} attempts)")
+                break
+            await asyncio.sleep(delay)
+        if best is None:
+            return iter(())
+        read.cut = best.tell() > 0
+        best.seek(0)
+        return _spooled(best)
 
     @abstractmethod
     async def submit(self, lines: BinaryIO, on_uploaded: Callable[[str], None]) -> Remote:
@@ -123,7 +179,7 @@ class BatchAPI(ABC):
     async def get(self, remote_id: str) -> Remote: ...
 
     @abstractmethod
-    async def results(self, remote: Remote) -> Iterator[Outcome]: ...
+    async def results(self, remote: Remote) -> Results: ...
 
     @abstractmethod
     def missing_reason(self, remote: Remote) -> str:
@@ -136,14 +192,18 @@ class BatchAPI(ABC):
         raise BatchError(f"{self.name}: batches are not created from files")
 
 
-def _lines(chunks: Iterator[bytes], reader: Any, where: str) -> Iterator[Outcome]:
+def _lines(chunks: Iterator[bytes], reader: Any, where: str, read: Results) -> Iterator[Outcome]:
+    """The outcomes of the complete lines; a line that is not one is skipped and noted in
+    ``read.problems`` (its request, unknown, is failed with that reason as having no line)."""
     for number, raw in enumerate(chunks, start=1):
         if not raw.strip():
             continue
         try:
             yield reader(json.loads(raw), f"{where}:{number}")
         except ValueError as exc:
-            raise BatchError(f"{where}:{number}: not a batch result line ({exc})") from None
+            last = not raw.endswith(b"\n")
+            said = "cut off (the body ended inside it)" if last and read.cut else f"not a batch result line ({exc})"
+            read.problems.append(f"{where}:{number}: {said}")
 
 
 class OpenAIBatchAPI(BatchAPI):
@@ -164,14 +224,14 @@ class OpenAIBatchAPI(BatchAPI):
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field("file", data, filename="harness-batch.jsonl", content_type="application/jsonl")  # streamed from the file
-        answer = await self._request("POST", f"{self.base_url}/files", "upload", data=form)
+        answer = await self._request("POST", self.url("/files"), "upload", data=form)
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
             raise BatchHTTPError(f"{self.name} upload: the answer is not a file object", definite=False)
         return str(answer["id"])
 
     async def create_from_file(self, input_file_id: str) -> Remote:
         body = {"input_file_id": input_file_id, "endpoint": OPENAI_ENDPOINT, "completion_window": "24h", "metadata": {"created_by": "harness"}}
-        return self._remote(await self._request("POST", f"{self.base_url}/batches", "create batch", json=body))
+        return self._remote(await self._request("POST", self.url("/batches"), "create batch", json=body))
 
     async def submit(self, lines: BinaryIO, on_uploaded: Callable[[str], None]) -> Remote:
         file_id = await self.upload(lines)
@@ -179,13 +239,13 @@ class OpenAIBatchAPI(BatchAPI):
         return await self.create_from_file(file_id)
 
     async def get(self, remote_id: str) -> Remote:
-        return self._remote(await self._request("GET", f"{self.base_url}/batches/{remote_id}", f"batch {remote_id}"))
+        return self._remote(await self._request("GET", self.url(f"/batches/{remote_id}"), f"batch {remote_id}"))
 
     async def find(self, input_file_id: str) -> Remote | None:
         after: str | None = None
         while True:
             params = {"limit": "100", **({"after": after} if after else {})}
-            page = await self._request("GET", f"{self.base_url}/batches", "list batches", params=params)
+            page = await self._request("GET", self.url("/batches"), "list batches", params=params)
             data = page.get("data") if isinstance(page, dict) else None
             if not isinstance(data, list):
                 raise BatchHTTPError(f"{self.name} list batches: the answer is not a list", definite=False)
@@ -196,15 +256,17 @@ class OpenAIBatchAPI(BatchAPI):
                 return None
             after = page.get("last_id") or data[-1].get("id")
 
-    async def results(self, remote: Remote) -> Iterator[Outcome]:
+    async def results(self, remote: Remote) -> Results:
+        read = Results()
         parts: list[Iterator[Outcome]] = []
-        for field in ("output_file_id", "error_file_id"):
-            file_id = remote.detail.get(field)
+        for name in ("output_file_id", "error_file_id"):
+            file_id = remote.detail.get(name)
             if file_id:
-                where = f"{self.name} batch {remote.id} {field.removesuffix('_id')}"
-                chunks = await self._download(f"{self.base_url}/files/{file_id}/content", where)
-                parts.append(_lines(chunks, read_openai_result, where))
-        return (outcome for part in parts for outcome in part)
+                where = f"{self.name} batch {remote.id} {name.removesuffix('_id')}"
+                chunks = await self._download(self.url(f"/files/{file_id}/content"), where, read)
+                parts.append(_lines(chunks, read_openai_result, where, read))
+        read.outcomes = (outcome for part in parts for outcome in part)
+        return read
 
     def missing_reason(self, remote: Remote) -> str:
         if remote.status == "failed":
@@ -220,10 +282,9 @@ class AnthropicBatchAPI(BatchAPI):
     name = "anthropic"
     max_requests = Limits.ANTHROPIC_REQUESTS
     max_bytes = Limits.ANTHROPIC_BYTES
-    VERSION = "2023-06-01"
 
     def _headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": self.VERSION}
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._key:
             headers["x-api-key"] = self._key
         return headers
@@ -239,17 +300,18 @@ class AnthropicBatchAPI(BatchAPI):
         # (one body of at most the 256 MB limit).
         body = b'{"requests":[' + b",".join(line.rstrip(b"\n") for line in lines if line.strip()) + b"]}"
         headers = {"content-type": "application/json"}
-        return self._remote(await self._request("POST", f"{self.base_url}/messages/batches", "create batch", data=body, headers=headers))
+        return self._remote(await self._request("POST", self.url("/messages/batches"), "create batch", data=body, headers=headers))
 
     async def get(self, remote_id: str) -> Remote:
-        return self._remote(await self._request("GET", f"{self.base_url}/messages/batches/{remote_id}", f"batch {remote_id}"))
+        return self._remote(await self._request("GET", self.url(f"/messages/batches/{remote_id}"), f"batch {remote_id}"))
 
-    async def results(self, remote: Remote) -> Iterator[Outcome]:
+    async def results(self, remote: Remote) -> Results:
+        read = Results()
         url = remote.detail.get("results_url")
-        if not url:
-            return iter(())
-        where = f"{self.name} batch {remote.id} results"
-        return _lines(await self._download(str(url), where), read_anthropic_result, where)
+        if url:
+            where = f"{self.name} batch {remote.id} results"
+            read.outcomes = _lines(await self._download(str(url), where, read), read_anthropic_result, where, read)
+        return read
 
     def missing_reason(self, remote: Remote) -> str:
         return f"batch {remote.id} ended with no result for this request"

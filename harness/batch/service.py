@@ -25,12 +25,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlparse
 
 from ..cache.batches import BatchRecord, BatchStore, Outcome, ledger_path
-from ..cache.keys import cache_key
 from ..cache.location import CacheLocation
 from ..capabilities import check_supported
 from ..config import JudgeConfig
@@ -286,13 +286,14 @@ def batches(cache: CacheLocation) -> list[BatchRecord]:
 
 
 def release(cache: CacheLocation, batch_id: int) -> BatchRecord:
-    """Give up a batch that was never created: its keys may be submitted again."""
+    """Give up a batch: its keys without a result may be submitted again. Refused only for a
+    batch still running at the provider, whose results are still to come."""
     with BatchStore(cache) as store:
         record = store.get(batch_id)
         if record is None:
             raise UserInputError(f"no batch {batch_id} in {cache}")
-        if record.remote_id is not None:
-            raise UserInputError(f"batch {batch_id} exists at the provider ({record.remote_id}): collect it instead")
+        if record.remote_id is not None and record.open and not record.ended and record.api != FILE_API:
+            raise UserInputError(f"batch {batch_id} is still running at the provider ({record.remote_id}, {record.status}): collect it when it ends")
         store.release(batch_id)
         fresh = store.get(batch_id)
         assert fresh is not None
@@ -304,51 +305,40 @@ def release(cache: CacheLocation, batch_id: int) -> BatchRecord:
 
 class BatchReplies(Judge):
     """The judge of a collect: answers each request from the downloaded batch results, never
-    from the network. The request is matched to its ``custom_id`` (the cache key) by recomputing
-    the key under each rubric of the plan."""
+    from the network. A result is matched by its ``custom_id``, which is the key the plan wrote
+    onto the request at submit and writes again now (``cache/keys.request_key``)."""
 
-    def __init__(self, config: JudgeConfig, rubrics: Sequence[Rubric], outcomes: dict[str, Outcome], pending: set[str]) -> None:
+    def __init__(self, config: JudgeConfig, outcomes: dict[str, Outcome], pending: set[str]) -> None:
         super().__init__(config)
-        self._rubrics = rubrics
         self._outcomes = outcomes
         self._pending = pending
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        for rubric in self._rubrics:
-            if (rubric.max_tokens or self.config.max_tokens) != request.max_tokens:
-                continue  # not this rubric's request (planning sets max_tokens this way)
-            key = cache_key(
-                model=self.config.model,
-                base_url=self.config.endpoint,
-                messages=request.messages,
-                temperature=request.temperature,
-                max_tokens=request.max_tokens,
-                seed=request.seed,
-                rubric=rubric.name,
-                rubric_version=rubric.version,
-            )
-            outcome = self._outcomes.get(key)
-            if outcome is not None:
-                if outcome.reply is None:
-                    raise BatchRequestFailed(f"batch: {outcome.error}")
-                return JudgeReply(outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, tier="batch")
-            if key in self._pending:
-                raise BatchRequestFailed("batch: still in a batch that has not ended")
+        if request.key is None:
+            raise BatchRequestFailed("batch: the request has no cache key")
+        outcome = self._outcomes.get(request.key)
+        if outcome is not None:
+            if outcome.reply is None:
+                raise BatchRequestFailed(f"batch: {outcome.error}")
+            return JudgeReply(outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, tier="batch")
+        if request.key in self._pending:
+            raise BatchRequestFailed("batch: still in a batch that has not ended")
         raise BatchRequestFailed("batch: not submitted in any batch (run `harness batch submit`)")
 
 
 @dataclass(slots=True)
 class CollectReport:
-    downloaded: list[tuple[BatchRecord, dict[str, int]]] = field(default_factory=list)
+    downloaded: list[tuple[BatchRecord, dict[str, int], list[str]]] = field(default_factory=list)
     #: open batches of the plan's judges: the outputs wait for them
     waiting: list[BatchRecord] = field(default_factory=list)
     outcome: RunOutcome | None = None
     notes: list[str] = field(default_factory=list)
 
 
-async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[str, int]]]:
-    """Download every ended, uncollected batch's results into the cache database."""
-    done: list[tuple[BatchRecord, dict[str, int]]] = []
+async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[str, int], list[str]]]:
+    """Download every ended, uncollected batch's results into the cache database; with each, the
+    problems that kept some of its output from being read (their requests are failed)."""
+    done: list[tuple[BatchRecord, dict[str, int], list[str]]] = []
     with BatchStore(cache) as store:
         for record in store.batches(open_only=True):
             if not record.ended or record.remote_id is None or record.api == FILE_API:
@@ -356,13 +346,17 @@ async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[s
             client = _client(record)
             try:
                 remote = Remote(record.remote_id, record.status, True, record.detail_json())
-                outcomes = await client.results(remote)
-                counts = store.record_outcomes(record.id, outcomes, missing_reason=client.missing_reason(remote))
+                read = await client.results(remote)
+                # Every complete line is stored; a request whose line could not be read is failed
+                # with the reason, which frees its key for the next submit (the batch is collected).
+                reason = partial(read.missing_reason, client.missing_reason(remote))
+                counts = store.record_outcomes(record.id, read.outcomes, missing_reason=reason)
+                problems = read.problems
             finally:
                 await client.aclose()
             fresh = store.get(record.id)
             assert fresh is not None
-            done.append((fresh, counts))
+            done.append((fresh, counts, problems))
     return done
 
 
@@ -380,10 +374,8 @@ async def write_outputs(
     with BatchStore(plan.cache_path) as store:
         outcomes = {o.key: o for o in store.outcomes()}
         pending = store.pending_keys()
-    # The rubrics asked for, else every rubric a key could have been made under.
-    rubrics = plan.rubrics or list(plan.available_rubrics.values())
     outcome = await run_evaluation(
-        options, on_start=on_start, on_judgment=on_judgment, judge_factory=lambda cfg: BatchReplies(cfg, rubrics, outcomes, pending)
+        options, on_start=on_start, on_judgment=on_judgment, judge_factory=lambda cfg: BatchReplies(cfg, outcomes, pending)
     )
     with BatchStore(plan.cache_path) as store:
         store.forget_stored_replies()

@@ -9,10 +9,10 @@ A request's ``custom_id`` is its cache key (64 hex characters: within Anthropic'
   result line is ``{"id", "custom_id", "response": {"status_code", "request_id", "body"} | null,
   "error": {"code", "message"} | null}``; errored requests (4xx/5xx) and expired or cancelled ones
   (``batch_expired``, ``batch_cancelled``) are in the error file.
-- Anthropic: ``{"custom_id", "params": {"model", "max_tokens", "messages", "system",
-  "temperature"}}``; results ``{"custom_id", "result": {"type": "succeeded", "message"} |
-  {"type": "errored", "error"} | {"type": "canceled"} | {"type": "expired"}}``. The Anthropic body
-  builder here is small and should become the native Anthropic judge's when there is one.
+- Anthropic: ``{"custom_id", "params": <Messages API body>}``, the body and the reading of a
+  succeeded ``message`` being the native Anthropic judge's (``judges/anthropic.py``); results
+  ``{"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored", "error"} |
+  {"type": "canceled"} | {"type": "expired"}}``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from ..cache.batches import Outcome
 from ..errors import MalformedReply
+from ..judges.anthropic import messages_body, read_message
 from ..judges.base import JudgeRequest
 from ..judges.protocol import error_fields, read_completion, request_body
 
@@ -42,27 +43,9 @@ def openai_line(key: str, model: str, request: JudgeRequest) -> bytes:
     return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def anthropic_params(model: str, request: JudgeRequest) -> dict[str, Any]:
-    """Messages API parameters: system messages go to ``system``; Anthropic has no ``seed``."""
-    system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
-    params: dict[str, Any] = {
-        "model": model,
-        "max_tokens": request.max_tokens,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"],
-        "temperature": request.temperature,
-    }
-    if system:
-        params["system"] = system
-    return params
-
-
 def anthropic_line(key: str, model: str, request: JudgeRequest) -> bytes:
-    line = {"custom_id": key, "params": anthropic_params(model, request)}
+    line = {"custom_id": key, "params": messages_body(model, request)}
     return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def read_openai_result(obj: Any, where: str) -> Outcome:
@@ -98,13 +81,12 @@ def read_anthropic_result(obj: Any, where: str) -> Outcome:
     result: dict[str, Any] = obj["result"] if isinstance(obj.get("result"), dict) else {}
     kind = result.get("type")
     if kind == "succeeded":
-        message: dict[str, Any] = result["message"] if isinstance(result.get("message"), dict) else {}
-        blocks = message.get("content")
-        if not isinstance(blocks, list):
-            return Outcome(key, error=f"{where}: malformed message: no content")
-        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        usage: dict[str, Any] = message["usage"] if isinstance(message.get("usage"), dict) else {}
-        return Outcome(key, text, _int(usage.get("input_tokens")), _int(usage.get("output_tokens")), message.get("stop_reason"))
+        # The live judge's reader: text and tool_use (structured output) blocks, cache usage.
+        try:
+            reply = read_message(result.get("message"), where)
+        except MalformedReply as exc:
+            return Outcome(key, error=str(exc))
+        return Outcome(key, reply.text, reply.prompt_tokens, reply.completion_tokens, reply.finish_reason)
     if kind == "errored":
         code, said = error_fields(result.get("error"))
         return Outcome(key, error=f"errored: {code or 'error'}: {said or 'no detail'}")

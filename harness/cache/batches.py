@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -194,10 +194,11 @@ class BatchStore:
 
     # -- results ---------------------------------------------------------------------------------
 
-    def record_outcomes(self, batch_id: int, outcomes: Iterable[Outcome], *, missing_reason: str) -> dict[str, int]:
+    def record_outcomes(self, batch_id: int, outcomes: Iterable[Outcome], *, missing_reason: str | Callable[[], str]) -> dict[str, int]:
         """Store a downloaded batch's results and mark it collected, in one transaction. A key of
-        the batch with no result line is failed with ``missing_reason``; a line for a key the
-        batch does not hold is ignored (counted as ``unknown``)."""
+        the batch with no result line is failed with ``missing_reason`` (a function is asked once
+        ``outcomes`` is read: reading may find why lines are missing); failed, its key is free for
+        the next submit. A line for a key the batch does not hold is ignored (``unknown``)."""
         held = set(self.keys(batch_id))
         seen: set[str] = set()
         counts = {"succeeded": 0, "failed": 0, "unknown": 0, "duplicate": 0}
@@ -223,6 +224,8 @@ class BatchStore:
                 rows,
             )
             missing = held - seen
+            if callable(missing_reason):
+                missing_reason = missing_reason()
             self._db.executemany(
                 "UPDATE batch_requests SET state = 'failed', error = ? WHERE key = ? AND batch = ?", [(missing_reason, k, batch_id) for k in missing]
             )

@@ -1,5 +1,10 @@
 """The cache key: a hash of exactly what changes a judge's answer.
 
+``request_key`` is the one function that computes a request's key, from the judge's
+``config.Sampling`` and the request built from it; every path (run, ``--offline``, estimate,
+batch submit/collect/export/import, shards, claims, merge) reads the key it wrote onto the job and
+its request, and a batch result is matched by the ``custom_id`` it carries, which is that key.
+
 In: judge model, endpoint (base URL), rendered messages, sampling parameters (temperature,
 max_tokens, seed), rubric name and version; and, only when used, the sample index of a repeated
 sample (1..k-1) and the number of top logprobs asked for. Out: timeouts, attempts, concurrency, rate limits,
@@ -9,7 +14,13 @@ prices and API keys — changing those must still hit the cache.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Sampling
+    from ..judges.base import JudgeRequest
 
 KEY_FORMAT = 2
 
@@ -45,3 +56,36 @@ def cache_key(
     # The lengths up front make the byte stream unambiguous: no two field lists give the same one.
     lengths = ",".join(str(len(d)) for d in data).encode()
     return hashlib.sha256(lengths + b"|" + b"".join(data)).hexdigest()
+
+
+def request_key(sampling: Sampling, request: JudgeRequest, *, rubric: str, rubric_version: str, sample: int = 0) -> str:
+    """The cache key of ``request``, sample ``sample`` of a rubric, asked of the judge whose
+    sampling is ``sampling``. Model and endpoint come from the sampling; the budget, seed, schema
+    and logprobs from the request as it is sent (a rubric's ``max_tokens``, a reasoning budget and
+    ``seed + sample`` are resolved there); nothing else of a judge can reach it."""
+    return cache_key(
+        model=sampling.model,
+        base_url=sampling.endpoint,
+        messages=request.messages,
+        temperature=sampling.temperature,
+        max_tokens=request.max_tokens,
+        seed=request.seed,
+        rubric=rubric,
+        rubric_version=rubric_version,
+        extras=_extras(request),
+        sample=sample,
+        logprobs=request.top_logprobs,
+    )
+
+
+def _extras(request: JudgeRequest) -> list[str]:
+    """The request-shape options a key hashes beyond the classic fields: only what differs from a
+    plain request, so the keys of judges that use none of it are unchanged."""
+    extras: list[str] = []
+    if not request.send_temperature:
+        extras.append("temperature:unsent")
+    if request.reasoning_effort is not None:
+        extras.append(f"reasoning_effort:{request.reasoning_effort}")
+    if request.schema is not None:
+        extras.append("schema:" + json.dumps(request.schema, sort_keys=True))
+    return extras

@@ -18,7 +18,7 @@ from ..exit_codes import EXIT_INTERRUPTED, EXIT_USER_ERROR
 from .common import _fail, app, err
 
 # Importing a module registers its commands; `harness --help` lists them in this order.
-for _module in ("run", "analysis", "suites", "batch", "cache"):
+for _module in ("run", "analysis", "infer", "race", "suites", "batch", "cache"):
     importlib.import_module(f".{_module}", __name__)
 
 __all__ = ["app", "entry"]

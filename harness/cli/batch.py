@@ -75,8 +75,10 @@ def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float, ma
     report = asyncio.run(collect(options))
     for note in report.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    for record, counts in report.downloaded:
+    for record, counts, problems in report.downloaded:
         err.print(f"batch {record.id} ({record.remote_id}): {counts['succeeded']} succeeded, {counts['failed']} failed", highlight=False)
+        for problem in problems[:3]:
+            err.print(f"[yellow]batch {record.id}: not read:[/] {escape(problem)} (those requests failed; submit again to resend)", highlight=False)
     if report.outcome is None:
         batch_table([(r, "") for r in report.waiting], console)
         err.print(f"[yellow]{len(report.waiting)} batch(es) still running: collect again later (or use --wait)[/]", highlight=False)

@@ -97,7 +97,7 @@ def read_message(data: Any, where: str, secret: str | None = None) -> JudgeReply
 class AnthropicJudge(AiohttpJudge):
     def __init__(self, config: JudgeConfig) -> None:
         super().__init__(config)
-        self._url = f"{config.endpoint}/v1/messages"
+        self._url = config.api_url("/messages")  # the version path added once (config.api_url)
         self._headers.pop("Authorization", None)
         self._headers["anthropic-version"] = ANTHROPIC_VERSION
         if self._key:

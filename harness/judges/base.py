@@ -36,6 +36,8 @@ class JudgeRequest:
     #: characters at the start of the last user message that are the rubric's fixed text (the same
     #: in every request of that rubric): Anthropic's ``cache_control`` breakpoint goes after them
     fixed_prefix: int = 0
+    #: the request's cache key (``cache/keys.request_key``), set when the job is planned
+    key: str | None = None
 
     @property
     def fixed_text(self) -> str:

@@ -28,8 +28,7 @@ provider (and the batch APIs) sends what it says.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -96,16 +95,3 @@ def shape_request(
         schema=schema,
         fixed_prefix=fixed_prefix,
     )
-
-
-def key_extras(request: JudgeRequest) -> Sequence[str]:
-    """What the cache key hashes beyond the classic fields: only what differs from a plain request,
-    so the keys of judges that use none of it are unchanged."""
-    extras: list[str] = []
-    if not request.send_temperature:
-        extras.append("temperature:unsent")
-    if request.reasoning_effort is not None:
-        extras.append(f"reasoning_effort:{request.reasoning_effort}")
-    if request.schema is not None:
-        extras.append("schema:" + json.dumps(request.schema, sort_keys=True))
-    return extras

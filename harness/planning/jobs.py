@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..cache.keys import cache_key
+from ..cache.keys import request_key
 from ..config import JudgeConfig
 from ..cost.tokens import TokenCounter
 from ..judges.base import JudgeRequest
-from ..judges.families import key_extras, shape_request
+from ..judges.families import shape_request
 from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..rubrics.rubric import Rubric
 from ..rubrics.schema import schema_for
@@ -74,28 +74,11 @@ def _counter(model: str, tokenizer: str | None) -> TokenCounter:
     return TokenCounter.for_model(model, tokenizer)
 
 
-def request_key(judge: JudgeConfig, rubric: Rubric, request: JudgeRequest, *, sample: int = 0, logprobs: int | None = None) -> str:
-    """The cache key of ``request``: a judge that uses no request-shape option, one sample and no
-    logprobs keys as before."""
-    return cache_key(
-        model=judge.model,
-        base_url=judge.endpoint,
-        messages=request.messages,
-        temperature=judge.temperature,
-        max_tokens=request.max_tokens,
-        seed=request.seed,
-        rubric=rubric.name,
-        rubric_version=rubric.version,
-        extras=key_extras(request),
-        sample=sample,
-        logprobs=logprobs,
-    )
-
-
 def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True) -> Entry:
     """The transcript's jobs. ``keyed=False`` (an estimate with no cache to look in) skips the
     cache key and the rate limiter's token guess, which nothing would read."""
     entry = Entry(transcript)
+    samplings = {judge.name: judge.sampling for judge in judges} if keyed else {}
     blocks: dict[str, str] = {}
     present = transcript.present_inputs()
     for rubric in rubrics:
@@ -149,7 +132,10 @@ def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence
                 job.request = dataclasses.replace(base, seed=seed, top_logprobs=top)
                 if not keyed:
                     continue
-                job.key = request_key(judge, rubric, job.request, sample=sample, logprobs=top)
+                # The key is computed here, once, and carried by the job and its request: a batch
+                # line's custom_id and a batch reply's match are this key, never a recomputation.
+                job.key = request_key(samplings[judge.name], job.request, rubric=rubric.name, rubric_version=rubric.version, sample=sample)
+                job.request = dataclasses.replace(job.request, key=job.key)
                 job.est_tokens = estimate_tokens(job.request.messages, job.request.max_tokens)
     entry.pending = sum(1 for job in entry.jobs if job.result is None)
     if entry.pending == 0:

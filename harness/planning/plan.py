@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
@@ -58,6 +58,11 @@ class RunOptions:
     batch: bool = False
     #: "i/n": judge only the i-th of n deterministic slices of the transcripts (see ``planning.shard``)
     shard: str | None = None
+    #: judges given in code (``harness.evaluate(judges=...)``): config entries as dicts or JudgeConfig,
+    #: validated as the config file's are and added after them
+    judges: list[Any] = field(default_factory=list)
+    #: run only the judges of these names (a cascade's stage); empty: every judge
+    judges_only: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -182,6 +187,9 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     config: HarnessConfig = load_config(options.config)
     source = str(options.config) if options.config else "command line"
     judges = list(config.judges)
+    for index, given in enumerate(options.judges):
+        fields = given.model_dump() if isinstance(given, JudgeConfig) else given
+        judges.append(_validated(fields, f"judges[{index}]"))
     if options.model:
         judges.append(_adhoc_judge(options))
     if not judges:
@@ -189,6 +197,11 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     names = [j.name for j in judges]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: two judges share the name {next(n for n in names if names.count(n) > 1)!r}")
+    if options.judges_only:
+        unknown = [n for n in options.judges_only if n not in names]
+        if unknown:
+            raise ConfigError(f"{source}: no judge named {unknown[0]!r} (judges: {', '.join(names)})")
+        judges = [j for j in judges if j.name in options.judges_only]
     user_prices = load_price_table(config.price_table) if config.price_table else None
     judges = [(with_batch_prices if options.batch else with_prices)(j, user_prices) for j in judges]
     if options.concurrency is not None:

@@ -40,6 +40,7 @@ from .aggregate import (
     score_histogram,
 )
 from .breakdown import composite_lines
+from .inference import read_inference
 from .run import RunView, clip, open_run, read_texts
 
 #: npm chart.js version of vendor/chart.umd.min.js (update both together; see vendor/README.md).
@@ -384,6 +385,8 @@ def build_report(
     extra = trust_sections(trust)
     data = build_data(view)
     data["trust"].update(extra)
+    data["inference"], inference_notes = read_inference(view.path)
+    data["meta"]["notes"].extend(inference_notes)
     page = render_page(data, f"harness report · {view.path.name or view.path}")
     path = Path(out) if out is not None else view.path / REPORT_NAME
     tmp = path.with_name(path.name + ".tmp")

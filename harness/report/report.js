@@ -361,6 +361,67 @@
     }
   }
 
+  // ---- human labels: judge-only vs corrected vs human-only (forest plot per rubric) ---------------
+
+  function forestChart(t, rows) {
+    var kinds = [["judge-only", "judge_only", 2], ["corrected", "corrected", 1], ["human-only", "human_only", 3]];
+    return {
+      type: "bar",
+      data: {
+        labels: rows.map(function (r) { return r.judge; }),
+        datasets: kinds.map(function (k) {
+          return {
+            label: k[0], backgroundColor: t.colors[k[2] - 1], borderWidth: 0, barPercentage: 0.9, categoryPercentage: 0.8,
+            data: rows.map(function (r) { var s = r[k[1]]; return s && s.ci ? [s.ci[0], s.ci[1]] : null; }),
+            means: rows.map(function (r) { var s = r[k[1]]; return s ? s.mean : null; }),
+          };
+        }),
+      },
+      options: {
+        indexAxis: "y", animation: false, responsive: true, maintainAspectRatio: false,
+        plugins: {
+          legend: { display: true, labels: { color: t.fg, boxWidth: 12 } },
+          tooltip: { callbacks: { label: function (c) {
+            var d = c.dataset, v = c.raw;
+            return d.label + ": " + fmt(d.means[c.dataIndex], 4) + " [" + fmt(v[0], 4) + ", " + fmt(v[1], 4) + "]";
+          } } },
+        },
+        scales: { x: { beginAtZero: false, grid: { color: t.grid }, title: { display: true, text: "mean (interval)" } }, y: { grid: { display: false } } },
+      },
+    };
+  }
+
+  function inference() {
+    var box = document.getElementById("inference-cards");
+    var I = DATA.inference;
+    if (!I) {
+      box.appendChild(el("p", { class: "muted", text: "No human labels: harness infer RUN_DIR --labels FILE writes inference.json, which this section shows." }));
+      return;
+    }
+    var level = Math.round(100 * (1 - I.alpha)) + "%";
+    var design = I.design ? I.design.strategy + " design (" + I.design.path + ")" : "no recorded design: labels are not a random sample, the intervals are not valid";
+    box.appendChild(el("p", { class: "card wide", text: "Labels: " + I.labels.join(", ") + " · " + design + " · " + level + " intervals" }));
+    I.metrics.forEach(function (m) {
+      var card = el("div", { class: "card" }, el("h3", { text: m.name + " (" + m.label_kind + " labels" + (m.labels_from_rubrics ? ": the composite of its rubrics' labels" : "") + ")" }));
+      var shown = m.judges.filter(function (r) { return !r.refused; });
+      if (shown.length) addChart(card, function (t) { return forestChart(t, shown); }, 70 + 46 * shown.length);
+      card.appendChild(table(["judge", "corrected", "λ", "n", "N", "effective labels", "valid"],
+        m.judges.map(function (r) {
+          if (r.refused) return [r.judge, "refused: " + r.refused, "", fmtInt(r.n), fmtInt(r.counts.N), "", ""];
+          return [r.judge, fmt(r.corrected.mean, 4) + " [" + fmt(r.corrected.ci[0], 4) + ", " + fmt(r.corrected.ci[1], 4) + "]",
+            fmt(r.lambda, 3), fmtInt(r.n), fmtInt(r.counts.N), fmtInt(r.effective_labels), r.valid ? "yes" : "NO"];
+        }), [0, 1, 1, 1, 1, 1, 0]));
+      var notes = [];
+      m.judges.forEach(function (r) { r.notes.forEach(function (n) { notes.push(r.judge + ": " + n); }); });
+      if (notes.length) {
+        var list = el("ul", { class: "notes" });
+        notes.forEach(function (n) { list.appendChild(el("li", { text: n })); });
+        card.appendChild(list);
+      }
+      box.appendChild(card);
+    });
+  }
+
   // ---- transcript table (virtualised) ---------------------------------------------------------
 
   var ROW_H = 30;
@@ -563,6 +624,7 @@
   cost();
   health();
   trust();
+  inference();
   buildTable();
   drawCharts();
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", drawCharts);

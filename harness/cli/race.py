@@ -1,0 +1,127 @@
+"""``harness race``: an anytime-valid sequential comparison of two agents (harness/runner/race.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from .common import ApiKeyEnvOpt, BaseUrlOpt, CacheOpt, ConcurrencyOpt, JudgeConfigOpt, ModelOpt, OfflineOpt, _run_async, app, err
+
+
+@app.command()
+def race(
+    a: Annotated[Path, typer.Argument(help="Agent A's transcripts (JSONL).")],
+    b: Annotated[Path, typer.Argument(help="Agent B's transcripts (JSONL), paired with A's by id.")],
+    metric: Annotated[str, typer.Option("--metric", help="The rubric or composite to compare.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for a/, b/, sequence.jsonl and race.json.")],
+    config: JudgeConfigOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
+    cache: CacheOpt = None,
+    offline: OfflineOpt = False,
+    concurrency: ConcurrencyOpt = None,
+    alpha: Annotated[float, typer.Option(help="Error rate of the decision, valid however often the sequence is looked at.")] = 0.05,
+    margin: Annotated[float | None, typer.Option(help="Stop once the interval is narrower than this: a smaller difference does not matter.")] = None,
+    round_size: Annotated[int, typer.Option("--round", help="Pairs judged between two looks.")] = 20,
+    max_pairs: Annotated[int | None, typer.Option(help="Judge at most this many pairs.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random order in which pairs are judged.")] = 0,
+) -> None:
+    """Compare agent B with agent A on one rubric, judging pairs in rounds until the answer is sure."""
+    from ..runner.race import Look, RaceOptions
+    from ..runner.race import race as run_race
+
+    options = RaceOptions(
+        a=a,
+        b=b,
+        out=out,
+        metric=metric,
+        config=config,
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        prompts=prompts or [],
+        cache=cache,
+        offline=offline,
+        alpha=alpha,
+        margin=margin,
+        round_size=round_size,
+        max_pairs=max_pairs,
+        seed=seed,
+        concurrency=concurrency,
+    )
+
+    def show(look: Look) -> None:
+        err.print(f"round {look.round}: {look.pairs_judged} pairs, B - A in [{look.lo:+.3f}, {look.hi:+.3f}]", highlight=False)
+
+    result = _run_async(run_race(options, on_look=show))
+    lo, hi = result.interval
+    cost = "cost unknown (no price)" if result.cost_usd is None else f"${result.cost_usd:.4f}"
+    saved = "" if result.saved_usd is None else f", about ${result.saved_usd:.4f} saved against judging all {result.pairs_total} pairs"
+    err.print(
+        f"{escape(result.verdict)} ({result.metric}, {1 - result.alpha:.0%} confidence sequence [{lo:+.3f}, {hi:+.3f}]) after "
+        f"{result.pairs_judged} of {result.pairs_total} pairs: {result.judgments} judgments, {cost}{saved}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if result.pairs_not_scored:
+        left = ", ".join(f"{n} {reason}" for reason, n in sorted(result.pairs_not_scored.items()))
+        err.print(f"[yellow]note:[/] pairs left out of the sequence (a side not scored): {escape(left)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(result.exit_code)
+
+
+cascade_app = typer.Typer(help="Judge with a cheap judge first and a strong one only where needed, at a guaranteed agreement.", no_args_is_help=True)
+app.add_typer(cascade_app, name="cascade")
+
+
+@cascade_app.command("calibrate")
+def cascade_calibrate(
+    transcripts: Annotated[Path, typer.Argument(help="Calibration transcripts (JSONL), judged by every stage.")],
+    config: Annotated[Path, typer.Option(help="harness.toml with the judges and its [cascade] section.")],
+    rubric: Annotated[str, typer.Option(help="The rubric the cascade judges.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' calibration runs and cascade.json.")],
+    labels: Annotated[Path | None, typer.Option(help="Human labels (JSONL: transcript_id, rubric, label) as the reference.")] = None,
+    cache: CacheOpt = None,
+    offline: OfflineOpt = False,
+    seed: Annotated[int, typer.Option(help="Seed of the split into calibration and held-out transcripts.")] = 0,
+    holdout: Annotated[float, typer.Option(help="Share of the transcripts held out to measure the thresholds.")] = 0.3,
+) -> None:
+    """Set each stage's confidence threshold so the cascade's agreement is guaranteed."""
+    from ..runner.cascade import CascadeOptions, calibrate
+
+    result = _run_async(calibrate(CascadeOptions(transcripts, out, config, rubric, cache, offline), labels, seed, holdout))
+    for stage in result["stages"]:
+        threshold = "never trusted" if stage["threshold"] is None else f"trusted at confidence >= {stage['threshold']:.3f}"
+        guaranteed = "" if stage["guaranteed_agreement"] is None else f", agreement >= {stage['guaranteed_agreement']:.1%} guaranteed"
+        held = "" if stage["heldout_agreement"] is None else f", {stage['heldout_agreement']:.1%} on held-out transcripts"
+        err.print(f"{escape(stage['judge'])}: {threshold}{guaranteed}{held}", highlight=False, soft_wrap=True)
+    err.print(f"wrote {escape(str(out / 'cascade.json'))}", highlight=False)
+
+
+@cascade_app.command("run")
+def cascade_run(
+    transcripts: Annotated[Path, typer.Argument(help="Transcripts to judge (JSONL).")],
+    config: Annotated[Path, typer.Option(help="harness.toml with the judges and its [cascade] section.")],
+    rubric: Annotated[str, typer.Option(help="The rubric the cascade judges.")],
+    calibration: Annotated[Path, typer.Option(help="cascade.json written by harness cascade calibrate.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' runs, judgments.jsonl and cascade.json.")],
+    cache: CacheOpt = None,
+    offline: OfflineOpt = False,
+    concurrency: ConcurrencyOpt = None,
+) -> None:
+    """Judge transcripts through a calibrated cascade, escalating only the judgments a stage is unsure of."""
+    from ..runner.cascade import CascadeOptions, run_cascade
+
+    summary = _run_async(run_cascade(CascadeOptions(transcripts, out, config, rubric, cache, offline, concurrency=concurrency), calibration))
+    total = summary["transcripts"]
+    for stage in summary["stages"]:
+        err.print(f"{escape(stage['judge'])}: answered {stage['answered']} of the {stage['judged']} it judged", highlight=False)
+    cost = "cost unknown (no price)" if summary["cost_usd"] is None else f"${summary['cost_usd']:.4f}"
+    alone = "" if summary["strongest_alone_usd"] is None else f" against about ${summary['strongest_alone_usd']:.4f} for the strongest judge alone"
+    err.print(
+        f"{total} transcripts, {summary['abstained']} abstained; {cost}{alone}; {escape(summary['guarantee'])}", highlight=False, soft_wrap=True
+    )

@@ -1,0 +1,324 @@
+"""``harness infer``: the human-scale mean of each metric, from the judge's scores corrected by labels.
+
+For each metric with labels (a composite also when all its rubrics are labelled: the label is
+then the composite of the labels) and each judge, over all N transcripts of the run:
+
+- judge-only: the mean of the judge's scores with its CLT interval (it covers the judge's mean,
+  not the human one);
+- human-only: the labels alone (the λ = 0 estimator of the same design);
+- corrected: PPI++ (`harness.stats.ppi.ppi_mean`) for a uniform design or labels without one, the
+  active IPW estimator (`harness.stats.ppi.active_mean`) for an active design; with λ, n, N and
+  the effective number of labels: how many uniformly drawn labels a human-only mean would need
+  for the corrected interval's width (n·(human width / corrected width)² for a uniform design).
+
+Pass/fail labels estimate the human pass rate; the judge's prediction is then its own pass at the
+threshold. Transcripts the judge left unscored or failed stay in the population with the judge's
+mean score put in their place: the estimand stays the mean over all N transcripts and the
+interval stays valid, because the labels of those transcripts correct them like any other. Two
+runs give the paired difference B − A on the transcripts both hold, with a verdict per metric
+(Holm-adjusted across metrics, as ``harness compare``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtr
+
+from ..analysis.compare import holm
+from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
+from ..analysis.scales import parse_thresholds, passes, threshold_for
+from ..errors import UserInputError
+from ..outputs.rundir import read_summary
+from ..stats.ppi import MeanEstimate, active_mean, ppi_mean, weighted_variance, z_interval
+from .design import Design, read_design
+
+__all__ = ["MIN_LABELS", "NOT_RANDOM", "infer", "infer_report"]
+
+MIN_LABELS = 20
+#: Below this λ the judge is said to add nothing.
+LAMBDA_NOTHING = 0.05
+NOT_RANDOM = "labels are not a random sample: the interval is not valid"
+
+
+class _Cell:
+    """One (metric, judge) of one run over its N transcripts: the judge's predictions and the human labels."""
+
+    def __init__(self, run: RunData, labels: Labels, metric: Metric, judge: str, threshold: float) -> None:
+        self.ids = run.transcripts
+        outcomes = run.outcomes_of(metric.name, judge)
+        self.kind = labels.kind.get(metric.name) or "numeric"
+        raw: dict[str, float] = {}
+        self.unscored: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+        for t in self.ids:
+            o = outcomes.get(t)
+            if o is not None and o.status == "scored" and o.score is not None:
+                raw[t] = o.score
+            elif o is not None and o.status == "failed":
+                self.failed[o.reason or "unknown"] += 1
+            else:
+                self.unscored[(o.reason or "unknown") if o is not None else "no judgment"] += 1
+        values = np.array(list(raw.values()), dtype=np.float64)
+        if self.kind == "pass_fail":
+            values = passes(values, metric, threshold).astype(np.float64)
+        self.scored = dict(zip(raw, values.tolist(), strict=True))
+        self.fill = float(values.mean()) if values.size else float(np.mean(metric.scale))
+        self.yhat = np.array([self.scored.get(t, self.fill) for t in self.ids], dtype=np.float64)
+        self.labels, self.not_in_run = _label_values(run, labels, metric)
+
+    @property
+    def missing(self) -> int:
+        return sum(self.unscored.values()) + sum(self.failed.values())
+
+
+def _label_values(run: RunData, labels: Labels, metric: Metric) -> tuple[dict[str, float], int]:
+    """Transcript id -> the label as a number (pass = 1), and how many labels name transcripts the run lacks."""
+    known = set(run.transcripts)
+    given = labels.by_metric.get(metric.name)
+    out: dict[str, float] = {}
+    if given:
+        for lab in given:
+            out[lab.transcript_id] = (1.0 if lab.value == "pass" else 0.0) if isinstance(lab.value, str) else float(lab.value)
+    elif metric.kind == "composite":
+        out = _composite_labels(run, labels, metric)
+    inside = {t: v for t, v in out.items() if t in known}
+    return inside, len(out) - len(inside)
+
+
+def _composite_labels(run: RunData, labels: Labels, metric: Metric) -> dict[str, float]:
+    """The composite of the numeric component labels, weighted and normalised as `harness.metrics.composites` does."""
+    found = read_summary(run.path).get("composite_weights") or {}
+    weights: Mapping[str, float] = found.get(metric.name) or {}
+    if not weights or any(labels.kind.get(r) != "numeric" for r in weights):
+        return {}
+    per: dict[str, dict[str, float]] = {r: {lab.transcript_id: float(lab.value) for lab in labels.by_metric.get(r, [])} for r in weights}
+    common = set.intersection(*(set(v) for v in per.values()))
+    out = {}
+    for t in common:
+        total = 0.0
+        for r, w in weights.items():
+            lo, hi = run.metrics[r].scale
+            norm = (per[r][t] - lo) / (hi - lo)
+            total += w * (1 - norm if run.metrics[r].direction == "lower" else norm)
+        out[t] = total
+    return out
+
+
+def _judge_only(cell: _Cell, alpha: float) -> dict[str, Any]:
+    values = np.array(list(cell.scored.values()))
+    if values.size < 2:
+        return {"mean": float(values.mean()) if values.size else None, "ci": None, "n": int(values.size)}
+    mean, se = float(values.mean()), float(values.std() / math.sqrt(values.size))
+    return {"mean": mean, "ci": list(z_interval(mean, se, alpha)), "n": int(values.size)}
+
+
+def _summary(est: MeanEstimate) -> dict[str, Any]:
+    return {"mean": est.estimate, "ci": list(est.ci), "se": est.se}
+
+
+def estimate(
+    ids: Sequence[str], yhat: np.ndarray, labels: Mapping[str, float], design: Design | None, alpha: float, min_labels: int
+) -> dict[str, Any]:
+    """Judge predictions on ``ids`` plus labels under ``design`` -> the corrected, human-only and effective-labels figures."""
+    labelled = [t for t in ids if t in labels]
+    notes: list[str] = []
+    counts: dict[str, Any] = {"N": len(ids), "labelled_in_run": len(labelled)}
+    valid = design is not None
+    if design is not None and not set(ids) <= set(design.pi):
+        notes.append(f"{NOT_RANDOM} (the design {design.path} does not list {len(set(ids) - set(design.pi))} of the run's transcripts)")
+        valid = False
+    if design is not None and valid:
+        outside = [t for t in labelled if t not in design.drawn]
+        unanswered = [t for t in ids if t in design.drawn and t not in labels]
+        labelled = [t for t in labelled if t in design.drawn]
+        counts.update(outside_design=len(outside), drawn=sum(1 for t in ids if t in design.drawn), drawn_unlabelled=len(unanswered))
+        if outside:
+            notes.append(f"{len(outside)} labels are on transcripts the design did not draw: not used (they would make the sample non-random)")
+        if unanswered:
+            notes.append(
+                f"{len(unanswered)} drawn transcripts have no label: the interval assumes they are missing at random; "
+                "if the labeller skipped hard cases it is not valid"
+            )
+    elif design is None:
+        notes.append(f"{NOT_RANDOM} (no recorded design: write one with harness labels sample)")
+    n = len(labelled)
+    out: dict[str, Any] = {"n": n, "valid": valid, "counts": counts, "notes": notes}
+    if n < min_labels:
+        out["refused"] = f"{n} labels used: fewer than {min_labels}, too few for the normal interval to be trusted"
+        return out
+    used = set(labelled)
+    mask = np.array([t in used for t in ids])
+    y_l = np.array([labels[t] for t in ids if t in used])
+    if design is not None and valid and design.strategy == "active":
+        pi = np.array([design.pi[t] for t in ids])
+        y = np.array([labels.get(t, 0.0) for t in ids])
+        corrected, human = active_mean(y, yhat, pi, mask, alpha), active_mean(y, yhat, pi, mask, alpha, lam=0.0)
+        sigma2 = weighted_variance(y_l, pi[mask])
+        out["estimator"] = "active inference (IPW, Zrnic & Candes 2024)"
+    else:
+        if mask.all():
+            out["refused"] = "every transcript is labelled: there is nothing for the judge to add (the human mean is exact)"
+            return out
+        corrected = ppi_mean(y_l, yhat[mask], yhat[~mask], alpha)
+        human = ppi_mean(y_l, yhat[mask], yhat[~mask], alpha, lam=0.0)
+        sigma2 = float(np.var(y_l))
+        out["estimator"] = "PPI++ (Angelopoulos, Duchi & Zrnic 2023)"
+    effective = sigma2 / corrected.se**2 if corrected.se > 0 else None
+    out.update(corrected=_summary(corrected), human_only=_summary(human), **{"lambda": corrected.lam, "effective_labels": effective})
+    if corrected.lam < LAMBDA_NOTHING:
+        notes.append(f"lambda = {corrected.lam:.3f}: the judge adds nothing here; the corrected estimate is the human-only one")
+    return out
+
+
+def _judged_notes(cell: _Cell) -> list[str]:
+    if not cell.missing:
+        return []
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted((cell.unscored + cell.failed).items()))
+    return [
+        f"{cell.missing} of {len(cell.ids)} transcripts have no score from this judge ({reasons}): they stay in the population with "
+        f"the judge's mean ({cell.fill:.3g}) in place of a score, so the corrected estimate covers all transcripts and stays valid; "
+        "the judge-only mean leaves them out"
+    ]
+
+
+def _single(
+    run: RunData, labels: Labels, design: Design | None, alpha: float, min_labels: int, thresholds: Mapping[str | None, float]
+) -> list[dict[str, Any]]:
+    sections = []
+    for metric in run.metrics.values():
+        per_judge = []
+        for judge in run.judges:
+            cell = _Cell(run, labels, metric, judge, threshold_for(metric, thresholds))
+            if not cell.labels and not cell.not_in_run:
+                break
+            entry = {"judge": judge, "judge_only": _judge_only(cell, alpha), **estimate(cell.ids, cell.yhat, cell.labels, design, alpha, min_labels)}
+            entry["counts"].update(unscored=dict(cell.unscored), failed=dict(cell.failed), labels_not_in_run=cell.not_in_run)
+            entry["notes"] = _judged_notes(cell) + entry["notes"]
+            per_judge.append(entry)
+        if per_judge:
+            derived = metric.name not in labels.kind
+            label_kind = labels.kind.get(metric.name) or "numeric"
+            sections.append({**metric.as_dict(), "label_kind": label_kind, "labels_from_rubrics": derived, "judges": per_judge})
+    return sections
+
+
+def _compare(
+    run_a: RunData,
+    run_b: RunData,
+    labels: Sequence[Labels],
+    design: Design | None,
+    alpha: float,
+    min_labels: int,
+    thresholds: Mapping[str | None, float],
+) -> list[dict[str, Any]]:
+    rows = []
+    for metric in run_a.metrics.values():
+        if metric.name not in run_b.metrics:
+            continue
+        for judge in (j for j in run_a.judges if j in run_b.judges):
+            threshold = threshold_for(metric, thresholds)
+            a, b = _Cell(run_a, labels[0], metric, judge, threshold), _Cell(run_b, labels[1], metric, judge, threshold)
+            if not a.labels or not b.labels:
+                continue
+            in_b = set(b.ids)
+            ids = [t for t in a.ids if t in in_b]
+            index_a, index_b = {t: i for i, t in enumerate(a.ids)}, {t: i for i, t in enumerate(b.ids)}
+            diff_hat = np.array([b.yhat[index_b[t]] - a.yhat[index_a[t]] for t in ids])
+            diff = {t: b.labels[t] - a.labels[t] for t in ids if t in a.labels and t in b.labels}
+            entry = estimate(ids, diff_hat, diff, design, alpha, min_labels)
+            entry.update(metric=metric.name, direction=metric.direction, judge=judge, paired_transcripts=len(ids))
+            entry["notes"] = [f"run A: {n}" for n in _judged_notes(a)] + [f"run B: {n}" for n in _judged_notes(b)] + entry["notes"]
+            rows.append(entry)
+    tested = [r for r in rows if "corrected" in r]
+    pvalues = [2 * float(ndtr(-abs(r["corrected"]["mean"]) / r["corrected"]["se"])) if r["corrected"]["se"] > 0 else 1.0 for r in tested]
+    for r, p, adjusted in zip(tested, pvalues, holm(pvalues) if pvalues else [], strict=True):
+        r.update(pvalue=p, pvalue_holm=float(adjusted))
+    for r in rows:
+        r["verdict"] = _verdict(r, alpha)
+    return rows
+
+
+def _verdict(row: Mapping[str, Any], alpha: float) -> str:
+    name = f"{row['metric']} (judge {row['judge']}{', lower is better' if row['direction'] == 'lower' else ''})"
+    if "refused" in row:
+        return f"not estimated on {name}: {row['refused']}"
+    c = row["corrected"]
+    numbers = f"{c['mean']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] corrected with {row['n']} labels, p={row['pvalue']:.3g} (Holm-adjusted {row['pvalue_holm']:.3g})"
+    if not row["valid"]:
+        numbers += f"; {NOT_RANDOM}"
+    if row["pvalue_holm"] >= alpha:
+        return f"no significant difference on {name}: {numbers}"
+    better = (c["mean"] > 0) == (row["direction"] == "higher")
+    return f"B is {'better' if better else 'worse'} than A on {name}: {numbers}"
+
+
+def infer(
+    runs: Sequence[RunData],
+    labels: Sequence[Labels],
+    design: Design | None,
+    alpha: float = 0.05,
+    min_labels: int = MIN_LABELS,
+    thresholds: Mapping[str | None, float] | None = None,
+) -> dict[str, Any]:
+    """One run: per metric and judge estimates. Two runs (A, B, one labels file each): paired B − A differences."""
+    thresholds = thresholds or {}
+    out: dict[str, Any] = {
+        "runs": [str(r.path) for r in runs],
+        "labels": [str(lab.path) for lab in labels],
+        "alpha": alpha,
+        "min_labels": min_labels,
+        "design": None if design is None else {"path": str(design.path), "strategy": design.strategy, "seed": design.seed, "n": design.n},
+        "notes": [note for r in runs for note in r.notes],
+    }
+    if design is None:
+        out["notes"].append(f"{NOT_RANDOM}: no design file was given or found; the estimates are shown as computed")
+    if len(runs) == 1:
+        out["metrics"] = _single(runs[0], labels[0], design, alpha, min_labels, thresholds)
+    else:
+        out["comparisons"] = _compare(runs[0], runs[1], labels, design, alpha, min_labels, thresholds)
+        out["verdicts"] = [r["verdict"] for r in out["comparisons"]]
+    return out
+
+
+def _find_design(run_dir: Path, labels_path: Path) -> Path | None:
+    for candidate in (labels_path.parent / "design.json", run_dir / "labels" / "design.json"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def infer_report(
+    run_dirs: Sequence[str | Path],
+    labels_paths: Sequence[str | Path],
+    design_path: str | Path | None = None,
+    alpha: float = 0.05,
+    min_labels: int = MIN_LABELS,
+    thresholds: Sequence[str] = (),
+    prompts: Sequence[str | Path] = (),
+    no_design: bool = False,
+) -> dict[str, Any]:
+    """`infer` from paths, as ``harness infer`` runs it; the design is ``design_path``, else design.json
+    beside the labels file, else RUN_DIR/labels/design.json (``no_design`` ignores any)."""
+    if not 1 <= len(run_dirs) <= 2:
+        raise UserInputError("harness infer takes one run directory, or two (A then B) to compare")
+    if not 0 < alpha < 1:
+        raise UserInputError(f"--alpha: {alpha} must be between 0 and 1")
+    if min_labels < 2:
+        raise UserInputError(f"--min-labels: {min_labels} must be at least 2")
+    if len(labels_paths) not in (1, len(run_dirs)):
+        raise UserInputError(f"--labels: give one labels file per run ({len(run_dirs)}), in the runs' order")
+    runs = [read_run(r, prompts) for r in run_dirs]
+    paths = list(labels_paths) * (len(runs) if len(labels_paths) == 1 else 1)
+    labels = [read_labels(p, r) for p, r in zip(paths, runs, strict=True)]
+    found = None if no_design else (Path(design_path) if design_path is not None else _find_design(runs[0].path, Path(paths[0])))
+    design = read_design(found) if found is not None else None
+    result = infer(runs, labels, design, alpha, min_labels, parse_thresholds(thresholds, runs[0].metrics))
+    if found is not None and design_path is None:
+        result["notes"].append(f"design read from {found}")
+    return result

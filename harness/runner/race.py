@@ -1,0 +1,291 @@
+"""``harness race``: compare agent B with agent A judging only as many pairs as the decision needs.
+
+Transcripts of A and B are paired by id and put in a seeded random order. Each round judges the
+next ``round_size`` pairs with the ordinary run (:func:`run_evaluation`, same cache, same keys), and
+updates an anytime-valid confidence sequence for the mean difference B − A of one rubric or
+composite (:mod:`harness.stats.sequential`). It stops at the first of:
+
+- ``decided``: the sequence excludes 0 (B is better, or worse, with confidence 1 − α);
+- ``within_margin``: the sequence is narrower than ``margin`` (any difference is smaller than
+  matters);
+- ``budget``: ``max_pairs`` pairs were judged; ``exhausted``: every pair was judged.
+
+The sequence is valid at every look, so stopping on it keeps the error rate at α. A pair where
+either side is not scored (unscored or failed) does not enter the sequence; such pairs are counted
+and reported, since leaving them out is valid only if they are missing at random.
+
+Every round is an ordinary run, so judgments are cached: a rerun, or ``offline=True``, replays the
+same order and the same judgments, and reaches the same decision for nothing. At the end the judged
+transcripts of each side are written as normal run directories (``OUT/a``, ``OUT/b``, from the
+cache), with the sequence after every round in ``OUT/sequence.jsonl`` and the decision in
+``OUT/race.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import UserInputError
+from ..exit_codes import EXIT_FAILED_JUDGMENTS
+from ..outputs.files import atomic_write_text
+from ..planning import RunOptions, build_plan
+from ..stats.sequential import PairedDifferenceCS
+from ..transcripts.loader import iter_raw, parse_record
+from .session import RunOutcome, run_evaluation
+
+Stop = Literal["decided", "within_margin", "budget", "exhausted"]
+
+
+@dataclass(slots=True)
+class RaceOptions:
+    a: Path
+    b: Path
+    out: Path
+    #: the rubric or composite compared
+    metric: str
+    config: Path | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    prompts: list[Path] = field(default_factory=list)
+    cache: Path | str | None = None
+    offline: bool = False
+    alpha: float = 0.05
+    margin: float | None = None
+    round_size: int = 20
+    max_pairs: int | None = None
+    seed: int = 0
+    concurrency: int | None = None
+
+
+@dataclass(slots=True)
+class Look:
+    """The sequence after one round."""
+
+    round: int
+    pairs_judged: int
+    pairs_used: int
+    lo: float
+    hi: float
+    mean: float | None
+    cost_usd: float | None
+
+
+@dataclass(slots=True)
+class RaceResult:
+    metric: str
+    judge: str
+    alpha: float
+    margin: float | None
+    stop: Stop
+    #: "B > A", "B < A", "no difference larger than the margin", or "undecided"
+    verdict: str
+    pairs_total: int
+    pairs_judged: int
+    #: pairs left out of the sequence because a side was unscored or failed, by reason
+    pairs_not_scored: dict[str, int]
+    judgments: int
+    #: None when the judge has no price
+    cost_usd: float | None
+    #: what judging every pair would have cost more, at this race's mean cost per judgment
+    saved_usd: float | None
+    looks: list[Look]
+    exit_code: int = 0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        last = self.looks[-1]
+        return last.lo, last.hi
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["interval"] = list(self.interval)
+        return data
+
+
+def _records(path: Path) -> dict[str, bytes]:
+    """Every transcript of ``path`` by id, as its raw JSON text (validated; a bad record is one
+    line naming the file, line and field)."""
+    records: dict[str, bytes] = {}
+    for raw in iter_raw(path, "jsonl"):
+        transcript = parse_record(path, raw)
+        if transcript.id in records:
+            raise UserInputError(f"{path}:{raw.line}: id: duplicate id {transcript.id!r}")
+        text = raw.text if isinstance(raw.text, bytes) else raw.text.encode("utf-8")
+        records[transcript.id] = text.strip()
+    return records
+
+
+def _scale(options: RaceOptions) -> tuple[str, float, float, list[str] | None]:
+    """The judge's name, the metric's scale (lo, hi), and a composite's rubrics (None for a rubric)."""
+    plan = build_plan(
+        RunOptions(
+            input=options.a,
+            config=options.config,
+            model=options.model,
+            base_url=options.base_url,
+            api_key_env=options.api_key_env,
+            prompts=list(options.prompts),
+            offline=options.offline,
+        )
+    )
+    if len(plan.judges) != 1:
+        raise UserInputError(f"race compares with one judge; the config has {len(plan.judges)} ({', '.join(j.name for j in plan.judges)})")
+    judge = plan.judges[0].name
+    if options.metric in plan.composites:
+        weights = plan.composites[options.metric]
+        return judge, 0.0, float(sum(weights.values())), list(weights)
+    rubric = plan.available_rubrics.get(options.metric)
+    if rubric is None:
+        known = sorted(plan.available_rubrics) + sorted(plan.composites)
+        raise UserInputError(f"--metric {options.metric!r}: no such rubric or composite (known: {', '.join(known)})")
+    if rubric.labels is not None:
+        raise UserInputError(f"--metric {options.metric!r}: a label rubric has no mean to compare; choose a scored rubric")
+    return judge, float(rubric.lo), float(rubric.hi), None
+
+
+async def _judge(options: RaceOptions, records: dict[str, bytes], ids: list[str], work: Path, side: str, rubrics: list[str], out: Path) -> RunOutcome:
+    work.mkdir(parents=True, exist_ok=True)
+    source = work / f"{side}.jsonl"
+    source.write_bytes(b"".join(records[i] + b"\n" for i in ids))
+    if out.exists():
+        shutil.rmtree(out)
+    return await run_evaluation(
+        RunOptions(
+            input=source,
+            out=out,
+            config=options.config,
+            model=options.model,
+            base_url=options.base_url,
+            api_key_env=options.api_key_env,
+            prompts=list(options.prompts),
+            rubrics=rubrics,
+            cache=options.cache,
+            offline=options.offline,
+            concurrency=options.concurrency,
+            progress=False,
+        )
+    )
+
+
+def _values(out: Path, judge: str, metric: str, composite: bool) -> dict[str, tuple[float | None, str]]:
+    """transcript id -> (value, why not scored) from a run directory's results.jsonl."""
+    values: dict[str, tuple[float | None, str]] = {}
+    with (out / "results.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            group = "composites" if composite else "scores"
+            value = row[group].get(judge, {}).get(metric)
+            why = row["composites_unscored" if composite else "unscored"].get(judge, {}).get(metric, "")
+            values[row["transcript_id"]] = (value, why)
+    return values
+
+
+def _cost(outcome: RunOutcome) -> tuple[float | None, int]:
+    """The round's cost (None when a judge has no price) and how many judgments it made."""
+    counts = outcome.summary.get("judgments") or {}
+    cost = outcome.summary.get("cost_usd")
+    return (None if cost is None else float(cost)), int(sum(counts.values()))
+
+
+async def race(options: RaceOptions, on_look: Callable[[Look], None] | None = None) -> RaceResult:
+    if options.round_size < 1:
+        raise UserInputError("--round must be at least 1")
+    if not 0 < options.alpha < 1:
+        raise UserInputError("--alpha must be between 0 and 1")
+    if options.margin is not None and not options.margin > 0:
+        raise UserInputError("--margin must be a positive number")
+    judge, lo, hi, parts = _scale(options)
+    composite = parts is not None
+    rubrics = parts if parts is not None else [options.metric]
+    a, b = _records(options.a), _records(options.b)
+    paired = sorted(set(a) & set(b))
+    if not paired:
+        raise UserInputError(f"{options.a} and {options.b} share no transcript id: nothing to pair")
+    random.Random(options.seed).shuffle(paired)
+    limit = len(paired) if options.max_pairs is None else min(options.max_pairs, len(paired))
+    cs = PairedDifferenceCS(lo, hi, options.alpha)
+    work = options.out / ".race"
+    looks: list[Look] = []
+    not_scored: dict[str, int] = {}
+    judged: list[str] = []
+    diffs: list[float] = []
+    spent: float | None = 0.0
+    judgments, exit_code = 0, 0
+    stop: Stop = "exhausted"
+    while len(judged) < limit:
+        batch = paired[len(judged) : min(len(judged) + options.round_size, limit)]
+        outcome_a = await _judge(options, a, batch, work, "a", rubrics, work / "round-a")
+        outcome_b = await _judge(options, b, batch, work, "b", rubrics, work / "round-b")
+        for outcome in (outcome_a, outcome_b):
+            cost, count = _cost(outcome)
+            spent = None if spent is None or cost is None else spent + cost
+            judgments += count
+            if outcome.exit_code not in (0, EXIT_FAILED_JUDGMENTS):
+                raise UserInputError(f"race stopped: a round ended with exit {outcome.exit_code}: {outcome.message}")
+            exit_code = max(exit_code, outcome.exit_code)
+        va = _values(work / "round-a", judge, options.metric, composite)
+        vb = _values(work / "round-b", judge, options.metric, composite)
+        xs_a, xs_b = [], []
+        for tid in batch:
+            (sa, why_a), (sb, why_b) = va[tid], vb[tid]
+            if sa is None or sb is None:
+                reason = (why_a or why_b or "not scored").split(":")[0]
+                not_scored[reason] = not_scored.get(reason, 0) + 1
+                continue
+            xs_a.append(sa)
+            xs_b.append(sb)
+            diffs.append(sb - sa)
+        judged += batch
+        interval = cs.update(xs_a, xs_b) if xs_a else cs.interval()
+        look = Look(len(looks) + 1, len(judged), cs.n, interval.lo, interval.hi, sum(diffs) / len(diffs) if diffs else None, spent)
+        looks.append(look)
+        if on_look is not None:
+            on_look(look)
+        if interval.excludes(0.0):
+            stop = "decided"
+            break
+        if options.margin is not None and interval.width < options.margin:
+            stop = "within_margin"
+            break
+    else:
+        stop = "exhausted" if limit == len(paired) else "budget"
+    last = looks[-1]
+    if stop == "decided":
+        verdict = "B > A" if last.lo > 0 else "B < A"
+    elif stop == "within_margin":
+        verdict = f"no difference larger than the margin ({options.margin:g})"
+    else:
+        verdict = "undecided"
+    per_judgment = spent / judgments if spent is not None and judgments else None
+    remaining = 2 * len(rubrics) * (len(paired) - len(judged))
+    saved = None if per_judgment is None else per_judgment * remaining
+    # The judged transcripts of each side as normal run directories: from the cache, no new calls.
+    await _judge(options, a, judged, work, "a", rubrics, options.out / "a")
+    await _judge(options, b, judged, work, "b", rubrics, options.out / "b")
+    shutil.rmtree(work, ignore_errors=True)
+    result = RaceResult(
+        options.metric,
+        judge,
+        options.alpha,
+        options.margin,
+        stop,
+        verdict,
+        len(paired),
+        len(judged),
+        not_scored,
+        judgments,
+        spent,
+        saved,
+        looks,
+        exit_code,
+    )
+    atomic_write_text(options.out / "sequence.jsonl", "".join(json.dumps(asdict(look)) + "\n" for look in looks))
+    atomic_write_text(options.out / "race.json", json.dumps(result.as_dict(), indent=2) + "\n")
+    return result
