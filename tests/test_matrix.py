@@ -129,8 +129,12 @@ class Servers:
         return self.anthropic.billed if family == "anthropic" else self.openai.billed
 
     def sent(self) -> int:
-        """Every request any server has received (a batch's requests counted one by one)."""
-        return len(self.openai.requests) + len(self.anthropic.requests) + self.batch.requests_received + self.batch.created
+        """Every judge request any server has answered (a batch's requests counted one by one)."""
+        return len(self.openai.requests) + len(self.anthropic.requests) + self.batch.requests_received
+
+    def contacted(self) -> int:
+        """Every HTTP request any server has received (a batch upload, create or poll included)."""
+        return len(self.openai.requests) + len(self.anthropic.requests) + len(self.batch.paths)
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +173,8 @@ class Cell:
 
     def config(self, base_url: str | None, cache: str, name: str = "harness.toml") -> Path:
         table: dict[str, Any] = {"name": "judge", **FAMILY_JUDGE[self.family], **OPTION_FIELDS[self.option]}
+        if self.family == "local" and self.option == "plain":
+            return write_config(self.tmp / name, [], cache=cache)  # no judge: the embedded one, as the README runs it
         if self.family != "local":
             table |= {"base_url": base_url, "api_key_env": KEY_ENV, "max_attempts": 2}
         return write_config(self.tmp / name, [table], cache=cache)
@@ -336,7 +342,7 @@ def path_batch(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
 
 def path_export(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
     cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
-    before = servers.sent()
+    before = servers.contacted()
     requests, output = cell.tmp / "requests.jsonl", cell.tmp / "output.jsonl"
     report = hb.export(cell.options(cfg, None), requests)
     assert report.exported == cell.expected_requests
@@ -349,7 +355,7 @@ def path_export(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None
     assert_scored(rows)
     assert collected.outcome.exit_code == 0, collected.outcome.message
     assert_same(view(rows), view(ref, BATCH_FACTOR))
-    assert servers.sent() == before
+    assert servers.contacted() == before
     assert hb.export(cell.options(cfg, None), cell.tmp / "again.jsonl").exported == 0
     _assert_replays(cell, servers, cfg, rows)
 
@@ -452,7 +458,7 @@ def _argv(cell: Cell, path: str, servers: Servers) -> list[str]:
 def test_unsupported_cell_is_refused_before_anything_is_sent(family: str, option: str, path: str, servers: Servers, tmp_path: Path) -> None:
     cell = Cell(family, option, tmp_path)
     argv = _argv(cell, path, servers)
-    before = servers.sent()
+    before = servers.contacted()
     result = CliRunner().invoke(app, argv, env={**os.environ, "COLUMNS": "400"})
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2, result.output
@@ -462,7 +468,7 @@ def test_unsupported_cell_is_refused_before_anything_is_sent(family: str, option
         expected = "cannot follow a JSON Schema"  # the config itself refuses it, naming the field
     assert expected in lines[0], lines[0]
     assert "Traceback" not in result.output
-    assert servers.sent() == before
+    assert servers.contacted() == before
     assert not (tmp_path / "out" / "judgments.jsonl").exists()
     assert not (tmp_path / "requests.jsonl").exists()
 
@@ -483,6 +489,10 @@ def test_local_judge_live_then_offline_replay(tmp_path: Path) -> None:
     outcome, replay = cell.run(cfg, "replay", limit=2, offline=True)  # offline: no judge is made at all
     assert outcome.exit_code == 0, outcome.message
     assert_same(replay_view(replay), replay_view(rows))
+    outcome, again = cell.run(cfg, "again", limit=2)  # live again: every judgment from the cache, none paid twice
+    assert outcome.exit_code == 0, outcome.message
+    assert all(r["cached"] for r in again)
+    assert_same(replay_view(again), replay_view(rows))
 
 
 # --- the README's table ----------------------------------------------------------------------------
