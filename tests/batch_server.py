@@ -82,7 +82,21 @@ def _reasoning_rules(body: dict[str, Any]) -> str | None:
 
 
 class BatchServer:
-    def __init__(self, *, key: str | None = None, polls: int = 1, expire_after: int | None = None, max_requests: int = 50_000, seed: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        key: str | None = None,
+        polls: int = 1,
+        expire_after: int | None = None,
+        max_requests: int = 50_000,
+        seed: int = 0,
+        openai_answer: Callable[[dict[str, Any]], tuple[int, dict[str, Any]]] | None = None,
+        anthropic_answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        #: body -> (status, response body) and params -> result: answer as a live server would
+        #: (tests/matrix_support.py), instead of the fixed replies below
+        self.openai_answer = openai_answer
+        self.anthropic_answer = anthropic_answer
         self.key = key
         #: faults of the next result downloads, one per download (OpenAI file content, Anthropic
         #: results): "500" (a server_error / api_error answer) or "cut" (the connection is closed
@@ -357,6 +371,12 @@ class BatchServer:
                     json.dumps({"id": req_id, "custom_id": obj["custom_id"], "response": None, "error": {"code": code, "message": message}}).encode()
                 )
                 continue
+            if self.openai_answer is not None:
+                status, answered = self.openai_answer(obj["body"])
+                response = {"status_code": status, "request_id": req_id, "body": answered}
+                line = json.dumps({"id": req_id, "custom_id": obj["custom_id"], "response": response, "error": None}).encode()
+                (out if status == 200 else err).append(line)
+                continue
             refused = _reasoning_rules(obj["body"])
             if refused is not None or "[[fault:400]]" in prompt_text(messages):
                 body = {
@@ -544,6 +564,8 @@ class BatchServer:
             result: dict[str, Any]
             if self.expire_after is not None and index >= self.expire_after:
                 result = {"type": "canceled" if canceled else "expired"}
+            elif self.anthropic_answer is not None:
+                result = self.anthropic_answer(params)
             elif "[[fault:400]]" in prompt_text(messages):
                 result = {"type": "errored", "error": {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt refused"}}}
             else:

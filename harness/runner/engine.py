@@ -543,6 +543,7 @@ class Runner:
             judgment = self._parsed(job, leader.raw_output)
         judgment.prompt_tokens, judgment.completion_tokens = leader.prompt_tokens, leader.completion_tokens
         judgment.reasoning_tokens, judgment.cached_tokens = leader.reasoning_tokens, leader.cached_tokens
+        judgment.cache_write_tokens = leader.cache_write_tokens  # as a cache hit of the same key reports it
         judgment.cost_usd, judgment.latency_ms, judgment.cached = leader.cost_usd, leader.latency_ms, True
         return judgment
 

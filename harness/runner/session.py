@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache.location import describe, open_store
+from ..capabilities import check_supported
 from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..cost.estimate import estimate_scanned
@@ -106,6 +107,8 @@ async def run_evaluation(
         raise UserInputError("--out is required")
     out = options.out
     plan = build_plan(options)
+    if not options.batch:  # a batch's own paths check at submit and export
+        check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live")
     scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge

@@ -1,0 +1,165 @@
+"""What works with what: one list of (judge family × option × path) cells, each supported or not.
+
+The list is the single home of the answer. ``check_supported`` refuses an unsupported combination
+in one line before anything is sent (``harness run``, ``batch submit``, ``batch export``);
+``markdown_table`` renders the README's table (a test keeps the two equal) and
+``tests/test_matrix.py`` runs every supported cell against local servers.
+
+Families are what a judge is to the harness (``judge_family``): a chat model, an OpenAI reasoning
+model (gpt-5, o-series: ``judges/families.py``), Anthropic's Messages API, the embedded llama.cpp
+judge. Options are what a judge asks for (``judge_options``); paths are how its judgments are made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from .config import JudgeConfig
+from .errors import ConfigError
+
+Family = Literal["chat", "reasoning", "anthropic", "local"]
+Option = Literal["plain", "samples_n", "samples_requests", "logprobs", "structured"]
+PathName = Literal["live", "offline", "batch", "export", "shard", "workers", "workers_pg"]
+
+FAMILIES: tuple[Family, ...] = ("chat", "reasoning", "anthropic", "local")
+OPTIONS: tuple[Option, ...] = ("plain", "samples_n", "samples_requests", "logprobs", "structured")
+PATHS: tuple[PathName, ...] = ("live", "offline", "batch", "export", "shard", "workers", "workers_pg")
+
+FAMILY_LABELS: dict[Family, str] = {
+    "chat": "chat model (gpt-4o-mini)",
+    "reasoning": "reasoning model (gpt-5-mini)",
+    "anthropic": "Anthropic native (claude-haiku-4-5)",
+    "local": "local llama.cpp judge",
+}
+#: A family as an error message names it (the table's labels name the models the tests use).
+FAMILY_NAMES: dict[Family, str] = {
+    "chat": "a chat model",
+    "reasoning": "a reasoning model",
+    "anthropic": "Anthropic native",
+    "local": "the local judge",
+}
+OPTION_LABELS: dict[Option, str] = {
+    "plain": "plain",
+    "samples_n": 'samples = 3, samples_via = "n"',
+    "samples_requests": "samples = 3, separate requests",
+    "logprobs": "logprobs = true (G-Eval)",
+    "structured": "structured_output = true",
+}
+PATH_LABELS: dict[PathName, str] = {
+    "live": "live run",
+    "offline": "`--offline` replay",
+    "batch": "batch submit + collect",
+    "export": "batch export + import",
+    "shard": "`--shard i/n` + merge",
+    "workers": "two workers, SQLite",
+    "workers_pg": "two workers, PostgreSQL",
+}
+
+_BATCH: tuple[PathName, ...] = ("batch", "export")
+_ANY_PATH: tuple[PathName, ...] = PATHS
+
+#: The combinations that are not supported, first match wins: (families, options, paths, why).
+#: Everything else is supported.
+REFUSED: tuple[tuple[tuple[Family, ...], tuple[Option, ...], tuple[PathName, ...], str], ...] = (
+    (("local",), ("structured",), _ANY_PATH, "the embedded local judge cannot follow a JSON Schema"),
+    (("local",), ("logprobs",), _ANY_PATH, "the embedded local judge returns no logprobs"),
+    (("local",), ("samples_n",), _ANY_PATH, 'the embedded local judge answers one choice per request: use samples_via = "requests"'),
+    (("local",), OPTIONS, _BATCH, "the embedded local judge has no batch API: use harness run"),
+    (("anthropic",), ("samples_n",), _ANY_PATH, 'Anthropic\'s Messages API has no n: use samples_via = "requests"'),
+    (("anthropic",), ("logprobs",), _ANY_PATH, "Anthropic's Messages API returns no logprobs"),
+    (("reasoning",), ("logprobs",), _ANY_PATH, "OpenAI's reasoning models (gpt-5, o-series) refuse logprobs"),
+    (("anthropic",), OPTIONS, ("export",), "batch export writes OpenAI chat-completions JSONL: an Anthropic judge uses batch submit"),
+    (FAMILIES, ("samples_n",), _BATCH, 'a batch request answers one cache key, not n: use samples_via = "requests" with harness batch'),
+)
+
+#: Supported cells the matrix does not run, and why (the path's code does not depend on the judge).
+UNTESTED_WHY = "supported, not in the test matrix: the bundled model is too slow for more than one cell"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    family: Family
+    option: Option
+    path: PathName
+    supported: bool
+    #: why not, for an unsupported cell; why it is not tested, for an untested one
+    reason: str = ""
+    #: run by tests/test_matrix.py (every supported cell but the local judge's slow ones)
+    tested: bool = True
+
+
+def _cell(family: Family, option: Option, path: PathName) -> Cell:
+    for families, options, paths, why in REFUSED:
+        if family in families and option in options and path in paths:
+            return Cell(family, option, path, False, why, tested=True)
+    if family == "local" and not (option == "plain" and path in ("live", "offline")):
+        return Cell(family, option, path, True, UNTESTED_WHY, tested=False)
+    return Cell(family, option, path, True)
+
+
+#: The one list: every (family, option, path), in table order.
+CELLS: tuple[Cell, ...] = tuple(_cell(f, o, p) for f in FAMILIES for o in OPTIONS for p in PATHS)
+_BY_KEY = {(c.family, c.option, c.path): c for c in CELLS}
+
+
+def cell(family: Family, option: Option, path: PathName) -> Cell:
+    return _BY_KEY[(family, option, path)]
+
+
+def judge_family(judge: JudgeConfig) -> Family:
+    from .judges.families import family_of
+
+    if judge.provider == "local":
+        return "local"
+    if judge.provider == "anthropic":
+        return "anthropic"
+    return "reasoning" if family_of(judge.model).name in ("gpt-5", "o-series") else "chat"
+
+
+def judge_options(judge: JudgeConfig) -> tuple[Option, ...]:
+    """The options ``judge`` uses (a rubric's own ``samples`` is not seen here)."""
+    options: list[Option] = []
+    if judge.samples > 1:
+        options.append("samples_n" if judge.samples_via == "n" else "samples_requests")
+    if judge.logprobs:
+        options.append("logprobs")
+    if judge.structured_output:
+        options.append("structured")
+    return tuple(options) or ("plain",)
+
+
+def check_supported(judges: Iterable[JudgeConfig], path: PathName) -> None:
+    """Refuse, in one line and before anything is sent, a judge whose family and options the path
+    does not support (``ConfigError``: exit 2)."""
+    for judge in judges:
+        family = judge_family(judge)
+        for option in judge_options(judge):
+            found = cell(family, option, path)
+            if not found.supported:
+                what = "" if option == "plain" else f" with {OPTION_LABELS[option]}"
+                raise ConfigError(f"judge {judge.name!r} ({FAMILY_NAMES[family]}{what}): {PATH_LABELS[path]} is not supported: {found.reason}")
+
+
+def markdown_table() -> str:
+    """The README's table: a row per family and option, a column per path; refusals footnoted."""
+    reasons = list(dict.fromkeys(c.reason for c in CELLS if not c.supported))
+    header = "| judge | option | " + " | ".join(PATH_LABELS[p] for p in PATHS) + " |"
+    lines = [header, "|---|---|" + "---|" * len(PATHS)]
+    for family in FAMILIES:
+        for option in OPTIONS:
+            marks = []
+            for path in PATHS:
+                c = cell(family, option, path)
+                marks.append(f"no ({reasons.index(c.reason) + 1})" if not c.supported else "yes" if c.tested else "yes*")
+            lines.append(f"| {FAMILY_LABELS[family]} | {OPTION_LABELS[option]} | " + " | ".join(marks) + " |")
+    lines.append("")
+    lines.append(f"yes: supported and run by `tests/test_matrix.py`; yes*: {UNTESTED_WHY}. Refused in one line before anything is sent (exit 2):")
+    lines.append("")
+    lines.extend(f"{n}. {why}." for n, why in enumerate(reasons, start=1))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m harness.capabilities: print the README's table
+    print(markdown_table(), end="")

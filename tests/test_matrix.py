@@ -1,0 +1,536 @@
+"""Every judge through every path (issue 23): the cells of ``harness/capabilities.py``, against
+local servers that reproduce each provider.
+
+For each supported cell the judgments equal the live run's (status, score, reason, tokens, and
+cost at that path's price: batch is half price), an ``--offline`` replay of the path's cache is
+identical to what the path wrote, and nothing is paid twice (requests counted at the servers).
+Each unsupported cell is refused by its command in one line (exit 2) with nothing sent. The
+The docs' table of what works with what (docs/guide/batch.md) is the one ``capabilities.markdown_table`` renders.
+
+Cells that fail on main are ``xfail(strict=True)`` with the failure they show, so a fix flips them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness import batch as hb
+from harness import capabilities as caps
+from harness.cli import app
+from harness.outputs.merge import merge_runs
+from harness.planning import RunOptions
+from harness.runner.session import RunOutcome, run_evaluation
+from tests.batch_server import BatchServer
+from tests.e2e_support import KEY, KEY_ENV, read_jsonl, write_config
+from tests.matrix_support import (
+    DISTINCT_PROMPTS,
+    REASONING_TOKENS,
+    RUBRICS,
+    MatrixAnthropicServer,
+    MatrixOpenAIServer,
+    answer_export,
+    anthropic_answer,
+    likert_prompts,
+    openai_answer,
+    transcripts,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FAMILY_JUDGE: dict[str, dict[str, Any]] = {
+    "chat": {"model": "gpt-4o-mini"},
+    "reasoning": {"model": "gpt-5-mini"},
+    "anthropic": {"model": "claude-haiku-4-5", "provider": "anthropic"},
+    "local": {"model": "SmolLM2-135M-Instruct-Q4_1", "provider": "local"},
+}
+OPTION_FIELDS: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "samples_n": {"samples": 3, "samples_via": "n", "seed": 7, "temperature": 1.0},
+    "samples_requests": {"samples": 3, "samples_via": "requests", "seed": 7, "temperature": 1.0},
+    "logprobs": {"logprobs": True},
+    "structured": {"structured_output": True},
+}
+#: Batch prices of prices.toml are half the live ones for the three models used here.
+BATCH_FACTOR = 0.5
+#: USD per 1M tokens (harness/data/prices.toml), written out here as the test's own oracle:
+#: input, output, cached input (a cache read), cache write.
+PRICES = {"chat": (0.15, 0.60, 0.075, None), "reasoning": (0.25, 2.00, 0.025, None), "anthropic": (1.00, 5.00, 0.10, 1.25)}
+
+#: Cells that fail on main (issue 23), with what they show; each flips when its fix lands.
+_RUN_PATHS = ("live", "offline", "shard", "workers", "workers_pg")
+_ALL_PATHS = (*_RUN_PATHS, "batch", "export")
+_BATCH_USAGE = "a batch reply's usage keeps no reasoning_tokens / cached_tokens (None; the live reply's 0, or 7 reasoning)"
+_XFAILS: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str], ...] = (
+    (("chat", "reasoning"), ("plain", "structured"), ("batch", "export"), _BATCH_USAGE),
+    (("chat",), ("logprobs",), ("batch", "export"), "a batch reply's logprobs are not kept: every judgment unscored logprobs_unavailable"),
+    (("chat",), ("samples_n",), _RUN_PATHS, "samples via n: the n choices' usage is checked against one choice's budget and dropped (tokens 0)"),
+    (("reasoning",), ("samples_n",), _RUN_PATHS, "a samples judgment drops its samples' reasoning_tokens (combine_samples)"),
+    (("reasoning",), ("samples_requests",), _ALL_PATHS, "a samples judgment drops its samples' reasoning_tokens (combine_samples)"),
+    (
+        ("anthropic",),
+        ("samples_requests",),
+        (*_RUN_PATHS, "batch"),
+        "a samples judgment drops its samples' cache_write_tokens: its cost is not its tokens'",
+    ),
+    (
+        ("anthropic",),
+        ("plain", "structured"),
+        ("batch",),
+        "a Message Batch result's usage loses cache writes and reads (None; live 50 and 0), so its cost differs",
+    ),
+)
+XFAIL: dict[tuple[str, str, str], str] = {
+    (f, o, p): why for families, options, paths, why in _XFAILS for f in families for o in options for p in paths
+}
+
+#: What a path must reproduce of the live run's judgment (not: latency, attempts, cached, key).
+COMPARED = (
+    "transcript_id",
+    "rubric",
+    "judge",
+    "status",
+    "score",
+    "raw_score",
+    "reason",
+    "error",
+    "raw_output",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "label",
+    "samples",
+    "sample_scores",
+    "spread",
+    "score_distribution",
+    "score_mass",
+)
+
+
+@dataclass
+class Servers:
+    openai: MatrixOpenAIServer
+    anthropic: MatrixAnthropicServer
+    batch: BatchServer
+    live_refs: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def billed(self, family: str) -> list[tuple[int, int]]:
+        return self.anthropic.billed if family == "anthropic" else self.openai.billed
+
+    def sent(self) -> int:
+        """Every judge request any server has answered (a batch's requests counted one by one)."""
+        return len(self.openai.requests) + len(self.anthropic.requests) + self.batch.requests_received
+
+    def contacted(self) -> int:
+        """Every HTTP request any server has received (a batch upload, create or poll included)."""
+        return len(self.openai.requests) + len(self.anthropic.requests) + len(self.batch.paths)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[Servers]:
+    openai, anthropic = MatrixOpenAIServer(), MatrixAnthropicServer()
+    openai.start()
+    anthropic.start()
+    batch = BatchServer(key=KEY, openai_answer=partial(openai_answer, openai), anthropic_answer=partial(anthropic_answer, anthropic))
+    batch.start()
+    try:
+        yield Servers(openai, anthropic, batch)
+    finally:
+        batch.stop()
+        anthropic.stop()
+        openai.stop()
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+@dataclass
+class Cell:
+    """One cell's files: its transcripts, rubrics and a config for its judge."""
+
+    family: str
+    option: str
+    tmp: Path
+    data: Path = field(init=False)
+    prompts: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data = transcripts(self.tmp / "data.jsonl")
+        self.prompts = likert_prompts(self.tmp / "prompts")
+
+    def config(self, base_url: str | None, cache: str, name: str = "harness.toml") -> Path:
+        table: dict[str, Any] = {"name": "judge", **FAMILY_JUDGE[self.family], **OPTION_FIELDS[self.option]}
+        if self.family == "local" and self.option == "plain":
+            return write_config(self.tmp / name, [], cache=cache)  # no judge: the embedded one, as the README runs it
+        if self.family != "local":
+            table |= {"base_url": base_url, "api_key_env": KEY_ENV, "max_attempts": 2}
+        return write_config(self.tmp / name, [table], cache=cache)
+
+    def options(self, config: Path, out: str | None, **kw: Any) -> RunOptions:
+        return RunOptions(
+            input=self.data,
+            out=None if out is None else self.tmp / out,
+            config=config,
+            rubrics=list(RUBRICS),
+            prompts=[self.prompts],
+            progress=False,
+            **kw,
+        )
+
+    def run(self, config: Path, out: str, **kw: Any) -> tuple[RunOutcome, list[dict[str, Any]]]:
+        outcome = asyncio.run(run_evaluation(self.options(config, out, **kw)))
+        return outcome, read_jsonl(self.tmp / out / "judgments.jsonl")
+
+    @property
+    def expected_requests(self) -> int:
+        """What one honest pass pays: each distinct prompt once per rubric (k times for k samples
+        asked one request each; once for samples asked with n = k)."""
+        return DISTINCT_PROMPTS * len(RUBRICS) * (3 if self.option == "samples_requests" else 1)
+
+
+def live_url(servers: Servers, family: str) -> str:
+    url = servers.anthropic.base_url if family == "anthropic" else servers.openai.base_url
+    assert url is not None
+    return url
+
+
+def view(rows: list[dict[str, Any]], cost_factor: float = 1.0) -> list[dict[str, Any]]:
+    """The compared fields of each judgment, in a stable order; cost scaled to a path's price."""
+    out = []
+    for row in sorted(rows, key=lambda r: (r["transcript_id"], r["rubric"], r["judge"])):
+        item = {name: row.get(name) for name in COMPARED}
+        cost = row.get("cost_usd")
+        item["cost_usd"] = None if cost is None else float(f"{cost * cost_factor:.10g}")
+        out.append(item)
+    return out
+
+
+def replay_view(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every field of every judgment but what a replay measures or marks anew."""
+    ordered = sorted(rows, key=lambda r: (r["transcript_id"], r["rubric"], r["judge"]))
+    return [{k: v for k, v in r.items() if k not in ("latency_ms", "attempts", "billed_retries", "cached")} for r in ordered]
+
+
+def live_reference(servers: Servers, family: str, option: str, tmp_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The live run of (family, option), once per module: the judgments every path must give."""
+    ref = servers.live_refs.get((family, option))
+    if ref is None:
+        cell = Cell(family, option, tmp_factory.mktemp(f"live-{family}-{option}"))
+        cfg = cell.config(live_url(servers, family), str(cell.tmp / "cache.sqlite"))
+        before = servers.sent()
+        billed = servers.billed(family)
+        paid_before = len(billed)
+        outcome, ref = cell.run(cfg, "out")
+        assert_scored(ref)
+        assert outcome.exit_code == 0, outcome.message
+        assert servers.sent() - before == cell.expected_requests
+        # The judgments carry exactly the usage the server reported, priced by hand.
+        paid = [r for r in ref if not r["cached"]]
+        reported = billed[paid_before:]
+        tokens = (sum(r["prompt_tokens"] or 0 for r in paid), sum(r["completion_tokens"] or 0 for r in paid))
+        server = (sum(p for p, _ in reported), sum(c for _, c in reported))
+        assert tokens == server, f"the judgments' (prompt, completion) tokens {tokens} are not the server's {server}"
+        spent = REASONING_TOKENS * len(reported) if family == "reasoning" else 0
+        reasoning = sum(r["reasoning_tokens"] or 0 for r in paid)
+        assert reasoning == spent, f"the judgments' reasoning tokens {reasoning} are not the server's {spent}"
+        for row in ref:
+            hand = hand_cost(family, row)
+            assert row["cost_usd"] == pytest.approx(hand, rel=1e-9, abs=1e-15), (
+                f"{row['transcript_id']}/{row['rubric']}: cost_usd {row['cost_usd']} is not {hand} by hand from its tokens "
+                f"(prompt {row['prompt_tokens']}, completion {row['completion_tokens']}, cache reads {row['cached_tokens']}, "
+                f"cache writes {row['cache_write_tokens']})"
+            )
+        servers.live_refs[(family, option)] = ref
+    return ref
+
+
+def assert_same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    """Equal judgment views; the message names the first judgment and fields that differ."""
+    if got == want:
+        return
+    assert len(got) == len(want), f"{len(got)} judgments, expected {len(want)}"
+    for a, b in zip(got, want, strict=True):
+        fields = [f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        if fields:
+            raise AssertionError(f"{a.get('transcript_id')}/{a.get('rubric')}: " + "; ".join(fields))
+
+
+def hand_cost(family: str, row: dict[str, Any]) -> float:
+    fresh_in, out, read_in, write_in = PRICES[family]
+    read, written = row["cached_tokens"] or 0, row["cache_write_tokens"] or 0
+    fresh = row["prompt_tokens"] - read - written
+    return (fresh * fresh_in + read * read_in + written * (write_in or fresh_in) + row["completion_tokens"] * out) / 1e6
+
+
+def assert_scored(rows: list[dict[str, Any]]) -> None:
+    bad = [f"{r['transcript_id']}/{r['rubric']}: {r['status']} {r['reason']}: {r['error']}" for r in rows if r["status"] != "scored"]
+    assert not bad, f"{len(bad)} not scored, e.g. {bad[0]}"
+
+
+# --- the paths ----------------------------------------------------------------------------------
+
+
+def path_live(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
+    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
+    before = servers.sent()
+    outcome, rows = cell.run(cfg, "out")
+    assert outcome.exit_code == 0, outcome.message
+    assert servers.sent() - before == cell.expected_requests
+    assert_scored(rows)
+    assert_same(view(rows), view(ref))
+    # The same command again pays nothing and says the same.
+    outcome, again = cell.run(cfg, "again")
+    assert servers.sent() - before == cell.expected_requests
+    assert_same(view(again), view(rows))
+
+
+def path_offline(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
+    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
+    outcome, live_rows = cell.run(cfg, "live")
+    assert outcome.exit_code == 0, outcome.message
+    before = servers.sent()
+    outcome, rows = cell.run(cfg, "replay", offline=True)
+    assert outcome.exit_code == 0, outcome.message
+    assert servers.sent() == before
+    assert_same(replay_view(rows), replay_view(live_rows))
+    assert_same(view(rows), view(ref))
+
+
+def _assert_replays(cell: Cell, servers: Servers, cfg: Path, rows: list[dict[str, Any]], cache: str | None = None) -> None:
+    before = servers.sent()
+    outcome, replay = cell.run(cfg, "replay", offline=True, **({"cache": cache} if cache else {}))
+    assert outcome.exit_code == 0, outcome.message
+    assert servers.sent() == before
+    assert_same(replay_view(replay), replay_view(rows))
+
+
+def path_batch(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
+    # Anthropic's base URL is the API's root (https://api.anthropic.com), OpenAI's ends in /v1.
+    url = servers.batch.root if cell.family == "anthropic" else servers.batch.base_url
+    assert url is not None
+    cfg = cell.config(url, str(cell.tmp / "cache.sqlite"))
+    live_before = len(servers.openai.requests) + len(servers.anthropic.requests)
+    received = servers.batch.requests_received
+    report = asyncio.run(hb.submit(cell.options(cfg, "out")))
+    assert report.sent == cell.expected_requests
+    asyncio.run(hb.wait(cell.tmp / "cache.sqlite", first_s=0.01, timeout_s=20))
+    collected = asyncio.run(hb.collect(cell.options(cfg, "out")))
+    assert collected.outcome is not None, "a batch is still running"
+    rows = read_jsonl(cell.tmp / "out" / "judgments.jsonl")
+    assert_scored(rows)
+    assert collected.outcome.exit_code == 0, collected.outcome.message
+    assert_same(view(rows), view(ref, BATCH_FACTOR))
+    assert servers.batch.requests_received - received == cell.expected_requests
+    assert len(servers.openai.requests) + len(servers.anthropic.requests) == live_before
+    # Submitted again: everything is cached, nothing is sent.
+    assert asyncio.run(hb.submit(cell.options(cfg, "out2"))).sent == 0
+    _assert_replays(cell, servers, cfg, rows)
+
+
+def path_export(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
+    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
+    before = servers.contacted()
+    requests, output = cell.tmp / "requests.jsonl", cell.tmp / "output.jsonl"
+    report = hb.export(cell.options(cfg, None), requests)
+    assert report.exported == cell.expected_requests
+    assert answer_export(servers.openai, requests, output) == cell.expected_requests
+    totals = hb.import_results(cell.options(cfg, "out"), [output])
+    assert (totals["succeeded"], totals["failed"]) == (cell.expected_requests, 0)
+    collected = asyncio.run(hb.collect(cell.options(cfg, "out")))
+    assert collected.outcome is not None
+    rows = read_jsonl(cell.tmp / "out" / "judgments.jsonl")
+    assert_scored(rows)
+    assert collected.outcome.exit_code == 0, collected.outcome.message
+    assert_same(view(rows), view(ref, BATCH_FACTOR))
+    assert servers.contacted() == before
+    assert hb.export(cell.options(cfg, None), cell.tmp / "again.jsonl").exported == 0
+    _assert_replays(cell, servers, cfg, rows)
+
+
+def path_shard(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
+    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
+    before = servers.sent()
+    for i in (1, 2):
+        outcome, _ = cell.run(cfg, f"s{i}", shard=f"{i}/2")
+        assert outcome.exit_code == 0, outcome.message
+    merge_runs([cell.tmp / "s1", cell.tmp / "s2"], cell.tmp / "merged")
+    rows = read_jsonl(cell.tmp / "merged" / "judgments.jsonl")
+    assert servers.sent() - before == cell.expected_requests
+    assert_scored(rows)
+    # README: the merged judgments equal an unsharded run's, but for what is measured (latency).
+    assert_same([{k: v for k, v in r.items() if k != "latency_ms"} for r in rows], [{k: v for k, v in r.items() if k != "latency_ms"} for r in ref])
+    _assert_replays(cell, servers, cfg, rows)
+
+
+def _two_workers(cell: Cell, servers: Servers, ref: list[dict[str, Any]], cache: str) -> None:
+    cfg = cell.config(live_url(servers, cell.family), cache)
+    before = servers.sent()
+    start = threading.Barrier(2)
+    outcomes: dict[str, RunOutcome | BaseException] = {}
+
+    def worker(name: str) -> None:
+        start.wait()
+        try:
+            outcomes[name] = asyncio.run(run_evaluation(cell.options(cfg, name)))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            outcomes[name] = exc
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in ("w1", "w2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert all(isinstance(o, RunOutcome) and o.exit_code == 0 for o in outcomes.values()), outcomes
+    assert servers.sent() - before == cell.expected_requests
+    for name in ("w1", "w2"):
+        rows = read_jsonl(cell.tmp / name / "judgments.jsonl")
+        assert_scored(rows)
+        assert_same(view(rows), view(ref))
+    _assert_replays(cell, servers, cfg, read_jsonl(cell.tmp / "w1" / "judgments.jsonl"), cache)
+
+
+def path_workers(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
+    _two_workers(cell, servers, ref, str(cell.tmp / "cache.sqlite"))
+
+
+PATHS = {"live": path_live, "offline": path_offline, "batch": path_batch, "export": path_export, "shard": path_shard, "workers": path_workers}
+
+
+def _params() -> list[Any]:
+    params = []
+    for c in caps.CELLS:
+        if not (c.supported and c.tested) or c.family == "local":
+            continue
+        marks: list[Any] = [pytest.mark.timeout(90)]
+        if (c.family, c.option, c.path) in XFAIL:
+            marks.append(pytest.mark.xfail(strict=True, reason=f"issue 23: {XFAIL[(c.family, c.option, c.path)]}"))
+        params.append(pytest.param(c.family, c.option, c.path, id=f"{c.family}-{c.option}-{c.path}", marks=marks))
+    return params
+
+
+@pytest.mark.parametrize(("family", "option", "path"), _params())
+def test_supported_cell(
+    family: str, option: str, path: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
+    ref = live_reference(servers, family, option, tmp_path_factory)
+    assert_scored(ref)
+    cell = Cell(family, option, tmp_path)
+    if path == "workers_pg":
+        _two_workers(cell, servers, ref, request.getfixturevalue("postgres").new_database())
+    else:
+        PATHS[path](cell, servers, ref)
+
+
+# --- unsupported cells: refused in one line, nothing sent ----------------------------------------
+
+
+def _argv(cell: Cell, path: str, servers: Servers) -> list[str]:
+    url = (servers.batch.root if cell.family == "anthropic" else servers.batch.base_url) if path == "batch" else live_url(servers, cell.family)
+    cache = "postgresql://nobody@127.0.0.1:1/none" if path == "workers_pg" else str(cell.tmp / "cache.sqlite")
+    cfg = cell.config(url, cache)
+    common = [str(cell.data), "--config", str(cfg), "--prompts", str(cell.prompts), *sum((["--rubric", r] for r in RUBRICS), [])]
+    if path == "batch":
+        return ["batch", "submit", *common]
+    if path == "export":
+        return ["batch", "export", *common, "--to", str(cell.tmp / "requests.jsonl")]
+    extra = {"offline": ["--offline"], "shard": ["--shard", "1/2"]}.get(path, [])
+    return ["run", *common, "--out", str(cell.tmp / "out"), "--no-progress", *extra]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("family", "option", "path"),
+    [pytest.param(c.family, c.option, c.path, id=f"{c.family}-{c.option}-{c.path}") for c in caps.CELLS if not c.supported],
+)
+def test_unsupported_cell_is_refused_before_anything_is_sent(family: str, option: str, path: str, servers: Servers, tmp_path: Path) -> None:
+    cell = Cell(family, option, tmp_path)
+    argv = _argv(cell, path, servers)
+    before = servers.contacted()
+    result = CliRunner().invoke(app, argv, env={**os.environ, "COLUMNS": "400"})
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1, result.output
+    expected = caps.cell(family, option, path).reason  # type: ignore[arg-type]
+    if (family, option) == ("local", "structured"):
+        expected = "cannot follow a JSON Schema"  # the config itself refuses it, naming the field
+    assert expected in lines[0], lines[0]
+    assert "Traceback" not in result.output
+    assert servers.contacted() == before
+    assert not (tmp_path / "out" / "judgments.jsonl").exists()
+    assert not (tmp_path / "requests.jsonl").exists()
+
+
+# --- the local judge: one small cell, live and replay ---------------------------------------------
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(300)
+def test_local_judge_live_then_offline_replay(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    cell = Cell("local", "plain", tmp_path)
+    cfg = cell.config(None, str(tmp_path / "cache.sqlite"))
+    outcome, rows = cell.run(cfg, "live", limit=2)
+    assert outcome.exit_code == 0, outcome.message
+    assert len(rows) == 2 * len(RUBRICS)
+    assert all(r["status"] == "scored" for r in rows), [(r["status"], r["reason"]) for r in rows]
+    outcome, replay = cell.run(cfg, "replay", limit=2, offline=True)  # offline: no judge is made at all
+    assert outcome.exit_code == 0, outcome.message
+    assert_same(replay_view(replay), replay_view(rows))
+    outcome, again = cell.run(cfg, "again", limit=2)  # live again: every judgment from the cache, none paid twice
+    assert outcome.exit_code == 0, outcome.message
+    assert all(r["cached"] for r in again)
+    assert_same(replay_view(again), replay_view(rows))
+
+
+# --- the docs' table ------------------------------------------------------------------------------
+
+
+def test_docs_table_is_the_generated_one() -> None:
+    readme = (ROOT / "docs" / "guide" / "batch.md").read_text(encoding="utf-8")
+    begin, end = "<!-- capabilities:begin -->\n", "<!-- capabilities:end -->"
+    assert readme.count(begin) == 1 and readme.count(end) == 1
+    table = readme.split(begin, 1)[1].split(end, 1)[0]
+    assert table == caps.markdown_table(), "docs/guide/batch.md's table is stale: paste `python -m harness.capabilities` between the markers"
+
+
+def test_every_cell_is_listed_once_and_every_refusal_says_why() -> None:
+    keys = [(c.family, c.option, c.path) for c in caps.CELLS]
+    assert len(keys) == len(set(keys)) == len(caps.FAMILIES) * len(caps.OPTIONS) * len(caps.PATHS)
+    assert all(c.reason for c in caps.CELLS if not c.supported)
+    assert all(c.reason and c.family == "local" for c in caps.CELLS if c.supported and not c.tested)
+    assert {k for k in XFAIL} <= {k for k in keys if caps.cell(*k).supported}  # type: ignore[arg-type]
+
+
+def test_a_judge_is_placed_in_its_family_and_refused_with_its_name_and_the_reason() -> None:
+    from harness.config import JudgeConfig
+    from harness.errors import ConfigError
+
+    def judge(**kw: Any) -> JudgeConfig:
+        return JudgeConfig.model_validate({"name": "j", "model": "gpt-4o-mini", **kw})
+
+    assert caps.judge_family(judge(model="openai/gpt-5-mini")) == "reasoning"  # after a gateway prefix
+    assert caps.judge_family(judge(model="o3-mini")) == "reasoning"
+    assert caps.judge_family(judge(model="gpt-5-chat-latest")) == "chat"  # takes temperature: a chat model
+    assert caps.judge_family(judge(provider="anthropic", model="claude-haiku-4-5")) == "anthropic"
+    assert caps.judge_options(judge()) == ("plain",)
+    assert caps.judge_options(judge(samples=3, samples_via="n", logprobs=True)) == ("samples_n", "logprobs")
+    caps.check_supported([judge(samples=3, samples_via="n")], "live")
+    with pytest.raises(ConfigError) as refused:
+        caps.check_supported([judge(), judge(name="claude", provider="anthropic", model="claude-haiku-4-5", logprobs=True)], "shard")
+    assert str(refused.value) == (
+        "judge 'claude' (Anthropic native with logprobs = true (G-Eval)): `--shard i/n` + merge is not supported: "
+        "Anthropic's Messages API returns no logprobs"
+    )
