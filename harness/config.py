@@ -35,8 +35,6 @@ from .errors import ConfigError
 from .validation import first_problem
 
 DEFAULT_CACHE = Path("cache/judgments.sqlite")
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_COMPOSITES: dict[str, dict[str, float]] = {
     # seed 003, "Answer Correctness": relevance 70 %, faithfulness 30 %.
     "answer_correctness": {"relevance": 0.7, "faithfulness": 0.3},
@@ -87,8 +85,12 @@ class JudgeConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _provider_defaults(cls, data: object) -> object:
-        if isinstance(data, dict) and data.get("provider") == "anthropic" and "api_key_env" not in data:
-            return {**data, "api_key_env": "ANTHROPIC_API_KEY"}
+        from .judges.providers import PROVIDERS  # the providers table knows each key's variable
+
+        name = data.get("provider", "openai") if isinstance(data, dict) else None
+        provider = PROVIDERS.get(name) if isinstance(name, str) else None
+        if isinstance(data, dict) and provider is not None and provider.key_env and "api_key_env" not in data:
+            return {**data, "api_key_env": provider.key_env}
         return data
 
     @field_validator("structured_output")
@@ -125,12 +127,10 @@ class JudgeConfig(BaseModel):
 
     @property
     def endpoint(self) -> str:
-        """The base URL actually called: configured, else OPENAI_BASE_URL, else OpenAI's."""
-        if self.provider == "local":
-            return "local"
-        if self.provider == "anthropic":
-            return (self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL).rstrip("/")
-        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        """The base URL actually called: configured, else the provider's variable, else its default."""
+        from .judges.providers import endpoint
+
+        return endpoint(self)
 
     @property
     def has_prices(self) -> bool:

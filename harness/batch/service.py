@@ -35,6 +35,7 @@ from ..cache.location import CacheLocation
 from ..config import JudgeConfig
 from ..errors import BatchError, BatchRequestFailed, ConfigError, UserInputError
 from ..judges.base import Judge, JudgeReply, JudgeRequest
+from ..judges.usage import Usage
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan, make_entry
 from ..rubrics.rubric import Rubric
 from ..runner.session import RunOutcome, run_evaluation
@@ -311,7 +312,7 @@ class BatchReplies(Judge):
         self._outcomes = outcomes
         self._pending = pending
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
+    async def send(self, request: JudgeRequest) -> JudgeReply:
         for rubric in self._rubrics:
             if (rubric.max_tokens or self.config.max_tokens) != request.max_tokens:
                 continue  # not this rubric's request (planning sets max_tokens this way)
@@ -329,7 +330,8 @@ class BatchReplies(Judge):
             if outcome is not None:
                 if outcome.reply is None:
                     raise BatchRequestFailed(f"batch: {outcome.error}")
-                return JudgeReply(outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, tier="batch")
+                usage = None if outcome.prompt_tokens is None or outcome.completion_tokens is None else Usage(outcome.prompt_tokens, outcome.completion_tokens)
+                return JudgeReply(outcome.reply, usage, outcome.finish_reason, tier="batch")
             if key in self._pending:
                 raise BatchRequestFailed("batch: still in a batch that has not ended")
         raise BatchRequestFailed("batch: not submitted in any batch (run `harness batch submit`)")

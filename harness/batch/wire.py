@@ -22,6 +22,7 @@ from typing import Any
 
 from ..cache.batches import Outcome
 from ..errors import MalformedReply
+from ..judges.anthropic import read_message
 from ..judges.base import JudgeRequest
 from ..judges.protocol import error_fields, read_completion, request_body
 
@@ -61,10 +62,6 @@ def anthropic_line(key: str, model: str, request: JudgeRequest) -> bytes:
     return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def read_openai_result(obj: Any, where: str) -> Outcome:
     """One line of an OpenAI (or vLLM) batch output or error file. Raises ValueError when the line
     has no ``custom_id``."""
@@ -98,13 +95,11 @@ def read_anthropic_result(obj: Any, where: str) -> Outcome:
     result: dict[str, Any] = obj["result"] if isinstance(obj.get("result"), dict) else {}
     kind = result.get("type")
     if kind == "succeeded":
-        message: dict[str, Any] = result["message"] if isinstance(result.get("message"), dict) else {}
-        blocks = message.get("content")
-        if not isinstance(blocks, list):
-            return Outcome(key, error=f"{where}: malformed message: no content")
-        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        usage: dict[str, Any] = message["usage"] if isinstance(message.get("usage"), dict) else {}
-        return Outcome(key, text, _int(usage.get("input_tokens")), _int(usage.get("output_tokens")), message.get("stop_reason"))
+        try:  # the live judge's reader: the same text, tool_use verdict and usage (cache reads and writes in the prompt)
+            reply = read_message(result.get("message"), where)
+        except MalformedReply as exc:
+            return Outcome(key, error=str(exc))
+        return Outcome(key, reply.text, reply.prompt_tokens, reply.completion_tokens, reply.finish_reason)
     if kind == "errored":
         code, said = error_fields(result.get("error"))
         return Outcome(key, error=f"errored: {code or 'error'}: {said or 'no detail'}")
