@@ -330,7 +330,11 @@ class BatchReplies(Judge):
             if outcome is not None:
                 if outcome.reply is None:
                     raise BatchRequestFailed(f"batch: {outcome.error}")
-                usage = None if outcome.prompt_tokens is None or outcome.completion_tokens is None else Usage(outcome.prompt_tokens, outcome.completion_tokens)
+                usage = (
+                    None
+                    if outcome.prompt_tokens is None or outcome.completion_tokens is None
+                    else Usage(outcome.prompt_tokens, outcome.completion_tokens)
+                )
                 return JudgeReply(outcome.reply, usage, outcome.finish_reason, tier="batch")
             if key in self._pending:
                 raise BatchRequestFailed("batch: still in a batch that has not ended")
