@@ -24,8 +24,8 @@ from harness.judges.base import Judge, JudgeRequest
 from harness.judges.http import HttpJudge
 from harness.judges.openai_aiohttp import AiohttpJudge
 from harness.judges.protocol import read_logprobs
-from harness.judges.providers import PROVIDERS, api_root, endpoint, judge_class
-from harness.judges.registry import make_judge
+from harness.judges.providers import PROVIDERS, api_root, endpoint
+from harness.judges.registry import judge_class, make_judge
 from harness.judges.usage import Budget, Usage, anthropic_usage, checked_usage, llama_usage, openai_usage
 from tests.anthropic_server import AnthropicServer
 from tests.e2e_support import KEY, KEY_ENV, write_config, write_jsonl

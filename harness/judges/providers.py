@@ -5,24 +5,38 @@ llama.cpp load only when used), the default base URL and the environment variabl
 it, the version path the API lives under, the API key's variable, the batch API that serves it,
 the reader of its replies' usage, and what its requests accept. The live judges and the batch
 client build their URLs on ``api_root``; ``JudgeConfig.endpoint`` resolves the base URL here;
-``registry.make_judge`` refuses, before anything is sent, an option the provider cannot honour.
+``registry.make_judge`` imports the class and refuses, before anything is sent, an option the provider cannot honour.
 
 Adding a provider is one entry here and one Judge class.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..errors import ConfigError
 from .usage import Usage, anthropic_usage, llama_usage, openai_usage
 
-if TYPE_CHECKING:
-    from ..config import JudgeConfig
-    from .base import Judge
+
+class JudgeFields(Protocol):
+    """The fields of ``config.JudgeConfig`` read here (the config asks this table for its
+    endpoint and key variable, so this module cannot import it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def samples_via(self) -> str: ...
+    @property
+    def logprobs(self) -> bool: ...
+    @property
+    def structured_output(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +135,14 @@ PROVIDERS: dict[str, Provider] = {
 }
 
 
-def provider_of(config: JudgeConfig) -> Provider:
+def provider_of(config: JudgeFields) -> Provider:
     try:
         return PROVIDERS[config.provider]
     except KeyError:
-        from ..errors import ConfigError
-
         raise ConfigError(f"judge {config.name!r}: unknown provider {config.provider!r} (known: {', '.join(PROVIDERS)})") from None
 
 
-def endpoint(config: JudgeConfig) -> str:
+def endpoint(config: JudgeFields) -> str:
     """The base URL a judge calls: its ``base_url``, else the provider's variable, else its default
     ("local" for the embedded judge). This is what the cache key holds."""
     provider = provider_of(config)
@@ -140,7 +152,7 @@ def endpoint(config: JudgeConfig) -> str:
     return (config.base_url or env or provider.default_base_url).rstrip("/")
 
 
-def api_root(config: JudgeConfig) -> str:
+def api_root(config: JudgeFields) -> str:
     """The base URL with the provider's version path: every request path goes after it
     (``/chat/completions``, ``/messages``, ``/files``, ``/batches``, ``/messages/batches``)."""
     base = endpoint(config)
@@ -148,7 +160,7 @@ def api_root(config: JudgeConfig) -> str:
     return base if not path or base.endswith(path) else base + path
 
 
-def unsupported(config: JudgeConfig) -> str | None:
+def unsupported(config: JudgeFields) -> str | None:
     """Why ``config`` asks for something its provider cannot do, or None: said before anything is sent."""
     provider = provider_of(config)
     accepts = provider.accepts
@@ -159,9 +171,3 @@ def unsupported(config: JudgeConfig) -> str | None:
     if config.structured_output and not accepts.structured_output:
         return f"judge {config.name!r}: {provider.title} cannot follow a JSON Schema: set structured_output = false"
     return None
-
-
-def judge_class(provider: Provider) -> type[Judge]:
-    module, name = provider.judge.split(":")
-    cls: type[Judge] = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-    return cls

@@ -17,10 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .base import JudgeRequest
+from typing import Any, Protocol
 
 #: Chat framing and provider-side additions (hidden system prompts, tool schemas) a prompt's token
 #: count may exceed its bytes by.
@@ -46,6 +43,20 @@ class Usage:
     cache_write: int | None = None
 
 
+class _Request(Protocol):
+    """What a budget is read from (``base.JudgeRequest``; this module imports nothing of the
+    harness, so the config and the providers table can use it)."""
+
+    @property
+    def messages(self) -> tuple[dict[str, str], ...]: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def schema(self) -> Mapping[str, Any] | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Budget:
     """What one request could have used: the bound ``checked_usage`` holds a reply's usage to."""
@@ -54,7 +65,7 @@ class Budget:
     completion_tokens: int
 
     @classmethod
-    def of(cls, request: JudgeRequest) -> Budget:
+    def of(cls, request: _Request) -> Budget:
         """Prompt: at most one token per byte of what was sent (messages, schema) plus framing;
         completion: ``n`` choices of ``max_tokens`` (which holds the reasoning budget), each with
         a little slack for special tokens."""
