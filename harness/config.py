@@ -26,7 +26,6 @@ import math
 import os
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -36,44 +35,12 @@ from .errors import ConfigError
 from .validation import first_problem
 
 DEFAULT_CACHE = Path("cache/judgments.sqlite")
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_COMPOSITES: dict[str, dict[str, float]] = {
     # seed 003, "Answer Correctness": relevance 70 %, faithfulness 30 %.
     "answer_correctness": {"relevance": 0.7, "faithfulness": 0.3},
 }
 _WEIGHT_TOLERANCE = 1e-9
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderURL:
-    """Where a provider's API lives: the base URL a judge gets when it names none (or the
-    environment variable that overrides it), and the version path its API paths sit under."""
-
-    default: str
-    variable: str
-    #: between the base URL and every API path: Anthropic's is "/v1"; OpenAI's base URL holds its own
-    version: str = ""
-
-
-PROVIDER_URLS: dict[str, ProviderURL] = {
-    "openai": ProviderURL(DEFAULT_BASE_URL, "OPENAI_BASE_URL"),
-    "openai-sdk": ProviderURL(DEFAULT_BASE_URL, "OPENAI_BASE_URL"),
-    "anthropic": ProviderURL(ANTHROPIC_BASE_URL, "ANTHROPIC_BASE_URL", "/v1"),
-}
-
-
-def api_url(provider: str, endpoint: str, path: str) -> str:
-    """The URL of ``path`` (``/messages``, ``/messages/batches``, ``/files`` ...) at ``endpoint``:
-    the one rule every caller of a provider's API uses, live judge and batch API alike. The
-    version path is added unless the base URL already ends with it (``https://api.anthropic.com``
-    and ``https://api.anthropic.com/v1`` both work)."""
-    base = endpoint.rstrip("/")
-    version = PROVIDER_URLS[provider].version if provider in PROVIDER_URLS else ""
-    if version and not base.endswith(version):
-        base += version
-    return base + path
 
 
 #: JudgeConfig's fields by what they are; only SAMPLING_FIELDS (with the endpoint) can change a
@@ -162,11 +129,15 @@ class JudgeConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _provider_defaults(cls, data: object) -> object:
+        from .judges.providers import PROVIDERS  # the providers table knows each key's variable
+
         if not isinstance(data, dict):
             return data
         data = _flattened(data)
-        if data.get("provider") == "anthropic" and "api_key_env" not in data:
-            return {**data, "api_key_env": "ANTHROPIC_API_KEY"}
+        name = data.get("provider", "openai")
+        provider = PROVIDERS.get(name) if isinstance(name, str) else None
+        if provider is not None and provider.key_env and "api_key_env" not in data:
+            return {**data, "api_key_env": provider.key_env}
         return data
 
     @field_validator("structured_output")
@@ -197,15 +168,16 @@ class JudgeConfig(BaseModel):
     @property
     def endpoint(self) -> str:
         """The base URL actually called: configured, else the provider's variable (OPENAI_BASE_URL,
-        ANTHROPIC_BASE_URL), else the provider's default."""
-        if self.provider == "local":
-            return "local"
-        url = PROVIDER_URLS[self.provider]
-        return (self.base_url or os.environ.get(url.variable) or url.default).rstrip("/")
+        ANTHROPIC_BASE_URL), else the provider's default (judges/providers.py)."""
+        from .judges.providers import endpoint
+
+        return endpoint(self)
 
     def api_url(self, path: str) -> str:
-        """The URL of ``path`` of this judge's API (``api_url``: the version path added once)."""
-        return api_url(self.provider, self.endpoint, path)
+        """The URL of ``path`` of this judge's API: the version path added once (judges/providers.py)."""
+        from .judges.providers import api_root
+
+        return api_root(self) + path
 
     @property
     def sampling(self) -> Sampling:

@@ -24,7 +24,11 @@ and reproduces what the Messages API documents and the ``anthropic`` SDK sends a
 - errors ``{"type": "error", "error": {"type", "message"}, "request_id"}`` with a ``request-id``
   header. Markers in the last user message, as in ``JudgeServer``: ``[[fault:429:N]]``
   (``rate_limit_error``, ``retry-after: 0`` — the API sends whole seconds), ``[[fault:529:N]]``
-  (``overloaded_error``), ``[[fault:500:N]]`` (``api_error``), ``[[fault:400]]``.
+  (``overloaded_error``), ``[[fault:500:N]]`` (``api_error``), ``[[fault:400]]``;
+- a body field the Messages API does not define (``n``, ``logprobs``, ``seed``, ...) is a 400
+  ``invalid_request_error`` "<field>: Extra inputs are not permitted", as the API answers;
+- ``[[usage:IN:OUT]]`` in the last user message makes the reply report ``input_tokens`` IN and
+  ``output_tokens`` OUT verbatim (any integers), for tests of usage that cannot be true.
 """
 
 from __future__ import annotations
@@ -43,6 +47,26 @@ from tests.judge_server import JudgeServer, deterministic_score
 VERSIONS = ("2023-06-01", "2026-10-21")
 _FAULT = re.compile(r"\[\[fault:(429|529|500|400)(?::(\d+))?\]\]")
 _SCORE = re.compile(r"\[\[score=([^\]]*)\]\]")
+_USAGE = re.compile(r"\[\[usage:(-?\d+):(-?\d+)\]\]")
+#: The Messages API's request fields; any other is refused.
+FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "stream",
+        "metadata",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "service_tier",
+    }
+)
 _ERRORS = {
     "429": (429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
     "529": (529, "overloaded_error", "Overloaded"),
@@ -95,6 +119,8 @@ class AnthropicServer(JudgeServer):
         for field in ("model", "max_tokens", "messages"):
             if field not in body:
                 return error(400, "invalid_request_error", f"{field}: Field required")
+        if extra := sorted(set(body) - FIELDS):
+            return error(400, "invalid_request_error", f"{extra[0]}: Extra inputs are not permitted")
         messages = body["messages"]
         if not isinstance(messages, list) or not messages:
             return error(400, "invalid_request_error", "messages: at least one message is required")
@@ -170,6 +196,8 @@ class AnthropicServer(JudgeServer):
             words = words[:max_tokens]
             content = [{"type": "text", "text": " ".join(words)}]
             output_tokens = len(words)
+        if (forced := _USAGE.search(last_user)) is not None:
+            input_tokens, output_tokens = int(forced.group(1)), int(forced.group(2))
         return {
             "id": f"msg_{next(_ids):024d}",
             "type": "message",

@@ -12,7 +12,8 @@ What a chat completion replies depends on ``mode`` (or a custom ``reply(body) ->
 - ``"echo"``: the whole prompt text, so a test can show that a hostile transcript that ends up in
   the judge's reply still cannot inject a score.
 
-``choices(body)`` scripts a judge completely: it returns the reply's choices as (content,
+A request with ``n`` gets ``n`` choices (the same text each), their completion tokens summed in
+``usage`` and the prompt counted once, as OpenAI reports it. ``choices(body)`` scripts a judge completely: it returns the reply's choices as (content,
 ``logprobs.content``) pairs, the latter shaped as OpenAI returns it (``[{"token", "logprob",
 "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]``), so a test can honour ``n`` and
 ``top_logprobs`` or ignore them as an endpoint without them does (``tests/scripted_judges.py``).
@@ -512,7 +513,10 @@ class JudgeServer:
             content = json.dumps({"score": round(deterministic_score(text), 2)})
         else:
             content = f"Score: {deterministic_score(text):.2f}"
-        scripted = self.choices(body) if self.choices is not None else [(content, None)]
+        # As OpenAI does, ``n`` choices (each its own sample: here the same text) whose completion
+        # tokens are summed in usage; the prompt is counted once.
+        n = body.get("n", 1) if isinstance(body.get("n", 1), int) and body.get("n", 1) >= 1 else 1
+        scripted = self.choices(body) if self.choices is not None else [(content, None)] * n
         content = scripted[0][0]
         if self.usage is not None:
             prompt_tokens, completion_tokens = self.usage(messages, content)
@@ -522,7 +526,8 @@ class JudgeServer:
         finish_reason = "stop"
         reasoning = self.reasoning_tokens if _REASONING.match(str(body.get("model", ""))) else 0
         budget = body.get("max_completion_tokens", body.get("max_tokens"))
-        if (reasoning or self.cut_at_budget) and isinstance(budget, int) and reasoning + completion_tokens > budget:
+        per_choice = completion_tokens // len(scripted)  # a budget bounds each choice
+        if (reasoning or self.cut_at_budget) and isinstance(budget, int) and reasoning + per_choice > budget:
             # Out of budget: thinking is spent first, so what is left of the answer is cut (all of it,
             # when reasoning alone takes the budget).
             reasoning = min(reasoning, budget)

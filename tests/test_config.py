@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from harness.config import (
-    DEFAULT_BASE_URL,
     DEFAULT_COMPOSITES,
     SAMPLING_FIELDS,
     JudgeConfig,
@@ -249,7 +248,7 @@ def test_bad_composite_weights(tmp_path: Path, body: str, problem: str) -> None:
 
 def test_endpoint_is_configured_else_openai_base_url_else_openai(monkeypatch: pytest.MonkeyPatch) -> None:
     judge = JudgeConfig(name="j", model="m")
-    assert judge.endpoint == DEFAULT_BASE_URL
+    assert judge.endpoint == "https://api.openai.com/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/")
     assert judge.endpoint == "http://127.0.0.1:8080/v1"
     assert JudgeConfig(name="j", model="m", base_url="https://groq.example/openai/v1/").endpoint == "https://groq.example/openai/v1"

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from harness.config import load_config
 from harness.errors import MalformedReply, UserInputError
 from harness.jsonlines import iter_json_objects
-from harness.judges.protocol import REDACTED, checked_usage, decode_json, read_completion, redact
+from harness.judges.protocol import REDACTED, decode_json, read_completion, redact
+from harness.judges.usage import Budget, checked_usage, openai_usage
 from harness.rubrics.rubric import INPUTS, parse_rubric
 from harness.transcripts.loader import iter_transcripts, scan
 
@@ -150,20 +151,20 @@ def test_a_judges_body_is_a_reply_or_malformed_never_a_crash(body: bytes) -> Non
     except ValueError:
         return
     try:
-        reply = read_completion(data, "j", "sk-fuzz-key-000", max_tokens=64, prompt_bytes=100)
+        reply = read_completion(data, "j", "sk-fuzz-key-000")
     except MalformedReply:
         return
     assert isinstance(reply.text, str)
-    assert reply.prompt_tokens is None or 0 <= reply.prompt_tokens <= 100 + 65536
+    usage = checked_usage(reply.usage, Budget(100 + 65536, 64 + 16))
+    assert usage is None or 0 <= usage.prompt <= 100 + 65536
 
 
 @FUZZ
 @given(usage=st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens"]), st.one_of(st.integers(), st.floats(), st.text(), st.none())))
 def test_usage_is_whole_bounded_numbers_or_unknown(usage: dict[str, object]) -> None:
-    prompt, completion = checked_usage(usage, 64, 1000)
-    assert (prompt is None) == (completion is None)
-    if prompt is not None and completion is not None:
-        assert 0 <= prompt <= 1000 + 65536 and 0 <= completion <= 64 + 16
+    checked = checked_usage(openai_usage(usage), Budget(1000 + 65536, 64 + 16))
+    if checked is not None:
+        assert 0 <= checked.prompt <= 1000 + 65536 and 0 <= checked.completion <= 64 + 16
 
 
 @FUZZ

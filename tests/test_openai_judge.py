@@ -24,6 +24,7 @@ from harness.errors import (
 )
 from harness.judges.base import JudgeReply, JudgeRequest
 from harness.judges.openai_sdk import NO_KEY, OpenAISDKJudge
+from harness.judges.usage import Usage
 
 KEY_VAR = "HARNESS_TEST_OPENAI_KEY"
 KEY = "sk-test-RECOGNISABLE-7f3a9c2e5d"
@@ -119,7 +120,7 @@ async def test_request_body_headers_and_reply(judge_for: Callable[..., OpenAISDK
     recorder = Recorder()
     judge = judge_for(recorder)
     reply = await judge.complete(REQUEST)
-    assert reply == JudgeReply(text='{"score": 0.9}', prompt_tokens=31, completion_tokens=7, finish_reason="stop")
+    assert reply == JudgeReply(text='{"score": 0.9}', usage=Usage(31, 7), finish_reason="stop")
     [request] = recorder.requests
     assert request.method == "POST"
     assert str(request.url) == "https://judge.example/v1/chat/completions"

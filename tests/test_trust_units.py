@@ -107,7 +107,9 @@ def test_combine_samples_mean_spread_majority_and_outcomes() -> None:
     assert len({j.key for j in entry.jobs}) == 7
     for job, score in zip(entry.jobs[:3], (2.0, None, 4.0), strict=True):
         job.result = (
-            job.judgment("scored", score=score, cost_usd=0.1, attempts=1) if score else job.judgment("unscored", reason="no_score_found", attempts=1)
+            job.judgment("scored", score=score, cost_usd=0.1, attempts=1)
+            if score
+            else job.judgment("unscored", reason="no_score_found", cost_usd=0.05, attempts=1)
         )
     for job, label in zip(entry.jobs[3:], ("no", "yes", "yes", "no"), strict=True):
         job.result = job.judgment("scored", label=label, attempts=1)
@@ -115,7 +117,13 @@ def test_combine_samples_mean_spread_majority_and_outcomes() -> None:
     first, second = (job.result for job in entry.jobs)
     assert isinstance(first, Judgment) and isinstance(second, Judgment)
     assert first.score == 3.0 and first.sample_scores == [2.0, None, 4.0] and first.spread == pytest.approx(math.sqrt(2))
-    assert first.cost_usd == pytest.approx(0.2) and first.attempts == 3  # the unpriced sample adds nothing and first.samples == 3
+    assert first.cost_usd == pytest.approx(0.25) and first.attempts == 3 and first.samples == 3
+    # An answered sample whose cost is unknown makes the sum unknown, never a partial sum.
+    unknown = make_entry(Transcript(id="t", response="r").resolved(), [numeric], [judge])
+    for job, cost in zip(unknown.jobs, (0.1, None, 0.1), strict=True):
+        job.result = job.judgment("scored", score=3.0, cost_usd=cost, prompt_tokens=None if cost is None else 5, completion_tokens=1, attempts=1)
+    partly = combine_samples(unknown.jobs)
+    assert partly.cost_usd is None and partly.prompt_tokens is None and partly.completion_tokens == 3
     assert second.label == "yes" and second.spread == 0.5  # a 2-2 tie goes to the first label of the rubric
     failed = make_entry(Transcript(id="t", response="r").resolved(), [numeric], [judge])
     for job in failed.jobs:

@@ -2,7 +2,7 @@
 
 ``submit(lines)`` sends one batch (OpenAI: upload the JSONL with ``purpose=batch``, then create the
 batch from the file; Anthropic: one ``POST /v1/messages/batches``; every URL is made by
-``config.api_url``, the rule the live judges use); ``get`` polls it; ``results``
+``judges.providers.root_of``, the rule the live judges use); ``get`` polls it; ``results``
 downloads its result lines (to a temporary file first, so a 200 MB output is never held whole);
 ``find`` looks for a batch made from an uploaded file (OpenAI only), which is how a submit
 killed between upload and creation is re-attached instead of sent again.
@@ -24,10 +24,10 @@ from typing import Any, BinaryIO
 import aiohttp
 
 from ..cache.batches import Outcome
-from ..config import api_url
 from ..errors import BatchError
 from ..judges.anthropic import ANTHROPIC_VERSION
 from ..judges.protocol import error_fields, redact
+from ..judges.providers import root_of
 from .wire import OPENAI_ENDPOINT, Limits, read_anthropic_result, read_openai_result
 
 TIMEOUT = aiohttp.ClientTimeout(total=600, sock_connect=30)
@@ -91,8 +91,8 @@ class BatchAPI(ABC):
         self._session: aiohttp.ClientSession | None = None
 
     def url(self, path: str) -> str:
-        """``path`` of this API at the judge's base URL, by the rule the live judges use (``config.api_url``)."""
-        return api_url(self.name, self.base_url, path)
+        """``path`` of this API at the judge's base URL, by the rule the live judges use (``judges.providers.root_of``)."""
+        return root_of(self.name, self.base_url) + path
 
     @property
     def session(self) -> aiohttp.ClientSession:

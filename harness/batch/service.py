@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urlparse
 
 from ..cache.batches import BatchRecord, BatchStore, Outcome, ledger_path
 from ..cache.location import CacheLocation
@@ -36,6 +35,8 @@ from ..capabilities import check_supported
 from ..config import JudgeConfig
 from ..errors import BatchError, BatchRequestFailed, ConfigError, UserInputError
 from ..judges.base import Judge, JudgeReply, JudgeRequest
+from ..judges.providers import provider_of
+from ..judges.usage import Usage
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan, make_entry
 from ..rubrics.rubric import Rubric
 from ..runner.session import RunOutcome, run_evaluation
@@ -50,16 +51,15 @@ FILE_API = "file"
 
 
 def batch_api_for(judge: JudgeConfig, forced: str | None = None) -> str:
-    """Which batch API serves ``judge``: ``forced``, else Anthropic's for an anthropic.com URL (or
-    a judge whose provider is "anthropic"), else OpenAI's (vLLM and Gemini speak it too)."""
-    if judge.provider == "local":
-        raise ConfigError(f"judge {judge.name!r} is the embedded local judge: it has no batch API (use harness run)")
+    """Which batch API serves ``judge``: ``forced``, else its provider's (judges/providers.py)."""
+    provider = provider_of(judge)
+    if provider.batch_api is None:
+        raise ConfigError(f"judge {judge.name!r} is {provider.title}: it has no batch API (use harness run)")
     if forced is not None:
         if forced not in ("openai", "anthropic"):
             raise ConfigError(f"--api must be openai or anthropic, not {forced!r}")
         return forced
-    host = urlparse(judge.endpoint).hostname or ""
-    return "anthropic" if str(judge.provider) == "anthropic" or host.endswith("anthropic.com") else "openai"
+    return provider.batch_api
 
 
 def _line(api: str, key: str, judge: JudgeConfig, request: JudgeRequest) -> bytes:
@@ -313,14 +313,19 @@ class BatchReplies(Judge):
         self._outcomes = outcomes
         self._pending = pending
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
+    async def send(self, request: JudgeRequest) -> JudgeReply:
         if request.key is None:
             raise BatchRequestFailed("batch: the request has no cache key")
         outcome = self._outcomes.get(request.key)
         if outcome is not None:
             if outcome.reply is None:
                 raise BatchRequestFailed(f"batch: {outcome.error}")
-            return JudgeReply(outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, tier="batch")
+            usage = (
+                None
+                if outcome.prompt_tokens is None or outcome.completion_tokens is None
+                else Usage(outcome.prompt_tokens, outcome.completion_tokens)
+            )
+            return JudgeReply(outcome.reply, usage, outcome.finish_reason, tier="batch")
         if request.key in self._pending:
             raise BatchRequestFailed("batch: still in a batch that has not ended")
         raise BatchRequestFailed("batch: not submitted in any batch (run `harness batch submit`)")

@@ -81,8 +81,7 @@ def read_anthropic_result(obj: Any, where: str) -> Outcome:
     result: dict[str, Any] = obj["result"] if isinstance(obj.get("result"), dict) else {}
     kind = result.get("type")
     if kind == "succeeded":
-        # The live judge's reader: text and tool_use (structured output) blocks, cache usage.
-        try:
+        try:  # the live judge's reader: the same text, tool_use verdict and usage (cache reads and writes in the prompt)
             reply = read_message(result.get("message"), where)
         except MalformedReply as exc:
             return Outcome(key, error=str(exc))

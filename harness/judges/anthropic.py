@@ -1,10 +1,11 @@
-"""Anthropic's Messages API, natively (``provider = "anthropic"``), over the same aiohttp plumbing
-as the default OpenAI provider (``openai_aiohttp.py``): same timeouts, connection errors, secret
-masking, and the shared retry, rate-limit and cache rules around it.
+"""Anthropic's Messages API, natively (``provider = "anthropic"``), on the aiohttp transport the
+default OpenAI provider also uses (``http.py``): same timeouts, connection errors, secret
+masking, and the shared retry, rate-limit, usage and cache rules around it.
 
 What differs from chat completions, as the API documents it:
 
-- ``POST {base_url}/v1/messages`` (base URL ``https://api.anthropic.com``, or ``ANTHROPIC_BASE_URL``)
+- ``POST {api root}/messages``: the base URL (``https://api.anthropic.com``, or ``ANTHROPIC_BASE_URL``)
+  with its ``/v1`` (``providers.api_root``, which the Message Batches client shares)
   with ``x-api-key`` and ``anthropic-version`` headers, not ``Authorization: Bearer``;
 - the system prompt is the top-level ``system`` field, sent as one text block; the user message
   is split after the rubric's fixed text (``JudgeRequest.fixed_prefix``), and that first block
@@ -18,22 +19,23 @@ What differs from chat completions, as the API documents it:
   ``rate_limit_error`` (with ``retry-after``) is a rate limit, 529 ``overloaded_error`` and 500
   ``api_error`` are transient, 400 ``invalid_request_error``, 401, 403, 404, 413 are fatal
   (``protocol.status_error`` reads ``error.type`` as the code);
-- ``stop_reason: "max_tokens"`` is a truncated reply; usage's ``input_tokens`` excludes cache
-  reads and writes, so the harness's ``prompt_tokens`` is their sum, with ``cached_tokens`` =
-  ``cache_read_input_tokens`` and ``cache_write_tokens`` = ``cache_creation_input_tokens``.
+- ``stop_reason: "max_tokens"`` is a truncated reply; usage is read by ``usage.anthropic_usage``
+  (``input_tokens`` excludes cache reads and writes, so the prompt is their sum) and held to the
+  request's budget by ``Judge.complete``, as every provider's is.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
-from ..config import JudgeConfig
-from ..errors import JudgeError, MalformedReply
+from ..config import JudgeConfig, api_key_for
+from ..errors import MalformedReply
 from .base import JudgeReply, JudgeRequest
-from .openai_aiohttp import AiohttpJudge
-from .protocol import SCHEMA_NAME, int_or_none, redact, status_error
+from .http import HttpJudge
+from .protocol import SCHEMA_NAME, redact
+from .providers import PROVIDERS, api_root
+from .usage import anthropic_usage
 
 #: The long-stable API version, whose Messages API takes ``temperature``. The ``anthropic`` SDK 2.10
 #: sends "2026-10-21", whose request type has no temperature at all; a judge wants temperature 0.
@@ -60,7 +62,7 @@ def messages_body(model: str, request: JudgeRequest) -> dict[str, Any]:
     elif system:
         body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
     if request.send_temperature:
-        body["temperature"] = min(request.temperature, 1.0)  # Anthropic's range is 0..1
+        body["temperature"] = min(request.temperature, PROVIDERS["anthropic"].accepts.temperature_max)  # Anthropic's range is 0..1
     if request.schema is not None:
         body["tools"] = [{"name": SCHEMA_NAME, "description": "Record your verdict.", "input_schema": dict(request.schema)}]
         body["tool_choice"] = {"type": "tool", "name": SCHEMA_NAME}
@@ -68,7 +70,8 @@ def messages_body(model: str, request: JudgeRequest) -> dict[str, Any]:
 
 
 def read_message(data: Any, where: str, secret: str | None = None) -> JudgeReply:
-    """A JudgeReply from a decoded Messages API reply, or MalformedReply."""
+    """A JudgeReply from a decoded Messages API reply (a live reply, or a Message Batch result's
+    ``message``), or MalformedReply."""
     content = data.get("content") if isinstance(data, dict) else None
     if not isinstance(content, list):
         raise MalformedReply(f"{where}: malformed response: no content")
@@ -80,34 +83,21 @@ def read_message(data: Any, where: str, secret: str | None = None) -> JudgeReply
             parts.append(block["text"])
         elif block.get("type") == "tool_use":
             parts.append(json.dumps(block.get("input"), ensure_ascii=False))
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    fresh = int_or_none(usage.get("input_tokens"))
-    read = int_or_none(usage.get("cache_read_input_tokens")) or 0
-    written = int_or_none(usage.get("cache_creation_input_tokens")) or 0
     return JudgeReply(
         text=redact("".join(parts), secret),
-        prompt_tokens=None if fresh is None else fresh + read + written,
-        completion_tokens=int_or_none(usage.get("output_tokens")),
-        finish_reason=data.get("stop_reason"),
-        cached_tokens=read,
-        cache_write_tokens=written,
+        usage=anthropic_usage(data.get("usage")),
+        finish_reason=data.get("stop_reason") if isinstance(data.get("stop_reason"), str) else None,
     )
 
 
-class AnthropicJudge(AiohttpJudge):
+class AnthropicJudge(HttpJudge):
     def __init__(self, config: JudgeConfig) -> None:
-        super().__init__(config)
-        self._url = config.api_url("/messages")  # the version path added once (config.api_url)
-        self._headers.pop("Authorization", None)
-        self._headers["anthropic-version"] = ANTHROPIC_VERSION
-        if self._key:
-            self._headers["x-api-key"] = self._key
+        key = api_key_for(config) if config.api_key_env else None
+        headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": key} if key else {})}
+        super().__init__(config, f"{api_root(config)}/messages", headers)
 
     def _body(self, request: JudgeRequest) -> dict[str, Any]:
         return messages_body(self.config.model, request)
 
-    def _read(self, data: Any, max_tokens: int | None = None, prompt_bytes: int | None = None) -> JudgeReply:
+    def _read(self, data: Any) -> JudgeReply:
         return read_message(data, self._where, self._key)
-
-    def _status_error(self, status: int, body: Any, headers: Mapping[str, str], reason: str) -> JudgeError:
-        return status_error(status, body, headers, self._where, reason)

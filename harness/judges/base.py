@@ -1,19 +1,22 @@
 """The Judge interface: one async call per attempt, plus hooks with defaults.
 
 A judge turns a :class:`JudgeRequest` (rendered chat messages and sampling parameters) into a
-:class:`JudgeReply`, or raises one of :mod:`harness.errors`' ``JudgeError`` kinds. Retrying,
-rate limiting and concurrency live outside the judge (``retry.py``, ``ratelimit.py``, the runner),
-so every provider gets the same behaviour.
+:class:`JudgeReply`, or raises one of :mod:`harness.errors`' ``JudgeError`` kinds. A provider
+implements ``send``; ``complete`` (what the runner calls) holds every reply's usage to the
+request's budget (``usage.checked_usage``), so no provider can skip the check. Retrying, rate
+limiting and concurrency live outside the judge (``retry.py``, ``ratelimit.py``, the runner), so
+every provider gets the same behaviour.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import JudgeConfig
+from .usage import Budget, Usage, checked_usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,22 +60,9 @@ TokenAlternatives = tuple[tuple[str, float], ...]
 @dataclass(frozen=True, slots=True)
 class JudgeReply:
     text: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
+    #: what the request used, over all its choices; None when the reply did not say or could not be true
+    usage: Usage | None
     finish_reason: str | None = None
-    #: hidden reasoning tokens, part of ``completion_tokens`` (and priced with them)
-    reasoning_tokens: int | None = None
-    #: prompt tokens served from the provider's prompt cache, part of ``prompt_tokens``
-    cached_tokens: int | None = None
-    #: prompt tokens written to the provider's prompt cache (Anthropic), part of ``prompt_tokens``
-    cache_write_tokens: int | None = None
-
-    @property
-    def truncated(self) -> bool:
-        """The reply was cut off: at the completion budget (``finish_reason`` "length", Anthropic's
-        "max_tokens") or at the end of the context window (Anthropic's "model_context_window_exceeded")."""
-        return self.finish_reason in ("length", "max_tokens", "model_context_window_exceeded")
-
     #: "batch" for a reply a provider's batch API gave (priced at batch rates, kept on replay)
     tier: str | None = None
     #: the texts of choices 1..n-1 when the request asked for n > 1
@@ -81,6 +71,33 @@ class JudgeReply:
     logprobs: tuple[tuple[str, TokenAlternatives], ...] | None = None
     #: the same for choices 1..n-1
     more_logprobs: tuple[tuple[tuple[str, TokenAlternatives], ...] | None, ...] = ()
+
+    @property
+    def truncated(self) -> bool:
+        """The reply was cut off: at the completion budget (``finish_reason`` "length", Anthropic's
+        "max_tokens") or at the end of the context window (Anthropic's "model_context_window_exceeded")."""
+        return self.finish_reason in ("length", "max_tokens", "model_context_window_exceeded")
+
+    # The usage's parts, by the names judgments and the cache use (None when usage is unknown).
+    @property
+    def prompt_tokens(self) -> int | None:
+        return None if self.usage is None else self.usage.prompt
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return None if self.usage is None else self.usage.completion
+
+    @property
+    def reasoning_tokens(self) -> int | None:
+        return None if self.usage is None else self.usage.reasoning
+
+    @property
+    def cached_tokens(self) -> int | None:
+        return None if self.usage is None else self.usage.cached_read
+
+    @property
+    def cache_write_tokens(self) -> int | None:
+        return None if self.usage is None else self.usage.cache_write
 
 
 class Judge(ABC):
@@ -98,8 +115,15 @@ class Judge(ABC):
         """How many calls this judge may have in flight; the runner enforces it."""
         return self.config.max_concurrency
 
-    @abstractmethod
     async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """One attempt (``send``), its usage held to what ``request`` could have used: usage
+        that cannot be true becomes unknown here, for every provider."""
+        reply = await self.send(request)
+        usage = checked_usage(reply.usage, Budget.of(request))
+        return reply if usage is reply.usage else replace(reply, usage=usage)
+
+    @abstractmethod
+    async def send(self, request: JudgeRequest) -> JudgeReply:
         """Make exactly one attempt. Raise RateLimited / TransientJudgeError / FatalJudgeError."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook

@@ -28,6 +28,7 @@ from typing import Any
 from ..config import JudgeConfig
 from ..errors import FatalJudgeError, UserInputError
 from .base import Judge, JudgeReply, JudgeRequest
+from .usage import llama_usage
 
 _MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WORKER = Path(__file__).with_name("llama_worker.py")
@@ -234,7 +235,7 @@ class LocalLlamaJudge(Judge):
             worker = self._workers[index] = _Worker(process, lambda: self.config.timeout_s)
             return worker
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
+    async def send(self, request: JudgeRequest) -> JudgeReply:
         index = self._worker_for(request)
         self._load[index] += 1  # counted before the first await, so a burst of calls spreads out
         try:
@@ -243,13 +244,7 @@ class LocalLlamaJudge(Judge):
             self._load[index] -= 1
         if "error" in reply:
             raise FatalJudgeError(f"{self.name}: {reply['error']}")
-        return JudgeReply(
-            text=reply["text"],
-            prompt_tokens=reply["prompt_tokens"],
-            cached_tokens=reply.get("cached_tokens"),
-            completion_tokens=reply["completion_tokens"],
-            finish_reason=reply["finish_reason"],
-        )
+        return JudgeReply(text=reply["text"], usage=llama_usage(reply), finish_reason=reply["finish_reason"])
 
     async def _call(self, index: int, request: JudgeRequest) -> dict[str, Any]:
         worker = await self._running(index)

@@ -1,4 +1,4 @@
-"""The default judge provider (``openai``): OpenAI chat completions over aiohttp.
+"""The default judge provider (``openai``): OpenAI chat completions over aiohttp (``http.py``).
 
 Chosen by measurement (bench/throughput.py, README "Performance"): per call the openai SDK spends
 a few milliseconds of CPU on its own machinery, which caps a 2-core machine at a few hundred
@@ -10,120 +10,30 @@ is still available as ``provider = "openai-sdk"``.
 
 from __future__ import annotations
 
-import asyncio
-import errno
-import json
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
-
 from ..config import JudgeConfig, api_key_for
-from ..errors import ConnectFailed, JudgeError, MalformedReply, ResourceExhausted, TransientJudgeError
-from ..version import __version__
-from .base import Judge, JudgeReply, JudgeRequest
-from .protocol import decode_json, read_completion, redact, reply_byte_cap, request_body, status_error
+from ..errors import JudgeError
+from .base import JudgeReply, JudgeRequest
+from .http import HttpJudge, exhausted
+from .protocol import read_completion, request_body, status_error
+from .providers import api_root
 
-#: errno values that mean this process, not the judge, ran out of something.
-_EXHAUSTED = {errno.EMFILE: "file descriptors", errno.ENFILE: "file descriptors", errno.ENOMEM: "memory", errno.ENOBUFS: "socket buffers"}
-
-
-def exhausted(exc: BaseException | None) -> ResourceExhausted | None:
-    """The run-ending error when ``exc`` (or its cause) is the machine running out of a resource."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, OSError) and exc.errno in _EXHAUSTED:
-            what = _EXHAUSTED[exc.errno]
-            return ResourceExhausted(
-                f"out of {what} ({errno.errorcode.get(exc.errno, exc.errno)}): lower --concurrency"
-                + (" or raise the limit (ulimit -n)" if what == "file descriptors" else "")
-            )
-        exc = getattr(exc, "os_error", None) or exc.__cause__ or exc.__context__
-        seen += 1
-    return None
+__all__ = ["AiohttpJudge", "exhausted"]
 
 
-class AiohttpJudge(Judge):
+class AiohttpJudge(HttpJudge):
     def __init__(self, config: JudgeConfig) -> None:
-        super().__init__(config)
-        self._key = api_key_for(config) if config.api_key_env else None
-        self._url = f"{config.endpoint}/chat/completions"
-        self._where = f"{config.name} ({config.endpoint})"
-        self._headers = {"Content-Type": "application/json", "User-Agent": f"harness/{__version__}"}
-        if self._key:
-            self._headers["Authorization"] = f"Bearer {self._key}"
-        self._timeout = aiohttp.ClientTimeout(total=config.timeout_s)
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        # Created on first use, inside the running loop, as aiohttp requires.
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.config.max_concurrency, limit_per_host=self.config.max_concurrency)
-            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, timeout=self._timeout)
-        return self._session
+        key = api_key_for(config) if config.api_key_env else None
+        super().__init__(config, f"{api_root(config)}/chat/completions", {"Authorization": f"Bearer {key}"} if key else {})
 
     def _body(self, request: JudgeRequest) -> dict[str, Any]:
         return request_body(self.config.model, request)
 
-    def _read(self, data: Any, max_tokens: int | None = None, prompt_bytes: int | None = None) -> JudgeReply:
-        """The reply from a decoded 2xx body; ``max_tokens`` and ``prompt_bytes`` bound its usage."""
-        return read_completion(data, self._where, self._key, max_tokens=max_tokens, prompt_bytes=prompt_bytes)
+    def _read(self, data: Any) -> JudgeReply:
+        return read_completion(data, self._where, self._key)
 
     def _status_error(self, status: int, body: Any, headers: Mapping[str, str], reason: str) -> JudgeError:
+        # The base URL lets a 404 say when it lacks its /v1, the usual cause behind a gateway's bare 404.
         return status_error(status, body, headers, self._where, reason, base_url=self.config.endpoint)
-
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
-        payload = json.dumps(self._body(request), ensure_ascii=False).encode()
-        cap = reply_byte_cap(request.max_tokens)
-        try:
-            # Redirects are never followed: aiohttp would turn the POST into a GET elsewhere.
-            async with self._client().post(self._url, data=payload, allow_redirects=False) as response:
-                status, headers, reason = response.status, response.headers, response.reason or ""
-                raw = await self._bounded_body(response, cap, request.max_tokens)
-        except TimeoutError:
-            raise TransientJudgeError(f"{self._where}: timed out after {self.config.timeout_s:g} s") from None
-        except aiohttp.ClientConnectorError as exc:
-            if (resource := exhausted(exc)) is not None:
-                raise resource from None
-            raise ConnectFailed(f"{self._where}: connection refused: {self._scrub(str(exc.os_error))}") from None
-        except (aiohttp.ClientError, asyncio.IncompleteReadError, OSError) as exc:
-            if (resource := exhausted(exc)) is not None:
-                raise resource from None
-            raise TransientJudgeError(f"{self._where}: connection error: {self._scrub(str(exc)) or type(exc).__name__}") from None
-        if status >= 300:
-            try:
-                body = decode_json(raw)
-            except ValueError:
-                body = None
-            raise self._scrubbed(self._status_error(status, body, headers, reason))
-        try:
-            data = decode_json(raw)
-        except ValueError as exc:
-            raise MalformedReply(f"{self._where}: malformed response body ({exc}, {len(raw)} bytes)") from None
-        return self._read(data, request.max_tokens, len(payload))
-
-    async def _bounded_body(self, response: aiohttp.ClientResponse, cap: int, max_tokens: int) -> bytes:
-        """The body, read up to ``cap`` bytes (after decompression); a larger one is refused unread."""
-        too_big = MalformedReply(f"{self._where}: reply body larger than {cap:,} bytes for max_tokens={max_tokens}; not read")
-        if response.content_length is not None and response.content_length > cap and not response.headers.get("Content-Encoding"):
-            raise too_big
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := await response.content.read(1 << 16):
-            size += len(chunk)
-            if size > cap:
-                raise too_big
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def _scrub(self, message: str) -> str:
-        return redact(message, self._key)
-
-    def _scrubbed(self, error: JudgeError) -> JudgeError:
-        error.args = (self._scrub(str(error)),)
-        return error
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None

@@ -16,6 +16,7 @@ from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
 from .base import Judge, JudgeReply, JudgeRequest
 from .protocol import decode_json, read_completion, redact, reply_byte_cap, request_body, status_error
+from .providers import api_root
 
 #: Placeholder sent when a judge is configured with ``api_key_env = ""`` (local servers need none).
 NO_KEY = "no-key"
@@ -29,17 +30,17 @@ class OpenAISDKJudge(Judge):
         http_client = httpx2.AsyncClient(transport=transport, limits=limits, timeout=config.timeout_s) if transport else None
         self._client = openai.AsyncOpenAI(
             api_key=self._key or NO_KEY,
-            base_url=config.endpoint,
+            base_url=api_root(config),
             max_retries=0,
             timeout=config.timeout_s,
             # Redirects are never followed: a POST redirected elsewhere must not be answered from there.
             http_client=http_client or openai.DefaultAsyncHttpxClient(limits=limits, timeout=config.timeout_s, follow_redirects=False),
         )
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
+    async def send(self, request: JudgeRequest) -> JudgeReply:
         where = f"{self.name} ({self.config.endpoint})"
         body = request_body(self.config.model, request)
-        cap = reply_byte_cap(request.max_tokens)
+        cap = reply_byte_cap(request.max_tokens * max(request.n, 1))
         try:
             response = await self._client.chat.completions.with_raw_response.create(**body)
             content = response.http_response.content
@@ -54,8 +55,7 @@ class OpenAISDKJudge(Judge):
             raise MalformedReply(f"{where}: malformed response body (JSON nested too deeply)") from exc
         except (ValueError, TypeError) as exc:  # a body that is not JSON, or nested deeper than the bound
             raise MalformedReply(f"{where}: malformed response body ({exc or type(exc).__name__})") from exc
-        prompt_bytes = len(str(body["messages"]).encode())
-        return read_completion(data, where, self._key, max_tokens=request.max_tokens, prompt_bytes=prompt_bytes)
+        return read_completion(data, where, self._key)
 
     def _scrub(self, message: str) -> str:
         return redact(message, self._key)

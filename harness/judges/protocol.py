@@ -10,9 +10,9 @@ build the request body, read the reply and classify errors here, so they behave 
   it never reaches the cache or the outputs; only where it stands as a whole token, so masking
   never alters a reply's own text (keys too short to tell from text are refused: ``config.check_key``);
 - a reply is untrusted input and bounded here, once, for every provider: its size
-  (``reply_byte_cap``), its JSON nesting (``MAX_JSON_DEPTH``, checked before decoding so no
-  RecursionError can escape) and its ``usage`` numbers (``checked_usage``: never negative, never
-  more than the request could have produced; otherwise unknown, never trusted).
+  (``reply_byte_cap``) and its JSON nesting (``MAX_JSON_DEPTH``, checked before decoding so no
+  RecursionError can escape). Its ``usage`` is read by ``usage.openai_usage`` and held to the
+  request's budget by ``usage.checked_usage``, which ``Judge.complete`` applies to every provider.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
 from ..jsonlines import MAX_JSON_DEPTH, decode_json, json_depth_exceeds  # noqa: F401 - the one home of untrusted JSON
 from .base import JudgeReply, JudgeRequest, TokenAlternatives
+from .usage import openai_usage
 
 #: Name of the tool (Anthropic) and schema (OpenAI) a structured-output judge answers with.
 SCHEMA_NAME = "record_score"
@@ -72,10 +73,6 @@ def redact(text: str, secret: str | None) -> str:
 #: A reply body may be this large whatever it asked for, plus ``REPLY_BYTES_PER_TOKEN`` per token.
 REPLY_BASE_BYTES = 1 << 20
 REPLY_BYTES_PER_TOKEN = 1 << 10
-#: Chat framing and provider-side additions (hidden system prompts, tool schemas) a prompt's token count may exceed its bytes by.
-PROMPT_TOKEN_SLACK = 65536
-#: Completion tokens a server may report beyond max_tokens (special tokens).
-COMPLETION_TOKEN_SLACK = 16
 
 
 def reply_byte_cap(max_tokens: int) -> int:
@@ -84,30 +81,10 @@ def reply_byte_cap(max_tokens: int) -> int:
     return REPLY_BASE_BYTES + REPLY_BYTES_PER_TOKEN * max(max_tokens, 0)
 
 
-def checked_usage(usage: Any, max_tokens: int | None, prompt_bytes: int | None) -> tuple[int | None, int | None]:
-    """(prompt_tokens, completion_tokens) from a reply's ``usage``, or (None, None) when it is
-    missing or cannot be true: not whole numbers, negative, more completion tokens than
-    ``max_tokens`` allowed, or more prompt tokens than the prompt's bytes could make. Absurd
-    numbers are unknown usage (cost null, counted), never stored or billed."""
-    if not isinstance(usage, dict):
-        return None, None
-    prompt, completion = int_or_none(usage.get("prompt_tokens")), int_or_none(usage.get("completion_tokens"))
-    if prompt is None or completion is None or prompt < 0 or completion < 0:
-        return None, None
-    if max_tokens is not None and completion > max_tokens + COMPLETION_TOKEN_SLACK:
-        return None, None
-    if prompt_bytes is not None and prompt > prompt_bytes + PROMPT_TOKEN_SLACK:
-        return None, None
-    if prompt >= 2**53 or completion >= 2**53:
-        return None, None
-    return prompt, completion
-
-
-def read_completion(
-    data: Any, where: str, secret: str | None = None, *, max_tokens: int | None = None, prompt_bytes: int | None = None
-) -> JudgeReply:
-    """A JudgeReply from a decoded chat-completion body, or MalformedReply; ``secret`` (the API
-    key) is masked in the reply text; ``usage`` is checked against the request (``checked_usage``)."""
+def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeReply:
+    """A JudgeReply from a decoded chat-completion body (a live reply or a batch result line's),
+    or MalformedReply; ``secret`` (the API key) is masked in the reply text. Its usage is as the
+    body says; ``Judge.complete`` holds it to the request's budget."""
     try:
         choice = data["choices"][0]
         message = choice["message"]
@@ -123,17 +100,12 @@ def read_completion(
     if not isinstance(text, str):
         raise MalformedReply(f"{where}: malformed response: no message content")
     text = redact(text, secret)
-    prompt_tokens, completion_tokens = checked_usage(data.get("usage"), max_tokens, prompt_bytes)
-    usage = data["usage"] if isinstance(data.get("usage"), dict) else {}
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     more = [c for c in data["choices"][1:] if isinstance(c, dict)]
     return JudgeReply(
         text=text,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
+        usage=openai_usage(data.get("usage")),
         finish_reason=finish if isinstance(finish, str) else None,
-        reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
-        cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
         more_texts=tuple(redact(_choice_text(c), secret) for c in more),
         logprobs=read_logprobs(choice),
         more_logprobs=tuple(read_logprobs(c) for c in more),
@@ -144,11 +116,6 @@ def _has_reasoning(message: dict[str, Any]) -> bool:
     return any(isinstance(message.get(field), str) and message[field] for field in ("reasoning_content", "reasoning"))
 
 
-def _detail(usage: dict[str, Any], group: str, name: str) -> int | None:
-    details = usage.get(group)
-    return int_or_none(details.get(name)) if isinstance(details, dict) else None
-
-
 def _choice_text(choice: dict[str, Any]) -> str:
     message = choice.get("message")
     text = message.get("content") if isinstance(message, dict) else None
@@ -157,7 +124,9 @@ def _choice_text(choice: dict[str, Any]) -> str:
 
 def read_logprobs(choice: Any) -> tuple[tuple[str, TokenAlternatives], ...] | None:
     """A choice's ``logprobs.content``: per token, (token, ((alternative, logprob), ...)); None when
-    the choice carries none (the endpoint ignored ``logprobs`` or does not support it)."""
+    the choice carries none (the endpoint ignored ``logprobs`` or does not support it), and None
+    when any token comes without its alternatives (text-generation-inference answers
+    ``top_logprobs: []``): the sampled token alone is no distribution, and is never passed off as one."""
     block = choice.get("logprobs") if isinstance(choice, dict) else None
     content = block.get("content") if isinstance(block, dict) else None
     if not isinstance(content, list) or not content:
@@ -171,14 +140,10 @@ def read_logprobs(choice: Any) -> tuple[tuple[str, TokenAlternatives], ...] | No
             for alt in item.get("top_logprobs") or ()
             if isinstance(alt, dict) and isinstance(alt.get("token"), str) and isinstance(alt.get("logprob"), int | float)
         ]
-        if not alternatives and isinstance(item.get("logprob"), int | float):
-            alternatives = [(item["token"], float(item["logprob"]))]
+        if not alternatives:
+            return None
         tokens.append((item["token"], tuple(alternatives)))
     return tuple(tokens)
-
-
-def int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def error_fields(body: Any) -> tuple[str | None, str | None]:

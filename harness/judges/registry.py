@@ -1,44 +1,28 @@
-"""Providers are found here, by the judge config's ``provider`` field."""
+"""Judges are made here, from the providers table (``providers.py``), by the config's ``provider``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
 from ..config import JudgeConfig
 from ..errors import ConfigError
 from .base import Judge
+from .providers import PROVIDERS, Provider, provider_of, unsupported
+
+__all__ = ["PROVIDERS", "judge_class", "make_judge"]
 
 
-def _openai(config: JudgeConfig) -> Judge:
-    from .openai_aiohttp import AiohttpJudge
-
-    return AiohttpJudge(config)
-
-
-def _openai_sdk(config: JudgeConfig) -> Judge:
-    from .openai_sdk import OpenAISDKJudge
-
-    return OpenAISDKJudge(config)
-
-
-def _anthropic(config: JudgeConfig) -> Judge:
-    from .anthropic import AnthropicJudge
-
-    return AnthropicJudge(config)
-
-
-def _local(config: JudgeConfig) -> Judge:
-    from .local import LocalLlamaJudge
-
-    return LocalLlamaJudge(config)
-
-
-PROVIDERS: dict[str, Callable[[JudgeConfig], Judge]] = {"openai": _openai, "openai-sdk": _openai_sdk, "anthropic": _anthropic, "local": _local}
+def judge_class(provider: Provider) -> type[Judge]:
+    """The provider's Judge class, imported now (aiohttp, the openai SDK, llama.cpp load only when used)."""
+    module, name = provider.judge.split(":")
+    cls: type[Judge] = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    return cls
 
 
 def make_judge(config: JudgeConfig) -> Judge:
-    try:
-        factory = PROVIDERS[config.provider]
-    except KeyError:
-        raise ConfigError(f"judge {config.name!r}: unknown provider {config.provider!r}") from None
-    return factory(config)
+    """The judge ``config`` describes; an option its provider cannot honour is a ConfigError here,
+    before anything is sent."""
+    provider = provider_of(config)
+    if (problem := unsupported(config)) is not None:
+        raise ConfigError(problem)
+    return judge_class(provider)(config)

@@ -55,9 +55,11 @@ class _Cost:
     retried_billed: float = 0.0  # estimated: each billed retry priced like the call that followed it
     billed_retries: int = 0
     saved: float = 0.0
-    #: answered calls whose cost is unknown (the reply carried no usable usage): their sum is unknown
+    #: answered calls whose cost is unknown (no price, or no usable usage): their sum is unknown
     unknown: int = 0
     unknown_saved: int = 0
+    #: answered calls whose reply carried no usage, or usage that could not be true (judges/usage.py)
+    usage_unknown: int = 0
 
     def add(self, j: Judgment) -> None:
         if j.cached:
@@ -71,6 +73,8 @@ class _Cost:
             self.retried_billed += j.retries_cost_usd or 0.0
         elif j.status != "failed":
             self.unknown += 1
+        if j.status != "failed" and (j.prompt_tokens is None or j.completion_tokens is None):
+            self.usage_unknown += 1
 
     def merge(self, other: _Cost) -> None:
         self.paid += other.paid
@@ -79,6 +83,7 @@ class _Cost:
         self.saved += other.saved
         self.unknown += other.unknown
         self.unknown_saved += other.unknown_saved
+        self.usage_unknown += other.usage_unknown
 
     def as_dict(self, priced: bool) -> dict[str, Any]:
         # Unknown is never zero: one call of unknown cost makes the sum unknown (null), and counted.
@@ -90,6 +95,7 @@ class _Cost:
             "saved_by_cache_usd": self.saved if priced and not self.unknown_saved else None,
             "total_usd": self.paid + self.retried_billed if known else None,
             "unknown_cost_calls": self.unknown,
+            "usage_unknown_calls": self.usage_unknown,
         }
 
 
@@ -109,7 +115,7 @@ class _JudgeStats:
     unscored: Counter[str] = field(default_factory=Counter)
     latencies: array = field(default_factory=lambda: array("d"))
 
-    def as_dict(self, cost: Mapping[str, Any]) -> dict[str, Any]:
+    def as_dict(self, cost: Mapping[str, Any], priced: bool) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "calls": self.calls,
@@ -125,14 +131,19 @@ class _JudgeStats:
             "prompt_cache_saved_usd": self.prompt_cache_saved if cost["total_usd"] is not None else None,
             "cost_usd": cost["total_usd"],
             "cost_saved_usd": cost["saved_by_cache_usd"],
-            "cost_note": None
-            if cost["total_usd"] is not None
-            else "no price configured for this judge: cost unknown"
-            if not cost["unknown_cost_calls"]
-            else f"{cost['unknown_cost_calls']} repl(ies) carried no usable token usage: cost unknown",
+            "cost_note": None if cost["total_usd"] is not None else cost_note(priced, cost["usage_unknown_calls"]),
+            "usage_unknown": cost["usage_unknown_calls"],
             "cost_unknown_judgments": self.cost_unknown,
             "latency_ms": percentiles(self.latencies),
         }
+
+
+def cost_note(priced: bool, usage_unknown: int) -> str:
+    """Why a cost is unknown (null, not 0): no price, replies without usable usage, or both."""
+    why = [] if priced else ["no price configured"]
+    if usage_unknown:
+        why.append(f"usage unknown: {usage_unknown} repl(ies) carried no usage, or usage that cannot be true")
+    return "; ".join(why or ["unknown"]) + ": cost unknown (null), not 0"
 
 
 class RunTotals:
@@ -224,16 +235,14 @@ class RunTotals:
             "total": total.as_dict(all(priced.values())),
             "by_judge": {j.name: by_judge[j.name].as_dict(priced[j.name]) for j in self.judges},
             "by_rubric": {rubric: {j.name: self.costs[(j.name, rubric)].as_dict(priced[j.name]) for j in self.judges} for rubric in self.rubrics},
-            "note": None
-            if all(priced.values()) and not total.unknown
-            else "a judge has no price: its cost is unknown (null), not 0"
-            if not all(priced.values())
-            else f"{total.unknown} call(s) came back without usable token usage: the cost is unknown (null), not 0",
+            "note": None if all(priced.values()) and not total.unknown else cost_note(all(priced.values()), total.usage_unknown),
+            #: the models of judges with no price (their cost is unknown, whatever their usage)
+            "unpriced_models": sorted({j.model for j in self.judges if not j.has_prices}),
         }
 
     def summary(self, *, wall_time_s: float, extra: Mapping[str, Any]) -> dict[str, Any]:
         cost = self._cost_section()
-        judges = {j.name: self.judge_stats[j.name].as_dict(cost["by_judge"][j.name]) for j in self.judges}
+        judges = {j.name: self.judge_stats[j.name].as_dict(cost["by_judge"][j.name], j.has_prices) for j in self.judges}
         return {
             **extra,
             "transcripts": self.transcripts,

@@ -143,13 +143,23 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
         perf.add_row(name, str(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
     console.print(perf)
     total = summary["cost_usd"]
-    unknown_calls = summary.get("cost", {}).get("total", {}).get("unknown_cost_calls", 0)
-    why = f"{unknown_calls} repl(ies) without token usage" if unknown_calls else "a judge has no price"
     console.print(
         f"{summary['transcripts']} transcripts, judgments {summary['judgments']}, "
-        f"cost {f'unknown ({why})' if total is None else f'${total:.6f}'}, "
+        f"cost {f'unknown ({_cost_unknown_why(summary)})' if total is None else f'${total:.6f}'}, "
         f"wall time {summary['wall_time_s']:.2f} s"
     )
+
+
+def _cost_unknown_why(summary: Mapping[str, Any]) -> str:
+    """Which of the two reasons (or both) left the cost unknown: a model without a price, or replies
+    whose usage is unknown (none reported, or none that could be true)."""
+    cost = summary.get("cost", {})
+    why = []
+    if cost.get("unpriced_models"):
+        why.append(f"no price for model {', '.join(cost['unpriced_models'])}")
+    if unknown := cost.get("total", {}).get("usage_unknown_calls", 0):
+        why.append(f"usage unknown: {unknown}")
+    return "; ".join(why) or "unknown"
 
 
 def _usd(value: float | None) -> str:

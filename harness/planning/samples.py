@@ -10,7 +10,8 @@ judgments.jsonl reports.
   the first sample's outcome, failures before unscored ones;
 - tokens, attempts and billed retries are summed over the samples, latency is the longest,
   ``cached`` only when every sample came from the cache; cost is the sum over the samples this run
-  paid for (all of them when every sample came from the cache: what the cache saved).
+  paid for (all of them when every sample came from the cache: what the cache saved). A sample that
+  was answered but whose usage is unknown makes the sum unknown (None), never a partial sum or 0.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def _sum(values: Sequence[int | float | None]) -> int | float | None:
     return sum(present) if present else None
 
 
+def _known_sum(parts: Sequence[Judgment], values: Sequence[int | float | None]) -> int | float | None:
+    """The sum over the answered samples (a failed one used nothing), None if any is unknown."""
+    answered = [v for p, v in zip(parts, values, strict=True) if p.status != "failed"]
+    return None if any(v is None for v in answered) else _sum(values)
+
+
 def combine_samples(jobs: Sequence[Job]) -> Judgment:
     """One judgment from the jobs of one (transcript, rubric, judge), in sample order."""
     results = [job.result for job in jobs]
@@ -39,11 +46,12 @@ def combine_samples(jobs: Sequence[Job]) -> Judgment:
     base = scored[0] if scored else next((p for p in parts if p.status == "failed"), parts[0])
     combined = first.judgment(base.status, reason=base.reason, error=base.error, raw_output=base.raw_output)
     combined.samples = len(parts)
-    combined.prompt_tokens = _sum([p.prompt_tokens for p in parts])  # type: ignore[assignment]
-    combined.completion_tokens = _sum([p.completion_tokens for p in parts])  # type: ignore[assignment]
+    combined.prompt_tokens = _known_sum(parts, [p.prompt_tokens for p in parts])  # type: ignore[assignment]
+    combined.completion_tokens = _known_sum(parts, [p.completion_tokens for p in parts])  # type: ignore[assignment]
     combined.cached = all(p.cached for p in parts)
     # A judgment partly from the cache (k raised after a run) reports what this run paid.
-    combined.cost_usd = _sum([p.cost_usd for p in parts if combined.cached or not p.cached])
+    paid = [p for p in parts if combined.cached or not p.cached]
+    combined.cost_usd = _known_sum(paid, [p.cost_usd for p in paid])
     latencies = [p.latency_ms for p in parts if p.latency_ms is not None]
     combined.latency_ms = max(latencies) if latencies else None
     combined.attempts = sum(p.attempts for p in parts)

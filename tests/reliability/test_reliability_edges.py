@@ -12,7 +12,8 @@ import pytest
 from harness.errors import RubricError, TranscriptError, UserInputError
 from harness.exit_codes import EXIT_OK, EXIT_USER_ERROR
 from harness.jsonlines import iter_json_objects
-from harness.judges.protocol import REDACTED, checked_usage, decode_json, redact
+from harness.judges.protocol import REDACTED, decode_json, redact
+from harness.judges.usage import Budget, checked_usage, openai_usage
 from harness.outputs.files import dumps
 from harness.rubrics.rubric import parse_rubric
 from harness.transcripts.loader import scan
@@ -126,13 +127,19 @@ def test_a_short_key_is_refused_and_scores_are_untouched(tmp_path: Path) -> None
 
 
 def test_usage_is_checked_against_the_request() -> None:
-    assert checked_usage({"prompt_tokens": 10, "completion_tokens": 5}, 64, 100) == (10, 5)
-    assert checked_usage({"prompt_tokens": 10**30, "completion_tokens": 5}, 64, 100) == (None, None)
-    assert checked_usage({"prompt_tokens": 10, "completion_tokens": -1}, 64, 100) == (None, None)
-    assert checked_usage({"prompt_tokens": 10, "completion_tokens": 500}, 64, 100) == (None, None)
-    assert checked_usage({"prompt_tokens": 1.5, "completion_tokens": 5}, 64, 100) == (None, None)
-    assert checked_usage({"prompt_tokens": True, "completion_tokens": 5}, 64, 100) == (None, None)
-    assert checked_usage(None, 64, 100) == (None, None)
+    budget = Budget(100 + 65536, 64 + 16)
+
+    def check(usage: object) -> tuple[int | None, int | None]:
+        checked = checked_usage(openai_usage(usage), budget)
+        return (None, None) if checked is None else (checked.prompt, checked.completion)
+
+    assert check({"prompt_tokens": 10, "completion_tokens": 5}) == (10, 5)
+    assert check({"prompt_tokens": 10**30, "completion_tokens": 5}) == (None, None)
+    assert check({"prompt_tokens": 10, "completion_tokens": -1}) == (None, None)
+    assert check({"prompt_tokens": 10, "completion_tokens": 500}) == (None, None)
+    assert check({"prompt_tokens": 1.5, "completion_tokens": 5}) == (None, None)
+    assert check({"prompt_tokens": True, "completion_tokens": 5}) == (None, None)
+    assert check(None) == (None, None)
 
 
 def test_json_nesting_is_bounded_before_decoding() -> None:

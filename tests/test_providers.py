@@ -1,0 +1,195 @@
+"""The providers table (``harness/judges/providers.py``) and the one usage check (``usage.py``).
+
+The table is the one home of each provider's URL, key variable, judge class, batch API, usage
+reader and what its requests accept: the config, the live judges and (at merge) the batch client
+read it. The usage check is hand-worked here on the bounds it enforces for every provider.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.batch.wire import read_anthropic_result
+from harness.cli import app
+from harness.config import JudgeConfig
+from harness.errors import ConfigError
+from harness.judges.anthropic import AnthropicJudge
+from harness.judges.base import Judge, JudgeRequest
+from harness.judges.http import HttpJudge
+from harness.judges.openai_aiohttp import AiohttpJudge
+from harness.judges.protocol import read_logprobs
+from harness.judges.providers import PROVIDERS, api_root, endpoint
+from harness.judges.registry import judge_class, make_judge
+from harness.judges.usage import Budget, Usage, anthropic_usage, checked_usage, llama_usage, openai_usage
+from tests.anthropic_server import AnthropicServer
+from tests.e2e_support import KEY, KEY_ENV, write_config, write_jsonl
+from tests.scripted_judges import likert_prompts
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    for variable in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[AnthropicServer]:
+    with AnthropicServer() as srv:
+        yield srv
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+
+def test_the_config_knows_exactly_the_table_s_providers() -> None:
+    field = JudgeConfig.model_fields["provider"].annotation
+    assert set(typing.get_args(field)) == set(PROVIDERS)
+
+
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_every_entry_names_a_judge_class_and_a_usage_reader(name: str) -> None:
+    provider = PROVIDERS[name]
+    assert issubclass(judge_class(provider), Judge)
+    assert provider.usage in (openai_usage, anthropic_usage, llama_usage)
+    assert (provider.default_base_url is None) == (provider.batch_api is None) == (name == "local")
+
+
+def test_the_anthropic_judge_is_no_openai_judge() -> None:
+    assert issubclass(AnthropicJudge, HttpJudge) and issubclass(AiohttpJudge, HttpJudge)
+    assert not issubclass(AnthropicJudge, AiohttpJudge)
+
+
+def test_api_root_is_the_base_url_with_its_version_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    openai = JudgeConfig(name="o", model="gpt-4.1-mini")
+    claude = JudgeConfig(name="c", provider="anthropic", model="claude-haiku-4-5")
+    assert (endpoint(openai), api_root(openai)) == ("https://api.openai.com/v1", "https://api.openai.com/v1")
+    assert (endpoint(claude), api_root(claude)) == ("https://api.anthropic.com", "https://api.anthropic.com/v1")
+    assert claude.api_key_env == "ANTHROPIC_API_KEY" and openai.api_key_env == "OPENAI_API_KEY"
+    # A base URL that already holds the version is not given a second one.
+    pinned = JudgeConfig(name="c", provider="anthropic", model="m", base_url="https://gateway.example/anthropic/v1/")
+    assert api_root(pinned) == "https://gateway.example/anthropic/v1"
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8/v1")
+    assert api_root(claude) == "http://127.0.0.1:9/v1" and claude.endpoint == "http://127.0.0.1:9"
+    assert api_root(openai) == "http://127.0.0.1:8/v1"
+    assert JudgeConfig(name="l", provider="local", model="smollm2").endpoint == "local"
+
+
+@pytest.mark.parametrize("suffix", ["", "/v1"])
+async def test_the_live_anthropic_judge_posts_to_the_api_root_s_messages(server: AnthropicServer, suffix: str) -> None:
+    assert server.base_url
+    judge = make_judge(JudgeConfig(name="c", provider="anthropic", model="claude-haiku-4-5", base_url=server.base_url + suffix, api_key_env=KEY_ENV))
+    try:
+        reply = await judge.complete(JudgeRequest(({"role": "user", "content": "Rate. [[score=0.7]]"},), 16, 0.0))
+    finally:
+        await judge.aclose()
+    assert reply.text == "Score: 0.7" and server.requests[0]["path"] == "/v1/messages"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"logprobs": True}, "judge 'claude': Anthropic's Messages API returns no logprobs: set logprobs = false"),
+        (
+            {"samples": 3, "samples_via": "n", "temperature": 1.0},
+            'judge \'claude\': Anthropic\'s Messages API has no "n" (several choices per request): set samples_via = "requests"',
+        ),
+    ],
+)
+def test_an_option_the_provider_cannot_honour_is_refused_before_anything_is_sent(
+    server: AnthropicServer, tmp_path: Path, fields: dict[str, Any], problem: str
+) -> None:
+    assert server.base_url
+    table = {"name": "claude", "provider": "anthropic", "model": "claude-haiku-4-5", "base_url": server.base_url, "api_key_env": KEY_ENV}
+    prompts = likert_prompts(tmp_path)  # a whole-number scale, which logprobs need
+    config = write_config(tmp_path / "harness.toml", [{**table, **fields}], rubrics=["likert"], prompts=[str(prompts)])
+    data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r"}])
+    result = CliRunner().invoke(app, ["run", str(data), "--config", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--no-cache"])
+    assert result.exit_code == 2 and server.requests == []
+    assert result.stderr.strip().endswith(problem) and "\n" not in result.stderr.strip()
+    with pytest.raises(ConfigError, match="Messages API"):
+        make_judge(JudgeConfig(provider="anthropic", name="claude", model="m", **fields))
+
+
+# -- one check for every provider ------------------------------------------------------------------
+
+
+def test_the_budget_is_the_whole_request_s() -> None:
+    messages = ({"role": "system", "content": "x" * 40}, {"role": "user", "content": "é" * 30})  # 40 + 60 bytes
+    assert Budget.of(JudgeRequest(messages, 64, 0.0)) == Budget(100 + 65536, 64 + 16)
+    assert Budget.of(JudgeRequest(messages, 64, 1.0, n=5)) == Budget(100 + 65536, 5 * (64 + 16))
+    # A reasoning model's request carries its reasoning budget in max_tokens (families.shape_request).
+    assert Budget.of(JudgeRequest(messages, 64 + 4096, 1.0)).completion_tokens == 4096 + 64 + 16
+
+
+def test_usage_that_cannot_be_true_is_unknown() -> None:
+    budget = Budget(1000, 400)
+    assert checked_usage(Usage(1000, 400, reasoning=400, cached_read=600, cache_write=400), budget) == Usage(1000, 400, 400, 600, 400)
+    for impossible in (
+        Usage(1001, 10),  # more prompt tokens than the prompt's bytes could make
+        Usage(10, 401),  # more completion than n choices of max_tokens
+        Usage(10, -5),
+        Usage(-1, 5),
+        Usage(10, 5, reasoning=6),  # reasoning is part of the completion
+        Usage(10, 5, cached_read=8, cache_write=3),  # cache reads and writes are part of the prompt
+        Usage(10, 5, cached_read=-1),
+        Usage(True, 5),
+        Usage(10**30, 5),
+    ):
+        assert checked_usage(impossible, budget) is None, impossible
+    # Past 2**53 no count is exact as a float, whatever the budget allows.
+    assert checked_usage(Usage(2**53 - 1, 5), Budget(2**60, 400)) == Usage(2**53 - 1, 5)
+    assert checked_usage(Usage(2**53, 5), Budget(2**60, 400)) is None
+    assert checked_usage(None, budget) is None
+
+
+def test_each_provider_s_dialect_is_read_into_one_value() -> None:
+    openai = {
+        "prompt_tokens": 100,
+        "completion_tokens": 40,
+        "prompt_tokens_details": {"cached_tokens": 64},
+        "completion_tokens_details": {"reasoning_tokens": 30},
+    }
+    assert openai_usage(openai) == Usage(100, 40, reasoning=30, cached_read=64)
+    # Anthropic's input_tokens leaves out cache reads and writes: the prompt is the sum of the three.
+    anthropic = {"input_tokens": 10, "output_tokens": 7, "cache_read_input_tokens": 50, "cache_creation_input_tokens": 20}
+    assert anthropic_usage(anthropic) == Usage(80, 7, cached_read=50, cache_write=20)
+    assert llama_usage({"prompt_tokens": 12, "completion_tokens": 3, "cached_tokens": 8}) == Usage(12, 3, cached_read=8)
+    for reader in (openai_usage, anthropic_usage, llama_usage):
+        assert reader(None) is None and reader({}) is None and reader({"prompt_tokens": 1.5, "input_tokens": 1.5}) is None
+
+
+def test_a_message_batch_result_is_read_by_the_live_judge_s_reader() -> None:
+    line = {
+        "custom_id": "k" * 64,
+        "result": {
+            "type": "succeeded",
+            "message": {
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "record_score", "input": {"score": 0.8}}],
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 10, "output_tokens": 12, "cache_read_input_tokens": 500, "cache_creation_input_tokens": 0},
+            },
+        },
+    }
+    outcome = read_anthropic_result(line, "batch")
+    assert (outcome.reply, outcome.prompt_tokens, outcome.completion_tokens) == ('{"score": 0.8}', 510, 12)
+
+
+def test_tokens_without_alternatives_carry_no_logprobs() -> None:
+    tgi = {"logprobs": {"content": [{"token": "4", "logprob": -0.01, "top_logprobs": []}]}}
+    assert read_logprobs(tgi) is None
+    openai = {
+        "logprobs": {
+            "content": [{"token": "4", "logprob": -0.01, "top_logprobs": [{"token": "4", "logprob": -0.01}, {"token": "3", "logprob": -4.6}]}]
+        }
+    }
+    assert read_logprobs(openai) == (("4", (("4", -0.01), ("3", -4.6))),)
