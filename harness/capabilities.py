@@ -58,17 +58,28 @@ PATH_LABELS: dict[PathName, str] = {
 }
 
 _BATCH: tuple[PathName, ...] = ("batch", "export")
+
+
+def _cannot(provider: str, option: str) -> str:
+    from .judges.providers import cannot
+
+    why = cannot(provider, option)
+    assert why is not None, (provider, option)
+    return why
+
+
 _ANY_PATH: tuple[PathName, ...] = PATHS
 
 #: The combinations that are not supported, first match wins: (families, options, paths, why).
 #: Everything else is supported.
 REFUSED: tuple[tuple[tuple[Family, ...], tuple[Option, ...], tuple[PathName, ...], str], ...] = (
-    (("local",), ("structured",), _ANY_PATH, "the embedded local judge cannot follow a JSON Schema"),
-    (("local",), ("logprobs",), _ANY_PATH, "the embedded local judge returns no logprobs"),
-    (("local",), ("samples_n",), _ANY_PATH, 'the embedded local judge answers one choice per request: use samples_via = "requests"'),
+    # A provider's own limits, in the providers table's words (judges/providers.py).
+    (("local",), ("structured",), _ANY_PATH, _cannot("local", "structured_output")),
+    (("local",), ("logprobs",), _ANY_PATH, _cannot("local", "logprobs")),
+    (("local",), ("samples_n",), _ANY_PATH, _cannot("local", "n")),
     (("local",), OPTIONS, _BATCH, "the embedded local judge has no batch API: use harness run"),
-    (("anthropic",), ("samples_n",), _ANY_PATH, 'Anthropic\'s Messages API has no n: use samples_via = "requests"'),
-    (("anthropic",), ("logprobs",), _ANY_PATH, "Anthropic's Messages API returns no logprobs"),
+    (("anthropic",), ("samples_n",), _ANY_PATH, _cannot("anthropic", "n")),
+    (("anthropic",), ("logprobs",), _ANY_PATH, _cannot("anthropic", "logprobs")),
     (("reasoning",), ("logprobs",), _ANY_PATH, "OpenAI's reasoning models (gpt-5, o-series) refuse logprobs"),
     (("anthropic",), OPTIONS, ("export",), "batch export writes OpenAI chat-completions JSONL: an Anthropic judge uses batch submit"),
     (FAMILIES, ("samples_n",), _BATCH, 'a batch request answers one cache key, not n: use samples_via = "requests" with harness batch'),

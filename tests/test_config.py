@@ -13,10 +13,10 @@ from harness.config import (
     JudgeConfig,
     Sampling,
     api_key_for,
-    api_url,
     load_config,
 )
 from harness.errors import ConfigError, UserInputError
+from harness.judges.providers import root_of
 from harness.planning import RunOptions, build_plan
 
 KEY_VAR = "HARNESS_TEST_JUDGE_KEY"
@@ -189,10 +189,10 @@ def test_grouped_table_mistakes_name_the_key(tmp_path: Path, body: str, problem:
 
 def test_api_url_adds_the_version_path_once() -> None:
     # The live Anthropic judge and the Message Batches client both call it: one rule, one base URL.
-    assert api_url("anthropic", "https://api.anthropic.com", "/messages") == "https://api.anthropic.com/v1/messages"
-    assert api_url("anthropic", "https://api.anthropic.com/", "/messages/batches") == "https://api.anthropic.com/v1/messages/batches"
-    assert api_url("anthropic", "http://127.0.0.1:5/v1", "/messages/batches") == "http://127.0.0.1:5/v1/messages/batches"
-    assert api_url("openai", "https://api.openai.com/v1", "/files") == "https://api.openai.com/v1/files"
+    assert root_of("anthropic", "https://api.anthropic.com") + "/messages" == "https://api.anthropic.com/v1/messages"
+    assert root_of("anthropic", "https://api.anthropic.com/") + "/messages/batches" == "https://api.anthropic.com/v1/messages/batches"
+    assert root_of("anthropic", "http://127.0.0.1:5/v1") + "/messages/batches" == "http://127.0.0.1:5/v1/messages/batches"
+    assert root_of("openai", "https://api.openai.com/v1") + "/files" == "https://api.openai.com/v1/files"
     assert JudgeConfig(name="c", provider="anthropic", model="claude-haiku-4-5").api_url("/messages") == "https://api.anthropic.com/v1/messages"
 
 

@@ -73,7 +73,6 @@ _BATCH_USAGE = "a batch reply's usage keeps no reasoning_tokens / cached_tokens 
 _XFAILS: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str], ...] = (
     (("chat", "reasoning"), ("plain", "structured"), ("batch", "export"), _BATCH_USAGE),
     (("chat",), ("logprobs",), ("batch", "export"), "a batch reply's logprobs are not kept: every judgment unscored logprobs_unavailable"),
-    (("chat",), ("samples_n",), _RUN_PATHS, "samples via n: the n choices' usage is checked against one choice's budget and dropped (tokens 0)"),
     (("reasoning",), ("samples_n",), _RUN_PATHS, "a samples judgment drops its samples' reasoning_tokens (combine_samples)"),
     (("reasoning",), ("samples_requests",), _ALL_PATHS, "a samples judgment drops its samples' reasoning_tokens (combine_samples)"),
     (
@@ -532,5 +531,5 @@ def test_a_judge_is_placed_in_its_family_and_refused_with_its_name_and_the_reaso
         caps.check_supported([judge(), judge(name="claude", provider="anthropic", model="claude-haiku-4-5", logprobs=True)], "shard")
     assert str(refused.value) == (
         "judge 'claude' (Anthropic native with logprobs = true (G-Eval)): `--shard i/n` + merge is not supported: "
-        "Anthropic's Messages API returns no logprobs"
+        "Anthropic's Messages API returns no logprobs: set logprobs = false"
     )

@@ -115,7 +115,9 @@ def test_an_option_the_provider_cannot_honour_is_refused_before_anything_is_sent
     data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r"}])
     result = CliRunner().invoke(app, ["run", str(data), "--config", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--no-cache"])
     assert result.exit_code == 2 and server.requests == []
-    assert result.stderr.strip().endswith(problem) and "\n" not in result.stderr.strip()
+    # one line naming the judge, ending in the providers table's words (capabilities.check_supported)
+    line = result.stderr.strip()
+    assert "\n" not in line and "judge 'claude'" in line and line.endswith(problem.split(": ", 1)[1])
     with pytest.raises(ConfigError, match="Messages API"):
         make_judge(JudgeConfig(provider="anthropic", name="claude", model="m", **fields))
 

@@ -167,14 +167,24 @@ def root_of(provider: str, base_url: str) -> str:
     return base if not path or base.endswith(path) else base + path
 
 
+def cannot(provider: str, option: str) -> str | None:
+    """Why ``provider`` cannot honour ``option`` ("n", "logprobs", "structured_output"), or None: the
+    one wording of a provider's limits, for the refusal below and the capabilities table."""
+    entry = PROVIDERS[provider]
+    accepts = entry.accepts
+    if option == "n" and not accepts.n:
+        return f'{entry.title} has no "n" (several choices per request): set samples_via = "requests"'
+    if option == "logprobs" and not accepts.logprobs:
+        return f"{entry.title} returns no logprobs: set logprobs = false"
+    if option == "structured_output" and not accepts.structured_output:
+        return f"{entry.title} cannot follow a JSON Schema: set structured_output = false"
+    return None
+
+
 def unsupported(config: JudgeFields) -> str | None:
     """Why ``config`` asks for something its provider cannot do, or None: said before anything is sent."""
-    provider = provider_of(config)
-    accepts = provider.accepts
-    if config.samples_via == "n" and not accepts.n:
-        return f'judge {config.name!r}: {provider.title} has no "n" (several choices per request): set samples_via = "requests"'
-    if config.logprobs and not accepts.logprobs:
-        return f"judge {config.name!r}: {provider.title} returns no logprobs: set logprobs = false"
-    if config.structured_output and not accepts.structured_output:
-        return f"judge {config.name!r}: {provider.title} cannot follow a JSON Schema: set structured_output = false"
+    name = provider_of(config).name
+    for option, asked in (("n", config.samples_via == "n"), ("logprobs", config.logprobs), ("structured_output", config.structured_output)):
+        if asked and (why := cannot(name, option)) is not None:
+            return f"judge {config.name!r}: {why}"
     return None
