@@ -299,3 +299,24 @@ def test_a_missing_component_is_never_an_advantage_in_the_ranking(tmp_path: Path
     assert by_model["b"]["clmpi"] > by_model["a"]["clmpi"]  # its rescaled score alone would win
     assert [r["model"] for r in result["ranking"]] == ["a", "b"]
     assert by_model["b"]["missing_components"][0] == "ACC" and by_model["b"]["components_missing_in_run"] == 1
+
+
+def test_infinite_latency_is_refused_at_once_naming_file_line_and_field(tmp_path: Path) -> None:
+    # issue 23: "latency_s": Infinity ran, then stopped at writing (exit 5)
+    runs = write_jsonl(tmp_path / "runs.jsonl", _rows())
+    lines = runs.read_text(encoding="utf-8").splitlines()
+    lines[3] = lines[3].replace('"latency_s": 2.0', '"latency_s": Infinity')
+    assert "Infinity" in lines[3]
+    runs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["clmpi", str(runs), "--no-judge", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "runs.jsonl:4: latency_s: Infinity is not a finite number" in result.output
+    assert not out.exists()
+
+
+def test_infinite_weight_is_refused(tmp_path: Path) -> None:
+    weights = tmp_path / "w.toml"
+    weights.write_text("[weights]\nACC = inf\nCON = 0.2\nCOH = 0.2\nFLU = 0.2\nEFF = 0.15\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"w.toml: weights.ACC: .*finite"):
+        load_weights(weights)

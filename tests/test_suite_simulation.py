@@ -270,3 +270,28 @@ def test_example_runs_without_judge(tmp_path: Path) -> None:
     assert set(data["experiments"]) == {"1", "3", "5"}
     assert all(0 <= c["CRRS"] <= 1 for c in data["conversations"])
     assert data["unjudged_messages"] == 1
+
+
+def test_ora_folds_accents_and_case() -> None:
+    # issue 23: the same order typed without accents scored 0.35
+    assert order_restriction_adherence(["Crème brûlée", "Café au lait"], ["creme brulee", "cafe au lait"]) == 1.0
+    assert normalize_item("Crème Brûlée") == normalize_item("CREME BRULEE") == "creme brulee"
+    assert normalize_item("The Straße") == "strasse"  # casefold, not lower
+    assert normalize_item("ﬁsh") == "fish"  # NFKD splits the ligature
+
+
+def test_constant_experiments_are_undefined_not_significant(tmp_path: Path) -> None:
+    # issue 23: two experiments whose values are identical constants were called significant
+    rows = [_conv(f"e1-{i}", 1, EXPECTED, ["casual"] * 3) for i in range(3)]
+    rows += [_conv(f"e2-{i}", 2, EXPECTED, ["casual", "frustrated", "casual"]) for i in range(3)]
+    result = evaluate_simulation(write_jsonl(tmp_path / "c.jsonl", rows), tmp_path / "out", None)
+    by_metric = {r["metric"]: r for r in result["comparisons"]}
+    pas, crrs_row = by_metric["PAS"], by_metric["CRRS"]
+    assert pas["mean_a"] != pas["mean_b"]  # different constants: the old code said p = 0, significant
+    for row in (pas, crrs_row):
+        assert row["significant_at_0_05"] is None
+        assert row["p_value"] is None and row["welch_t"] is None and row["cohens_d"] is None
+        assert "zero variance" in row["undefined"]
+    assert not any(r["significant_at_0_05"] for r in result["comparisons"])
+    written = json.loads((tmp_path / "out" / "simulation.json").read_text(encoding="utf-8"))
+    assert written["comparisons"][0]["undefined"] and written["comparisons"][0]["significant_at_0_05"] is None

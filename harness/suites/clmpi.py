@@ -146,7 +146,7 @@ class ChatTurn(BaseModel):
 
 
 class ClmpiRow(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     model: str = Field(min_length=1)
     item_id: str | int
@@ -181,7 +181,7 @@ class ClmpiRow(BaseModel):
 
 
 class WeightsFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     weights: dict[Literal["ACC", "CON", "COH", "FLU", "EFF"], float]
 
 

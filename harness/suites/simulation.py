@@ -30,9 +30,9 @@ The harness's choices where the document is open:
   (case, spaces and hyphens ignored): busy_professional, curious_explorer (or curious, explorer),
   indecisive, family_group (or family, group). Any other type is an input error.
 - BVS with fewer than two states: TR_avg = 0, so BVS = 0 (no variance observable).
-- ORA normalisation: filler words removed as whole words in any case, then every character other
-  than letters, digits and spaces, then lowercase and collapsed spaces; items that normalise to
-  nothing are dropped.
+- ORA normalisation: NFKD with accents dropped and casefolded ("Café" is "cafe"), filler words
+  removed as whole words, then every character other than letters, digits and spaces, and spaces
+  collapsed; items that normalise to nothing are dropped.
 - Comparisons: every pair of experiments with at least two conversations, per metric: Welch's t,
   Cohen's d (signed, and |d| as the document writes it), and each experiment's 95 % CI from
   ``harness.stats.mean_interval`` (Student's t, not 1.96: few conversations per experiment).
@@ -123,10 +123,18 @@ def behavioral_variance_score(tr_avg: Any) -> Any:
 _SPECIAL = re.compile(r"[^\w\s]|_")
 
 
+def fold_text(text: str) -> str:
+    """NFKD, combining marks (accents) dropped, casefolded: "Crème Brûlée" and "creme brulee" are one
+    item, as a guest typing without accents means the same dish."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+
+
 def normalize_item(item: str) -> str:
-    """normalize(s) = lowercase(remove_special_chars(remove_filler_words(s))) (seed 002, section 3)."""
-    words = [w for w in item.split() if w.lower() not in FILLER_WORDS]
-    return " ".join(_SPECIAL.sub("", unicodedata.normalize("NFKC", " ".join(words))).casefold().split())
+    """normalize(s) = lowercase(remove_special_chars(remove_filler_words(s))) (seed 002, section 3),
+    with "lowercase" made Unicode-aware by :func:`fold_text`."""
+    words = [w for w in fold_text(item).split() if w not in FILLER_WORDS]
+    return " ".join(_SPECIAL.sub("", " ".join(words)).split())
 
 
 def order_restriction_adherence(target: Sequence[str], current: Sequence[str]) -> float:
@@ -378,6 +386,9 @@ def compare_experiments(results: Sequence[ConversationResult]) -> list[dict[str,
         for metric in METRICS:
             xa = [getattr(r, metric) for r in by_exp[a]]
             xb = [getattr(r, metric) for r in by_exp[b]]
+            if np.ptp(xa) == 0 and np.ptp(xb) == 0:
+                rows.append(_undefined_comparison(a, b, metric, xa, xb))
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UndefinedMetricWarning)
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -396,9 +407,29 @@ def compare_experiments(results: Sequence[ConversationResult]) -> list[dict[str,
                     "cohens_d": _finite(d),
                     "cohens_d_abs": _finite(abs(d)),
                     "significant_at_0_05": bool(t.pvalue < 0.05),
+                    "undefined": None,
                 }
             )
     return rows
+
+
+def _undefined_comparison(a: int, b: int, metric: str, xa: Sequence[float], xb: Sequence[float]) -> dict[str, Any]:
+    """Both experiments constant: Welch's t divides by a zero standard error and Cohen's d by a zero
+    pooled SD, so there is no verdict at all, only the reason (a difference of constants is not evidence)."""
+    return {
+        "experiments": [a, b],
+        "metric": metric,
+        "mean_a": float(np.mean(xa)),
+        "mean_b": float(np.mean(xb)),
+        "welch_t": None,
+        "df": None,
+        "p_value": None,
+        "notes": [],
+        "cohens_d": None,
+        "cohens_d_abs": None,
+        "significant_at_0_05": None,
+        "undefined": "zero variance: every conversation of both experiments has the same value, so Welch's t and Cohen's d are undefined",
+    }
 
 
 def _finite(value: float | None) -> float | None:
