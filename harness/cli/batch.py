@@ -145,7 +145,7 @@ def batch_status(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
         raise UserInputError(f"{path}: no cache file (nothing was submitted with it)")
     notes = {v.record.id: v.note for v in asyncio.run(refresh(path))}
     rows = [(r, notes.get(r.id, "")) for r in batches(path)]
-    batch_table(rows, Console(width=200))
+    batch_table(rows, Console())
 
 
 @batch_app.command("collect")

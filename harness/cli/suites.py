@@ -126,12 +126,14 @@ def simulation(
     two or more conversations are compared pairwise: Welch's t, Cohen's d, t-based 95% CIs; when
     both experiments are constant the comparison is undefined, with the reason.
     """
-    from ..suites.render import simulation_table
+    from ..suites.render import simulation_comparisons, simulation_table
     from ..suites.simulation import evaluate_simulation
 
     judge.prompts = prompts or []
     result = evaluate_simulation(conversations, out, None if no_judge else judge)
-    simulation_table(result, Console())
+    console = Console()
+    simulation_table(result, console)
+    simulation_comparisons(result, console)
     judge_note(result["exit_code"], (result["judge"] or {}).get("message"))
     err.print(f"[green]wrote {out}/simulation.json[/]", highlight=False)
     raise typer.Exit(result["exit_code"])

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from .layout import FitTable
 
 __all__ = ["agreement_tables", "compare_tables"]
 
@@ -76,10 +76,10 @@ def _pass_fail_cells(pf: Mapping[str, Any] | None) -> list[str]:
     return [_num(report["accuracy"]), _num(report["per_class"]["f1"][0]), _est(pf, "kappa"), _est(pf, "mcc"), f"{pp} {pf_} / {fp} {ff}"]
 
 
-def _table(title: str, columns: Sequence[str], left: Sequence[str] = ("judge", "judges", "metric", "class", "test")) -> Table:
-    table = Table(title=title, title_justify="left")
+def _table(title: str, columns: Sequence[str], left: Sequence[str] = ("judge", "judges", "metric", "class", "test")) -> FitTable:
+    table = FitTable(title)
     for c in columns:
-        table.add_column(c, justify="left" if c in left else "right")
+        table.add_column(c, justify="left" if c in left else "right", collapsible=c == "judge")
     return table
 
 

@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
-
 from .analysis_tables import DASH, _ci, _num, _p
+from .layout import FitTable
 
 __all__ = ["pairwise_table", "probe_table"]
 
@@ -22,9 +21,9 @@ def _rate(section: Mapping[str, Any]) -> str:
 def pairwise_table(result: Mapping[str, Any], console: Console) -> None:
     """Render `harness.suites.pairwise.evaluate_pairwise`'s result."""
     console.print(f"A = {result['a']}, B = {result['b']}: {result['pairs']} pairs, each judged in both orders", highlight=False)
-    table = Table(title="Pairwise verdicts (a verdict counts when both orders agree; 95% Wilson CIs)", title_justify="left")
+    table = FitTable("Pairwise verdicts (a verdict counts when both orders agree; 95% Wilson CIs)")
     for column in ("judge", "pairs judged", "B wins", "tie", "A wins", "position bias", "flips to 1st / 2nd shown"):
-        table.add_column(column)
+        table.add_column(column, justify="left" if column == "judge" else "right", collapsible=column == "judge")
     for judge, r in result["judges"].items():
         bias = r["position_bias"]
         table.add_row(
@@ -48,9 +47,9 @@ def probe_table(result: Mapping[str, Any], console: Console) -> None:
         f"probe {result['probe']}: {result['perturbation']}; {result['sampled']} of {result['eligible']} eligible transcripts (seed {result['seed']})",
         highlight=False,
     )
-    table = Table(title="Score shift, perturbed - original (95% t CI)", title_justify="left")
+    table = FitTable("Score shift, perturbed - original (95% t CI)")
     for column in ("rubric", "judge", "n", "mean orig", "mean probe", "shift", "CI", "p", "% of scale", "changed", "moved"):
-        table.add_column(column)
+        table.add_column(column, justify="left" if column in ("rubric", "judge") else "right", collapsible=column == "judge")
     for s in result["shifts"]:
         share = s["shift_share_of_scale"]
         table.add_row(

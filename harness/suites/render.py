@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+
+from ..outputs.layout import FitTable
 
 
 def _f(value: float | None, digits: int = 2) -> str:
@@ -13,7 +14,7 @@ def _f(value: float | None, digits: int = 2) -> str:
 
 
 def clustering_table(results: list[Any], console: Console) -> None:
-    table = Table(title="Clustering (seed 000)")
+    table = FitTable("Clustering")
     for column in ("model", "clusters", "count", "coverage", "precision", "deviation", "improved", "cost $"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for r in results:
@@ -31,7 +32,7 @@ def clustering_table(results: list[Any], console: Console) -> None:
 
 
 def clmpi_table(result: dict[str, Any], console: Console) -> None:
-    table = Table(title="CLMPI ranking (seed 001)")
+    table = FitTable("CLMPI ranking")
     for column in ("rank", "model", "ACC", "CON", "COH", "FLU", "EFF", "CLMPI", "/100", "band", "items"):
         table.add_column(column, justify="left" if column in ("model", "band") else "right")
     for row in result["ranking"]:
@@ -50,7 +51,7 @@ def clmpi_table(result: dict[str, Any], console: Console) -> None:
 
 
 def simulation_table(result: dict[str, Any], console: Console) -> None:
-    table = Table(title="Simulation quality (seed 002): means per experiment")
+    table = FitTable("Simulation quality: means per experiment")
     for column in ("experiment", "n", "PAS", "BVS", "ORA", "DEI", "CRRS", "CRRS 95% CI", "band"):
         table.add_column(column, justify="left" if column == "band" else "right")
     for exp, row in sorted(result["experiments"].items(), key=lambda kv: int(kv[0])):
@@ -64,3 +65,29 @@ def simulation_table(result: dict[str, Any], console: Console) -> None:
             row["interpretation"],
         )
     console.print(table)
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    if row.get("undefined"):
+        return "undefined (zero variance)"
+    return "significant" if row["significant_at_0_05"] else "not significant"
+
+
+def simulation_comparisons(result: dict[str, Any], console: Console) -> None:
+    """Welch's t per pair of experiments and metric; a comparison of two constant experiments is undefined."""
+    rows = [r for r in result["comparisons"] if "metric" in r]
+    if not rows:
+        return
+    table = FitTable("Experiments compared (Welch's t, Cohen's d; significant at 0.05)")
+    for column in ("experiments", "metric", "mean A", "mean B", "t", "p", "d", "verdict"):
+        table.add_column(column, justify="left" if column in ("experiments", "metric", "verdict") else "right")
+    for r in rows:
+        a, b = r["experiments"]
+        table.add_row(
+            f"{a} vs {b}", r["metric"], _f(r["mean_a"], 3), _f(r["mean_b"], 3), _f(r["welch_t"], 2), _f(r["p_value"], 3), _f(r["cohens_d"], 2), _verdict(r)
+        )
+    console.print(table)
+    for r in rows:
+        if r.get("undefined"):
+            console.print(f"{r['experiments'][0]} vs {r['experiments'][1]} {r['metric']}: {r['undefined']}", highlight=False, soft_wrap=True)
+            break
