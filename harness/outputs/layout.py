@@ -116,9 +116,9 @@ class FitTable:
         title = " · ".join([self.title, *notes] if self.title else notes)
         return kept, title
 
-    def _table(self, kept: Sequence[int], title: str, short: bool) -> Table:
+    def _table(self, kept: Sequence[int], short: bool) -> Table:
         # A header rule and two spaces between columns, no frame: the width goes to the numbers.
-        table = Table(title=title or None, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         for i in kept:
             column = self.columns[i]
             table.add_column(column.short if short else column.header, justify=column.justify, no_wrap=True)
@@ -130,9 +130,11 @@ class FitTable:
         width = options.max_width
         kept, title = self._kept()
         for short in (False, True):
-            table = self._table(kept, title, short)
+            table = self._table(kept, short)
             # Measured without a limit: Measurement.get clamps its maximum to the width it is given.
             if Measurement.get(console, options.update_width(1 << 20), table).maximum <= width:
+                if title:  # above the table, not its title: rich would wrap a title to the table's width
+                    yield Text(title, style="italic", overflow="fold")
                 yield table
                 legend = [f"{self.columns[i].short} = {self.columns[i].header}" for i in kept if self.columns[i].short != self.columns[i].header]
                 if short and legend:
