@@ -84,7 +84,9 @@ def tables(server: ScriptedJudgeServer, tmp_path_factory: pytest.TempPathFactory
     for name, data in (("A", a), ("B", b)):
         result = runner.invoke(app, ["run", str(data), "--out", str(tmp / name), "--config", str(config), "--cache", str(cache), "--no-progress"])
         assert result.exit_code == 0, result.output
-    labels = write_jsonl(tmp / "labels.jsonl", [{"transcript_id": r["id"], "rubric": "relevance", "label": 0.1 + 0.07 * i} for i, r in enumerate(rows)])
+    labels = write_jsonl(
+        tmp / "labels.jsonl", [{"transcript_id": r["id"], "rubric": "relevance", "label": 0.1 + 0.07 * i} for i, r in enumerate(rows)]
+    )
     summary = json.loads((tmp / "A" / "summary.json").read_text(encoding="utf-8"))
     options = JudgeOptions(config=config, no_cache=True)
     agreement = agreement_report(tmp / "A", labels, [], [], 200, 0)

@@ -34,7 +34,9 @@ PollOpt = Annotated[float, typer.Option("--poll-interval", help="First wait betw
 MaxWaitOpt = Annotated[float | None, typer.Option("--max-wait", help="With --wait: stop waiting after this many seconds (the batches run on).")]
 
 
-def _batch_options(transcripts: Path, out: Path | None, judge: JudgeOptions, rubric: list[str] | None, prompts: list[Path] | None, limit: int | None) -> RunOptions:
+def _batch_options(
+    transcripts: Path, out: Path | None, judge: JudgeOptions, rubric: list[str] | None, prompts: list[Path] | None, limit: int | None
+) -> RunOptions:
     from ..planning import RunOptions
 
     return RunOptions(
@@ -105,7 +107,9 @@ def batch_submit(
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
     limit: LimitOpt = None,
-    api: Annotated[BatchApi | None, typer.Option("--api", help="The provider's batch API (default: anthropic for an anthropic.com URL, else openai).")] = None,
+    api: Annotated[
+        BatchApi | None, typer.Option("--api", help="The provider's batch API (default: anthropic for an anthropic.com URL, else openai).")
+    ] = None,
     max_requests: Annotated[
         int | None, typer.Option("--max-requests", help="At most N requests per batch (the provider's limit is the most).")
     ] = None,

@@ -4,10 +4,10 @@ tests/test_cli.py checks that they agree (the CLI does not import those modules 
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class InputFormat(str, Enum):
+class InputFormat(StrEnum):
     """harness.traces.FORMATS"""
 
     auto = "auto"
@@ -19,7 +19,7 @@ class InputFormat(str, Enum):
     langfuse = "langfuse"
 
 
-class ExportFormat(str, Enum):
+class ExportFormat(StrEnum):
     """harness.traces.export.EXPORT_FORMATS"""
 
     otel = "otel"
@@ -27,28 +27,28 @@ class ExportFormat(str, Enum):
     parquet = "parquet"
 
 
-class OnBadRecord(str, Enum):
+class OnBadRecord(StrEnum):
     """RunOptions.on_bad_record"""
 
     fail = "fail"
     skip = "skip"
 
 
-class GateOn(str, Enum):
+class GateOn(StrEnum):
     """harness.analysis.gate.GateOn"""
 
     estimate = "estimate"
     ci_lower = "ci-lower"
 
 
-class ProbeKind(str, Enum):
+class ProbeKind(StrEnum):
     """harness.suites.probe.PROBES"""
 
     verbosity = "verbosity"
     position = "position"
 
 
-class BatchApi(str, Enum):
+class BatchApi(StrEnum):
     """The batch APIs of harness.batch."""
 
     openai = "openai"

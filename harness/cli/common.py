@@ -27,7 +27,7 @@ from ..exit_codes import EXIT_BUDGET, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT
 try:  # typer 0.25+ carries its own click; before, it used click's exceptions
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer
-    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from ..suites.common import JudgeOptions
@@ -78,7 +78,8 @@ def fail(exc: BaseException) -> typer.Exit:
         from ..runner.session import crash_exit
 
         code, message = crash_exit(exc)
-    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())  # an exception's text may span lines
+    err.print(f"[red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -90,11 +91,19 @@ class HarnessGroup(TyperGroup):
     (130), anything else (a bug: 70, or 5 for I/O). Commands raise; none catches to print.
     """
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except NoArgsIsHelpError as exc:  # `harness batch` alone: its help
             exc.show()
             sys.exit(exc.exit_code)
@@ -225,7 +234,7 @@ def judge_options(names: Sequence[str] = ALL_JUDGE_FLAGS, help: dict[str, str] |
 def _evaluated(param: inspect.Parameter, fn: Callable[..., Any]) -> inspect.Parameter:
     if not isinstance(param.annotation, str):
         return param
-    return param.replace(annotation=eval(param.annotation, fn.__globals__))  # noqa: S307 - the command's own annotation
+    return param.replace(annotation=eval(param.annotation, fn.__globals__))
 
 
 def judge_fields(judge: JudgeOptions) -> dict[str, Any]:
@@ -234,7 +243,9 @@ def judge_fields(judge: JudgeOptions) -> dict[str, Any]:
 
 
 # Options of more than one command.
-FormatOpt = Annotated[str, typer.Option("--format", help="Input format: auto (by content), jsonl, otel, openinference, inspect, langfuse, langsmith.")]
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="Input format: auto (by content), jsonl, otel, openinference, inspect, langfuse, langsmith.")
+]
 TranscriptsArg = Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array (as for harness run).")]
 RubricOpt = Annotated[list[str] | None, typer.Option("--rubric", help="Rubric (repeatable). Default: every rubric the transcripts can feed.")]
 PromptsOpt = Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")]

@@ -197,7 +197,9 @@ def probe(
     from ..suites.probe import evaluate_probe
 
     judge.prompts = prompts or []
-    result = evaluate_probe("verbosity" if kind is ProbeKind.verbosity else "position", transcripts, out, judge, rubric or [], sample, seed, pad_words)
+    result = evaluate_probe(
+        "verbosity" if kind is ProbeKind.verbosity else "position", transcripts, out, judge, rubric or [], sample, seed, pad_words
+    )
     if as_json:
         typer.echo(json.dumps(result, indent=2, allow_nan=False))
     else:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+
 from .layout import FitTable
 
 __all__ = ["agreement_tables", "compare_tables"]

@@ -230,7 +230,9 @@ def cache_stats_table(stats: CacheStats, console: Console) -> None:
     for column in ("judge model", "base url", "rubric", "rows", "reply MB", "oldest", "newest"):
         table.add_column(column, justify="right" if column in ("rows", "reply MB") else "left", collapsible=column in ("judge model", "base url"))
     for g in stats.groups:
-        table.add_row(g["judge_model"], g["base_url"], g["rubric"], count(g["rows"]), f"{g['reply_bytes'] / 1e6:.2f}", str(g["oldest"]), str(g["newest"]))
+        table.add_row(
+            g["judge_model"], g["base_url"], g["rubric"], count(g["rows"]), f"{g['reply_bytes'] / 1e6:.2f}", str(g["oldest"]), str(g["newest"])
+        )
     console.print(table)
 
 

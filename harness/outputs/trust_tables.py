@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+
 from .analysis_tables import DASH, _ci, _num, _p
 from .layout import FitTable
 

@@ -84,7 +84,14 @@ def simulation_comparisons(result: dict[str, Any], console: Console) -> None:
     for r in rows:
         a, b = r["experiments"]
         table.add_row(
-            f"{a} vs {b}", r["metric"], _f(r["mean_a"], 3), _f(r["mean_b"], 3), _f(r["welch_t"], 2), _f(r["p_value"], 3), _f(r["cohens_d"], 2), _verdict(r)
+            f"{a} vs {b}",
+            r["metric"],
+            _f(r["mean_a"], 3),
+            _f(r["mean_b"], 3),
+            _f(r["welch_t"], 2),
+            _f(r["p_value"], 3),
+            _f(r["cohens_d"], 2),
+            _verdict(r),
         )
     console.print(table)
     for r in rows:
