@@ -165,12 +165,12 @@ def pairwise(
     judge.prompts = prompts or []
     result = evaluate_pairwise(first, second, out, judge)
     if as_json:
-        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+        typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
         pairwise_table(result, Console())
-    judge_note(result["exit_code"], result["judge_run"]["message"])
+    judge_note(result.exit_code, result.judge_run.message)
     err.print(f"[green]wrote {out}/pairwise.json[/]", highlight=False)
-    raise typer.Exit(result["exit_code"])
+    raise typer.Exit(result.exit_code)
 
 
 @app.command(rich_help_panel=SUITES)
@@ -201,9 +201,9 @@ def probe(
         "verbosity" if kind is ProbeKind.verbosity else "position", transcripts, out, judge, rubric or [], sample, seed, pad_words
     )
     if as_json:
-        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+        typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
         probe_table(result, Console())
-    judge_note(result["exit_code"], result["judge_run"]["message"])
+    judge_note(result.exit_code, result.judge_run.message)
     err.print(f"[green]wrote {out}/probe.json[/]", highlight=False)
-    raise typer.Exit(result["exit_code"])
+    raise typer.Exit(result.exit_code)

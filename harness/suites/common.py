@@ -137,12 +137,24 @@ class JudgeOptions:
     prompts: list[Path] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class JudgeRun:
+    """How a suite's judged step ended: its exit code and closing message."""
+
+    exit_code: int
+    message: str
+
+
 @dataclass(slots=True)
 class Judged:
     """The judged step's outcome: every judgment row, and the run's own outcome."""
 
     judgments: list[dict[str, Any]]
     outcome: RunOutcome
+
+    @property
+    def run(self) -> JudgeRun:
+        return JudgeRun(self.outcome.exit_code, self.outcome.message)
 
     def summary(self) -> dict[str, Any]:
         """The judged step as a suite's results report it: exit code, message, judgment counts and cost."""
