@@ -47,12 +47,18 @@ JUDGE_OPTIONS = "Judge options"
 err = Console(stderr=True)
 
 
-# typer prints "<bool>" as the type of every flag (--help too): a flag takes no value, so show none.
+# typer prints "<bool>" as the type of every flag (--help too): a flag takes no value, so show none;
+# and "<list[Path]>" for a repeatable option, shown as "<path>..." instead.
 _display_type_rich = TyperOption.display_type_rich
 
 
 def _flag_type(self: TyperOption, ctx: Any) -> str | None:
-    return None if self.is_flag else _display_type_rich(self, ctx)
+    if self.is_flag:
+        return None
+    shown = _display_type_rich(self, ctx)
+    if shown is not None and shown.startswith("<list[") and shown.endswith("]>"):
+        return f"<{shown[6:-2].lower()}>..."
+    return shown
 
 
 TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]

@@ -17,7 +17,8 @@ from .common import JUDGE, AsJsonOpt, app, err, judge_fields, judge_options, wri
 if TYPE_CHECKING:
     from ..suites.common import JudgeOptions
 
-FormatOpt = Annotated[InputFormat, typer.Option("--format", help="Input format; auto decides by content.")]
+_FORMATS = ", ".join(f.value for f in InputFormat)
+FormatOpt = Annotated[InputFormat, typer.Option("--format", metavar="FORMAT", help=f"Input format: {_FORMATS} (auto decides by content).")]
 
 
 @app.command(rich_help_panel=JUDGE)
@@ -140,7 +141,9 @@ def export(
         Path | None, typer.Option("--out", "-o", help="File to write (default RUN_DIR/evaluations.otlp.jsonl, judgments.csv or judgments.parquet).")
     ] = None,
     input: Annotated[Path | None, typer.Option("--input", help="The run's transcripts or trace file, if it has moved since the run.")] = None,
-    input_format: Annotated[InputFormat, typer.Option("--input-format", help="Format of the run's input.")] = InputFormat.auto,
+    input_format: Annotated[
+        InputFormat, typer.Option("--input-format", metavar="FORMAT", help=f"Format of the run's input: {_FORMATS}.")
+    ] = InputFormat.auto,
 ) -> None:
     """Write a run's verdicts beside the traces they judged, as OTel evaluation events, CSV or Parquet."""
     from ..traces.export import export_run
