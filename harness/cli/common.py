@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperGroup, TyperOption
 from typer.exceptions import TyperException
 
 from ..errors import BatchError, BudgetExceeded, CacheError, HarnessError, JudgeError, OutputError, ResourceExhausted, UserInputError
@@ -49,19 +49,20 @@ err = Console(stderr=True)
 
 # typer prints "<bool>" as the type of every flag (--help too): a flag takes no value, so show none;
 # and "<list[Path]>" for a repeatable option, shown as "<path>..." instead.
-_display_type_rich = TyperOption.display_type_rich
+def _shown_type(original: Callable[[Any, Any], str | None]) -> Callable[[Any, Any], str | None]:
+    def shown_type(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False):
+            return None
+        shown = original(self, ctx)
+        if shown is not None and shown.startswith("<list[") and shown.endswith("]>"):
+            return f"<{shown[6:-2].lower()}>..."
+        return shown
+
+    return shown_type
 
 
-def _flag_type(self: TyperOption, ctx: Any) -> str | None:
-    if self.is_flag:
-        return None
-    shown = _display_type_rich(self, ctx)
-    if shown is not None and shown.startswith("<list[") and shown.endswith("]>"):
-        return f"<{shown[6:-2].lower()}>..."
-    return shown
-
-
-TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+TyperOption.display_type_rich = _shown_type(TyperOption.display_type_rich)  # type: ignore[method-assign, assignment]
+TyperArgument.display_type_rich = _shown_type(TyperArgument.display_type_rich)  # type: ignore[method-assign, assignment]
 
 
 def exit_for(exc: HarnessError) -> int:
