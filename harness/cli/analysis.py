@@ -101,7 +101,7 @@ def compare(
 
     result = compare_report(run_a, run_b, threshold or [], prompts or [], alpha, resamples, seed)
     if as_json:
-        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+        typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
         compare_tables(result, Console())
 
