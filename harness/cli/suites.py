@@ -134,9 +134,9 @@ def simulation(
     console = Console()
     simulation_table(result, console)
     simulation_comparisons(result, console)
-    judge_note(result["exit_code"], (result["judge"] or {}).get("message"))
+    judge_note(result.exit_code, (result.judge or {}).get("message"))
     err.print(f"[green]wrote {out}/simulation.json[/]", highlight=False)
-    raise typer.Exit(result["exit_code"])
+    raise typer.Exit(result.exit_code)
 
 
 # -- Judges you can trust (README "Judges you can trust"): pairwise comparison and bias probes --------

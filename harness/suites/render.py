@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from ..outputs.layout import FitTable
+
+if TYPE_CHECKING:
+    from .simulation import ExperimentComparison, SimulationResult
 
 
 def _f(value: float | None, digits: int = 2) -> str:
@@ -50,51 +53,44 @@ def clmpi_table(result: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
-def simulation_table(result: dict[str, Any], console: Console) -> None:
+def simulation_table(result: SimulationResult, console: Console) -> None:
     table = FitTable("Simulation quality: means per experiment")
     for column in ("experiment", "n", "PAS", "BVS", "ORA", "DEI", "CRRS", "CRRS 95% CI", "band"):
         table.add_column(column, justify="left" if column == "band" else "right")
-    for exp, row in sorted(result["experiments"].items(), key=lambda kv: int(kv[0])):
-        m = row["means"]
-        ci = row["crrs_ci95"]
+    for exp, row in sorted(result.experiments.items()):
+        m = row.means
+        ci = row.crrs_ci95
         table.add_row(
             str(exp),
-            str(row["n"]),
+            str(row.n),
             *(_f(m[k], 3) for k in ("PAS", "BVS", "ORA", "DEI", "CRRS")),
             "—" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]",
-            row["interpretation"],
+            row.interpretation,
         )
     console.print(table)
 
 
-def _verdict(row: dict[str, Any]) -> str:
-    if row.get("undefined"):
-        return "undefined (zero variance)"
-    return "significant" if row["significant_at_0_05"] else "not significant"
+def _verdict(row: ExperimentComparison) -> str:
+    if row.undefined:
+        return "undefined"
+    return "significant" if row.significant_at_0_05 else "not significant"
 
 
-def simulation_comparisons(result: dict[str, Any], console: Console) -> None:
+def simulation_comparisons(result: SimulationResult, console: Console) -> None:
     """Welch's t per pair of experiments and metric; a comparison of two constant experiments is undefined."""
-    rows = [r for r in result["comparisons"] if "metric" in r]
+    from .simulation import ExperimentComparison
+
+    rows = [r for r in result.comparisons if isinstance(r, ExperimentComparison)]
     if not rows:
         return
     table = FitTable("Experiments compared (Welch's t, Cohen's d; significant at 0.05)")
     for column in ("experiments", "metric", "mean A", "mean B", "t", "p", "d", "verdict"):
         table.add_column(column, justify="left" if column in ("experiments", "metric", "verdict") else "right")
     for r in rows:
-        a, b = r["experiments"]
-        table.add_row(
-            f"{a} vs {b}",
-            r["metric"],
-            _f(r["mean_a"], 3),
-            _f(r["mean_b"], 3),
-            _f(r["welch_t"], 2),
-            _f(r["p_value"], 3),
-            _f(r["cohens_d"], 2),
-            _verdict(r),
-        )
+        a, b = r.experiments
+        table.add_row(f"{a} vs {b}", r.metric, _f(r.mean_a, 3), _f(r.mean_b, 3), _f(r.welch_t, 2), _f(r.p_value, 3), _f(r.cohens_d, 2), _verdict(r))
     console.print(table)
-    for r in rows:
-        if r.get("undefined"):
-            console.print(f"{r['experiments'][0]} vs {r['experiments'][1]} {r['metric']}: {r['undefined']}", highlight=False, soft_wrap=True)
-            break
+    undefined = next((r for r in rows if r.undefined), None)
+    if undefined is not None:
+        a, b = undefined.experiments
+        console.print(f"{a} vs {b} {undefined.metric}: {undefined.undefined}", highlight=False, soft_wrap=True)

@@ -47,7 +47,7 @@ import unicodedata
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -372,22 +372,94 @@ def score_conversation(conv: Conversation, judged: Mapping[tuple[str, int, str],
     )
 
 
-def compare_experiments(results: Sequence[ConversationResult]) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class ExperimentComparison:
+    """One metric of one pair of experiments: Welch's t and Cohen's d, or why they are undefined."""
+
+    experiments: tuple[int, int]
+    metric: str
+    mean_a: float
+    mean_b: float
+    welch_t: float | None
+    df: float | None
+    p_value: float | None
+    notes: list[str]
+    cohens_d: float | None
+    cohens_d_abs: float | None
+    significant_at_0_05: bool | None
+    undefined: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedComparison:
+    experiments: tuple[int, int]
+    skipped: str
+
+
+@dataclass(frozen=True, slots=True)
+class Experiment:
+    n: int
+    means: dict[str, float]
+    ci95: dict[str, tuple[float, float] | None]
+    interpretation: str
+
+    @property
+    def crrs_ci95(self) -> tuple[float, float] | None:
+        return self.ci95["CRRS"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    """What ``harness simulation`` found; :meth:`as_dict` is simulation.json."""
+
+    input: str
+    judged: bool
+    conversations: list[ConversationResult]
+    experiments: dict[int, Experiment]
+    comparisons: list[ExperimentComparison | SkippedComparison]
+    judge: dict[str, Any] | None
+    exit_code: int
+    unjudged_messages: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """NaN/inf → None so the JSON stays strict (an interval of identical values can be degenerate)."""
+        return _clean(
+            {
+                "input": self.input,
+                "judged": self.judged,
+                "weights": CRRS_WEIGHTS,
+                "conversations": [asdict(r) for r in self.conversations],
+                "experiments": {str(k): {**asdict(e), "crrs_ci95": e.crrs_ci95} for k, e in self.experiments.items()},
+                "comparisons": [asdict(c) for c in self.comparisons],
+                "judge": self.judge,
+                "exit_code": self.exit_code,
+                "unjudged_messages": self.unjudged_messages,
+            }
+        )
+
+
+def compare_experiments(results: Sequence[ConversationResult]) -> list[ExperimentComparison | SkippedComparison]:
     """Welch's t and Cohen's d for every pair of experiments and metric (seed 002, "Statistical
     validation"); pairs where either side has fewer than two conversations are listed as skipped."""
     by_exp: dict[int, list[ConversationResult]] = defaultdict(list)
     for r in results:
         by_exp[r.experiment].append(r)
-    rows: list[dict[str, Any]] = []
+    rows: list[ExperimentComparison | SkippedComparison] = []
     for a, b in itertools.combinations(sorted(by_exp), 2):
         if len(by_exp[a]) < 2 or len(by_exp[b]) < 2:
-            rows.append({"experiments": [a, b], "skipped": "each experiment needs at least two conversations"})
+            rows.append(SkippedComparison((a, b), "each experiment needs at least two conversations"))
             continue
         for metric in METRICS:
             xa = [getattr(r, metric) for r in by_exp[a]]
             xb = [getattr(r, metric) for r in by_exp[b]]
             if np.ptp(xa) == 0 and np.ptp(xb) == 0:
-                rows.append(_undefined_comparison(a, b, metric, xa, xb))
+                # Welch's t divides by a zero standard error and Cohen's d by a zero pooled SD: no
+                # verdict at all, only the reason (a difference of constants is not evidence).
+                rows.append(
+                    ExperimentComparison(
+                        (a, b), metric, float(np.mean(xa)), float(np.mean(xb)), None, None, None, [], None, None, None, ZERO_VARIANCE
+                    )
+                )
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UndefinedMetricWarning)
@@ -395,48 +467,32 @@ def compare_experiments(results: Sequence[ConversationResult]) -> list[dict[str,
                 t = welch_ttest(xa, xb)
                 d = cohens_d(xa, xb)
             rows.append(
-                {
-                    "experiments": [a, b],
-                    "metric": metric,
-                    "mean_a": float(np.mean(xa)),
-                    "mean_b": float(np.mean(xb)),
-                    "welch_t": _finite(t.statistic),
-                    "df": _finite(t.df),
-                    "p_value": _finite(t.pvalue),
-                    "notes": list(t.warnings),
-                    "cohens_d": _finite(d),
-                    "cohens_d_abs": _finite(abs(d)),
-                    "significant_at_0_05": bool(t.pvalue < 0.05),
-                    "undefined": None,
-                }
+                ExperimentComparison(
+                    experiments=(a, b),
+                    metric=metric,
+                    mean_a=float(np.mean(xa)),
+                    mean_b=float(np.mean(xb)),
+                    welch_t=_finite(t.statistic),
+                    df=_finite(t.df),
+                    p_value=_finite(t.pvalue),
+                    notes=list(t.warnings),
+                    cohens_d=_finite(d),
+                    cohens_d_abs=_finite(abs(d)),
+                    significant_at_0_05=bool(t.pvalue < 0.05),
+                    undefined=None,
+                )
             )
     return rows
 
 
-def _undefined_comparison(a: int, b: int, metric: str, xa: Sequence[float], xb: Sequence[float]) -> dict[str, Any]:
-    """Both experiments constant: Welch's t divides by a zero standard error and Cohen's d by a zero
-    pooled SD, so there is no verdict at all, only the reason (a difference of constants is not evidence)."""
-    return {
-        "experiments": [a, b],
-        "metric": metric,
-        "mean_a": float(np.mean(xa)),
-        "mean_b": float(np.mean(xb)),
-        "welch_t": None,
-        "df": None,
-        "p_value": None,
-        "notes": [],
-        "cohens_d": None,
-        "cohens_d_abs": None,
-        "significant_at_0_05": None,
-        "undefined": "zero variance: every conversation of both experiments has the same value, so Welch's t and Cohen's d are undefined",
-    }
+ZERO_VARIANCE = "zero variance: every conversation of both experiments has the same value, so Welch's t and Cohen's d are undefined"
 
 
 def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
-def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> dict[str, Any]:
+def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> SimulationResult:
     convs = load_conversations(path)
     judged: dict[tuple[str, int, str], str] = {}
     judge_summary, exit_code = None, 0
@@ -451,36 +507,25 @@ def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> di
                 conv_id, _, index = j["transcript_id"].rpartition("::")
                 judged.setdefault((conv_id, int(index), attr_of[j["rubric"]]), j["label"])
     results = [score_conversation(conv, judged) for _, conv in convs]
-    experiments: dict[str, Any] = {}
+    experiments: dict[int, Experiment] = {}
     for exp in sorted({r.experiment for r in results}):
         rows = [r for r in results if r.experiment == exp]
         means = {m: float(np.mean([getattr(r, m) for r in rows])) for m in METRICS}
-        cis = {m: list(mean_interval([getattr(r, m) for r in rows])) if len(rows) >= 2 else None for m in METRICS}
-        experiments[str(exp)] = {
-            "n": len(rows),
-            "means": means,
-            "ci95": cis,
-            "crrs_ci95": cis["CRRS"],
-            "interpretation": crrs_interpretation(means["CRRS"]),
-        }
+        cis = {m: mean_interval([getattr(r, m) for r in rows]) if len(rows) >= 2 else None for m in METRICS}
+        experiments[exp] = Experiment(len(rows), means, cis, crrs_interpretation(means["CRRS"]))
     out.mkdir(parents=True, exist_ok=True)
-    summary = {
-        "input": str(path),
-        "judged": judge is not None,
-        "weights": CRRS_WEIGHTS,
-        "conversations": [_as_dict(r) for r in results],
-        "experiments": experiments,
-        "comparisons": compare_experiments(results),
-        "judge": judge_summary,
-        "exit_code": exit_code,
-        "unjudged_messages": len(records) if judge is None else 0,
-    }
-    write_json(out / "simulation.json", _clean(summary))
+    summary = SimulationResult(
+        input=str(path),
+        judged=judge is not None,
+        conversations=results,
+        experiments=experiments,
+        comparisons=compare_experiments(results),
+        judge=judge_summary,
+        exit_code=exit_code,
+        unjudged_messages=len(records) if judge is None else 0,
+    )
+    write_json(out / "simulation.json", summary.as_dict())
     return summary
-
-
-def _as_dict(r: ConversationResult) -> dict[str, Any]:
-    return {name: getattr(r, name) for name in ConversationResult.__dataclass_fields__}
 
 
 def _clean(value: Any) -> Any:
