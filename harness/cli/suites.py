@@ -95,9 +95,9 @@ def clmpi(
     judge.prompts = prompts or []
     result = evaluate_clmpi(runs, out, None if no_judge else judge, load_weights(weights), judge_accuracy)
     clmpi_table(result, Console())
-    judge_note(result["exit_code"], (result["judge"] or {}).get("message"))
+    judge_note(result.exit_code, (result.judge or {}).get("message"))
     err.print(f"[green]wrote {out}/clmpi.json, ranking.csv[/]", highlight=False)
-    raise typer.Exit(result["exit_code"])
+    raise typer.Exit(result.exit_code)
 
 
 @app.command(rich_help_panel=SUITES)

@@ -1,4 +1,4 @@
-"""Terminal tables for the suite commands (the CLI stays thin: it calls these to render)."""
+"""Terminal tables for the suite commands, from their typed results (the CLI stays thin: it calls these to render)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from rich.console import Console
 from ..outputs.layout import FitTable
 
 if TYPE_CHECKING:
+    from .clmpi import ClmpiResult
+    from .clustering import ModelResult
     from .simulation import ExperimentComparison, SimulationResult
 
 
@@ -16,7 +18,7 @@ def _f(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def clustering_table(results: list[Any], console: Console) -> None:
+def clustering_table(results: list[ModelResult], console: Console) -> None:
     table = FitTable("Clustering")
     for column in ("model", "clusters", "count", "coverage", "precision", "deviation", "improved", "cost $"):
         table.add_column(column, justify="left" if column == "model" else "right")
@@ -34,21 +36,20 @@ def clustering_table(results: list[Any], console: Console) -> None:
     console.print(table)
 
 
-def clmpi_table(result: dict[str, Any], console: Console) -> None:
+def clmpi_table(result: ClmpiResult, console: Console) -> None:
     table = FitTable("CLMPI ranking")
     for column in ("rank", "model", "ACC", "CON", "COH", "FLU", "EFF", "CLMPI", "/100", "band", "items"):
         table.add_column(column, justify="left" if column in ("model", "band") else "right")
-    for row in result["ranking"]:
-        c = row["components"]
-        counts = row["counts"]
+    for row in result.ranking:
+        c = row.components
         table.add_row(
-            str(row["rank"]),
-            row["model"],
+            str(row.rank),
+            row.model,
             *(_f(c[k], 3) for k in ("ACC", "CON", "COH", "FLU", "EFF")),
-            _f(row["clmpi"], 3),
-            _f(row["clmpi_100"], 1),
-            row["interpretation"],
-            f"{counts['items']} ({counts['failed_items']} failed)",
+            _f(row.clmpi, 3),
+            _f(row.clmpi_100, 1),
+            row.interpretation,
+            f"{row.counts['items']} ({row.counts['failed_items']} failed)",
         )
     console.print(table)
 
