@@ -275,7 +275,7 @@ def test_offline_cache_miss_exits_3_naming_the_count(project: Path, server: Judg
         ),
         (["--offline", "--refresh"], "--offline replays from the cache"),
         (["--limit", "0"], "--limit must be at least 1"),
-        (["--on-bad-record", "ignore"], "--on-bad-record must be 'fail' or 'skip'"),
+        (["--on-bad-record", "ignore"], "'ignore' is not one of 'fail', 'skip'"),
     ],
 )
 def test_user_errors_exit_2_with_one_line(project: Path, server: JudgeServer, args: list[str], message: str) -> None:

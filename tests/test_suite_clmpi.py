@@ -177,7 +177,7 @@ def _rows() -> list[dict[str, Any]]:
 
 def test_no_judge_runs_without_any_judge(tmp_path: Path) -> None:
     runs = write_jsonl(tmp_path / "runs.jsonl", _rows())
-    result = evaluate_clmpi(runs, tmp_path / "out", None)
+    result = evaluate_clmpi(runs, tmp_path / "out", None).as_dict()
     by_model = {r["model"]: r for r in result["ranking"]}
     assert by_model["a"]["components"]["ACC"] == 1.0
     assert by_model["b"]["components"]["ACC"] == 0.5
@@ -229,7 +229,7 @@ def test_judged_components_and_offline_replay(tmp_path: Path) -> None:
     cache = tmp_path / "cache.sqlite"
     with serve(reply=_reply) as server:
         judge = JudgeOptions(model="judge-model", base_url=server.base_url, cache=cache)
-        result = evaluate_clmpi(runs, tmp_path / "out", judge, judge_accuracy=True)
+        result = evaluate_clmpi(runs, tmp_path / "out", judge, judge_accuracy=True).as_dict()
         sent = server.count()
     # coherence, fluency on 6 answered items, correctness on the 4 with references, CON on the 2
     # multi-turn ones; identical prompts (both models answer q2 and mt alike) are sent once.
@@ -250,7 +250,7 @@ def test_judged_components_and_offline_replay(tmp_path: Path) -> None:
 
     # The server is gone: the same judge, offline, replays every judgment from the cache.
     offline = JudgeOptions(model="judge-model", base_url=judge.base_url, cache=cache, offline=True)
-    replay = evaluate_clmpi(runs, tmp_path / "replay", offline, judge_accuracy=True)
+    replay = evaluate_clmpi(runs, tmp_path / "replay", offline, judge_accuracy=True).as_dict()
     assert replay["exit_code"] == 0
     assert [r["clmpi"] for r in replay["ranking"]] == [r["clmpi"] for r in result["ranking"]]
 
@@ -279,8 +279,9 @@ def test_judged_components_and_offline_replay(tmp_path: Path) -> None:
 
 def test_example_file_runs_without_judge(tmp_path: Path) -> None:
     result = evaluate_clmpi(EXAMPLES / "clmpi_runs.jsonl", tmp_path, None)
-    assert len(result["ranking"]) == 3
-    assert all(0 <= r["clmpi"] <= 1 for r in result["ranking"])
+    assert len(result.ranking) == 3
+    assert all(0 <= r.clmpi <= 1 for r in result.ranking)
+    assert [r.rank for r in result.ranking] == [1, 2, 3]
 
 
 def test_a_missing_component_is_never_an_advantage_in_the_ranking(tmp_path: Path) -> None:
@@ -294,8 +295,29 @@ def test_a_missing_component_is_never_an_advantage_in_the_ranking(tmp_path: Path
         {"model": "b", "item_id": "q1", "kind": "open", "prompt": "hi", "response": "hello", "latency_s": 0.1, "memory_mb": 10},
     ]
     runs = write_jsonl(tmp_path / "runs.jsonl", rows)
-    result = evaluate_clmpi(runs, tmp_path / "out", None, load_weights(None), False)
+    result = evaluate_clmpi(runs, tmp_path / "out", None, load_weights(None), False).as_dict()
     by_model = {r["model"]: r for r in result["ranking"]}
     assert by_model["b"]["clmpi"] > by_model["a"]["clmpi"]  # its rescaled score alone would win
     assert [r["model"] for r in result["ranking"]] == ["a", "b"]
     assert by_model["b"]["missing_components"][0] == "ACC" and by_model["b"]["components_missing_in_run"] == 1
+
+
+def test_infinite_latency_is_refused_at_once_naming_file_line_and_field(tmp_path: Path) -> None:
+    # issue 23: "latency_s": Infinity ran, then stopped at writing (exit 5)
+    runs = write_jsonl(tmp_path / "runs.jsonl", _rows())
+    lines = runs.read_text(encoding="utf-8").splitlines()
+    lines[3] = lines[3].replace('"latency_s": 2.0', '"latency_s": Infinity')
+    assert "Infinity" in lines[3]
+    runs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["clmpi", str(runs), "--no-judge", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "runs.jsonl:4: latency_s: Infinity is not a finite number" in result.output
+    assert not out.exists()
+
+
+def test_infinite_weight_is_refused(tmp_path: Path) -> None:
+    weights = tmp_path / "w.toml"
+    weights.write_text("[weights]\nACC = inf\nCON = 0.2\nCOH = 0.2\nFLU = 0.2\nEFF = 0.15\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"w.toml: weights.ACC: .*finite"):
+        load_weights(weights)

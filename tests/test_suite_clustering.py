@@ -190,3 +190,34 @@ def test_cli_writes_csv_json_and_explains(tmp_path: Path) -> None:
     assert [m["model"] for m in data["models"]] == ["model-a", "model-b"]
     a = data["models"][0]
     assert a["improved_model_score"] == pytest.approx(0.25 * (80 + 100 + a["precision_score"] + a["deviation_score"]))
+
+
+def test_infinite_price_is_refused_at_once_naming_file_line_and_field(tmp_path: Path) -> None:
+    # issue 23: {"input": Infinity} ran and then stopped at writing (exit 5)
+    source = (EXAMPLES / "cluster_outputs" / "model-a.json").read_text(encoding="utf-8")
+    value = json.loads(source)
+    value["prices_per_1k"] = {"input": 1.0, "output": 2.0}
+    text = json.dumps(value, indent=2).replace('"input": 1.0', '"input": Infinity')
+    model = tmp_path / "m.json"
+    model.write_text(text, encoding="utf-8")
+    line = next(i for i, row in enumerate(text.splitlines(), start=1) if "Infinity" in row)
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["clustering", "--benchmark", str(EXAMPLES / "clusters.json"), str(model), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert f"m.json:{line}: prices_per_1k.input: Infinity is not a finite number" in result.output
+    assert not out.exists()  # refused before anything is computed or written
+    nan = _write(tmp_path / "n.json", {"model": "m", "clusters": [{"title": "t", "message_ids": [1]}]})
+    nan.write_text(nan.read_text(encoding="utf-8").replace('"t"', '"t", "token_usage": {"input_tokens": NaN}'), encoding="utf-8")
+    with pytest.raises(UserInputError, match=r"n.json:1: clusters\[0\].token_usage.input_tokens: NaN is not a finite number"):
+        evaluate_clustering(EXAMPLES / "clusters.json", [nan])
+    # a string that spells Infinity is not a number, and does not confuse the line
+    fine = _write(tmp_path / "f.json", {"model": "Infinity", "clusters": [{"title": "NaN", "message_ids": [1]}]})
+    assert evaluate_clustering(_write(tmp_path / "b.json", {"a": [1]}), [fine])[0].model == "Infinity"
+
+
+def test_infinite_price_option_is_refused(tmp_path: Path) -> None:
+    outputs = [str(EXAMPLES / "cluster_outputs" / "model-b.json")]
+    args = ["clustering", "--benchmark", str(EXAMPLES / "clusters.json"), *outputs, "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(app, [*args, "--input-price-per-1k", "inf", "--output-price-per-1k", "1"])
+    assert result.exit_code == 2, result.output
+    assert "--input-price-per-1k: inf is not a finite price" in result.output

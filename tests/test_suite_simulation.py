@@ -20,6 +20,7 @@ from harness.errors import RubricError, UserInputError
 from harness.rubrics.rubric import parse_rubric
 from harness.suites.common import JudgeOptions
 from harness.suites.simulation import (
+    ExperimentComparison,
     behavioral_variance_score,
     crrs,
     crrs_interpretation,
@@ -168,7 +169,7 @@ def test_conversation_scores_by_hand(tmp_path: Path) -> None:
             _conv("b", 5, {"type": "Family / Group"}, ["casual", "casual"]),
         ],
     )
-    result = evaluate_simulation(path, tmp_path / "out", None)
+    result = evaluate_simulation(path, tmp_path / "out", None).as_dict()
     a, b = result["conversations"]
     # PAS: C1, C3 always; C2 on 5 of 6; C4 (expected incomplete) on 5 of 6 → (6+5+6+5)/4/6
     assert a["PAS"] == pytest.approx((6 + 5 + 6 + 5) / 24)
@@ -186,7 +187,7 @@ def test_conversation_scores_by_hand(tmp_path: Path) -> None:
 def test_experiment_comparison_matches_scipy(tmp_path: Path) -> None:
     rows = [_conv(f"e1-{i}", 1, EXPECTED, ["casual"] * (2 + i)) for i in range(3)]
     rows += [_conv(f"e5-{i}", 5, EXPECTED, ["casual", "frustrated"] * (1 + i)) for i in range(3)]
-    result = evaluate_simulation(write_jsonl(tmp_path / "c.jsonl", rows), tmp_path / "out", None)
+    result = evaluate_simulation(write_jsonl(tmp_path / "c.jsonl", rows), tmp_path / "out", None).as_dict()
     crrs_1 = [c["CRRS"] for c in result["conversations"] if c["experiment"] == 1]
     crrs_5 = [c["CRRS"] for c in result["conversations"] if c["experiment"] == 5]
     row = next(r for r in result["comparisons"] if r["metric"] == "CRRS")
@@ -243,7 +244,7 @@ def test_missing_attributes_are_classified_by_the_judge_and_replayed(tmp_path: P
     cache = tmp_path / "cache.sqlite"
     with serve(reply=_reply) as server:
         judge = JudgeOptions(model="judge-model", base_url=server.base_url, cache=cache)
-        result = evaluate_simulation(path, tmp_path / "out", judge)
+        result = evaluate_simulation(path, tmp_path / "out", judge).as_dict()
         assert server.count() == 2 * 4  # two messages missing a mood, four rubrics each
     judgments = read_jsonl(tmp_path / "out" / "judgments" / "judgments.jsonl")
     mood = {j["transcript_id"]: j for j in judgments if j["rubric"] == "guest_mood"}
@@ -258,7 +259,7 @@ def test_missing_attributes_are_classified_by_the_judge_and_replayed(tmp_path: P
     assert n["counts"]["pas_skipped_unknown"] == 1 and n["counts"]["bvs_states"] == 2
 
     offline = JudgeOptions(model="judge-model", base_url=judge.base_url, cache=cache, offline=True)
-    replay = evaluate_simulation(path, tmp_path / "replay", offline)
+    replay = evaluate_simulation(path, tmp_path / "replay", offline).as_dict()
     assert replay["exit_code"] == 0
     assert [c["CRRS"] for c in replay["conversations"]] == [c["CRRS"] for c in result["conversations"]]
 
@@ -270,3 +271,30 @@ def test_example_runs_without_judge(tmp_path: Path) -> None:
     assert set(data["experiments"]) == {"1", "3", "5"}
     assert all(0 <= c["CRRS"] <= 1 for c in data["conversations"])
     assert data["unjudged_messages"] == 1
+
+
+def test_ora_folds_accents_and_case() -> None:
+    # issue 23: the same order typed without accents scored 0.35
+    assert order_restriction_adherence(["Crème brûlée", "Café au lait"], ["creme brulee", "cafe au lait"]) == 1.0
+    assert normalize_item("Crème Brûlée") == normalize_item("CREME BRULEE") == "creme brulee"
+    assert normalize_item("The Straße") == "strasse"  # casefold, not lower
+    assert normalize_item("ﬁsh") == "fish"  # NFKD splits the ligature
+
+
+def test_constant_experiments_are_undefined_not_significant(tmp_path: Path) -> None:
+    # issue 23: two experiments whose values are identical constants were called significant
+    rows = [_conv(f"e1-{i}", 1, EXPECTED, ["casual"] * 3) for i in range(3)]
+    rows += [_conv(f"e2-{i}", 2, EXPECTED, ["casual", "frustrated", "casual"]) for i in range(3)]
+    typed = evaluate_simulation(write_jsonl(tmp_path / "c.jsonl", rows), tmp_path / "out", None)
+    assert all(c.significant_at_0_05 is None and c.undefined for c in typed.comparisons if isinstance(c, ExperimentComparison) and c.metric == "PAS")
+    result = typed.as_dict()
+    by_metric = {r["metric"]: r for r in result["comparisons"]}
+    pas, crrs_row = by_metric["PAS"], by_metric["CRRS"]
+    assert pas["mean_a"] != pas["mean_b"]  # different constants: the old code said p = 0, significant
+    for row in (pas, crrs_row):
+        assert row["significant_at_0_05"] is None
+        assert row["p_value"] is None and row["welch_t"] is None and row["cohens_d"] is None
+        assert "zero variance" in row["undefined"]
+    assert not any(r["significant_at_0_05"] for r in result["comparisons"])
+    written = json.loads((tmp_path / "out" / "simulation.json").read_text(encoding="utf-8"))
+    assert written["comparisons"][0]["undefined"] and written["comparisons"][0]["significant_at_0_05"] is None

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import importlib
 
-import typer
-from rich.markup import escape
-from typer.exceptions import TyperException
+from .common import app
 
-from ..errors import HarnessError
-from ..exit_codes import EXIT_INTERRUPTED, EXIT_USER_ERROR
-from .common import _fail, app, err
-
-# Importing a module registers its commands; `harness --help` lists them in this order.
-for _module in ("run", "analysis", "infer", "race", "suites", "batch", "cache"):
+# Importing a module registers its commands, each in its help panel (common.JUDGE ... CACHE); a new
+# module is one line here. Panels are listed in the order their first command is registered.
+COMMAND_MODULES = (
+    "run",
+    "analysis",
+    "batch",
+    "cache",
+    "suites",
+    "infer",
+    "race",
+)
+for _module in COMMAND_MODULES:
     importlib.import_module(f".{_module}", __name__)
 
 __all__ = ["app", "entry"]
@@ -26,25 +30,5 @@ __all__ = ["app", "entry"]
 
 def entry() -> None:
     """The ``harness`` entry point: whatever happens, one line and a documented exit code, never
-    a traceback (README "Exit codes")."""
-    try:
-        code = app(prog_name="harness", standalone_mode=False)
-    except (KeyboardInterrupt, typer.Abort):
-        err.print("[red]interrupted[/]", highlight=False)
-        raise SystemExit(EXIT_INTERRUPTED) from None
-    except TyperException as exc:  # a usage error, shown as typer shows it in standalone mode
-        show = getattr(exc, "show", None)
-        if show is not None:
-            show()
-        raise SystemExit(getattr(exc, "exit_code", EXIT_USER_ERROR)) from None
-    except HarnessError as exc:
-        raise SystemExit(_fail(exc).exit_code) from None
-    except (Exception, RecursionError) as exc:  # noqa: BLE001 - the last line of defence: one line, a documented code
-        from ..runner.session import crash_exit
-
-        code, message = crash_exit(exc)
-        err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-        raise SystemExit(code) from None
-    if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into this return value
-        err.print("[red]interrupted[/]", highlight=False)
-    raise SystemExit(code if isinstance(code, int) else 0)
+    a traceback (README "Exit codes"; the handling is :class:`.common.HarnessGroup`)."""
+    app(prog_name="harness")

@@ -1,4 +1,4 @@
-"""Commands that read runs: agreement, compare, clustering, report, explain."""
+"""Commands that read runs: agreement, compare, report, explain."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ..errors import HarnessError, UserInputError
-from .common import _fail, _write_report, app, err
+from .choices import GateOn
+from .common import ANALYSE, AsJsonOpt, app, err, write_report
 
 
-@app.command()
+@app.command(rich_help_panel=ANALYSE)
 def agreement(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
     labels: Annotated[
@@ -33,7 +33,7 @@ def agreement(
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples of transcripts for the kappa, MCC and Spearman intervals.")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+    as_json: AsJsonOpt = False,
     min_kappa: Annotated[
         float | None, typer.Option("--min-kappa", help="Calibration gate: exit 6 when a judge's kappa with the labels is below this.")
     ] = None,
@@ -41,10 +41,10 @@ def agreement(
         float | None, typer.Option("--min-spearman", help="Calibration gate: exit 6 when a judge's Spearman rho with numeric labels is below this.")
     ] = None,
     gate_on: Annotated[
-        str, typer.Option("--gate-on", help="What the gate judges: estimate (the point estimate, default) or ci-lower (its CI's lower bound).")
-    ] = "estimate",
+        GateOn, typer.Option("--gate-on", help="What the gate judges: estimate (the point estimate) or ci-lower (its CI's lower bound).")
+    ] = GateOn.estimate,
 ) -> None:
-    """How well the run's judges agree with human labels, and with each other.
+    """Measure how well a run's judges agree with human labels and with each other.
 
     Numeric labels: Pearson and Spearman with 95% CIs, MAE, quadratic-weighted kappa on the scale's
     bins (integer steps for integer scales such as 1..5, else tenths of the scale), and the
@@ -57,15 +57,10 @@ def agreement(
     from ..exit_codes import EXIT_GATE
     from ..outputs.analysis_tables import agreement_tables, gate_lines
 
-    try:
-        if gate_on not in ("estimate", "ci-lower"):
-            raise UserInputError("--gate-on must be 'estimate' or 'ci-lower'")
-        result = agreement_report(run_dir, labels, threshold or [], prompts or [], resamples, seed)
-        gated = min_kappa is not None or min_spearman is not None
-        if gated:
-            result["gate"] = calibration_gate(result, min_kappa, min_spearman, "ci-lower" if gate_on == "ci-lower" else "estimate")
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    result = agreement_report(run_dir, labels, threshold or [], prompts or [], resamples, seed)
+    gated = min_kappa is not None or min_spearman is not None
+    if gated:
+        result["gate"] = calibration_gate(result, min_kappa, min_spearman, "ci-lower" if gate_on is GateOn.ci_lower else "estimate")
     if as_json:
         typer.echo(json.dumps(result, indent=2, allow_nan=False))
     else:
@@ -77,7 +72,7 @@ def agreement(
             raise typer.Exit(EXIT_GATE)
 
 
-@app.command()
+@app.command(rich_help_panel=ANALYSE)
 def compare(
     run_a: Annotated[Path, typer.Argument(help="Run A (the baseline), a harness run --out directory.")],
     run_b: Annotated[Path, typer.Argument(help="Run B, compared against A.")],
@@ -92,9 +87,9 @@ def compare(
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the runs' custom rubric files (for their scales).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the paired CI of the mean difference.")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
+    as_json: AsJsonOpt = False,
 ) -> None:
-    """Is run B better than run A? Per rubric, composite and judge, on the transcripts both scored.
+    """Tell whether run B is better than run A, per rubric, composite and judge, on the transcripts both scored.
 
     Mean difference B - A with a paired bootstrap CI, paired t-test, McNemar on pass/fail (exact
     below 25 discordant pairs, else chi-square with continuity correction), and Welch's t and
@@ -104,59 +99,14 @@ def compare(
     from ..analysis.compare import compare_report
     from ..outputs.analysis_tables import compare_tables
 
-    try:
-        result = compare_report(run_a, run_b, threshold or [], prompts or [], alpha, resamples, seed)
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    result = compare_report(run_a, run_b, threshold or [], prompts or [], alpha, resamples, seed)
     if as_json:
-        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+        typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
         compare_tables(result, Console())
 
 
-@app.command()
-def clustering(
-    outputs: Annotated[
-        list[Path], typer.Argument(help="One JSON file per model: {model, clusters: [{title, message_ids}], token_usage, prices_per_1k}.")
-    ],
-    benchmark: Annotated[Path, typer.Option("--benchmark", help="Benchmark clusters: {name: [message ids]}.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for clustering.json, clusters.csv, models.csv.")],
-    explain: Annotated[bool, typer.Option("--explain", help="Print every score with its formula and the numbers put into it.")] = False,
-    input_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K input tokens for outputs without prices_per_1k.")] = None,
-    output_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K output tokens for outputs without prices_per_1k.")] = None,
-) -> None:
-    """Score topic clusters against a benchmark (seed 000, its arithmetic slips corrected where each formula is used). No judge.
-
-    Each benchmark cluster is matched to the model cluster sharing most message ids; ties go to the
-    smaller model cluster (higher precision), then the first in the file. A benchmark cluster with
-    no overlap is unmatched (deviation -100 %, every other score 0). A model cluster may be the best
-    match of several benchmark clusters: each is scored against it and the sharing is reported.
-    Precision and deviation scores average over every benchmark cluster, unmatched ones included.
-    """
-    from ..suites.clustering import Prices, evaluate_clustering, write_outputs
-    from ..suites.clustering import explain as explain_lines
-    from ..suites.render import clustering_table
-
-    try:
-        if (input_price_per_1k is None) != (output_price_per_1k is None):
-            raise UserInputError("give both --input-price-per-1k and --output-price-per-1k, or neither")
-        prices = None
-        if input_price_per_1k is not None and output_price_per_1k is not None:
-            prices = Prices(input=input_price_per_1k, output=output_price_per_1k)
-        results = evaluate_clustering(benchmark, outputs, prices)
-        write_outputs(results, out)
-    except HarnessError as exc:
-        raise _fail(exc) from None
-    console = Console()
-    if explain:
-        for result in results:
-            for line in explain_lines(result):
-                console.print(line, markup=False, highlight=False, soft_wrap=True)
-    clustering_table(results, console)
-    err.print(f"[green]wrote {out}/clustering.json, clusters.csv, models.csv[/]", highlight=False)
-
-
-@app.command()
+@app.command(rich_help_panel=ANALYSE)
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
     config: Annotated[Path | None, typer.Option(help="The run's harness.toml: its composite weights and prompt directories.")] = None,
@@ -166,13 +116,15 @@ def report(
         list[Path] | None, typer.Option("--trust", help="A pairwise.json or probe.json to show in the Judge trust section (repeatable).")
     ] = None,
 ) -> None:
-    """Write RUN_DIR/report.html: one self-contained page of scores, performance, cost, judge health
-    and trust (judge noise, position bias, probe shifts), and every transcript with its judgments
-    and composite arithmetic. Opens with no network."""
-    _write_report(run_dir, config=config, prompts=prompts or [], input=input, trust=trust)
+    """Write a run's report.html, one page that opens without a network and shows everything the run measured.
+
+    Scores, performance, cost, judge health and trust (judge noise, position bias, probe shifts),
+    and every transcript with its judgments and composite arithmetic.
+    """
+    write_report(run_dir, config=config, prompts=prompts or [], input=input, trust=trust)
 
 
-@app.command()
+@app.command(rich_help_panel=ANALYSE)
 def explain(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out.")],
     transcript_id: Annotated[str, typer.Argument(help="The id of a transcript of the run.")],
@@ -180,12 +132,12 @@ def explain(
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
     input: Annotated[Path | None, typer.Option("--input", help="The run's transcripts file, if it has moved since the run.")] = None,
 ) -> None:
-    """One transcript's numbers traced to their inputs: each composite as its formula with the
-    numbers put in, each score with the judge reply it was parsed from, rubric version and cache key."""
+    """Trace one transcript's numbers back to the judge replies and formulas they came from.
+
+    Each composite as its formula with the numbers put in, each score with the judge reply it was
+    parsed from, its rubric version and cache key.
+    """
     from ..report import explain as explain_transcript
 
-    try:
-        text = explain_transcript(run_dir, transcript_id, config=config, prompts=prompts or [], input=input)
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    text = explain_transcript(run_dir, transcript_id, config=config, prompts=prompts or [], input=input)
     typer.echo(text)

@@ -10,25 +10,24 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import HarnessError, UserInputError
+from ..errors import UserInputError
+from .choices import BatchApi
+from .common import BATCH_JUDGE_FLAGS, JUDGE_OPTIONS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options
 
 if TYPE_CHECKING:
     from ..batch import BatchView
     from ..cache.batches import BatchRecord
     from ..planning import RunOptions
-
-
-from .common import ApiKeyEnvOpt, BaseUrlOpt, CacheOpt, JudgeConfigOpt, LimitOpt, ModelOpt, PromptsOpt, RubricOpt, TranscriptsArg, _fail, app, err
-
-# ---------------------------------------------------------------------------------------------
-# harness batch: provider batch APIs (half price, no rate limits). The logic is harness/batch/.
-# ---------------------------------------------------------------------------------------------
+    from ..suites.common import JudgeOptions
 
 batch_app = typer.Typer(
     no_args_is_help=True,
-    help="Judge through providers' batch APIs (OpenAI Batch, Anthropic Message Batches): half price, resumable, never submitted twice.",
+    rich_markup_mode="rich",
+    help="Judge through the providers' batch APIs at half price, resumable and never submitted twice.",
 )
-app.add_typer(batch_app, name="batch")
+app.add_typer(batch_app, name="batch", rich_help_panel=SCALE)
+CacheOpt = Annotated[str | None, typer.Option("--cache", help="The SQLite cache the batches are recorded in.", rich_help_panel=JUDGE_OPTIONS)]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="harness.toml (for its cache).", rich_help_panel=JUDGE_OPTIONS)]
 
 WaitOpt = Annotated[bool, typer.Option("--wait", help="Poll (with backoff) until the batches end, then collect.")]
 PollOpt = Annotated[float, typer.Option("--poll-interval", help="First wait between polls, seconds (doubles up to 60).")]
@@ -36,11 +35,24 @@ MaxWaitOpt = Annotated[float | None, typer.Option("--max-wait", help="With --wai
 
 
 def _batch_options(
-    transcripts: Path, out: Path | None, config: Path | None, rubric: list[str] | None, prompts: list[Path] | None, **kw: object
+    transcripts: Path, out: Path | None, judge: JudgeOptions, rubric: list[str] | None, prompts: list[Path] | None, limit: int | None
 ) -> RunOptions:
     from ..planning import RunOptions
 
-    return RunOptions(input=transcripts, out=out, config=config, rubrics=rubric or [], prompts=prompts or [], batch=True, progress=False, **kw)  # type: ignore[arg-type]
+    return RunOptions(
+        input=transcripts,
+        out=out,
+        config=judge.config,
+        model=judge.model,
+        base_url=judge.base_url,
+        api_key_env=judge.api_key_env,
+        cache=judge.cache,
+        rubrics=rubric or [],
+        prompts=prompts or [],
+        limit=limit,
+        batch=True,
+        progress=False,
+    )
 
 
 def _cache_of(cache: str | Path | None, config: Path | None) -> Path:
@@ -90,17 +102,16 @@ def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float, ma
 
 
 @batch_app.command("submit")
+@judge_options(BATCH_JUDGE_FLAGS)
 def batch_submit(
     transcripts: TranscriptsArg,
-    config: JudgeConfigOpt = None,
+    judge: JudgeOptions,
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    cache: CacheOpt = None,
     limit: LimitOpt = None,
-    api: Annotated[str | None, typer.Option("--api", help="openai or anthropic (default: anthropic for an anthropic.com URL, else openai).")] = None,
+    api: Annotated[
+        BatchApi | None, typer.Option("--api", help="The provider's batch API (default: anthropic for an anthropic.com URL, else openai).")
+    ] = None,
     max_requests: Annotated[
         int | None, typer.Option("--max-requests", help="At most N requests per batch (the provider's limit is the most).")
     ] = None,
@@ -109,143 +120,106 @@ def batch_submit(
     max_wait: MaxWaitOpt = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="With --wait: where the outputs are written after collecting.")] = None,
 ) -> None:
-    """Submit every judgment that is neither cached nor already in a batch. Each batch and its keys
-    are recorded in the cache before this returns."""
+    """Submit every judgment that is neither cached nor already in a batch, recording each batch in the cache first."""
     from ..batch import submit
 
-    options = _batch_options(
-        transcripts, out, config, rubric, prompts, model=model, base_url=base_url, api_key_env=api_key_env, cache=cache, limit=limit
+    options = _batch_options(transcripts, out, judge, rubric, prompts, limit)
+    if wait and out is None:
+        raise UserInputError("--wait collects the results: give --out")
+    report = asyncio.run(submit(options, api=None if api is None else api.value, max_requests=max_requests))
+    for record in report.batches:
+        err.print(f"batch {record.id}: {record.api} {record.remote_id} ({record.requests} requests, {record.status})", highlight=False)
+    err.print(
+        f"[green]{report.sent} sent[/] in {len(report.batches)} batch(es); {report.skipped} already cached or in a batch; "
+        f"{report.missing_input} missing input (unscored, no call)",
+        highlight=False,
     )
-    try:
-        if wait and out is None:
-            raise UserInputError("--wait collects the results: give --out")
-        report = asyncio.run(submit(options, api=api, max_requests=max_requests))
-        for record in report.batches:
-            err.print(f"batch {record.id}: {record.api} {record.remote_id} ({record.requests} requests, {record.status})", highlight=False)
-        err.print(
-            f"[green]{report.sent} sent[/] in {len(report.batches)} batch(es); {report.skipped} already cached or in a batch; "
-            f"{report.missing_input} missing input (unscored, no call)",
-            highlight=False,
-        )
-        if report.too_large:
-            err.print(f"[yellow]{len(report.too_large)} request(s) exceed the provider's batch size: judge them with harness run[/]", highlight=False)
-        code = _collect_and_write(options, True, poll_interval, max_wait) if wait else 0
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    if report.too_large:
+        err.print(f"[yellow]{len(report.too_large)} request(s) exceed the provider's batch size: judge them with harness run[/]", highlight=False)
+    code = _collect_and_write(options, True, poll_interval, max_wait) if wait else 0
     raise typer.Exit(code)
 
 
 @batch_app.command("status")
-def batch_status(
-    cache: CacheOpt = None,
-    config: JudgeConfigOpt = None,
-) -> None:
-    """Poll every open batch recorded in the cache, re-attach any a killed process left half-sent,
-    and list them all."""
+def batch_status(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
+    """Poll every open batch, re-attach any that a killed process left half-sent, and list them all."""
     from ..batch import batches, refresh
     from ..outputs.terminal import batch_table
 
-    try:
-        path = _cache_of(cache, config)
-        if not path.exists():
-            raise UserInputError(f"{path}: no cache file (nothing was submitted with it)")
-        notes = {v.record.id: v.note for v in asyncio.run(refresh(path))}
-        rows = [(r, notes.get(r.id, "")) for r in batches(path)]
-    except HarnessError as exc:
-        raise _fail(exc) from None
-    batch_table(rows, Console(width=200))
+    path = _cache_of(cache, config)
+    if not path.exists():
+        raise UserInputError(f"{path}: no cache file (nothing was submitted with it)")
+    notes = {v.record.id: v.note for v in asyncio.run(refresh(path))}
+    rows = [(r, notes.get(r.id, "")) for r in batches(path)]
+    batch_table(rows, Console())
 
 
 @batch_app.command("collect")
+@judge_options(BATCH_JUDGE_FLAGS)
 def batch_collect(
     transcripts: TranscriptsArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
-    config: JudgeConfigOpt = None,
+    judge: JudgeOptions,
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    cache: CacheOpt = None,
     limit: LimitOpt = None,
     wait: WaitOpt = False,
     poll_interval: PollOpt = 5.0,
     max_wait: MaxWaitOpt = None,
 ) -> None:
-    """Download every ended batch into the cache (parsed, priced at batch rates, failures with the
-    provider's reason), then write the usual outputs. `harness run --offline` replays them."""
-    options = _batch_options(
-        transcripts, out, config, rubric, prompts, model=model, base_url=base_url, api_key_env=api_key_env, cache=cache, limit=limit
-    )
-    try:
-        code = _collect_and_write(options, wait, poll_interval, max_wait)
-    except HarnessError as exc:
-        raise _fail(exc) from None
-    raise typer.Exit(code)
+    """Download every ended batch into the cache and write the usual outputs, which `harness run --offline` then replays.
+
+    Replies are parsed and priced at batch rates; failures keep the provider's reason.
+    """
+    options = _batch_options(transcripts, out, judge, rubric, prompts, limit)
+    raise typer.Exit(_collect_and_write(options, wait, poll_interval, max_wait))
 
 
 @batch_app.command("export")
+@judge_options(("config", "model", "base_url", "cache"))
 def batch_export(
     transcripts: TranscriptsArg,
     to: Annotated[Path, typer.Option("--to", help="The OpenAI batch-format request JSONL to write (vLLM run_batch reads it).")],
-    config: JudgeConfigOpt = None,
+    judge: JudgeOptions,
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    cache: CacheOpt = None,
     limit: LimitOpt = None,
 ) -> None:
-    """Write the unanswered requests as OpenAI batch JSONL and hold them until `batch import`."""
+    """Write the unanswered requests as OpenAI batch JSONL and hold them until `harness batch import`."""
     from ..batch import export
 
-    options = _batch_options(transcripts, None, config, rubric, prompts, model=model, base_url=base_url, cache=cache, limit=limit)
-    try:
-        report = export(options, to)
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    report = export(_batch_options(transcripts, None, judge, rubric, prompts, limit), to)
     err.print(f"[green]wrote {report.exported} request(s) to {escape(str(to))}[/]; {report.skipped} already cached or in a batch", highlight=False)
 
 
 @batch_app.command("import")
+@judge_options(("config", "model", "base_url", "cache"))
 def batch_import(
     transcripts: TranscriptsArg,
     results: Annotated[list[Path], typer.Argument(help="Batch output JSONL file(s) in OpenAI's format (vLLM run_batch writes it).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
-    config: JudgeConfigOpt = None,
+    judge: JudgeOptions,
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    cache: CacheOpt = None,
     limit: LimitOpt = None,
 ) -> None:
-    """Take exported requests' results into the cache, then write the usual outputs."""
+    """Take the results of exported requests into the cache, then write the usual outputs."""
     from ..batch import import_results
 
-    options = _batch_options(transcripts, out, config, rubric, prompts, model=model, base_url=base_url, cache=cache, limit=limit)
-    try:
-        totals = import_results(options, results)
-        err.print(
-            f"imported {totals['succeeded']} succeeded, {totals['failed']} failed, {totals['unknown']} not exported by this cache", highlight=False
-        )
-        code = _collect_and_write(options, False, 0.0)
-    except HarnessError as exc:
-        raise _fail(exc) from None
-    raise typer.Exit(code)
+    options = _batch_options(transcripts, out, judge, rubric, prompts, limit)
+    totals = import_results(options, results)
+    err.print(f"imported {totals['succeeded']} succeeded, {totals['failed']} failed, {totals['unknown']} not exported by this cache", highlight=False)
+    raise typer.Exit(_collect_and_write(options, False, 0.0))
 
 
 @batch_app.command("release")
 def batch_release(
     batch_id: Annotated[int, typer.Argument(help="The batch's number in `harness batch status`.")],
     cache: CacheOpt = None,
-    config: JudgeConfigOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Give up a batch that was never created at the provider, so its requests may be submitted again."""
     from ..batch import release
 
-    try:
-        record = release(_cache_of(cache, config), batch_id)
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    record = release(_cache_of(cache, config), batch_id)
     err.print(f"[green]batch {record.id} released[/]", highlight=False)

@@ -10,37 +10,35 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import HarnessError
-from .common import _fail, _location, _run_async, _shown, _write_report, app, err
+from .common import CACHE, SCALE, app, err, location, run_async, shown, write_report
 
 # -- Sharing work: harness merge, harness cache ---------------------------------------------------
 # Many workers (--shard i/n) share one cache; merge joins their run directories; the cache
 # commands inspect, prune and move a cache between SQLite and PostgreSQL.
 
-cache_app = typer.Typer(no_args_is_help=True, help="Inspect, prune, export and import a judgment cache (SQLite file or PostgreSQL).")
-app.add_typer(cache_app, name="cache")
+cache_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode="rich", help="Inspect, prune, export and import a judgment cache, a SQLite file or PostgreSQL."
+)
+app.add_typer(cache_app, name="cache", rich_help_panel=CACHE)
 CacheLocationOpt = Annotated[str, typer.Option("--cache", help="A SQLite file or a postgresql:// URL.")]
 
 
-@app.command()
+@app.command(rich_help_panel=SCALE)
 def merge(
     run_dirs: Annotated[list[Path], typer.Argument(help="The run directories of every shard (harness run --shard i/n --out DIR).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the merged judgments.jsonl, results.jsonl, summary.json.")],
     report: Annotated[bool, typer.Option("--report", help="Also write OUT/report.html.")] = False,
     config: Annotated[Path | None, typer.Option(help="The runs' harness.toml (for --report: composite weights and prompts).")] = None,
 ) -> None:
-    """Join the outputs of --shard runs into one run, identical to an unsharded run's (see README)."""
+    """Join the outputs of `harness run --shard` runs into one run, identical to an unsharded run's."""
     from ..outputs.merge import merge_runs
 
-    try:
-        result = merge_runs(run_dirs, out)
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    result = merge_runs(run_dirs, out)
     err.print(
         f"[green]merged {result.shards} shards: {result.transcripts:,} transcripts, {result.judgments:,} judgments into {out}[/]", highlight=False
     )
     if report:
-        _write_report(out, config=config, prompts=[], input=None)
+        write_report(out, config=config, prompts=[], input=None)
 
 
 @cache_app.command("stats")
@@ -48,10 +46,10 @@ def cache_stats(
     cache: CacheLocationOpt = "cache/judgments.sqlite",
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON on stdout.")] = False,
 ) -> None:
-    """Rows and reply bytes per judge model, base URL and rubric; claims in flight."""
+    """Count the cached judgments and their reply bytes per judge model, base URL and rubric, and the claims in flight."""
     from ..cache.transfer import cache_stats as stats
 
-    result = _run_async(stats(_location(cache)))
+    result = run_async(stats(location(cache)))
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
         return
@@ -71,7 +69,7 @@ def cache_prune(
     """Delete cached judgments by age and/or judge model (both given: those matching both)."""
     from ..cache.transfer import prune_cache
 
-    deleted = _run_async(prune_cache(_location(cache), older_than=older_than, judge_model=judge))
+    deleted = run_async(prune_cache(location(cache), older_than=older_than, judge_model=judge))
     err.print(f"[green]deleted {deleted:,} cached judgment(s)[/]", highlight=False)
 
 
@@ -83,7 +81,7 @@ def cache_export(
     """Write every cached judgment to a JSONL file (import reads it into any store)."""
     from ..cache.transfer import export_cache
 
-    count = _run_async(export_cache(_location(cache), dest))
+    count = run_async(export_cache(location(cache), dest))
     err.print(f"[green]exported {count:,} judgment(s) to {dest}[/]", highlight=False)
 
 
@@ -95,5 +93,5 @@ def cache_import(
     """Copy judgments into the cache (upsert by key): moves a cache between SQLite and PostgreSQL."""
     from ..cache.transfer import import_cache
 
-    count = _run_async(import_cache(_location(cache), _location(source)))
-    err.print(f"[green]imported {count:,} judgment(s) into {escape(_shown(cache))}[/]", highlight=False)
+    count = run_async(import_cache(location(cache), location(source)))
+    err.print(f"[green]imported {count:,} judgment(s) into {escape(shown(cache))}[/]", highlight=False)

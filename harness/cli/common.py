@@ -1,38 +1,143 @@
-"""What every ``harness`` command shares: the typer app, the error console, the options more
-than one command takes, and turning a HarnessError into one line and its exit code."""
+"""What every ``harness`` command shares: the typer app and its help panels, the error console,
+the one place that turns any error into one line and its exit code, and the judge options.
+
+Each command imports what it needs when it runs, so ``harness --help`` loads typer and rich only.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperArgument, TyperGroup, TyperOption
+from typer.exceptions import TyperException
 
 from ..errors import BatchError, BudgetExceeded, CacheError, HarnessError, JudgeError, OutputError, ResourceExhausted, UserInputError
-from ..exit_codes import EXIT_BUDGET, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_IO, EXIT_USER_ERROR
+from ..exit_codes import EXIT_BUDGET, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_USER_ERROR
 
-# Each command imports what it needs when it runs, so `harness --help` loads typer and rich only.
+try:  # typer 0.25+ carries its own click; before, it used click's exceptions
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[assignment]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Async LLM-judge evaluation harness.")
-err = Console(stderr=True)
+if TYPE_CHECKING:
+    from ..suites.common import JudgeOptions
+
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
-# Judge options shared by every command that calls judges (run and the suites).
-JudgeConfigOpt = Annotated[Path | None, typer.Option("--config", help="harness.toml with judges, composites, cache, prompts.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="Ad-hoc judge model (an OpenAI-compatible endpoint).")]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Ad-hoc judge base URL (default: $OPENAI_BASE_URL or OpenAI).")]
-ApiKeyEnvOpt = Annotated[str | None, typer.Option("--api-key-env", help="Variable holding the ad-hoc judge's key (default OPENAI_API_KEY).")]
-ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="Override every judge's max_concurrency.")]
-CacheOpt = Annotated[str | None, typer.Option("--cache", help="Cache: a SQLite file (default cache/judgments.sqlite) or a postgresql:// URL.")]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
-OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
-FormatOpt = Annotated[
-    str, typer.Option("--format", help="Input format: auto (by content), jsonl, otel, openinference, inspect, langfuse, langsmith.")
-]
+# Help panels of `harness --help`, in the order they are listed.
+JUDGE = "Judge"
+ANALYSE = "Analyse"
+SCALE = "Scale"
+SUITES = "Suites"
+CACHE = "Cache"
+#: the panel of a command's judge options in its own --help
+JUDGE_OPTIONS = "Judge options"
+
+err = Console(stderr=True)
+
+
+# typer prints "<bool>" as the type of every flag (--help too): a flag takes no value, so show none;
+# and "<list[Path]>" for a repeatable option, shown as "<path>..." instead.
+def _shown_type(original: Callable[[Any, Any], str | None]) -> Callable[[Any, Any], str | None]:
+    def shown_type(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False):
+            return None
+        shown = original(self, ctx)
+        if shown is not None and shown.startswith("<list[") and shown.endswith("]>"):
+            return f"<{shown[6:-2].lower()}>..."
+        return shown
+
+    return shown_type
+
+
+TyperOption.display_type_rich = _shown_type(TyperOption.display_type_rich)  # type: ignore[method-assign, assignment]
+TyperArgument.display_type_rich = _shown_type(TyperArgument.display_type_rich)  # type: ignore[method-assign, assignment]
+
+
+def exit_for(exc: HarnessError) -> int:
+    """The documented exit code of a HarnessError (README "Exit codes")."""
+    if isinstance(exc, BudgetExceeded):
+        return EXIT_BUDGET
+    if isinstance(exc, CacheError | OutputError | ResourceExhausted):
+        return EXIT_IO
+    if isinstance(exc, BatchError | JudgeError):  # the provider refused: as a run whose judgments failed
+        return EXIT_FAILED_JUDGMENTS
+    return EXIT_USER_ERROR if isinstance(exc, UserInputError) else EXIT_INTERNAL
+
+
+def fail(exc: BaseException) -> typer.Exit:
+    """Print one line for ``exc`` (whatever the terminal width; text, never rich markup) and return
+    the exit that carries its code. A HarnessError is the user's or the provider's; anything else is a bug."""
+    if isinstance(exc, HarnessError):
+        code, message = exit_for(exc), str(exc)
+    else:
+        from ..runner.session import crash_exit
+
+        code, message = crash_exit(exc)
+    one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())  # an exception's text may span lines
+    err.print(f"[red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+class HarnessGroup(TyperGroup):
+    """The ``harness`` command group, and the one place where errors become exit codes.
+
+    Whatever a command raises ends as one line on stderr and a documented exit code (README "Exit
+    codes"), never a traceback: a bad option or choice (2), a HarnessError (its code), an interrupt
+    (130), anything else (a bug: 70, or 5 for I/O). Commands raise; none catches to print.
+    """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except NoArgsIsHelpError as exc:  # `harness batch` alone: its help
+            exc.show()
+            sys.exit(exc.exit_code)
+        except UsageError as exc:  # a bad option or choice: one line, and where to read more
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            message = exc.format_message().replace("Value error, ", "")  # typer's wording for a bad choice
+            err.print(f"[red]error:[/] {escape(message + where)}", highlight=False, soft_wrap=True)
+            sys.exit(EXIT_USER_ERROR)
+        except TyperException as exc:  # anything else typer raises, as typer shows it
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(getattr(exc, "exit_code", EXIT_USER_ERROR))
+        except (KeyboardInterrupt, typer.Abort):
+            code = EXIT_INTERRUPTED
+        except (Exception, RecursionError) as exc:  # noqa: BLE001 - one line and a documented code, never a traceback
+            sys.exit(fail(exc).exit_code)
+        if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into this code
+            err.print("[red]interrupted[/]", highlight=False)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    cls=HarnessGroup,
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    help="Judge agent transcripts with LLM rubrics, measure performance, and replay from a cache.",
+)
 
 
 @app.callback()
@@ -40,47 +145,26 @@ def main() -> None:
     """Judge agent transcripts with LLM rubrics, measure performance, and replay from a cache."""
 
 
-def _fail(exc: HarnessError) -> typer.Exit:
-    # One line whatever the terminal width; the message is text, never rich markup.
-    err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-    if isinstance(exc, BudgetExceeded):
-        return typer.Exit(EXIT_BUDGET)
-    if isinstance(exc, CacheError | OutputError | ResourceExhausted):
-        return typer.Exit(EXIT_IO)
-    if isinstance(exc, BatchError | JudgeError):  # the provider refused: as a run whose judgments failed
-        return typer.Exit(EXIT_FAILED_JUDGMENTS)
-    return typer.Exit(EXIT_USER_ERROR if isinstance(exc, UserInputError) else EXIT_INTERNAL)
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
 
 
-def _location(value: str) -> Path | str:
+def location(value: str) -> Path | str:
     from ..cache.location import parse_location
 
-    try:
-        return parse_location(value)
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    return parse_location(value)
 
 
-def _run_async(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        return asyncio.run(coro)
-    except HarnessError as exc:
-        raise _fail(exc) from None
-
-
-def _shown(location: str) -> str:
+def shown(location: str) -> str:
     from ..cache.location import describe
 
     return describe(location)
 
 
-def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], input: Path | None, trust: list[Path] | None = None) -> None:
+def write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], input: Path | None, trust: list[Path] | None = None) -> None:
     from ..report import build_report
 
-    try:
-        result = build_report(run_dir, config=config, prompts=prompts, input=input, trust=trust or [])
-    except HarnessError as exc:
-        raise _fail(exc) from None
+    result = build_report(run_dir, config=config, prompts=prompts, input=input, trust=trust or [])
     for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     err.print(
@@ -89,8 +173,88 @@ def _write_report(run_dir: Path, *, config: Path | None, prompts: list[Path], in
     )
 
 
-# Options of the batch commands that other commands may share.
+def judge_note(exit_code: int, message: str | None) -> None:
+    """A suite's judged step that did not end cleanly: its closing message, once."""
+    if exit_code and message:
+        err.print(f"[yellow]judge: {escape(message)}[/]", highlight=False)
+
+
+# --- the judge options: one bundle ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Flag:
+    name: str
+    annotation: Any
+    default: Any
+
+
+def _option(flag: str, help: str, kind: Any) -> Any:
+    return Annotated[kind, typer.Option(flag, help=help, rich_help_panel=JUDGE_OPTIONS)]
+
+
+#: Every judge option a command may take, as ``JudgeOptions`` names them, with its help text.
+_JUDGE_FLAGS: dict[str, tuple[str, Any, Any, str]] = {
+    "config": ("--config", Path | None, None, "harness.toml with judges, composites, cache and prompts."),
+    "model": ("--model", str | None, None, "Ad-hoc judge model (an OpenAI-compatible endpoint)."),
+    "base_url": ("--base-url", str | None, None, "Ad-hoc judge base URL (default: $OPENAI_BASE_URL or OpenAI)."),
+    "api_key_env": ("--api-key-env", str | None, None, "Variable holding the ad-hoc judge's key (default OPENAI_API_KEY)."),
+    "concurrency": ("--concurrency", int | None, None, "Override every judge's max_concurrency."),
+    "cache": ("--cache", str | None, None, "Cache: a SQLite file (default cache/judgments.sqlite) or a postgresql:// URL."),
+    "no_cache": ("--no-cache", bool, False, "Neither read nor write the cache."),
+    "offline": ("--offline", bool, False, "Replay judgments from the cache only; no network at all."),
+}
+ALL_JUDGE_FLAGS = tuple(_JUDGE_FLAGS)
+#: what a batch command takes: the endpoint and where the batches are recorded
+BATCH_JUDGE_FLAGS = ("config", "model", "base_url", "api_key_env", "cache")
+
+
+def judge_options(names: Sequence[str] = ALL_JUDGE_FLAGS, help: dict[str, str] | None = None) -> Callable[[F], F]:
+    """Give a command the judge options ``names`` (``--config``, ``--model``, ``--base-url`` ...) and
+    pass them to it as one ``judge: JudgeOptions`` argument, so the options are declared once.
+
+    The command's own signature has ``judge``; its ``--help`` shows the options in the "Judge options" panel.
+    """
+    flags = [_Flag(n, _option(_JUDGE_FLAGS[n][0], (help or {}).get(n, _JUDGE_FLAGS[n][3]), _JUDGE_FLAGS[n][1]), _JUDGE_FLAGS[n][2]) for n in names]
+
+    def decorator(fn: F) -> F:
+        signature = inspect.signature(fn)
+        # typer reads a __signature__ as it is: its annotations must be objects, not the strings of
+        # `from __future__ import annotations` (`judge`'s type is only known to the type checker).
+        params = [_evaluated(p, fn) for p in signature.parameters.values() if p.name != "judge"]
+        added = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.annotation) for f in flags]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            from ..suites.common import JudgeOptions
+
+            values = {f.name: kwargs.pop(f.name) for f in flags}
+            return fn(*args, judge=JudgeOptions(**values), **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=[*params, *added])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != "judge"} | {f.name: f.annotation for f in flags}
+        return wrapper  # type: ignore[return-value]
+
+    return decorator
+
+
+def _evaluated(param: inspect.Parameter, fn: Callable[..., Any]) -> inspect.Parameter:
+    if not isinstance(param.annotation, str):
+        return param
+    return param.replace(annotation=eval(param.annotation, fn.__globals__))
+
+
+def judge_fields(judge: JudgeOptions) -> dict[str, Any]:
+    """The judge options as ``RunOptions`` keyword arguments (``prompts`` is each command's own)."""
+    return {name: getattr(judge, name) for name in ALL_JUDGE_FLAGS}
+
+
+# Options of more than one command.
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="Input format: auto (by content), jsonl, otel, openinference, inspect, langfuse, langsmith.")
+]
 TranscriptsArg = Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array (as for harness run).")]
 RubricOpt = Annotated[list[str] | None, typer.Option("--rubric", help="Rubric (repeatable). Default: every rubric the transcripts can feed.")]
 PromptsOpt = Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")]
 LimitOpt = Annotated[int | None, typer.Option(help="Only the first N transcripts.")]
+AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]

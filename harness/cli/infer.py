@@ -11,10 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import HarnessError, OutputError
-from .common import _fail, app, err
+from .common import ANALYSE, app, err
+from .common import fail as _fail
 
 labels_app = typer.Typer(no_args_is_help=True, help="Choose the transcripts a human labels (with a recorded design), and collect the labels.")
-app.add_typer(labels_app, name="labels")
+app.add_typer(labels_app, name="labels", rich_help_panel=ANALYSE)
 PromptsOpt = Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")]
 
 
@@ -83,7 +84,7 @@ def labels_collect(
     )
 
 
-@app.command()
+@app.command(rich_help_panel=ANALYSE)
 def infer(
     run_dirs: Annotated[
         list[Path], typer.Argument(help="A run directory, two (A then B) for the corrected difference B - A, or a pairwise.json of harness pairwise.")

@@ -8,23 +8,21 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from .common import ApiKeyEnvOpt, BaseUrlOpt, CacheOpt, ConcurrencyOpt, JudgeConfigOpt, ModelOpt, OfflineOpt, _run_async, app, err
+from ..suites.common import JudgeOptions
+from .common import ANALYSE, JUDGE, app, err, judge_options, run_async
+
+RACE_FLAGS = ("config", "model", "base_url", "api_key_env", "concurrency", "cache", "offline")
 
 
-@app.command()
+@app.command(rich_help_panel=ANALYSE)
+@judge_options(RACE_FLAGS)
 def race(
     a: Annotated[Path, typer.Argument(help="Agent A's transcripts (JSONL).")],
     b: Annotated[Path, typer.Argument(help="Agent B's transcripts (JSONL), paired with A's by id.")],
     metric: Annotated[str, typer.Option("--metric", help="The rubric or composite to compare.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for a/, b/, sequence.jsonl and race.json.")],
-    config: JudgeConfigOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
+    judge: JudgeOptions,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
-    cache: CacheOpt = None,
-    offline: OfflineOpt = False,
-    concurrency: ConcurrencyOpt = None,
     alpha: Annotated[float, typer.Option(help="Error rate of the decision, valid however often the sequence is looked at.")] = 0.05,
     margin: Annotated[float | None, typer.Option(help="Stop once the interval is narrower than this: a smaller difference does not matter.")] = None,
     round_size: Annotated[int, typer.Option("--round", help="Pairs judged between two looks.")] = 20,
@@ -40,25 +38,25 @@ def race(
         b=b,
         out=out,
         metric=metric,
-        config=config,
-        model=model,
-        base_url=base_url,
-        api_key_env=api_key_env,
+        config=judge.config,
+        model=judge.model,
+        base_url=judge.base_url,
+        api_key_env=judge.api_key_env,
         prompts=prompts or [],
-        cache=cache,
-        offline=offline,
+        cache=judge.cache,
+        offline=judge.offline,
         alpha=alpha,
         margin=margin,
         round_size=round_size,
         max_pairs=max_pairs,
         seed=seed,
-        concurrency=concurrency,
+        concurrency=judge.concurrency,
     )
 
     def show(look: Look) -> None:
         err.print(f"round {look.round}: {look.pairs_judged} pairs, B - A in [{look.lo:+.3f}, {look.hi:+.3f}]", highlight=False)
 
-    result = _run_async(run_race(options, on_look=show))
+    result = run_async(run_race(options, on_look=show))
     lo, hi = result.interval
     cost = "cost unknown (no price)" if result.cost_usd is None else f"${result.cost_usd:.4f}"
     saved = "" if result.saved_usd is None else f", about ${result.saved_usd:.4f} saved against judging all {result.pairs_total} pairs"
@@ -75,7 +73,11 @@ def race(
 
 
 cascade_app = typer.Typer(help="Judge with a cheap judge first and a strong one only where needed, at a guaranteed agreement.", no_args_is_help=True)
-app.add_typer(cascade_app, name="cascade")
+app.add_typer(cascade_app, name="cascade", rich_help_panel=JUDGE)
+
+
+CacheOpt = Annotated[str | None, typer.Option(help="Cache: a SQLite file (default cache/judgments.sqlite) or a postgresql:// URL.")]
+OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
 
 
 @cascade_app.command("calibrate")
@@ -93,7 +95,7 @@ def cascade_calibrate(
     """Set each stage's confidence threshold so the cascade's agreement is guaranteed."""
     from ..runner.cascade import CascadeOptions, calibrate
 
-    result = _run_async(calibrate(CascadeOptions(transcripts, out, config, rubric, cache, offline), labels, seed, holdout))
+    result = run_async(calibrate(CascadeOptions(transcripts, out, config, rubric, cache, offline), labels, seed, holdout))
     for stage in result["stages"]:
         threshold = "never trusted" if stage["threshold"] is None else f"trusted at confidence >= {stage['threshold']:.3f}"
         guaranteed = "" if stage["guaranteed_agreement"] is None else f", agreement >= {stage['guaranteed_agreement']:.1%} guaranteed"
@@ -111,12 +113,12 @@ def cascade_run(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' runs, judgments.jsonl and cascade.json.")],
     cache: CacheOpt = None,
     offline: OfflineOpt = False,
-    concurrency: ConcurrencyOpt = None,
+    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
 ) -> None:
     """Judge transcripts through a calibrated cascade, escalating only the judgments a stage is unsure of."""
     from ..runner.cascade import CascadeOptions, run_cascade
 
-    summary = _run_async(run_cascade(CascadeOptions(transcripts, out, config, rubric, cache, offline, concurrency=concurrency), calibration))
+    summary = run_async(run_cascade(CascadeOptions(transcripts, out, config, rubric, cache, offline, concurrency=concurrency), calibration))
     total = summary["transcripts"]
     for stage in summary["stages"]:
         err.print(f"{escape(stage['judge'])}: answered {stage['answered']} of the {stage['judged']} it judged", highlight=False)

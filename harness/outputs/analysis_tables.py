@@ -1,16 +1,21 @@
 """Terminal tables for ``harness agreement`` and ``harness compare``.
 
-Both render the JSON-ready dicts of `harness.analysis` (the same ones ``--json`` prints), so the
-terminal and the JSON never disagree. Undefined values show as an em dash.
+``compare`` renders the typed `harness.analysis.compare.Comparison` (whose ``as_dict()`` is what
+``--json`` prints); ``agreement`` still renders the JSON-ready dict of `harness.analysis`.
+Undefined values show as an em dash.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
+
+from .layout import FitTable
+
+if TYPE_CHECKING:
+    from ..analysis.compare import Comparison
 
 __all__ = ["agreement_tables", "compare_tables"]
 
@@ -76,10 +81,10 @@ def _pass_fail_cells(pf: Mapping[str, Any] | None) -> list[str]:
     return [_num(report["accuracy"]), _num(report["per_class"]["f1"][0]), _est(pf, "kappa"), _est(pf, "mcc"), f"{pp} {pf_} / {fp} {ff}"]
 
 
-def _table(title: str, columns: Sequence[str], left: Sequence[str] = ("judge", "judges", "metric", "class", "test")) -> Table:
-    table = Table(title=title, title_justify="left")
+def _table(title: str, columns: Sequence[str], left: Sequence[str] = ("judge", "judges", "metric", "class", "test")) -> FitTable:
+    table = FitTable(title)
     for c in columns:
-        table.add_column(c, justify="left" if c in left else "right")
+        table.add_column(c, justify="left" if c in left else "right", collapsible=c == "judge")
     return table
 
 
@@ -166,33 +171,31 @@ def agreement_tables(result: Mapping[str, Any], console: Console) -> None:
         console.print(f"note: {note}", highlight=False)
 
 
-def compare_tables(result: Mapping[str, Any], console: Console) -> None:
+def compare_tables(result: Comparison, console: Console) -> None:
     """Render `harness.analysis.compare.compare`'s result."""
-    t = result["transcripts"]
+    t = result.transcripts
     console.print(
-        f"A = {result['run_a']} ({t['a']} transcripts), B = {result['run_b']} ({t['b']}); {t['both']} in both, "
-        f"{t['only_in_a']} only in A, {t['only_in_b']} only in B",
+        f"A = {result.run_a} ({t.a} transcripts), B = {result.run_b} ({t.b}); {t.both} in both, {t.only_in_a} only in A, {t.only_in_b} only in B",
         highlight=False,
     )
-    rows = result["metrics"]
+    rows = result.metrics
     table = _table(
-        f"B - A on the transcripts both runs scored ({result['confidence']:.0%} CI; Holm over {sum(1 for r in rows if r['test'])} tests)",
+        f"B - A on the transcripts both runs scored ({result.confidence:.0%} CI; Holm over {sum(1 for r in rows if r.test)} tests)",
         ("metric", "judge", "n", "mean A", "mean B", "B - A", "CI", "test", "p", "Holm p"),
     )
     for r in rows:
-        paired = r["paired"]
-        metric = r["metric"] + (" (lower better)" if r["direction"] == "lower" else "")
+        paired = r.paired
         table.add_row(
-            metric,
-            r["judge"],
-            str(r["counts"]["paired"]),
-            _num(paired["mean_a"]) if paired else DASH,
-            _num(paired["mean_b"]) if paired else DASH,
-            _num(r["difference"], sign=True),
-            _ci(r["ci"], sign=True),
-            {"paired t-test": "paired t", "Welch's t-test": "Welch"}.get(r["test"] or "", DASH),
-            _p(r["pvalue"]),
-            _p(r["pvalue_holm"]),
+            r.metric + (" (lower better)" if r.direction == "lower" else ""),
+            r.judge,
+            str(r.counts.paired),
+            _num(paired.mean_a) if paired else DASH,
+            _num(paired.mean_b) if paired else DASH,
+            _num(r.difference, sign=True),
+            _ci(r.ci, sign=True),
+            {"paired t-test": "paired t", "Welch's t-test": "Welch"}.get(r.test or "", DASH),
+            _p(r.pvalue),
+            _p(r.pvalue_holm),
         )
     console.print(table)
     table = _table(
@@ -200,54 +203,54 @@ def compare_tables(result: Mapping[str, Any], console: Console) -> None:
         ("metric", "judge", "pass if", "pass A", "pass B", "discordant", "McNemar p"),
     )
     for r in rows:
-        mc = r["mcnemar"]
+        mc = r.mcnemar
         if mc:
-            op = "<=" if r["direction"] == "lower" else ">="
+            op = "<=" if r.direction == "lower" else ">="
             table.add_row(
-                r["metric"],
-                r["judge"],
-                f"{op} {r['threshold']:g}",
-                _num(mc["pass_rate_a"]),
-                _num(mc["pass_rate_b"]),
-                str(mc["discordant"]),
-                f"{_p(mc['pvalue'])} ({'exact' if mc['method'].startswith('exact') else 'chi2'})",
+                r.metric,
+                r.judge,
+                f"{op} {r.threshold:g}",
+                _num(mc.pass_rate_a),
+                _num(mc.pass_rate_b),
+                str(mc.discordant),
+                f"{_p(mc.pvalue)} ({'exact' if mc.method.startswith('exact') else 'chi2'})",
             )
     console.print(table)
-    unpaired = [r for r in rows if r["unpaired"]]
+    unpaired = [(r, r.unpaired) for r in rows if r.unpaired]
     if unpaired:
         table = _table(
             "All scored values of each run (the runs' scored transcripts differ)",
             ("metric", "judge", "n A", "n B", "B - A", "CI", "Welch p", "Cohen's d"),
         )
-        for r in unpaired:
-            u = r["unpaired"]
+        for r, u in unpaired:
+            assert u is not None
             table.add_row(
-                r["metric"],
-                r["judge"],
-                str(u["n_a"]),
-                str(u["n_b"]),
-                _num(u["mean_difference"], sign=True),
-                _ci(u["ci"], sign=True),
-                _p(u["welch"]["pvalue"]),
-                _num(u["cohens_d"], sign=True),
+                r.metric,
+                r.judge,
+                str(u.n_a),
+                str(u.n_b),
+                _num(u.mean_difference, sign=True),
+                _ci(u.ci, sign=True),
+                _p(u.welch.pvalue),
+                _num(u.cohens_d, sign=True),
             )
         console.print(table)
     for r in rows:
-        c = r["counts"]
+        c = r.counts
         parts = [
-            f"{c[k]} {what}"
-            for k, what in (
-                ("unscored_in_either", "in both runs but unscored or failed in one"),
-                ("only_in_a", "only in A"),
-                ("only_in_b", "only in B"),
+            f"{n} {what}"
+            for n, what in (
+                (c.unscored_in_either, "in both runs but unscored or failed in one"),
+                (c.only_in_a, "only in A"),
+                (c.only_in_b, "only in B"),
             )
-            if c[k]
+            if n
         ]
         if parts:
-            console.print(f"  {r['metric']} / {r['judge']}: not paired: " + ", ".join(parts), highlight=False)
-    for line in result["verdicts"]:
+            console.print(f"  {r.metric} / {r.judge}: not paired: " + ", ".join(parts), highlight=False)
+    for line in result.verdicts:
         console.print(line, highlight=False, soft_wrap=True)
-    for note in result["notes"]:
+    for note in result.notes:
         console.print(f"note: {note}", highlight=False)
 
 

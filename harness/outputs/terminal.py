@@ -4,14 +4,15 @@ module renders them with rich (a run's progress bar, notes and summary tables; t
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from ..planning import Judgment, RunOptions
+from .layout import FitTable, count, duration_ms, usd
 
 if TYPE_CHECKING:  # the types only: the run and the estimate are imported when they are used
     from ..cache.base import CacheStats
@@ -70,6 +71,17 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+#: An unscored reason in the user's words (the others are shown with spaces for underscores).
+REASON_WORDS = {
+    "missing_input": "no context",
+    "cache_miss": "not in the cache",
+    "budget_exhausted": "over budget",
+    "context_overflow": "prompt too long",
+    "no_score": "no score in the reply",
+    "empty_reply": "empty reply",
+    "truncated": "reply cut off",
+}
+
 #: Unscored reasons that point at a judge's settings, and what to do about them.
 REPLY_PROBLEMS = {
     "truncated": "replies cut off at the completion budget (unscored): raise max_tokens or reasoning_budget",
@@ -80,9 +92,9 @@ REPLY_PROBLEMS = {
 
 
 def summary_table(summary: Mapping[str, Any], console: Console) -> None:
-    scores = Table(title="Scores (mean with 95% CI)", title_justify="left")
+    scores = FitTable("Scores (mean with 95% CI)")
     for column in ("metric", "judge", "n", "mean", "95% CI", "unscored", "failed", "clamped"):
-        scores.add_column(column, justify="left" if column in ("metric", "judge") else "right")
+        scores.add_column(column, justify="left" if column in ("metric", "judge") else "right", collapsible=column == "judge")
     for kind in ("rubrics", "composites"):
         for metric, per_judge in summary[kind].items():
             for judge, s in per_judge.items():
@@ -91,23 +103,21 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
                 scores.add_row(label, judge, str(s["n"]), _fmt(s["mean"]), ci, str(s["unscored"]), str(s["failed"]), str(s["clamped"]))
     console.print(scores)
 
-    judges = Table(title="Judges", title_justify="left")
-    for column in ("judge", "requests", "cache hits", "failed", "prompt tok", "compl. tok", "cost $", "saved $", "p50 ms", "p95 ms", "p99 ms"):
-        judges.add_column(column, justify="left" if column == "judge" else "right")
+    judges = FitTable("Judges")
+    for column in ("judge", "requests", "cache hits", "failed", "prompt tok", "compl. tok", "cost", "saved $", "latency p50 / p95 / p99"):
+        judges.add_column(column, justify="left" if column == "judge" else "right", collapsible=column == "judge")
     for name, s in summary["judges"].items():
         lat = s["latency_ms"]
         judges.add_row(
             name,
-            str(s["requests"]),
-            str(s["cache_hits"]),
-            str(s["failed"]),
-            str(s["prompt_tokens"]),
-            str(s["completion_tokens"]),
-            "unknown" if s["cost_usd"] is None else f"{s['cost_usd']:.6f}",
-            "unknown" if s["cost_saved_usd"] is None else f"{s['cost_saved_usd']:.6f}",
-            _fmt(lat["p50"], 1),
-            _fmt(lat["p95"], 1),
-            _fmt(lat["p99"], 1),
+            count(s["requests"]),
+            count(s["cache_hits"]),
+            count(s["failed"]),
+            count(s["prompt_tokens"]),
+            count(s["completion_tokens"]),
+            usd(s["cost_usd"]),
+            usd(s["cost_saved_usd"]),
+            " / ".join(duration_ms(lat[p]) for p in ("p50", "p95", "p99")),
         )
     console.print(judges)
     for name, s in summary["judges"].items():
@@ -117,37 +127,32 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
 
     noise = summary.get("judge_noise") or {}
     if noise:
-        trust = Table(
-            title="Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)", title_justify="left"
-        )
+        trust = FitTable("Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)")
         for column in ("rubric", "judge", "transcripts", "samples", "noise share", "in the mean", "mean spread"):
-            trust.add_column(column, justify="left" if column in ("rubric", "judge") else "right")
+            trust.add_column(column, justify="left" if column in ("rubric", "judge") else "right", collapsible=column == "judge")
         for rubric, per_judge in noise.items():
             for judge, s in per_judge.items():
                 share, of_mean = s["noise_share"], s["noise_share_of_mean"]
                 trust.add_row(
                     rubric,
                     judge,
-                    str(s["transcripts"]),
-                    str(s["samples"]),
+                    count(s["transcripts"]),
+                    count(s["samples"]),
                     "—" if share is None else f"{share:.1%}",
                     "—" if of_mean is None else f"{of_mean:.1%}",
                     _fmt(s["mean_spread"], 4),
                 )
         console.print(trust)
 
-    perf = Table(title="Agent performance (from the transcripts)", title_justify="left")
+    perf = FitTable("Agent performance (from the transcripts)")
     for column in ("metric", "n", "mean", "p50", "p95", "p99"):
         perf.add_column(column, justify="left" if column == "metric" else "right")
     for name, s in summary["performance"].items():
-        perf.add_row(name, str(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
+        perf.add_row(name, count(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
     console.print(perf)
     total = summary["cost_usd"]
-    console.print(
-        f"{summary['transcripts']} transcripts, judgments {summary['judgments']}, "
-        f"cost {f'unknown ({_cost_unknown_why(summary)})' if total is None else f'${total:.6f}'}, "
-        f"wall time {summary['wall_time_s']:.2f} s"
-    )
+    cost = f"cost unknown ({_cost_unknown_why(summary)})" if total is None else usd(total)
+    console.print(closing_line(summary, cost), highlight=False, soft_wrap=True)
 
 
 def _cost_unknown_why(summary: Mapping[str, Any]) -> str:
@@ -162,37 +167,53 @@ def _cost_unknown_why(summary: Mapping[str, Any]) -> str:
     return "; ".join(why) or "unknown"
 
 
+def closing_line(summary: Mapping[str, Any], cost: str) -> str:
+    """The run in one sentence: "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"."""
+    counts = summary["judgments"]
+    reasons: Counter[str] = Counter()
+    for judge in summary["judges"].values():
+        reasons.update(judge.get("unscored_reasons", {}))
+    parts = []
+    for status in ("scored", "unscored", "failed"):
+        n = counts.get(status, 0)
+        if n or status == "scored":
+            why = ", ".join(f"{REASON_WORDS.get(r, r.replace('_', ' '))}" + (f" {k}" if len(reasons) > 1 else "") for r, k in reasons.most_common())
+            parts.append(f"{n:,} {status}" + (f" ({why})" if status == "unscored" and why else ""))
+    total = sum(counts.values())
+    return f"{total:,} judgment{'s' if total != 1 else ''}: {', '.join(parts)} · {cost} · {summary['wall_time_s']:.1f} s"
+
+
 def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.6f}"
 
 
 def estimate_table(estimate: Estimate, console: Console) -> None:
     """The ``harness estimate`` report: per judge and rubric, then per judge with duration."""
-    table = Table(title=f"Estimate for {estimate.transcripts} transcripts (no network used)", title_justify="left")
+    table = FitTable(f"Estimate for {estimate.transcripts:,} transcripts (no network used)")
     for column in ("judge", "rubric", "requests", "cache hits", "prompt tok", "compl. tok max", "compl. tok expected", "cost expected", "cost max"):
-        table.add_column(column, justify="left" if column in ("judge", "rubric") else "right")
+        table.add_column(column, justify="left" if column in ("judge", "rubric") else "right", collapsible=column == "judge")
     for line in estimate.lines:
-        expected = f"{line.completion_tokens_expected:.0f}" + ("" if line.cached_completion_mean is not None else " (max)")
+        expected = count(round(line.completion_tokens_expected)) + ("" if line.cached_completion_mean is not None else " (max)")
         table.add_row(
             line.judge,
             line.rubric,
-            str(line.requests),
-            str(line.cache_hits),
-            str(line.prompt_tokens),
-            str(line.completion_tokens_max),
+            count(line.requests),
+            count(line.cache_hits),
+            count(line.prompt_tokens),
+            count(line.completion_tokens_max),
             expected,
-            _usd(line.cost_usd_expected),
-            _usd(line.cost_usd_max),
+            usd(line.cost_usd_expected),
+            usd(line.cost_usd_max),
         )
     console.print(table)
-    judges = Table(title="Per judge", title_justify="left")
+    judges = FitTable("Per judge")
     for column in ("judge", "tokenizer", "requests", "cost expected", "cost max", "latency s", "duration", "bound by"):
         judges.add_column(column, justify="left" if column in ("judge", "tokenizer", "bound by") else "right")
     for j in estimate.judges:
         tokenizer = j.tokenizer + (" (approximate)" if j.approximate else "")
         latency = f"{j.latency_s:.2f}" + ("" if j.latency_measured else " (assumed)")
         judges.add_row(
-            j.judge, tokenizer, str(j.requests), _usd(j.cost_usd_expected), _usd(j.cost_usd_max), latency, f"{j.duration_s:.1f} s", j.duration_bound
+            j.judge, tokenizer, count(j.requests), usd(j.cost_usd_expected), usd(j.cost_usd_max), latency, f"{j.duration_s:.1f} s", j.duration_bound
         )
     console.print(judges)
     approx = [j.judge for j in estimate.judges if j.approximate]
@@ -207,7 +228,7 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     for j in estimate.judges:
         if j.prompt_cache_saving_usd is not None:
             console.print(
-                f"{j.judge}: the provider's prompt cache would save about {_usd(j.prompt_cache_saving_usd)} on the prompts' shared prefix (system prompt and rubric text)"
+                f"{j.judge}: the provider's prompt cache would save about {usd(j.prompt_cache_saving_usd)} on the prompts' shared prefix (system prompt and rubric text)"
             )
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
@@ -215,17 +236,17 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     unpriced = [j.judge for j in estimate.judges if not j.priced]
     if unpriced:
         console.print(f"no price for: {', '.join(unpriced)} (cost unknown; set input_price_per_1m/output_price_per_1m)")
-    console.print(f"total: expected {_usd(estimate.cost_usd_expected)}, at most {_usd(estimate.cost_usd_max)}, about {estimate.duration_s:.1f} s")
+    console.print(f"total: expected {usd(estimate.cost_usd_expected)}, at most {usd(estimate.cost_usd_max)}, about {estimate.duration_s:.1f} s")
 
 
 def cache_stats_table(stats: CacheStats, console: Console) -> None:
     """``harness cache stats``: rows and reply bytes per judge model, base URL and rubric."""
-    table = Table(title=f"{stats.backend} cache {stats.location}: {stats.rows:,} judgments, {stats.claims} claim(s) in flight", title_justify="left")
+    table = FitTable(f"{stats.backend} cache {stats.location}: {stats.rows:,} judgments, {stats.claims} claim(s) in flight")
     for column in ("judge model", "base url", "rubric", "rows", "reply MB", "oldest", "newest"):
-        table.add_column(column, justify="right" if column in ("rows", "reply MB") else "left")
+        table.add_column(column, justify="right" if column in ("rows", "reply MB") else "left", collapsible=column in ("judge model", "base url"))
     for g in stats.groups:
         table.add_row(
-            g["judge_model"], g["base_url"], g["rubric"], f"{g['rows']:,}", f"{g['reply_bytes'] / 1e6:.2f}", str(g["oldest"]), str(g["newest"])
+            g["judge_model"], g["base_url"], g["rubric"], count(g["rows"]), f"{g['reply_bytes'] / 1e6:.2f}", str(g["oldest"]), str(g["newest"])
         )
     console.print(table)
 
@@ -271,9 +292,9 @@ def show_run(outcome: RunOutcome, console: Console) -> None:
 
 def batch_table(rows: list[tuple[BatchRecord, str]], console: Console) -> None:
     """``harness batch status``: each recorded batch, what its provider last said, and any note."""
-    table = Table(title=f"{len(rows)} batch(es)", title_justify="left")
+    table = FitTable(f"{len(rows)} batch(es)")
     for column in ("#", "api", "judge", "batch id", "status", "requests", "provider counts", "created", "note"):
-        table.add_column(column, justify="right" if column in ("#", "requests") else "left", overflow="fold")
+        table.add_column(column, justify="right" if column == "requests" else "left", collapsible=column in ("api", "judge"))
     for record, note in rows:
         counts = record.detail_json().get("request_counts") or {}
         table.add_row(

@@ -2,68 +2,71 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
 
 from .analysis_tables import DASH, _ci, _num, _p
+from .layout import FitTable
+
+if TYPE_CHECKING:
+    from ..suites.pairwise import PairwiseResult, Rate
+    from ..suites.probe import ProbeResult
 
 __all__ = ["pairwise_table", "probe_table"]
 
 
-def _rate(section: Mapping[str, Any]) -> str:
-    if section["rate"] is None:
+def _rate(section: Rate) -> str:
+    if section.rate is None or section.ci is None:
         return DASH
-    return f"{section['rate']:.1%} [{section['ci'][0]:.1%}, {section['ci'][1]:.1%}] ({section['count']})"
+    return f"{section.rate:.1%} [{section.ci[0]:.1%}, {section.ci[1]:.1%}] ({section.count})"
 
 
-def pairwise_table(result: Mapping[str, Any], console: Console) -> None:
+def pairwise_table(result: PairwiseResult, console: Console) -> None:
     """Render `harness.suites.pairwise.evaluate_pairwise`'s result."""
-    console.print(f"A = {result['a']}, B = {result['b']}: {result['pairs']} pairs, each judged in both orders", highlight=False)
-    table = Table(title="Pairwise verdicts (a verdict counts when both orders agree; 95% Wilson CIs)", title_justify="left")
+    console.print(f"A = {result.a}, B = {result.b}: {result.pairs} pairs, each judged in both orders", highlight=False)
+    table = FitTable("Pairwise verdicts (a verdict counts when both orders agree; 95% Wilson CIs)")
     for column in ("judge", "pairs judged", "B wins", "tie", "A wins", "position bias", "flips to 1st / 2nd shown"):
-        table.add_column(column)
-    for judge, r in result["judges"].items():
-        bias = r["position_bias"]
+        table.add_column(column, justify="left" if column == "judge" else "right", collapsible=column == "judge")
+    for judge, r in result.judges.items():
+        bias = r.position_bias
         table.add_row(
             judge,
-            str(r["judged_in_both_orders"]),
-            _rate(r["b_wins"]),
-            _rate(r["ties"]),
-            _rate(r["a_wins"]),
+            str(r.judged_in_both_orders),
+            _rate(r.b_wins),
+            _rate(r.ties),
+            _rate(r.a_wins),
             _rate(bias),
-            f"{bias['to_first_shown']} / {bias['to_second_shown']}",
+            f"{bias.to_first_shown} / {bias.to_second_shown}",
         )
     console.print(table)
-    for judge, r in result["judges"].items():
-        if r["not_judged"]:
-            console.print(f"{judge}: not judged in both orders: {r['not_judged']}", highlight=False)
+    for judge, r in result.judges.items():
+        if r.not_judged:
+            console.print(f"{judge}: not judged in both orders: {r.not_judged}", highlight=False)
 
 
-def probe_table(result: Mapping[str, Any], console: Console) -> None:
+def probe_table(result: ProbeResult, console: Console) -> None:
     """Render `harness.suites.probe.evaluate_probe`'s result."""
     console.print(
-        f"probe {result['probe']}: {result['perturbation']}; {result['sampled']} of {result['eligible']} eligible transcripts (seed {result['seed']})",
+        f"probe {result.probe}: {result.perturbation}; {result.sampled} of {result.eligible} eligible transcripts (seed {result.seed})",
         highlight=False,
     )
-    table = Table(title="Score shift, perturbed - original (95% t CI)", title_justify="left")
+    table = FitTable("Score shift, perturbed - original (95% t CI)")
     for column in ("rubric", "judge", "n", "mean orig", "mean probe", "shift", "CI", "p", "% of scale", "changed", "moved"):
-        table.add_column(column)
-    for s in result["shifts"]:
-        share = s["shift_share_of_scale"]
+        table.add_column(column, justify="left" if column in ("rubric", "judge") else "right", collapsible=column == "judge")
+    for s in result.shifts:
+        share = s.shift_share_of_scale
         table.add_row(
-            s["rubric"],
-            s["judge"],
-            str(s["n"]),
-            _num(s["mean_original"]),
-            _num(s["mean_probe"]),
-            _num(s["shift"], sign=True),
-            _ci(s["ci"], sign=True),
-            _p(s["pvalue"]),
+            s.rubric,
+            s.judge,
+            str(s.n),
+            _num(s.mean_original),
+            _num(s.mean_probe),
+            _num(s.shift, sign=True),
+            _ci(s.ci, sign=True),
+            _p(s.pvalue),
             DASH if share is None else f"{share:+.1%}",
-            str(s["changed"]),
-            DASH if s["moved"] is None else ("YES" if s["moved"] else "no"),
+            str(s.changed),
+            DASH if s.moved is None else ("YES" if s.moved else "no"),
         )
     console.print(table)

@@ -34,7 +34,7 @@ import tomllib
 import unicodedata
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -146,7 +146,7 @@ class ChatTurn(BaseModel):
 
 
 class ClmpiRow(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     model: str = Field(min_length=1)
     item_id: str | int
@@ -181,7 +181,7 @@ class ClmpiRow(BaseModel):
 
 
 class WeightsFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     weights: dict[Literal["ACC", "CON", "COH", "FLU", "EFF"], float]
 
 
@@ -236,6 +236,41 @@ def load_rows(path: Path) -> list[tuple[int, ClmpiRow]]:
 # --- the suite -----------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class RankedModel:
+    """One model's CLMPI, its components (None: no data) and what they were computed from."""
+
+    model: str
+    clmpi: float
+    clmpi_100: float
+    interpretation: str
+    edge_suitability: str
+    components: dict[str, float | None]
+    raw: dict[str, float | None]
+    weights_used: dict[str, float]
+    missing_components: list[str]
+    counts: dict[str, Any]
+    components_missing_in_run: int = 0
+    rank: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClmpiResult:
+    """What ``harness clmpi`` found; :meth:`as_dict` is clmpi.json."""
+
+    input: str
+    weights: dict[str, float]
+    judge_accuracy: bool
+    judged: bool
+    ranking: list[RankedModel]
+    hardware: dict[str, Any]
+    judge: dict[str, Any] | None
+    exit_code: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def transcript_id(row: ClmpiRow) -> str:
     return f"{row.model}::{row.item_id}"
 
@@ -279,7 +314,7 @@ class _ModelData:
 
 def evaluate_clmpi(
     path: Path, out: Path, judge: JudgeOptions | None, weights: Mapping[str, float] | None = None, judge_accuracy: bool = False
-) -> dict[str, Any]:
+) -> ClmpiResult:
     """The whole suite; ``judge=None`` (``--no-judge``) computes ACC and EFF only (exact match)."""
     if judge is None and judge_accuracy:
         raise ConfigError("--judge-accuracy needs a judge; it cannot be combined with --no-judge")
@@ -338,7 +373,7 @@ def evaluate_clmpi(
     models = sorted(data)
     raws = {m: eff_raw(float(np.mean(data[m].latencies)), float(np.mean(data[m].memories))) for m in models if data[m].latencies}
     norms = dict(zip(raws, eff_norm(list(raws.values())).tolist(), strict=True))
-    ranking: list[dict[str, Any]] = []
+    ranking: list[RankedModel] = []
     for m in models:
         d = data[m]
         components: dict[str, float | None] = {
@@ -353,14 +388,14 @@ def evaluate_clmpi(
         value = clmpi(used, {c: components[c] for c in present})  # type: ignore[misc]
         band = interpretation(value)
         ranking.append(
-            {
-                "model": m,
-                "clmpi": value,
-                "clmpi_100": clmpi_100(value),
-                "interpretation": band,
-                "edge_suitability": SUITABILITY[band],
-                "components": components,
-                "raw": {
+            RankedModel(
+                model=m,
+                clmpi=value,
+                clmpi_100=clmpi_100(value),
+                interpretation=band,
+                edge_suitability=SUITABILITY[band],
+                components=components,
+                raw={
                     "CON_0_5": _mean(d.quality["CON"]),
                     "COH_0_5": _mean(d.quality["COH"]),
                     "FLU_0_5": _mean(d.quality["FLU"]),
@@ -368,9 +403,9 @@ def evaluate_clmpi(
                     "latency_s_mean": _mean(d.latencies),
                     "memory_mb_mean": _mean(d.memories),
                 },
-                "weights_used": used,
-                "missing_components": [c for c in COMPONENTS if components[c] is None],
-                "counts": {
+                weights_used=used,
+                missing_components=[c for c in COMPONENTS if components[c] is None],
+                counts={
                     "items": d.items,
                     "failed_items": d.failed,
                     "accuracy_items": len(d.correct),
@@ -379,42 +414,42 @@ def evaluate_clmpi(
                     "quality_unscored": {c: d.quality_lost[c] for c in RUBRIC_OF},
                     "efficiency_items": len(d.latencies),
                 },
-            }
+            )
         )
     # A missing component is never an advantage: a model lacking a component that another model of
     # the run has is ranked after every model with more of them (its score uses fewer weights).
-    in_run: set[str] = {c for r in ranking for c in COMPONENTS if c not in r["missing_components"]}
+    in_run: set[str] = {c for r in ranking for c in COMPONENTS if c not in r.missing_components}
     for r in ranking:
-        r["components_missing_in_run"] = len(set(r["missing_components"]) & in_run)
-    ranking.sort(key=lambda r: (r["components_missing_in_run"], -r["clmpi"], r["model"]))
+        r.components_missing_in_run = len(set(r.missing_components) & in_run)
+    ranking.sort(key=lambda r: (r.components_missing_in_run, -r.clmpi, r.model))
     for rank, ranked in enumerate(ranking, start=1):
-        ranked["rank"] = rank
-    result = {
-        "input": str(path),
-        "weights": weights,
-        "judge_accuracy": judge_accuracy,
-        "judged": judge is not None,
-        "ranking": ranking,
-        "hardware": hardware_record(),
-        "judge": judge_summary,
-        "exit_code": exit_code,
-    }
+        ranked.rank = rank
+    result = ClmpiResult(
+        input=str(path),
+        weights=weights,
+        judge_accuracy=judge_accuracy,
+        judged=judge is not None,
+        ranking=ranking,
+        hardware=hardware_record(),
+        judge=judge_summary,
+        exit_code=exit_code,
+    )
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "clmpi.json", result)
+    write_json(out / "clmpi.json", result.as_dict())
     with (out / "ranking.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["rank", "model", *COMPONENTS, "clmpi", "clmpi_100", "interpretation", "items", "failed_items"])
         for r in ranking:
             writer.writerow(
                 [
-                    r["rank"],
-                    r["model"],
-                    *("" if r["components"][c] is None else f"{r['components'][c]:.6f}" for c in COMPONENTS),
-                    f"{r['clmpi']:.6f}",
-                    f"{r['clmpi_100']:.2f}",
-                    r["interpretation"],
-                    r["counts"]["items"],
-                    r["counts"]["failed_items"],
+                    r.rank,
+                    r.model,
+                    *("" if r.components[c] is None else f"{r.components[c]:.6f}" for c in COMPONENTS),
+                    f"{r.clmpi:.6f}",
+                    f"{r.clmpi_100:.2f}",
+                    r.interpretation,
+                    r.counts["items"],
+                    r.counts["failed_items"],
                 ]
             )
     return result

@@ -122,7 +122,7 @@ def overlap_percentage(benchmark_ids: set[str], llm_ids: set[str]) -> float:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class TokenUsage(_Strict):
@@ -133,6 +133,18 @@ class TokenUsage(_Strict):
 class Prices(_Strict):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+
+
+def default_prices(input_per_1k: float | None, output_per_1k: float | None) -> Prices | None:
+    """``--input-price-per-1k`` / ``--output-price-per-1k``: both or neither, finite and not negative."""
+    if input_per_1k is None and output_per_1k is None:
+        return None
+    if input_per_1k is None or output_per_1k is None:
+        raise UserInputError("give both --input-price-per-1k and --output-price-per-1k, or neither")
+    for name, value in (("--input-price-per-1k", input_per_1k), ("--output-price-per-1k", output_per_1k)):
+        if not math.isfinite(value) or value < 0:
+            raise UserInputError(f"{name}: {value} is not a finite price of 0 or more")
+    return Prices(input=input_per_1k, output=output_per_1k)
 
 
 def _ids(value: list[int | str]) -> list[str]:

@@ -9,8 +9,10 @@ and ``harness estimate OUT/judge_inputs.jsonl`` work for suites exactly as for `
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import UserInputError
-from ..jsonlines import iter_json_objects
+from ..jsonlines import iter_json_objects, line_error
 from ..outputs.files import atomic_write_text, dumps
 from ..planning import RunOptions
 from ..rubrics.rubric import builtin_prompts_dir
@@ -35,16 +37,48 @@ def suite_prompts_dir(suite: str) -> Path:
 
 
 def read_jsonl_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line; a bad line is a one-line error naming it."""
+    """(line number, object) for every non-blank line; a bad line, or a number that is not finite
+    (JSON's ``Infinity``/``NaN`` extension), is a one-line error naming the file, line and field."""
     rows = list(iter_json_objects(path))
     if not rows:
         raise UserInputError(f"{path}: no records")
+    for line, row in rows:
+        where = _first_non_finite(row)
+        if where is not None:
+            raise line_error(path, line, where[0], f"{where[1]} is not a finite number")
     return rows
 
 
+class _Constant(str):
+    """JSON's ``Infinity``, ``-Infinity`` or ``NaN`` as parsed, so its place can be found."""
+
+
+_CONSTANT_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def _first_non_finite(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(dotted field path, shown value) of the first non-finite number in document order, or None."""
+    if isinstance(value, _Constant) or (isinstance(value, float) and not math.isfinite(value)):
+        return path or "<value>", str(value) if isinstance(value, _Constant) else json.dumps(value)
+    if isinstance(value, dict):
+        items: Iterable[tuple[str, Any]] = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub, item in items:
+        found = _first_non_finite(item, sub)
+        if found is not None:
+            return found
+    return None
+
+
 def read_json(path: Path) -> Any:
+    """One JSON document. JSON's ``Infinity``/``NaN`` extension is refused at once, naming the file,
+    line and field: a price or latency of Infinity would otherwise only fail when the results are written."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8-sig")
+        value = json.loads(text, parse_constant=_Constant)
     except FileNotFoundError:
         raise UserInputError(f"{path}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -53,6 +87,12 @@ def read_json(path: Path) -> Any:
         raise UserInputError(f"{path}: not valid JSON (nested too deeply)") from None
     except IsADirectoryError:
         raise UserInputError(f"{path}: is a directory, not a file") from None
+    found = _first_non_finite(value)
+    if found is not None:
+        # Dicts keep document order, so the first constant found is the first one in the text.
+        first = next(m for m in _CONSTANT_OR_STRING.finditer(text) if m.group(1))
+        raise line_error(path, text.count("\n", 0, first.start()) + 1, found[0], f"{found[1]} is not a finite number")
+    return value
 
 
 def pydantic_problem(exc: ValidationError) -> str:
@@ -97,12 +137,24 @@ class JudgeOptions:
     prompts: list[Path] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class JudgeRun:
+    """How a suite's judged step ended: its exit code and closing message."""
+
+    exit_code: int
+    message: str
+
+
 @dataclass(slots=True)
 class Judged:
     """The judged step's outcome: every judgment row, and the run's own outcome."""
 
     judgments: list[dict[str, Any]]
     outcome: RunOutcome
+
+    @property
+    def run(self) -> JudgeRun:
+        return JudgeRun(self.outcome.exit_code, self.outcome.message)
 
     def summary(self) -> dict[str, Any]:
         """The judged step as a suite's results report it: exit code, message, judgment counts and cost."""

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserInputError
 from ..stats.intervals import wilson_interval
 from ..transcripts.loader import iter_transcripts, scan
-from .common import JudgeOptions, read_json, read_jsonl_records, write_json
+from .common import JudgeOptions, JudgeRun, read_json, read_jsonl_records, write_json
 
 SUITE = "pairwise"
 RUBRIC = "pairwise"
@@ -103,14 +104,66 @@ def judge_inputs(pairs: list[dict[str, str]]) -> Iterator[dict[str, Any]]:
         yield {"id": f"{pair['id']}::ba", "query": pair["query"], "contexts": [pair["b"], pair["a"]]}
 
 
-def _rate(count: int, n: int) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """``count`` of ``n`` as a rate with its Wilson 95 % CI; no pair judged: rate and CI are None."""
+
+    count: int
+    rate: float | None
+    ci: tuple[float, float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class PositionBias(Rate):
+    """The share of pairs whose verdict flips with the order, and where the flips went."""
+
+    to_first_shown: int = 0
+    to_second_shown: int = 0
+    other: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeVerdicts:
+    """One judge's verdicts over the pairs (module docstring)."""
+
+    pairs: int
+    judged_in_both_orders: int
+    not_judged: dict[str, int]
+    b_wins: Rate
+    ties: Rate
+    a_wins: Rate
+    consistent_ties: int
+    position_bias: PositionBias
+    verdicts: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PairwiseResult:
+    """What ``harness pairwise`` found; :meth:`as_dict` is pairwise.json."""
+
+    a: str
+    b: str
+    pairs: int
+    unpaired: dict[str, int]
+    judges: dict[str, JudgeVerdicts]
+    judge_run: JudgeRun
+
+    @property
+    def exit_code(self) -> int:
+        return self.judge_run.exit_code
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "exit_code": self.exit_code}
+
+
+def _rate(count: int, n: int) -> Rate:
     if n == 0:
-        return {"count": count, "rate": None, "ci": None}
+        return Rate(count, None, None)
     low, high = wilson_interval(count, n)
-    return {"count": count, "rate": count / n, "ci": [float(low), float(high)]}
+    return Rate(count, count / n, (float(low), float(high)))
 
 
-def pairwise_verdicts(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def pairwise_verdicts(rows: Sequence[Mapping[str, Any]]) -> dict[str, JudgeVerdicts]:
     """Per judge: the counts, rates and position bias (module docstring) from judgment rows of the
     ``pairwise`` rubric, ids ``PAIR::ab`` / ``PAIR::ba``."""
     by_judge: dict[str, dict[str, dict[str, Mapping[str, Any]]]] = {}
@@ -119,7 +172,7 @@ def pairwise_verdicts(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
             continue
         pair, _, order = str(row["transcript_id"]).rpartition("::")
         by_judge.setdefault(row["judge"], {}).setdefault(pair, {})[order] = row
-    result: dict[str, dict[str, Any]] = {}
+    result: dict[str, JudgeVerdicts] = {}
     for judge, pairs in by_judge.items():
         verdicts: Counter[str] = Counter()
         flips: Counter[str] = Counter()
@@ -147,26 +200,22 @@ def pairwise_verdicts(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
         n = sum(verdicts.values())
         ties = verdicts["tie"] + verdicts["inconsistent"]
         inconsistent = verdicts["inconsistent"]
-        result[judge] = {
-            "pairs": len(pairs),
-            "judged_in_both_orders": n,
-            "not_judged": dict(sorted(not_judged.items())),
-            "b_wins": _rate(verdicts["b"], n),
-            "ties": _rate(ties, n),
-            "a_wins": _rate(verdicts["a"], n),
-            "consistent_ties": verdicts["tie"],
-            "position_bias": {
-                **_rate(inconsistent, n),
-                "to_first_shown": flips["first"],
-                "to_second_shown": flips["second"],
-                "other": flips["other"],
-            },
-            "verdicts": dict(sorted(per_pair.items())),
-        }
+        bias = _rate(inconsistent, n)
+        result[judge] = JudgeVerdicts(
+            pairs=len(pairs),
+            judged_in_both_orders=n,
+            not_judged=dict(sorted(not_judged.items())),
+            b_wins=_rate(verdicts["b"], n),
+            ties=_rate(ties, n),
+            a_wins=_rate(verdicts["a"], n),
+            consistent_ties=verdicts["tie"],
+            position_bias=PositionBias(bias.count, bias.rate, bias.ci, flips["first"], flips["second"], flips["other"]),
+            verdicts=dict(sorted(per_pair.items())),
+        )
     return result
 
 
-def evaluate_pairwise(first: Path, second: Path | None, out: Path, judge: JudgeOptions) -> dict[str, Any]:
+def evaluate_pairwise(first: Path, second: Path | None, out: Path, judge: JudgeOptions) -> PairwiseResult:
     """Pair, judge both orders and write ``out/pairwise.json``; returns its content."""
     from .common import judge_records
 
@@ -174,14 +223,13 @@ def evaluate_pairwise(first: Path, second: Path | None, out: Path, judge: JudgeO
     if not pairs:
         raise UserInputError(f"{first}: no pair to compare (ids in both inputs, with a query and two answers)")
     judged = judge_records(judge_inputs(pairs), [RUBRIC], out, judge, SUITE)
-    result = {
-        "a": str(first),
-        "b": str(second) if second is not None else str(first),
-        "pairs": len(pairs),
-        "unpaired": counts,
-        "judges": pairwise_verdicts(judged.judgments),
-        "judge_run": {"exit_code": judged.outcome.exit_code, "message": judged.outcome.message},
-        "exit_code": judged.outcome.exit_code,
-    }
-    write_json(out / "pairwise.json", result)
+    result = PairwiseResult(
+        a=str(first),
+        b=str(second) if second is not None else str(first),
+        pairs=len(pairs),
+        unpaired=counts,
+        judges=pairwise_verdicts(judged.judgments),
+        judge_run=judged.run,
+    )
+    write_json(out / "pairwise.json", result.as_dict())
     return result

@@ -19,6 +19,7 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +29,7 @@ from ..stats.hypothesis_tests import paired_ttest
 from ..stats.intervals import mean_interval
 from ..transcripts.loader import iter_transcripts, scan
 from ..transcripts.models import Resolved
-from .common import JudgeOptions, write_json
+from .common import JudgeOptions, JudgeRun, write_json
 from .pairwise import _transcript_file
 
 SUITE = "probe"
@@ -99,7 +100,47 @@ def probe_records(path: Path, probe: Probe, sample: int, seed: int, pad_words: i
     return [row for i in chosen for row in eligible[i]], len(eligible)
 
 
-def probe_shifts(rows: Sequence[Mapping[str, Any]], rubrics: Mapping[str, Rubric], confidence: float = 0.95) -> list[dict[str, Any]]:
+@dataclass(slots=True)
+class Shift:
+    """One (rubric, judge): the mean shift probe − original over the transcripts scored both ways."""
+
+    rubric: str
+    judge: str
+    n: int
+    not_scored_both_ways: int
+    mean_original: float | None = None
+    mean_probe: float | None = None
+    shift: float | None = None
+    ci: tuple[float, float] | None = None
+    pvalue: float | None = None
+    shift_share_of_scale: float | None = None
+    changed: int = 0
+    moved: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What ``harness probe`` found; :meth:`as_dict` is probe.json."""
+
+    probe: Probe
+    input: str
+    perturbation: str
+    eligible: int
+    sampled: int
+    seed: int
+    confidence: float
+    shifts: list[Shift]
+    judge_run: JudgeRun
+
+    @property
+    def exit_code(self) -> int:
+        return self.judge_run.exit_code
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "exit_code": self.exit_code}
+
+
+def probe_shifts(rows: Sequence[Mapping[str, Any]], rubrics: Mapping[str, Rubric], confidence: float = 0.95) -> list[Shift]:
     """Per (rubric, judge): the shift probe − original over transcripts scored both ways."""
     scores: dict[tuple[str, str], dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     lost: dict[tuple[str, str], int] = defaultdict(int)
@@ -116,36 +157,28 @@ def probe_shifts(rows: Sequence[Mapping[str, Any]], rubrics: Mapping[str, Rubric
         pairs = [(v["orig"], v["probe"]) for v in scores[key].values() if "orig" in v and "probe" in v]
         rubric = rubrics.get(rubric_name)
         width = (rubric.hi - rubric.lo) if rubric is not None else None
-        entry: dict[str, Any] = {
-            "rubric": rubric_name,
-            "judge": judge,
-            "n": len(pairs),
-            "not_scored_both_ways": lost[key] + sum(1 for v in scores[key].values() if len(v) < 2),
-            "mean_original": None,
-            "mean_probe": None,
-            "shift": None,
-            "ci": None,
-            "pvalue": None,
-            "shift_share_of_scale": None,
-            "changed": sum(1 for a, b in pairs if a != b),
-            "moved": None,
-        }
+        entry = Shift(
+            rubric=rubric_name,
+            judge=judge,
+            n=len(pairs),
+            not_scored_both_ways=lost[key] + sum(1 for v in scores[key].values() if len(v) < 2),
+            changed=sum(1 for a, b in pairs if a != b),
+        )
         if pairs:
             diffs = [b - a for a, b in pairs]
             shift = sum(diffs) / len(diffs)
-            entry.update(
-                mean_original=sum(a for a, _ in pairs) / len(pairs),
-                mean_probe=sum(b for _, b in pairs) / len(pairs),
-                shift=shift,
-                shift_share_of_scale=shift / width if width else None,
-            )
+            entry.mean_original = sum(a for a, _ in pairs) / len(pairs)
+            entry.mean_probe = sum(b for _, b in pairs) / len(pairs)
+            entry.shift = shift
+            entry.shift_share_of_scale = shift / width if width else None
         if len(pairs) >= 2:
             if any(d != diffs[0] for d in diffs):
                 low, high = mean_interval(diffs, confidence)
                 test = paired_ttest([b for _, b in pairs], [a for a, _ in pairs])
-                entry.update(ci=[low, high], pvalue=None if math.isnan(test.pvalue) else test.pvalue, moved=not low <= 0.0 <= high)
+                entry.ci, entry.moved = (low, high), not low <= 0.0 <= high
+                entry.pvalue = None if math.isnan(test.pvalue) else test.pvalue
             else:  # every difference equal: no spread, the shift is exact
-                entry.update(ci=[diffs[0], diffs[0]], pvalue=None, moved=diffs[0] != 0.0)
+                entry.ci, entry.moved = (diffs[0], diffs[0]), diffs[0] != 0.0
         out.append(entry)
     return out
 
@@ -159,7 +192,7 @@ def evaluate_probe(
     sample: int = 50,
     seed: int = 0,
     pad_words: int = 150,
-) -> dict[str, Any]:
+) -> ProbeResult:
     """Sample, perturb, judge both versions and write ``out/probe.json``; returns its content."""
     from ..rubrics.rubric import load_rubrics
     from .common import judge_records
@@ -172,19 +205,16 @@ def evaluate_probe(
     if unknown:
         raise UserInputError(f"unknown rubric {unknown[0]!r}; available: {', '.join(sorted(available))}")
     judged = judge_records(records, chosen, out, judge, SUITE)
-    result = {
-        "probe": probe,
-        "input": str(path),
-        "perturbation": f"{pad_words} words of irrelevant padding appended to the response"
-        if probe == "verbosity"
-        else "the contexts in reverse order",
-        "eligible": eligible,
-        "sampled": len(records) // 2,
-        "seed": seed,
-        "confidence": 0.95,
-        "shifts": probe_shifts(judged.judgments, available),
-        "judge_run": {"exit_code": judged.outcome.exit_code, "message": judged.outcome.message},
-        "exit_code": judged.outcome.exit_code,
-    }
-    write_json(out / "probe.json", result)
+    result = ProbeResult(
+        probe=probe,
+        input=str(path),
+        perturbation=f"{pad_words} words of irrelevant padding appended to the response" if probe == "verbosity" else "the contexts in reverse order",
+        eligible=eligible,
+        sampled=len(records) // 2,
+        seed=seed,
+        confidence=0.95,
+        shifts=probe_shifts(judged.judgments, available),
+        judge_run=judged.run,
+    )
+    write_json(out / "probe.json", result.as_dict())
     return result

@@ -30,9 +30,9 @@ The harness's choices where the document is open:
   (case, spaces and hyphens ignored): busy_professional, curious_explorer (or curious, explorer),
   indecisive, family_group (or family, group). Any other type is an input error.
 - BVS with fewer than two states: TR_avg = 0, so BVS = 0 (no variance observable).
-- ORA normalisation: filler words removed as whole words in any case, then every character other
-  than letters, digits and spaces, then lowercase and collapsed spaces; items that normalise to
-  nothing are dropped.
+- ORA normalisation: NFKD with accents dropped and casefolded ("Café" is "cafe"), filler words
+  removed as whole words, then every character other than letters, digits and spaces, and spaces
+  collapsed; items that normalise to nothing are dropped.
 - Comparisons: every pair of experiments with at least two conversations, per metric: Welch's t,
   Cohen's d (signed, and |d| as the document writes it), and each experiment's 95 % CI from
   ``harness.stats.mean_interval`` (Student's t, not 1.96: few conversations per experiment).
@@ -47,7 +47,7 @@ import unicodedata
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,10 +123,18 @@ def behavioral_variance_score(tr_avg: Any) -> Any:
 _SPECIAL = re.compile(r"[^\w\s]|_")
 
 
+def fold_text(text: str) -> str:
+    """NFKD, combining marks (accents) dropped, casefolded: "Crème Brûlée" and "creme brulee" are one
+    item, as a guest typing without accents means the same dish."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+
+
 def normalize_item(item: str) -> str:
-    """normalize(s) = lowercase(remove_special_chars(remove_filler_words(s))) (seed 002, section 3)."""
-    words = [w for w in item.split() if w.lower() not in FILLER_WORDS]
-    return " ".join(_SPECIAL.sub("", unicodedata.normalize("NFKC", " ".join(words))).casefold().split())
+    """normalize(s) = lowercase(remove_special_chars(remove_filler_words(s))) (seed 002, section 3),
+    with "lowercase" made Unicode-aware by :func:`fold_text`."""
+    words = [w for w in fold_text(item).split() if w not in FILLER_WORDS]
+    return " ".join(_SPECIAL.sub("", " ".join(words)).split())
 
 
 def order_restriction_adherence(target: Sequence[str], current: Sequence[str]) -> float:
@@ -364,48 +372,127 @@ def score_conversation(conv: Conversation, judged: Mapping[tuple[str, int, str],
     )
 
 
-def compare_experiments(results: Sequence[ConversationResult]) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class ExperimentComparison:
+    """One metric of one pair of experiments: Welch's t and Cohen's d, or why they are undefined."""
+
+    experiments: tuple[int, int]
+    metric: str
+    mean_a: float
+    mean_b: float
+    welch_t: float | None
+    df: float | None
+    p_value: float | None
+    notes: list[str]
+    cohens_d: float | None
+    cohens_d_abs: float | None
+    significant_at_0_05: bool | None
+    undefined: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedComparison:
+    experiments: tuple[int, int]
+    skipped: str
+
+
+@dataclass(frozen=True, slots=True)
+class Experiment:
+    n: int
+    means: dict[str, float]
+    ci95: dict[str, tuple[float, float] | None]
+    interpretation: str
+
+    @property
+    def crrs_ci95(self) -> tuple[float, float] | None:
+        return self.ci95["CRRS"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    """What ``harness simulation`` found; :meth:`as_dict` is simulation.json."""
+
+    input: str
+    judged: bool
+    conversations: list[ConversationResult]
+    experiments: dict[int, Experiment]
+    comparisons: list[ExperimentComparison | SkippedComparison]
+    judge: dict[str, Any] | None
+    exit_code: int
+    unjudged_messages: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """NaN/inf → None so the JSON stays strict (an interval of identical values can be degenerate)."""
+        return _clean(
+            {
+                "input": self.input,
+                "judged": self.judged,
+                "weights": CRRS_WEIGHTS,
+                "conversations": [asdict(r) for r in self.conversations],
+                "experiments": {str(k): {**asdict(e), "crrs_ci95": e.crrs_ci95} for k, e in self.experiments.items()},
+                "comparisons": [asdict(c) for c in self.comparisons],
+                "judge": self.judge,
+                "exit_code": self.exit_code,
+                "unjudged_messages": self.unjudged_messages,
+            }
+        )
+
+
+def compare_experiments(results: Sequence[ConversationResult]) -> list[ExperimentComparison | SkippedComparison]:
     """Welch's t and Cohen's d for every pair of experiments and metric (seed 002, "Statistical
     validation"); pairs where either side has fewer than two conversations are listed as skipped."""
     by_exp: dict[int, list[ConversationResult]] = defaultdict(list)
     for r in results:
         by_exp[r.experiment].append(r)
-    rows: list[dict[str, Any]] = []
+    rows: list[ExperimentComparison | SkippedComparison] = []
     for a, b in itertools.combinations(sorted(by_exp), 2):
         if len(by_exp[a]) < 2 or len(by_exp[b]) < 2:
-            rows.append({"experiments": [a, b], "skipped": "each experiment needs at least two conversations"})
+            rows.append(SkippedComparison((a, b), "each experiment needs at least two conversations"))
             continue
         for metric in METRICS:
             xa = [getattr(r, metric) for r in by_exp[a]]
             xb = [getattr(r, metric) for r in by_exp[b]]
+            if np.ptp(xa) == 0 and np.ptp(xb) == 0:
+                # Welch's t divides by a zero standard error and Cohen's d by a zero pooled SD: no
+                # verdict at all, only the reason (a difference of constants is not evidence).
+                rows.append(
+                    ExperimentComparison(
+                        (a, b), metric, float(np.mean(xa)), float(np.mean(xb)), None, None, None, [], None, None, None, ZERO_VARIANCE
+                    )
+                )
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UndefinedMetricWarning)
                 warnings.simplefilter("ignore", RuntimeWarning)
                 t = welch_ttest(xa, xb)
                 d = cohens_d(xa, xb)
             rows.append(
-                {
-                    "experiments": [a, b],
-                    "metric": metric,
-                    "mean_a": float(np.mean(xa)),
-                    "mean_b": float(np.mean(xb)),
-                    "welch_t": _finite(t.statistic),
-                    "df": _finite(t.df),
-                    "p_value": _finite(t.pvalue),
-                    "notes": list(t.warnings),
-                    "cohens_d": _finite(d),
-                    "cohens_d_abs": _finite(abs(d)),
-                    "significant_at_0_05": bool(t.pvalue < 0.05),
-                }
+                ExperimentComparison(
+                    experiments=(a, b),
+                    metric=metric,
+                    mean_a=float(np.mean(xa)),
+                    mean_b=float(np.mean(xb)),
+                    welch_t=_finite(t.statistic),
+                    df=_finite(t.df),
+                    p_value=_finite(t.pvalue),
+                    notes=list(t.warnings),
+                    cohens_d=_finite(d),
+                    cohens_d_abs=_finite(abs(d)),
+                    significant_at_0_05=bool(t.pvalue < 0.05),
+                    undefined=None,
+                )
             )
     return rows
+
+
+ZERO_VARIANCE = "zero variance: every conversation of both experiments has the same value, so Welch's t and Cohen's d are undefined"
 
 
 def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
-def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> dict[str, Any]:
+def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> SimulationResult:
     convs = load_conversations(path)
     judged: dict[tuple[str, int, str], str] = {}
     judge_summary, exit_code = None, 0
@@ -420,36 +507,25 @@ def evaluate_simulation(path: Path, out: Path, judge: JudgeOptions | None) -> di
                 conv_id, _, index = j["transcript_id"].rpartition("::")
                 judged.setdefault((conv_id, int(index), attr_of[j["rubric"]]), j["label"])
     results = [score_conversation(conv, judged) for _, conv in convs]
-    experiments: dict[str, Any] = {}
+    experiments: dict[int, Experiment] = {}
     for exp in sorted({r.experiment for r in results}):
         rows = [r for r in results if r.experiment == exp]
         means = {m: float(np.mean([getattr(r, m) for r in rows])) for m in METRICS}
-        cis = {m: list(mean_interval([getattr(r, m) for r in rows])) if len(rows) >= 2 else None for m in METRICS}
-        experiments[str(exp)] = {
-            "n": len(rows),
-            "means": means,
-            "ci95": cis,
-            "crrs_ci95": cis["CRRS"],
-            "interpretation": crrs_interpretation(means["CRRS"]),
-        }
+        cis = {m: mean_interval([getattr(r, m) for r in rows]) if len(rows) >= 2 else None for m in METRICS}
+        experiments[exp] = Experiment(len(rows), means, cis, crrs_interpretation(means["CRRS"]))
     out.mkdir(parents=True, exist_ok=True)
-    summary = {
-        "input": str(path),
-        "judged": judge is not None,
-        "weights": CRRS_WEIGHTS,
-        "conversations": [_as_dict(r) for r in results],
-        "experiments": experiments,
-        "comparisons": compare_experiments(results),
-        "judge": judge_summary,
-        "exit_code": exit_code,
-        "unjudged_messages": len(records) if judge is None else 0,
-    }
-    write_json(out / "simulation.json", _clean(summary))
+    summary = SimulationResult(
+        input=str(path),
+        judged=judge is not None,
+        conversations=results,
+        experiments=experiments,
+        comparisons=compare_experiments(results),
+        judge=judge_summary,
+        exit_code=exit_code,
+        unjudged_messages=len(records) if judge is None else 0,
+    )
+    write_json(out / "simulation.json", summary.as_dict())
     return summary
-
-
-def _as_dict(r: ConversationResult) -> dict[str, Any]:
-    return {name: getattr(r, name) for name in ConversationResult.__dataclass_fields__}
 
 
 def _clean(value: Any) -> Any:

@@ -171,4 +171,4 @@ def test_export_of_a_missing_run_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with deadline(60):
         result = CliRunner().invoke(app, ["export", str(tmp_path / "empty"), "--format", "xml"], env=ENV)
-    assert result.exit_code == 2 and "unknown --format 'xml'; one of otel, csv, parquet" in result.output
+    assert result.exit_code == 2 and "'xml' is not one of 'otel', 'csv', 'parquet'" in result.output

@@ -1,0 +1,174 @@
+"""The CLI's shape (issues 23 and 26): help grouped into panels, one sentence per command in the
+user's words, no internal names or ``<bool>``; choices are enums that mirror the library; the judge
+options are one bundle; every error, expected or not, ends as one line and a documented exit code."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, get_args, get_type_hints
+
+import pytest
+import typer
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from harness.cli import COMMAND_MODULES, app
+from harness.cli.choices import ExportFormat, GateOn, InputFormat, OnBadRecord, ProbeKind
+from harness.cli.common import ALL_JUDGE_FLAGS, JUDGE_OPTIONS, HarnessGroup, judge_options
+from harness.errors import BudgetExceeded, CacheError, UserInputError
+from harness.exit_codes import EXIT_BUDGET, EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_USER_ERROR
+
+ROOT = Path(__file__).resolve().parent.parent
+PANELS = ["Judge", "Analyse", "Scale", "Suites", "Cache"]
+
+
+def commands() -> list[tuple[list[str], Any]]:
+    """(path, click command) of every command and group, depth first."""
+    found: list[tuple[list[str], Any]] = []
+
+    def walk(path: list[str], cmd: Any) -> None:
+        found.append((path, cmd))
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk([*path, name], sub)
+
+    walk([], get_command(app))
+    return found
+
+
+def help_of(*path: str, width: int = 80) -> str:
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": str(width)}, terminal_width=width)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_top_help_groups_commands_into_panels_in_order() -> None:
+    text = help_of()
+    positions = [text.index(f"─ {panel} ─") for panel in PANELS]
+    assert positions == sorted(positions)
+    assert "─ Commands ─" not in text  # nothing left in the flat box
+    top = get_command(app)
+    assert {cmd.rich_help_panel for cmd in top.commands.values()} == set(PANELS)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("path", [p for p, _ in commands()], ids=lambda p: " ".join(p) or "harness")
+def test_every_help_is_plain_words(path: list[str]) -> None:
+    text = help_of(*path)
+    assert "<bool>" not in text and "<list[" not in text
+    assert "seed 0" not in text.lower()  # "seed 000/001/002" are the documents' numbers, not the user's words
+
+
+def test_every_description_is_one_unbroken_sentence() -> None:
+    for path, cmd in commands():
+        if not path:
+            continue
+        first = inspect.cleandoc(cmd.help or "").split("\n\n")[0]
+        assert first, path
+        assert "\n" not in first, f"{' '.join(path)}: hard-wrapped: {first!r}"
+        assert first.endswith("."), path
+        assert ". " not in first.rstrip("."), f"{' '.join(path)}: more than one sentence: {first!r}"
+
+
+def test_the_suites_are_named_by_what_they_do() -> None:
+    text = help_of(width=200)
+    assert "the clustering suite" in text and "the CLMPI suite" in text and "the simulation suite" in text
+
+
+def test_choices_mirror_the_library() -> None:
+    from harness.analysis.gate import GateOn as LibraryGateOn
+    from harness.planning.plan import RunOptions
+    from harness.suites.probe import PROBES
+    from harness.traces import FORMATS
+    from harness.traces.export import EXPORT_FORMATS
+
+    assert [f.value for f in InputFormat] == list(FORMATS)
+    assert [f.value for f in ExportFormat] == list(EXPORT_FORMATS)
+    assert [f.value for f in ProbeKind] == list(PROBES)
+    assert [f.value for f in GateOn] == list(get_args(LibraryGateOn))
+    assert [f.value for f in OnBadRecord] == list(get_args(get_type_hints(RunOptions)["on_bad_record"]))
+
+
+@pytest.mark.parametrize("name", ["run", "clmpi", "simulation", "pairwise", "probe"])
+def test_judged_commands_take_the_one_bundle_of_judge_options(name: str) -> None:
+    cmd = get_command(app).commands[name]  # type: ignore[attr-defined]
+    options = {p.name for p in cmd.params if getattr(p, "rich_help_panel", None) == JUDGE_OPTIONS}
+    assert options == set(ALL_JUDGE_FLAGS)
+    assert "Judge options" in help_of(name, width=120)
+
+
+def test_the_bundle_reaches_the_command_as_one_value() -> None:
+    seen: list[Any] = []
+    local = typer.Typer(cls=HarnessGroup)
+
+    @local.command()
+    @judge_options(("model", "offline"))
+    def go(judge: Any, n: int = 1) -> None:
+        seen.append((judge, n))
+
+    @local.command()
+    def other() -> None:  # a second command, so typer keeps the command names
+        pass
+
+    result = CliRunner().invoke(local, ["go", "--model", "m", "--offline", "--n", "3"])
+    assert result.exit_code == 0, result.output
+    ((judge, n),) = seen
+    assert (judge.model, judge.offline, judge.base_url, n) == ("m", True, None, 3)
+
+
+def test_every_command_module_is_registered() -> None:
+    modules = {p.stem for p in (ROOT / "harness" / "cli").glob("*.py")} - {"__init__", "common", "choices"}
+    assert set(COMMAND_MODULES) == modules
+
+
+# --- one line and a documented exit code, whatever is raised ------------------------------------
+
+
+def _raising(exc: BaseException) -> typer.Typer:
+    local = typer.Typer(cls=HarnessGroup)
+
+    @local.command()
+    def boom() -> None:
+        raise exc
+
+    @local.command()
+    def other() -> None:
+        pass
+
+    return local
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "line"),
+    [
+        (UserInputError("t.jsonl:3: query: required"), EXIT_USER_ERROR, "error: t.jsonl:3: query: required"),
+        (BudgetExceeded("over"), EXIT_BUDGET, "error: over"),
+        (CacheError("locked"), EXIT_IO, "error: locked"),
+        (OSError(28, "No space left on device"), EXIT_IO, None),
+        (RuntimeError("surprise\nsecond line"), EXIT_INTERNAL, None),
+        (RecursionError("deep"), EXIT_INTERNAL, None),
+        (KeyboardInterrupt(), EXIT_INTERRUPTED, "interrupted"),
+    ],
+)
+def test_any_error_is_one_line_and_a_documented_code(exc: BaseException, code: int, line: str | None) -> None:
+    result = CliRunner().invoke(_raising(exc), ["boom"])
+    assert result.exit_code == code
+    assert code in EXIT_CODES
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    if line is not None:
+        assert lines[0] == line
+
+
+@pytest.mark.timeout(60)
+def test_a_bad_choice_through_the_real_entry_point_is_one_line() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "probe", "tone", "x.jsonl"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60
+    )
+    assert done.returncode == EXIT_USER_ERROR
+    assert done.stderr.strip() == ("error: Invalid value for 'kind': 'tone' is not one of 'verbosity', 'position'. (see 'harness probe --help')")
+    assert done.stdout == ""
