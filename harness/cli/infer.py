@@ -103,7 +103,7 @@ def infer(
     prompts: PromptsOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
 ) -> None:
-    """The human-scale mean per rubric and judge: judge-only, human-only and corrected (PPI++ or active IPW).
+    """Estimate what humans would score, per rubric and judge, from a few human labels and the judge's scores.
 
     Labels on a recorded random design give valid intervals; others are flagged. With two runs,
     the corrected paired difference B - A and a verdict per metric (Holm-adjusted).
