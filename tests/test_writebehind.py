@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,10 @@ import pytest
 
 from harness.cache import CachedJudgment, CacheStore, open_store
 from harness.errors import CacheError
+from harness.exit_codes import EXIT_IO
+from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: What ``json.loads`` makes of a reply holding the escape ``\ud800``.
 LONE_SURROGATE = json.loads('"Score: 0.5 \\ud800"')
@@ -102,8 +110,11 @@ async def test_a_writer_that_stops_is_reported_never_waited_for_or_ignored(locat
 async def test_import_of_a_row_the_driver_refuses_is_a_cache_error(location: Any) -> None:
     async with open_store(location) as store:
         with pytest.raises(CacheError, match="write failed: .*surrogates not allowed"):
-            await store.import_rows([row("ok"), row("bad", LONE_SURROGATE)])
-        assert await store.get_many(["ok", "bad"]) == {}  # one transaction: all or nothing
+            await store.import_rows([row("a-ok"), row("b-bad", LONE_SURROGATE)])  # key order: the good row goes first
+        assert await store.get_many(["a-ok", "b-bad"]) == {}  # rolled back: all or nothing
+        await store.import_rows([row("c-ok")])  # the connection is usable and holds no half transaction
+    async with open_store(location) as again:
+        assert set(await again.get_many(["a-ok", "b-bad", "c-ok"])) == {"c-ok"}
 
 
 @pytest.mark.timeout(120)
@@ -120,3 +131,47 @@ async def test_a_burst_of_puts_is_written_in_a_few_transactions(location: Any) -
         await store.flush()
         assert store.batches_written == burst + 1  # type: ignore[attr-defined]
         assert len(await store.get_many([f"k{i:05d}" for i in range(3000)] + ["alone"])) == 3001
+
+
+@pytest.mark.timeout(120)
+def test_a_run_whose_reply_postgres_cannot_store_ends_with_exit_5_and_one_line(tmp_path: Path, postgres: Any) -> None:
+    """As a user meets it: a judge's reply holding NUL (PostgreSQL text cannot) ends the run with
+    exit 5 and one line naming the cache and the reason; the outputs are written, nothing is silent."""
+    url = postgres.new_database()
+    with serve(reply=lambda body: "Score: 0.5 \x00" if "q3 " in json.dumps(body) else "Score: 0.5") as server:
+        data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"t{i}", "query": f"q{i} x", "response": "r", "contexts": ["c"]} for i in range(6)])
+        config = write_config(tmp_path / "h.toml", [judge("j", server.base_url or "", max_concurrency=1)], rubrics=["relevance"])
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                str(data),
+                "--config",
+                str(config),
+                "--cache",
+                url,
+                "--out",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ],
+            cwd=ROOT,
+            env={**os.environ, KEY_ENV: KEY},
+            capture_output=True,
+            text=True,
+            timeout=100,
+        )
+        paid = server.count()
+    assert proc.returncode == EXIT_IO, proc.stderr
+    assert "Traceback" not in proc.stderr
+    message = " ".join(proc.stderr.split())
+    assert "cache write failed: PostgreSQL text fields cannot contain NUL" in message
+    assert len(read_jsonl(tmp_path / "out" / "judgments.jsonl")) > 0
+    found = re.search(r"\((\d+) judgment\(s\) not cached\)", message)
+    assert found is not None, message
+    with psycopg.connect(url) as conn:
+        stored = [text for (text,) in conn.execute("SELECT raw_output FROM judgments")]
+    # Every paid reply (one call at a time) is either stored or counted as not cached: none vanishes unsaid.
+    assert len(stored) + int(found.group(1)) == paid
+    assert len(stored) >= 1 and all("\x00" not in text for text in stored)
