@@ -2,19 +2,19 @@
 
 Same schema, migrations and key format as the SQLite file (``migrations.py`` runs unchanged
 through an adapter; ``REAL`` becomes double precision, SQLite's ``AUTOINCREMENT`` key an identity
-column). Two connections: one in autocommit for reads, claims and lease renewals (each statement
-its own transaction), one for the writer, whose batch upserts the judgments and deletes their claims in one transaction. Lease times are the
-server's clock, so workers on machines whose clocks disagree still agree on when a lease lapses.
-Rows are locked in key order everywhere (claims, the writer's claim deletion), and a statement
+column). Its connection and SQL only: the write-behind writer, failure reporting and the claims'
+flow are ``writebehind.py``'s, shared with SQLite. Two connections: one in autocommit for reads,
+claims and lease renewals (each statement its own transaction), one for the writer, whose batch
+upserts the judgments and deletes their claims in one transaction. Lease times are the server's
+clock, so workers on machines whose clocks disagree still agree on when a lease lapses. Rows are locked in key order everywhere (claims, the writer's claim deletion), and a statement
 PostgreSQL still picks as a deadlock victim (a lease renewal against a claim, say) is retried.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -22,8 +22,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from ..errors import CacheError
-from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore, dead_local_owners, group_row, new_owner, prune_where, row_values
+from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, group_row, prune_where
 from .migrations import MIGRATIONS, Migration
+from .writebehind import WriteBehindStore, one_line
 
 _COLUMNS = ", ".join(COLUMNS)
 _UPSERT_SET = ", ".join(f"{c} = EXCLUDED.{c}" for c in COLUMNS if c != "key")
@@ -55,11 +56,6 @@ def redact(url: str) -> str:
         return url
     netloc = parts.netloc.rsplit("@", 1)
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{netloc[-1]}"))
-
-
-def _explain(exc: BaseException) -> str:
-    """psycopg's message on one line (it spreads a connection failure over several)."""
-    return re.sub(r"\s+", " ", str(exc)).strip()
 
 
 #: SQLite DDL → PostgreSQL DDL, applied in order to every migration statement.
@@ -118,7 +114,7 @@ def connect_sync(url: str) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
     except (psycopg.Error, ValueError) as exc:
-        raise CacheError(f"{redact(url)}: cannot connect to the PostgreSQL cache: {_explain(exc)}") from None
+        raise CacheError(f"{redact(url)}: cannot connect to the PostgreSQL cache: {one_line(exc)}") from None
 
 
 def _prepare(url: str, read_only: bool) -> None:
@@ -133,54 +129,50 @@ def _prepare(url: str, read_only: bool) -> None:
         else:
             migrate_postgres(conn)
     except psycopg.Error as exc:
-        raise CacheError(f"{redact(url)}: cannot prepare the cache: {_explain(exc)}") from None
+        raise CacheError(f"{redact(url)}: cannot prepare the cache: {one_line(exc)}") from None
     finally:
         conn.close()
 
 
-class PostgresCache(CacheStore):
+class PostgresCache(WriteBehindStore):
+    """Two connections: reads, claims and renewals in autocommit (taking turns under ``_lock``: a
+    statement must never land inside another coroutine's transaction), and the writer's."""
+
     backend = "postgresql"
+    db_errors = (psycopg.Error,)
 
     def __init__(self, url: str, *, read_only: bool = False, lease_s: float = DEFAULT_LEASE_S) -> None:
+        super().__init__(redact(url), read_only=read_only, lease_s=lease_s)
         self.url = url
-        self.location = redact(url)
-        self.read_only = read_only
-        self.lease_s = lease_s
-        self.owner = new_owner()
         self._read: psycopg.AsyncConnection[Any] | None = None
         self._write_conn: psycopg.AsyncConnection[Any] | None = None
-        self._queue: asyncio.Queue[CachedJudgment | None] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
-        self._heartbeat: asyncio.Task[None] | None = None
-        self._write_error: BaseException | None = None
-        self._held: set[str] = set()
-        # The read connection's users (lookups, claims, releases, renewals) take turns: a
-        # statement must never land inside another coroutine's transaction.
         self._lock = asyncio.Lock()
 
-    def _error(self, what: str, exc: BaseException) -> CacheError:
-        return CacheError(f"{self.location}: {what}: {_explain(exc)}")
-
-    async def open(self) -> PostgresCache:
-        await asyncio.to_thread(_prepare, self.url, self.read_only)
-        try:
-            self._read = await psycopg.AsyncConnection.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
-            if not self.read_only:
-                self._write_conn = await psycopg.AsyncConnection.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S)
-        except psycopg.Error as exc:
-            raise self._error("cannot connect to the PostgreSQL cache", exc) from None
-        if not self.read_only:
-            self._writer = asyncio.create_task(self._write_loop(), name="harness-cache-writer")
-        return self
-
     async def __aenter__(self) -> PostgresCache:
-        return await self.open()
+        await self.open()
+        return self
 
     @property
     def db(self) -> psycopg.AsyncConnection[Any]:
         if self._read is None:
             raise CacheError("the cache is not open")
         return self._read
+
+    async def _connect(self) -> None:
+        await asyncio.to_thread(_prepare, self.url, self.read_only)
+        try:
+            self._read = await psycopg.AsyncConnection.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
+            if not self.read_only:
+                self._write_conn = await psycopg.AsyncConnection.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S)
+        except psycopg.Error as exc:
+            await self._disconnect()
+            raise CacheError(f"{self.location}: cannot connect to the PostgreSQL cache: {one_line(exc)}") from None
+
+    async def _disconnect(self) -> None:
+        for conn in (self._read, self._write_conn):
+            if conn is not None:
+                await conn.close()
+        self._read = self._write_conn = None
 
     async def get_many(self, keys: list[str]) -> dict[str, CachedJudgment]:
         if not keys:
@@ -190,158 +182,67 @@ class PostgresCache(CacheStore):
                 cursor = await self.db.execute(f"SELECT {_COLUMNS} FROM judgments WHERE key = ANY(%s)", (list(keys),))
                 rows = await cursor.fetchall()
         except psycopg.Error as exc:
-            raise self._error("read failed", exc) from None
+            raise self._error("read failed", exc) from exc
         return {row[0]: CachedJudgment(*row) for row in rows}
 
-    def put(self, judgment: CachedJudgment) -> None:
-        if self._write_error is not None:
-            raise self._error("write failed", self._write_error)
-        if self._writer is None:
-            raise CacheError("the cache is read-only")
-        self._queue.put_nowait(judgment)
+    # -- the writer's and the claims' SQL (writebehind.py runs them) ------------------------------
 
-    # -- claims ---------------------------------------------------------------------------------
-
-    async def claim(self, keys: Sequence[str]) -> set[str]:
-        if not keys:
-            return set()
-        if self.read_only:
-            raise CacheError("the cache is read-only")
-
-        async def claim() -> set[str]:
-            async with self._lock:
-                return await statement()
-
-        async def statement() -> set[str]:
-            cursor = await self.db.execute(
-                f"INSERT INTO claims (key, owner, expires_at) SELECT k, %s, {_NOW} + %s FROM unnest(%s::text[]) WITH ORDINALITY AS u(k, n) "
-                "ORDER BY n ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
-                f"WHERE claims.expires_at < {_NOW} OR claims.owner = EXCLUDED.owner RETURNING key",
-                (self.owner, self.lease_s, sorted(set(keys))),
-            )
-            return {key for (key,) in await cursor.fetchall()}
-
-        async def take_over_the_dead() -> set[str]:
-            others = sorted(set(keys) - granted)
-            async with self._lock:
-                cursor = await self.db.execute("SELECT DISTINCT owner FROM claims WHERE key = ANY(%s)", (others,))
-                dead = dead_local_owners(owner for (owner,) in await cursor.fetchall())
-                if not dead:
-                    return set()
-                async with self.db.transaction():
-                    await self.db.execute("SELECT key FROM claims WHERE owner = ANY(%s) ORDER BY key FOR UPDATE", (dead,))
-                    await self.db.execute("DELETE FROM claims WHERE owner = ANY(%s)", (dead,))
-            return await _retrying(claim)
-
-        try:
-            granted = await _retrying(claim)
-            if len(granted) < len(set(keys)):
-                granted |= await _retrying(take_over_the_dead)
-        except psycopg.Error as exc:
-            raise self._error("claim failed", exc) from None
-        self._held |= granted
-        if granted and self._heartbeat is None:
-            self._heartbeat = asyncio.create_task(self._renew_loop(), name="harness-cache-leases")
-        return granted
-
-    async def release(self, keys: Sequence[str]) -> None:
-        if not keys:
-            return
-        self._held.difference_update(keys)
-
-        async def release() -> None:
-            async with self._lock, self.db.transaction():
-                await self._delete_claims(self.db, sorted(set(keys)))
-
-        try:
-            await _retrying(release)
-        except psycopg.Error as exc:
-            raise self._error("release failed", exc) from None
-
-    async def _renew_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease_s / 3)
-            if not self._held:
-                continue
-            try:
-                async with self._lock, self.db.transaction():
-                    # Locked in key order, like everything else, before the update.
-                    await self.db.execute("SELECT key FROM claims WHERE owner = %s ORDER BY key FOR UPDATE", (self.owner,))
-                    await self.db.execute(f"UPDATE claims SET expires_at = {_NOW} + %s WHERE owner = %s", (self.lease_s, self.owner))
-            except psycopg.Error:
-                continue  # a passing failure: the lease has two more renewals before it lapses
-
-    # -- writing --------------------------------------------------------------------------------
-
-    async def _write_loop(self) -> None:
-        while True:
-            items = [await self._queue.get()]
-            while not self._queue.empty():
-                items.append(self._queue.get_nowait())
-            batch = [item for item in items if item is not None]
-            if batch:
-                try:
-                    await self._write(batch)
-                except psycopg.Error as exc:
-                    self._write_error = exc
-                    return
-            for _ in items:
-                self._queue.task_done()
-            if len(batch) < len(items):
-                return
-
-    async def _write(self, batch: list[CachedJudgment]) -> None:
-        assert self._write_conn is not None
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        # One row per key (a later one wins), sorted: two writers lock rows in the same order.
-        latest = {j.key: j for j in batch}
-        rows = [row_values(latest[k], now) for k in sorted(latest)]
-        marks = ", ".join(["%s"] * len(COLUMNS))
+    async def _upsert(self, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
         conn = self._write_conn
+        if conn is None:
+            raise CacheError("the cache is read-only" if self.read_only else "the cache is not open")
+        marks = ", ".join(["%s"] * len(COLUMNS))
 
         async def write() -> None:
             async with conn.transaction(), conn.cursor() as cursor:
                 await cursor.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT (key) DO UPDATE SET {_UPSERT_SET}", rows)
-                # The claim goes in the same transaction as the judgment: a waiter sees one or the other.
-                await self._delete_claims(conn, sorted(latest))
+                await self._delete_claims(conn, keys)
 
         await _retrying(write)
-        self._held.difference_update(latest)
+
+    async def _grant(self, keys: list[str]) -> set[str]:
+        async def claim() -> set[str]:
+            async with self._lock:
+                cursor = await self.db.execute(
+                    f"INSERT INTO claims (key, owner, expires_at) SELECT k, %s, {_NOW} + %s FROM unnest(%s::text[]) WITH ORDINALITY AS u(k, n) "
+                    "ORDER BY n ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
+                    f"WHERE claims.expires_at < {_NOW} OR claims.owner = EXCLUDED.owner RETURNING key",
+                    (self.owner, self.lease_s, keys),
+                )
+                return {key for (key,) in await cursor.fetchall()}
+
+        return await _retrying(claim)
+
+    async def _owners(self, keys: list[str]) -> list[str]:
+        async with self._lock:
+            cursor = await self.db.execute("SELECT DISTINCT owner FROM claims WHERE key = ANY(%s)", (keys,))
+            return [owner for (owner,) in await cursor.fetchall()]
+
+    async def _drop_owners(self, owners: list[str]) -> None:
+        async def drop() -> None:
+            async with self._lock, self.db.transaction():
+                await self.db.execute("SELECT key FROM claims WHERE owner = ANY(%s) ORDER BY key FOR UPDATE", (owners,))
+                await self.db.execute("DELETE FROM claims WHERE owner = ANY(%s)", (owners,))
+
+        await _retrying(drop)
+
+    async def _drop_claims(self, keys: list[str]) -> None:
+        async def release() -> None:
+            async with self._lock, self.db.transaction():
+                await self._delete_claims(self.db, keys)
+
+        await _retrying(release)
+
+    async def _renew(self) -> None:
+        async with self._lock, self.db.transaction():
+            # Locked in key order, like everything else, before the update.
+            await self.db.execute("SELECT key FROM claims WHERE owner = %s ORDER BY key FOR UPDATE", (self.owner,))
+            await self.db.execute(f"UPDATE claims SET expires_at = {_NOW} + %s WHERE owner = %s", (self.lease_s, self.owner))
 
     async def _delete_claims(self, conn: psycopg.AsyncConnection[Any], keys: list[str]) -> None:
         """Delete our claims on ``keys`` (inside a transaction), locking them in key order first."""
         await conn.execute("SELECT key FROM claims WHERE owner = %s AND key = ANY(%s) ORDER BY key FOR UPDATE", (self.owner, keys))
         await conn.execute("DELETE FROM claims WHERE owner = %s AND key = ANY(%s)", (self.owner, keys))
-
-    async def flush(self) -> None:
-        if self._writer is not None and not self._writer.done():
-            joined = asyncio.ensure_future(self._queue.join())
-            await asyncio.wait({joined, self._writer}, return_when=asyncio.FIRST_COMPLETED)
-            joined.cancel()
-        if self._write_error is not None:
-            raise self._error("write failed", self._write_error)
-
-    async def close(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-            self._heartbeat = None
-        if self._writer is not None:
-            self._queue.put_nowait(None)
-            await self._writer
-            self._writer = None
-        if self._read is not None:
-            if self._held and self._write_error is None:
-                with contextlib.suppress(CacheError):
-                    await self.release(sorted(self._held))
-            await self._read.close()
-            self._read = None
-        if self._write_conn is not None:
-            await self._write_conn.close()
-            self._write_conn = None
-        if self._write_error is not None:
-            raise self._error("write failed", self._write_error)
 
     # -- maintenance ----------------------------------------------------------------------------
 
@@ -356,7 +257,7 @@ class PostgresCache(CacheStore):
             cursor = await self.db.execute(f"SELECT count(*) FROM claims WHERE expires_at >= {_NOW}")
             claims = await cursor.fetchone()
         except psycopg.Error as exc:
-            raise self._error("read failed", exc) from None
+            raise self._error("read failed", exc) from exc
         result.groups = [group_row(row) for row in groups]
         result.rows = sum(int(g["rows"]) for g in result.groups)
         result.claims = claims[0] if claims else 0
@@ -367,7 +268,7 @@ class PostgresCache(CacheStore):
         try:
             cursor = await self.db.execute(f"DELETE FROM judgments WHERE {where}", params)
         except psycopg.Error as exc:
-            raise self._error("prune failed", exc) from None
+            raise self._error("prune failed", exc) from exc
         return cursor.rowcount
 
     async def rows(self) -> AsyncIterator[CachedJudgment]:
@@ -376,13 +277,7 @@ class PostgresCache(CacheStore):
                 async for row in cursor.stream(f"SELECT {_COLUMNS} FROM judgments ORDER BY key"):
                     yield CachedJudgment(*row)
         except psycopg.Error as exc:
-            raise self._error("read failed", exc) from None
-
-    async def import_rows(self, rows: Sequence[CachedJudgment]) -> None:
-        try:
-            await self._write(list(rows))
-        except psycopg.Error as exc:
-            raise self._error("write failed", exc) from None
+            raise self._error("read failed", exc) from exc
 
 
 class PostgresReader:

@@ -1,9 +1,7 @@
 """The SQLite store (the embedded default): aiosqlite, WAL mode, shared safely between processes.
 
-Reads are batched (``get_many``). Writes go through one writer task that drains a queue and
-commits whatever has arrived in one transaction, so a busy run writes in batches while an idle
-one commits each judgment at once: a finished judgment is on disk within one commit of finishing,
-and a crash loses at most the calls still in flight. Errors are never cached. Claims (see
+Its connection and SQL only: the write-behind writer, failure reporting and the claims' flow are
+``writebehind.py``'s, shared with PostgreSQL. Reads are batched (``get_many``). Claims (see
 ``base.py``) are rows of ``claims`` with a lease on this machine's clock: processes on one machine
 share a file, so they share the clock.
 """
@@ -16,15 +14,16 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
 from ..errors import CacheError
-from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore, dead_local_owners, group_row, new_owner, prune_where, row_values
+from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, group_row, prune_where
 from .migrations import migrate, pending
+from .writebehind import WriteBehindStore
 
 #: Other processes may hold the write lock briefly; wait this long before giving up.
 BUSY_TIMEOUT_MS = 60_000
@@ -61,6 +60,12 @@ def _switch_to_wal(db: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+async def _rollback(db: aiosqlite.Connection) -> None:
+    """End a failed write's transaction: left open it would hold the write lock and its first rows."""
+    with contextlib.suppress(sqlite3.Error, ValueError):
+        await db.rollback()
 
 
 def read_only_uri(path: Path) -> str:
@@ -129,27 +134,31 @@ class CacheReader:
         self._db.close()
 
 
-class JudgmentCache(CacheStore):
-    """The SQLite store. (The name predates the PostgreSQL store; ``SqliteCache`` is the same class.)"""
+class JudgmentCache(WriteBehindStore):
+    """The SQLite store. (The name predates the PostgreSQL store; ``SqliteCache`` is the same class.)
+
+    One connection: a claim and a write batch must not share an open transaction (``_tx``)."""
 
     backend = "sqlite"
+    db_errors = (sqlite3.DatabaseError,)
 
     def __init__(self, path: str | Path, *, read_only: bool = False, lease_s: float = DEFAULT_LEASE_S) -> None:
+        super().__init__(str(path), read_only=read_only, lease_s=lease_s)
         self.path = Path(path)
-        self.location = str(self.path)
-        self.read_only = read_only
-        self.lease_s = lease_s
-        self.owner = new_owner()
         self._db: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[CachedJudgment | None] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
-        self._heartbeat: asyncio.Task[None] | None = None
-        self._write_error: BaseException | None = None
-        # One connection: a claim and a write batch must not share an open transaction.
         self._tx = asyncio.Lock()
-        self._held: set[str] = set()
 
-    async def open(self) -> JudgmentCache:
+    async def __aenter__(self) -> JudgmentCache:
+        await self.open()
+        return self
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise CacheError("the cache is not open")
+        return self._db
+
+    async def _connect(self) -> None:
         try:
             if self.read_only:
                 await asyncio.to_thread(_check_current, self.path)
@@ -163,18 +172,19 @@ class JudgmentCache(CacheStore):
             if isinstance(exc, IsADirectoryError) or self.path.is_dir():
                 raise CacheError(f"{self.path}: the cache is a directory; --cache names a file") from exc
             raise CacheError(f"{self.path}: cannot open the cache: {exc}") from exc
-        if not self.read_only:
-            self._writer = asyncio.create_task(self._write_loop(), name="harness-cache-writer")
-        return self
 
-    async def __aenter__(self) -> JudgmentCache:
-        return await self.open()
+    async def _disconnect(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
 
-    @property
-    def db(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise CacheError("the cache is not open")
-        return self._db
+    def _explain(self, exc: BaseException) -> str:
+        text = str(exc)
+        if "disk is full" in text or (isinstance(exc, OSError) and exc.errno in (28, 122)):
+            return "no space left on the device (database or disk is full); free some space and rerun: finished judgments are cached"
+        if "disk I/O error" in text:
+            return "disk I/O error (is the disk full, or a file-size limit reached?); committed judgments are kept"
+        return super()._explain(exc)
 
     async def get_many(self, keys: list[str]) -> dict[str, CachedJudgment]:
         found: dict[str, CachedJudgment] = {}
@@ -187,152 +197,54 @@ class JudgmentCache(CacheStore):
                 for row in rows:
                     found[row[0]] = CachedJudgment(*row)
             except sqlite3.DatabaseError as exc:
-                raise CacheError(f"{self.path}: read failed: {exc}") from exc
+                raise self._error("read failed", exc) from exc
         return found
 
-    def put(self, judgment: CachedJudgment) -> None:
-        """Queue a finished judgment for writing; raises if an earlier write failed."""
-        if self._write_error is not None:
-            raise self._failed()
-        if self._writer is None:
-            raise CacheError("the cache is read-only")
-        self._queue.put_nowait(judgment)
+    # -- the writer's and the claims' SQL (writebehind.py runs them) ------------------------------
 
-    # -- claims ---------------------------------------------------------------------------------
-
-    async def claim(self, keys: Sequence[str]) -> set[str]:
-        if not keys:
-            return set()
-        if self.read_only:
-            raise CacheError("the cache is read-only")
-        try:
-            granted = await self._claim(keys)
-            if len(granted) < len(set(keys)):
-                others = [k for k in keys if k not in granted]
-                owners = await self.db.execute_fetchall(
-                    "SELECT DISTINCT owner FROM claims WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(others),)
+    async def _upsert(self, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
+        marks = ",".join("?" * len(COLUMNS))
+        async with self._tx:
+            try:
+                await self.db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", rows)
+                await self.db.execute(
+                    "DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(keys))
                 )
-                dead = dead_local_owners(owner for (owner,) in owners)
-                if dead:
-                    async with self._tx:
-                        await self.db.execute("DELETE FROM claims WHERE owner IN (SELECT value FROM json_each(?))", (json.dumps(dead),))
-                        await self.db.commit()
-                    granted |= await self._claim(others)
-        except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.path}: claim failed: {exc}") from exc
-        self._held |= granted
-        if granted and self._heartbeat is None:
-            self._heartbeat = asyncio.create_task(self._renew_loop(), name="harness-cache-leases")
-        return granted
+                await self.db.commit()
+            except BaseException:
+                await _rollback(self.db)
+                raise
 
-    async def _claim(self, keys: Sequence[str]) -> set[str]:
+    async def _grant(self, keys: list[str]) -> set[str]:
         now = time.time()
         async with self._tx:
             rows = await self.db.execute_fetchall(
                 "INSERT INTO claims (key, owner, expires_at) SELECT value, ?, ? FROM json_each(?) WHERE true "
                 "ON CONFLICT(key) DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
                 "WHERE claims.expires_at < ? OR claims.owner = excluded.owner RETURNING key",
-                (self.owner, now + self.lease_s, json.dumps(sorted(keys)), now),
+                (self.owner, now + self.lease_s, json.dumps(keys), now),
             )
             await self.db.commit()
         return {key for (key,) in rows}
 
-    async def release(self, keys: Sequence[str]) -> None:
-        if not keys:
-            return
-        self._held.difference_update(keys)
-        try:
-            async with self._tx:
-                await self.db.execute(
-                    "DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(list(keys)))
-                )
-                await self.db.commit()
-        except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.path}: release failed: {exc}") from exc
+    async def _owners(self, keys: list[str]) -> list[str]:
+        rows = await self.db.execute_fetchall("SELECT DISTINCT owner FROM claims WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(keys),))
+        return [owner for (owner,) in rows]
 
-    async def _renew_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease_s / 3)
-            if not self._held:
-                continue
-            try:
-                async with self._tx:
-                    await self.db.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", (time.time() + self.lease_s, self.owner))
-                    await self.db.commit()
-            except sqlite3.DatabaseError:
-                continue  # a busy moment: the lease has two more renewals before it lapses
-
-    # -- writing --------------------------------------------------------------------------------
-
-    async def _write_loop(self) -> None:
-        while True:
-            items = [await self._queue.get()]
-            while not self._queue.empty():
-                items.append(self._queue.get_nowait())
-            batch = [item for item in items if item is not None]
-            if batch:
-                try:
-                    await self._write(batch)
-                except Exception as exc:  # noqa: BLE001 - disk full, a value SQLite refuses: reported by put/flush/close
-                    self._write_error = exc
-                    return
-            # Marked done only once committed, so flush() (Queue.join) means "on disk".
-            for _ in items:
-                self._queue.task_done()
-            if len(batch) < len(items):  # the close() sentinel
-                return
-
-    def _failed(self) -> CacheError:
-        exc = self._write_error
-        text = str(exc)
-        if "disk is full" in text or (isinstance(exc, OSError) and exc.errno in (28, 122)):
-            text = "no space left on the device (database or disk is full); free some space and rerun: finished judgments are cached"
-        elif "disk I/O error" in text:
-            text = "disk I/O error (is the disk full, or a file-size limit reached?); committed judgments are kept"
-        error = CacheError(f"{self.path}: cache write failed: {text}")
-        error.__cause__ = exc
-        return error
-
-    async def _write(self, batch: list[CachedJudgment]) -> None:
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        rows = [row_values(j, now) for j in batch]
-        marks = ",".join("?" * len(COLUMNS))
+    async def _drop_owners(self, owners: list[str]) -> None:
         async with self._tx:
-            await self.db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", rows)
-            # The claim goes in the same transaction as the judgment: a waiter sees one or the other.
-            keys = [j.key for j in batch]
+            await self.db.execute("DELETE FROM claims WHERE owner IN (SELECT value FROM json_each(?))", (json.dumps(owners),))
+            await self.db.commit()
+
+    async def _drop_claims(self, keys: list[str]) -> None:
+        async with self._tx:
             await self.db.execute("DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(keys)))
             await self.db.commit()
-        self._held.difference_update(keys)
 
-    async def flush(self) -> None:
-        """Wait until everything queued so far is committed (raises if a write failed)."""
-        if self._writer is not None and not self._writer.done():
-            joined = asyncio.ensure_future(self._queue.join())
-            # The writer stops early only on a write error; then join() would wait for ever.
-            await asyncio.wait({joined, self._writer}, return_when=asyncio.FIRST_COMPLETED)
-            joined.cancel()
-        if self._write_error is not None:
-            raise self._failed()
-
-    async def close(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-            self._heartbeat = None
-        if self._writer is not None:
-            self._queue.put_nowait(None)
-            await self._writer
-            self._writer = None
-        if self._db is not None:
-            if self._held and self._write_error is None:
-                with contextlib.suppress(sqlite3.DatabaseError, CacheError):
-                    await self.release(sorted(self._held))
-            await self._db.close()
-            self._db = None
-        if self._write_error is not None:
-            raise self._failed()
+    async def _renew(self) -> None:
+        async with self._tx:
+            await self.db.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", (time.time() + self.lease_s, self.owner))
+            await self.db.commit()
 
     # -- maintenance ----------------------------------------------------------------------------
 
@@ -345,7 +257,7 @@ class JudgmentCache(CacheStore):
             )
             claims = await self.db.execute_fetchall("SELECT count(*) FROM claims WHERE expires_at >= ?", (time.time(),))
         except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.path}: read failed: {exc}") from exc
+            raise self._error("read failed", exc) from exc
         result.groups = [group_row(row) for row in groups]
         result.rows = sum(g["rows"] for g in result.groups)
         result.claims = next(iter(claims))[0]
@@ -358,7 +270,7 @@ class JudgmentCache(CacheStore):
                 cursor = await self.db.execute(f"DELETE FROM judgments WHERE {where}", params)
                 await self.db.commit()
         except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.path}: prune failed: {exc}") from exc
+            raise self._error("prune failed", exc) from exc
         return cursor.rowcount
 
     async def rows(self) -> AsyncIterator[CachedJudgment]:
@@ -367,13 +279,7 @@ class JudgmentCache(CacheStore):
                 async for row in cursor:
                     yield CachedJudgment(*row)
         except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.path}: read failed: {exc}") from exc
-
-    async def import_rows(self, rows: Sequence[CachedJudgment]) -> None:
-        try:
-            await self._write(list(rows))
-        except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.path}: write failed: {exc}") from exc
+            raise self._error("read failed", exc) from exc
 
 
 SqliteCache = JudgmentCache

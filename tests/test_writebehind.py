@@ -1,0 +1,177 @@
+"""The write-behind writer both stores share: a failed write always surfaces, and batches stay batches.
+
+Real parts only: SQLite files and the session's PostgreSQL server (``postgres`` fixture). The
+failing value is one a real reply can carry: JSON's ``"\\ud800"`` decodes to a lone surrogate,
+which neither SQLite nor PostgreSQL can store as UTF-8, and which fails in the driver, not in the
+database (the case the PostgreSQL store used to let pass: its writer ended, ``flush()`` returned and
+every later write was dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from harness.cache import CachedJudgment, CacheStore, open_store
+from harness.errors import CacheError
+from harness.exit_codes import EXIT_IO
+from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: What ``json.loads`` makes of a reply holding the escape ``\ud800``.
+LONE_SURROGATE = json.loads('"Score: 0.5 \\ud800"')
+
+
+def row(key: str, text: str = '{"score": 0.5}') -> CachedJudgment:
+    return CachedJudgment(key, "m", "http://127.0.0.1:1/v1", "relevance", "1", text, 10, 2, 5.0, 0.001, 1, "scored", 0.5)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "sqlite":
+        return tmp_path / "cache.sqlite"
+    return request.getfixturevalue("postgres").new_database()
+
+
+async def _taken(store: CacheStore) -> None:
+    """Until the writer has taken everything queued (it is then inside its write)."""
+    while not store._queue.empty():  # type: ignore[attr-defined]
+        await asyncio.sleep(0)
+
+
+def _connections(url: str) -> int:
+    """Sessions on ``url``'s database other than this check's own."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+@pytest.mark.timeout(60)
+async def test_a_write_that_fails_outside_the_database_surfaces_on_flush_put_and_close(location: Any) -> None:
+    store = await open_store(location).open()
+    store.put(row("before"))
+    await store.flush()
+    store.put(row("bad", LONE_SURROGATE))
+    with pytest.raises(CacheError, match="cache write failed: .*surrogates not allowed") as failed:
+        await store.flush()
+    assert str(failed.value).startswith(f"{store.location}: ")
+    with pytest.raises(CacheError, match="cache write failed"):
+        store.put(row("after"))  # refused at once, never queued and dropped
+    with pytest.raises(CacheError, match="cache write failed: .*surrogates not allowed"):
+        await store.close()  # a CacheError (exit 5), not the driver's UnicodeEncodeError (exit 70)
+    if isinstance(location, str):
+        assert _connections(location) == 0  # close() closed both connections despite the failure
+    async with open_store(location) as again:
+        assert set(await again.get_many(["before", "bad", "after"])) == {"before"}
+
+
+@pytest.mark.timeout(60)
+async def test_what_was_queued_behind_a_failed_batch_is_still_written(location: Any) -> None:
+    store = await open_store(location).open()
+    store.put(row("bad", LONE_SURROGATE))
+    await _taken(store)  # the writer is writing the bad batch; these two wait for the next one
+    store.put(row("next-1"))
+    store.put(row("next-2"))
+    with pytest.raises(CacheError, match="surrogates not allowed"):
+        await store.flush()
+    with pytest.raises(CacheError):
+        await store.close()
+    async with open_store(location) as again:
+        assert set(await again.get_many(["bad", "next-1", "next-2"])) == {"next-1", "next-2"}
+
+
+@pytest.mark.timeout(60)
+async def test_a_writer_that_stops_is_reported_never_waited_for_or_ignored(location: Any) -> None:
+    store = await open_store(location).open()
+    writer = store._writer  # type: ignore[attr-defined]
+    assert writer is not None
+    writer.cancel()  # as a task dies that nobody awaits: no error of its own is recorded
+    await asyncio.wait({writer})
+    with pytest.raises(CacheError, match="the cache writer stopped"):
+        store.put(row("k"))
+    with pytest.raises(CacheError, match="the cache writer stopped"):
+        await store.flush()
+    with pytest.raises(CacheError, match="the cache writer stopped"):
+        await store.close()
+
+
+@pytest.mark.timeout(60)
+async def test_import_of_a_row_the_driver_refuses_is_a_cache_error(location: Any) -> None:
+    async with open_store(location) as store:
+        with pytest.raises(CacheError, match="write failed: .*surrogates not allowed"):
+            await store.import_rows([row("a-ok"), row("b-bad", LONE_SURROGATE)])  # key order: the good row goes first
+        assert await store.get_many(["a-ok", "b-bad"]) == {}  # rolled back: all or nothing
+        await store.import_rows([row("c-ok")])  # the connection is usable and holds no half transaction
+    async with open_store(location) as again:
+        assert set(await again.get_many(["a-ok", "b-bad", "c-ok"])) == {"c-ok"}
+
+
+@pytest.mark.timeout(120)
+async def test_a_burst_of_puts_is_written_in_a_few_transactions(location: Any) -> None:
+    """Write-behind batches: 3,000 judgments put at once are committed in a handful of
+    transactions (each an executemany), not 3,000; a judgment put alone is committed alone."""
+    async with open_store(location) as store:
+        for i in range(3000):
+            store.put(row(f"k{i:05d}"))
+        await store.flush()
+        burst = store.batches_written  # type: ignore[attr-defined]
+        assert 1 <= burst <= 3
+        store.put(row("alone"))
+        await store.flush()
+        assert store.batches_written == burst + 1  # type: ignore[attr-defined]
+        assert len(await store.get_many([f"k{i:05d}" for i in range(3000)] + ["alone"])) == 3001
+
+
+@pytest.mark.timeout(120)
+def test_a_run_whose_reply_postgres_cannot_store_ends_with_exit_5_and_one_line(tmp_path: Path, postgres: Any) -> None:
+    """As a user meets it: a judge's reply holding NUL (PostgreSQL text cannot) ends the run with
+    exit 5 and one line naming the cache and the reason; the outputs are written, nothing is silent."""
+    url = postgres.new_database()
+    with serve(reply=lambda body: "Score: 0.5 \x00" if "q3 " in json.dumps(body) else "Score: 0.5") as server:
+        data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"t{i}", "query": f"q{i} x", "response": "r", "contexts": ["c"]} for i in range(6)])
+        config = write_config(tmp_path / "h.toml", [judge("j", server.base_url or "", max_concurrency=1)], rubrics=["relevance"])
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                str(data),
+                "--config",
+                str(config),
+                "--cache",
+                url,
+                "--out",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ],
+            cwd=ROOT,
+            env={**os.environ, KEY_ENV: KEY},
+            capture_output=True,
+            text=True,
+            timeout=100,
+        )
+        paid = server.count()
+    assert proc.returncode == EXIT_IO, proc.stderr
+    assert "Traceback" not in proc.stderr
+    message = " ".join(proc.stderr.split())
+    assert "cache write failed: PostgreSQL text fields cannot contain NUL" in message
+    assert len(read_jsonl(tmp_path / "out" / "judgments.jsonl")) > 0
+    found = re.search(r"\((\d+) judgment\(s\) not cached\)", message)
+    assert found is not None, message
+    with psycopg.connect(url) as conn:
+        stored = [text for (text,) in conn.execute("SELECT raw_output FROM judgments")]
+    # Every paid reply (one call at a time) is either stored or counted as not cached: none vanishes unsaid.
+    assert len(stored) + int(found.group(1)) == paid
+    assert len(stored) >= 1 and all("\x00" not in text for text in stored)
