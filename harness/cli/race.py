@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from ..suites.common import JudgeOptions
 from .common import ANALYSE, JUDGE, app, err, judge_options, run_async
+
+if TYPE_CHECKING:
+    from ..suites.common import JudgeOptions
 
 RACE_FLAGS = ("config", "model", "base_url", "api_key_env", "concurrency", "cache", "offline")
 
