@@ -73,6 +73,7 @@ class Caller:
         self._limiter_of = {j.name: self.limiters[e.id] for e in endpoints for j in e.judges}
         #: judge name -> set once its first request has been answered
         self._first_answered: dict[str, asyncio.Event] = {}
+        self._not_found: dict[str, EndpointNotFound] = {}
 
     async def call(self, judge: Judge, job: Job) -> Called:
         """Call ``judge`` for ``job`` within the budget; raises ``EndpointNotFound`` on a first 404."""
@@ -80,11 +81,15 @@ class Caller:
         if answered is None:
             answered = self._first_answered[judge.name] = asyncio.Event()
             try:
-                called = await self._budgeted(judge, job, first=True)
+                return await self._budgeted(judge, job, first=True)
+            except EndpointNotFound as exc:
+                self._not_found[judge.name] = exc
+                raise
             finally:
                 answered.set()
-            return called
         await answered.wait()
+        if (not_found := self._not_found.get(judge.name)) is not None:
+            raise not_found  # the run is ending: nothing more is sent to this judge
         return await self._budgeted(judge, job, first=False)
 
     async def _budgeted(self, judge: Judge, job: Job, *, first: bool) -> Called:
