@@ -1,10 +1,11 @@
 """Calling a judge for one job: its health, the first-request check, the budget, the rate limiter
 and the retries. What comes back is read by ``verdict.py``.
 
-Each judge's first request goes alone: its other calls wait for its answer. A 404 to it (a base
-URL without its ``/v1``, an unknown model) would be the answer to every request, so the run
-stops there with that one line (``EndpointNotFound``, exit 2) instead of failing each judgment
-with its own 404. Any other answer, an error included, lets the rest go.
+Each judge's first request goes alone: its other calls wait for its answer (at most
+``FIRST_ANSWER_WAIT_S``, so a hung first call does not hold them). A 404 before any request to
+the judge succeeded (a base URL without its ``/v1``, an unknown model) would be the answer to
+every request, so the run stops there with that one line (``EndpointNotFound``, exit 2) instead
+of failing each judgment with its own 404. Any other answer, an error included, lets the rest go.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from . import verdict
 
 #: Connection-refused errors in a row (no success between) after which a judge is declared down.
 DOWN_AFTER = 3
+#: Seconds a judge's other calls wait for its first call's answer before going anyway.
+FIRST_ANSWER_WAIT_S = 3.0
 
 
 class EndpointNotFound(ConfigError):
-    """A judge's first request was answered 404: no request of the run can succeed there."""
+    """A 404 before any request to the judge succeeded: no request of the run can succeed there."""
 
 
 class JudgeHealth:
@@ -73,26 +76,31 @@ class Caller:
         self._limiter_of = {j.name: self.limiters[e.id] for e in endpoints for j in e.judges}
         #: judge name -> set once its first request has been answered
         self._first_answered: dict[str, asyncio.Event] = {}
+        #: judges that have answered a request with a reply: a 404 after that is one request's failure
+        self._replied: set[str] = set()
+        #: judges whose 404 (before any reply) is ending the run: nothing more is sent to them
         self._not_found: dict[str, EndpointNotFound] = {}
 
     async def call(self, judge: Judge, job: Job) -> Called:
-        """Call ``judge`` for ``job`` within the budget; raises ``EndpointNotFound`` on a first 404."""
+        """Call ``judge`` for ``job`` within the budget; raises ``EndpointNotFound`` on a 404 before
+        any reply of this judge succeeded."""
         answered = self._first_answered.get(judge.name)
         if answered is None:
             answered = self._first_answered[judge.name] = asyncio.Event()
             try:
-                return await self._budgeted(judge, job, first=True)
-            except EndpointNotFound as exc:
-                self._not_found[judge.name] = exc
-                raise
+                return await self._budgeted(judge, job)
             finally:
                 answered.set()
-        await answered.wait()
-        if (not_found := self._not_found.get(judge.name)) is not None:
-            raise not_found  # the run is ending: nothing more is sent to this judge
-        return await self._budgeted(judge, job, first=False)
+        if not answered.is_set():
+            try:
+                await asyncio.wait_for(answered.wait(), FIRST_ANSWER_WAIT_S)
+            except TimeoutError:  # a slow (or hung) first call does not hold the others for long
+                pass
+        return await self._budgeted(judge, job)
 
-    async def _budgeted(self, judge: Judge, job: Job, *, first: bool) -> Called:
+    async def _budgeted(self, judge: Judge, job: Job) -> Called:
+        if (not_found := self._not_found.get(judge.name)) is not None:
+            raise not_found
         health = self.health[judge.name]
         if health.error is not None:
             return Called(job.judgment("failed", reason=health.error.kind, error=str(health.error)))
@@ -103,7 +111,7 @@ class Caller:
             if not self.budget.reserve(reserved):
                 return Called(verdict.budget_stop(job))
         try:
-            called = await self._attempts(judge, job, health, first)
+            called = await self._attempts(judge, job, health)
         except BaseException:
             if self.budget is not None:
                 self.budget.settle(reserved, None)  # cancelled mid-call: assume the worst
@@ -113,7 +121,7 @@ class Caller:
             self.budget.settle(reserved, judgment.billed_cost_usd if judgment.status != "failed" else 0.0)
         return called
 
-    async def _attempts(self, judge: Judge, job: Job, health: JudgeHealth, first: bool) -> Called:
+    async def _attempts(self, judge: Judge, job: Job, health: JudgeHealth) -> Called:
         request = job.request
         assert request is not None
         limiter = self._limiter_of[judge.name]
@@ -138,13 +146,16 @@ class Caller:
                 raise
             last_latency = time.perf_counter() - started
             health.succeeded()
+            self._replied.add(judge.name)
             return reply
 
         try:
             reply = await call_with_retries(attempt, judge.config.max_attempts, attempts)
         except JudgeError as exc:
-            if first and exc.status == 404:
-                raise EndpointNotFound(f"judge {judge.name!r}: {exc}; stopped at its first request, nothing else was sent to it") from None
+            if exc.status == 404 and judge.name not in self._replied:
+                stop = EndpointNotFound(f"judge {judge.name!r}: {exc}; the run stopped before sending the rest (no request to it had succeeded)")
+                self._not_found.setdefault(judge.name, stop)
+                raise stop from None
             failed = verdict.from_failure(job, exc, attempts=attempts.count, latency_ms=last_latency * 1000, billed_retries=billed_retries)
             return Called(failed)
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
