@@ -128,7 +128,7 @@ async def test_gpt5_mini_judges_out_of_the_box_reasoning_tokens_recorded_and_pri
     assert all(r["cached"] for r in again.judgments)
 
 
-async def test_a_budget_spent_on_reasoning_is_unscored_truncated_counted_per_judge_and_not_cached(tmp_path: Path) -> None:
+async def test_a_budget_spent_on_reasoning_is_unscored_truncated_counted_per_judge_and_cached_marked(tmp_path: Path) -> None:
     with serve(reasoning_tokens=300) as server:
         assert server.base_url
         write_jsonl(tmp_path / "transcripts.jsonl", records(4))
@@ -141,7 +141,8 @@ async def test_a_budget_spent_on_reasoning_is_unscored_truncated_counted_per_jud
     assert "raise the judge's max_tokens or reasoning_budget" in rows[0]["error"]
     assert out.summary["judges"]["tight"]["unscored_reasons"] == {"truncated": 4}
     assert "judge tight: 4 replies cut off at the completion budget" in printed
-    assert cache_rows(tmp_path / "cache.sqlite") == []
+    # a paid answer for its key (the key holds the budget): cached, marked, replayed as it was (test_verdict.py)
+    assert [r["truncated"] for r in cache_rows(tmp_path / "cache.sqlite")] == [1] * 4
     assert outcome.exit_code == 0
 
 
@@ -314,9 +315,9 @@ async def test_a_base_url_without_v1_gets_a_hint(tmp_path: Path) -> None:
         root = server.base_url.removesuffix("/v1")
         write_jsonl(tmp_path / "transcripts.jsonl", records(1))
         write_config(tmp_path / "harness.toml", [judge("g", root)])
-        _, out, _ = await run(tmp_path)
-    [row] = out.judgments
-    assert row["status"] == "failed" and "HTTP 404" in row["error"] and 'try base_url = ".../v1"' in row["error"]
+        with pytest.raises(ConfigError) as stopped:  # the run stops at the first 404 (tests/test_first_request.py)
+            await run(tmp_path)
+    assert "HTTP 404" in str(stopped.value) and 'try base_url = ".../v1"' in str(stopped.value)
 
 
 async def test_the_sdk_provider_sends_the_same_shaped_request() -> None:

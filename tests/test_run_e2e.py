@@ -25,11 +25,12 @@ from statsmodels.stats.weightstats import DescrStatsW
 from harness.config import JudgeConfig
 from harness.errors import UserInputError
 from harness.outputs.terminal import run_in_terminal
-from harness.planning import RunOptions, build_plan
+from harness.planning import Endpoint, RunOptions, build_plan
 from harness.rubrics.parsing import parse_score
 from harness.rubrics.rubric import load_rubrics
 from harness.runner import RunOutcome
-from harness.runner.engine import DOWN_AFTER, Endpoint, Runner
+from harness.runner.calls import DOWN_AFTER
+from harness.runner.engine import Runner
 from tests.e2e_support import (
     IN_PRICE,
     KEY,
@@ -371,8 +372,8 @@ async def test_two_judges_on_one_endpoint_share_its_rate_limiter(tmp_path: Path,
     write_jsonl(tmp_path / "transcripts.jsonl", [record("t0", 0.5, contexts=False)])
     plan = build_plan(RunOptions(input=tmp_path / "transcripts.jsonl", config=config, rubrics=["relevance"]))
     runner = Runner(plan, [], {}, None, on_entry=lambda entry: None)
-    assert len(runner.limiters) == 1
-    (limiter,) = runner.limiters.values()
+    assert len(runner.caller.limiters) == 1
+    (limiter,) = runner.caller.limiters.values()
     assert limiter.rpm == 60
 
 

@@ -123,7 +123,7 @@ async def test_both_stores_migrate_the_same_schema_and_round_trip(location: Any)
     assert columns == [
         "key", "judge_model", "base_url", "rubric", "rubric_version", "raw_output", "prompt_tokens",
         "completion_tokens", "latency_ms", "cost_usd", "created_at", "status", "score", "attempts", "tier", "logprobs",
-        "reasoning_tokens", "cached_tokens", "cache_write_tokens",
+        "reasoning_tokens", "cached_tokens", "cache_write_tokens", "truncated",
     ]  # fmt: skip
 
 

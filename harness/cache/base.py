@@ -54,6 +54,12 @@ class CachedJudgment:
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
+    #: the reply was cut at the completion budget (migration 7): replayed unscored/truncated as it
+    #: was; the budget is part of the key, so a new budget (or --refresh) asks again
+    truncated: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "truncated", bool(self.truncated))  # SQLite's 0/1, NULL before migration 7
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in COLUMNS}
@@ -69,7 +75,7 @@ class CachedJudgment:
 #: The judgments table's columns in the order both stores select them.
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(CachedJudgment))
 #: Columns added after exports existed: an export written before them imports with them empty.
-LATER_COLUMNS: frozenset[str] = frozenset({"reasoning_tokens", "cached_tokens", "cache_write_tokens"})
+LATER_COLUMNS: frozenset[str] = frozenset({"reasoning_tokens", "cached_tokens", "cache_write_tokens", "truncated"})
 
 
 @dataclass(slots=True)

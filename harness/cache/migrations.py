@@ -17,7 +17,7 @@ class SchemaDB(Protocol):
     """What a migration may use: ``execute`` of one DDL statement. A sqlite3 connection is one; the
     PostgreSQL store passes an adapter that runs the same statement there (``REAL`` as double
     precision, ``INTEGER PRIMARY KEY AUTOINCREMENT`` as an identity column). Write migrations in
-    the SQL both accept: TEXT, INTEGER, REAL, ALTER TABLE ... ADD COLUMN, CREATE INDEX."""
+    the SQL both accept: TEXT, INTEGER, REAL, BOOLEAN, ALTER TABLE ... ADD COLUMN, CREATE INDEX."""
 
     def execute(self, sql: str, /) -> Any: ...
 
@@ -117,7 +117,21 @@ def m006_usage_details(db: SchemaDB) -> None:
         db.execute(f"ALTER TABLE judgments ADD COLUMN {column} INTEGER")
 
 
-MIGRATIONS: list[Migration] = [m001_judgments, m002_parsed_score, m003_batches, m004_reply_logprobs, m005_claims, m006_usage_details]
+def m007_truncated_replies(db: SchemaDB) -> None:
+    # A reply cut at the completion budget is a paid, deterministic answer for its key (the key
+    # holds the budget): cached, marked, and replayed unscored/truncated. NULL in older rows: false.
+    db.execute("ALTER TABLE judgments ADD COLUMN truncated BOOLEAN")
+
+
+MIGRATIONS: list[Migration] = [
+    m001_judgments,
+    m002_parsed_score,
+    m003_batches,
+    m004_reply_logprobs,
+    m005_claims,
+    m006_usage_details,
+    m007_truncated_replies,
+]
 
 
 def _now() -> str:

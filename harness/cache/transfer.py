@@ -1,8 +1,8 @@
 """``harness cache stats|prune|export|import``, callable from Python.
 
-Export writes one JSON object per stored judgment (every column, ``created_at`` kept), ordered by
-key, so two exports of caches holding the same judgments are byte-identical whichever store they
-came from. Import reads such a file, or another cache (a SQLite file or a PostgreSQL URL), and
+Export writes one JSON object per stored judgment (every column, ``created_at`` and a cut reply's
+``truncated`` flag kept), ordered by key, so two exports of caches holding the same judgments are
+byte-identical whichever store they came from. Import reads such a file, or another cache (a SQLite file or a PostgreSQL URL), and
 upserts its rows: that is how a cache moves from SQLite to PostgreSQL and back.
 """
 
@@ -80,6 +80,8 @@ async def _jsonl_rows(path: Path) -> AsyncIterator[CachedJudgment]:
                 row = json.loads(line)
                 if not isinstance(row, dict) or not set(COLUMNS) - LATER_COLUMNS <= set(row) <= set(COLUMNS):
                     raise ValueError(f"expected an object with exactly the fields {', '.join(COLUMNS)}")
+                if not isinstance(row.get("truncated"), bool | None):  # a string "false" would read as true
+                    raise ValueError(f"truncated: expected true, false or null, got {row['truncated']!r}")
                 yield CachedJudgment.from_dict(row)
             except ValueError as exc:
                 raise UserInputError(f"{path}:{line_no}: not a cache export row: {exc}") from None

@@ -2,9 +2,10 @@
 
 Shard i holds the transcripts at ordinals i-1, i-1+n, ... of the file (``planning/shard.py``), so
 taking one transcript's rows from each shard in turn restores the file's order. judgments.jsonl
-and results.jsonl rows are copied verbatim; summary.json is recomputed from the merged rows by the
-same ``RunTotals`` a run uses, fed in the same order, so its numbers are those of an unsharded run
-with the same judgments. Two things cannot be recovered: ``wall_time_s`` is the longest shard's,
+and results.jsonl rows are copied verbatim, but for in-run repeats: a key judged in two shards is
+paid in its first transcript and ``cached`` in the later ones, as in a single run
+(``_paid_first``). summary.json is recomputed from the merged rows by the same ``RunTotals`` a run
+uses, fed in the same order, so its numbers are those of an unsharded run with the same judgments. Two things cannot be recovered: ``wall_time_s`` is the longest shard's,
 and each judgment's ``latency_ms`` is whatever that shard measured.
 """
 
@@ -25,6 +26,7 @@ from ..metrics.run import RunTotals
 from ..planning import Judgment
 from ..rubrics.rubric import Rubric
 from ..transcripts.performance import Performance
+from .files import dumps
 from .rundir import open_run_dir
 from .writer import write_summary
 
@@ -125,6 +127,33 @@ def _interleave(paths: list[Path], key: str) -> Iterator[list[str]]:
             yield group
 
 
+def _paid_first(paths: list[Path]) -> dict[int, str]:
+    """Rows to rewrite so that the paid copy of a key is its first in file order, as in a single
+    run (``runner/verdict.py``, ``repeat``): when shards share a cache, whichever shard reached a
+    key first paid for it and the others were served from the cache, so the paid copy may be a
+    later transcript's. Row index -> the line to write there: the two rows trade everything but
+    their transcript ids (same key: same prompt, same reply)."""
+    seen: set[str] = set()
+    first_cached: dict[str, tuple[int, dict[str, Any]]] = {}
+    moved: dict[int, str] = {}
+    index = 0
+    for group in _interleave(paths, "transcript_id"):
+        for line in group:
+            row = json.loads(line)
+            key = row.get("cache_key")
+            if isinstance(key, str) and row.get("status") != "failed":
+                if key not in seen:
+                    seen.add(key)
+                    if row.get("cached"):
+                        first_cached[key] = (index, row)
+                elif not row.get("cached") and key in first_cached:
+                    at, first = first_cached.pop(key)
+                    moved[at] = dumps({**row, "transcript_id": first["transcript_id"]}) + "\n"
+                    moved[index] = dumps({**first, "transcript_id": row["transcript_id"]}) + "\n"
+            index += 1
+    return moved
+
+
 def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     ordered = _check([open_run_dir(p) for p in run_dirs])
     first = ordered[0][1]
@@ -138,9 +167,12 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     out.mkdir(parents=True, exist_ok=True)
     runs = [run for run, _ in ordered]
     judgments = 0
+    paths = [r / "judgments.jsonl" for r in runs]
+    moved = _paid_first(paths)
     with (out / "judgments.jsonl").open("w", encoding="utf-8") as fh:
-        for group in _interleave([r / "judgments.jsonl" for r in runs], "transcript_id"):
+        for group in _interleave(paths, "transcript_id"):
             for line in group:
+                line = moved.get(judgments, line)
                 totals.add(Judgment(**json.loads(line)))
                 fh.write(line)
                 judgments += 1

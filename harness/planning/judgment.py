@@ -51,6 +51,9 @@ class Judgment:
     cost_usd: float | None = None
     latency_ms: float | None = None
     attempts: int = 0
+    #: requests that repeated a failed one (attempts beyond the first of each call); a repeated
+    #: sample's own request is not a retry
+    retries: int = 0
     #: attempts answered 2xx with an unusable body: billed by the provider, then retried
     billed_retries: int = 0
     cached: bool = False

@@ -8,7 +8,7 @@ judgments.jsonl reports.
   from it;
 - at least one sample scored is scored (``sample_scores`` shows which were not); none scored is
   the first sample's outcome, failures before unscored ones;
-- tokens, attempts and billed retries are summed over the samples, latency is the longest,
+- tokens, attempts, retries and billed retries are summed over the samples, latency is the longest,
   ``cached`` only when every sample came from the cache; cost is the sum over the samples this run
   paid for (all of them when every sample came from the cache: what the cache saved). A sample that
   was answered but whose usage is unknown makes the sum unknown (None), never a partial sum or 0.
@@ -55,6 +55,7 @@ def combine_samples(jobs: Sequence[Job]) -> Judgment:
     latencies = [p.latency_ms for p in parts if p.latency_ms is not None]
     combined.latency_ms = max(latencies) if latencies else None
     combined.attempts = sum(p.attempts for p in parts)
+    combined.retries = sum(p.retries for p in parts)
     combined.billed_retries = sum(p.billed_retries for p in parts)
     if labels is not None:
         combined.sample_labels = [p.label if p.status == "scored" else None for p in parts]

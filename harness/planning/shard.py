@@ -4,6 +4,9 @@ Shard i of n holds the good records (in file order, after ``--limit``) whose 0-b
 k mod n = i - 1: round-robin, so slices are within one transcript of each other in size, and
 ``harness merge`` restores the file's order by taking one transcript from each shard in turn.
 Every shard plans over the whole file (the same rubrics, the same keys), and judges only its slice.
+A key that occurs in two shards is paid once (with a shared cache, by whichever shard claims it
+first); ``harness merge`` then gives the paid copy to its first transcript in file order, the rule
+an unsharded run follows for its in-run repeats (``runner/verdict.py``, ``repeat``).
 """
 
 from __future__ import annotations

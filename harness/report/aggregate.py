@@ -137,7 +137,8 @@ class Health:
         elif attempts:
             self.live += 1
             self.attempts += attempts
-            self.retried += attempts > 1
+            # a sample's own request is no retry; rows written before ``retries`` existed: attempts > 1
+            self.retried += (int(row.get("retries") or 0) if "retries" in row else attempts - 1) > 0
             self.billed_retries += int(row.get("billed_retries") or 0)
         if status == "scored":
             self.scored += 1

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cache.base import CacheStore
 from ..cache.location import describe, open_store
 from ..capabilities import check_supported
 from ..config import JudgeConfig
@@ -90,6 +91,23 @@ def _stage_skipped(out: Path, scanned: ScanResult) -> StagedFile | None:
     return staged
 
 
+@dataclass(slots=True)
+class _Run:
+    """One run once checked: what judging it needs, and how it reports back."""
+
+    plan: RunPlan
+    scanned: ScanResult
+    rubrics: list[Rubric]
+    judges: dict[str, Judge]
+    out: Path
+    budget: Budget | None
+    estimated: float | None
+    started: float
+    on_start: Callable[[int], None] | None = None
+    on_judgment: Callable[[Judgment], None] | None = None
+    handle_signals: bool = False
+
+
 async def run_evaluation(
     options: RunOptions,
     *,
@@ -120,86 +138,120 @@ async def run_evaluation(
     prepare_out_dir(out)
     lock = OutDirLock(out)  # held to the end: a second run on this --out is refused
     try:
-        return await _judge_and_write(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals)
+        return await _judge_and_write(_Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals))
     finally:
         lock.release()
 
 
-async def _judge_and_write(
-    plan: RunPlan,
-    scanned: ScanResult,
-    rubrics: list[Any],
-    judges: dict[str, Judge],
-    out: Path,
-    budget: Budget | None,
-    estimated: float | None,
-    started: float,
-    on_start: Callable[[int], None] | None,
-    on_judgment: Callable[[Judgment], None] | None,
-    handle_signals: bool,
-) -> RunOutcome:
+async def _judge_and_write(run: _Run) -> RunOutcome:
     """Judge into staged files; commit them only once judging has begun (so a run that fails to
-    start leaves the previous outputs as they were); an error during judging ends the run with
-    what is done written and a documented exit code (``crash_exit``), never a hang."""
-    skipped = _stage_skipped(out, scanned)
+    start, or stops at a judge's first request, leaves the previous outputs as they were); an
+    error during judging ends the run with what is done written and a documented exit code
+    (``crash_exit``), never a hang."""
+    plan = run.plan
+    skipped = _stage_skipped(run.out, run.scanned)
     try:
-        sink = OutputSink(out, rubrics, plan.judges, plan.composites)
+        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites)
     except BaseException:
         if skipped is not None:
             skipped.discard()
         raise
     cache = open_store(plan.cache_path, read_only=plan.cache_mode == "offline", lease_s=plan.cache_lease_s) if plan.cache_path else None
-    interrupted = False
-    crash: BaseException | None = None
     runner: Runner | None = None
     try:
-        if cache is not None:
-            await cache.open()
-        if on_start is not None:
-            good = plan.shard.size(scanned.good) if plan.shard is not None else scanned.good
-            on_start(good * len(rubrics) * len(plan.judges))
-        runner = Runner(plan, rubrics, judges, cache, on_entry=sink.write_entry, on_judgment=on_judgment or (lambda j: None), budget=budget)
-        with ExitStack() as stack:
-            task = asyncio.ensure_future(runner.run())
-            if handle_signals:
-                loop = asyncio.get_running_loop()
-
-                def on_sigint() -> None:
-                    nonlocal interrupted
-                    if interrupted:  # second Ctrl-C: stop waiting for in-flight calls
-                        task.cancel()
-                    interrupted = True
-                    assert runner is not None
-                    runner.stop()
-
-                loop.add_signal_handler(signal.SIGINT, on_sigint)
-                loop.add_signal_handler(signal.SIGTERM, on_sigint)
-                stack.callback(loop.remove_signal_handler, signal.SIGINT)
-                stack.callback(loop.remove_signal_handler, signal.SIGTERM)
-            try:
-                await task
-            except asyncio.CancelledError:
-                if not interrupted:
-                    raise
-            except Exception as exc:  # noqa: BLE001 - any error ends the run with what is done written
-                crash = exc
-    except BaseException:
-        if runner is None:  # never started judging: the previous run's outputs stay as they were
+        try:
+            if cache is not None:
+                await cache.open()
+            if run.on_start is not None:
+                good = plan.shard.size(run.scanned.good) if plan.shard is not None else run.scanned.good
+                run.on_start(good * len(run.rubrics) * len(plan.judges))
+            runner = Runner(
+                plan, run.rubrics, run.judges, cache, on_entry=sink.write_entry, on_judgment=run.on_judgment or (lambda j: None), budget=run.budget
+            )
+            interrupted, crash = await _judge(runner, run.handle_signals)
+        finally:
+            crash_on_close = await _close(run.judges, cache)
+    except BaseException as exc:
+        # Never started judging, or a judge's first request showed the run cannot succeed (the
+        # one line says why): the previous run's outputs stay as they were.
+        if runner is None or isinstance(exc, UserInputError):
             sink.discard()
             if skipped is not None:
                 skipped.discard()
         raise
-    finally:
-        for judge in judges.values():
-            try:
-                await judge.aclose()
-            except Exception:  # noqa: BLE001 - closing a connection pool cannot change the outcome
-                pass
-        if cache is not None:
-            try:
-                await cache.close()
-            except Exception as exc:  # noqa: BLE001 - a failed last write is this run's error
-                crash = crash or exc
+    assert runner is not None
+    crash = crash or crash_on_close
+    written = _commit(sink, skipped)
+    code, crash_message = crash_exit(crash) if crash is not None else (EXIT_OK, None)
+    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget)
+    record["aborted"] = crash_message
+    summary = sink.totals.summary(wall_time_s=time.perf_counter() - run.started, extra=record)
+    write_summary(run.out, summary)
+    removed = remove_stale(run.out, written)
+    if crash_message is not None:
+        message = f"{crash_message}; the transcripts finished before it are written to {run.out}"
+    else:
+        code, message = _verdict(sink.totals, run.out, interrupted, run.budget)
+    return RunOutcome(
+        code,
+        summary,
+        message,
+        skipped=run.scanned.bad,
+        skipped_file=skipped.path if skipped is not None else None,
+        estimated_cost_usd=run.estimated,
+        stopped_judges=[h.error for h in runner.health.values() if h.error is not None],
+        removed_stale=removed,
+    )
+
+
+async def _judge(runner: Runner, handle_signals: bool) -> tuple[bool, Exception | None]:
+    """Run ``runner``; return whether Ctrl-C stopped it and the error that ended it, if any. A
+    user's mistake (``UserInputError``, e.g. a judge's first request answered 404) is raised."""
+    interrupted = False
+    with ExitStack() as stack:
+        task = asyncio.ensure_future(runner.run())
+        if handle_signals:
+            loop = asyncio.get_running_loop()
+
+            def on_sigint() -> None:
+                nonlocal interrupted
+                if interrupted:  # second Ctrl-C: stop waiting for in-flight calls
+                    task.cancel()
+                interrupted = True
+                runner.stop()
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, on_sigint)
+                stack.callback(loop.remove_signal_handler, sig)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not interrupted:
+                raise
+        except UserInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any error ends the run with what is done written
+            return interrupted, exc
+    return interrupted, None
+
+
+async def _close(judges: dict[str, Judge], cache: CacheStore | None) -> Exception | None:
+    """Close the judges' connections and the cache; a failed last cache write is returned."""
+    for judge in judges.values():
+        try:
+            await judge.aclose()
+        except Exception:  # noqa: BLE001 - closing a connection pool cannot change the outcome
+            pass
+    if cache is not None:
+        try:
+            await cache.close()
+        except Exception as exc:  # noqa: BLE001 - a failed last write is this run's error
+            return exc
+    return None
+
+
+def _commit(sink: OutputSink, skipped: StagedFile | None) -> set[str]:
+    """Rename the staged outputs into place; return the names written."""
     try:
         sink.commit()
         written = {"judgments.jsonl", "results.jsonl", "summary.json"}
@@ -211,28 +263,7 @@ async def _judge_and_write(
         if skipped is not None:
             skipped.discard()
         raise
-    skipped_file = skipped.path if skipped is not None else None
-
-    code, crash_message = crash_exit(crash) if crash is not None else (EXIT_OK, None)
-    record = _run_record(plan, rubrics, sink, len(scanned.bad), interrupted, budget)
-    record["aborted"] = crash_message
-    summary = sink.totals.summary(wall_time_s=time.perf_counter() - started, extra=record)
-    write_summary(out, summary)
-    removed = remove_stale(out, written)
-    if crash_message is not None:
-        message = f"{crash_message}; the transcripts finished before it are written to {out}"
-    else:
-        code, message = _verdict(sink.totals, out, interrupted, budget)
-    return RunOutcome(
-        code,
-        summary,
-        message,
-        skipped=scanned.bad,
-        skipped_file=skipped_file,
-        estimated_cost_usd=estimated,
-        stopped_judges=[h.error for h in runner.health.values() if h.error is not None] if runner is not None else [],
-        removed_stale=removed,
-    )
+    return written
 
 
 def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped: int, interrupted: bool, budget: Budget | None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness.judges import retry
-from harness.runner.engine import DOWN_AFTER
+from harness.runner.calls import DOWN_AFTER
 from tests.e2e_support import (
     KEY,
     KEY_ENV,
