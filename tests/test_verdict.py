@@ -14,6 +14,7 @@ from harness.cache.base import CachedJudgment
 from harness.config import JudgeConfig
 from harness.errors import FatalJudgeError, TransientJudgeError
 from harness.judges.base import JudgeReply
+from harness.judges.usage import Usage
 from harness.planning import Job, make_entry
 from harness.rubrics.rubric import parse_rubric
 from harness.runner import verdict
@@ -41,7 +42,7 @@ def observable(judgment: object) -> dict[str, object]:
 
 
 def test_a_reply_is_read_and_priced_by_hand() -> None:
-    reply = JudgeReply('{"score": 0.75}', prompt_tokens=1000, completion_tokens=10, finish_reason="stop")
+    reply = JudgeReply('{"score": 0.75}', Usage(1000, 10), finish_reason="stop")
     got = verdict.from_reply(job(), reply, attempts=2, latency_ms=12.3456, billed_retries=1)
     assert (got.status, got.score, got.raw_output, got.reason) == ("scored", 0.75, '{"score": 0.75}', None)
     assert got.cost_usd == pytest.approx((1000 * 0.15 + 10 * 0.60) / 1e6)  # 1.56e-4
@@ -52,7 +53,7 @@ def test_a_reply_is_read_and_priced_by_hand() -> None:
 def test_a_truncated_reply_is_unscored_cached_marked_and_replays_as_it_was() -> None:
     the_job = job()
     # A cut reply whose partial text holds a score: never read for it.
-    reply = JudgeReply("Score: 0.9 because", prompt_tokens=50, completion_tokens=64, finish_reason="length", reasoning_tokens=60)
+    reply = JudgeReply("Score: 0.9 because", Usage(50, 64, reasoning=60), finish_reason="length")
     live = verdict.from_reply(the_job, reply, attempts=1, latency_ms=5.0)
     assert (live.status, live.reason, live.score, live.raw_output) == ("unscored", "truncated", None, "Score: 0.9 because")
     assert live.error == (
@@ -70,10 +71,10 @@ def test_a_truncated_reply_is_unscored_cached_marked_and_replays_as_it_was() -> 
 @pytest.mark.parametrize(
     ("rubric", "fields", "reply"),
     [
-        (NUMERIC, {}, JudgeReply('{"score": 1.7}', 20, 3, "stop", cached_tokens=10, cache_write_tokens=4)),  # clamped
-        (LABELS, {}, JudgeReply('{"label": "no"}', 20, 3, "stop")),
-        (NUMERIC, {}, JudgeReply("no number here", 20, 3, "stop")),
-        (LIKERT, {"logprobs": True}, JudgeReply("4", 20, 1, "stop", logprobs=(("4", (("4", math.log(0.6)), ("5", math.log(0.4)))),))),
+        (NUMERIC, {}, JudgeReply('{"score": 1.7}', Usage(20, 3, cached_read=10, cache_write=4), "stop")),  # clamped
+        (LABELS, {}, JudgeReply('{"label": "no"}', Usage(20, 3), "stop")),
+        (NUMERIC, {}, JudgeReply("no number here", Usage(20, 3), "stop")),
+        (LIKERT, {"logprobs": True}, JudgeReply("4", Usage(20, 1), "stop", logprobs=(("4", (("4", math.log(0.6)), ("5", math.log(0.4)))),))),
     ],
 )
 def test_a_cached_reply_replays_as_the_call_read_it(rubric: str, fields: dict[str, object], reply: JudgeReply) -> None:
@@ -87,7 +88,7 @@ def test_a_cached_reply_replays_as_the_call_read_it(rubric: str, fields: dict[st
 
 def test_a_repeat_is_the_paid_judgment_marked_cached_with_no_attempts() -> None:
     paid_job, repeat_job = job(), job()
-    reply = JudgeReply('{"score": 0.5}', 30, 4, "stop", cached_tokens=8, cache_write_tokens=2)
+    reply = JudgeReply('{"score": 0.5}', Usage(30, 4, cached_read=8, cache_write=2), "stop")
     paid = verdict.from_reply(paid_job, reply, attempts=3, latency_ms=7.0, billed_retries=1)
     copy = verdict.repeat(repeat_job, paid)
     assert (copy.cached, copy.attempts, copy.retries, copy.billed_retries) == (True, 0, 0, 0)
@@ -110,7 +111,7 @@ def test_a_failure_counts_its_retries_and_a_refused_schema_gets_the_hint() -> No
 
 def test_a_choice_of_an_n_request_costs_nothing_of_its_own() -> None:
     leader, member = job(), job()
-    paid = verdict.from_reply(leader, JudgeReply('{"score": 0.2}', 40, 12, "stop"), attempts=1, latency_ms=9.0)
+    paid = verdict.from_reply(leader, JudgeReply('{"score": 0.2}', Usage(40, 12), "stop"), attempts=1, latency_ms=9.0)
     choice = verdict.from_choice(member, paid, '{"score": 0.4}', None)
     assert (choice.score, choice.prompt_tokens, choice.completion_tokens, choice.cost_usd, choice.attempts, choice.latency_ms) == (
         0.4,
@@ -129,7 +130,7 @@ def test_the_module_does_no_io() -> None:
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not imported & {"asyncio", "time", "os", "socket", "sqlite3", "aiohttp", "pathlib"}, imported
     # The same inputs give the same judgment, and the reply is left as it was.
-    reply = JudgeReply('{"score": 0.3}', 10, 2, "stop")
+    reply = JudgeReply('{"score": 0.3}', Usage(10, 2), "stop")
     the_job = job()
     assert verdict.from_reply(the_job, reply, attempts=1, latency_ms=1.0) == verdict.from_reply(the_job, reply, attempts=1, latency_ms=1.0)
     assert the_job.result is None
