@@ -125,11 +125,12 @@ def stale_prices(
     found = []
     for judge in judges:
         listed = entry(judge.model, user_table) if judge.provider != "local" else None
-        if listed is None or listed[1].checked is None:
+        checked = listed[1].checked if listed is not None else None
+        if listed is None or checked is None:
             continue
         name, price = listed
         from_table = judge.input_price_per_1m in (price.input, price.batch_input) and judge.output_price_per_1m in (price.output, price.batch_output)
-        age = (day - price.checked).days
+        age = (day - checked).days
         if from_table and age > max_age_days:
-            found.append(StalePrice(judge.name, name, price.checked, age))
+            found.append(StalePrice(judge.name, name, checked, age))
     return found

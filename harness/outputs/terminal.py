@@ -234,8 +234,8 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
         console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')
-    for warning in [*estimate.retirements, *estimate.stale_prices]:
-        console.print(f"[yellow]warning:[/] {escape(warning.message())}", highlight=False, soft_wrap=True)
+    for warning in [r.message() for r in estimate.retirements] + [p.message() for p in estimate.stale_prices]:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     unpriced = [j.judge for j in estimate.judges if not j.priced]
     if unpriced:
         console.print(f"no price for: {', '.join(unpriced)} (cost unknown; set input_price_per_1m/output_price_per_1m)")
