@@ -122,7 +122,9 @@ class AnthropicServer(JudgeServer):
                 return error(401, "authentication_error", "x-api-key header is required")
             if wanted is None:
                 ids = [m["id"] for m in self.models]
-                return web.json_response({"data": self.models, "has_more": False, "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None})
+                return web.json_response(
+                    {"data": self.models, "has_more": False, "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None}
+                )
             found = next((m for m in self.models if m["id"] == self.ALIASES.get(wanted, wanted)), None)
             return web.json_response(found) if found is not None else error(404, "not_found_error", f"model: {wanted}")
 

@@ -101,7 +101,9 @@ def test_a_model_past_its_shutdown_date_is_unusable(tmp_path: Path) -> None:
         code, data, _ = check(path)
     (verdict,) = data["judges"]
     assert code == 1 and verdict["retirement"]["retired"] is True
-    assert verdict["problems"] == ["judge 'old': judge-test was retired on 2026-10-23 (33 days ago): its requests fail; choose another model (from the /models shutdown_date)"]
+    assert verdict["problems"] == [
+        "judge 'old': judge-test was retired on 2026-10-23 (33 days ago): its requests fail; choose another model (from the /models shutdown_date)"
+    ]
 
 
 def test_the_price_tables_date_is_used_where_models_gives_none(tmp_path: Path) -> None:
@@ -121,7 +123,9 @@ class KeyedServer(JudgeServer):
         if request.headers.get("Authorization") != f"Bearer {self.models_key}":
 
             async def refuse(_body: Any) -> web.Response:
-                body = {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}
+                body = {
+                    "error": {"message": "Incorrect API key provided.", "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}
+                }
                 return web.json_response(body, status=401)
 
             return await self._recorded(request, refuse)

@@ -196,7 +196,10 @@ def test_estimate_far_from_any_date_says_nothing(tmp_path: Path, monkeypatch: py
     ("today", "expected"),
     [
         (date(2026, 11, 25), "judge 'soon': gpt-5-mini retires on 2026-12-11 (in 16 days); choose another model (from the price table)"),
-        (date(2026, 12, 20), "judge 'soon': gpt-5-mini was retired on 2026-12-11 (9 days ago): its requests fail; choose another model (from the price table)"),
+        (
+            date(2026, 12, 20),
+            "judge 'soon': gpt-5-mini was retired on 2026-12-11 (9 days ago): its requests fail; choose another model (from the price table)",
+        ),
         (date(2026, 11, 1), None),
     ],
     ids=["within-30-days", "past", "far"],

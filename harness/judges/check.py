@@ -362,7 +362,9 @@ def _answered(judge: JudgeConfig, reply: JudgeReply, result: JudgeCheck) -> None
             else:
                 capability.note = "the reply carried logprobs"
     if reply.truncated:
-        result.notes.append(f"the tiny request's reply was cut at its {PROBE_TOKENS}-token budget (finish_reason {reply.finish_reason!r}); that is expected")
+        result.notes.append(
+            f"the tiny request's reply was cut at its {PROBE_TOKENS}-token budget (finish_reason {reply.finish_reason!r}); that is expected"
+        )
 
 
 def _refused(judge: JudgeConfig, error: JudgeError, result: JudgeCheck) -> None:
