@@ -179,7 +179,8 @@ def test_a_silent_endpoint_ends_within_its_timeouts(tmp_path: Path) -> None:
         server.hold.set()
     (verdict,) = data["judges"]
     assert code == 1 and verdict["model_known"] is True  # /models answered
-    assert verdict["problems"][0].startswith("unreachable:") and "timed out after 1 s" in verdict["problems"][0]
+    assert verdict["reachable"] is True  # /models answered; the judge request did not
+    assert verdict["problems"][0].startswith("no answer to the tiny request:") and "timed out after 1 s" in verdict["problems"][0]
     assert len(chats(server)) == CHECK_ATTEMPTS
     assert elapsed < CHECK_ATTEMPTS * 1 + 8
 

@@ -371,9 +371,11 @@ def _refused(judge: JudgeConfig, error: JudgeError, result: JudgeCheck) -> None:
     status = error.status
     message = " ".join(str(error).split())
     if status is None and isinstance(error, TransientJudgeError):  # refused, cut or timed out: no HTTP answer
-        if not result.reachable or isinstance(error, ConnectFailed):
+        if isinstance(error, ConnectFailed) or not result.reachable:
             result.reachable = False
-        result.problems.append(f"unreachable: {message}")
+            result.problems.append(f"unreachable: {message}")
+        else:  # /models answered, the judge request did not
+            result.problems.append(f"no answer to the tiny request: {message}")
         return
     result.reachable = True
     if status in (401, 403):
