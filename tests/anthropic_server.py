@@ -95,6 +95,40 @@ class AnthropicServer(JudgeServer):
 
     def _routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/v1/models/{model:.+}", self._models)
+
+    #: What ``GET /v1/models`` lists, as the Models API documents an entry (its ``max_input_tokens``
+    #: and ``capabilities``); ``GET /v1/models/{id}`` also takes an alias (``ALIASES``).
+    models = [
+        {
+            "type": "model",
+            "id": "claude-haiku-4-5-20251001",
+            "display_name": "Claude Haiku 4.5",
+            "created_at": "2025-10-01T00:00:00Z",
+            "max_input_tokens": 200000,
+            "max_tokens": 64000,
+            "capabilities": {"structured_outputs": {"supported": True}},
+        }
+    ]
+    ALIASES = {"claude-haiku-4-5": "claude-haiku-4-5-20251001"}
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        wanted = request.match_info.get("model")
+
+        async def models(_body: Any) -> web.Response:
+            bearer = request.headers.get("authorization", "")
+            if not request.headers.get("x-api-key") and not (bearer.startswith("Bearer ") and bearer[7:].strip()):
+                return error(401, "authentication_error", "x-api-key header is required")
+            if wanted is None:
+                ids = [m["id"] for m in self.models]
+                return web.json_response(
+                    {"data": self.models, "has_more": False, "first_id": ids[0] if ids else None, "last_id": ids[-1] if ids else None}
+                )
+            found = next((m for m in self.models if m["id"] == self.ALIASES.get(wanted, wanted)), None)
+            return web.json_response(found) if found is not None else error(404, "not_found_error", f"model: {wanted}")
+
+        return await self._recorded(request, models)
 
     async def _not_found(self, request: web.Request) -> web.StreamResponse:
         async def not_found(_body: Any) -> web.Response:

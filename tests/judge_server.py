@@ -2,7 +2,7 @@
 
 ``JudgeServer`` runs an aiohttp application on its own event loop in a background thread, so
 synchronous and asynchronous tests alike talk to it over real sockets with the real ``openai``
-SDK. It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` and records every request.
+SDK. It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` (and ``/v1/models/{id}``) and records every request.
 
 What a chat completion replies depends on ``mode`` (or a custom ``reply(body) -> str``):
 
@@ -329,14 +329,33 @@ class JudgeServer:
     def _routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/v1/models/{model:.+}", self._models)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._recorded(request, lambda body: self._complete(body, request.headers, request))
 
+    #: What ``GET /v1/models`` lists (set it to list others): OpenAI's fields with its ``shutdown_date``
+    #: (a YYYY-MM-DD string, or null when none is announced) and vLLM's ``max_model_len`` (the
+    #: context window the server was started with). ``GET /v1/models/{id}`` answers one, or 404.
+    models: list[dict[str, Any]] | None = None
+    #: When set, the /models routes answer 401 to any other ``Authorization: Bearer`` key, as OpenAI does.
+    models_key: str | None = None
+
     async def _models(self, request: web.Request) -> web.StreamResponse:
+        listed = self.models if self.models is not None else [{"id": "judge-test", "shutdown_date": None, "max_model_len": 8192}]
+        data = [{"object": "model", "created": 0, "owned_by": "judge-server", **m} for m in listed]
+        wanted = request.match_info.get("model")
+
         async def models(_body: Any) -> web.Response:
-            data = [{"id": "judge-test", "object": "model", "created": 0, "owned_by": "judge-server"}]
-            return web.json_response({"object": "list", "data": data})
+            if self.models_key is not None and request.headers.get("Authorization") != f"Bearer {self.models_key}":
+                return web.json_response(_error("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"), status=401)
+            if wanted is None:
+                return web.json_response({"object": "list", "data": data})
+            found = next((m for m in data if m["id"] == wanted), None)
+            if found is None:
+                error = _error(f"The model '{wanted}' does not exist", "invalid_request_error", "model_not_found")
+                return web.json_response(error, status=404)
+            return web.json_response(found)
 
         return await self._recorded(request, models)
 

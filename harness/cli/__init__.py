@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "suites",
     "infer",
     "race",
+    "judges",
 )
 for _module in COMMAND_MODULES:
     importlib.import_module(f".{_module}", __name__)

@@ -24,6 +24,7 @@ from ..cache.location import open_reader
 from ..planning import Endpoint, Entry, RunOptions, RunPlan, build_plan, make_entry
 from ..transcripts import ScanResult, Transcript, iter_transcripts, scan
 from .prices import call_cost, prompt_cache_saving
+from .staleness import Retirement, StalePrice, retirements, stale_prices
 from .tokens import TokenCounter
 
 #: Shortest prefix the providers cache (OpenAI: 1,024 tokens; Anthropic: 1,024, Haiku 2,048).
@@ -83,6 +84,10 @@ class Estimate:
     transcripts: int
     lines: list[Line] = field(default_factory=list)
     judges: list[JudgeTotals] = field(default_factory=list)
+    #: judges whose model is retired or retires within 30 days (``staleness.py``)
+    retirements: list[Retirement] = field(default_factory=list)
+    #: judges priced from a table entry checked more than 180 days ago
+    stale_prices: list[StalePrice] = field(default_factory=list)
 
     @property
     def cost_usd_expected(self) -> float | None:
@@ -107,6 +112,8 @@ class Estimate:
             "duration_s": self.duration_s,
             "judges": [asdict(j) for j in self.judges],
             "lines": [asdict(line) for line in self.lines],
+            "retirements": [r.as_dict() for r in self.retirements],
+            "stale_prices": [p.as_dict() for p in self.stale_prices],
         }
 
 
@@ -187,6 +194,8 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
             cache.close()
 
     estimate = Estimate(transcripts=n_transcripts, lines=list(lines.values()))
+    estimate.retirements = retirements(plan.judges, plan.price_table)
+    estimate.stale_prices = stale_prices(plan.judges, plan.price_table)
     for judge in plan.judges:
         own = [line for line in estimate.lines if line.judge == judge.name]
         counter = counters[judge.name]

@@ -8,6 +8,7 @@ as unknown, never as $0.
 from __future__ import annotations
 
 import math
+from datetime import date
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,10 +32,17 @@ class ModelPrice(BaseModel):
     cache_write_input: float | None = Field(default=None, ge=0, strict=True)
     #: prompt + completion tokens the model takes (the judge's default ``context_window``)
     context_window: int | None = Field(default=None, gt=0, strict=True)
+    # Dates are TOML dates (``checked = 2026-11-21``, unquoted): strict, so a quoted one is refused.
+    #: the day these prices were last checked against the provider's page (``staleness.stale_prices``)
+    checked: date | None = Field(default=None, strict=True)
+    #: the day the provider shuts the model down (``staleness.retirements``)
+    retires: date | None = Field(default=None, strict=True)
+    #: the provider's recommended replacement, where one is published
+    successor: str | None = Field(default=None, min_length=1, strict=True)
 
     @field_validator("*")
     @classmethod
-    def _finite(cls, value: float | None) -> float | None:
+    def _finite(cls, value: object) -> object:
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError("must be a finite number")
         return value
@@ -58,13 +66,19 @@ def shipped_table() -> PriceTable:
 def lookup(model: str, user_table: PriceTable | None = None) -> ModelPrice | None:
     """The model's entry; a gateway's provider prefix (``openai/gpt-4o-mini``,
     ``openrouter/anthropic/claude-haiku-4-5``) is dropped when the full name is not listed."""
+    found = entry(model, user_table)
+    return None if found is None else found[1]
+
+
+def entry(model: str, user_table: PriceTable | None = None) -> tuple[str, ModelPrice] | None:
+    """The name the model is listed under and its entry (``lookup``'s rule)."""
     names = [model]
     while "/" in names[-1]:
         names.append(names[-1].split("/", 1)[1])
     for name in names:
         for table in (user_table, shipped_table()):
             if table is not None and name in table.models:
-                return table.models[name]
+                return name, table.models[name]
     return None
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..planning import Judgment, RunOptions
@@ -233,6 +234,8 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
         console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')
+    for warning in [r.message() for r in estimate.retirements] + [p.message() for p in estimate.stale_prices]:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     unpriced = [j.judge for j in estimate.judges if not j.priced]
     if unpriced:
         console.print(f"no price for: {', '.join(unpriced)} (cost unknown; set input_price_per_1m/output_price_per_1m)")
@@ -286,6 +289,8 @@ def show_run(outcome: RunOutcome, console: Console) -> None:
     if outcome.estimated_cost_usd is not None and budget is not None:
         console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget['max_cost_usd']:g}", highlight=False)
     summary_table(outcome.summary, console)
+    for retirement in outcome.summary.get("judge_retirements") or []:  # summary.json carries them too
+        console.print(f"[yellow]warning:[/] {escape(retirement['message'])}", highlight=False, soft_wrap=True)
     for error in outcome.stopped_judges:  # said once here, not once per judgment it failed
         console.print(f"[red]judge stopped:[/] {error}", highlight=False)
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ..cache.base import DEFAULT_LEASE_S
 from ..cache.location import CacheLocation, is_postgres_url, parse_location
 from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_key, check_weights, load_config, local_judge_config
-from ..cost.prices import load_price_table, with_batch_prices, with_prices
+from ..cost.prices import PriceTable, load_price_table, with_batch_prices, with_prices
 from ..errors import ConfigError, UserInputError
 from ..rubrics.logprob_score import integer_scale
 from ..rubrics.rubric import Rubric, load_rubrics
@@ -82,6 +82,8 @@ class RunPlan:
     format: str = "auto"
     cache_lease_s: float = DEFAULT_LEASE_S
     shard: Shard | None = None
+    #: the user's price table (config ``price_table``), for the staleness warnings (``cost/staleness.py``)
+    price_table: PriceTable | None = None
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed."""
@@ -255,6 +257,7 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         format=_check_format(options.format),
         cache_lease_s=config.cache_lease_s,
         shard=shard,
+        price_table=user_prices,
     )
 
 

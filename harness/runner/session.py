@@ -24,6 +24,7 @@ from ..capabilities import check_supported
 from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..cost.estimate import estimate_scanned
+from ..cost.staleness import retirements
 from ..errors import BudgetExceeded, CacheError, ConfigError, FatalJudgeError, OutputError, ResourceExhausted, TranscriptError, UserInputError
 from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_OK
 from ..judges.base import Judge
@@ -280,6 +281,7 @@ def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped:
         "interrupted": interrupted,
         **({"shard": str(plan.shard)} if plan.shard is not None else {}),
         "budget": None if budget is None else {"max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted},
+        "judge_retirements": [r.as_dict() for r in retirements(plan.judges, plan.price_table)],
     }
 
 
