@@ -15,11 +15,13 @@ under each test's tmp_path.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shutil
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -213,6 +215,17 @@ def page_data(path: Path) -> dict[str, Any]:
     return json.loads(match.group(1))
 
 
+def page_details(path: Path) -> list[dict[str, Any]]:
+    """Every transcript's details, row by row, decoded here with base64 and zlib (raw DEFLATE)
+    from the page's compressed chunks, as report.js inflates them."""
+    page = path.read_text(encoding="utf-8")
+    found = re.findall(r'<script type="application/octet-stream" class="details" id="details-(\d+)">([A-Za-z0-9+/=]*)</script>', page)
+    chunks = {int(n): json.loads(zlib.decompress(base64.b64decode(body), wbits=-15)) for n, body in found}
+    where = page_data(path)["details"]["where"]
+    assert sorted(chunks) == list(range(len(chunks))) and sum(map(len, chunks.values())) == len(where)
+    return [chunks[c][k] for c, k in where]
+
+
 def judgments_of(run: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {(j["transcript_id"], j["rubric"], j["judge"]): j for j in read_jsonl(run / "judgments.jsonl")}
 
@@ -230,12 +243,14 @@ def test_run_report_option_writes_one_self_contained_page(small: dict[str, Any])
     assert refs and all(ref.startswith("#") for ref in refs), refs
     assert "<link" not in page
     assert "Chart.js v4.6.1" in page and "sourceMappingURL" not in page
-    # The only "</script" are the three closing tags: transcript text cannot end the data element.
-    assert page.lower().count("</script") == 3
+    # The only "</script" are the closing tags of the page's scripts: transcript text cannot end an element.
+    assert page.lower().count("</script") == page.lower().count("<script") == 3 + page_data(path)["details"]["chunks"]
     data = page_data(path)
     assert [row[0] for row in data["table"]["rows"]] == [f"t{i:02d}" for i in range(30)]
-    hostile = data["details"][7]["texts"]["response"]
-    assert hostile == HOSTILE
+    assert "The NAV of fund 12 is 112." not in page and HOSTILE not in page  # texts are only in the compressed chunks
+    details = page_details(path)
+    assert details[7]["texts"]["response"] == HOSTILE
+    assert details[3]["texts"]["query"] == "What is the NAV of fund 3?" and data["table"]["queries"][3] == "What is the NAV of fund 3?"
 
 
 def test_page_numbers_match_the_run(small: dict[str, Any]) -> None:
@@ -300,10 +315,10 @@ def test_page_numbers_match_the_run(small: dict[str, Any]) -> None:
 
 def test_composite_arithmetic_with_the_numbers_put_in(small: dict[str, Any]) -> None:
     run = small["run"]
-    data = page_data(run / "report.html")
     judgments = judgments_of(run)
     results = {r["transcript_id"]: r for r in read_jsonl(run / "results.jsonl")}
-    lines = {(c["judge"], c["name"]): c for c in data["details"][10]["c"]}
+    details = page_details(run / "report.html")
+    lines = {(c["judge"], c["name"]): c for c in details[10]["c"]}
     score = {r: judgments[("t10", r, "mini")]["score"] for r in ("relevance", "faithfulness", "hallucination", "helpfulness")}
     rel, faith, hall, helpful = score["relevance"], score["faithfulness"], score["hallucination"], score["helpfulness"]
     value = results["t10"]["composites"]["mini"]["answer_correctness"]
@@ -316,9 +331,9 @@ def test_composite_arithmetic_with_the_numbers_put_in(small: dict[str, Any]) -> 
     assert grounded["steps"] == [f"hallucination {hall:g}, lower is better: 1 − {hall:g} = {1 - hall:g}"]
     unit = (helpful - 1) / 4
     assert lines[("mini", "helpful_mix")]["steps"] == [f"helpfulness {helpful:g} on [1, 5]: ({helpful:g} − 1)/(5 − 1) = {unit:g}"]
-    assert all(c["agrees"] is True for d in data["details"] for c in d["c"] if c["status"] == "scored")
+    assert all(c["agrees"] is True for d in details for c in d["c"] if c["status"] == "scored")
     # t06's relevance failed: the composite says why instead of a number.
-    failed = {(c["judge"], c["name"]): c for c in data["details"][6]["c"]}[("mini", "answer_correctness")]
+    failed = {(c["judge"], c["name"]): c for c in details[6]["c"]}[("mini", "answer_correctness")]
     assert failed["value"] is None and failed["text"].endswith("unscored (relevance failed (fatal))")
 
 
@@ -418,7 +433,7 @@ def test_report_and_explain_when_the_input_file_is_gone(small: dict[str, Any], t
     assert result.exit_code == 0, result.output
     assert f"input file {gone} is gone" in result.output
     data = page_data(copy / "report.html")
-    assert all(d["texts"] is None for d in data["details"])
+    assert all(d["texts"] is None and "left_out" not in d for d in page_details(copy / "report.html"))
     assert any(f"input file {gone} is gone" in n for n in data["meta"]["notes"])
     out = _explain(small, "t10", "--input", str(gone)).output
     assert f"texts: input file {gone} is gone" in out and "judgments" in out
