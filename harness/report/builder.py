@@ -299,13 +299,17 @@ def _write_details(view: RunView, run: _Run, spool: Spool, writer: ChunkWriter, 
     """Every transcript's details into ``writer``, in ``order``; (composites that disagree with
     results.jsonl, transcripts whose texts were left out for the budget)."""
     disagreements = left_out = 0
+    # JSON every row brings whatever the budget: its judgments, and about this much besides.
+    small = [sum(ref[1] for ref in refs) + 150 for refs in run.judgment_refs]
+    rest = sum(small)
     for at in order:
+        rest -= small[at]
         packed = [spool.get(ref) for ref in run.judgment_refs[at]]
         lines = composite_lines(view, [dict(zip(JUDGMENT_FIELDS, p, strict=True)) for p in packed], run.recorded[at])
         disagreements += sum(1 for line in lines if line.agrees is False)
         ref = run.text_refs[at]
         detail: dict[str, Any] = {"perf": run.perf[at], "texts": None, "j": packed, "c": [line.as_dict() for line in lines]}
-        if writer.spent:
+        if writer.spent(rest):
             if ref is not None:
                 detail["left_out"] = True
                 left_out += 1
@@ -433,12 +437,14 @@ def build_report(
     input: str | Path | None = None,
     out: str | Path | None = None,
     trust: Iterable[str | Path] = (),
-    max_bytes: int = MAX_PAGE_BYTES,
+    max_bytes: int | None = None,
 ) -> ReportResult:
     """Write ``run_dir/report.html`` (or ``out``). See :func:`harness.report.run.open_run` for the
     options; ``trust`` names pairwise.json and probe.json files to show in the "Judge trust" section.
-    ``max_bytes``: the page's size, about; past it the best-scored transcripts' texts are left out."""
+    ``max_bytes``: the page's size, about (default MAX_PAGE_BYTES); past it the best-scored
+    transcripts' texts are left out."""
     started = time.perf_counter()
+    max_bytes = MAX_PAGE_BYTES if max_bytes is None else max_bytes
     view = open_run(run_dir, config=config, prompts=prompts, input=input)
     extra = trust_sections(trust)
     inference, inference_notes = read_inference(view.path)

@@ -71,11 +71,17 @@ class ChunkWriter:
         self.written = 0
         self._pending: list[str] = []
         self._chars = 0
+        self._flushed = 0
+        self._spent = False
 
-    @property
-    def spent(self) -> bool:
-        """True once the chunks written (plus those pending, as an upper bound) fill the budget."""
-        return self.written + self._chars >= self.budget
+    def spent(self, rest: int) -> bool:
+        """True once the chunks written, those pending and ``rest`` (characters of JSON still to
+        come however the budget goes: the judgments of the rows after this one) fill the budget.
+        Pending and future JSON is counted at the compression ratio reached so far. Once spent,
+        always spent: the texts kept are those of the first rows, never a scattering after them."""
+        ratio = self.written / self._flushed if self._flushed else 0.6
+        self._spent = self._spent or self.written + ratio * (self._chars + rest) >= self.budget
+        return self._spent
 
     def add(self, row: int, detail: dict[str, Any]) -> None:
         self.where[row] = [self.chunks, len(self._pending)]
@@ -95,6 +101,7 @@ class ChunkWriter:
         self.out.write(encoded)
         self.out.write("</script>\n")
         self.written += len(encoded)
+        self._flushed += self._chars
         self.chunks += 1
         self._pending = []
         self._chars = 0
