@@ -118,9 +118,9 @@ def test_every_section_fits_the_screen(trusted: dict[str, Any], browser: Any, wi
         page.wait_for_timeout(300)  # Chart.js resizes on the next frame
         for section in ("scores", "performance", "cost", "health", "trust", "inference", "transcripts"):
             assert page.locator(f"#{section} .card, #{section} .vtable").count() > 0, f"section {section} is empty"
-        assert page.locator("#inference canvas").count() == 1 and page.locator("#trust .scroll").count() == 3
         layout = page.evaluate(WIDER)
         assert layout["scroll"] <= width and layout["wider"] == [], layout
+        assert page.locator("#inference canvas").count() == 1 and page.locator("#trust .scroll").count() == 3
         boxes = page.evaluate("""() => Array.from(document.querySelectorAll('canvas')).map(c => {
             const card = c.closest('.card').getBoundingClientRect(), box = c.getBoundingClientRect();
             return [box.width, card.width];
