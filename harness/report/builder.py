@@ -447,13 +447,25 @@ def build_report(
     max_bytes = MAX_PAGE_BYTES if max_bytes is None else max_bytes
     view = open_run(run_dir, config=config, prompts=prompts, input=input)
     extra = trust_sections(trust)
-    inference, inference_notes = read_inference(view.path)
     title = f"harness report · {view.path.name or view.path}"
     path = Path(out) if out is not None else view.path / REPORT_NAME
     tmp = path.with_name(path.name + ".tmp")
+    try:
+        run = _write_page(view, tmp, max_bytes, extra, title)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    size = tmp.stat().st_size
+    tmp.replace(path)  # a reader never sees half a page
+    return ReportResult(path, len(run.rows), size, time.perf_counter() - started, tuple(run.notes))
+
+
+def _write_page(view: RunView, tmp: Path, max_bytes: int, extra: dict[str, list[dict[str, Any]]], title: str) -> _Run:
+    """Stream the run into ``tmp``: the page's head, the details' chunks, then the data and scripts."""
+    inference, inference_notes = read_inference(view.path)
     head, tail = _asset("template.html").split(DETAILS_SLOT)
     assets = {"TITLE": html.escape(title), "CSS": _asset("report.css"), "CHART_JS": _chart_js(), "APP_JS": _script(_asset("report.js"), "report.js")}
-    with Spool(path.parent) as spool, tmp.open("w", encoding="utf-8") as fh:
+    with Spool(tmp.parent) as spool, tmp.open("w", encoding="utf-8") as fh:
         run = _read_run(view, spool)
         first = run.columns[_sort_column(run.columns)]
         order = _worst_first(run.rows, _sort_column(run.columns), first["worst"])
@@ -479,6 +491,4 @@ def build_report(
         data["inference"] = inference
         blob = dumps(data).replace("<", "\\u003c")
         fh.write(_fill(tail, {**assets, "DATA": blob}))
-    size = tmp.stat().st_size
-    tmp.replace(path)  # a reader never sees half a page
-    return ReportResult(path, len(run.rows), size, time.perf_counter() - started, tuple(run.notes))
+    return run
