@@ -15,11 +15,13 @@ under each test's tmp_path.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shutil
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -213,6 +215,17 @@ def page_data(path: Path) -> dict[str, Any]:
     return json.loads(match.group(1))
 
 
+def page_details(path: Path) -> list[dict[str, Any]]:
+    """Every transcript's details, row by row, decoded here with base64 and zlib (raw DEFLATE)
+    from the page's compressed chunks, as report.js inflates them."""
+    page = path.read_text(encoding="utf-8")
+    found = re.findall(r'<script type="application/octet-stream" class="details" id="details-(\d+)">([A-Za-z0-9+/=]*)</script>', page)
+    chunks = {int(n): json.loads(zlib.decompress(base64.b64decode(body), wbits=-15)) for n, body in found}
+    where = page_data(path)["details"]["where"]
+    assert sorted(chunks) == list(range(len(chunks))) and sum(map(len, chunks.values())) == len(where)
+    return [chunks[c][k] for c, k in where]
+
+
 def judgments_of(run: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {(j["transcript_id"], j["rubric"], j["judge"]): j for j in read_jsonl(run / "judgments.jsonl")}
 
@@ -230,12 +243,14 @@ def test_run_report_option_writes_one_self_contained_page(small: dict[str, Any])
     assert refs and all(ref.startswith("#") for ref in refs), refs
     assert "<link" not in page
     assert "Chart.js v4.6.1" in page and "sourceMappingURL" not in page
-    # The only "</script" are the three closing tags: transcript text cannot end the data element.
-    assert page.lower().count("</script") == 3
+    # The only "</script" are the closing tags of the page's scripts: transcript text cannot end an element.
+    assert page.lower().count("</script") == page.lower().count("<script") == 3 + page_data(path)["details"]["chunks"]
     data = page_data(path)
     assert [row[0] for row in data["table"]["rows"]] == [f"t{i:02d}" for i in range(30)]
-    hostile = data["details"][7]["texts"]["response"]
-    assert hostile == HOSTILE
+    assert "The NAV of fund 12 is 112." not in page and HOSTILE not in page  # texts are only in the compressed chunks
+    details = page_details(path)
+    assert details[7]["texts"]["response"] == HOSTILE
+    assert details[3]["texts"]["query"] == "What is the NAV of fund 3?" and data["table"]["queries"][3] == "What is the NAV of fund 3?"
 
 
 def test_page_numbers_match_the_run(small: dict[str, Any]) -> None:
@@ -300,10 +315,10 @@ def test_page_numbers_match_the_run(small: dict[str, Any]) -> None:
 
 def test_composite_arithmetic_with_the_numbers_put_in(small: dict[str, Any]) -> None:
     run = small["run"]
-    data = page_data(run / "report.html")
     judgments = judgments_of(run)
     results = {r["transcript_id"]: r for r in read_jsonl(run / "results.jsonl")}
-    lines = {(c["judge"], c["name"]): c for c in data["details"][10]["c"]}
+    details = page_details(run / "report.html")
+    lines = {(c["judge"], c["name"]): c for c in details[10]["c"]}
     score = {r: judgments[("t10", r, "mini")]["score"] for r in ("relevance", "faithfulness", "hallucination", "helpfulness")}
     rel, faith, hall, helpful = score["relevance"], score["faithfulness"], score["hallucination"], score["helpfulness"]
     value = results["t10"]["composites"]["mini"]["answer_correctness"]
@@ -316,9 +331,9 @@ def test_composite_arithmetic_with_the_numbers_put_in(small: dict[str, Any]) -> 
     assert grounded["steps"] == [f"hallucination {hall:g}, lower is better: 1 − {hall:g} = {1 - hall:g}"]
     unit = (helpful - 1) / 4
     assert lines[("mini", "helpful_mix")]["steps"] == [f"helpfulness {helpful:g} on [1, 5]: ({helpful:g} − 1)/(5 − 1) = {unit:g}"]
-    assert all(c["agrees"] is True for d in data["details"] for c in d["c"] if c["status"] == "scored")
+    assert all(c["agrees"] is True for d in details for c in d["c"] if c["status"] == "scored")
     # t06's relevance failed: the composite says why instead of a number.
-    failed = {(c["judge"], c["name"]): c for c in data["details"][6]["c"]}[("mini", "answer_correctness")]
+    failed = {(c["judge"], c["name"]): c for c in details[6]["c"]}[("mini", "answer_correctness")]
     assert failed["value"] is None and failed["text"].endswith("unscored (relevance failed (fatal))")
 
 
@@ -418,7 +433,7 @@ def test_report_and_explain_when_the_input_file_is_gone(small: dict[str, Any], t
     assert result.exit_code == 0, result.output
     assert f"input file {gone} is gone" in result.output
     data = page_data(copy / "report.html")
-    assert all(d["texts"] is None for d in data["details"])
+    assert all(d["texts"] is None and "left_out" not in d for d in page_details(copy / "report.html"))
     assert any(f"input file {gone} is gone" in n for n in data["meta"]["notes"])
     out = _explain(small, "t10", "--input", str(gone)).output
     assert f"texts: input file {gone} is gone" in out and "judgments" in out
@@ -659,6 +674,108 @@ def test_10k_report_in_chromium(big: dict[str, Any], browser: Any, tmp_path: Pat
         page.locator("dialog#detail").wait_for(state="visible")
         assert page.locator("dialog#detail pre.query").text_content().startswith("Q4242: ")
         page.screenshot(path=str(tmp_path / "report-10k-transcript.png"))
+        _clean(opened)
+    finally:
+        opened.close()
+
+
+# -- a run with long texts: the page's size is capped, the texts come on demand --------------------
+
+N_LONG = 2_000
+LONG_CHARS = 5_500  # five passages each: 55 MB of text, more than the page may hold
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """2,000 transcripts of five 5,500-character passages of word-like text (bench/report_scale.py's,
+    which compresses about as well as prose), judged live on relevance."""
+    from bench.report_scale import write_transcripts
+
+    root = tmp_path_factory.mktemp("long")
+    data = root / "transcripts.jsonl"
+    write_transcripts(data, N_LONG, LONG_CHARS)
+    with serve() as server:
+        assert server.base_url
+        config = write_config(root / "harness.toml", [judge("j", server.base_url, api_key_env="", max_concurrency=64)], rubrics=["relevance"])
+        result = CliRunner().invoke(app, ["run", str(data), "--out", str(root / "run"), "--config", str(config), "--no-cache", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    texts = {r["id"]: r for r in read_jsonl(data)}
+    assert sum(len(r["query"]) + len(r["response"]) + sum(map(len, r["contexts"])) for r in texts.values()) > 50_000_000
+    return {"root": root, "run": root / "run", "config": config, "texts": texts}
+
+
+@pytest.mark.timeout(300)
+def test_long_texts_stay_under_the_cap_and_open_on_demand(long_run: dict[str, Any], browser: Any) -> None:
+    """55 MB of text: the page stays under 50 MB with every text in it (compressed), and opening a
+    row in Chromium inflates that transcript's text."""
+    run, texts = long_run["run"], long_run["texts"]
+    result = CliRunner().invoke(app, ["report", str(run), "--config", str(long_run["config"])])
+    assert result.exit_code == 0, result.output
+    path = run / "report.html"
+    assert path.stat().st_size < 50_000_000, path.stat().st_size
+    data = page_data(path)
+    assert data["details"]["left_out"] == 0 and data["details"]["chunks"] > 10 and "left out" not in result.output
+    details = page_details(path)
+    assert all(d["texts"]["response"] == texts[row[0]]["response"] for d, row in zip(details, data["table"]["rows"], strict=True))
+    opened = Opened(browser, path)
+    page = opened.page
+    try:
+        for tid in ("conv-001999", "conv-000000", "conv-001234"):
+            page.fill("#filter", tid)
+            page.wait_for_function(f"document.querySelector('.vrow > div').textContent === '{tid}'")
+            page.locator(".vrow").first.click()
+            page.locator("dialog#detail pre.query").wait_for()
+            dialog = page.locator("dialog#detail")
+            assert dialog.locator("pre.query").text_content() == texts[tid]["query"]
+            assert dialog.locator("pre.response").text_content() == texts[tid]["response"]
+            assert [c.text_content() for c in dialog.locator("pre.context").all()] == [f"[{k + 1}] {c}" for k, c in enumerate(texts[tid]["contexts"])]
+            page.click("#detail-close")
+        _clean(opened)
+    finally:
+        opened.close()
+
+
+@pytest.mark.timeout(300)
+def test_past_the_cap_the_best_transcripts_lose_their_texts_with_a_note(
+    long_run: dict[str, Any], browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an 8 MB cap the page stays under it; the worst transcripts keep their texts, the best
+    lose them (their judgments stay), and the page and the terminal say so."""
+    monkeypatch.setattr("harness.report.builder.MAX_PAGE_BYTES", 8_000_000)
+    texts = long_run["texts"]
+    shutil.copytree(long_run["run"], tmp_path / "run")
+    run, out = tmp_path / "run", tmp_path / "run" / "report.html"
+    result = CliRunner().invoke(app, ["report", str(run), "--config", str(long_run["config"])])
+    assert result.exit_code == 0, result.output
+    assert 7_000_000 < out.stat().st_size < 8_000_000, out.stat().st_size
+    data = page_data(out)
+    left_out = data["details"]["left_out"]
+    assert 0 < left_out < N_LONG
+    note = f"the texts of {left_out:,} of {N_LONG:,} transcripts (the best by relevance) are left out to keep report.html under 8 MB"
+    assert note in " ".join(result.output.split()) and any(n.startswith(note) for n in data["meta"]["notes"])
+    # Worst first: the kept texts are exactly those of the lowest scores.
+    details = page_details(out)
+    rows = data["table"]["rows"]
+    kept = [row[1] for row, d in zip(rows, details, strict=True) if d["texts"] is not None]
+    dropped = [row[1] for row, d in zip(rows, details, strict=True) if d.get("left_out")]
+    assert len(kept) + len(dropped) == N_LONG and len(dropped) == left_out and max(kept) <= min(dropped)
+    assert all(len(d["j"]) == 1 for d in details)
+    opened = Opened(browser, out)
+    page = opened.page
+    try:
+        worst = page.locator(".vrow").first.locator("div").first.text_content() or ""
+        page.locator(".vrow").first.click()
+        page.locator("dialog#detail pre.query").wait_for()
+        assert page.locator("dialog#detail pre.response").text_content() == texts[worst]["response"]
+        page.click("#detail-close")
+        best = next(row[0] for row, d in zip(rows, details, strict=True) if d.get("left_out"))
+        page.fill("#filter", best)
+        page.wait_for_function("document.querySelector('#row-count').textContent.startsWith('1 of')")
+        page.locator(".vrow").first.click()
+        page.locator("dialog#detail .judgment").wait_for()
+        body = page.locator("#detail-body").text_content() or ""
+        assert "left out of this page" in body and f"harness explain {run} {best}" in body and "score " in body
+        assert page.locator("dialog#detail pre.query").count() == 0
         _clean(opened)
     finally:
         opened.close()

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from tests.e2e_support import KEY, KEY_ENV, judge, write_config
+from tests.e2e_support import KEY, KEY_ENV, judge, write_config, write_jsonl
 from tests.scripted_judges import ScriptedJudgeServer
 from tests.test_report import Opened, _clean, browser  # noqa: F401 - the browser fixture
 from tests.test_trust_pairwise_probe import probe_data
@@ -54,6 +54,11 @@ def trusted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             "--no-cache",
         )
         invoke("pairwise", str(data), str(data), "--out", str(tmp / "pairwise"), "--config", str(plain), "--no-cache")
+        # Human labels for half the transcripts, so the page has its "Human labels" section too.
+        labels = write_jsonl(
+            tmp / "labels.jsonl", [{"transcript_id": f"t{i:02d}", "rubric": "relevance", "label": 0.1 + i / 50} for i in range(0, 40, 2)]
+        )
+        invoke("infer", str(tmp / "run"), "--labels", str(labels), "--no-design")
         invoke("report", str(tmp / "run"), "--trust", str(tmp / "pairwise" / "pairwise.json"), "--trust", str(tmp / "probe" / "probe.json"))
     finally:
         server.stop()
@@ -84,6 +89,59 @@ def test_report_trust_section_in_chromium(trusted: dict[str, Any], browser: Any)
         dialog = opened.page.locator("dialog#detail")
         dialog.wait_for(state="visible")
         assert "samples 4:" in (dialog.text_content() or "")
+        _clean(opened)
+    finally:
+        opened.close()
+
+
+#: Everything on the page that is wider than the window: what makes it scroll sideways.
+WIDER = """() => {
+    const w = document.documentElement.clientWidth, out = [];
+    for (const e of document.querySelectorAll('body *')) {
+        const r = e.getBoundingClientRect();
+        if (r.width && (r.right > w + 0.5 || r.left < -0.5) && !e.closest('.scroll, .vtable, dialog:not([open])'))
+            out.push(e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+    }
+    return {scroll: document.documentElement.scrollWidth, wider: out.slice(0, 12)};
+}"""
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("width", [390, 1280])
+def test_every_section_fits_the_screen(trusted: dict[str, Any], browser: Any, width: int) -> None:  # noqa: F811
+    """At 390 px (a phone) the page never scrolls sideways: wide tables scroll in their own box and
+    charts take the card's width; at 1280 px the cards still sit side by side."""
+    opened = Opened(browser, trusted["tmp"] / "run" / "report.html")
+    page = opened.page
+    try:
+        page.set_viewport_size({"width": width, "height": 844})
+        page.wait_for_timeout(300)  # Chart.js resizes on the next frame
+        for section in ("scores", "performance", "cost", "health", "trust", "inference", "transcripts"):
+            assert page.locator(f"#{section} .card, #{section} .vtable").count() > 0, f"section {section} is empty"
+        layout = page.evaluate(WIDER)
+        assert layout["scroll"] <= width and layout["wider"] == [], layout
+        assert page.locator("#inference canvas").count() == 1 and page.locator("#trust .scroll").count() == 3
+        boxes = page.evaluate("""() => Array.from(document.querySelectorAll('canvas')).map(c => {
+            const card = c.closest('.card').getBoundingClientRect(), box = c.getBoundingClientRect();
+            return [box.width, card.width];
+        })""")
+        assert boxes and all(0 < w <= card for w, card in boxes), boxes
+        # Wide tables keep their columns and scroll inside their box instead.
+        inner = page.evaluate("() => Array.from(document.querySelectorAll('.scroll')).map(s => [s.scrollWidth, s.clientWidth])")
+        if width == 390:
+            assert any(sw > cw for sw, cw in inner), inner
+            assert page.evaluate("() => { const t = document.getElementById('table'); return t.scrollWidth > t.clientWidth; }")
+        else:
+            assert all(sw <= cw for sw, cw in inner), inner
+            lefts = page.evaluate(
+                "() => new Set(Array.from(document.querySelectorAll('#perf-cards > .card:not(.wide)')).map(c => c.offsetLeft)).size"
+            )
+            assert lefts >= 3  # several cards in a row, as before
+        # A transcript opened on the phone fits too, and shows its text.
+        page.locator(".vrow").first.click()
+        page.locator("dialog#detail pre.query").wait_for()
+        dialog = page.evaluate("() => document.querySelector('dialog#detail').getBoundingClientRect().right")
+        assert dialog <= width and page.evaluate(WIDER)["scroll"] <= width
         _clean(opened)
     finally:
         opened.close()

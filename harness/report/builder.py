@@ -4,8 +4,11 @@ The page is ``template.html`` with ``report.css``, the vendored Chart.js, ``repo
 run's data inlined: it opens from disk with no network. The data is one JSON blob in a
 ``<script type="application/json">`` element (every ``<`` escaped, so no transcript text can end
 the element early); ``report.js`` renders the charts from it and draws only the visible rows of the
-transcript table, so the page stays fast with 10,000 transcripts. Transcript text reaches the page
-only through ``textContent``, never as HTML.
+transcript table, so the page stays fast with 10,000 transcripts. Each transcript's texts and
+judgments are not in that blob: they are compressed chunks the page inflates when a row is opened
+(see ``details``), written while the run is streamed, so neither the page (``MAX_PAGE_BYTES``) nor
+the report step's memory grows with the transcripts' length. Transcript text reaches the page only
+through ``textContent``, never as HTML.
 
 The chart library is Chart.js (npm ``chart.js``, version below), chosen over hand-drawn SVG for
 its bar and histogram charts, tooltips, legends and theming, and over uPlot because most of the
@@ -40,8 +43,9 @@ from .aggregate import (
     score_histogram,
 )
 from .breakdown import composite_lines
+from .details import SPENT_REPLY_CHARS, ChunkWriter, Spool, dumps
 from .inference import read_inference
-from .run import RunView, clip, open_run, read_texts
+from .run import RunView, clip, iter_texts, open_run
 
 #: npm chart.js version of vendor/chart.umd.min.js (update both together; see vendor/README.md).
 CHART_JS_VERSION = "4.6.1"
@@ -75,6 +79,11 @@ JUDGMENT_FIELDS = (
 )
 LATENCY_FIELDS = ("total_ms", "llm_ms", "tool_ms", "api_ms")
 _SLOT = re.compile(r"/\*@(\w+)@\*/")
+DETAILS_SLOT = "<!--@DETAILS@-->"
+#: The page's size, about, whatever the run's: past it the best-scored transcripts' texts are left out.
+MAX_PAGE_BYTES = 50_000_000
+#: The table's filter searches this much of each query (the page holds no more of it up front).
+QUERY_SEARCH_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,20 +107,15 @@ def _script(text: str, name: str) -> str:
     return text
 
 
-def render_page(data: dict[str, Any], title: str) -> str:
-    """The HTML page for ``data``: every asset inlined, the data as one escaped JSON blob."""
-    blob = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+def _chart_js() -> str:
     chart_js = _asset("vendor/chart.umd.min.js")
     chart_js = re.sub(r"\n//# sourceMappingURL=\S+\s*$", "\n", chart_js)  # the map is not shipped
-    slots = {
-        "TITLE": html.escape(title),
-        "CSS": _asset("report.css"),
-        "CHART_JS": _script(chart_js, "vendor/chart.umd.min.js"),
-        "APP_JS": _script(_asset("report.js"), "report.js"),
-        "DATA": blob,
-    }
+    return _script(chart_js, "vendor/chart.umd.min.js")
+
+
+def _fill(template: str, slots: Mapping[str, str]) -> str:
     # One pass over the template: text put into one slot is never searched for another.
-    return _SLOT.sub(lambda m: slots[m.group(1)], _asset("template.html"))
+    return _SLOT.sub(lambda m: slots[m.group(1)], template)
 
 
 def _metric_entry(
@@ -193,105 +197,155 @@ def _columns(view: RunView) -> list[dict[str, Any]]:
     return cols
 
 
-def build_data(view: RunView) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-ready dict."""
-    results = [row for _, row in iter_jsonl(view.results_path)]
-    judgments: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for _, row in iter_jsonl(view.judgments_path):
-        judgments[str(row.get("transcript_id"))].append(row)
-    ids = [str(row.get("transcript_id")) for row in results]
-    texts, text_note = read_texts(view, set(ids))
-    notes = list(view.notes)
-    if text_note:
-        notes.append(text_note)
+def _worst_first(rows: list[list[Any]], col: int, direction: str) -> list[int]:
+    """Row indices in the table's first order (report.js ``compare``): by column ``col`` worst
+    first, ties by position, missing values last. The page's details are written in this order."""
+    present = [i for i, r in enumerate(rows) if r[col] is not None]
+    present.sort(key=lambda i: rows[i][col], reverse=direction == "desc")  # stable either way
+    return present + [i for i, r in enumerate(rows) if r[col] is None]
 
+
+@dataclass
+class _Run:
+    """What one streaming pass over results.jsonl, judgments.jsonl and the input file keeps: the
+    table, the aggregates, and spool offsets for each transcript's judgments and texts."""
+
+    ids: list[str]
+    columns: list[dict[str, Any]]
+    rows: list[list[Any]]
+    queries: list[str]
+    perf: list[dict[str, Any]]
+    recorded: list[dict[str, Any]]
+    judgment_refs: list[list[tuple[int, int]]]
+    text_refs: list[tuple[int, int] | None]
+    rubric_values: dict[tuple[str, str], list[float]]
+    label_counts: dict[tuple[str, str], Counter[str]]
+    composite_values: dict[tuple[str, str], list[float]]
+    agent: dict[str, list[float]]
+    tool_calls: list[int]
+    judge_latency: dict[str, list[float]]
+    health: dict[tuple[str, str], Health]
+    notes: list[str]
+
+
+def _read_run(view: RunView, spool: Spool) -> _Run:
     columns = _columns(view)
     col_index = {c["key"]: i for i, c in enumerate(columns)}
-    rubric_values: dict[tuple[str, str], list[float]] = defaultdict(list)
-    label_counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    composite_values: dict[tuple[str, str], list[float]] = defaultdict(list)
-    agent: dict[str, list[float]] = {f: [] for f in LATENCY_FIELDS}
-    tool_calls: list[int] = []
-    judge_latency: dict[str, list[float]] = {j: [] for j in view.judges}
-    health: dict[tuple[str, str], Health] = defaultdict(Health)
-    table_rows: list[list[Any]] = []
-    details: list[dict[str, Any]] = []
-    disagreements = 0
-
-    for row, tid in zip(results, ids, strict=True):
-        own = judgments.pop(tid, [])
+    run = _Run(
+        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[],
+        rubric_values=defaultdict(list), label_counts=defaultdict(Counter), composite_values=defaultdict(list),
+        agent={f: [] for f in LATENCY_FIELDS}, tool_calls=[], judge_latency={j: [] for j in view.judges},
+        health=defaultdict(Health), notes=list(view.notes),
+    )  # fmt: skip
+    position: dict[str, int] = {}
+    for _, row in iter_jsonl(view.results_path):
+        tid = str(row.get("transcript_id"))
+        position[tid] = len(run.ids)
+        run.ids.append(tid)
         cells: list[Any] = [None] * len(columns)
         cells[0] = tid
-        unscored = failed = 0
-        packed = []
-        for j in own:
-            rubric, judge, status = str(j.get("rubric")), str(j.get("judge")), j.get("status")
-            health[(judge, rubric)].add(j)
-            if status == "scored" and j.get("score") is not None:
-                rubric_values[(rubric, judge)].append(float(j["score"]))
-                if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
-                    cells[i] = j["score"]
-            elif status == "scored" and j.get("label") is not None:
-                label_counts[(rubric, judge)][str(j["label"])] += 1
-                if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
-                    cells[i] = str(j["label"])
-            elif status == "failed":
-                failed += 1
-            else:
-                unscored += 1
-            called = not (j.get("reason") in NO_CALL_REASONS and not j.get("attempts"))
-            if called and not j.get("cached") and status != "failed" and j.get("latency_ms") is not None and judge in judge_latency:
-                judge_latency[judge].append(float(j["latency_ms"]))
-            packed.append([clip(j.get(f)) if f == "raw_output" else j.get(f) for f in JUDGMENT_FIELDS])
         recorded = row.get("composites") or {}
         for judge in view.judges:
             for name in view.composites:
                 value = (recorded.get(judge) or {}).get(name)
                 cells[col_index[f"c:{name}:{judge}"]] = value
                 if value is not None:
-                    composite_values[(name, judge)].append(float(value))
+                    run.composite_values[(name, judge)].append(float(value))
         performance = row.get("performance") or {}
         for f in LATENCY_FIELDS:
             if performance.get(f) is not None:
-                agent[f].append(float(performance[f]))
+                run.agent[f].append(float(performance[f]))
         if performance.get("tool_calls") is not None:
-            tool_calls.append(int(performance["tool_calls"]))
-        cells[col_index["unscored"]], cells[col_index["failed"]] = unscored, failed
+            run.tool_calls.append(int(performance["tool_calls"]))
+        cells[col_index["unscored"]], cells[col_index["failed"]] = 0, 0
         cells[col_index["total_ms"]], cells[col_index["tool_calls"]] = performance.get("total_ms"), performance.get("tool_calls")
-        lines = composite_lines(view, own, recorded)
+        run.rows.append(cells)
+        run.perf.append({f: performance.get(f) for f in PERFORMANCE_FIELDS})
+        run.recorded.append(recorded)
+        run.judgment_refs.append([])
+        run.text_refs.append(None)
+        run.queries.append("")
+    for _, j in iter_jsonl(view.judgments_path):
+        at = position.get(str(j.get("transcript_id")))
+        if at is None:
+            continue
+        cells = run.rows[at]
+        rubric, judge, status = str(j.get("rubric")), str(j.get("judge")), j.get("status")
+        run.health[(judge, rubric)].add(j)
+        if status == "scored" and j.get("score") is not None:
+            run.rubric_values[(rubric, judge)].append(float(j["score"]))
+            if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
+                cells[i] = j["score"]
+        elif status == "scored" and j.get("label") is not None:
+            run.label_counts[(rubric, judge)][str(j["label"])] += 1
+            if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
+                cells[i] = str(j["label"])
+        elif status == "failed":
+            cells[col_index["failed"]] += 1
+        else:
+            cells[col_index["unscored"]] += 1
+        called = not (j.get("reason") in NO_CALL_REASONS and not j.get("attempts"))
+        if called and not j.get("cached") and status != "failed" and j.get("latency_ms") is not None and judge in run.judge_latency:
+            run.judge_latency[judge].append(float(j["latency_ms"]))
+        run.judgment_refs[at].append(spool.put([clip(j.get(f)) if f == "raw_output" else j.get(f) for f in JUDGMENT_FIELDS]))
+    for tid, texts in iter_texts(view, set(position), run.notes):
+        at = position[tid]
+        run.text_refs[at] = spool.put(texts.as_dict())
+        run.queries[at] = (texts.query or "")[:QUERY_SEARCH_CHARS]
+    return run
+
+
+def _write_details(view: RunView, run: _Run, spool: Spool, writer: ChunkWriter, order: list[int]) -> tuple[int, int]:
+    """Every transcript's details into ``writer``, in ``order``; (composites that disagree with
+    results.jsonl, transcripts whose texts were left out for the budget)."""
+    disagreements = left_out = 0
+    # JSON every row brings whatever the budget: its judgments, and about this much besides.
+    small = [sum(ref[1] for ref in refs) + 150 for refs in run.judgment_refs]
+    rest = sum(small)
+    for at in order:
+        rest -= small[at]
+        packed = [spool.get(ref) for ref in run.judgment_refs[at]]
+        lines = composite_lines(view, [dict(zip(JUDGMENT_FIELDS, p, strict=True)) for p in packed], run.recorded[at])
         disagreements += sum(1 for line in lines if line.agrees is False)
-        table_rows.append(cells)
-        found = texts.get(tid)
-        details.append(
-            {
-                "perf": {f: performance.get(f) for f in PERFORMANCE_FIELDS},
-                "texts": found.as_dict() if found else None,
-                "j": packed,
-                "c": [line.as_dict() for line in lines],
-            }
-        )
-    if disagreements:
-        notes.append(
-            f"{disagreements} composite value(s) in results.jsonl differ from the formula with the weights from "
-            f"{view.weights_source}: the run used other weights (pass its --config); such formulas are marked"
-        )
+        ref = run.text_refs[at]
+        detail: dict[str, Any] = {"perf": run.perf[at], "texts": None, "j": packed, "c": [line.as_dict() for line in lines]}
+        if writer.spent(rest):
+            if ref is not None:
+                detail["left_out"] = True
+                left_out += 1
+            raw = JUDGMENT_FIELDS.index("raw_output")
+            for p in packed:
+                p[raw] = clip(p[raw], SPENT_REPLY_CHARS)
+        elif ref is not None:
+            detail["texts"] = spool.get(ref)
+        writer.add(at, detail)
+    writer.flush()
+    return disagreements, left_out
+
+
+def _metrics(view: RunView, run: _Run) -> list[dict[str, Any]]:
+    metrics = [_metric_entry(view, n, "composite", {j: run.composite_values[(n, j)] for j in view.judges}) for n in view.composites]
+    metrics += [
+        _metric_entry(view, n, "rubric", {j: run.rubric_values[(n, j)] for j in view.judges}, {j: run.label_counts[(n, j)] for j in view.judges})
+        for n in view.rubric_versions
+    ]
+    return metrics
+
+
+def build_data(view: RunView, run: _Run, details: dict[str, Any]) -> dict[str, Any]:
+    """Everything the page shows but the transcripts' details, as one JSON-ready dict."""
     summary = view.summary
     judges_summary = summary.get("judges") or {}
     hits = sum(int((judges_summary.get(j) or {}).get("cache_hits") or 0) for j in view.judges)
     calls = sum(int((judges_summary.get(j) or {}).get("calls") or 0) for j in view.judges)
-    metrics = [_metric_entry(view, n, "composite", {j: composite_values[(n, j)] for j in view.judges}) for n in view.composites]
-    metrics += [
-        _metric_entry(view, n, "rubric", {j: rubric_values[(n, j)] for j in view.judges}, {j: label_counts[(n, j)] for j in view.judges})
-        for n in view.rubric_versions
-    ]
     perf_summary = summary.get("performance") or {}
     return {
-        "format": 1,
+        "format": 2,
         "meta": {
             "run_dir": str(view.path),
             "input": summary.get("input"),
             "input_resolved": str(view.input_path) if view.input_path else None,
-            "texts_available": len(texts),
+            "texts_available": sum(1 for ref in run.text_refs if ref is not None),
             "judges": [{"name": j, **(summary["judge_models"].get(j) or {})} for j in view.judges],
             "rubrics": [
                 {
@@ -307,7 +361,7 @@ def build_data(view: RunView) -> dict[str, Any]:
                 {"name": n, "definition": " + ".join(f"{w:g}·{r}" for r, w in ws.items()) if ws else None} for n, ws in view.composites.items()
             ],
             "weights_source": view.weights_source,
-            "transcripts": summary.get("transcripts", len(results)),
+            "transcripts": summary.get("transcripts", len(run.rows)),
             "judgments": summary.get("judgments") or {},
             "wall_time_s": summary.get("wall_time_s"),
             "cost_usd": summary.get("cost_usd"),
@@ -320,23 +374,29 @@ def build_data(view: RunView) -> dict[str, Any]:
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "harness_version": __version__,
             "chart_js_version": CHART_JS_VERSION,
-            "notes": notes,
+            "notes": run.notes,
         },
-        "metrics": metrics,
+        "metrics": _metrics(view, run),
         "performance": {
-            "agent": {f: {"stats": perf_summary.get(f), "hist": latency_histogram(agent[f])} for f in LATENCY_FIELDS},
-            "tool_calls": {"stats": perf_summary.get("tool_calls"), "hist": count_histogram(tool_calls)},
+            "agent": {f: {"stats": perf_summary.get(f), "hist": latency_histogram(run.agent[f])} for f in LATENCY_FIELDS},
+            "tool_calls": {"stats": perf_summary.get("tool_calls"), "hist": count_histogram(run.tool_calls)},
             "judges": {
-                j: {"stats": (judges_summary.get(j) or {}).get("latency_ms"), "hist": latency_histogram(judge_latency[j])} for j in view.judges
+                j: {"stats": (judges_summary.get(j) or {}).get("latency_ms"), "hist": latency_histogram(run.judge_latency[j])} for j in view.judges
             },
         },
         "cost": {"summary": summary.get("cost"), "judges": {j: judges_summary.get(j) for j in view.judges}},
-        "health": [{"judge": j, "rubric": r, **health[(j, r)].as_dict()} for j in view.judges for r in view.rubric_versions if (j, r) in health],
-        "table": {"columns": columns, "rows": table_rows, "sort": 1 if len(columns) > 5 else 0},
+        "health": [
+            {"judge": j, "rubric": r, **run.health[(j, r)].as_dict()} for j in view.judges for r in view.rubric_versions if (j, r) in run.health
+        ],
+        "table": {"columns": run.columns, "rows": run.rows, "queries": run.queries, "sort": _sort_column(run.columns)},
         "judgment_fields": list(JUDGMENT_FIELDS),
         "details": details,
         "trust": {"judge_noise": _noise_rows(summary.get("judge_noise") or {}), "pairwise": [], "probes": []},
     }
+
+
+def _sort_column(columns: list[dict[str, Any]]) -> int:
+    return 1 if len(columns) > 5 else 0
 
 
 def _noise_rows(noise: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -377,19 +437,58 @@ def build_report(
     input: str | Path | None = None,
     out: str | Path | None = None,
     trust: Iterable[str | Path] = (),
+    max_bytes: int | None = None,
 ) -> ReportResult:
     """Write ``run_dir/report.html`` (or ``out``). See :func:`harness.report.run.open_run` for the
-    options; ``trust`` names pairwise.json and probe.json files to show in the "Judge trust" section."""
+    options; ``trust`` names pairwise.json and probe.json files to show in the "Judge trust" section.
+    ``max_bytes``: the page's size, about (default MAX_PAGE_BYTES); past it the best-scored
+    transcripts' texts are left out."""
     started = time.perf_counter()
+    max_bytes = MAX_PAGE_BYTES if max_bytes is None else max_bytes
     view = open_run(run_dir, config=config, prompts=prompts, input=input)
     extra = trust_sections(trust)
-    data = build_data(view)
-    data["trust"].update(extra)
-    data["inference"], inference_notes = read_inference(view.path)
-    data["meta"]["notes"].extend(inference_notes)
-    page = render_page(data, f"harness report · {view.path.name or view.path}")
+    title = f"harness report · {view.path.name or view.path}"
     path = Path(out) if out is not None else view.path / REPORT_NAME
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
+    try:
+        run = _write_page(view, tmp, max_bytes, extra, title)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    size = tmp.stat().st_size
     tmp.replace(path)  # a reader never sees half a page
-    return ReportResult(path, len(data["details"]), len(page.encode("utf-8")), time.perf_counter() - started, tuple(data["meta"]["notes"]))
+    return ReportResult(path, len(run.rows), size, time.perf_counter() - started, tuple(run.notes))
+
+
+def _write_page(view: RunView, tmp: Path, max_bytes: int, extra: dict[str, list[dict[str, Any]]], title: str) -> _Run:
+    """Stream the run into ``tmp``: the page's head, the details' chunks, then the data and scripts."""
+    inference, inference_notes = read_inference(view.path)
+    head, tail = _asset("template.html").split(DETAILS_SLOT)
+    assets = {"TITLE": html.escape(title), "CSS": _asset("report.css"), "CHART_JS": _chart_js(), "APP_JS": _script(_asset("report.js"), "report.js")}
+    with Spool(tmp.parent) as spool, tmp.open("w", encoding="utf-8") as fh:
+        run = _read_run(view, spool)
+        first = run.columns[_sort_column(run.columns)]
+        order = _worst_first(run.rows, _sort_column(run.columns), first["worst"])
+        # What the page holds besides the details: the assets, the table, and a few bytes per row.
+        fixed = sum(len(a.encode("utf-8")) for a in (head, tail, *assets.values()))
+        fixed += len(dumps(run.rows).encode("utf-8")) + len(dumps(run.queries).encode("utf-8")) + 16 * len(run.rows) + 200_000
+        writer = ChunkWriter(fh, len(run.rows), max(0, max_bytes - fixed))
+        fh.write(_fill(head, assets))
+        disagreements, left_out = _write_details(view, run, spool, writer, order)
+        if disagreements:
+            run.notes.append(
+                f"{disagreements} composite value(s) in results.jsonl differ from the formula with the weights from "
+                f"{view.weights_source}: the run used other weights (pass its --config); such formulas are marked"
+            )
+        if left_out:
+            run.notes.append(
+                f"the texts of {left_out:,} of {len(run.rows):,} transcripts (the best by {first['label']}) are left out to keep "
+                f"report.html under {max_bytes / 1e6:.0f} MB; their judgments are shown, and harness explain {view.path} ID prints any transcript"
+            )
+        run.notes.extend(inference_notes)
+        data = build_data(view, run, {"where": writer.where, "chunks": writer.chunks, "left_out": left_out})
+        data["trust"].update(extra)
+        data["inference"] = inference
+        blob = dumps(data).replace("<", "\\u003c")
+        fh.write(_fill(tail, {**assets, "DATA": blob}))
+    return run

@@ -1,8 +1,9 @@
 /* harness report: renders the run's JSON blob (#report-data) with Chart.js.
  *
  * Data text is only ever set with textContent, never as HTML. The transcript table draws only
- * the rows in view (fixed row height), so 10,000 transcripts cost the same as 30. Charts are
- * rebuilt with the page's colours when the colour scheme changes.
+ * the rows in view (fixed row height), so 10,000 transcripts cost the same as 30. A transcript's
+ * texts and judgments are inflated from their compressed chunk (DecompressionStream) only when its
+ * row is opened. Charts are rebuilt with the page's colours when the colour scheme changes.
  */
 (function () {
   "use strict";
@@ -67,7 +68,8 @@
       body.appendChild(row);
     });
     t.appendChild(body);
-    return t;
+    // A wide table scrolls inside its own box, never the page.
+    return el("div", { class: "scroll" }, t);
   }
 
   // ---- charts ---------------------------------------------------------------------------------
@@ -461,9 +463,7 @@
     if (status === "clean" && (u || f)) return false;
     if (!needle) return true;
     if (!hay) {
-      hay = DATA.details.map(function (d, k) {
-        return (ROWS[k][0] + "\n" + ((d.texts && d.texts.query) || "")).toLowerCase();
-      });
+      hay = T.queries.map(function (q, k) { return (ROWS[k][0] + "\n" + q).toLowerCase(); });
     }
     return hay[i].indexOf(needle) !== -1;
   }
@@ -546,14 +546,42 @@
   // ---- one transcript ---------------------------------------------------------------------------
 
   var dialog = document.getElementById("detail");
+  var D = DATA.details;
+  var chunks = new Map(); // chunk number -> Promise of its details; the last few are kept
+  function chunk(n) {
+    if (chunks.has(n)) {
+      var kept = chunks.get(n);
+      chunks.delete(n);
+      chunks.set(n, kept);
+      return kept;
+    }
+    var text = document.getElementById("details-" + n).textContent;
+    var bin = atob(text), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var inflated = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+    var loading = new Response(inflated).text().then(JSON.parse);
+    chunks.set(n, loading);
+    if (chunks.size > 8) chunks.delete(chunks.keys().next().value);
+    return loading;
+  }
+  var opening = 0;
+  function openDetail(i) {
+    var token = ++opening;
+    var at = D.where[i];
+    document.getElementById("detail-title").textContent = "transcript " + ROWS[i][0];
+    document.getElementById("detail-body").replaceChildren(el("p", { class: "muted", text: "loading…" }));
+    if (!dialog.open) dialog.showModal();
+    chunk(at[0]).then(function (list) {
+      if (token === opening) showDetail(i, list[at[1]]);
+    }, function (e) {
+      if (token === opening) document.getElementById("detail-body").replaceChildren(el("p", { class: "bad", text: "This transcript's details could not be read: " + e }));
+    });
+  }
   function textBlock(parent, title, text, cls) {
     parent.appendChild(el("h3", { text: title }));
     parent.appendChild(el("pre", { class: "text " + (cls || ""), text: text === null || text === undefined ? "(none)" : text }));
   }
-  function openDetail(i) {
-    var d = DATA.details[i];
-    var id = ROWS[i][0];
-    document.getElementById("detail-title").textContent = "transcript " + id;
+  function showDetail(i, d) {
     var out = el("div");
     var p = d.perf || {};
     out.appendChild(el("div", { class: "muted", text: "latency total " + fmtMs(p.total_ms) + " · LLM " + fmtMs(p.llm_ms) + " · tool " + fmtMs(p.tool_ms) + " · API " + fmtMs(p.api_ms) + " · tool calls " + fmt(p.tool_calls) }));
@@ -566,6 +594,8 @@
       if (!ctx || !ctx.length) out.appendChild(el("p", { class: "muted", text: "(none)" }));
       (ctx || []).forEach(function (c, k) { out.appendChild(el("pre", { class: "text context", text: "[" + (k + 1) + "] " + c })); });
       if (d.texts.contexts_left_out) out.appendChild(el("p", { class: "muted", text: d.texts.contexts_left_out + " more context(s) not shown" }));
+    } else if (d.left_out) {
+      out.appendChild(el("p", { class: "warn", text: "The transcript's text is left out of this page to keep it small (see the notes at the top); harness explain " + META.run_dir + " " + ROWS[i][0] + " prints it." }));
     } else {
       out.appendChild(el("p", { class: "warn", text: "The transcript's text is not available: see the notes at the top of the report." }));
     }
@@ -611,7 +641,6 @@
     var holder = document.getElementById("detail-body");
     holder.replaceChildren(out);
     holder.scrollTop = 0;
-    if (!dialog.open) dialog.showModal();
   }
   document.getElementById("detail-close").addEventListener("click", function () { dialog.close(); });
   dialog.addEventListener("click", function (e) { if (e.target === dialog) dialog.close(); });

@@ -17,7 +17,7 @@ Every problem with the run directory itself is a one-line :class:`UserInputError
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,38 +164,49 @@ def open_run(
     )
 
 
-def read_texts(view: RunView, ids: set[str] | None) -> tuple[dict[str, Texts], str | None]:
-    """The texts of the transcripts ``ids`` (all when None) from the run's input file.
-
-    Returns the texts found and a note when the file cannot be read or lacks some transcripts;
-    the report shows the note instead of failing.
-    """
+def iter_texts(view: RunView, ids: set[str] | None, notes: list[str]) -> Iterator[tuple[str, Texts]]:
+    """Stream ``(id, texts)`` of the transcripts ``ids`` (all when None) from the run's input file,
+    one at a time; a file that cannot be read, or lacks some transcripts, appends a note to
+    ``notes`` (the report shows the note instead of failing)."""
     path = view.input_path
     if path is None:
-        return {}, "the run does not name its input file, so query, response and contexts are not shown (pass --input)"
+        notes.append("the run does not name its input file, so query, response and contexts are not shown (pass --input)")
+        return
     if not path.is_file():
-        return {}, f"input file {path} is gone, so query, response and contexts are not shown (pass --input FILE)"
-    found: dict[str, Texts] = {}
+        notes.append(f"input file {path} is gone, so query, response and contexts are not shown (pass --input FILE)")
+        return
+    found = 0
     try:
         for _, record in iter_transcripts(path, on_bad="skip"):
             if ids is not None and record.id not in ids:
                 continue
             t = record.resolved()
             contexts = t.contexts[:MAX_CONTEXTS] if t.contexts is not None else None
-            found[t.id] = Texts(
-                query=clip(t.query),
-                response=clip(t.response),
-                contexts=tuple(clip(c) or "" for c in contexts) if contexts is not None else None,
-                reference=clip(t.reference),
-                contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),
+            found += 1
+            yield (
+                t.id,
+                Texts(
+                    query=clip(t.query),
+                    response=clip(t.response),
+                    contexts=tuple(clip(c) or "" for c in contexts) if contexts is not None else None,
+                    reference=clip(t.reference),
+                    contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),
+                ),
             )
-            if ids is not None and len(found) == len(ids):
+            if ids is not None and found == len(ids):
                 break
     except HarnessError as exc:
-        return found, f"input file {path} could not be read ({exc}); texts are shown for {len(found)} transcript(s)"
+        notes.append(f"input file {path} could not be read ({exc}); texts are shown for {found} transcript(s)")
+        return
     except OSError as exc:
-        return found, f"input file {path} could not be read ({exc.strerror}); query, response and contexts are not shown"
-    wanted = len(ids) if ids is not None else len(found)
-    if len(found) < wanted:
-        return found, f"input file {path} lacks {wanted - len(found)} of the run's transcripts (changed since the run?); their texts are not shown"
-    return found, None
+        notes.append(f"input file {path} could not be read ({exc.strerror}); query, response and contexts are not shown")
+        return
+    if ids is not None and found < len(ids):
+        notes.append(f"input file {path} lacks {len(ids) - found} of the run's transcripts (changed since the run?); their texts are not shown")
+
+
+def read_texts(view: RunView, ids: set[str] | None) -> tuple[dict[str, Texts], str | None]:
+    """The texts of the transcripts ``ids`` (all when None), in memory, and the note :func:`iter_texts` gave, if any."""
+    notes: list[str] = []
+    found = dict(iter_texts(view, ids, notes))
+    return found, notes[0] if notes else None
