@@ -69,25 +69,7 @@ PRICES = {"chat": (0.15, 0.60, 0.075, None), "reasoning": (0.25, 2.00, 0.025, No
 #: Cells that fail on main (issue 23), with what they show; each flips when its fix lands.
 _RUN_PATHS = ("live", "offline", "shard", "workers", "workers_pg")
 _ALL_PATHS = (*_RUN_PATHS, "batch", "export")
-_BATCH_USAGE = "a batch reply's usage keeps no reasoning_tokens / cached_tokens (None; the live reply's 0, or 7 reasoning)"
-_XFAILS: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str], ...] = (
-    (("chat", "reasoning"), ("plain", "structured"), ("batch", "export"), _BATCH_USAGE),
-    (("chat",), ("logprobs",), ("batch", "export"), "a batch reply's logprobs are not kept: every judgment unscored logprobs_unavailable"),
-    (("reasoning",), ("samples_n",), _RUN_PATHS, "a samples judgment drops its samples' reasoning_tokens (combine_samples)"),
-    (("reasoning",), ("samples_requests",), _ALL_PATHS, "a samples judgment drops its samples' reasoning_tokens (combine_samples)"),
-    (
-        ("anthropic",),
-        ("samples_requests",),
-        (*_RUN_PATHS, "batch"),
-        "a samples judgment drops its samples' cache_write_tokens: its cost is not its tokens'",
-    ),
-    (
-        ("anthropic",),
-        ("plain", "structured"),
-        ("batch",),
-        "a Message Batch result's usage loses cache writes and reads (None; live 50 and 0), so its cost differs",
-    ),
-)
+_XFAILS: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str], ...] = ()
 XFAIL: dict[tuple[str, str, str], str] = {
     (f, o, p): why for families, options, paths, why in _XFAILS for f in families for o in options for p in paths
 }

@@ -183,7 +183,7 @@ def test_a_message_batch_result_is_read_by_the_live_judge_s_reader() -> None:
         },
     }
     outcome = read_anthropic_result(line, "batch")
-    assert (outcome.reply, outcome.prompt_tokens, outcome.completion_tokens) == ('{"score": 0.8}', 510, 12)
+    assert (outcome.reply, outcome.usage) == ('{"score": 0.8}', Usage(510, 12, cached_read=500, cache_write=0))
 
 
 def test_tokens_without_alternatives_carry_no_logprobs() -> None:

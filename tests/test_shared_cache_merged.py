@@ -95,7 +95,14 @@ async def test_main_batch_tables_work_on_postgres(postgres: Any) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         names = [n for (n,) in conn.execute("SELECT name FROM _migrations ORDER BY version")]
         assert names == [m.__name__ for m in MIGRATIONS]
-        assert names[2:] == ["m003_batches", "m004_reply_logprobs", "m005_claims", "m006_usage_details", "m007_truncated_replies"]
+        assert names[2:] == [
+            "m003_batches",
+            "m004_reply_logprobs",
+            "m005_claims",
+            "m006_usage_details",
+            "m007_truncated_replies",
+            "m008_batch_reply_details",
+        ]
         # SQLite's INTEGER PRIMARY KEY AUTOINCREMENT became an identity column: ids are given.
         identity = conn.execute("SELECT is_identity FROM information_schema.columns WHERE table_name = 'batches' AND column_name = 'id'").fetchone()
         assert identity == ("YES",)

@@ -36,7 +36,6 @@ from ..config import JudgeConfig
 from ..errors import BatchError, BatchRequestFailed, ConfigError, UserInputError
 from ..judges.base import Judge, JudgeReply, JudgeRequest
 from ..judges.providers import provider_of
-from ..judges.usage import Usage
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan, make_entry
 from ..rubrics.rubric import Rubric
 from ..runner.session import RunOutcome, run_evaluation
@@ -320,12 +319,7 @@ class BatchReplies(Judge):
         if outcome is not None:
             if outcome.reply is None:
                 raise BatchRequestFailed(f"batch: {outcome.error}")
-            usage = (
-                None
-                if outcome.prompt_tokens is None or outcome.completion_tokens is None
-                else Usage(outcome.prompt_tokens, outcome.completion_tokens)
-            )
-            return JudgeReply(outcome.reply, usage, outcome.finish_reason, tier="batch")
+            return JudgeReply(outcome.reply, outcome.usage, outcome.finish_reason, tier="batch", logprobs=outcome.logprobs)
         if request.key in self._pending:
             raise BatchRequestFailed("batch: still in a batch that has not ended")
         raise BatchRequestFailed("batch: not submitted in any batch (run `harness batch submit`)")

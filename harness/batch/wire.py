@@ -23,7 +23,7 @@ from typing import Any
 from ..cache.batches import Outcome
 from ..errors import MalformedReply
 from ..judges.anthropic import messages_body, read_message
-from ..judges.base import JudgeRequest
+from ..judges.base import JudgeReply, JudgeRequest
 from ..judges.protocol import error_fields, read_completion, request_body
 
 OPENAI_ENDPOINT = "/v1/chat/completions"
@@ -70,7 +70,13 @@ def read_openai_result(obj: Any, where: str) -> Outcome:
         reply = read_completion(body, where)
     except MalformedReply as exc:
         return Outcome(key, error=str(exc))
-    return Outcome(key, reply.text, reply.prompt_tokens, reply.completion_tokens, reply.finish_reason)
+    return _succeeded(key, reply)
+
+
+def _succeeded(key: str, reply: JudgeReply) -> Outcome:
+    """A result read by the live judge's reader: its text, whole usage and logprobs, kept as the
+    live reply has them (``Judge.complete`` holds the usage to the request's budget at collect)."""
+    return Outcome(key, reply.text, reply.usage, reply.finish_reason, logprobs=reply.logprobs)
 
 
 def read_anthropic_result(obj: Any, where: str) -> Outcome:
@@ -85,7 +91,7 @@ def read_anthropic_result(obj: Any, where: str) -> Outcome:
             reply = read_message(result.get("message"), where)
         except MalformedReply as exc:
             return Outcome(key, error=str(exc))
-        return Outcome(key, reply.text, reply.prompt_tokens, reply.completion_tokens, reply.finish_reason)
+        return _succeeded(key, reply)
     if kind == "errored":
         code, said = error_fields(result.get("error"))
         return Outcome(key, error=f"errored: {code or 'error'}: {said or 'no detail'}")

@@ -10,7 +10,7 @@ Keys are *claimed* (``claim``) in the same transaction that creates the batch ro
 SQLite's write lock, before anything is sent: a key already held by another batch (pending) or
 already answered is never claimed twice, whichever process or machine asks. ``released`` is the
 end of a batch that was never sent. ``batch_requests.state`` is ``pending`` until the results are
-downloaded, then ``succeeded`` (the reply and its usage are kept here until the run stores them
+downloaded, then ``succeeded`` (the reply, its usage and logprobs are kept here until the run stores them
 in ``judgments``) or ``failed`` (with the provider's reason).
 """
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CacheError, ConfigError
+from ..judges.usage import Usage
 from .location import CacheLocation, describe, is_postgres_url
 from .store import BUSY_TIMEOUT_MS, _prepare
 
@@ -66,16 +67,63 @@ class BatchRecord:
         return json.loads(self.detail) if self.detail else {}
 
 
+#: Per generated token: (token, its top alternatives as (token, logprob) pairs), as a reply has them.
+Logprobs = tuple[tuple[str, tuple[tuple[str, float], ...]], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One request's result as a batch gave it: a reply (with usage) or the provider's reason."""
+    """One request's result as a batch gave it: a reply, with its whole usage (read by the
+    provider's usage reader, as a live reply's is) and its logprobs, or the provider's reason."""
 
     key: str
     reply: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    usage: Usage | None = None
     finish_reason: str | None = None
     error: str | None = None
+    logprobs: Logprobs | None = None
+
+
+#: ``batch_requests``' columns of a result, in the order ``_result_row`` gives them.
+_RESULT_COLUMNS = (
+    "reply",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "finish_reason",
+    "error",
+    "logprobs",
+)
+
+
+def _result_row(outcome: Outcome) -> tuple[Any, ...]:
+    """An outcome's values in ``_RESULT_COLUMNS`` order; logprobs as the JSON the judgments table
+    keeps them in (``runner/verdict.py``)."""
+    usage = outcome.usage
+    counts = (None,) * 5 if usage is None else (usage.prompt, usage.completion, usage.reasoning, usage.cached_read, usage.cache_write)
+    logprobs = None if outcome.logprobs is None else json.dumps(outcome.logprobs)
+    return (outcome.reply, *counts, outcome.finish_reason, outcome.error, logprobs)
+
+
+def _outcome(
+    key: str,
+    reply: str | None,
+    prompt: int | None,
+    completion: int | None,
+    reasoning: int | None,
+    cached: int | None,
+    written: int | None,
+    finish_reason: str | None,
+    error: str | None,
+    logprobs: str | None,
+) -> Outcome:
+    """The outcome a ``batch_requests`` row holds (``key`` and ``_RESULT_COLUMNS``). A row without
+    prompt or completion tokens had no usage; rows written before migration 8 have no details."""
+    usage = None if prompt is None or completion is None else Usage(prompt, completion, reasoning, cached, written)
+    tokens = None if logprobs is None else tuple((t, tuple((a, float(lp)) for a, lp in alts)) for t, alts in json.loads(logprobs))
+    return Outcome(key, reply, usage, finish_reason, error, tokens)
 
 
 _BATCH_COLUMNS = "id, api, endpoint, api_key_env, judge, model, remote_id, input_file_id, status, requests, detail, created_at, updated_at"
@@ -213,16 +261,11 @@ class BatchStore:
             seen.add(outcome.key)
             state = "succeeded" if outcome.reply is not None else "failed"
             counts[state] += 1
-            rows.append(
-                (state, outcome.reply, outcome.prompt_tokens, outcome.completion_tokens, outcome.finish_reason, outcome.error, outcome.key, batch_id)
-            )
+            rows.append((state, *_result_row(outcome), outcome.key, batch_id))
+        sets = ", ".join(f"{name} = ?" for name in ("state", *_RESULT_COLUMNS))
         self._execute("BEGIN IMMEDIATE")
         try:
-            self._db.executemany(
-                "UPDATE batch_requests SET state = ?, reply = ?, prompt_tokens = ?, completion_tokens = ?, finish_reason = ?, error = ? "
-                "WHERE key = ? AND batch = ?",
-                rows,
-            )
+            self._db.executemany(f"UPDATE batch_requests SET {sets} WHERE key = ? AND batch = ?", rows)
             missing = held - seen
             if callable(missing_reason):
                 missing_reason = missing_reason()
@@ -239,20 +282,17 @@ class BatchStore:
 
     def outcomes(self, keys: Iterable[str] | None = None) -> Iterator[Outcome]:
         """The latest downloaded result of each key (all keys, or those given)."""
-        sql = (
-            "SELECT key, reply, prompt_tokens, completion_tokens, finish_reason, error FROM batch_requests "
-            "WHERE state IN ('succeeded', 'failed') {where} ORDER BY batch"
-        )
+        sql = f"SELECT key, {', '.join(_RESULT_COLUMNS)} FROM batch_requests WHERE state IN ('succeeded', 'failed') {{where}} ORDER BY batch"
         if keys is None:
             for row in self._execute(sql.format(where="")):
-                yield Outcome(*row)
+                yield _outcome(*row)
             return
         wanted = list(keys)
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             for row in self._execute(sql.format(where=f"AND key IN ({marks})"), chunk):
-                yield Outcome(*row)
+                yield _outcome(*row)
 
     def pending_keys(self) -> set[str]:
         """Keys held by batches whose results have not been downloaded yet."""
@@ -261,6 +301,6 @@ class BatchStore:
     def forget_stored_replies(self) -> int:
         """Drop the replies the judgments table now holds (state ``stored``): kept once, not twice."""
         cur = self._execute(
-            "UPDATE batch_requests SET state = 'stored', reply = NULL WHERE state = 'succeeded' AND key IN (SELECT key FROM judgments)"
+            "UPDATE batch_requests SET state = 'stored', reply = NULL, logprobs = NULL WHERE state = 'succeeded' AND key IN (SELECT key FROM judgments)"
         )
         return cur.rowcount

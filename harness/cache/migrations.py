@@ -123,6 +123,14 @@ def m007_truncated_replies(db: SchemaDB) -> None:
     db.execute("ALTER TABLE judgments ADD COLUMN truncated BOOLEAN")
 
 
+def m008_batch_reply_details(db: SchemaDB) -> None:
+    # A batch result carries the same usage and logprobs as a live reply: kept until the run stores
+    # the judgment, so a collected judgment is priced and scored as the live one (NULL before: unknown).
+    for column in ("reasoning_tokens", "cached_tokens", "cache_write_tokens"):
+        db.execute(f"ALTER TABLE batch_requests ADD COLUMN {column} INTEGER")
+    db.execute("ALTER TABLE batch_requests ADD COLUMN logprobs TEXT")
+
+
 MIGRATIONS: list[Migration] = [
     m001_judgments,
     m002_parsed_score,
@@ -131,6 +139,7 @@ MIGRATIONS: list[Migration] = [
     m005_claims,
     m006_usage_details,
     m007_truncated_replies,
+    m008_batch_reply_details,
 ]
 
 

@@ -111,11 +111,17 @@ def with_batch_prices(judge: JudgeConfig, user_table: PriceTable | None = None) 
     """The judge priced at its provider's batch rates: ``batch_input``/``batch_output`` of the
     user's table, else of the shipped one. A judge's own ``input_price_per_1m`` and
     ``output_price_per_1m`` are live prices; they are kept only for a model no table gives batch
-    prices for, so a batch is never priced below what is known."""
+    prices for, so a batch is never priced below what is known. Prompt-cache reads and writes get
+    the batch's input discount too (the providers' multipliers stack with it)."""
     price = lookup(judge.model, user_table)
     if price is None or price.batch_input is None or price.batch_output is None:
         return with_prices(judge, user_table)
-    return judge.model_copy(update={"input_price_per_1m": price.batch_input, "output_price_per_1m": price.batch_output})
+    discount = price.batch_input / price.input if price.input else 1.0
+    cache: dict[str, float | None] = {}
+    for field, listed in (("cached_input_price_per_1m", price.cached_input), ("cache_write_price_per_1m", price.cache_write_input)):
+        live = getattr(judge, field) if getattr(judge, field) is not None else listed
+        cache[field] = None if live is None else live * discount
+    return judge.model_copy(update={"input_price_per_1m": price.batch_input, "output_price_per_1m": price.batch_output, **cache})
 
 
 def cost_usd(prompt_tokens: float, completion_tokens: float, input_per_1m: float, output_per_1m: float) -> float:

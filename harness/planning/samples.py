@@ -8,7 +8,8 @@ judgments.jsonl reports.
   from it;
 - at least one sample scored is scored (``sample_scores`` shows which were not); none scored is
   the first sample's outcome, failures before unscored ones;
-- tokens, attempts, retries and billed retries are summed over the samples, latency is the longest,
+- tokens (prompt, completion, reasoning, cache reads and writes), attempts, retries and billed
+  retries are summed over the samples, latency is the longest,
   ``cached`` only when every sample came from the cache; cost is the sum over the samples this run
   paid for (all of them when every sample came from the cache: what the cache saved). A sample that
   was answered but whose usage is unknown makes the sum unknown (None), never a partial sum or 0.
@@ -22,6 +23,9 @@ from collections.abc import Sequence
 
 from .jobs import Entry, Job
 from .judgment import Judgment
+
+#: A judgment's token counts: the parts of its call's usage (``judges/usage.py`` ``Usage``).
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")
 
 
 def _sum(values: Sequence[int | float | None]) -> int | float | None:
@@ -46,8 +50,8 @@ def combine_samples(jobs: Sequence[Job]) -> Judgment:
     base = scored[0] if scored else next((p for p in parts if p.status == "failed"), parts[0])
     combined = first.judgment(base.status, reason=base.reason, error=base.error, raw_output=base.raw_output)
     combined.samples = len(parts)
-    combined.prompt_tokens = _known_sum(parts, [p.prompt_tokens for p in parts])  # type: ignore[assignment]
-    combined.completion_tokens = _known_sum(parts, [p.completion_tokens for p in parts])  # type: ignore[assignment]
+    for name in TOKEN_FIELDS:  # every part of the usage, summed alike: one unknown makes the total unknown
+        setattr(combined, name, _known_sum(parts, [getattr(p, name) for p in parts]))
     combined.cached = all(p.cached for p in parts)
     # A judgment partly from the cache (k raised after a run) reports what this run paid.
     paid = [p for p in parts if combined.cached or not p.cached]

@@ -149,9 +149,13 @@ def repeat(job: Job, paid: Judgment) -> Judgment:
 
 def from_choice(job: Job, request_judgment: Judgment, text: str, logprobs: Logprobs | None) -> Judgment:
     """Choice i > 0 of an ``n = k`` request, for the sample ``job``: its tokens and cost are on the
-    request's (first) judgment, where the usage was reported; attempts 0, as it sent nothing."""
+    request's (first) judgment, where the usage was reported; attempts 0, as it sent nothing. A
+    usage detail the request's reply did not report stays unknown here too, so the samples' sum is."""
     judgment = read_reply(job, text, logprobs)
     judgment.prompt_tokens, judgment.completion_tokens, judgment.cost_usd = 0, 0, 0.0
+    judgment.reasoning_tokens = None if request_judgment.reasoning_tokens is None else 0
+    judgment.cached_tokens = None if request_judgment.cached_tokens is None else 0
+    judgment.cache_write_tokens = None if request_judgment.cache_write_tokens is None else 0
     judgment.latency_ms = request_judgment.latency_ms
     return judgment
 
