@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..errors import ConfigError
@@ -76,36 +76,26 @@ class Provider:
     title: str = ""
 
 
-_OPENAI_ACCEPTS = Accepts(n=True, logprobs=True, structured_output=True, temperature_max=2.0, families=True)
+_OPENAI = Provider(
+    "openai",
+    "openai_aiohttp:AiohttpJudge",
+    "https://api.openai.com/v1",
+    "OPENAI_BASE_URL",
+    "",
+    "OPENAI_API_KEY",
+    "openai",
+    openai_usage,
+    Accepts(n=True, logprobs=True, structured_output=True, temperature_max=2.0, families=True),
+    "OpenAI chat completions",
+)
 
 PROVIDERS: dict[str, Provider] = {
     p.name: p
     for p in (
         # An OpenAI base URL carries its version (https://api.openai.com/v1, as OPENAI_BASE_URL does).
-        Provider(
-            "openai",
-            "openai_aiohttp:AiohttpJudge",
-            "https://api.openai.com/v1",
-            "OPENAI_BASE_URL",
-            "",
-            "OPENAI_API_KEY",
-            "openai",
-            openai_usage,
-            _OPENAI_ACCEPTS,
-            "OpenAI chat completions",
-        ),
-        Provider(
-            "openai-sdk",
-            "openai_sdk:OpenAISDKJudge",
-            "https://api.openai.com/v1",
-            "OPENAI_BASE_URL",
-            "",
-            "OPENAI_API_KEY",
-            "openai",
-            openai_usage,
-            _OPENAI_ACCEPTS,
-            "OpenAI chat completions",
-        ),
+        _OPENAI,
+        # The same API through the official SDK instead of the aiohttp client.
+        replace(_OPENAI, name="openai-sdk", judge="openai_sdk:OpenAISDKJudge"),
         # An Anthropic base URL does not (https://api.anthropic.com, as the SDK and ANTHROPIC_BASE_URL have it).
         Provider(
             "anthropic",
