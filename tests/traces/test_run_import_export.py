@@ -19,6 +19,7 @@ from harness.planning import RunOptions
 from harness.runner import run_evaluation
 from harness.traces.export import EVENT_NAME
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config
+from tests.test_report import page_data, page_details
 from tests.traces.support import INSPECT_EVAL, OTEL, QUESTIONS, TOOL_RESULT, deadline, raw_spans
 
 ENV = {"COLUMNS": "400", "NO_COLOR": "1"}
@@ -140,8 +141,8 @@ async def test_run_inspect_log_with_reference(tmp_path: Path) -> None:
     with deadline(120):
         result = CliRunner().invoke(app, ["report", str(out)], env=ENV)
     assert result.exit_code == 0, result.output
-    page = (out / "report.html").read_text(encoding="utf-8")
-    assert QUESTIONS[1] in page and "could not be read" not in page
+    data, details = page_data(out / "report.html"), page_details(out / "report.html")
+    assert [d["texts"]["query"] for d in details] == QUESTIONS and data["meta"]["notes"] == []
     # No trace and span ids in an Inspect log: the export says so instead of inventing them.
     with deadline(60):
         result = CliRunner().invoke(app, ["export", str(out)], env=ENV)
