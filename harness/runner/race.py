@@ -194,13 +194,62 @@ def _cost(outcome: RunOutcome) -> tuple[float | None, int]:
     return (None if cost is None else float(cost)), int(sum(counts.values()))
 
 
-async def race(options: RaceOptions, on_look: Callable[[Look], None] | None = None) -> RaceResult:
+def _check(options: RaceOptions) -> None:
     if options.round_size < 1:
         raise UserInputError("--round must be at least 1")
     if not 0 < options.alpha < 1:
         raise UserInputError("--alpha must be between 0 and 1")
     if options.margin is not None and not options.margin > 0:
         raise UserInputError("--margin must be a positive number")
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What the rounds so far spent and found."""
+
+    judged: list[str] = field(default_factory=list)
+    diffs: list[float] = field(default_factory=list)
+    not_scored: dict[str, int] = field(default_factory=dict)
+    spent: float | None = 0.0
+    judgments: int = 0
+    exit_code: int = 0
+
+    def paid(self, outcome: RunOutcome) -> None:
+        if outcome.exit_code not in (0, EXIT_FAILED_JUDGMENTS):
+            raise UserInputError(f"race stopped: a round ended with exit {outcome.exit_code}: {outcome.message}")
+        cost, count = _cost(outcome)
+        self.spent = None if self.spent is None or cost is None else self.spent + cost
+        self.judgments += count
+        self.exit_code = max(self.exit_code, outcome.exit_code)
+
+    def pairs(
+        self, batch: list[str], va: dict[str, tuple[float | None, str]], vb: dict[str, tuple[float | None, str]]
+    ) -> tuple[list[float], list[float]]:
+        """The round's scored pairs (A's and B's values); the others counted by reason."""
+        xs_a, xs_b = [], []
+        for tid in batch:
+            (sa, why_a), (sb, why_b) = va[tid], vb[tid]
+            if sa is None or sb is None:
+                reason = (why_a or why_b or "not scored").split(":")[0]
+                self.not_scored[reason] = self.not_scored.get(reason, 0) + 1
+                continue
+            xs_a.append(sa)
+            xs_b.append(sb)
+            self.diffs.append(sb - sa)
+        self.judged += batch
+        return xs_a, xs_b
+
+
+def _verdict(stop: Stop, last: Look, margin: float | None) -> str:
+    if stop == "decided":
+        return "B > A" if last.lo > 0 else "B < A"
+    if stop == "within_margin":
+        return f"no difference larger than the margin ({margin:g})"
+    return "undecided"
+
+
+async def race(options: RaceOptions, on_look: Callable[[Look], None] | None = None) -> RaceResult:
+    _check(options)
     judge, lo, hi, parts = _scale(options)
     composite = parts is not None
     rubrics = parts if parts is not None else [options.metric]
@@ -213,62 +262,32 @@ async def race(options: RaceOptions, on_look: Callable[[Look], None] | None = No
     cs = PairedDifferenceCS(lo, hi, options.alpha)
     work = options.out / ".race"
     looks: list[Look] = []
-    not_scored: dict[str, int] = {}
-    judged: list[str] = []
-    diffs: list[float] = []
-    spent: float | None = 0.0
-    judgments, exit_code = 0, 0
-    stop: Stop = "exhausted"
-    while len(judged) < limit:
-        batch = paired[len(judged) : min(len(judged) + options.round_size, limit)]
-        outcome_a = await _judge(options, a, batch, work, "a", rubrics, work / "round-a")
-        outcome_b = await _judge(options, b, batch, work, "b", rubrics, work / "round-b")
-        for outcome in (outcome_a, outcome_b):
-            cost, count = _cost(outcome)
-            spent = None if spent is None or cost is None else spent + cost
-            judgments += count
-            if outcome.exit_code not in (0, EXIT_FAILED_JUDGMENTS):
-                raise UserInputError(f"race stopped: a round ended with exit {outcome.exit_code}: {outcome.message}")
-            exit_code = max(exit_code, outcome.exit_code)
+    tally = _Tally()
+    stop: Stop = "exhausted" if limit == len(paired) else "budget"
+    while len(tally.judged) < limit:
+        batch = paired[len(tally.judged) : min(len(tally.judged) + options.round_size, limit)]
+        tally.paid(await _judge(options, a, batch, work, "a", rubrics, work / "round-a"))
+        tally.paid(await _judge(options, b, batch, work, "b", rubrics, work / "round-b"))
         va = _values(work / "round-a", judge, options.metric, composite)
         vb = _values(work / "round-b", judge, options.metric, composite)
-        xs_a, xs_b = [], []
-        for tid in batch:
-            (sa, why_a), (sb, why_b) = va[tid], vb[tid]
-            if sa is None or sb is None:
-                reason = (why_a or why_b or "not scored").split(":")[0]
-                not_scored[reason] = not_scored.get(reason, 0) + 1
-                continue
-            xs_a.append(sa)
-            xs_b.append(sb)
-            diffs.append(sb - sa)
-        judged += batch
+        xs_a, xs_b = tally.pairs(batch, va, vb)
         interval = cs.update(xs_a, xs_b) if xs_a else cs.interval()
-        look = Look(len(looks) + 1, len(judged), cs.n, interval.lo, interval.hi, sum(diffs) / len(diffs) if diffs else None, spent)
-        looks.append(look)
+        mean = sum(tally.diffs) / len(tally.diffs) if tally.diffs else None
+        looks.append(Look(len(looks) + 1, len(tally.judged), cs.n, interval.lo, interval.hi, mean, tally.spent))
         if on_look is not None:
-            on_look(look)
+            on_look(looks[-1])
         if interval.excludes(0.0):
             stop = "decided"
             break
         if options.margin is not None and interval.width < options.margin:
             stop = "within_margin"
             break
-    else:
-        stop = "exhausted" if limit == len(paired) else "budget"
-    last = looks[-1]
-    if stop == "decided":
-        verdict = "B > A" if last.lo > 0 else "B < A"
-    elif stop == "within_margin":
-        verdict = f"no difference larger than the margin ({options.margin:g})"
-    else:
-        verdict = "undecided"
-    per_judgment = spent / judgments if spent is not None and judgments else None
-    remaining = 2 * len(rubrics) * (len(paired) - len(judged))
+    per_judgment = tally.spent / tally.judgments if tally.spent is not None and tally.judgments else None
+    remaining = 2 * len(rubrics) * (len(paired) - len(tally.judged))
     saved = None if per_judgment is None else per_judgment * remaining
     # The judged transcripts of each side as normal run directories: from the cache, no new calls.
-    await _judge(options, a, judged, work, "a", rubrics, options.out / "a")
-    await _judge(options, b, judged, work, "b", rubrics, options.out / "b")
+    await _judge(options, a, tally.judged, work, "a", rubrics, options.out / "a")
+    await _judge(options, b, tally.judged, work, "b", rubrics, options.out / "b")
     shutil.rmtree(work, ignore_errors=True)
     result = RaceResult(
         options.metric,
@@ -276,15 +295,15 @@ async def race(options: RaceOptions, on_look: Callable[[Look], None] | None = No
         options.alpha,
         options.margin,
         stop,
-        verdict,
+        _verdict(stop, looks[-1], options.margin),
         len(paired),
-        len(judged),
-        not_scored,
-        judgments,
-        spent,
+        len(tally.judged),
+        tally.not_scored,
+        tally.judgments,
+        tally.spent,
         saved,
         looks,
-        exit_code,
+        tally.exit_code,
     )
     atomic_write_text(options.out / "sequence.jsonl", "".join(json.dumps(asdict(look)) + "\n" for look in looks))
     atomic_write_text(options.out / "race.json", json.dumps(result.as_dict(), indent=2) + "\n")
