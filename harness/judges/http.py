@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
+import orjson
 
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, ResourceExhausted, TransientJudgeError
@@ -42,6 +43,15 @@ def exhausted(exc: BaseException | None) -> ResourceExhausted | None:
         exc = getattr(exc, "os_error", None) or exc.__cause__ or exc.__context__
         seen += 1
     return None
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """The JSON bytes of a request body: orjson (a tenth of ``json.dumps``' time, bench/profile_judgment.py);
+    what it refuses (a lone surrogate in a transcript) goes to ``json`` and fails or passes as before."""
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return json.dumps(body, ensure_ascii=False).encode()
 
 
 class HttpJudge(Judge):
@@ -75,7 +85,7 @@ class HttpJudge(Judge):
         return self._session
 
     async def send(self, request: JudgeRequest) -> JudgeReply:
-        payload = json.dumps(self._body(request), ensure_ascii=False).encode()
+        payload = encode_body(self._body(request))
         tokens = request.max_tokens * max(request.n, 1)
         cap = reply_byte_cap(tokens)
         try:
