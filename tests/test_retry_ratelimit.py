@@ -1,4 +1,4 @@
-"""Retries (tenacity, configured once in judges/retry.py) and the RPM/TPM limiter
+"""Retries (a plain loop in judges/retry.py, its waits checked against tenacity) and the RPM/TPM limiter
 (judges/ratelimit.py), with injected sleeps and a fake clock so nothing really waits."""
 
 from __future__ import annotations
@@ -321,3 +321,20 @@ async def test_spacing_once_the_allowance_is_spent(clock: FakeClock) -> None:
     for _ in range(3):
         await limiter.acquire(1)
     assert clock.now - 1000.0 == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("failed", [1, 2, 3, 5, 7, 12, 80])
+def test_backoff_draws_what_tenacity_full_jitter_draws(failed: int) -> None:
+    """The hand-written loop waits as tenacity's wait_random_exponential(multiplier=0.5, max=20)
+    did (the oracle): the same window, the same draw from the same random state."""
+    import random
+
+    from tenacity import RetryCallState, wait_random_exponential
+
+    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+    state.attempt_number = failed
+    random.seed(failed)
+    expected = wait_random_exponential(multiplier=0.5, max=20.0)(state)
+    random.seed(failed)
+    assert retry.backoff_s(failed) == pytest.approx(expected, rel=1e-12)
+    assert retry.wait_s(TransientJudgeError("x"), failed) <= min(0.5 * 2 ** (failed - 1), 20.0)
