@@ -8,7 +8,8 @@
   a second run is refused with a clear message instead of interleaving rows.
 - :func:`remove_stale`: run files an earlier run left that this one did not write are removed
   (and named), so a directory never mixes two runs.
-- :func:`dumps`: JSON that can never hold Infinity or NaN (``allow_nan=False``).
+- :func:`dumps`: JSON that can never hold Infinity or NaN (``allow_nan=False``); :func:`dumps_line`,
+  the same for one output row, by orjson (a row per judgment is on the hot path).
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 from pathlib import Path
 from typing import IO, Any
+
+import orjson
 
 from ..errors import OutputError
 
@@ -33,6 +37,38 @@ def dumps(value: Any, **kwargs: Any) -> str:
         return json.dumps(value, ensure_ascii=False, allow_nan=False, **kwargs)
     except ValueError as exc:
         raise OutputError(f"refused to write a non-finite number: {exc}") from None
+
+
+def dumps_line(value: Any) -> bytes:
+    """One JSON line (``\\n`` ended) of ``value``, as :func:`dumps` would write it but by orjson,
+    about 7x faster on a judgment's row (bench/profile_judgment.py). orjson writes NaN and
+    Infinity as null, so a row with a null in it is checked for them and refused as ``dumps``
+    refuses it; orjson's refusals (an integer past 64 bits) go to ``dumps``."""
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return (dumps(value) + "\n").encode()
+    if b"null" in data and _non_finite(value):
+        dumps(value)  # raises OutputError, naming the value
+    return data
+
+
+def _non_finite(value: Any) -> bool:
+    """Does ``value`` hold a NaN or an infinity anywhere? (A loop, not recursion: it runs per row.)"""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if item is None or kind is str or kind is int or kind is bool:
+            continue
+        if isinstance(item, float):
+            if item - item != 0.0:  # NaN for NaN and the infinities, 0.0 for every finite float
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
 
 
 def io_problem(exc: OSError) -> str:
@@ -56,21 +92,29 @@ def _temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}{_TMP_MARK}{os.getpid()}")
 
 
+#: Rows are written to the file in blocks of this many bytes (one write call each).
+BLOCK_BYTES = 1 << 20
+
+
 class StagedFile:
-    """A text file written under a temporary name and renamed over ``path`` by ``commit()``."""
+    """A UTF-8 file written under a temporary name and renamed over ``path`` by ``commit()``;
+    rows go out in blocks of ``BLOCK_BYTES``."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.temp = _temp_name(path)
         try:
-            self._fh: IO[str] | None = self.temp.open("w", encoding="utf-8")
+            self._fh: IO[bytes] | None = self.temp.open("wb", buffering=BLOCK_BYTES)
         except OSError as exc:
             raise OutputError(f"{path.parent}: cannot write: {io_problem(exc)}") from None
 
     def write(self, text: str) -> None:
+        self.write_bytes(text.encode("utf-8"))
+
+    def write_bytes(self, data: bytes) -> None:
         assert self._fh is not None, "written after commit or discard"
         try:
-            self._fh.write(text)
+            self._fh.write(data)
         except OSError as exc:
             raise OutputError(f"{self.path}: write failed: {io_problem(exc)}") from None
 

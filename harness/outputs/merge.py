@@ -26,7 +26,7 @@ from ..metrics.run import RunTotals
 from ..planning import Judgment
 from ..rubrics.rubric import Rubric
 from ..transcripts.performance import Performance
-from .files import dumps
+from .files import dumps_line
 from .rundir import open_run_dir
 from .writer import write_summary
 
@@ -148,8 +148,8 @@ def _paid_first(paths: list[Path]) -> dict[int, str]:
                         first_cached[key] = (index, row)
                 elif not row.get("cached") and key in first_cached:
                     at, first = first_cached.pop(key)
-                    moved[at] = dumps({**row, "transcript_id": first["transcript_id"]}) + "\n"
-                    moved[index] = dumps({**first, "transcript_id": row["transcript_id"]}) + "\n"
+                    moved[at] = dumps_line({**row, "transcript_id": first["transcript_id"]}).decode()
+                    moved[index] = dumps_line({**first, "transcript_id": row["transcript_id"]}).decode()
             index += 1
     return moved
 

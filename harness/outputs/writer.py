@@ -18,7 +18,7 @@ from ..metrics.composites import Component, weighted_composite
 from ..metrics.run import RunTotals
 from ..planning import Entry
 from ..rubrics.rubric import Rubric
-from .files import StagedFile, atomic_write_text, dumps
+from .files import StagedFile, atomic_write_text, dumps, dumps_line
 
 
 class OutputSink:
@@ -45,7 +45,7 @@ class OutputSink:
         for job in entry.jobs:
             j = job.result
             assert j is not None
-            self._judgments.write(dumps(j.as_dict()) + "\n")
+            self._judgments.write_bytes(dumps_line(j.as_dict()))
             self.totals.add(j)
             scores[j.judge][j.rubric] = j.score
             if j.status != "scored":
@@ -69,7 +69,7 @@ class OutputSink:
             "composites_unscored": composite_reasons,
             "performance": transcript.performance.as_dict(),
         }
-        self._results.write(dumps(row) + "\n")
+        self._results.write_bytes(dumps_line(row))
 
     def commit(self) -> None:
         """Rename the rows written so far into place (over the previous run's files)."""
