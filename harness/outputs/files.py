@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import math
 import os
 from pathlib import Path
 from typing import IO, Any
