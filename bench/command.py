@@ -12,6 +12,10 @@ after ``--latency`` seconds. Each repeat uses a fresh cache and output directory
 goes to the server; the run is checked (exit 0, N judgments scored, the server saw N requests).
 It prints each run and the median's ratio to the ideal N·L/C (the issue's target: ≤ 1.25×), and
 ``harness --help`` alone (the cost every command pays before it starts).
+
+Each repeat also runs the floor, interleaved: ``bench/raw_client.py``, a raw aiohttp script as a
+whole process, sending the same request bodies (rendered beforehand from the same transcripts),
+and the medians of both are printed side by side (issue 27: wall <= 1.1x, CPU <= 2x the script's).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.throughput import RUBRICS, ServerProcess, write_config, write_transcripts
+from bench.throughput import RUBRICS, ServerProcess, request_bodies, write_config, write_transcripts
 
 
 def timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
@@ -61,12 +65,23 @@ def main() -> int:
     )
     walls: list[float] = []
     cpus: list[float] = []
+    raw_walls: list[float] = []
+    raw_cpus: list[float] = []
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         work = Path(tmp)
         data = write_transcripts(work / "data.jsonl", args.n // len(RUBRICS))
         with ServerProcess(args.latency, work) as server:
             config = write_config(work / "harness.toml", server.base_url, args.concurrency)
+            bodies = work / "bodies.jsonl"
+            bodies.write_text("".join(json.dumps(b) + "\n" for b in request_bodies(data, config)), encoding="utf-8")
             for repeat in range(args.repeats):
+                server.reset()
+                raw_argv = [sys.executable, str(ROOT / "bench" / "raw_client.py"), str(bodies), server.base_url, str(args.concurrency)]
+                raw_wall, raw_cpu, raw = timed([*raw_argv, str(work / f"raw-{repeat}.jsonl")])
+                if raw.returncode != 0 or server.stats()["requests"] != args.n:
+                    raise SystemExit(f"raw script: exit {raw.returncode}, {server.stats()['requests']} requests: {raw.stderr[-1000:]}")
+                raw_walls.append(raw_wall)
+                raw_cpus.append(raw_cpu)
                 server.reset()
                 out = work / f"out-{repeat}"
                 options = ("--config", config, "--out", out, "--cache", work / f"cache-{repeat}.sqlite", "--no-progress")
@@ -81,13 +96,20 @@ def main() -> int:
                 walls.append(wall)
                 cpus.append(cpu)
                 print(
-                    f"  run {repeat + 1}: {wall:.3f} s = {wall / ideal:.3f}x ideal (in-run wall_time_s {summary['wall_time_s']:.3f}), CPU {cpu:.3f} s"
+                    f"  run {repeat + 1}: {wall:.3f} s = {wall / ideal:.3f}x ideal (in-run wall_time_s {summary['wall_time_s']:.3f}), CPU {cpu:.3f} s; "
+                    f"raw script {raw_wall:.3f} s, CPU {raw_cpu:.3f} s"
                 )
     median = statistics.median(walls)
     print(
         f"harness run, N={args.n}, L={args.latency * 1000:g} ms, C={args.concurrency}: ideal {ideal:.3f} s, "
         f"median {median:.3f} s = {median / ideal:.3f}x ideal (target <= 1.25x), CPU median {statistics.median(cpus):.3f} s; "
         f"load average {os.getloadavg()[0]:.2f}"
+    )
+    raw_wall, raw_cpu, cpu = statistics.median(raw_walls), statistics.median(raw_cpus), statistics.median(cpus)
+    print(
+        f"raw aiohttp script (whole process, same requests): median {raw_wall:.3f} s = {raw_wall / ideal:.3f}x ideal, CPU median {raw_cpu:.3f} s "
+        f"({raw_cpu / args.n * 1000:.3f} ms a judgment); harness/raw: wall {median / raw_wall:.3f}x (target <= 1.1x), "
+        f"CPU {cpu / raw_cpu:.3f}x (target <= 2x; {cpu / args.n * 1000:.3f} ms a judgment)"
     )
     return 0
 
