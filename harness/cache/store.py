@@ -207,9 +207,10 @@ class JudgmentCache(WriteBehindStore):
         async with self._tx:
             try:
                 await self.db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", rows)
-                await self.db.execute(
-                    "DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(keys))
-                )
+                if keys:
+                    await self.db.execute(
+                        "DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(keys))
+                    )
                 await self.db.commit()
             except BaseException:
                 await _rollback(self.db)

@@ -54,19 +54,23 @@ def dumps_line(value: Any) -> bytes:
 
 def _non_finite(value: Any) -> bool:
     """Does ``value`` hold a NaN or an infinity anywhere? (A loop, not recursion: it runs per row.)"""
+    if isinstance(value, float):
+        return value - value != 0.0
     stack = [value]
     while stack:
         item = stack.pop()
-        kind = type(item)
-        if item is None or kind is str or kind is int or kind is bool:
-            continue
-        if isinstance(item, float):
-            if item - item != 0.0:  # NaN for NaN and the infinities, 0.0 for every finite float
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+        for v in item.values() if isinstance(item, dict) else item:
+            kind = type(v)
+            if kind is float:
+                if v - v != 0.0:  # NaN for NaN and the infinities, 0.0 for every finite float
+                    return True
+            elif v is None or kind is str or kind is int or kind is bool:
+                continue
+            elif isinstance(v, float):
+                if v - v != 0.0:
+                    return True
+            elif isinstance(v, dict | list | tuple):
+                stack.append(v)
     return False
 
 

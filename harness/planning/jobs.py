@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from ..cache.keys import request_key
-from ..config import JudgeConfig
+from ..config import JudgeConfig, Sampling
 from ..cost.tokens import TokenCounter
 from ..judges.base import JudgeRequest
 from ..judges.families import shape_request
@@ -74,11 +74,20 @@ def _counter(model: str, tokenizer: str | None) -> TokenCounter:
     return TokenCounter.for_model(model, tokenizer)
 
 
-def make_entry(transcript: Resolved, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True) -> Entry:
+def make_entry(
+    transcript: Resolved,
+    rubrics: Sequence[Rubric],
+    judges: Sequence[JudgeConfig],
+    *,
+    keyed: bool = True,
+    samplings: Mapping[str, Sampling] | None = None,
+) -> Entry:
     """The transcript's jobs. ``keyed=False`` (an estimate with no cache to look in) skips the
-    cache key and the rate limiter's token guess, which nothing would read."""
+    cache key and the rate limiter's token guess, which nothing would read. ``samplings`` (judge
+    name to ``judge.sampling``) lets a run resolve them once, not once per transcript."""
     entry = Entry(transcript)
-    samplings = {judge.name: judge.sampling for judge in judges} if keyed else {}
+    if samplings is None:
+        samplings = {judge.name: judge.sampling for judge in judges} if keyed else {}
     blocks: dict[str, str] = {}
     present = transcript.present_inputs()
     for rubric in rubrics:

@@ -73,6 +73,8 @@ class Runner:
         self.endpoints = Endpoint.group(plan.judges)
         self.caller = Caller(plan.judges, self.endpoints, budget)
         self._endpoint_of = {j.name: e.id for e in self.endpoints for j in e.judges}
+        # Resolved once a run: a judge's endpoint reads the environment (bench/profile_judgment.py).
+        self._samplings = {j.name: j.sampling for j in plan.judges}
         self._queues: dict[str, asyncio.Queue[Job | None]] = {}
         #: key -> the jobs of this run waiting for the call of the first job with that key
         self._inflight: dict[str, list[Job]] = {}
@@ -148,7 +150,7 @@ class Runner:
             if shard is not None and not shard.holds(count):
                 continue
             await self._room.acquire()
-            batch.append(make_entry(record.resolved(), self.rubrics, self.plan.judges))
+            batch.append(make_entry(record.resolved(), self.rubrics, self.plan.judges, samplings=self._samplings))
             if len(batch) >= BATCH:
                 await self._dispatch(batch)
                 batch = []
