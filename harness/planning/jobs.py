@@ -138,7 +138,8 @@ def make_entry(
                 job = Job(entry, rubric, judge, sample=sample, samples=samples)
                 entry.jobs.append(job)
                 job.truncated_input = truncated_input
-                job.request = dataclasses.replace(base, seed=seed, top_logprobs=top)
+                # (a frozen dataclass is costly to copy: only when a field changes)
+                job.request = base if (seed, top) == (base.seed, base.top_logprobs) else dataclasses.replace(base, seed=seed, top_logprobs=top)
                 if not keyed:
                     continue
                 # The key is computed here, once, and carried by the job and its request: a batch
