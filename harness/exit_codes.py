@@ -1,5 +1,12 @@
 """The exit codes of ``harness`` commands (README "Exit codes"); one home for the CLI and the run."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .errors import HarnessError
+
 EXIT_OK = 0
 EXIT_FAILED_JUDGMENTS = 1
 EXIT_USER_ERROR = 2
@@ -28,12 +35,15 @@ EXIT_CODES = {
 }
 
 
-def exit_code_for(exc: BaseException) -> int:
-    """The exit code of an error that stopped a command: the one mapping the CLI and the Python API share."""
-    from .errors import BudgetExceeded, CacheError, OutputError, ResourceExhausted, UserInputError
+def exit_code_for(exc: HarnessError) -> int:
+    """The documented exit code of a HarnessError that stopped a command: the one mapping the CLI
+    (``cli/common.fail``) and the Python API (``harness.evaluate``) share."""
+    from .errors import BatchError, BudgetExceeded, CacheError, JudgeError, OutputError, ResourceExhausted, UserInputError
 
     if isinstance(exc, BudgetExceeded):
         return EXIT_BUDGET
-    if isinstance(exc, CacheError | OutputError | ResourceExhausted | OSError | MemoryError):
+    if isinstance(exc, CacheError | OutputError | ResourceExhausted):
         return EXIT_IO
+    if isinstance(exc, BatchError | JudgeError):  # the provider refused: as a run whose judgments failed
+        return EXIT_FAILED_JUDGMENTS
     return EXIT_USER_ERROR if isinstance(exc, UserInputError) else EXIT_INTERNAL

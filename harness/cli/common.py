@@ -21,8 +21,8 @@ from rich.markup import escape
 from typer.core import TyperArgument, TyperGroup, TyperOption
 from typer.exceptions import TyperException
 
-from ..errors import BatchError, BudgetExceeded, CacheError, HarnessError, JudgeError, OutputError, ResourceExhausted, UserInputError
-from ..exit_codes import EXIT_BUDGET, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_USER_ERROR
+from ..errors import HarnessError
+from ..exit_codes import EXIT_INTERRUPTED, EXIT_USER_ERROR, exit_code_for
 
 try:  # typer 0.25+ carries its own click; before, it used click's exceptions
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
@@ -65,22 +65,11 @@ TyperOption.display_type_rich = _shown_type(TyperOption.display_type_rich)  # ty
 TyperArgument.display_type_rich = _shown_type(TyperArgument.display_type_rich)  # type: ignore[method-assign, assignment]
 
 
-def exit_for(exc: HarnessError) -> int:
-    """The documented exit code of a HarnessError (README "Exit codes")."""
-    if isinstance(exc, BudgetExceeded):
-        return EXIT_BUDGET
-    if isinstance(exc, CacheError | OutputError | ResourceExhausted):
-        return EXIT_IO
-    if isinstance(exc, BatchError | JudgeError):  # the provider refused: as a run whose judgments failed
-        return EXIT_FAILED_JUDGMENTS
-    return EXIT_USER_ERROR if isinstance(exc, UserInputError) else EXIT_INTERNAL
-
-
 def fail(exc: BaseException) -> typer.Exit:
     """Print one line for ``exc`` (whatever the terminal width; text, never rich markup) and return
     the exit that carries its code. A HarnessError is the user's or the provider's; anything else is a bug."""
     if isinstance(exc, HarnessError):
-        code, message = exit_for(exc), str(exc)
+        code, message = exit_code_for(exc), str(exc)
     else:
         from ..runner.session import crash_exit
 
