@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, UserInputError
 from harness.runner.cascade import CascadeOptions, calibrate, run_cascade, verdict
 from tests.e2e_support import KEY, KEY_ENV, judge, serve, write_jsonl
 from tests.judge_server import prompt_text
@@ -139,3 +139,34 @@ def test_a_stage_without_confidence_is_refused(tmp_path: Path) -> None:
         ["cascade", "calibrate", "calib.jsonl", "--config", "harness.toml", "--rubric", "relevance", "--out", "cal"], cwd=tmp_path, env={KEY_ENV: KEY}
     )
     assert done.returncode == 2 and "gives no confidence" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["numeric", "pass_fail"])
+def test_calibrate_against_human_labels(tmp_path: Path, kind: str) -> None:
+    """Human labels read as `harness agreement` reads them: numbers agree with the same score,
+    pass/fail with a score on its side of the scale's midpoint. Both judges are sure and right on
+    easy transcripts, so the weak stage is trusted at full confidence and agrees on the held-out ones."""
+    _transcripts(tmp_path / "calib.jsonl", 300)
+    rows = [json.loads(line) for line in (tmp_path / "calib.jsonl").read_text().splitlines()]
+    with (tmp_path / "human.jsonl").open("w") as fh:
+        for row in rows:
+            true = float(_TRUE.search(row["query"]).group(1))  # type: ignore[union-attr]
+            label: Any = true if kind == "numeric" else ("pass" if true >= 0.5 else "fail")
+            fh.write(json.dumps({"transcript_id": row["id"], "rubric": "relevance", "label": label}) + "\n")
+    with serve(choices=choices) as server:
+        _config(tmp_path / "harness.toml", server.base_url)
+        options = CascadeOptions(tmp_path / "calib.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance", tmp_path / "c.sqlite")
+        result = asyncio.run(calibrate(options, labels=tmp_path / "human.jsonl"))
+    assert result["reference"] == "human labels"
+    weak = result["stages"][0]
+    assert weak["threshold"] == 1.0 and weak["errors"] == 0 and weak["heldout_agreement"] == 1.0
+
+
+def test_a_label_off_the_scale_is_one_line(tmp_path: Path) -> None:
+    _transcripts(tmp_path / "calib.jsonl", 40)
+    (tmp_path / "human.jsonl").write_text(json.dumps({"transcript_id": "t1", "rubric": "relevance", "label": 7}) + "\n")
+    with serve(choices=choices) as server:
+        _config(tmp_path / "harness.toml", server.base_url)
+        options = CascadeOptions(tmp_path / "calib.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance", tmp_path / "c.sqlite")
+        with pytest.raises(UserInputError, match=r"human.jsonl:1: label: 7 is outside the relevance scale"):
+            asyncio.run(calibrate(options, labels=tmp_path / "human.jsonl"))

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,10 @@ import numpy as np
 
 from ..config import CascadeConfig, JudgeConfig
 from ..errors import ConfigError, UserInputError
-from ..exit_codes import EXIT_FAILED_JUDGMENTS
 from ..outputs.files import atomic_write_text
 from ..planning import RunOptions, build_plan
 from ..stats.selective import StageThreshold, calibrate_cascade
-from .session import run_evaluation
+from .subset import judge_subset, records_by_id
 
 #: the share of calibration transcripts held out to measure what the thresholds give
 HOLDOUT = 0.3
@@ -97,34 +97,21 @@ def _stages(options: CascadeOptions) -> tuple[CascadeConfig, list[JudgeConfig]]:
     return config.cascade, stages
 
 
-async def _judge(options: CascadeOptions, source: Path, judge: str, out: Path, ids: set[str] | None = None) -> dict[str, dict[str, Any]]:
-    """One stage's ordinary run over ``source`` (only ``ids`` when given): judgments by transcript id."""
-    if ids is not None:
-        subset = out.parent / f".{out.name}.jsonl"
-        subset.parent.mkdir(parents=True, exist_ok=True)
-        with source.open("rb") as fh, subset.open("wb") as dst:
-            for line in fh:
-                if line.strip() and json.loads(line).get("id") in ids:
-                    dst.write(line.rstrip(b"\n") + b"\n")
-        source = subset
-    if out.exists():
-        shutil.rmtree(out)
-    outcome = await run_evaluation(
-        RunOptions(
-            input=source,
-            out=out,
-            config=options.config,
-            prompts=list(options.prompts),
-            rubrics=[options.rubric],
-            cache=options.cache,
-            offline=options.offline,
-            concurrency=options.concurrency,
-            progress=False,
-            judges_only=[judge],
-        )
+async def _judge(options: CascadeOptions, records: dict[str, bytes], ids: Iterable[str], judge: str, out: Path) -> dict[str, dict[str, Any]]:
+    """One stage's ordinary run over the transcripts ``ids`` (in file order): judgments by transcript id."""
+    run = RunOptions(
+        input=options.input,
+        out=out,
+        config=options.config,
+        prompts=list(options.prompts),
+        rubrics=[options.rubric],
+        cache=options.cache,
+        offline=options.offline,
+        concurrency=options.concurrency,
+        progress=False,
+        judges_only=[judge],
     )
-    if outcome.exit_code not in (0, EXIT_FAILED_JUDGMENTS):
-        raise UserInputError(f"cascade stopped: stage {judge!r} ended with exit {outcome.exit_code}: {outcome.message}")
+    await judge_subset(records, ids, out.parent / f".{out.name}.jsonl", run, f"cascade stopped: stage {judge!r}")
     rows: dict[str, dict[str, Any]] = {}
     with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
         for text in fh:
@@ -133,23 +120,27 @@ async def _judge(options: CascadeOptions, source: Path, judge: str, out: Path, i
     return rows
 
 
-def _labels(path: Path, rubric: str) -> dict[str, Any]:
-    labels: dict[str, Any] = {}
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserInputError(f"{path}:{number}: <json>: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict) or "transcript_id" not in row or "label" not in row:
-                raise UserInputError(f"{path}:{number}: expected {{'transcript_id', 'rubric', 'label'}}")
-            if row.get("rubric", rubric) == rubric:
-                labels[str(row["transcript_id"])] = row["label"]
-    if not labels:
-        raise UserInputError(f"{path}: holds no {rubric} labels")
-    return labels
+def _human_reference(labels: Path, run_dir: Path, rubric: str) -> dict[str, Callable[[Any], bool]]:
+    """Per labelled transcript, whether a verdict agrees with its human label, read and checked as
+    ``harness agreement`` reads labels (``analysis.io.read_labels``: scale, kinds, one label each).
+    A numeric label agrees with the same score; a pass/fail label with a score on its side of the
+    rubric's pass threshold (the scale's midpoint, as ``agreement`` uses by default)."""
+    from ..analysis.io import read_labels, read_run
+    from ..analysis.scales import passes, threshold_for
+
+    run = read_run(run_dir)
+    read = read_labels(labels, run)
+    if rubric not in read.by_metric:
+        raise UserInputError(f"{labels}: holds no {rubric} labels")
+    metric = run.metrics[rubric]
+    if read.kind[rubric] == "numeric":
+        return {label.transcript_id: partial(_agrees, reference=label.value) for label in read.by_metric[rubric]}
+    cut = threshold_for(metric, {})
+
+    def agrees_pass_fail(value: Any, passed: bool) -> bool:
+        return isinstance(value, int | float) and bool(passes(np.array([float(value)]), metric, cut)[0]) == passed
+
+    return {label.transcript_id: partial(agrees_pass_fail, passed=label.value == "pass") for label in read.by_metric[rubric]}
 
 
 def _agrees(value: Any, reference: Any) -> bool:
@@ -179,9 +170,14 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
     """Set each stage's threshold on the calibration transcripts (``options.input``); write and
     return OUT/cascade.json."""
     cascade, stages = _stages(options)
-    judged = {j.name: await _judge(options, options.input, j.name, options.out / "calibration" / j.name) for j in stages}
-    reference_of = _labels(labels, options.rubric) if labels is not None else {t: verdict(row)[0] for t, row in judged[stages[-1].name].items()}
-    ids = sorted(t for t in judged[stages[0].name] if reference_of.get(t) is not None)
+    records = records_by_id(options.input)
+    judged = {j.name: await _judge(options, records, records, j.name, options.out / "calibration" / j.name) for j in stages}
+    if labels is not None:
+        agrees_with = _human_reference(labels, options.out / "calibration" / stages[-1].name, options.rubric)
+    else:  # the strongest stage's verdict is the reference
+        references = {t: verdict(row)[0] for t, row in judged[stages[-1].name].items()}
+        agrees_with = {t: partial(_agrees, reference=ref) for t, ref in references.items() if ref is not None}
+    ids = sorted(t for t in judged[stages[0].name] if t in agrees_with)
     if len(ids) < 30:
         raise UserInputError(f"calibration needs at least 30 transcripts with a reference verdict; {len(ids)} have one")
     random.Random(seed).shuffle(ids)
@@ -194,7 +190,7 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
             rows = judged[judge.name]
             pairs = [verdict(rows[t]) if t in rows else (None, None) for t in subset]
             confs.append(np.array([c if c is not None else -1.0 for _, c in pairs]))
-            agrees.append(np.array([v is not None and _agrees(v, reference_of[t]) for (v, _), t in zip(pairs, subset, strict=True)]))
+            agrees.append(np.array([v is not None and agrees_with[t](v) for (v, _), t in zip(pairs, subset, strict=True)]))
         return confs, agrees
 
     alpha, delta = 1 - cascade.target_agreement, 1 - cascade.confidence
@@ -247,13 +243,15 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
         raise UserInputError(f"{calibration}: not a cascade.json written by harness cascade calibrate ({exc})") from None
     if [s.name for s in stages] != list(thresholds) or calibrated.get("rubric") != options.rubric:
         raise UserInputError(f"{calibration}: calibrated for other stages or another rubric; calibrate again")
+    records = records_by_id(options.input)
     answers: dict[str, dict[str, Any]] = {}
-    pending: set[str] | None = None
+    pending: set[str] = set(records)
     per_stage: list[dict[str, Any]] = []
     cost = 0.0
     cost_known = True
     for index, judge in enumerate(stages):
-        rows = await _judge(options, options.input, judge.name, options.out / "stages" / f"{index + 1}-{judge.name}", pending)
+        ids = [t for t in records if t in pending]  # in file order
+        rows = await _judge(options, records, ids, judge.name, options.out / "stages" / f"{index + 1}-{judge.name}")
         threshold = thresholds[judge.name]["threshold"]
         passed: set[str] = set()
         for tid, row in rows.items():
@@ -270,7 +268,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
         if not pending:
             break
     last = stages[-1].name
-    for tid in sorted(pending or ()):
+    for tid in sorted(pending):
         answers[tid] = {
             "transcript_id": tid,
             "rubric": options.rubric,
@@ -290,7 +288,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
     summary = {
         "rubric": options.rubric,
         "transcripts": total,
-        "abstained": len(pending or ()),
+        "abstained": len(pending),
         "stages": [
             {
                 **stage,

@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import UserInputError
-from ..exit_codes import EXIT_FAILED_JUDGMENTS
 from ..outputs.files import atomic_write_text
 from ..planning import RunOptions, build_plan
 from ..stats.sequential import PairedDifferenceCS
-from ..transcripts.loader import iter_raw, parse_record
-from .session import RunOutcome, run_evaluation
+from .session import RunOutcome
+from .subset import judge_subset, records_by_id
 
 Stop = Literal["decided", "within_margin", "budget", "exhausted"]
 
@@ -109,19 +108,6 @@ class RaceResult:
         return data
 
 
-def _records(path: Path) -> dict[str, bytes]:
-    """Every transcript of ``path`` by id, as its raw JSON text (validated; a bad record is one
-    line naming the file, line and field)."""
-    records: dict[str, bytes] = {}
-    for raw in iter_raw(path, "jsonl"):
-        transcript = parse_record(path, raw)
-        if transcript.id in records:
-            raise UserInputError(f"{path}:{raw.line}: id: duplicate id {transcript.id!r}")
-        text = raw.text if isinstance(raw.text, bytes) else raw.text.encode("utf-8")
-        records[transcript.id] = text.strip()
-    return records
-
-
 def _scale(options: RaceOptions) -> tuple[str, float, float, list[str] | None]:
     """The judge's name, the metric's scale (lo, hi), and a composite's rubrics (None for a rubric)."""
     plan = build_plan(
@@ -151,27 +137,21 @@ def _scale(options: RaceOptions) -> tuple[str, float, float, list[str] | None]:
 
 
 async def _judge(options: RaceOptions, records: dict[str, bytes], ids: list[str], work: Path, side: str, rubrics: list[str], out: Path) -> RunOutcome:
-    work.mkdir(parents=True, exist_ok=True)
-    source = work / f"{side}.jsonl"
-    source.write_bytes(b"".join(records[i] + b"\n" for i in ids))
-    if out.exists():
-        shutil.rmtree(out)
-    return await run_evaluation(
-        RunOptions(
-            input=source,
-            out=out,
-            config=options.config,
-            model=options.model,
-            base_url=options.base_url,
-            api_key_env=options.api_key_env,
-            prompts=list(options.prompts),
-            rubrics=rubrics,
-            cache=options.cache,
-            offline=options.offline,
-            concurrency=options.concurrency,
-            progress=False,
-        )
+    run = RunOptions(
+        input=work / f"{side}.jsonl",
+        out=out,
+        config=options.config,
+        model=options.model,
+        base_url=options.base_url,
+        api_key_env=options.api_key_env,
+        prompts=list(options.prompts),
+        rubrics=rubrics,
+        cache=options.cache,
+        offline=options.offline,
+        concurrency=options.concurrency,
+        progress=False,
     )
+    return await judge_subset(records, ids, work / f"{side}.jsonl", run, f"race stopped: judging {side.upper()}")
 
 
 def _values(out: Path, judge: str, metric: str, composite: bool) -> dict[str, tuple[float | None, str]]:
@@ -215,8 +195,6 @@ class _Tally:
     exit_code: int = 0
 
     def paid(self, outcome: RunOutcome) -> None:
-        if outcome.exit_code not in (0, EXIT_FAILED_JUDGMENTS):
-            raise UserInputError(f"race stopped: a round ended with exit {outcome.exit_code}: {outcome.message}")
         cost, count = _cost(outcome)
         self.spent = None if self.spent is None or cost is None else self.spent + cost
         self.judgments += count
@@ -253,7 +231,7 @@ async def race(options: RaceOptions, on_look: Callable[[Look], None] | None = No
     judge, lo, hi, parts = _scale(options)
     composite = parts is not None
     rubrics = parts if parts is not None else [options.metric]
-    a, b = _records(options.a), _records(options.b)
+    a, b = records_by_id(options.a), records_by_id(options.b)
     paired = sorted(set(a) & set(b))
     if not paired:
         raise UserInputError(f"{options.a} and {options.b} share no transcript id: nothing to pair")

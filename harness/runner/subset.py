@@ -1,0 +1,48 @@
+"""Judging a chosen subset of a transcripts file as an ordinary run.
+
+``harness race`` judges a round of pairs at a time and ``harness cascade`` passes a stage what the
+stage before it was unsure of; both write the chosen transcripts' raw JSON lines to a file of
+their own and run :func:`run_evaluation` on it, so the rendered prompts, cache keys and judgments
+are exactly those of ``harness run`` on the whole file.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import TranscriptError, UserInputError
+from ..exit_codes import EXIT_FAILED_JUDGMENTS
+from ..planning import RunOptions
+from ..transcripts.loader import iter_raw, parse_record
+from .session import RunOutcome, run_evaluation
+
+
+def records_by_id(path: Path) -> dict[str, bytes]:
+    """Every transcript of the JSONL file ``path`` by id, as its raw JSON text, validated as
+    ``harness run`` validates it (a bad record or a repeated id is one line naming file, line and field)."""
+    records: dict[str, bytes] = {}
+    for raw in iter_raw(path, "jsonl"):
+        transcript = parse_record(path, raw)
+        if transcript.id in records:
+            raise TranscriptError(str(path), raw.line, "id", f"duplicate id {transcript.id!r}")
+        text = raw.text if isinstance(raw.text, bytes) else raw.text.encode("utf-8")
+        records[transcript.id] = text.strip()
+    return records
+
+
+async def judge_subset(records: Mapping[str, bytes], ids: Iterable[str], source: Path, options: RunOptions, what: str) -> RunOutcome:
+    """Write the ``ids`` of ``records`` to ``source`` and run ``options`` on it into a fresh
+    ``options.out``. A run that could not judge (any exit but 0 or "some judgments failed") stops
+    the caller with one line naming ``what``."""
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_bytes(b"".join(records[i] + b"\n" for i in ids))
+    assert options.out is not None
+    if options.out.exists():
+        shutil.rmtree(options.out)
+    outcome = await run_evaluation(replace(options, input=source))
+    if outcome.exit_code not in (0, EXIT_FAILED_JUDGMENTS):
+        raise UserInputError(f"{what} ended with exit {outcome.exit_code}: {outcome.message}")
+    return outcome
