@@ -46,7 +46,10 @@ def test_a_clear_difference_is_decided_early_and_replays_offline(tmp_path: Path)
     assert result.pairs_judged < 200 and result.pairs_judged % 20 == 0
     # one request per judged transcript and side: the final run directories came from the cache
     assert paid == 2 * result.pairs_judged == result.judgments
-    assert result.saved_usd is not None and result.saved_usd > 0
+    # saved: the pairs left unjudged, two judgments each, at this race's mean cost per judgment
+    assert result.cost_usd is not None and result.saved_usd is not None
+    assert result.saved_usd == pytest.approx(result.cost_usd / result.judgments * 2 * (200 - result.pairs_judged))
+    assert result.saved_usd > 0
     judged_a = [json.loads(line) for line in (tmp_path / "race" / "a" / "judgments.jsonl").read_text().splitlines()]
     assert len(judged_a) == result.pairs_judged and all(j["cached"] for j in judged_a)
     looks = [json.loads(line) for line in (tmp_path / "race" / "sequence.jsonl").read_text().splitlines()]
