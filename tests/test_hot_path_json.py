@@ -3,6 +3,8 @@ behaviour kept at every edge (the oracle here is ``json`` itself)."""
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import json
 import math
 from pathlib import Path
@@ -11,8 +13,13 @@ import pytest
 
 from harness.errors import OutputError
 from harness.jsonlines import decode_json
+from harness.judges.base import JudgeRequest
 from harness.judges.http import encode_body
 from harness.outputs.files import StagedFile, dumps, dumps_line
+from harness.outputs.writer import judgment_line
+from harness.planning import Judgment
+from harness.planning.judgment import _FLOAT_FIELDS
+from harness.runner.session import _collector_tuned
 
 ROW = {
     "transcript_id": "t-é-\u2028-😀",
@@ -91,3 +98,61 @@ def test_request_body_with_a_lone_surrogate_fails_as_before() -> None:
         json.dumps(body, ensure_ascii=False).encode()
     with pytest.raises(UnicodeEncodeError):
         encode_body(body)
+
+
+# -- judgments.jsonl rows: orjson on the dataclass, the checked path's refusals kept ----------
+
+
+def _judgment(**fields: object) -> Judgment:
+    return Judgment(transcript_id="t-é", rubric="relevance", rubric_version="2", judge="j", status="scored", **fields)  # type: ignore[arg-type]
+
+
+def test_judgment_row_is_the_standard_librarys_row_of_as_dict() -> None:
+    j = _judgment(score=0.75, raw_output="Score: 0.75", cost_usd=1e-6, latency_ms=12.5, sample_scores=[0.5, None], score_distribution={"1": 0.25})
+    line = judgment_line(j)
+    assert line.endswith(b"\n") and list(json.loads(line)) == list(j.as_dict())
+    assert json.loads(line) == json.loads(dumps(j.as_dict()))
+
+
+def test_judgment_fields_that_can_hold_a_float_are_all_checked() -> None:
+    assert set(_FLOAT_FIELDS) == {"score", "raw_score", "cost_usd", "latency_ms", "spread", "sample_scores", "score_distribution", "score_mass"}
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("field", ["score", "cost_usd", "latency_ms", "sample_scores", "score_distribution"])
+def test_judgment_row_refuses_non_finite_numbers(bad: float, field: str) -> None:
+    value: object = [0.5, bad] if field == "sample_scores" else {"1": bad} if field == "score_distribution" else bad
+    j = _judgment(**{field: value})
+    assert j.non_finite() == field
+    with pytest.raises(OutputError, match="non-finite"):
+        judgment_line(j)
+
+
+def test_request_with_messages_is_dataclasses_replace() -> None:
+    """``with_messages`` lists the fields by position: a field added to JudgeRequest without it
+    fails here (every field set to a value other than its default)."""
+    full = JudgeRequest(
+        ({"role": "user", "content": "a"},),
+        max_tokens=7,
+        temperature=0.3,
+        seed=5,
+        token_param="max_completion_tokens",
+        send_temperature=False,
+        reasoning_effort="low",
+        schema={"type": "object"},
+        n=3,
+        top_logprobs=4,
+        fixed_prefix=2,
+        key="old",
+    )
+    assert all(getattr(full, f.name) != f.default for f in dataclasses.fields(JudgeRequest))
+    messages = ({"role": "user", "content": "b"},)
+    assert full.with_messages(messages, "new") == dataclasses.replace(full, messages=messages, key="new")
+
+
+def test_a_runs_collector_settings_are_put_back_even_on_error() -> None:
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), _collector_tuned():
+        assert gc.get_threshold()[0] > before[0] and gc.get_freeze_count() > 0
+        raise RuntimeError("the run failed")
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

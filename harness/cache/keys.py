@@ -39,23 +39,74 @@ def cache_key(
     sample: int = 0,
     logprobs: int | None = None,
 ) -> str:
-    """sha256 over the length-prefixed fields. Hashing the fields directly instead of a JSON
-    document of them is 3-4× faster (bench/estimate_bench.py computes 400,000 keys)."""
-    fields = [str(KEY_FORMAT), model, base_url, repr(float(temperature)), str(max_tokens), repr(seed), rubric, rubric_version]
-    # Repeated samples and logprob requests enter the key only when used, so every key written
-    # without them is unchanged (sample 0 is the plain judgment: samples = k reuses it).
-    if sample:
-        fields.append(f"sample={sample}")
-    if logprobs is not None:
-        fields.append(f"top_logprobs={logprobs}")
-    for message in messages:
-        fields += (message["role"], message["content"])
-    if extras:  # request-shape options (judges/families.py); absent, the key is what it always was
-        fields += ("extras", *extras)
+    """sha256 over the length-prefixed fields (:class:`KeyHasher`)."""
+    hasher = KeyHasher(
+        model=model,
+        base_url=base_url,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        rubric=rubric,
+        rubric_version=rubric_version,
+        extras=extras,
+        sample=sample,
+        logprobs=logprobs,
+    )
+    return hasher.key(messages)
+
+
+class KeyHasher:
+    """The key of every request that differs only in its messages: the other fields are encoded
+    once (a run keys each (rubric, judge, sample) this way for every transcript).
+
+    The hash is sha256 over the fields' UTF-8 lengths, ``|``, then the fields themselves. Hashing
+    the fields directly instead of a JSON document of them is 3-4x faster (bench/estimate_bench.py
+    computes 400,000 keys); the lengths up front make the byte stream unambiguous: no two field
+    lists give the same one."""
+
+    __slots__ = ("_head", "_head_lengths", "_tail", "_tail_lengths")
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+        rubric: str,
+        rubric_version: str,
+        extras: Sequence[str] = (),
+        sample: int = 0,
+        logprobs: int | None = None,
+    ) -> None:
+        head = [str(KEY_FORMAT), model, base_url, repr(float(temperature)), str(max_tokens), repr(seed), rubric, rubric_version]
+        # Repeated samples and logprob requests enter the key only when used, so every key written
+        # without them is unchanged (sample 0 is the plain judgment: samples = k reuses it).
+        if sample:
+            head.append(f"sample={sample}")
+        if logprobs is not None:
+            head.append(f"top_logprobs={logprobs}")
+        # request-shape options (judges/families.py); absent, the key is what it always was
+        tail = ["extras", *extras] if extras else []
+        self._head, self._head_lengths = _encoded(head)
+        self._tail, self._tail_lengths = _encoded(tail)
+
+    def key(self, messages: Sequence[dict[str, str]]) -> str:
+        lengths = list(self._head_lengths)
+        data = [self._head]
+        for message in messages:
+            role, content = message["role"].encode("utf-8"), message["content"].encode("utf-8")
+            data += (role, content)
+            lengths += (str(len(role)), str(len(content)))
+        lengths += self._tail_lengths
+        data.append(self._tail)
+        return hashlib.sha256(",".join(lengths).encode() + b"|" + b"".join(data)).hexdigest()
+
+
+def _encoded(fields: list[str]) -> tuple[bytes, list[str]]:
     data = [field.encode("utf-8") for field in fields]
-    # The lengths up front make the byte stream unambiguous: no two field lists give the same one.
-    lengths = ",".join(str(len(d)) for d in data).encode()
-    return hashlib.sha256(lengths + b"|" + b"".join(data)).hexdigest()
+    return b"".join(data), [str(len(d)) for d in data]
 
 
 def request_key(sampling: Sampling, request: JudgeRequest, *, rubric: str, rubric_version: str, sample: int = 0) -> str:
@@ -63,10 +114,14 @@ def request_key(sampling: Sampling, request: JudgeRequest, *, rubric: str, rubri
     sampling is ``sampling``. Model and endpoint come from the sampling; the budget, seed, schema
     and logprobs from the request as it is sent (a rubric's ``max_tokens``, a reasoning budget and
     ``seed + sample`` are resolved there); nothing else of a judge can reach it."""
-    return cache_key(
+    return request_hasher(sampling, request, rubric=rubric, rubric_version=rubric_version, sample=sample).key(request.messages)
+
+
+def request_hasher(sampling: Sampling, request: JudgeRequest, *, rubric: str, rubric_version: str, sample: int = 0) -> KeyHasher:
+    """:func:`request_key` for every request shaped as ``request`` but for its messages."""
+    return KeyHasher(
         model=sampling.model,
         base_url=sampling.endpoint,
-        messages=request.messages,
         temperature=sampling.temperature,
         max_tokens=request.max_tokens,
         seed=request.seed,

@@ -1,7 +1,7 @@
 """``harness estimate``: what a run would cost and how long it would take, with no network call.
 
 It plans every judgment exactly as ``run`` does (same validation, rubric selection, rendering and
-cache keys: ``planning.make_entry``), counts each prompt's tokens offline, and looks the keys
+cache keys: ``planning.Planner``), counts each prompt's tokens offline, and looks the keys
 up in the cache: a hit costs nothing. Completion tokens are given two ways: the rubric's
 ``max_tokens`` (the most a call can cost) and, where the cache holds earlier replies of the same
 judge model and rubric, their mean (what a call usually costs). The expected cost uses the mean
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..cache.location import open_reader
-from ..planning import Endpoint, Entry, RunOptions, RunPlan, build_plan, make_entry
+from ..planning import Endpoint, Entry, Planner, RunOptions, RunPlan, build_plan
 from ..transcripts import ScanResult, Transcript, iter_transcripts, scan
 from .prices import call_cost, prompt_cache_saving
 from .staleness import Retirement, StalePrice, retirements, stale_prices
@@ -183,8 +183,9 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
 
     try:
         batch: list[Entry] = []
+        planner = Planner(rubrics, plan.judges, keyed=cache is not None)
         for record in transcripts:
-            batch.append(make_entry(record.resolved(), rubrics, plan.judges, keyed=cache is not None))
+            batch.append(planner.entry(record.resolved()))
             if len(batch) >= _BATCH:
                 account(batch)
                 batch = []

@@ -42,6 +42,24 @@ class JudgeRequest:
     #: the request's cache key (``cache/keys.request_key``), set when the job is planned
     key: str | None = None
 
+    def with_messages(self, messages: tuple[dict[str, str], ...], key: str | None) -> JudgeRequest:
+        """This request with other messages and key: a run makes one per job, and
+        ``dataclasses.replace`` walks the fields each time (tests/test_planning checks they agree)."""
+        return JudgeRequest(
+            messages,
+            self.max_tokens,
+            self.temperature,
+            self.seed,
+            self.token_param,
+            self.send_temperature,
+            self.reasoning_effort,
+            self.schema,
+            self.n,
+            self.top_logprobs,
+            self.fixed_prefix,
+            key,
+        )
+
     @property
     def fixed_text(self) -> str:
         """The text every request of this rubric starts with: the system prompt(s) and the fixed

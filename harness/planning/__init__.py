@@ -11,7 +11,7 @@ outputs import it, never the other way round.
 """
 
 from .endpoints import Endpoint, endpoint_id
-from .jobs import Entry, Job, estimate_tokens, make_entry
+from .jobs import Entry, Job, Planner, estimate_tokens, make_entry
 from .judgment import NO_CALL_REASONS, Judgment, Reason, Status
 from .plan import CacheMode, RunOptions, RunPlan, build_plan
 from .shard import Shard, parse_shard
@@ -23,6 +23,7 @@ __all__ = [
     "Entry",
     "Job",
     "Judgment",
+    "Planner",
     "Reason",
     "RunOptions",
     "RunPlan",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..cache.keys import request_key
+from ..cache.keys import KeyHasher, request_hasher
 from ..config import JudgeConfig, Sampling
 from ..cost.tokens import TokenCounter
 from ..judges.base import JudgeRequest
@@ -34,13 +34,17 @@ class Job:
     judge: JudgeConfig
     request: JudgeRequest | None = None
     key: str | None = None
-    est_tokens: int = 0
     result: Judgment | None = None
     #: the prompt was cut to fit the judge's context window
     truncated_input: bool = False
     #: repeated samples: this job is sample ``sample`` of ``samples`` for its (rubric, judge)
     sample: int = 0
     samples: int = 1
+
+    @property
+    def est_tokens(self) -> int:
+        """The rate limiter's guess at the request's tokens (only a live call needs it)."""
+        return 0 if self.request is None else estimate_tokens(self.request.messages, self.request.max_tokens)
 
     def judgment(self, status: Status, reason: Reason | None = None, **fields: Any) -> Judgment:
         return Judgment(
@@ -74,6 +78,115 @@ def _counter(model: str, tokenizer: str | None) -> TokenCounter:
     return TokenCounter.for_model(model, tokenizer)
 
 
+@dataclass(slots=True)
+class _Sample:
+    """Sample ``index`` of a (rubric, judge): its request's shape (messages aside) and key hasher."""
+
+    index: int
+    shape: JudgeRequest
+    hasher: KeyHasher | None
+
+
+@dataclass(slots=True)
+class _Pair:
+    """One (rubric, judge): everything its request shares across transcripts, worked out once."""
+
+    rubric: Rubric
+    judge: JudgeConfig
+    shape: JudgeRequest
+    samples: list[_Sample]
+
+
+class Planner:
+    """Plans transcripts' jobs for fixed rubrics and judges: what a (rubric, judge) pair's requests
+    share (shape, seeds, logprobs, the constant part of the key) is worked out once, in
+    ``__init__``, and each transcript adds only its messages. ``keyed=False`` (an estimate with no
+    cache to look in) skips the cache key, which nothing would read."""
+
+    def __init__(
+        self, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True, samplings: Mapping[str, Sampling] | None = None
+    ) -> None:
+        self.rubrics = list(rubrics)
+        if not keyed:
+            samplings = None
+        elif samplings is None:
+            samplings = {judge.name: judge.sampling for judge in judges}
+        self._pairs: list[list[_Pair]] = []
+        for rubric in self.rubrics:
+            pairs = []
+            for judge in judges:
+                schema = schema_for(rubric) if judge.structured_output else None
+                shape = shape_request(judge, (), rubric.max_tokens or judge.max_tokens, schema, rubric.fixed_prefix)
+                top = TOP_LOGPROBS if judge.logprobs else None
+                samples = []
+                for index in range(rubric.samples or judge.samples):
+                    # Each sample is its own job: cached, retried and budgeted like any judgment;
+                    # with a seed, sample i asks with seed + i so that k samples are not k copies of one.
+                    seed = None if judge.seed is None else judge.seed + index
+                    sample_shape = (
+                        shape if (seed, top) == (shape.seed, shape.top_logprobs) else dataclasses.replace(shape, seed=seed, top_logprobs=top)
+                    )
+                    hasher = None
+                    if samplings is not None:
+                        hasher = request_hasher(samplings[judge.name], sample_shape, rubric=rubric.name, rubric_version=rubric.version, sample=index)
+                    samples.append(_Sample(index, sample_shape, hasher))
+                pairs.append(_Pair(rubric, judge, shape, samples))
+            self._pairs.append(pairs)
+
+    def entry(self, transcript: Resolved) -> Entry:
+        """The transcript's jobs, one per (rubric, judge, sample), in that order."""
+        entry = Entry(transcript)
+        jobs = entry.jobs
+        blocks: dict[str, str] = {}
+        present = transcript.present_inputs()
+        for rubric, pairs in zip(self.rubrics, self._pairs, strict=True):
+            missing = rubric.missing_inputs(transcript, present)
+            messages = None if missing else tuple(rubric.render(transcript, blocks))
+            for pair in pairs:
+                judge = pair.judge
+                if messages is None:
+                    job = Job(entry, rubric, judge)
+                    jobs.append(job)
+                    job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
+                    continue
+                sent, truncated_input = messages, False
+                if judge.context_window is not None:
+                    truncate = (rubric.truncate or judge.truncate) == "middle"
+                    fitted = fit(
+                        messages,
+                        transcript,
+                        rubric,
+                        window=judge.context_window,
+                        completion_tokens=pair.shape.max_tokens,
+                        counter=_counter(judge.model, judge.tokenizer),
+                        truncate=truncate,
+                    )
+                    if fitted.messages is None:
+                        job = Job(entry, rubric, judge)
+                        jobs.append(job)
+                        job.result = job.judgment(
+                            "unscored",
+                            reason="context_overflow",
+                            prompt_tokens=fitted.prompt_tokens,
+                            error=f"prompt of {fitted.prompt_tokens} tokens + {pair.shape.max_tokens} for the reply exceeds "
+                            f"the context window of {judge.context_window}"
+                            + (" even with its inputs cut" if truncate else ' (truncate = "middle" cuts it to fit)'),
+                        )
+                        continue
+                    if fitted.truncated:
+                        sent, truncated_input = fitted.messages, True
+                count = len(pair.samples)
+                for sample in pair.samples:
+                    # The key is computed here, once, and carried by the job and its request: a
+                    # batch line's custom_id and a batch reply's match are this key, never a recomputation.
+                    key = None if sample.hasher is None else sample.hasher.key(sent)
+                    jobs.append(Job(entry, rubric, judge, sample.shape.with_messages(sent, key), key, None, truncated_input, sample.index, count))
+        entry.pending = sum(1 for job in jobs if job.result is None)
+        if entry.pending == 0:
+            entry.done.set()
+        return entry
+
+
 def make_entry(
     transcript: Resolved,
     rubrics: Sequence[Rubric],
@@ -82,72 +195,5 @@ def make_entry(
     keyed: bool = True,
     samplings: Mapping[str, Sampling] | None = None,
 ) -> Entry:
-    """The transcript's jobs. ``keyed=False`` (an estimate with no cache to look in) skips the
-    cache key and the rate limiter's token guess, which nothing would read. ``samplings`` (judge
-    name to ``judge.sampling``) lets a run resolve them once, not once per transcript."""
-    entry = Entry(transcript)
-    if samplings is None:
-        samplings = {judge.name: judge.sampling for judge in judges} if keyed else {}
-    blocks: dict[str, str] = {}
-    present = transcript.present_inputs()
-    for rubric in rubrics:
-        missing = rubric.missing_inputs(transcript, present)
-        messages = None if missing else tuple(rubric.render(transcript, blocks))
-        for judge in judges:
-            if messages is None:
-                job = Job(entry, rubric, judge)
-                entry.jobs.append(job)
-                job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
-                continue
-            schema = schema_for(rubric) if judge.structured_output else None
-            base = shape_request(judge, messages, rubric.max_tokens or judge.max_tokens, schema, rubric.fixed_prefix)
-            truncated_input = False
-            if judge.context_window is not None:
-                truncate = (rubric.truncate or judge.truncate) == "middle"
-                counter = _counter(judge.model, judge.tokenizer)
-                fitted = fit(
-                    messages,
-                    transcript,
-                    rubric,
-                    window=judge.context_window,
-                    completion_tokens=base.max_tokens,
-                    counter=counter,
-                    truncate=truncate,
-                )
-                if fitted.messages is None:
-                    job = Job(entry, rubric, judge)
-                    entry.jobs.append(job)
-                    job.result = job.judgment(
-                        "unscored",
-                        reason="context_overflow",
-                        prompt_tokens=fitted.prompt_tokens,
-                        error=f"prompt of {fitted.prompt_tokens} tokens + {base.max_tokens} for the reply exceeds "
-                        f"the context window of {judge.context_window}"
-                        + (" even with its inputs cut" if truncate else ' (truncate = "middle" cuts it to fit)'),
-                    )
-                    continue
-                if fitted.truncated:
-                    truncated_input = True
-                    base = dataclasses.replace(base, messages=fitted.messages)
-            samples = rubric.samples or judge.samples
-            top = TOP_LOGPROBS if judge.logprobs else None
-            for sample in range(samples):
-                # Each sample is its own job: cached, retried and budgeted like any judgment; with
-                # a seed, sample i asks with seed + i so that k samples are not k copies of one.
-                seed = None if judge.seed is None else judge.seed + sample
-                job = Job(entry, rubric, judge, sample=sample, samples=samples)
-                entry.jobs.append(job)
-                job.truncated_input = truncated_input
-                # (a frozen dataclass is costly to copy: only when a field changes)
-                job.request = base if (seed, top) == (base.seed, base.top_logprobs) else dataclasses.replace(base, seed=seed, top_logprobs=top)
-                if not keyed:
-                    continue
-                # The key is computed here, once, and carried by the job and its request: a batch
-                # line's custom_id and a batch reply's match are this key, never a recomputation.
-                job.key = request_key(samplings[judge.name], job.request, rubric=rubric.name, rubric_version=rubric.version, sample=sample)
-                job.request = dataclasses.replace(job.request, key=job.key)
-                job.est_tokens = estimate_tokens(job.request.messages, job.request.max_tokens)
-    entry.pending = sum(1 for job in entry.jobs if job.result is None)
-    if entry.pending == 0:
-        entry.done.set()
-    return entry
+    """One transcript's jobs (a :class:`Planner` used once: one that plans many is faster)."""
+    return Planner(rubrics, judges, keyed=keyed, samplings=samplings).entry(transcript)

@@ -88,6 +88,17 @@ class Judgment:
         """What the provider billed for this judgment: the answering call plus its billed retries."""
         return None if self.cost_usd is None else self.cost_usd * (1 + self.billed_retries)
 
+    def non_finite(self) -> str | None:
+        """The first field holding a NaN or an infinity (which no output may hold), else None."""
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else (value,)
+            if any(v is not None and v - v != 0.0 for v in values):  # NaN and the infinities only
+                return name
+        return None
+
     def as_dict(self) -> dict[str, Any]:
         # A plain field-by-field dict: dataclasses.asdict deep-copies every value and was a
         # quarter of an offline replay's CPU (bench/throughput.py, case 4).
@@ -95,3 +106,5 @@ class Judgment:
 
 
 _FIELDS = tuple(f.name for f in fields(Judgment))
+#: The fields whose type admits a float (annotations are strings here: ``from __future__``).
+_FLOAT_FIELDS = tuple(f.name for f in fields(Judgment) if "float" in str(f.type))
