@@ -544,3 +544,19 @@ def test_json_array_reader_agrees_with_json_loads(
     for r in raw:  # each element's first character is on the line it names
         first = r.text[0] if isinstance(r.text, str) else chr(r.text[0])
         assert first in lines[r.line - 1]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"id": "a", "query": "q", "response": "r"},
+        {"id": "b", "query": "  ", "response": "r", "contexts": [], "reference": "\n"},
+        {"id": "c", "query": "q", "response": "", "contexts": [""], "reference": "ref"},
+        {"id": "d", "query": "q", "response": "r", "contexts": [{"doc": 1}]},
+        {"id": "e", "messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "ctx"}, {"role": "assistant", "content": "a"}]},
+        {"id": "f", "messages": [{"role": "user", "content": "q"}], "response": "r"},
+    ],
+)
+def test_present_inputs_without_resolving_equals_the_resolved_ones(record: dict[str, object]) -> None:
+    transcript = Transcript.model_validate(record)
+    assert transcript.present_inputs() == transcript.resolved().present_inputs()

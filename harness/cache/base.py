@@ -29,7 +29,7 @@ from ..errors import CacheError
 DEFAULT_LEASE_S = 30.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CachedJudgment:
     key: str
     judge_model: str
@@ -59,7 +59,7 @@ class CachedJudgment:
     truncated: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "truncated", bool(self.truncated))  # SQLite's 0/1, NULL before migration 7
+        self.truncated = bool(self.truncated)  # SQLite's 0/1, NULL before migration 7
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in COLUMNS}

@@ -21,6 +21,8 @@ DATA_CLOSE_RE = re.compile(rf"</((?:{_NAMES})(?:-[0-9a-f]{{12}})?)>")
 
 def tag_for(name: str, text: str) -> str:
     """``name``, or ``name-<hash>`` when ``text`` holds ``<name`` or ``</name`` itself."""
+    if "<" not in text:  # nearly every text: no copy of it lowercased
+        return name
     lowered = text.lower()
     if f"<{name}" in lowered or f"</{name}" in lowered:
         return f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"

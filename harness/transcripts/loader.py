@@ -157,7 +157,7 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, for
         records = itertools.islice(records, max(limit, 0))  # reads no record past the limit
     for _, record in records:
         result.good += 1
-        result.inputs_seen |= record.resolved().present_inputs()
+        result.inputs_seen |= record.present_inputs()
     if result.good == 0 and not result.bad:
         raise UserInputError(f"{path}: holds no transcripts")
     return result

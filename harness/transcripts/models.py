@@ -113,10 +113,14 @@ class Resolved:
 
     def present_inputs(self) -> frozenset[str]:
         """Which rubric inputs this transcript can supply (non-empty text, at least one context)."""
-        present = {name for name in ("query", "response", "reference") if (getattr(self, name) or "").strip()}
-        if self.contexts:
-            present.add("contexts")
-        return frozenset(present)
+        return _present(self.query, self.response, self.reference, bool(self.contexts))
+
+
+def _present(query: str | None, response: str | None, reference: str | None, contexts: bool) -> frozenset[str]:
+    present = {name for name, text in (("query", query), ("response", response), ("reference", reference)) if text and text.strip()}
+    if contexts:
+        present.add("contexts")
+    return frozenset(present)
 
 
 class Transcript(_Strict):
@@ -160,6 +164,13 @@ class Transcript(_Strict):
         if self.messages is not None and not any(m.role == "user" for m in self.messages) and self.query is None:
             raise ValueError("`messages` has no user message to take the query from")
         return self
+
+    def present_inputs(self) -> frozenset[str]:
+        """``resolved().present_inputs()``, without resolving what the inputs do not depend on
+        (the validating scan asks it of every record)."""
+        if self.messages is not None:
+            return self.resolved().present_inputs()
+        return _present(self.query, self.response, self.reference, bool(self.contexts))
 
     def resolved(self) -> Resolved:
         """Fill query, response, contexts and tool-call count from ``messages`` where not given.
