@@ -18,7 +18,7 @@ from harness.judges.http import encode_body
 from harness.outputs.files import StagedFile, dumps, dumps_line
 from harness.outputs.writer import judgment_line
 from harness.planning import Judgment
-from harness.planning.judgment import _FLOAT_FIELDS
+from harness.planning.judgment import _FLOAT_FIELDS, _SCALAR_FLOAT_FIELDS
 from harness.runner.session import _collector_tuned
 
 ROW = {
@@ -115,11 +115,11 @@ def test_judgment_row_is_the_standard_librarys_row_of_as_dict() -> None:
 
 
 def test_judgment_fields_that_can_hold_a_float_are_all_checked() -> None:
-    assert set(_FLOAT_FIELDS) == {"score", "raw_score", "cost_usd", "latency_ms", "spread", "sample_scores", "score_distribution", "score_mass"}
+    assert set(_FLOAT_FIELDS) == {*_SCALAR_FLOAT_FIELDS, "sample_scores", "score_distribution"}
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-@pytest.mark.parametrize("field", ["score", "cost_usd", "latency_ms", "sample_scores", "score_distribution"])
+@pytest.mark.parametrize("field", [*_SCALAR_FLOAT_FIELDS, "sample_scores", "score_distribution"])
 def test_judgment_row_refuses_non_finite_numbers(bad: float, field: str) -> None:
     value: object = [0.5, bad] if field == "sample_scores" else {"1": bad} if field == "score_distribution" else bad
     j = _judgment(**{field: value})

@@ -19,8 +19,11 @@ from ..config import JudgeConfig
 from .usage import Budget, Usage, checked_usage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JudgeRequest:
+    """One request as planned: treated as immutable, but not ``frozen`` (a run makes one per job
+    and a frozen dataclass's ``__init__`` costs 1 us more)."""
+
     messages: tuple[dict[str, str], ...]
     max_tokens: int
     temperature: float

@@ -90,13 +90,14 @@ class Judgment:
 
     def non_finite(self) -> str | None:
         """The first field holding a NaN or an infinity (which no output may hold), else None."""
-        for name in _FLOAT_FIELDS:
-            value = getattr(self, name)
-            if value is None:
-                continue
-            values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else (value,)
-            if any(v is not None and v - v != 0.0 for v in values):  # NaN and the infinities only
-                return name
+        # ``x - x`` is 0.0 for every finite float and NaN for NaN and the infinities.
+        for value in (self.score, self.raw_score, self.cost_usd, self.latency_ms, self.spread, self.score_mass):
+            if value is not None and value - value != 0.0:
+                return next(n for n in _SCALAR_FLOAT_FIELDS if (v := getattr(self, n)) is not None and v - v != 0.0)
+        if self.sample_scores is not None and any(v is not None and v - v != 0.0 for v in self.sample_scores):
+            return "sample_scores"
+        if self.score_distribution is not None and any(v - v != 0.0 for v in self.score_distribution.values()):
+            return "score_distribution"
         return None
 
     def as_dict(self) -> dict[str, Any]:
@@ -108,3 +109,5 @@ class Judgment:
 _FIELDS = tuple(f.name for f in fields(Judgment))
 #: The fields whose type admits a float (annotations are strings here: ``from __future__``).
 _FLOAT_FIELDS = tuple(f.name for f in fields(Judgment) if "float" in str(f.type))
+#: What ``non_finite`` checks one by one (tests/test_hot_path_json.py: with the two containers, every float field)
+_SCALAR_FLOAT_FIELDS = ("score", "raw_score", "cost_usd", "latency_ms", "spread", "score_mass")
