@@ -41,10 +41,8 @@ def t_quantile(p: float, df: float) -> float:
     if math.isinf(df):
         return NormalDist().inv_cdf(p)
     q = min(p, 1.0 - p)  # the smaller tail; the quantile of q is -t
-    if df >= 1e5 or (df >= 1e4 and q >= 1e-15):
-        t = _expansion(q, df)
-    else:
-        t = _refine(_start(q, df), q, df)
+    large = df >= 1e5 or (df >= 1e4 and q >= 1e-15)  # where the expansion is exact (module docstring)
+    t = _expansion(q, df) if large else _refine(_start(q, df), q, df)
     return t if p > 0.5 else -t
 
 
