@@ -162,6 +162,8 @@ def test_nan_and_infinity_follow_the_old_policy() -> None:
         mean_ci([1.0, math.nan])
     with pytest.raises(ValueError, match="NaN or infinite"):
         mean_ci([1.0, math.inf])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        mean_ci([math.inf, 1.0, -math.inf])
     # numpy.percentile: any NaN makes every percentile NaN.
     assert all(math.isnan(v) for v in percentiles([1.0, math.nan, 2.0]).values())  # type: ignore[arg-type]
     assert all(math.isnan(float(v)) for v in np.percentile([1.0, math.nan, 2.0], (50, 95, 99)))

@@ -17,14 +17,6 @@ from collections.abc import Sequence
 from ..stats.tquantile import t_quantile
 
 
-def _mean(values: Sequence[float]) -> float:
-    try:
-        total = math.fsum(values)
-    except OverflowError:  # the sum leaves float64, as NumPy's does: ±inf (or nan)
-        total = sum(values, 0.0)
-    return total / len(values)
-
-
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
     """Mean and t-interval; ``(None, None)`` for no values, ``(mean, None)`` for one value.
 
@@ -35,11 +27,18 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float | 
         return None, None
     if n == 1:
         return float(values[0]), None
-    mean = _mean(values)
-    if not all(math.isfinite(v) for v in values):
+    try:
+        total = math.fsum(values)
+    except OverflowError:  # finite values whose sum leaves float64: ±inf, as NumPy's sum
+        total = sum(values, 0.0)
+    except ValueError:  # fsum of +inf and -inf
+        total = math.nan
+    # A finite exact sum means every value is finite; only otherwise are they looked at one by one.
+    if not math.isfinite(total) and not all(math.isfinite(v) for v in values):
         raise ValueError("values contains NaN or infinite values")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    mean = total / n
     # Squares as NumPy forms them (d * d: inf on overflow, 0 on underflow), summed exactly.
     sd = math.sqrt(math.fsum((v - mean) * (v - mean) for v in values) / (n - 1))
     half = -t_quantile((1.0 - confidence) / 2.0, n - 1) * sd / math.sqrt(n)
