@@ -10,8 +10,9 @@ converges and leaves the small probability uncancelled. ln B(df/2, 1/2) comes fr
 for small df and from the difference of two Stirling series for large df, where two lgamma values
 near 10^6 would lose ten digits. For large df (≥ 1e5; ≥ 1e4 unless p is beyond 1e-15) the
 fraction loses digits near its switch-over (~1e-12 at df = 1e6), and the expansion about the
-normal (A&S 26.7.5) is exact to double precision instead. The result
-agrees with ``scipy.stats.t.ppf`` to about 1e-13 relative (tests/test_tquantile.py).
+normal (A&S 26.7.5) is exact to double precision instead. The result agrees with
+``scipy.stats.t.ppf`` to about 1e-13 relative, and inverts the CDF down to p = 1e-300, where SciPy
+returns inf or the wrong value (tests/test_summary_pure.py).
 """
 
 from __future__ import annotations
