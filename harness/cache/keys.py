@@ -93,12 +93,12 @@ class KeyHasher:
         self._tail, self._tail_lengths = _encoded(tail)
 
     def key(self, messages: Sequence[dict[str, str]]) -> str:
-        lengths = list(self._head_lengths)
+        lengths = self._head_lengths.copy()
         data = [self._head]
         for message in messages:
-            role, content = message["role"].encode("utf-8"), message["content"].encode("utf-8")
-            data += (role, content)
-            lengths += (str(len(role)), str(len(content)))
+            role, content = message["role"].encode(), message["content"].encode()
+            data += role, content
+            lengths += str(len(role)), str(len(content))
         lengths += self._tail_lengths
         data.append(self._tail)
         return hashlib.sha256(",".join(lengths).encode() + b"|" + b"".join(data)).hexdigest()

@@ -52,10 +52,19 @@ def byte_bound(messages: Messages) -> int:
 
 
 def fit(
-    messages: Messages, transcript: Resolved, rubric: Rubric, *, window: int, completion_tokens: int, counter: TokenCounter, truncate: bool
+    messages: Messages,
+    transcript: Resolved,
+    rubric: Rubric,
+    *,
+    window: int,
+    completion_tokens: int,
+    counter: TokenCounter,
+    truncate: bool,
+    bound: int | None = None,
 ) -> Fit:
+    """``bound``: ``byte_bound(messages)`` when the caller has it (the planner counts once a rubric)."""
     room = window - completion_tokens
-    if byte_bound(messages) <= room:
+    if (byte_bound(messages) if bound is None else bound) <= room:
         return Fit(messages)
     current = transcript
     if truncate:  # what cannot fit whole is cut by characters first, so a 50 MB field is never tokenized

@@ -23,7 +23,7 @@ from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..rubrics.rubric import Rubric
 from ..rubrics.schema import schema_for
 from ..transcripts.models import Resolved
-from .fit import fit
+from .fit import byte_bound, fit
 from .judgment import Judgment, Reason, Status
 
 
@@ -112,6 +112,8 @@ class Planner:
         elif samplings is None:
             samplings = {judge.name: judge.sampling for judge in judges}
         self._pairs: list[list[_Pair]] = []
+        #: a transcript's present inputs -> each rubric's missing ones
+        self._missing: dict[frozenset[str], list[list[str]]] = {}
         for rubric in self.rubrics:
             pairs = []
             for judge in judges:
@@ -139,9 +141,12 @@ class Planner:
         jobs = entry.jobs
         blocks: dict[str, str] = {}
         present = transcript.present_inputs()
-        for rubric, pairs in zip(self.rubrics, self._pairs, strict=True):
-            missing = rubric.missing_inputs(transcript, present)
+        missing_by_rubric = self._missing.get(present)
+        if missing_by_rubric is None:  # a few kinds of transcript per input file: worked out once each
+            missing_by_rubric = self._missing[present] = [rubric.missing_inputs(transcript, present) for rubric in self.rubrics]
+        for rubric, pairs, missing in zip(self.rubrics, self._pairs, missing_by_rubric, strict=True):
             messages = None if missing else tuple(rubric.render(transcript, blocks))
+            bound = None
             for pair in pairs:
                 judge = pair.judge
                 if messages is None:
@@ -152,6 +157,7 @@ class Planner:
                 sent, truncated_input = messages, False
                 if judge.context_window is not None:
                     truncate = (rubric.truncate or judge.truncate) == "middle"
+                    bound = byte_bound(messages) if bound is None else bound  # one count for every judge of the rubric
                     fitted = fit(
                         messages,
                         transcript,
@@ -160,6 +166,7 @@ class Planner:
                         completion_tokens=pair.shape.max_tokens,
                         counter=_counter(judge.model, judge.tokenizer),
                         truncate=truncate,
+                        bound=bound,
                     )
                     if fitted.messages is None:
                         job = Job(entry, rubric, judge)
