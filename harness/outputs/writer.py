@@ -8,7 +8,6 @@ into place, so a run that fails to start leaves the previous run's files exactly
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,37 +40,45 @@ class OutputSink:
 
     def write_entry(self, entry: Entry) -> None:
         transcript = entry.transcript
-        scores: dict[str, dict[str, float | None]] = defaultdict(dict)
-        reasons: dict[str, dict[str, str]] = defaultdict(dict)
-        components: dict[str, dict[str, Component]] = defaultdict(dict)
+        scores: dict[str, dict[str, float | None]] = {judge.name: {} for judge in self.judges}
+        reasons: dict[str, dict[str, str]] = {}
+        components: dict[str, dict[str, Component]] = {judge.name: {} for judge in self.judges}
         for job in entry.jobs:
             j = job.result
             assert j is not None
-            self._judgments.write_bytes(judgment_line(j))
+            self._judgments.write_bytes(judgment_line(j))  # refuses a non-finite score
             self.totals.add(j)
             scores[j.judge][j.rubric] = j.score
             if j.status != "scored":
-                reasons[j.judge][j.rubric] = f"{j.status}: {j.reason}"
+                reasons.setdefault(j.judge, {})[j.rubric] = f"{j.status}: {j.reason}"
             components[j.judge][j.rubric] = Component(j.status, j.score, j.reason)
-        composites: dict[str, dict[str, float | None]] = defaultdict(dict)
-        composite_reasons: dict[str, dict[str, str]] = defaultdict(dict)
+        composites: dict[str, dict[str, float | None]] = {}
+        composite_reasons: dict[str, dict[str, str]] = {}
         for judge in self.judges:
             for name, weights in self.composites.items():
                 result = weighted_composite(name, weights, components[judge.name], self.rubrics)
-                composites[judge.name][name] = result.value
+                if result.value is not None and result.value - result.value != 0.0:
+                    dumps(result.value)  # raises OutputError: an absurd scale or weight overflowed
+                composites.setdefault(judge.name, {})[name] = result.value
                 if result.reason is not None:
-                    composite_reasons[judge.name][name] = result.reason
+                    composite_reasons.setdefault(judge.name, {})[name] = result.reason
                 self.totals.add_composite(judge.name, result)
         self.totals.add_transcript(transcript.performance)
         row = {
             "transcript_id": transcript.id,
-            "scores": scores,
+            "scores": {judge: values for judge, values in scores.items() if values},
             "composites": composites,
             "unscored": reasons,
             "composites_unscored": composite_reasons,
             "performance": transcript.performance.as_dict(),
         }
-        self._results.write_bytes(dumps_line(row))
+        # Every number in the row is checked by now: scores in their judgment's row, composites
+        # above, and timings are bounded when the transcript is read. So orjson writes it as is.
+        try:
+            line = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+        except orjson.JSONEncodeError:  # past orjson (an integer beyond 64 bits): the checked path
+            line = dumps_line(row)
+        self._results.write_bytes(line)
 
     def commit(self) -> None:
         """Rename the rows written so far into place (over the previous run's files)."""

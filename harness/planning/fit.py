@@ -47,8 +47,11 @@ class Fit(NamedTuple):
 
 def byte_bound(messages: Messages) -> int:
     """An upper bound on the prompt's tokens: its UTF-8 bytes plus the chat framing (one token per role)."""
-    size = sum(len(c) if c.isascii() else len(c.encode("utf-8")) for c in (m["content"] for m in messages))
-    return size + (TOKENS_PER_MESSAGE + 1) * len(messages) + REPLY_PRIMING
+    size = (TOKENS_PER_MESSAGE + 1) * len(messages) + REPLY_PRIMING
+    for message in messages:
+        content = message["content"]
+        size += len(content) if content.isascii() else len(content.encode("utf-8"))
+    return size
 
 
 def fit(

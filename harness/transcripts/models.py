@@ -117,10 +117,18 @@ class Resolved:
 
 
 def _present(query: str | None, response: str | None, reference: str | None, contexts: bool) -> frozenset[str]:
-    present = {name for name, text in (("query", query), ("response", response), ("reference", reference)) if text and text.strip()}
-    if contexts:
-        present.add("contexts")
-    return frozenset(present)
+    key = (bool(query and query.strip()), bool(response and response.strip()), bool(reference and reference.strip()), contexts)
+    return _PRESENT[key]
+
+
+#: Every combination of present inputs, made once: the scan and the run ask for one per transcript.
+_PRESENT = {
+    (q, r, ref, c): frozenset(name for name, on in (("query", q), ("response", r), ("reference", ref), ("contexts", c)) if on)
+    for q in (False, True)
+    for r in (False, True)
+    for ref in (False, True)
+    for c in (False, True)
+}
 
 
 class Transcript(_Strict):
