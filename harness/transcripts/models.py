@@ -212,8 +212,10 @@ class Transcript(_Strict):
         return tuple(c if isinstance(c, str) else json.dumps(c, sort_keys=True, ensure_ascii=False) for c in self.contexts)
 
     def _performance(self, message_tool_calls: int | None) -> Performance:
-        from_spans = performance_from_spans(self.spans) if self.spans else Performance()
-        timings = self.timings or Timings()
+        # (Module constants, not a new Performance() and Timings() per transcript: a run resolves
+        # every transcript, and a pydantic model costs microseconds to make.)
+        from_spans = performance_from_spans(self.spans) if self.spans else _NO_SPANS
+        timings = self.timings or _NO_TIMINGS
         if isinstance(self.tool_calls, int):
             tool_calls: int | None = self.tool_calls
         elif isinstance(self.tool_calls, list):
@@ -223,13 +225,13 @@ class Transcript(_Strict):
         else:
             tool_calls = from_spans.tool_calls
         return Performance(
-            total_ms=_first(timings.total_ms, from_spans.total_ms),
-            llm_ms=_first(timings.llm_ms, from_spans.llm_ms),
-            tool_ms=_first(timings.tool_ms, from_spans.tool_ms),
-            api_ms=_first(timings.api_ms, from_spans.api_ms),
-            tool_calls=tool_calls,
+            timings.total_ms if timings.total_ms is not None else from_spans.total_ms,
+            timings.llm_ms if timings.llm_ms is not None else from_spans.llm_ms,
+            timings.tool_ms if timings.tool_ms is not None else from_spans.tool_ms,
+            timings.api_ms if timings.api_ms is not None else from_spans.api_ms,
+            tool_calls,
         )
 
 
-def _first(*values: float | None) -> float | None:
-    return next((v for v in values if v is not None), None)
+_NO_SPANS = Performance()
+_NO_TIMINGS = Timings()
