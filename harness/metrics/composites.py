@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ..rubrics.rubric import Rubric
 
@@ -52,9 +52,9 @@ class CompositeResult:
         return f"{parts} = {self.value:.6g}" if self.value is not None else f"unscored ({self.reason})"
 
 
-@dataclass(frozen=True, slots=True)
-class Component:
-    """One rubric's outcome for a transcript, as a composite sees it."""
+class Component(NamedTuple):
+    """One rubric's outcome for a transcript, as a composite sees it (a named tuple: one is made
+    per judgment written)."""
 
     status: str
     score: float | None
