@@ -65,7 +65,21 @@ class Entry:
     transcript: Resolved
     jobs: list[Job] = field(default_factory=list)
     pending: int = 0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+    #: set by whoever waits for this entry's last job (the engine's writer, for the head of its
+    #: window only): most entries finish before anyone waits, so none is made for them
+    waiter: asyncio.Future[None] | None = None
+
+    def finished_one(self) -> None:
+        """One of its jobs has its judgment."""
+        self.pending -= 1
+        if self.pending == 0 and self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until every job has its judgment."""
+        if self.pending:
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
 
 
 def estimate_tokens(messages: tuple[dict[str, str], ...], max_tokens: int) -> int:
@@ -189,8 +203,6 @@ class Planner:
                     key = None if sample.hasher is None else sample.hasher.key(sent)
                     jobs.append(Job(entry, rubric, judge, sample.shape.with_messages(sent, key), key, None, truncated_input, sample.index, count))
         entry.pending = sum(1 for job in jobs if job.result is None)
-        if entry.pending == 0:
-            entry.done.set()
         return entry
 
 

@@ -273,9 +273,7 @@ class Runner:
         job.result = result
         if job.sample == 0:  # repeated samples count once, as the one judgment they become
             self.on_judgment(result)
-        job.entry.pending -= 1
-        if job.entry.pending == 0:
-            job.entry.done.set()
+        job.entry.finished_one()
 
     # -- writing in input order ----------------------------------------------------------------
 
@@ -283,8 +281,7 @@ class Runner:
         while True:
             while self._window:
                 head = self._window[0]
-                if head.pending:
-                    await head.done.wait()
+                await head.wait()
                 self._window.popleft()
                 collapse_samples(head)
                 self.on_entry(head)
