@@ -208,3 +208,21 @@ def test_closing_line_is_a_sentence() -> None:
     assert closing_line(summary, "cost unknown (a judge has no price)") == (
         "10 judgments: 5 scored, 3 unscored (no context 2, no score found 1), 2 failed · cost unknown (a judge has no price) · 0.8 s"
     )
+
+
+def test_progress_bar_shows_every_judgment_though_it_is_updated_ten_times_a_second() -> None:
+    """The bar's counts are updated at most every ``SHOW_EVERY_S``; what it shows at the end is exact."""
+    from harness.outputs.terminal import RunProgress
+    from harness.planning import Judgment
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=100)
+    progress = RunProgress(5000, console)
+    with progress:
+        for i in range(5000):
+            progress.advance(
+                Judgment("t", "r", "1", "j", "failed" if i % 10 == 0 else "scored", cached=i % 2 == 0, cost_usd=None if i % 2 == 0 else 0.001)
+            )
+        shown = progress._progress.tasks[0]
+        assert shown.completed < 5000  # not redrawn for every judgment
+    assert shown.completed == 5000 and shown.fields["cached"] == 2500 and shown.fields["failed"] == 500
+    assert shown.fields["cost"] == pytest.approx(2.5)

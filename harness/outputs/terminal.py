@@ -4,6 +4,7 @@ module renders them with rich (a run's progress bar, notes and summary tables; t
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,10 @@ if TYPE_CHECKING:  # the types only: the run and the estimate are imported when 
     from ..runner.session import RunOutcome
 
 
+#: Seconds between updates of the progress bar's counts (its refresh rate).
+SHOW_EVERY_S = 0.1
+
+
 class RunProgress:
     """done / cached / failed / cost so far / ETA, updated as each judgment completes."""
 
@@ -29,6 +34,8 @@ class RunProgress:
         self.enabled = enabled
         self.cached = self.failed = self.unknown = 0
         self.cost = 0.0
+        self._unshown = 0
+        self._next_show = 0.0
         self._progress = Progress(
             TextColumn("[bold]judging"),
             BarColumn(),
@@ -48,6 +55,7 @@ class RunProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._show()
         self._progress.stop()
 
     def advance(self, judgment: Judgment) -> None:
@@ -59,9 +67,18 @@ class RunProgress:
             self.unknown += 1
         if judgment.status == "failed":
             self.failed += 1
-        if self.enabled:
+        self._unshown += 1
+        # The bar is redrawn 10 times a second: updating it for every judgment cost an offline
+        # replay 7% of its CPU on a terminal; the counts it shows are brought up to date as often.
+        if self.enabled and (now := time.monotonic()) >= self._next_show:
+            self._next_show = now + SHOW_EVERY_S
+            self._show()
+
+    def _show(self) -> None:
+        if self.enabled and self._unshown:
             unknown = f" + {self.unknown} unknown" if self.unknown else ""
-            self._progress.update(self._task, advance=1, cached=self.cached, failed=self.failed, cost=self.cost, unknown=unknown)
+            self._progress.update(self._task, advance=self._unshown, cached=self.cached, failed=self.failed, cost=self.cost, unknown=unknown)
+            self._unshown = 0
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
