@@ -54,6 +54,11 @@ def byte_bound(messages: Messages) -> int:
     return size
 
 
+def fits_whole(bound: int, window: int, completion_tokens: int) -> bool:
+    """A prompt whose ``byte_bound`` is ``bound`` fits as it is, without counting its tokens."""
+    return bound <= window - completion_tokens
+
+
 def fit(
     messages: Messages,
     transcript: Resolved,
@@ -67,7 +72,7 @@ def fit(
 ) -> Fit:
     """``bound``: ``byte_bound(messages)`` when the caller has it (the planner counts once a rubric)."""
     room = window - completion_tokens
-    if (byte_bound(messages) if bound is None else bound) <= room:
+    if fits_whole(byte_bound(messages) if bound is None else bound, window, completion_tokens):
         return Fit(messages)
     current = transcript
     if truncate:  # what cannot fit whole is cut by characters first, so a 50 MB field is never tokenized

@@ -23,7 +23,7 @@ from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..rubrics.rubric import Rubric
 from ..rubrics.schema import schema_for
 from ..transcripts.models import Resolved
-from .fit import byte_bound, fit
+from .fit import byte_bound, fit, fits_whole
 from .judgment import Judgment, Reason, Status
 
 
@@ -126,6 +126,7 @@ class Planner:
         elif samplings is None:
             samplings = {judge.name: judge.sampling for judge in judges}
         self._pairs: list[list[_Pair]] = []
+        self._windowed = any(judge.context_window is not None for judge in judges)
         #: a transcript's present inputs -> each rubric's missing ones
         self._missing: dict[frozenset[str], list[list[str]]] = {}
         for rubric in self.rubrics:
@@ -160,7 +161,8 @@ class Planner:
             missing_by_rubric = self._missing[present] = [rubric.missing_inputs(transcript, present) for rubric in self.rubrics]
         for rubric, pairs, missing in zip(self.rubrics, self._pairs, missing_by_rubric, strict=True):
             messages = None if missing else tuple(rubric.render(transcript, blocks))
-            bound = None
+            # one count of the prompt's bytes for every judge of the rubric that has a window
+            bound = byte_bound(messages) if messages is not None and self._windowed else 0
             for pair in pairs:
                 judge = pair.judge
                 if messages is None:
@@ -169,14 +171,14 @@ class Planner:
                     job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                     continue
                 sent, truncated_input = messages, False
-                if judge.context_window is not None:
+                window = judge.context_window
+                if window is not None and not fits_whole(bound, window, pair.shape.max_tokens):
                     truncate = (rubric.truncate or judge.truncate) == "middle"
-                    bound = byte_bound(messages) if bound is None else bound  # one count for every judge of the rubric
                     fitted = fit(
                         messages,
                         transcript,
                         rubric,
-                        window=judge.context_window,
+                        window=window,
                         completion_tokens=pair.shape.max_tokens,
                         counter=_counter(judge.model, judge.tokenizer),
                         truncate=truncate,
@@ -190,7 +192,7 @@ class Planner:
                             reason="context_overflow",
                             prompt_tokens=fitted.prompt_tokens,
                             error=f"prompt of {fitted.prompt_tokens} tokens + {pair.shape.max_tokens} for the reply exceeds "
-                            f"the context window of {judge.context_window}"
+                            f"the context window of {window}"
                             + (" even with its inputs cut" if truncate else ' (truncate = "middle" cuts it to fit)'),
                         )
                         continue

@@ -46,7 +46,7 @@ def _iter_jsonl(path: Path) -> Iterator[RawRecord]:
                 raise TranscriptError(str(path), number, "<record>", record_too_large(MAX_RECORD_BYTES))
             if number == 1:
                 line = line.removeprefix(_BOM)
-            if line.strip():
+            if not line.isspace():  # (not ``strip()``: no copy of every line)
                 yield RawRecord(number, line)
 
 
