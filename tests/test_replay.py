@@ -266,3 +266,18 @@ async def test_offline_without_a_cache_file_is_a_clear_error(tmp_path: Path, ser
         await run(tmp_path, "a", offline=True, cache=tmp_path / "nothing.sqlite")
     assert server.count() == 0
     assert not (tmp_path / "nothing.sqlite").exists()
+
+
+@pytest.mark.timeout(60)
+async def test_a_run_does_not_wait_a_claim_poll_at_its_end(tmp_path: Path, server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claims' poller sleeps only while keys wait for another worker: a live run (claims
+    taken) and an offline replay (none) end as soon as their judgments are written. With a poll
+    of 10 minutes, either would hit the test's time limit if it polled."""
+    from harness.runner import engine
+
+    monkeypatch.setattr(engine, "CLAIM_POLL_S", 600.0)
+    setup(tmp_path, server)
+    live, _ = await run(tmp_path, "live")
+    replay, _ = await run(tmp_path, "replay", offline=True)
+    assert live.exit_code == replay.exit_code == 0
+    assert server.count() == 10

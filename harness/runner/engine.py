@@ -85,6 +85,8 @@ class Runner:
         self._appended = asyncio.Event()
         self._produced = False
         self._reading_done = False
+        #: set when keys start waiting for another worker, or the reading ends
+        self._claims_wake = asyncio.Event()
 
     @property
     def health(self) -> dict[str, JudgeHealth]:
@@ -112,6 +114,7 @@ class Runner:
         async def main() -> None:
             await self._produce()
             self._reading_done = True
+            self._claims_wake.set()
             await waiter
             for name, queue in self._queues.items():
                 for _ in workers[name]:
@@ -196,14 +199,24 @@ class Runner:
 
     async def _claimed(self, jobs: list[Job]) -> list[Job]:
         ours, served = await self._claims.sort(jobs)
+        if self._claims.waiting:
+            self._claims_wake.set()
         for job, hit in served:
             self._finish_shared(job, verdict.from_cache(job, hit))
         return ours
 
     async def _await_claims(self) -> None:
-        """Wait for keys other workers hold: their judgment appears, or their lease lapses."""
-        while not (self._reading_done and not self._claims.waiting):
-            if self._claims.waiting and self.stopping:
+        """Wait for keys other workers hold: their judgment appears, or their lease lapses. With
+        none waiting it sleeps until some are or the reading ends (not polling: a poll's sleep
+        added up to ``CLAIM_POLL_S`` to the end of every run)."""
+        while True:
+            if not self._claims.waiting:
+                if self._reading_done:
+                    return
+                self._claims_wake.clear()
+                await self._claims_wake.wait()
+                continue
+            if self.stopping:
                 for job in self._claims.take_waiting():
                     self._finish_shared(job, job.judgment("unscored", reason="interrupted"))
                 continue
