@@ -16,6 +16,7 @@ was a process on this host that no longer exists is taken over at once.
 from __future__ import annotations
 
 import abc
+import operator
 import os
 import socket
 import uuid
@@ -195,4 +196,12 @@ def prune_where(before: str | None, judge_model: str | None, mark: str) -> tuple
 
 def row_values(judgment: CachedJudgment, now: str) -> tuple[Any, ...]:
     """A judgment's values in ``COLUMNS`` order, stamped ``now`` unless it has a created_at (an import)."""
-    return tuple(now if name == "created_at" and value is None else value for name, value in judgment.as_dict().items())
+    values: tuple[Any, ...] = _values_of(judgment)
+    if values[_CREATED_AT] is None:
+        values = (*values[:_CREATED_AT], now, *values[_CREATED_AT + 1 :])
+    return values
+
+
+#: (one C call for the whole row: a judgment's row is made once per judgment written)
+_values_of = operator.attrgetter(*COLUMNS)
+_CREATED_AT = COLUMNS.index("created_at")

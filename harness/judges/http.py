@@ -117,17 +117,19 @@ class HttpJudge(Judge):
 
     async def _bounded_body(self, response: aiohttp.ClientResponse, cap: int, max_tokens: int) -> bytes:
         """The body, read up to ``cap`` bytes (after decompression); a larger one is refused unread."""
-        too_big = MalformedReply(f"{self._where}: reply body larger than {cap:,} bytes for max_tokens={max_tokens}; not read")
         if response.content_length is not None and response.content_length > cap and not response.headers.get("Content-Encoding"):
-            raise too_big
+            raise self._too_big(cap, max_tokens)
         chunks: list[bytes] = []
         size = 0
         while chunk := await response.content.read(1 << 16):
             size += len(chunk)
             if size > cap:
-                raise too_big
+                raise self._too_big(cap, max_tokens)
             chunks.append(chunk)
         return b"".join(chunks)
+
+    def _too_big(self, cap: int, max_tokens: int) -> MalformedReply:
+        return MalformedReply(f"{self._where}: reply body larger than {cap:,} bytes for max_tokens={max_tokens}; not read")
 
     def _scrub(self, message: str) -> str:
         return redact(message, self._key)

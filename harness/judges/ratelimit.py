@@ -48,6 +48,11 @@ class RateLimiter:
     def active(self) -> bool:
         return self._requests is not None or self._tokens is not None
 
+    @property
+    def counts_tokens(self) -> bool:
+        """A tpm is set: requests pay their estimated tokens (otherwise nothing needs the estimate)."""
+        return self._tokens is not None
+
     async def acquire(self, tokens: int) -> None:
         if not self.active:
             return

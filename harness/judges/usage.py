@@ -69,7 +69,10 @@ class Budget:
         """Prompt: at most one token per byte of what was sent (messages, schema) plus framing;
         completion: ``n`` choices of ``max_tokens`` (which holds the reasoning budget), each with
         a little slack for special tokens."""
-        sent = sum(len(m["content"].encode("utf-8", "surrogatepass")) for m in request.messages)
+        sent = 0
+        for message in request.messages:
+            content = message["content"]
+            sent += len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
         if request.schema is not None:
             sent += len(json.dumps(request.schema))
         choices = max(request.n, 1)
@@ -80,10 +83,13 @@ def checked_usage(usage: Usage | None, budget: Budget) -> Usage | None:
     """``usage`` when it could be true of a request with ``budget``, else None (unknown)."""
     if usage is None:
         return None
-    whole = (usage.prompt, usage.completion)
-    parts = tuple(p for p in (usage.reasoning, usage.cached_read, usage.cache_write) if p is not None)
-    if any(not _is_int(v) or v < 0 or v >= MAX_TOKENS_REPORTED for v in whole + parts):
-        return None
+    # (A loop, not generators: it runs once per reply.)
+    for value in (usage.prompt, usage.completion):
+        if not _is_int(value) or value < 0 or value >= MAX_TOKENS_REPORTED:
+            return None
+    for part in (usage.reasoning, usage.cached_read, usage.cache_write):
+        if part is not None and (not _is_int(part) or part < 0 or part >= MAX_TOKENS_REPORTED):
+            return None
     if usage.prompt > budget.prompt_tokens or usage.completion > budget.completion_tokens:
         return None
     if usage.reasoning is not None and usage.reasoning > usage.completion:

@@ -125,6 +125,7 @@ class Caller:
         request = job.request
         assert request is not None
         limiter = self._limiter_of[judge.name]
+        estimated = job.est_tokens if limiter.counts_tokens else 0
         attempts = Attempts()
         last_latency = 0.0
         billed_retries = 0
@@ -135,7 +136,7 @@ class Caller:
                 attempts.count -= 1  # stopped before sending: not an attempt, nothing went over the wire
                 raise health.error
             # Every request pays the rate limiter, retries included: rpm/tpm bound what is sent.
-            await limiter.acquire(job.est_tokens)
+            await limiter.acquire(estimated)
             started = time.perf_counter()
             try:
                 reply = await judge.complete(request)
@@ -159,6 +160,6 @@ class Caller:
             failed = verdict.from_failure(job, exc, attempts=attempts.count, latency_ms=last_latency * 1000, billed_retries=billed_retries)
             return Called(failed)
         used = (reply.prompt_tokens or 0) + (reply.completion_tokens or 0) if reply.prompt_tokens is not None else None
-        limiter.reconcile(job.est_tokens, used)
+        limiter.reconcile(estimated, used)
         judgment = verdict.from_reply(job, reply, attempts=attempts.count, latency_ms=last_latency * 1000, billed_retries=billed_retries)
         return Called(judgment, reply)
