@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from harness.cache import CachedJudgment, CacheStore, open_store
+from harness.cache import CachedJudgment, CacheStore, open_store, writebehind
 from harness.errors import CacheError
 from harness.exit_codes import EXIT_IO
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
@@ -44,9 +44,16 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 
 async def _taken(store: CacheStore) -> None:
-    """Until the writer has taken everything queued (it is then inside its write)."""
+    """Until the writer has taken everything queued (it is then inside its write, when batches do
+    not linger: ``no_linger``)."""
     while not store._queue.empty():  # type: ignore[attr-defined]
         await asyncio.sleep(0)
+
+
+@pytest.fixture
+def no_linger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches formed from what is queued when the writer wakes, so a test can queue behind one."""
+    monkeypatch.setattr(writebehind, "LINGER_S", 0.0)
 
 
 def _connections(url: str) -> int:
@@ -77,7 +84,7 @@ async def test_a_write_that_fails_outside_the_database_surfaces_on_flush_put_and
 
 
 @pytest.mark.timeout(60)
-async def test_what_was_queued_behind_a_failed_batch_is_still_written(location: Any) -> None:
+async def test_what_was_queued_behind_a_failed_batch_is_still_written(location: Any, no_linger: None) -> None:
     store = await open_store(location).open()
     store.put(row("bad", LONE_SURROGATE))
     await _taken(store)  # the writer is writing the bad batch; these two wait for the next one
@@ -133,12 +140,28 @@ async def test_a_burst_of_puts_is_written_in_a_few_transactions(location: Any) -
         assert len(await store.get_many([f"k{i:05d}" for i in range(3000)] + ["alone"])) == 3001
 
 
+@pytest.mark.timeout(60)
+async def test_judgments_arriving_while_a_batch_gathers_join_it(location: Any) -> None:
+    """The writer waits ``LINGER_S`` after a batch's first judgment: what a busy run finishes
+    meanwhile (here 49 more, put after the writer took the first) is one transaction with it."""
+    async with open_store(location) as store:
+        store.put(row("first"))
+        await _taken(store)
+        for i in range(49):
+            store.put(row(f"then-{i:02d}"))
+        await store.flush()
+        assert store.batches_written == 1  # type: ignore[attr-defined]
+        assert len(await store.get_many(["first"] + [f"then-{i:02d}" for i in range(49)])) == 50
+
+
 @pytest.mark.timeout(120)
 def test_a_run_whose_reply_postgres_cannot_store_ends_with_exit_5_and_one_line(tmp_path: Path, postgres: Any) -> None:
     """As a user meets it: a judge's reply holding NUL (PostgreSQL text cannot) ends the run with
     exit 5 and one line naming the cache and the reason; the outputs are written, nothing is silent."""
     url = postgres.new_database()
-    with serve(reply=lambda body: "Score: 0.5 \x00" if "q3 " in json.dumps(body) else "Score: 0.5") as server:
+    # 0.1 s a reply, one call at a time: each reply is its own write batch (batches gather for
+    # LINGER_S), so the replies before the bad one are stored and the ones after it too.
+    with serve(reply=lambda body: "Score: 0.5 \x00" if "q3 " in json.dumps(body) else "Score: 0.5", latency_s=0.1) as server:
         data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"t{i}", "query": f"q{i} x", "response": "r", "contexts": ["c"]} for i in range(6)])
         config = write_config(tmp_path / "h.toml", [judge("j", server.base_url or "", max_concurrency=1)], rubrics=["relevance"])
         proc = subprocess.run(
