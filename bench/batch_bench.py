@@ -43,8 +43,8 @@ def write_inputs(work: Path, n: int, base_url: str) -> tuple[Path, Path]:
     return data, config
 
 
-def timed(args: list[str]) -> tuple[float, float, str]:
-    """(seconds, peak RSS in MB, stderr tail) of one harness command."""
+def timed(args: list[str]) -> tuple[float, float, float, str]:
+    """(seconds, CPU seconds, peak RSS in MB, stderr tail) of one harness command."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness", *args], cwd=ROOT, env={**os.environ, "BENCH_KEY": KEY}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -57,7 +57,7 @@ def timed(args: list[str]) -> tuple[float, float, str]:
     seconds = time.perf_counter() - started
     if proc.returncode not in (0,):
         raise SystemExit(f"harness {' '.join(args)} exited {proc.returncode}:\n{err[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024, err.strip().splitlines()[-1] if err.strip() else ""
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, err.strip().splitlines()[-1] if err.strip() else ""
 
 
 def main() -> None:
@@ -73,7 +73,7 @@ def main() -> None:
             data, config = write_inputs(work, args.transcripts, base_url)
             n = 2 * args.transcripts
             common = [str(data), "--config", str(config)]
-            rows: list[tuple[str, float, float, str]] = []
+            rows: list[tuple[str, float, float, float, str]] = []
             rows.append(("batch submit", *timed(["batch", "submit", *common])))
             rows.append(
                 (
@@ -99,14 +99,15 @@ def main() -> None:
             replays = sum(1 for _ in (work / "replay" / "judgments.jsonl").open())
             collected = [json.loads(line) for line in (work / "out" / "judgments.jsonl").open()]
             scored = sum(1 for j in collected if j["status"] == "scored")
-            baseline = rows[2][1]
+            baseline, baseline_cpu = rows[2][1], rows[2][2]
             print(
                 f"{n:,} judgments ({args.transcripts:,} transcripts × 2 rubrics); server made {stats['created']} batch(es), {stats['requests_received']:,} requests"
             )
             print(f"collected: {scored:,} scored of {len(collected):,}; replayed {replays:,} rows")
-            print(f"{'step':58} {'seconds':>8} {'× replay':>9} {'judgments/s':>12} {'peak RSS MB':>12}")
-            for name, seconds, rss, _tail in rows:
-                print(f"{name:58} {seconds:8.1f} {seconds / baseline:9.2f} {n / seconds:12,.0f} {rss:12.0f}")
+            print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end")
+            print(f"{'step':58} {'seconds':>8} {'× replay':>9} {'CPU s':>7} {'× replay':>9} {'judgments/s':>12} {'peak RSS MB':>12}")
+            for name, seconds, cpu, rss, _tail in rows:
+                print(f"{name:58} {seconds:8.1f} {seconds / baseline:9.2f} {cpu:7.1f} {cpu / baseline_cpu:9.2f} {n / seconds:12,.0f} {rss:12.0f}")
             if stats["requests_received"] != n or scored != n:
                 raise SystemExit("FAILED: every judgment should have been sent once and scored")
     finally:

@@ -10,8 +10,8 @@ Keys are *claimed* (``claim``) in the same transaction that creates the batch ro
 SQLite's write lock, before anything is sent: a key already held by another batch (pending) or
 already answered is never claimed twice, whichever process or machine asks. ``released`` is the
 end of a batch that was never sent. ``batch_requests.state`` is ``pending`` until the results are
-downloaded, then ``succeeded`` (the reply, its usage and logprobs are kept here until the run stores them
-in ``judgments``) or ``failed`` (with the provider's reason).
+downloaded, then ``succeeded`` (the reply, its usage and logprobs are kept here until a collect stores
+them in ``judgments``, then ``stored``) or ``failed`` (with the provider's reason).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from typing import Any
 
 from ..errors import CacheError, ConfigError
 from ..judges.usage import Usage
+from .base import COLUMNS, CachedJudgment, row_values
 from .location import CacheLocation, describe, is_postgres_url
-from .store import BUSY_TIMEOUT_MS, _prepare
+from .store import _COLUMNS, _UPSERT_SET, BUSY_TIMEOUT_MS, _prepare
 
 _CHUNK = 500
 #: Statuses after which a batch changes no more at the provider (both providers' words).
@@ -297,6 +298,32 @@ class BatchStore:
     def pending_keys(self) -> set[str]:
         """Keys held by batches whose results have not been downloaded yet."""
         return {k for (k,) in self._execute("SELECT key FROM batch_requests WHERE state = 'pending'")}
+
+    def store_collected(self, rows: Iterable[CachedJudgment]) -> None:
+        """Write collected judgments to the cache and mark their replies ``stored`` (dropping the
+        ledger's copy), in one transaction: both, or neither and the replies stay here."""
+        now = _now()
+        keys: list[tuple[str]] = []
+
+        def values() -> Iterator[tuple[Any, ...]]:
+            for row in rows:
+                keys.append((row.key,))
+                yield row_values(row, now)
+
+        marks = ",".join("?" * len(COLUMNS))
+        self._execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", values())
+            self._db.executemany(
+                "UPDATE batch_requests SET state = 'stored', reply = NULL, logprobs = NULL WHERE key = ? AND state = 'succeeded'", keys
+            )
+            self._execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            self._db.execute("ROLLBACK")
+            raise CacheError(f"{self.path}: write failed: {exc}; the collected replies are kept in the batch ledger (collect again)") from exc
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def forget_stored_replies(self) -> int:
         """Drop the replies the judgments table now holds (state ``stored``): kept once, not twice."""
