@@ -311,11 +311,9 @@ class BatchStore:
     def store_collected(self, rows: Iterable[CachedJudgment]) -> None:
         """Write collected judgments to the cache and mark their replies ``stored`` (dropping the
         ledger's copy), in one transaction: both, or neither and the replies stay here."""
-        created = COLUMNS.index("created_at")
-        now = _now()
-        # In key order: each index page is visited once.
-        values = [(*v[:created], now, *v[created + 1 :]) if v[created] is None else v for v in sorted(map(_ROW, rows))]
-        marks = ",".join("?" * len(COLUMNS))
+        values = sorted(map(_ROW, rows))  # in key order: each index page is visited once
+        # A row's created_at is now unless it has one (the same rule as ``base.row_values``).
+        marks = ",".join(f"coalesce(?, '{_now()}')" if name == "created_at" else "?" for name in COLUMNS)
         self._execute("BEGIN IMMEDIATE")
         try:
             self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", values)
