@@ -82,8 +82,11 @@ def main() -> None:
             rows.append(("batch submit", *timed(["batch", "submit", *common])))
             # The provider's time is not the collect's: wait (in this process) until the batches end.
             started = time.perf_counter()
-            asyncio.run(wait_for(work / "cache.sqlite", first_s=0.2, timeout_s=600))
+            os.environ["BENCH_KEY"] = KEY
+            views = asyncio.run(wait_for(work / "cache.sqlite", first_s=0.2, timeout_s=600))
             waited = time.perf_counter() - started
+            if not all(v.record.ended for v in views):
+                raise SystemExit(f"FAILED: the batches did not end: {[(v.record.status, v.note) for v in views]}")
             rows.append(("batch collect (download + cache + outputs)", *timed(["batch", "collect", *common, "--out", str(work / "out")])))
             rows.append(
                 (
