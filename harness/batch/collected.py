@@ -81,4 +81,4 @@ class Collected:
         """Store the answered rows and drop their replies from the ledger, in one transaction."""
         if self._rows:
             with BatchStore(self.cache) as store:
-                store.store_collected(self._rows.values())
+                store.store_collected(self._rows[key] for key in sorted(self._rows))

@@ -33,8 +33,8 @@ from .store import _COLUMNS, _UPSERT_SET, BUSY_TIMEOUT_MS, _prepare
 
 _CHUNK = 500
 #: Page cache of a ledger connection, KiB: a collect's two transactions (results in, judgments out)
-#: touch each index of 100,000 random keys; the default 2 MB rereads their pages many times over.
-_CACHE_KIB = 32768
+#: touch every page of the indexes of 100,000 random keys; the default 2 MB rereads them more often.
+_CACHE_KIB = 8192
 #: Statuses after which a batch changes no more at the provider (both providers' words).
 ENDED = frozenset({"completed", "failed", "expired", "cancelled", "ended"})
 
@@ -310,16 +310,22 @@ class BatchStore:
 
     def store_collected(self, rows: Iterable[CachedJudgment]) -> None:
         """Write collected judgments to the cache and mark their replies ``stored`` (dropping the
-        ledger's copy), in one transaction: both, or neither and the replies stay here."""
-        values = sorted(map(_ROW, rows))  # in key order: each index page is visited once
+        ledger's copy), in one transaction: both, or neither and the replies stay here. Rows in key
+        order visit each index page once."""
+        keys: list[tuple[str]] = []
+
+        def values() -> Iterator[tuple[Any, ...]]:
+            for row in rows:
+                keys.append((row.key,))
+                yield _ROW(row)
+
         # A row's created_at is now unless it has one (the same rule as ``base.row_values``).
         marks = ",".join(f"coalesce(?, '{_now()}')" if name == "created_at" else "?" for name in COLUMNS)
         self._execute("BEGIN IMMEDIATE")
         try:
-            self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", values)
+            self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", values())
             self._db.executemany(
-                "UPDATE batch_requests SET state = 'stored', reply = NULL, logprobs = NULL WHERE key = ? AND state = 'succeeded'",
-                [(v[0],) for v in values],
+                "UPDATE batch_requests SET state = 'stored', reply = NULL, logprobs = NULL WHERE key = ? AND state = 'succeeded'", keys
             )
             self._execute("COMMIT")
         except sqlite3.DatabaseError as exc:
