@@ -6,8 +6,8 @@ submit, refresh (status), collect, wait, export and import. What is recorded, an
 process re-attaches, is in ``cache/batches.py``.
 """
 
+from .collected import Collected, batch_reply
 from .service import (
-    BatchReplies,
     BatchView,
     CollectReport,
     ExportReport,
@@ -26,12 +26,13 @@ from .service import (
 )
 
 __all__ = [
-    "BatchReplies",
+    "Collected",
     "BatchView",
     "CollectReport",
     "ExportReport",
     "SubmitReport",
     "batch_api_for",
+    "batch_reply",
     "batches",
     "collect",
     "download_ended",

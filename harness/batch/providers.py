@@ -25,6 +25,7 @@ import aiohttp
 
 from ..cache.batches import Outcome
 from ..errors import BatchError
+from ..jsonlines import decode_json
 from ..judges.anthropic import ANTHROPIC_VERSION
 from ..judges.protocol import error_fields, redact
 from ..judges.providers import root_of
@@ -199,7 +200,7 @@ def _lines(chunks: Iterator[bytes], reader: Any, where: str, read: Results) -> I
         if not raw.strip():
             continue
         try:
-            yield reader(json.loads(raw), f"{where}:{number}")
+            yield reader(decode_json(raw), f"{where}:{number}")
         except ValueError as exc:
             last = not raw.endswith(b"\n")
             said = "cut off (the body ended inside it)" if last and read.cut else f"not a batch result line ({exc})"

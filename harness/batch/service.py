@@ -1,16 +1,16 @@
 """``harness batch``: submit a run to a provider's batch API, follow it, collect it into the cache.
 
-- ``submit`` plans the run exactly as ``harness run`` does (``build_plan`` + ``make_entry``: same
+- ``submit`` plans the run exactly as ``harness run`` does (``build_plan`` + ``Planner``: same
   validation, rubrics, rendering and cache keys), leaves out cache hits and keys another batch
   holds, splits each judge's requests at its provider's limits, and for each batch *claims* its
   keys in the cache database before anything is sent (``cache/batches.py``). The provider's ids
   are recorded as soon as it gives them.
 - ``refresh`` polls every open batch and re-attaches any that a killed process left half-sent.
 - ``collect`` downloads every ended batch's results into the cache database, then (when nothing
-  of the plan is still out) runs the plan through the ordinary run with :class:`BatchReplies`
-  as the judge: each downloaded reply is parsed, priced (batch rates) and cached exactly like a
-  live reply, each errored/expired/cancelled request is ``failed`` with the provider's reason,
-  and the usual outputs are written. Nothing is sent to any judge.
+  of the plan is still out) runs the plan through the ordinary run with the downloaded results
+  answering its cache misses (``collected.py``): each reply is read, priced (batch rates) and
+  cached exactly like a live reply, each errored/expired/cancelled request is ``failed`` with the
+  provider's reason, and the usual outputs are written. Nothing is sent to any judge.
 - ``export``/``import`` do the same through files, for engines without a REST batch endpoint.
 """
 
@@ -33,13 +33,15 @@ from ..cache.batches import BatchRecord, BatchStore, Outcome, ledger_path
 from ..cache.location import CacheLocation
 from ..capabilities import check_supported
 from ..config import JudgeConfig
-from ..errors import BatchError, BatchRequestFailed, ConfigError, UserInputError
-from ..judges.base import Judge, JudgeReply, JudgeRequest
+from ..errors import BatchError, ConfigError, UserInputError
+from ..jsonlines import decode_json
+from ..judges.base import JudgeRequest
 from ..judges.providers import provider_of
-from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan, make_entry
+from ..planning import Job, Judgment, Planner, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
 from ..runner.session import RunOutcome, run_evaluation
 from ..transcripts.loader import iter_transcripts, scan
+from .collected import Collected
 from .providers import BatchAPI, BatchHTTPError, Remote, make_api
 from .wire import anthropic_line, openai_line, read_openai_result
 
@@ -81,10 +83,11 @@ def _jobs(plan: RunPlan) -> tuple[list[Rubric], Iterator[Job]]:
     rubrics = plan.select_rubrics(scanned.inputs_seen)
 
     def jobs() -> Iterator[Job]:
+        planner = Planner(rubrics, plan.judges)
         for count, (_, record) in enumerate(iter_transcripts(plan.input, plan.on_bad_record)):
             if plan.limit is not None and count >= plan.limit:
                 return
-            yield from make_entry(record.resolved(), rubrics, plan.judges).jobs
+            yield from planner.entry(record.resolved()).jobs
 
     return rubrics, jobs()
 
@@ -302,29 +305,6 @@ def release(cache: CacheLocation, batch_id: int) -> BatchRecord:
 # -- collect -----------------------------------------------------------------------------------
 
 
-class BatchReplies(Judge):
-    """The judge of a collect: answers each request from the downloaded batch results, never
-    from the network. A result is matched by its ``custom_id``, which is the key the plan wrote
-    onto the request at submit and writes again now (``cache/keys.request_key``)."""
-
-    def __init__(self, config: JudgeConfig, outcomes: dict[str, Outcome], pending: set[str]) -> None:
-        super().__init__(config)
-        self._outcomes = outcomes
-        self._pending = pending
-
-    async def send(self, request: JudgeRequest) -> JudgeReply:
-        if request.key is None:
-            raise BatchRequestFailed("batch: the request has no cache key")
-        outcome = self._outcomes.get(request.key)
-        if outcome is not None:
-            if outcome.reply is None:
-                raise BatchRequestFailed(f"batch: {outcome.error}")
-            return JudgeReply(outcome.reply, outcome.usage, outcome.finish_reason, tier="batch", logprobs=outcome.logprobs)
-        if request.key in self._pending:
-            raise BatchRequestFailed("batch: still in a batch that has not ended")
-        raise BatchRequestFailed("batch: not submitted in any batch (run `harness batch submit`)")
-
-
 @dataclass(slots=True)
 class CollectReport:
     downloaded: list[tuple[BatchRecord, dict[str, int], list[str]]] = field(default_factory=list)
@@ -367,15 +347,12 @@ def _waiting(store: BatchStore, plan: RunPlan) -> list[BatchRecord]:
 async def write_outputs(
     options: RunOptions, *, on_start: Callable[[int], None] | None = None, on_judgment: Callable[[Judgment], None] | None = None
 ) -> RunOutcome:
-    """Run the plan with the downloaded results as its judge: cache, outputs, exit code."""
+    """Run the plan with the downloaded results answering its cache misses: cache, outputs, exit
+    code. A result is matched by its ``custom_id``, the key the plan wrote onto the request at
+    submit and computes again now (``cache/keys.request_key``)."""
     options, plan = _plan(options)
     assert plan.cache_path is not None
-    with BatchStore(plan.cache_path) as store:
-        outcomes = {o.key: o for o in store.outcomes()}
-        pending = store.pending_keys()
-    outcome = await run_evaluation(
-        options, on_start=on_start, on_judgment=on_judgment, judge_factory=lambda cfg: BatchReplies(cfg, outcomes, pending)
-    )
+    outcome = await run_evaluation(options, on_start=on_start, on_judgment=on_judgment, answers=Collected(plan.cache_path))
     with BatchStore(plan.cache_path) as store:
         store.forget_stored_replies()
     return outcome
@@ -498,7 +475,7 @@ def _read_output_file(path: Path) -> Iterator[Outcome]:
             if not raw.strip():
                 continue
             try:
-                yield read_openai_result(json.loads(raw), f"{path}:{number}")
+                yield read_openai_result(decode_json(raw), f"{path}:{number}")
             except ValueError as exc:
                 raise UserInputError(f"{path}:{number}: custom_id: not a batch output line ({exc})") from None
 

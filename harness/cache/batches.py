@@ -10,13 +10,14 @@ Keys are *claimed* (``claim``) in the same transaction that creates the batch ro
 SQLite's write lock, before anything is sent: a key already held by another batch (pending) or
 already answered is never claimed twice, whichever process or machine asks. ``released`` is the
 end of a batch that was never sent. ``batch_requests.state`` is ``pending`` until the results are
-downloaded, then ``succeeded`` (the reply, its usage and logprobs are kept here until the run stores them
-in ``judgments``) or ``failed`` (with the provider's reason).
+downloaded, then ``succeeded`` (the reply, its usage and logprobs are kept here until a collect stores
+them in ``judgments``, then ``stored``) or ``failed`` (with the provider's reason).
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,10 +27,14 @@ from typing import Any
 
 from ..errors import CacheError, ConfigError
 from ..judges.usage import Usage
+from .base import COLUMNS, CachedJudgment
 from .location import CacheLocation, describe, is_postgres_url
-from .store import BUSY_TIMEOUT_MS, _prepare
+from .store import _COLUMNS, _UPSERT_SET, BUSY_TIMEOUT_MS, _prepare
 
 _CHUNK = 500
+#: Page cache of a ledger connection, KiB: a collect's two transactions (results in, judgments out)
+#: touch every page of the indexes of 100,000 random keys; the default 2 MB rereads them more often.
+_CACHE_KIB = 8192
 #: Statuses after which a batch changes no more at the provider (both providers' words).
 ENDED = frozenset({"completed", "failed", "expired", "cancelled", "ended"})
 
@@ -126,6 +131,9 @@ def _outcome(
     return Outcome(key, reply, usage, finish_reason, error, tokens)
 
 
+#: A cache row's values in ``COLUMNS`` order (key first), as ``base.row_values`` gives them.
+_ROW = operator.attrgetter(*COLUMNS)
+
 _BATCH_COLUMNS = "id, api, endpoint, api_key_env, judge, model, remote_id, input_file_id, status, requests, detail, created_at, updated_at"
 
 
@@ -151,6 +159,7 @@ class BatchStore:
             self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except sqlite3.DatabaseError as exc:
             raise CacheError(f"{path}: cannot open the cache: {exc}") from exc
 
@@ -263,6 +272,7 @@ class BatchStore:
             counts[state] += 1
             rows.append((state, *_result_row(outcome), outcome.key, batch_id))
         sets = ", ".join(f"{name} = ?" for name in ("state", *_RESULT_COLUMNS))
+        rows.sort(key=lambda row: row[-2])  # in key order: each index page is visited once
         self._execute("BEGIN IMMEDIATE")
         try:
             self._db.executemany(f"UPDATE batch_requests SET {sets} WHERE key = ? AND batch = ?", rows)
@@ -297,6 +307,33 @@ class BatchStore:
     def pending_keys(self) -> set[str]:
         """Keys held by batches whose results have not been downloaded yet."""
         return {k for (k,) in self._execute("SELECT key FROM batch_requests WHERE state = 'pending'")}
+
+    def store_collected(self, rows: Iterable[CachedJudgment]) -> None:
+        """Write collected judgments to the cache and mark their replies ``stored`` (dropping the
+        ledger's copy), in one transaction: both, or neither and the replies stay here. Rows in key
+        order visit each index page once."""
+        keys: list[tuple[str]] = []
+
+        def values() -> Iterator[tuple[Any, ...]]:
+            for row in rows:
+                keys.append((row.key,))
+                yield _ROW(row)
+
+        # A row's created_at is now unless it has one (the same rule as ``base.row_values``).
+        marks = ",".join(f"coalesce(?, '{_now()}')" if name == "created_at" else "?" for name in COLUMNS)
+        self._execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", values())
+            self._db.executemany(
+                "UPDATE batch_requests SET state = 'stored', reply = NULL, logprobs = NULL WHERE key = ? AND state = 'succeeded'", keys
+            )
+            self._execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            self._db.execute("ROLLBACK")
+            raise CacheError(f"{self.path}: write failed: {exc}; the collected replies are kept in the batch ledger (collect again)") from exc
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def forget_stored_replies(self) -> int:
         """Drop the replies the judgments table now holds (state ``stored``): kept once, not twice."""

@@ -61,8 +61,11 @@ class Runner:
         on_entry: Callable[[Entry], None],
         on_judgment: Callable[[Judgment], None] = lambda j: None,
         budget: Budget | None = None,
+        answer: Callable[[Job], Judgment] | None = None,
     ) -> None:
         self.budget = budget
+        #: answers every cache miss without a call (``harness batch collect``: the downloaded results)
+        self._answer = answer
         self.plan = plan
         self.rubrics = rubrics
         self.judges = judges
@@ -178,6 +181,8 @@ class Runner:
                 self._complete(job, verdict.from_cache(job, hits[job.key]))
             elif self.plan.cache_mode == "offline":
                 self._complete(job, job.judgment("unscored", reason="cache_miss", error="offline and not in the cache"))
+            elif self._answer is not None:
+                self._complete(job, self._answer(job))
             elif self.stopping:
                 self._complete(job, job.judgment("unscored", reason="interrupted"))
             elif self.budget is not None and self.budget.exhausted:

@@ -17,12 +17,11 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..cache.base import CacheStore
 from ..cache.location import describe, open_store
 from ..capabilities import check_supported
-from ..config import JudgeConfig
 from ..cost.budget import Budget
 from ..cost.estimate import estimate_scanned
 from ..cost.staleness import retirements
@@ -33,7 +32,7 @@ from ..judges.registry import make_judge
 from ..metrics.run import RunTotals
 from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remove_stale
 from ..outputs.writer import OutputSink, write_summary
-from ..planning import Judgment, RunOptions, RunPlan, build_plan
+from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
 from ..transcripts.loader import ScanResult, scan
 from .engine import Runner
@@ -53,6 +52,15 @@ class RunOutcome:
     stopped_judges: list[FatalJudgeError] = field(default_factory=list)
     #: files an earlier run left in --out that this run did not write, removed
     removed_stale: list[str] = field(default_factory=list)
+
+
+class Answers(Protocol):
+    """Answers a run's cache misses instead of judges (``harness batch collect``: the downloaded results)."""
+
+    def answer(self, job: Job) -> Judgment: ...
+
+    def settle(self) -> None:
+        """Store what was answered; called once judging ends, before the outputs are committed."""
 
 
 def crash_exit(exc: BaseException) -> tuple[int, str]:
@@ -108,6 +116,7 @@ class _Run:
     on_start: Callable[[int], None] | None = None
     on_judgment: Callable[[Judgment], None] | None = None
     handle_signals: bool = False
+    answers: Answers | None = None
 
 
 async def run_evaluation(
@@ -116,12 +125,12 @@ async def run_evaluation(
     on_start: Callable[[int], None] | None = None,
     on_judgment: Callable[[Judgment], None] | None = None,
     handle_signals: bool = False,
-    judge_factory: Callable[[JudgeConfig], Judge] | None = None,
+    answers: Answers | None = None,
 ) -> RunOutcome:
     """Run ``options``. ``on_start(total judgments)`` is called once before judging, ``on_judgment``
     as each judgment completes; ``handle_signals`` makes Ctrl-C/SIGTERM stop dispatching (twice:
-    stop waiting for in-flight calls). ``judge_factory`` replaces the registry's ``make_judge``
-    (``harness batch`` answers from a provider batch's downloaded results through it)."""
+    stop waiting for in-flight calls). ``answers`` answers every cache miss and no judge is made
+    (``harness batch collect`` answers from a provider batch's downloaded results)."""
     started = time.perf_counter()
     if options.out is None:
         raise UserInputError("--out is required")
@@ -134,15 +143,14 @@ async def run_evaluation(
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
     # judge is even constructed, so nothing can call out.
-    factory = judge_factory or make_judge
-    judges: dict[str, Judge] = {} if plan.cache_mode == "offline" else {j.name: factory(j) for j in plan.judges}
+    judges: dict[str, Judge] = {} if plan.cache_mode == "offline" or answers is not None else {j.name: make_judge(j) for j in plan.judges}
     budget, estimated = _budget(plan, scanned) if plan.max_cost is not None else (None, None)
     prepare_out_dir(out)
     lock = OutDirLock(out)  # held to the end: a second run on this --out is refused
     try:
         with _collector_tuned():
             return await _judge_and_write(
-                _Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals)
+                _Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers)
             )
     finally:
         lock.release()
@@ -186,10 +194,14 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
             if run.on_start is not None:
                 good = plan.shard.size(run.scanned.good) if plan.shard is not None else run.scanned.good
                 run.on_start(good * len(run.rubrics) * len(plan.judges))
+            answer = run.answers.answer if run.answers is not None else None
+            on_judgment = run.on_judgment or (lambda j: None)
             runner = Runner(
-                plan, run.rubrics, run.judges, cache, on_entry=sink.write_entry, on_judgment=run.on_judgment or (lambda j: None), budget=run.budget
+                plan, run.rubrics, run.judges, cache, on_entry=sink.write_entry, on_judgment=on_judgment, budget=run.budget, answer=answer
             )
             interrupted, crash = await _judge(runner, run.handle_signals)
+            if run.answers is not None:
+                crash = crash or _settle(run.answers)
         finally:
             crash_on_close = await _close(run.judges, cache)
     except BaseException as exc:
@@ -254,6 +266,15 @@ async def _judge(runner: Runner, handle_signals: bool) -> tuple[bool, Exception 
         except Exception as exc:  # noqa: BLE001 - any error ends the run with what is done written
             return interrupted, exc
     return interrupted, None
+
+
+def _settle(answers: Answers) -> Exception | None:
+    """Store what ``answers`` answered; a failure is this run's error (nothing is lost: see batch/collected.py)."""
+    try:
+        answers.settle()
+    except Exception as exc:  # noqa: BLE001 - reported like a failed last cache write
+        return exc
+    return None
 
 
 async def _close(judges: dict[str, Judge], cache: CacheStore | None) -> Exception | None:
