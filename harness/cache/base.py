@@ -16,6 +16,7 @@ was a process on this host that no longer exists is taken over at once.
 from __future__ import annotations
 
 import abc
+import operator
 import os
 import socket
 import uuid
@@ -193,6 +194,13 @@ def prune_where(before: str | None, judge_model: str | None, mark: str) -> tuple
     return " AND ".join(clauses), params
 
 
+_VALUES = operator.attrgetter(*COLUMNS)
+_CREATED_AT = COLUMNS.index("created_at")
+
+
 def row_values(judgment: CachedJudgment, now: str) -> tuple[Any, ...]:
     """A judgment's values in ``COLUMNS`` order, stamped ``now`` unless it has a created_at (an import)."""
-    return tuple(now if name == "created_at" and value is None else value for name, value in judgment.as_dict().items())
+    values: tuple[Any, ...] = _VALUES(judgment)
+    if values[_CREATED_AT] is None:
+        values = (*values[:_CREATED_AT], now, *values[_CREATED_AT + 1 :])
+    return values

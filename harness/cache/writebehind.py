@@ -3,9 +3,12 @@
 A store here is this class plus a backend: the backend's connection and its SQL (a handful of
 hooks, each one statement or one transaction), nothing more. What a run relies on lives once:
 
-- ``put`` queues a finished judgment; one writer task drains the queue and commits whatever has
+- ``put`` queues a finished judgment; one writer drains the queue and commits whatever has
   arrived in one transaction (an ``executemany`` upsert that also deletes the judgments' claims), so
-  a busy run writes in batches and an idle one commits each judgment at once.
+  a busy run writes in batches and an idle one commits each judgment at once. The writer is a task
+  on the event loop (PostgreSQL's async driver), or, for a backend with a blocking driver (SQLite),
+  a thread with a connection of its own: then a transaction costs the event loop nothing (through
+  aiosqlite each cost two or three round trips through its thread; bench/throughput.py).
 - A failed write always surfaces. Whatever failed (the database, the driver, a value neither can
   store), the first failure is kept and ``flush``, ``close`` and every later ``put`` raise it as a
   ``CacheError`` with the reason and the number of judgments not cached. The writer still writes
@@ -19,8 +22,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import concurrent.futures
 import contextlib
+import queue
 import re
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -38,6 +44,8 @@ class WriteBehindStore(CacheStore):
     """A cache store with a write-behind writer and leased claims; a backend supplies the SQL."""
 
     backend: ClassVar[str]
+    #: the writer is a thread running ``_upsert_sync`` on ``_writer_connection()``'s connection
+    threaded: ClassVar[bool] = False
     #: the driver's errors, turned into ``CacheError`` at this boundary (reads, claims, releases)
     db_errors: ClassVar[tuple[type[Exception], ...]]
 
@@ -50,6 +58,11 @@ class WriteBehindStore(CacheStore):
         self.batches_written = 0
         self._queue: asyncio.Queue[CachedJudgment | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
+        #: the threaded writer and its inbox (judgments, flush markers, ``_CLOSE``)
+        self._thread: threading.Thread | None = None
+        self._inbox: queue.SimpleQueue[CachedJudgment | concurrent.futures.Future[None] | object] = queue.SimpleQueue()
+        self._counts = threading.Lock()  # ``_lost`` is counted by the loop and the writer thread
+        self._thread_error: str | None = None  # why the writer thread ended on its own
         self._heartbeat: asyncio.Task[None] | None = None
         self._write_exc: BaseException | None = None  # the first failed write
         self._lost = 0  # judgments that failed writes did not store
@@ -73,6 +86,17 @@ class WriteBehindStore(CacheStore):
         """In one transaction: upsert ``rows`` (``COLUMNS`` order, one per key, in key order) with
         one ``executemany``, and delete this owner's claims on ``keys`` (the rows' keys it holds,
         sorted; none: no statement), so a waiter sees one or the other."""
+
+    def _writer_connection(self) -> Any:
+        """A threaded backend's writer connection (opened in a worker thread, used only by the writer)."""
+        raise NotImplementedError
+
+    def _upsert_sync(self, conn: Any, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
+        """``_upsert`` on the writer thread's ``conn``: one transaction, rolled back if it fails."""
+        raise NotImplementedError
+
+    def _close_writer_connection(self, conn: Any) -> None:
+        """Close the writer thread's connection."""
 
     @abc.abstractmethod
     async def _grant(self, keys: list[str]) -> set[str]:
@@ -108,7 +132,18 @@ class WriteBehindStore(CacheStore):
     async def open(self) -> WriteBehindStore:
         await self._connect()
         self._stopped = None
-        if not self.read_only:
+        if not self.read_only and self.threaded:
+            try:
+                conn = await asyncio.to_thread(self._writer_connection)
+            except BaseException:
+                await self._disconnect()
+                raise
+            self._inbox = queue.SimpleQueue()
+            # A daemon: a loop that dies without close() must not keep the process alive; what
+            # was committed stays committed, a transaction cut short is rolled back by SQLite.
+            self._thread = threading.Thread(target=self._thread_loop, args=(conn,), name="harness-cache-writer", daemon=True)
+            self._thread.start()
+        elif not self.read_only:
             self._writer = asyncio.create_task(self._write_loop(), name="harness-cache-writer")
         return self
 
@@ -118,7 +153,13 @@ class WriteBehindStore(CacheStore):
     async def close(self) -> None:
         """Write what is queued, give unwritten claims up, close; raise the run's write failure."""
         writer, self._writer = self._writer, None
+        thread, self._thread = self._thread, None
         try:
+            if thread is not None:
+                if thread.is_alive():
+                    self._inbox.put(_CLOSE)
+                    await asyncio.to_thread(thread.join)
+                self._note_thread_stop(thread, closing=True)
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -142,17 +183,26 @@ class WriteBehindStore(CacheStore):
 
     def put(self, judgment: CachedJudgment) -> None:
         """Queue a finished judgment for writing; raises if an earlier write failed."""
-        if self._writer is not None:
+        if self._thread is not None:
+            self._note_thread_stop(self._thread)
+        elif self._writer is not None:
             self._note_stop(self._writer)
         if self._write_exc is not None or self._stopped is not None:
-            self._lost += 1
+            with self._counts:
+                self._lost += 1
             self._raise_failure()
+        if self._thread is not None:
+            self._inbox.put(judgment)
+            return
         if self._writer is None:
             raise CacheError("the cache is read-only" if self.read_only else "the cache is not open")
         self._queue.put_nowait(judgment)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed; raise if any write failed."""
+        if (thread := self._thread) is not None:
+            await self._flush_thread(thread)
+            return
         writer = self._writer
         if writer is not None and not writer.done():
             joined = asyncio.ensure_future(self._queue.join())
@@ -183,7 +233,8 @@ class WriteBehindStore(CacheStore):
                 if batch:
                     await self._write(batch)
             except Exception as exc:  # noqa: BLE001 - any failure is kept and raised by put, flush and close
-                self._lost += len({j.key for j in batch})
+                with self._counts:
+                    self._lost += len({j.key for j in batch})
                 self._write_exc = self._write_exc or exc
             finally:
                 # Marked done only once settled, so flush() (Queue.join) means "committed or failed".
@@ -192,21 +243,83 @@ class WriteBehindStore(CacheStore):
             if len(batch) < len(items):  # close()'s sentinel
                 return
 
-    async def _write(self, batch: list[CachedJudgment]) -> None:
-        if not batch:
+    async def _flush_thread(self, thread: threading.Thread) -> None:
+        if thread.is_alive():
+            marker: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._inbox.put(marker)
+            waited = asyncio.wrap_future(marker)
+            try:
+                # The writer answers every marker it takes; one that died first is not waited for.
+                while not waited.done() and thread.is_alive():
+                    await asyncio.wait({waited}, timeout=0.25)
+            finally:
+                waited.cancel()
+        self._note_thread_stop(thread)
+        self._raise_failure()
+
+    def _thread_loop(self, conn: Any) -> None:
+        """The threaded writer: the task writer's loop, run on ``conn`` in its own thread."""
+        closing = False
+        try:
+            while not closing:
+                items = [self._inbox.get()]
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        items.append(self._inbox.get_nowait())
+                batch = [item for item in items if isinstance(item, CachedJudgment)]
+                try:
+                    if batch:
+                        rows, held = self._rows(batch)
+                        self._upsert_sync(conn, rows, held)
+                        self._committed(held)
+                except Exception as exc:  # noqa: BLE001 - kept and raised by put, flush and close
+                    with self._counts:
+                        self._lost += len({j.key for j in batch})
+                    self._write_exc = self._write_exc or exc
+                finally:
+                    _answer(items)
+                closing = _CLOSE in items
+        except BaseException as exc:  # noqa: BLE001 - a bug or the interpreter ending: reported by put, flush and close
+            self._thread_error = f"{type(exc).__name__}: {one_line(exc)}"
+        finally:
+            with contextlib.suppress(Exception):
+                self._close_writer_connection(conn)
+            if not closing:  # nobody waits on a marker left behind
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        _answer([self._inbox.get_nowait()])
+
+    def _note_thread_stop(self, thread: threading.Thread, *, closing: bool = False) -> None:
+        if thread.is_alive() or self._stopped is not None:
             return
+        if (error := self._thread_error) is not None:
+            self._stopped = error
+        elif not closing:
+            self._stopped = "ended before close"
+
+    def _rows(self, batch: list[CachedJudgment]) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """The rows of ``batch`` (one per key, a later one wins, sorted: two writers lock rows in
+        the same order) and the keys among them whose claims this store holds."""
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        # One row per key (a later one wins), sorted: two writers lock rows in the same order.
         latest = {j.key: j for j in batch}
         keys = sorted(latest)
         rows = [row_values(latest[k], now) for k in keys]
         # Only keys this store claimed can have its claims to delete: a run without claims (one
-        # worker) skips that statement, a third of a transaction's round trips to the writer thread.
+        # worker) skips that statement.
         held = [k for k in keys if k in self._held] if self._held else []
-        async with self._write_lock:
-            await self._upsert(rows, held)
+        return rows, held
+
+    def _committed(self, held: list[str]) -> None:
         self.batches_written += 1
         self._held.difference_update(held)
+
+    async def _write(self, batch: list[CachedJudgment]) -> None:
+        if not batch:
+            return
+        rows, held = self._rows(batch)
+        async with self._write_lock:
+            await self._upsert(rows, held)
+        self._committed(held)
 
     def _note_stop(self, writer: asyncio.Task[None], *, closing: bool = False) -> None:
         """Record why ``writer`` ended, unless it ended because close() asked it to."""
@@ -220,6 +333,7 @@ class WriteBehindStore(CacheStore):
             self._stopped = "ended before close"
 
     def _raise_failure(self) -> None:
+        """Raise the first failed write (or the writer's stop) as a ``CacheError``."""
         if self._write_exc is not None:
             lost = f" ({self._lost} judgment(s) not cached)" if self._lost else ""
             error = CacheError(f"{self.location}: cache write failed: {self._explain(self._write_exc)}{lost}")
@@ -265,3 +379,15 @@ class WriteBehindStore(CacheStore):
             if self._held:
                 with contextlib.suppress(*self.db_errors):  # a passing failure: two more renewals before the lease lapses
                     await self._renew()
+
+
+#: The threaded writer's last message: write what came before, then end.
+_CLOSE = object()
+
+
+def _answer(items: list[Any]) -> None:
+    """Settle the flush markers among ``items`` (a flush cancelled meanwhile has given up on its own)."""
+    for item in items:
+        if isinstance(item, concurrent.futures.Future):
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                item.set_result(None)
