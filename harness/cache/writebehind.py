@@ -27,12 +27,19 @@ import contextlib
 import queue
 import re
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ..errors import CacheError
 from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStore, dead_local_owners, new_owner, row_values
+
+#: Seconds the writer thread, woken by a judgment, waits for more before it commits. A thread
+#: woken per judgment committed about one a transaction, and each wake-up takes the GIL from the
+#: event loop: 0.39 ms of CPU a judgment against 0.30 ms with this window (bench/throughput.py
+#: --case 1). A judgment is still committed within a few milliseconds of finishing.
+WRITE_WINDOW_S = 0.005
 
 
 def one_line(exc: BaseException) -> str:
@@ -263,6 +270,7 @@ class WriteBehindStore(CacheStore):
         try:
             while not closing:
                 items = [self._inbox.get()]
+                time.sleep(WRITE_WINDOW_S)  # what finishes meanwhile joins this transaction
                 with contextlib.suppress(queue.Empty):
                     while True:
                         items.append(self._inbox.get_nowait())
