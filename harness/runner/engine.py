@@ -258,7 +258,8 @@ class Runner:
             return
         assert job.key is not None
         self._claims.stored(job.key)
-        self.cache.put(verdict.to_cached(job, judgment, text, logprobs, attempts=attempts, tier=tier))
+        endpoint = self._samplings[job.judge.name].endpoint
+        self.cache.put(verdict.to_cached(job, judgment, text, logprobs, attempts=attempts, tier=tier, base_url=endpoint))
 
     # -- judgments -----------------------------------------------------------------------------
 

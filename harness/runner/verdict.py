@@ -160,14 +160,17 @@ def from_choice(job: Job, request_judgment: Judgment, text: str, logprobs: Logpr
     return judgment
 
 
-def to_cached(job: Job, judgment: Judgment, text: str, logprobs: Logprobs | None, *, attempts: int, tier: str | None = None) -> CachedJudgment:
+def to_cached(
+    job: Job, judgment: Judgment, text: str, logprobs: Logprobs | None, *, attempts: int, tier: str | None = None, base_url: str | None = None
+) -> CachedJudgment:
     """The cache row of ``judgment``, the reply ``text`` read; ``truncated`` marks a reply cut at
-    the completion budget (the budget is in the key, so a new budget asks again)."""
+    the completion budget (the budget is in the key, so a new budget asks again). ``base_url``:
+    the judge's endpoint when the caller has it resolved (resolving reads the environment)."""
     assert job.key is not None
     return CachedJudgment(
         key=job.key,
         judge_model=job.judge.model,
-        base_url=job.judge.endpoint,
+        base_url=job.judge.endpoint if base_url is None else base_url,
         rubric=job.rubric.name,
         rubric_version=job.rubric.version,
         raw_output=text,
