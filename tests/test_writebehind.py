@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +43,18 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     return request.getfixturevalue("postgres").new_database()
 
 
-async def _taken(store: CacheStore) -> None:
-    """Until the task writer has taken everything queued (it is then inside its write)."""
-    while not store._queue.empty():  # type: ignore[attr-defined]
-        await asyncio.sleep(0)
+def _hold_the_write(store: CacheStore) -> tuple[asyncio.Event, asyncio.Event]:
+    """(entered, release): the writer's next transaction waits for ``release`` once it has begun."""
+    entered, release = asyncio.Event(), asyncio.Event()
+    upsert = store._upsert  # type: ignore[attr-defined]
+
+    async def held(rows: Any, keys: Any) -> None:
+        entered.set()
+        await release.wait()
+        await upsert(rows, keys)
+
+    store._upsert = held  # type: ignore[attr-defined]
+    return entered, release
 
 
 def _connections(url: str) -> int:
@@ -80,22 +87,9 @@ async def test_a_write_that_fails_outside_the_database_surfaces_on_flush_put_and
 @pytest.mark.timeout(60)
 async def test_what_was_queued_behind_a_failed_batch_is_still_written(location: Any) -> None:
     store = await open_store(location).open()
-    entered, release = threading.Event(), threading.Event()
-    threaded = store._thread is not None  # type: ignore[attr-defined]
-    if threaded:
-        # A thread writes a row in microseconds: hold it inside the bad batch's write, as the
-        # event loop holds the task writer while these puts run.
-        upsert = store._upsert_sync  # type: ignore[attr-defined]
-
-        def held(*args: Any) -> None:
-            entered.set()
-            release.wait(10)
-            upsert(*args)
-
-        store._upsert_sync = held  # type: ignore[attr-defined]
+    entered, release = _hold_the_write(store)
     store.put(row("bad", LONE_SURROGATE))
-    # The writer is writing the bad batch; these two wait for the next one.
-    await (asyncio.to_thread(entered.wait, 10) if threaded else _taken(store))
+    await asyncio.wait_for(entered.wait(), 10)  # the writer is writing the bad batch; these two wait for the next one
     store.put(row("next-1"))
     store.put(row("next-2"))
     release.set()
@@ -110,21 +104,10 @@ async def test_what_was_queued_behind_a_failed_batch_is_still_written(location: 
 @pytest.mark.timeout(60)
 async def test_a_writer_that_stops_is_reported_never_waited_for_or_ignored(location: Any) -> None:
     store = await open_store(location).open()
-    thread = store._thread  # type: ignore[attr-defined]
-    if thread is not None:  # SQLite's writer thread, ended by what no write failure is (a bug, the interpreter ending)
-
-        def stop(*args: Any) -> None:
-            raise SystemExit("stopped")
-
-        store._upsert_sync = stop  # type: ignore[attr-defined]
-        store.put(row("first"))
-        await asyncio.to_thread(thread.join, 10)
-        assert not thread.is_alive()
-    else:
-        writer = store._writer  # type: ignore[attr-defined]
-        assert writer is not None
-        writer.cancel()  # as a task dies that nobody awaits: no error of its own is recorded
-        await asyncio.wait({writer})
+    writer = store._writer  # type: ignore[attr-defined]
+    assert writer is not None
+    writer.cancel()  # as a task dies that nobody awaits: no error of its own is recorded
+    await asyncio.wait({writer})
     with pytest.raises(CacheError, match="the cache writer stopped"):
         store.put(row("k"))
     with pytest.raises(CacheError, match="the cache writer stopped"):
@@ -205,14 +188,30 @@ def test_a_run_whose_reply_postgres_cannot_store_ends_with_exit_5_and_one_line(t
 
 
 @pytest.mark.timeout(60)
-async def test_judgments_finishing_one_by_one_share_transactions(tmp_path: Path) -> None:
-    """SQLite's writer thread gathers what finishes within its window (``WRITE_WINDOW_S``) into
-    one transaction: woken per judgment it committed about one a transaction, which cost the run
-    a quarter of its CPU (bench/throughput.py --case 1). Every judgment is still committed."""
-    async with open_store(tmp_path / "cache.sqlite") as store:
+async def test_judgments_finishing_one_by_one_share_transactions(location: Any) -> None:
+    """The writer gathers what finishes within ``WRITE_WINDOW_S`` into one transaction: woken per
+    judgment, a live run committed a few a transaction, and each transaction's round trips cost
+    the event loop more than its rows (bench/throughput.py --case 1). Every judgment is committed."""
+    async with open_store(location) as store:
         for i in range(40):
             store.put(row(f"k{i:02d}"))
-            await asyncio.sleep(0.00025)
+            await asyncio.sleep(0.001)
         await store.flush()
         assert store.batches_written <= 20  # type: ignore[attr-defined]
         assert len(await store.get_many([f"k{i:02d}" for i in range(40)])) == 40
+
+
+@pytest.mark.timeout(60)
+async def test_a_refused_value_loses_only_its_own_judgment_not_its_batch(location: Any) -> None:
+    """Three judgments in one write window, the middle one unstorable: the batch fails, is written
+    again one by one, and only that one is lost (counted in the message)."""
+    store = await open_store(location).open()
+    store.put(row("a-good"))
+    store.put(row("b-bad", LONE_SURROGATE))
+    store.put(row("c-good"))
+    with pytest.raises(CacheError, match=r"surrogates not allowed \(1 judgment\(s\) not cached\)"):
+        await store.flush()
+    with pytest.raises(CacheError):
+        await store.close()
+    async with open_store(location) as again:
+        assert set(await again.get_many(["a-good", "b-bad", "c-good"])) == {"a-good", "c-good"}

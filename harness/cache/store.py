@@ -32,7 +32,6 @@ _READ_BATCH = 500
 
 _COLUMNS = ", ".join(COLUMNS)
 _UPSERT_SET = ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "key")
-_UPSERT = f"INSERT INTO judgments ({_COLUMNS}) VALUES ({','.join('?' * len(COLUMNS))}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}"
 
 
 def _prepare(path: Path) -> None:
@@ -138,12 +137,10 @@ class CacheReader:
 class JudgmentCache(WriteBehindStore):
     """The SQLite store. (The name predates the PostgreSQL store; ``SqliteCache`` is the same class.)
 
-    Two connections: aiosqlite's for reads, claims and imports (a claim and an import must not
-    share an open transaction: ``_tx``), and the write-behind thread's own (``writebehind.py``)."""
+    One connection: a claim and a write batch must not share an open transaction (``_tx``)."""
 
     backend = "sqlite"
     db_errors = (sqlite3.DatabaseError,)
-    threaded = True
 
     def __init__(self, path: str | Path, *, read_only: bool = False, lease_s: float = DEFAULT_LEASE_S) -> None:
         super().__init__(str(path), read_only=read_only, lease_s=lease_s)
@@ -206,9 +203,10 @@ class JudgmentCache(WriteBehindStore):
     # -- the writer's and the claims' SQL (writebehind.py runs them) ------------------------------
 
     async def _upsert(self, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
+        marks = ",".join("?" * len(COLUMNS))
         async with self._tx:
             try:
-                await self.db.executemany(_UPSERT, rows)
+                await self.db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", rows)
                 if keys:
                     await self.db.execute(
                         "DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(keys))
@@ -217,30 +215,6 @@ class JudgmentCache(WriteBehindStore):
             except BaseException:
                 await _rollback(self.db)
                 raise
-
-    def _writer_connection(self) -> sqlite3.Connection:
-        try:
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            db.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.path}: cannot open the cache: {exc}") from exc
-        return db
-
-    def _upsert_sync(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
-        conn.execute("BEGIN")
-        try:
-            conn.executemany(_UPSERT, rows)
-            if keys:
-                conn.execute("DELETE FROM claims WHERE owner = ? AND key IN (SELECT value FROM json_each(?))", (self.owner, json.dumps(keys)))
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-
-    def _close_writer_connection(self, conn: sqlite3.Connection) -> None:
-        conn.close()
 
     async def _grant(self, keys: list[str]) -> set[str]:
         now = time.time()

@@ -3,17 +3,16 @@
 A store here is this class plus a backend: the backend's connection and its SQL (a handful of
 hooks, each one statement or one transaction), nothing more. What a run relies on lives once:
 
-- ``put`` queues a finished judgment; one writer drains the queue and commits whatever has
-  arrived in one transaction (an ``executemany`` upsert that also deletes the judgments' claims), so
-  a busy run writes in batches and an idle one commits each judgment at once. The writer is a task
-  on the event loop (PostgreSQL's async driver), or, for a backend with a blocking driver (SQLite),
-  a thread with a connection of its own: then a transaction costs the event loop nothing (through
-  aiosqlite each cost two or three round trips through its thread; bench/throughput.py).
+- ``put`` queues a finished judgment; one writer task, woken by it, waits ``WRITE_WINDOW_S`` for
+  more, then commits whatever has arrived in one transaction (an ``executemany`` upsert that also
+  deletes the judgments' claims), so a busy run writes in batches and an idle one commits each
+  judgment within milliseconds.
 - A failed write always surfaces. Whatever failed (the database, the driver, a value neither can
   store), the first failure is kept and ``flush``, ``close`` and every later ``put`` raise it as a
-  ``CacheError`` with the reason and the number of judgments not cached. The writer still writes
-  what was queued behind a failed batch, so a judgment is lost only with its own batch. A writer
-  that stops for any other reason (cancelled) is reported the same way, never waited for.
+  ``CacheError`` with the reason and the number of judgments not cached. A failed batch is written
+  again one judgment at a time, and what was queued behind it is still written, so a judgment is
+  lost only for its own value. A writer that stops for any other reason (cancelled) is reported
+  the same way, never waited for.
 - Claims (see ``base.py``): granted, taken over from dead owners on this host, renewed while held,
   released on close.
 """
@@ -22,12 +21,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import concurrent.futures
 import contextlib
-import queue
 import re
-import threading
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -35,10 +30,10 @@ from typing import Any, ClassVar
 from ..errors import CacheError
 from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStore, dead_local_owners, new_owner, row_values
 
-#: Seconds the writer thread, woken by a judgment, waits for more before it commits. A thread
-#: woken per judgment committed about one a transaction, and each wake-up takes the GIL from the
-#: event loop: 0.39 ms of CPU a judgment against 0.30 ms with this window (bench/throughput.py
-#: --case 1). A judgment is still committed within a few milliseconds of finishing.
+#: Seconds the writer, woken by a judgment, waits for more before it commits. Without it a live
+#: run at 64 calls in flight committed 8 judgments a transaction, and each transaction's round trips
+#: to SQLite's thread cost the event loop more than the rows: 0.38 ms of CPU a judgment against 0.30
+#: ms with it (bench/throughput.py --case 1). A judgment is still committed within milliseconds.
 WRITE_WINDOW_S = 0.005
 
 
@@ -51,8 +46,6 @@ class WriteBehindStore(CacheStore):
     """A cache store with a write-behind writer and leased claims; a backend supplies the SQL."""
 
     backend: ClassVar[str]
-    #: the writer is a thread running ``_upsert_sync`` on ``_writer_connection()``'s connection
-    threaded: ClassVar[bool] = False
     #: the driver's errors, turned into ``CacheError`` at this boundary (reads, claims, releases)
     db_errors: ClassVar[tuple[type[Exception], ...]]
 
@@ -65,11 +58,6 @@ class WriteBehindStore(CacheStore):
         self.batches_written = 0
         self._queue: asyncio.Queue[CachedJudgment | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
-        #: the threaded writer and its inbox (judgments, flush markers, ``_CLOSE``)
-        self._thread: threading.Thread | None = None
-        self._inbox: queue.SimpleQueue[CachedJudgment | concurrent.futures.Future[None] | object] = queue.SimpleQueue()
-        self._counts = threading.Lock()  # ``_lost`` is counted by the loop and the writer thread
-        self._thread_error: str | None = None  # why the writer thread ended on its own
         self._heartbeat: asyncio.Task[None] | None = None
         self._write_exc: BaseException | None = None  # the first failed write
         self._lost = 0  # judgments that failed writes did not store
@@ -93,17 +81,6 @@ class WriteBehindStore(CacheStore):
         """In one transaction: upsert ``rows`` (``COLUMNS`` order, one per key, in key order) with
         one ``executemany``, and delete this owner's claims on ``keys`` (the rows' keys it holds,
         sorted; none: no statement), so a waiter sees one or the other."""
-
-    def _writer_connection(self) -> Any:
-        """A threaded backend's writer connection (opened in a worker thread, used only by the writer)."""
-        raise NotImplementedError
-
-    def _upsert_sync(self, conn: Any, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
-        """``_upsert`` on the writer thread's ``conn``: one transaction, rolled back if it fails."""
-        raise NotImplementedError
-
-    def _close_writer_connection(self, conn: Any) -> None:
-        """Close the writer thread's connection."""
 
     @abc.abstractmethod
     async def _grant(self, keys: list[str]) -> set[str]:
@@ -139,18 +116,7 @@ class WriteBehindStore(CacheStore):
     async def open(self) -> WriteBehindStore:
         await self._connect()
         self._stopped = None
-        if not self.read_only and self.threaded:
-            try:
-                conn = await asyncio.to_thread(self._writer_connection)
-            except BaseException:
-                await self._disconnect()
-                raise
-            self._inbox = queue.SimpleQueue()
-            # A daemon: a loop that dies without close() must not keep the process alive; what
-            # was committed stays committed, a transaction cut short is rolled back by SQLite.
-            self._thread = threading.Thread(target=self._thread_loop, args=(conn,), name="harness-cache-writer", daemon=True)
-            self._thread.start()
-        elif not self.read_only:
+        if not self.read_only:
             self._writer = asyncio.create_task(self._write_loop(), name="harness-cache-writer")
         return self
 
@@ -160,13 +126,7 @@ class WriteBehindStore(CacheStore):
     async def close(self) -> None:
         """Write what is queued, give unwritten claims up, close; raise the run's write failure."""
         writer, self._writer = self._writer, None
-        thread, self._thread = self._thread, None
         try:
-            if thread is not None:
-                if thread.is_alive():
-                    self._inbox.put(_CLOSE)
-                    await asyncio.to_thread(thread.join)
-                self._note_thread_stop(thread, closing=True)
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -190,26 +150,17 @@ class WriteBehindStore(CacheStore):
 
     def put(self, judgment: CachedJudgment) -> None:
         """Queue a finished judgment for writing; raises if an earlier write failed."""
-        if self._thread is not None:
-            self._note_thread_stop(self._thread)
-        elif self._writer is not None:
+        if self._writer is not None:
             self._note_stop(self._writer)
         if self._write_exc is not None or self._stopped is not None:
-            with self._counts:
-                self._lost += 1
+            self._lost += 1
             self._raise_failure()
-        if self._thread is not None:
-            self._inbox.put(judgment)
-            return
         if self._writer is None:
             raise CacheError("the cache is read-only" if self.read_only else "the cache is not open")
         self._queue.put_nowait(judgment)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed; raise if any write failed."""
-        if (thread := self._thread) is not None:
-            await self._flush_thread(thread)
-            return
         writer = self._writer
         if writer is not None and not writer.done():
             joined = asyncio.ensure_future(self._queue.join())
@@ -233,6 +184,8 @@ class WriteBehindStore(CacheStore):
     async def _write_loop(self) -> None:
         while True:
             items = [await self._queue.get()]
+            if items[0] is not None:
+                await asyncio.sleep(WRITE_WINDOW_S)  # what finishes meanwhile joins this transaction
             while not self._queue.empty():
                 items.append(self._queue.get_nowait())
             batch = [item for item in items if item is not None]
@@ -240,9 +193,7 @@ class WriteBehindStore(CacheStore):
                 if batch:
                     await self._write(batch)
             except Exception as exc:  # noqa: BLE001 - any failure is kept and raised by put, flush and close
-                with self._counts:
-                    self._lost += len({j.key for j in batch})
-                self._write_exc = self._write_exc or exc
+                await self._salvage(batch, exc)
             finally:
                 # Marked done only once settled, so flush() (Queue.join) means "committed or failed".
                 for _ in items:
@@ -250,84 +201,37 @@ class WriteBehindStore(CacheStore):
             if len(batch) < len(items):  # close()'s sentinel
                 return
 
-    async def _flush_thread(self, thread: threading.Thread) -> None:
-        if thread.is_alive():
-            marker: concurrent.futures.Future[None] = concurrent.futures.Future()
-            self._inbox.put(marker)
-            waited = asyncio.wrap_future(marker)
-            try:
-                # The writer answers every marker it takes; one that died first is not waited for.
-                while not waited.done() and thread.is_alive():
-                    await asyncio.wait({waited}, timeout=0.25)
-            finally:
-                waited.cancel()
-        self._note_thread_stop(thread)
-        self._raise_failure()
-
-    def _thread_loop(self, conn: Any) -> None:
-        """The threaded writer: the task writer's loop, run on ``conn`` in its own thread."""
-        closing = False
-        try:
-            while not closing:
-                items = [self._inbox.get()]
-                time.sleep(WRITE_WINDOW_S)  # what finishes meanwhile joins this transaction
-                with contextlib.suppress(queue.Empty):
-                    while True:
-                        items.append(self._inbox.get_nowait())
-                batch = [item for item in items if isinstance(item, CachedJudgment)]
+    async def _salvage(self, batch: list[CachedJudgment], exc: Exception) -> None:
+        """A failed batch written again one judgment at a time, so that a value the database or
+        the driver refuses loses its own judgment, not the others of its window; what still fails
+        is counted and its error kept for put, flush and close."""
+        latest = list({j.key: j for j in batch}.values())
+        failed: list[Exception] = [exc] if len(latest) == 1 else []
+        if len(latest) > 1:
+            for judgment in latest:
                 try:
-                    if batch:
-                        rows, held = self._rows(batch)
-                        self._upsert_sync(conn, rows, held)
-                        self._committed(held)
-                except Exception as exc:  # noqa: BLE001 - kept and raised by put, flush and close
-                    with self._counts:
-                        self._lost += len({j.key for j in batch})
-                    self._write_exc = self._write_exc or exc
-                finally:
-                    _answer(items)
-                closing = _CLOSE in items
-        except BaseException as exc:  # noqa: BLE001 - a bug or the interpreter ending: reported by put, flush and close
-            self._thread_error = f"{type(exc).__name__}: {one_line(exc)}"
-        finally:
-            with contextlib.suppress(Exception):
-                self._close_writer_connection(conn)
-            if not closing:  # nobody waits on a marker left behind
-                with contextlib.suppress(queue.Empty):
-                    while True:
-                        _answer([self._inbox.get_nowait()])
-
-    def _note_thread_stop(self, thread: threading.Thread, *, closing: bool = False) -> None:
-        if thread.is_alive() or self._stopped is not None:
-            return
-        if (error := self._thread_error) is not None:
-            self._stopped = error
-        elif not closing:
-            self._stopped = "ended before close"
-
-    def _rows(self, batch: list[CachedJudgment]) -> tuple[list[tuple[Any, ...]], list[str]]:
-        """The rows of ``batch`` (one per key, a later one wins, sorted: two writers lock rows in
-        the same order) and the keys among them whose claims this store holds."""
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        latest = {j.key: j for j in batch}
-        keys = sorted(latest)
-        rows = [row_values(latest[k], now) for k in keys]
-        # Only keys this store claimed can have its claims to delete: a run without claims (one
-        # worker) skips that statement.
-        held = [k for k in keys if k in self._held] if self._held else []
-        return rows, held
-
-    def _committed(self, held: list[str]) -> None:
-        self.batches_written += 1
-        self._held.difference_update(held)
+                    await self._write([judgment])
+                except Exception as again:  # noqa: BLE001 - kept below
+                    failed.append(again)
+        if failed:
+            self._lost += len(failed)
+            self._write_exc = self._write_exc or failed[0]
 
     async def _write(self, batch: list[CachedJudgment]) -> None:
         if not batch:
             return
-        rows, held = self._rows(batch)
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        # One row per key (a later one wins), sorted: two writers lock rows in the same order.
+        latest = {j.key: j for j in batch}
+        keys = sorted(latest)
+        rows = [row_values(latest[k], now) for k in keys]
+        # Only keys this store claimed can have its claims to delete: a run without claims (one
+        # worker) skips that statement, a third of a transaction's round trips to the writer thread.
+        held = [k for k in keys if k in self._held] if self._held else []
         async with self._write_lock:
             await self._upsert(rows, held)
-        self._committed(held)
+        self.batches_written += 1
+        self._held.difference_update(held)
 
     def _note_stop(self, writer: asyncio.Task[None], *, closing: bool = False) -> None:
         """Record why ``writer`` ended, unless it ended because close() asked it to."""
@@ -341,7 +245,6 @@ class WriteBehindStore(CacheStore):
             self._stopped = "ended before close"
 
     def _raise_failure(self) -> None:
-        """Raise the first failed write (or the writer's stop) as a ``CacheError``."""
         if self._write_exc is not None:
             lost = f" ({self._lost} judgment(s) not cached)" if self._lost else ""
             error = CacheError(f"{self.location}: cache write failed: {self._explain(self._write_exc)}{lost}")
@@ -387,15 +290,3 @@ class WriteBehindStore(CacheStore):
             if self._held:
                 with contextlib.suppress(*self.db_errors):  # a passing failure: two more renewals before the lease lapses
                     await self._renew()
-
-
-#: The threaded writer's last message: write what came before, then end.
-_CLOSE = object()
-
-
-def _answer(items: list[Any]) -> None:
-    """Settle the flush markers among ``items`` (a flush cancelled meanwhile has given up on its own)."""
-    for item in items:
-        if isinstance(item, concurrent.futures.Future):
-            with contextlib.suppress(concurrent.futures.InvalidStateError):
-                item.set_result(None)
