@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from harness.cache import CachedJudgment, CacheStore, open_store, writebehind
+from harness.cache import CachedJudgment, CacheStore, open_store
 from harness.errors import CacheError
 from harness.exit_codes import EXIT_IO
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
@@ -43,17 +43,18 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     return request.getfixturevalue("postgres").new_database()
 
 
-async def _taken(store: CacheStore) -> None:
-    """Until the writer has taken everything queued (it is then inside its write, when batches do
-    not linger: ``no_linger``)."""
-    while not store._queue.empty():  # type: ignore[attr-defined]
-        await asyncio.sleep(0)
+def _hold_the_write(store: CacheStore) -> tuple[asyncio.Event, asyncio.Event]:
+    """(entered, release): the writer's next transaction waits for ``release`` once it has begun."""
+    entered, release = asyncio.Event(), asyncio.Event()
+    upsert = store._upsert  # type: ignore[attr-defined]
 
+    async def held(rows: Any, keys: Any) -> None:
+        entered.set()
+        await release.wait()
+        await upsert(rows, keys)
 
-@pytest.fixture
-def no_linger(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Batches formed from what is queued when the writer wakes, so a test can queue behind one."""
-    monkeypatch.setattr(writebehind, "LINGER_S", 0.0)
+    store._upsert = held  # type: ignore[attr-defined]
+    return entered, release
 
 
 def _connections(url: str) -> int:
@@ -84,12 +85,14 @@ async def test_a_write_that_fails_outside_the_database_surfaces_on_flush_put_and
 
 
 @pytest.mark.timeout(60)
-async def test_what_was_queued_behind_a_failed_batch_is_still_written(location: Any, no_linger: None) -> None:
+async def test_what_was_queued_behind_a_failed_batch_is_still_written(location: Any) -> None:
     store = await open_store(location).open()
+    entered, release = _hold_the_write(store)
     store.put(row("bad", LONE_SURROGATE))
-    await _taken(store)  # the writer is writing the bad batch; these two wait for the next one
+    await asyncio.wait_for(entered.wait(), 10)  # the writer is writing the bad batch; these two wait for the next one
     store.put(row("next-1"))
     store.put(row("next-2"))
+    release.set()
     with pytest.raises(CacheError, match="surrogates not allowed"):
         await store.flush()
     with pytest.raises(CacheError):
@@ -140,28 +143,12 @@ async def test_a_burst_of_puts_is_written_in_a_few_transactions(location: Any) -
         assert len(await store.get_many([f"k{i:05d}" for i in range(3000)] + ["alone"])) == 3001
 
 
-@pytest.mark.timeout(60)
-async def test_judgments_arriving_while_a_batch_gathers_join_it(location: Any) -> None:
-    """The writer waits ``LINGER_S`` after a batch's first judgment: what a busy run finishes
-    meanwhile (here 49 more, put after the writer took the first) is one transaction with it."""
-    async with open_store(location) as store:
-        store.put(row("first"))
-        await _taken(store)
-        for i in range(49):
-            store.put(row(f"then-{i:02d}"))
-        await store.flush()
-        assert store.batches_written == 1  # type: ignore[attr-defined]
-        assert len(await store.get_many(["first"] + [f"then-{i:02d}" for i in range(49)])) == 50
-
-
 @pytest.mark.timeout(120)
 def test_a_run_whose_reply_postgres_cannot_store_ends_with_exit_5_and_one_line(tmp_path: Path, postgres: Any) -> None:
     """As a user meets it: a judge's reply holding NUL (PostgreSQL text cannot) ends the run with
     exit 5 and one line naming the cache and the reason; the outputs are written, nothing is silent."""
     url = postgres.new_database()
-    # 0.1 s a reply, one call at a time: each reply is its own write batch (batches gather for
-    # LINGER_S), so the replies before the bad one are stored and the ones after it too.
-    with serve(reply=lambda body: "Score: 0.5 \x00" if "q3 " in json.dumps(body) else "Score: 0.5", latency_s=0.1) as server:
+    with serve(reply=lambda body: "Score: 0.5 \x00" if "q3 " in json.dumps(body) else "Score: 0.5") as server:
         data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"t{i}", "query": f"q{i} x", "response": "r", "contexts": ["c"]} for i in range(6)])
         config = write_config(tmp_path / "h.toml", [judge("j", server.base_url or "", max_concurrency=1)], rubrics=["relevance"])
         proc = subprocess.run(
@@ -198,3 +185,33 @@ def test_a_run_whose_reply_postgres_cannot_store_ends_with_exit_5_and_one_line(t
     # Every paid reply (one call at a time) is either stored or counted as not cached: none vanishes unsaid.
     assert len(stored) + int(found.group(1)) == paid
     assert len(stored) >= 1 and all("\x00" not in text for text in stored)
+
+
+@pytest.mark.timeout(60)
+async def test_judgments_finishing_one_by_one_share_transactions(location: Any) -> None:
+    """The writer gathers what finishes within ``WRITE_WINDOW_S`` into one transaction: woken per
+    judgment, a live run committed a few a transaction, and each transaction's round trips cost
+    the event loop more than its rows (bench/throughput.py --case 1). Every judgment is committed."""
+    async with open_store(location) as store:
+        for i in range(40):
+            store.put(row(f"k{i:02d}"))
+            await asyncio.sleep(0.001)
+        await store.flush()
+        assert store.batches_written <= 20  # type: ignore[attr-defined]
+        assert len(await store.get_many([f"k{i:02d}" for i in range(40)])) == 40
+
+
+@pytest.mark.timeout(60)
+async def test_a_refused_value_loses_only_its_own_judgment_not_its_batch(location: Any) -> None:
+    """Three judgments in one write window, the middle one unstorable: the batch fails, is written
+    again one by one, and only that one is lost (counted in the message)."""
+    store = await open_store(location).open()
+    store.put(row("a-good"))
+    store.put(row("b-bad", LONE_SURROGATE))
+    store.put(row("c-good"))
+    with pytest.raises(CacheError, match=r"surrogates not allowed \(1 judgment\(s\) not cached\)"):
+        await store.flush()
+    with pytest.raises(CacheError):
+        await store.close()
+    async with open_store(location) as again:
+        assert set(await again.get_many(["a-good", "b-bad", "c-good"])) == {"a-good", "c-good"}

@@ -52,6 +52,8 @@ class Collected:
         #: rows answered in this run, stored by ``settle``
         self._rows: dict[str, CachedJudgment] = {}
         self._failed: dict[str, Judgment] = {}
+        #: judge name -> its endpoint, resolved once (it reads the environment)
+        self._endpoints: dict[str, str] = {}
 
     def answer(self, job: Job) -> Judgment:
         key = job.key
@@ -65,7 +67,8 @@ class Collected:
             assert job.request is not None
             reply = batch_reply(outcome, job.request)
             judgment = verdict.from_reply(job, reply, attempts=1, latency_ms=0.0)
-            self._rows[key] = verdict.to_cached(job, judgment, reply.text, reply.logprobs, attempts=1, tier="batch")
+            endpoint = self._endpoints.get(job.judge.name) or self._endpoints.setdefault(job.judge.name, job.judge.endpoint)
+            self._rows[key] = verdict.to_cached(job, judgment, reply.text, reply.logprobs, attempts=1, tier="batch", base_url=endpoint)
             return judgment
         if outcome is not None:
             why = f"batch: {outcome.error}"

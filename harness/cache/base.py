@@ -194,14 +194,13 @@ def prune_where(before: str | None, judge_model: str | None, mark: str) -> tuple
     return " AND ".join(clauses), params
 
 
+_VALUES = operator.attrgetter(*COLUMNS)
+_CREATED_AT = COLUMNS.index("created_at")
+
+
 def row_values(judgment: CachedJudgment, now: str) -> tuple[Any, ...]:
     """A judgment's values in ``COLUMNS`` order, stamped ``now`` unless it has a created_at (an import)."""
-    values: tuple[Any, ...] = _values_of(judgment)
+    values: tuple[Any, ...] = _VALUES(judgment)
     if values[_CREATED_AT] is None:
         values = (*values[:_CREATED_AT], now, *values[_CREATED_AT + 1 :])
     return values
-
-
-#: (one C call for the whole row: a judgment's row is made once per judgment written)
-_values_of = operator.attrgetter(*COLUMNS)
-_CREATED_AT = COLUMNS.index("created_at")

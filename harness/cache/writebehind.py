@@ -3,14 +3,16 @@
 A store here is this class plus a backend: the backend's connection and its SQL (a handful of
 hooks, each one statement or one transaction), nothing more. What a run relies on lives once:
 
-- ``put`` queues a finished judgment; one writer task waits ``LINGER_S`` after a judgment arrives,
-  then commits everything queued in one transaction (an ``executemany`` upsert that also deletes
-  the judgments' claims): each judgment is committed within ``LINGER_S`` plus one transaction.
+- ``put`` queues a finished judgment; one writer task, woken by it, waits ``WRITE_WINDOW_S`` for
+  more, then commits whatever has arrived in one transaction (an ``executemany`` upsert that also
+  deletes the judgments' claims), so a busy run writes in batches and an idle one commits each
+  judgment within milliseconds.
 - A failed write always surfaces. Whatever failed (the database, the driver, a value neither can
   store), the first failure is kept and ``flush``, ``close`` and every later ``put`` raise it as a
-  ``CacheError`` with the reason and the number of judgments not cached. The writer still writes
-  what was queued behind a failed batch, so a judgment is lost only with its own batch. A writer
-  that stops for any other reason (cancelled) is reported the same way, never waited for.
+  ``CacheError`` with the reason and the number of judgments not cached. A failed batch is written
+  again one judgment at a time, and what was queued behind it is still written, so a judgment is
+  lost only for its own value. A writer that stops for any other reason (cancelled) is reported
+  the same way, never waited for.
 - Claims (see ``base.py``): granted, taken over from dead owners on this host, renewed while held,
   released on close.
 """
@@ -28,11 +30,11 @@ from typing import Any, ClassVar
 from ..errors import CacheError
 from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStore, dead_local_owners, new_owner, row_values
 
-#: Seconds the writer lets a batch gather after its first judgment arrives. At 1,280 judgments/s
-#: (64 calls of 50 ms) a batch held 1-2 judgments and three round trips to the database thread;
-#: gathered for 20 ms it holds about 25, and the run's CPU a judgment fell by a fifth
-#: (bench/throughput.py --case 1). A kill -9 loses at most the last batch: see guarantees.md.
-LINGER_S = 0.02
+#: Seconds the writer, woken by a judgment, waits for more before it commits. Without it a live
+#: run at 64 calls in flight committed 8 judgments a transaction, and each transaction's round trips
+#: to SQLite's thread cost the event loop more than the rows: 0.38 ms of CPU a judgment against 0.30
+#: ms with it (bench/throughput.py --case 1). A judgment is still committed within milliseconds.
+WRITE_WINDOW_S = 0.005
 
 
 def one_line(exc: BaseException) -> str:
@@ -182,10 +184,8 @@ class WriteBehindStore(CacheStore):
     async def _write_loop(self) -> None:
         while True:
             items = [await self._queue.get()]
-            if items[0] is not None and LINGER_S:
-                # A batch gathers for LINGER_S: a transaction per judgment or two (what a busy
-                # run got by taking only what had arrived) cost more CPU than the judgment.
-                await asyncio.sleep(LINGER_S)
+            if items[0] is not None:
+                await asyncio.sleep(WRITE_WINDOW_S)  # what finishes meanwhile joins this transaction
             while not self._queue.empty():
                 items.append(self._queue.get_nowait())
             batch = [item for item in items if item is not None]
@@ -193,14 +193,29 @@ class WriteBehindStore(CacheStore):
                 if batch:
                     await self._write(batch)
             except Exception as exc:  # noqa: BLE001 - any failure is kept and raised by put, flush and close
-                self._lost += len({j.key for j in batch})
-                self._write_exc = self._write_exc or exc
+                await self._salvage(batch, exc)
             finally:
                 # Marked done only once settled, so flush() (Queue.join) means "committed or failed".
                 for _ in items:
                     self._queue.task_done()
             if len(batch) < len(items):  # close()'s sentinel
                 return
+
+    async def _salvage(self, batch: list[CachedJudgment], exc: Exception) -> None:
+        """A failed batch written again one judgment at a time, so that a value the database or
+        the driver refuses loses its own judgment, not the others of its window; what still fails
+        is counted and its error kept for put, flush and close."""
+        latest = list({j.key: j for j in batch}.values())
+        failed: list[Exception] = [exc] if len(latest) == 1 else []
+        if len(latest) > 1:
+            for judgment in latest:
+                try:
+                    await self._write([judgment])
+                except Exception as again:  # noqa: BLE001 - kept below
+                    failed.append(again)
+        if failed:
+            self._lost += len(failed)
+            self._write_exc = self._write_exc or failed[0]
 
     async def _write(self, batch: list[CachedJudgment]) -> None:
         if not batch:

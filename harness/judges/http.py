@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import yarl
 
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, ResourceExhausted, TransientJudgeError
@@ -60,7 +61,8 @@ class HttpJudge(Judge):
     def __init__(self, config: JudgeConfig, url: str, headers: Mapping[str, str]) -> None:
         super().__init__(config)
         self._key = api_key_for(config) if config.api_key_env else None
-        self._url = url
+        # Parsed once: aiohttp would parse a string URL again for every request.
+        self._url = yarl.URL(url)
         self._where = f"{config.name} ({config.endpoint})"
         self._headers = {"Content-Type": "application/json", "User-Agent": f"harness/{__version__}", **headers}
         self._timeout = aiohttp.ClientTimeout(total=config.timeout_s)
@@ -117,7 +119,11 @@ class HttpJudge(Judge):
 
     async def _bounded_body(self, response: aiohttp.ClientResponse, cap: int, max_tokens: int) -> bytes:
         """The body, read up to ``cap`` bytes (after decompression); a larger one is refused unread."""
-        if response.content_length is not None and response.content_length > cap and not response.headers.get("Content-Encoding"):
+        length = response.content_length
+        if length is not None and not response.headers.get("Content-Encoding"):
+            if length <= cap:
+                # aiohttp reads exactly Content-Length bytes of an uncompressed body: bounded as it is.
+                return await response.read()
             raise self._too_big(cap, max_tokens)
         chunks: list[bytes] = []
         size = 0

@@ -43,10 +43,8 @@ class RateLimiter:
         self._requests = _Bucket(rpm) if rpm else None
         self._tokens = _Bucket(tpm) if tpm else None
         self._lock = asyncio.Lock()
-
-    @property
-    def active(self) -> bool:
-        return self._requests is not None or self._tokens is not None
+        #: an rpm or a tpm is set (read per request: a plain attribute, not a property)
+        self.active = self._requests is not None or self._tokens is not None
 
     @property
     def counts_tokens(self) -> bool:

@@ -135,8 +135,10 @@ class Caller:
             if health.error is not None:
                 attempts.count -= 1  # stopped before sending: not an attempt, nothing went over the wire
                 raise health.error
-            # Every request pays the rate limiter, retries included: rpm/tpm bound what is sent.
-            await limiter.acquire(estimated)
+            # Every request pays the rate limiter, retries included: rpm/tpm bound what is sent
+            # (without rpm and tpm there is nothing to pay, and no coroutine is made).
+            if limiter.active:
+                await limiter.acquire(estimated)
             started = time.perf_counter()
             try:
                 reply = await judge.complete(request)

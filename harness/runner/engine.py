@@ -77,7 +77,8 @@ class Runner:
         self.caller = Caller(plan.judges, self.endpoints, budget)
         self._endpoint_of = {j.name: e.id for e in self.endpoints for j in e.judges}
         # What every transcript's requests share is worked out once a run (bench/profile_judgment.py).
-        self._planner = Planner(rubrics, plan.judges)
+        self._samplings = {j.name: j.sampling for j in plan.judges}
+        self._planner = Planner(rubrics, plan.judges, samplings=self._samplings)
         self._queues: dict[str, asyncio.Queue[Job | None]] = {}
         #: key -> the jobs of this run waiting for the call of the first job with that key
         self._inflight: dict[str, list[Job]] = {}
@@ -276,7 +277,8 @@ class Runner:
             return
         assert job.key is not None
         self._claims.stored(job.key)
-        self.cache.put(verdict.to_cached(job, judgment, text, logprobs, attempts=attempts, tier=tier))
+        endpoint = self._samplings[job.judge.name].endpoint
+        self.cache.put(verdict.to_cached(job, judgment, text, logprobs, attempts=attempts, tier=tier, base_url=endpoint))
 
     # -- judgments -----------------------------------------------------------------------------
 

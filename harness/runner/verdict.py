@@ -74,13 +74,18 @@ def _read(job: Job, text: str, logprobs: Logprobs | None, truncated: bool, compl
 
 def from_reply(job: Job, reply: JudgeReply, *, attempts: int, latency_ms: float, billed_retries: int = 0) -> Judgment:
     """The judgment of a call's reply: read, with the call's usage priced at the judge's prices."""
-    judgment = _read(job, reply.text, reply.logprobs, reply.truncated, reply.completion_tokens, reply.reasoning_tokens)
-    judgment.prompt_tokens = reply.prompt_tokens
-    judgment.completion_tokens = reply.completion_tokens
-    judgment.reasoning_tokens = reply.reasoning_tokens
-    judgment.cached_tokens = reply.cached_tokens
-    judgment.cache_write_tokens = reply.cache_write_tokens
-    judgment.cost_usd = call_cost(job.judge, reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens, reply.cache_write_tokens)
+    usage = reply.usage  # read once: each of the reply's token properties tests it again
+    if usage is None:
+        prompt = completion = reasoning = cached = cache_write = None
+    else:
+        prompt, completion, reasoning, cached, cache_write = usage.prompt, usage.completion, usage.reasoning, usage.cached_read, usage.cache_write
+    judgment = _read(job, reply.text, reply.logprobs, reply.truncated, completion, reasoning)
+    judgment.prompt_tokens = prompt
+    judgment.completion_tokens = completion
+    judgment.reasoning_tokens = reasoning
+    judgment.cached_tokens = cached
+    judgment.cache_write_tokens = cache_write
+    judgment.cost_usd = call_cost(job.judge, prompt, completion, cached, cache_write)
     judgment.latency_ms = round(latency_ms, 3)
     judgment.attempts = attempts
     judgment.retries = max(attempts - 1, 0)
@@ -160,14 +165,17 @@ def from_choice(job: Job, request_judgment: Judgment, text: str, logprobs: Logpr
     return judgment
 
 
-def to_cached(job: Job, judgment: Judgment, text: str, logprobs: Logprobs | None, *, attempts: int, tier: str | None = None) -> CachedJudgment:
+def to_cached(
+    job: Job, judgment: Judgment, text: str, logprobs: Logprobs | None, *, attempts: int, tier: str | None = None, base_url: str | None = None
+) -> CachedJudgment:
     """The cache row of ``judgment``, the reply ``text`` read; ``truncated`` marks a reply cut at
-    the completion budget (the budget is in the key, so a new budget asks again)."""
+    the completion budget (the budget is in the key, so a new budget asks again). ``base_url``:
+    the judge's endpoint when the caller has it resolved (resolving reads the environment)."""
     assert job.key is not None
     return CachedJudgment(
         key=job.key,
         judge_model=job.judge.model,
-        base_url=job.judge.endpoint,
+        base_url=job.judge.endpoint if base_url is None else base_url,
         rubric=job.rubric.name,
         rubric_version=job.rubric.version,
         raw_output=text,
