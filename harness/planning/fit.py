@@ -68,11 +68,9 @@ def fit(
     completion_tokens: int,
     counter: TokenCounter,
     truncate: bool,
-    bound: int | None = None,
 ) -> Fit:
-    """``bound``: ``byte_bound(messages)`` when the caller has it (the planner counts once a rubric)."""
     room = window - completion_tokens
-    if fits_whole(byte_bound(messages) if bound is None else bound, window, completion_tokens):
+    if fits_whole(byte_bound(messages), window, completion_tokens):
         return Fit(messages)
     current = transcript
     if truncate:  # what cannot fit whole is cut by characters first, so a 50 MB field is never tokenized

@@ -182,7 +182,6 @@ class Planner:
                         completion_tokens=pair.shape.max_tokens,
                         counter=_counter(judge.model, judge.tokenizer),
                         truncate=truncate,
-                        bound=bound,
                     )
                     if fitted.messages is None:
                         job = Job(entry, rubric, judge)

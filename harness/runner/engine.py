@@ -306,8 +306,8 @@ class Runner:
                 collapse_samples(head)
                 self.on_entry(head)
                 # Written: its jobs point back at it, a cycle only the garbage collector would
-                # free; dropped here, reference counting frees them at once (a quarter of an
-                # offline replay's CPU went to collections scanning the window, bench case 4).
+                # free; dropped here, reference counting frees them at once (an offline replay of
+                # 100,000, bench case 4: 4.83 s of CPU -> 4.6 s).
                 head.jobs = []
                 self._room.release()
             if self._produced:
