@@ -13,7 +13,7 @@ import pytest
 from harness.batch.collected import batch_reply
 from harness.batch.wire import read_anthropic_result, read_openai_result
 from harness.cache import MIGRATIONS, migrate
-from harness.cache.batches import BatchStore, Outcome
+from harness.cache.batches import BatchStore, Outcome, sort_results
 from harness.config import JudgeConfig
 from harness.cost.prices import call_cost, with_batch_prices, with_prices
 from harness.judges.anthropic import read_message
@@ -81,7 +81,10 @@ def test_the_ledger_keeps_a_results_usage_and_logprobs_and_collect_gives_them_ba
             Outcome(others[0], '{"score": 2}', Usage(80, 5, None, 20, 50), "end_turn"),
             Outcome(others[1], '{"score": 3}', None, "stop"),  # a result without usage: unknown, not 0
         ]
-        assert store.record_outcomes(claimed[0], stored, missing_reason="none")["succeeded"] == 3
+        results, counts = sort_results([KEY, *others], stored, "none")
+        assert counts == {"succeeded": 3, "failed": 0, "unknown": 0, "duplicate": 0}
+        store.settle([(claimed[0], results)])  # no judgments: the ledger keeps every reply for a later collect
+        assert store.counts(claimed[0]) == {"succeeded": 3}
     with BatchStore(path) as store:
         assert {o.key: o for o in store.outcomes()} == {o.key: o for o in stored}
         given = {o.key: o for o in store.outcomes()}

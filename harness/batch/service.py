@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
-from ..cache.batches import BatchRecord, BatchStore, Outcome, ledger_path
+from ..cache.batches import BatchRecord, BatchStore, Outcome, ledger_path, sort_results
 from ..cache.location import CacheLocation
 from ..capabilities import check_supported
 from ..config import JudgeConfig
@@ -41,7 +42,7 @@ from ..planning import Job, Judgment, Planner, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
 from ..runner.session import RunOutcome, run_evaluation
 from ..transcripts.loader import iter_transcripts, scan
-from .collected import Collected
+from .collected import Collected, Downloaded, Settled, settle_downloads
 from .providers import BatchAPI, BatchHTTPError, Remote, make_api
 from .wire import anthropic_line, openai_line, read_openai_result
 
@@ -307,17 +308,18 @@ def release(cache: CacheLocation, batch_id: int) -> BatchRecord:
 
 @dataclass(slots=True)
 class CollectReport:
-    downloaded: list[tuple[BatchRecord, dict[str, int], list[str]]] = field(default_factory=list)
+    #: each downloaded batch (its record as settled), its counts and reading problems
+    downloaded: list[Settled] = field(default_factory=list)
     #: open batches of the plan's judges: the outputs wait for them
     waiting: list[BatchRecord] = field(default_factory=list)
     outcome: RunOutcome | None = None
     notes: list[str] = field(default_factory=list)
 
 
-async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[str, int], list[str]]]:
-    """Download every ended, uncollected batch's results into the cache database; with each, the
-    problems that kept some of its output from being read (their requests are failed)."""
-    done: list[tuple[BatchRecord, dict[str, int], list[str]]] = []
+async def download_ended(cache: CacheLocation) -> list[Downloaded]:
+    """Download every ended, uncollected batch's results into memory, in batch order. Nothing is
+    recorded: a collect that dies before ``settle_downloads`` downloads them again."""
+    done: list[Downloaded] = []
     with BatchStore(cache) as store:
         for record in store.batches(open_only=True):
             if not record.ended or record.remote_id is None or record.api == FILE_API:
@@ -326,16 +328,13 @@ async def download_ended(cache: CacheLocation) -> list[tuple[BatchRecord, dict[s
             try:
                 remote = Remote(record.remote_id, record.status, True, record.detail_json())
                 read = await client.results(remote)
-                # Every complete line is stored; a request whose line could not be read is failed
-                # with the reason, which frees its key for the next submit (the batch is collected).
+                # Every complete line is kept; a request whose line could not be read is failed
+                # with the reason, which frees its key for the next submit.
                 reason = partial(read.missing_reason, client.missing_reason(remote))
-                counts = store.record_outcomes(record.id, read.outcomes, missing_reason=reason)
-                problems = read.problems
+                results, counts = sort_results(store.keys(record.id), read.outcomes, reason)
             finally:
                 await client.aclose()
-            fresh = store.get(record.id)
-            assert fresh is not None
-            done.append((fresh, counts, problems))
+            done.append(Downloaded(record, results, counts, read.problems))
     return done
 
 
@@ -345,17 +344,39 @@ def _waiting(store: BatchStore, plan: RunPlan) -> list[BatchRecord]:
 
 
 async def write_outputs(
-    options: RunOptions, *, on_start: Callable[[int], None] | None = None, on_judgment: Callable[[Judgment], None] | None = None
+    options: RunOptions,
+    downloads: Sequence[Downloaded] = (),
+    *,
+    on_start: Callable[[int], None] | None = None,
+    on_judgment: Callable[[Judgment], None] | None = None,
 ) -> RunOutcome:
-    """Run the plan with the downloaded results answering its cache misses: cache, outputs, exit
-    code. A result is matched by its ``custom_id``, the key the plan wrote onto the request at
-    submit and computes again now (``cache/keys.request_key``)."""
+    """Run the plan with the results (``downloads``, and those the ledger keeps) answering its cache
+    misses: cache, outputs, exit code; then settle the downloads. A result is matched by its
+    ``custom_id``, the key the plan wrote onto the request at submit and computes again now
+    (``cache/keys.request_key``)."""
+    return (await _write_outputs(options, downloads, on_start=on_start, on_judgment=on_judgment))[0]
+
+
+async def _write_outputs(
+    options: RunOptions,
+    downloads: Sequence[Downloaded],
+    *,
+    on_start: Callable[[int], None] | None = None,
+    on_judgment: Callable[[Judgment], None] | None = None,
+) -> tuple[RunOutcome, list[Settled]]:
     options, plan = _plan(options)
     assert plan.cache_path is not None
-    outcome = await run_evaluation(options, on_start=on_start, on_judgment=on_judgment, answers=Collected(plan.cache_path))
-    with BatchStore(plan.cache_path) as store:
-        store.forget_stored_replies()
-    return outcome
+    answers = Collected(plan.cache_path, downloads)
+    try:
+        outcome = await run_evaluation(options, on_start=on_start, on_judgment=on_judgment, answers=answers)
+    except BaseException:
+        # The run never got to settle (refused before judging, or stopped): keep what was
+        # downloaded in the ledger; if even that fails, the next collect downloads it again.
+        with contextlib.suppress(Exception):
+            answers.settle()
+        raise
+    # ``settled`` is None when settling failed: that is the run's error, and the batches stay uncollected.
+    return outcome, answers.settled or []
 
 
 async def collect(
@@ -372,11 +393,14 @@ async def collect(
     for view in await refresh(plan.cache_path):
         if view.note:
             report.notes.append(f"batch {view.record.id}: {view.note}")
-    report.downloaded = await download_ended(plan.cache_path)
+    downloads = await download_ended(plan.cache_path)
+    ended = {d.record.id for d in downloads}
     with BatchStore(plan.cache_path) as store:
-        report.waiting = _waiting(store, plan)
+        report.waiting = [r for r in _waiting(store, plan) if r.id not in ended]
     if write and not report.waiting:
-        report.outcome = await write_outputs(options, on_start=on_start, on_judgment=on_judgment)
+        report.outcome, report.downloaded = await _write_outputs(options, downloads, on_start=on_start, on_judgment=on_judgment)
+    else:
+        report.downloaded = settle_downloads(plan.cache_path, downloads)
     return report
 
 
@@ -495,9 +519,12 @@ def import_results(options: RunOptions, paths: Sequence[Path]) -> dict[str, int]
         exported = [r for r in store.batches(open_only=True) if r.api == FILE_API]
         held = {key: record.id for record in exported for key in store.keys(record.id)}
         totals["unknown"] = sum(1 for key in outcomes if key not in held)
+        settled: list[tuple[int, dict[str, Outcome]]] = []
         for record in exported:
             mine = (o for key, o in outcomes.items() if held.get(key) == record.id)
-            counts = store.record_outcomes(record.id, mine, missing_reason="not in the imported output")
+            results, counts = sort_results(store.keys(record.id), mine, "not in the imported output")
+            settled.append((record.id, results))
             for name in ("succeeded", "failed"):
                 totals[name] += counts[name]
+        store.settle(settled)  # kept in the ledger: the next collect (or write_outputs) stores them
     return totals

@@ -9,9 +9,16 @@ here (``batches.status``)::
 Keys are *claimed* (``claim``) in the same transaction that creates the batch row, under
 SQLite's write lock, before anything is sent: a key already held by another batch (pending) or
 already answered is never claimed twice, whichever process or machine asks. ``released`` is the
-end of a batch that was never sent. ``batch_requests.state`` is ``pending`` until the results are
-downloaded, then ``succeeded`` (the reply, its usage and logprobs are kept here until a collect stores
-them in ``judgments``, then ``stored``) or ``failed`` (with the provider's reason).
+end of a batch that was never sent.
+
+A batch's results are downloaded into memory and answer the collect's run at once
+(``batch/collected.py``); the run's judgments are stored and the batch marked ``collected`` in
+one transaction (``settle``). ``batch_requests.state`` is ``pending`` until then; then ``stored``
+(its judgment is in ``judgments``), ``succeeded`` (the reply, its usage and logprobs kept here for
+a later collect: the run did not ask for it, or storing it failed) or ``failed`` (with the
+provider's reason; the key is free for the next submit). A collect killed before ``settle``
+leaves the batch ended and uncollected: the next collect downloads it again (nothing is sent
+again).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 import json
 import operator
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,6 +140,32 @@ def _outcome(
 
 #: A cache row's values in ``COLUMNS`` order (key first), as ``base.row_values`` gives them.
 _ROW = operator.attrgetter(*COLUMNS)
+
+
+def sort_results(
+    held: Iterable[str], outcomes: Iterable[Outcome], missing_reason: str | Callable[[], str]
+) -> tuple[dict[str, Outcome], dict[str, int]]:
+    """A downloaded batch's result lines matched to the keys it holds: every held key's outcome (a
+    key with no line is failed with ``missing_reason``; a function is asked once ``outcomes`` is
+    read, as reading may find why lines are missing), and the counts ``succeeded``, ``failed``,
+    ``unknown`` (a line for a key the batch does not hold: ignored) and ``duplicate`` (a second line
+    for a key: the first is kept)."""
+    found: dict[str, Outcome | None] = dict.fromkeys(held)
+    counts = {"succeeded": 0, "failed": 0, "unknown": 0, "duplicate": 0}
+    for outcome in outcomes:
+        key = outcome.key
+        if key not in found:
+            counts["unknown"] += 1
+        elif found[key] is not None:
+            counts["duplicate"] += 1
+        else:
+            found[key] = outcome
+            counts["succeeded" if outcome.reply is not None else "failed"] += 1
+    missing = sum(1 for outcome in found.values() if outcome is None)
+    reason = (missing_reason() if callable(missing_reason) else missing_reason) if missing else ""
+    counts["failed"] += missing
+    return {key: Outcome(key, error=reason) if outcome is None else outcome for key, outcome in found.items()}, counts
+
 
 _BATCH_COLUMNS = "id, api, endpoint, api_key_env, judge, model, remote_id, input_file_id, status, requests, detail, created_at, updated_at"
 
@@ -251,44 +284,41 @@ class BatchStore:
 
     # -- results ---------------------------------------------------------------------------------
 
-    def record_outcomes(self, batch_id: int, outcomes: Iterable[Outcome], *, missing_reason: str | Callable[[], str]) -> dict[str, int]:
-        """Store a downloaded batch's results and mark it collected, in one transaction. A key of
-        the batch with no result line is failed with ``missing_reason`` (a function is asked once
-        ``outcomes`` is read: reading may find why lines are missing); failed, its key is free for
-        the next submit. A line for a key the batch does not hold is ignored (``unknown``)."""
-        held = set(self.keys(batch_id))
-        seen: set[str] = set()
-        counts = {"succeeded": 0, "failed": 0, "unknown": 0, "duplicate": 0}
-        rows: list[tuple[Any, ...]] = []
-        for outcome in outcomes:
-            if outcome.key not in held:
-                counts["unknown"] += 1
-                continue
-            if outcome.key in seen:
-                counts["duplicate"] += 1
-                continue
-            seen.add(outcome.key)
-            state = "succeeded" if outcome.reply is not None else "failed"
-            counts[state] += 1
-            rows.append((state, *_result_row(outcome), outcome.key, batch_id))
-        sets = ", ".join(f"{name} = ?" for name in ("state", *_RESULT_COLUMNS))
-        rows.sort(key=lambda row: row[-2])  # in key order: each index page is visited once
+    def settle(self, downloads: Sequence[tuple[int, Mapping[str, Outcome]]], rows: Sequence[CachedJudgment] = ()) -> None:
+        """Store a collect's judgments and record its downloaded batches as collected, in one
+        transaction: both, or neither (and the batches are downloaded again). Each batch's keys
+        now in the judgments cache become ``stored``; each other key keeps its result here,
+        ``succeeded`` with the reply (for a later collect) or ``failed`` with the reason (the next
+        submit sends it again). A download holds every key of its batch (``sort_results``)."""
+        # A row's created_at is now unless it has one (the same rule as ``base.row_values``).
+        marks = ",".join(f"coalesce(?, '{_now()}')" if name == "created_at" else "?" for name in COLUMNS)
         self._execute("BEGIN IMMEDIATE")
         try:
-            self._db.executemany(f"UPDATE batch_requests SET {sets} WHERE key = ? AND batch = ?", rows)
-            missing = held - seen
-            if callable(missing_reason):
-                missing_reason = missing_reason()
-            self._db.executemany(
-                "UPDATE batch_requests SET state = 'failed', error = ? WHERE key = ? AND batch = ?", [(missing_reason, k, batch_id) for k in missing]
-            )
-            counts["failed"] += len(missing)
-            self._execute("UPDATE batches SET status = 'collected', updated_at = ? WHERE id = ?", (_now(), batch_id))
+            # In key order: each page of the key index is visited once.
+            self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", map(_ROW, rows))
+            for batch_id, results in downloads:
+                self._settle_batch(batch_id, results)
+            self.forget_stored_replies()
             self._execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            self._db.execute("ROLLBACK")
+            raise CacheError(f"{self.path}: write failed: {exc}") from exc
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-        return counts
+
+    def _settle_batch(self, batch_id: int, results: Mapping[str, Outcome]) -> None:
+        # One statement for the bulk: the judgments' primary key finds each key.
+        self._execute(
+            "UPDATE batch_requests SET state = 'stored' WHERE batch = ? AND state = 'pending' AND key IN (SELECT key FROM judgments)", (batch_id,)
+        )
+        kept = [results[k] for (k,) in self._execute("SELECT key FROM batch_requests WHERE batch = ? AND state = 'pending'", (batch_id,))]
+        sets = ", ".join(f"{name} = ?" for name in ("state", *_RESULT_COLUMNS))
+        self._db.executemany(
+            f"UPDATE batch_requests SET {sets} WHERE key = ? AND batch = ?",
+            [("succeeded" if o.reply is not None else "failed", *_result_row(o), o.key, batch_id) for o in kept],
+        )
+        self._execute("UPDATE batches SET status = 'collected', updated_at = ? WHERE id = ?", (_now(), batch_id))
 
     def outcomes(self, keys: Iterable[str] | None = None) -> Iterator[Outcome]:
         """The latest downloaded result of each key (all keys, or those given)."""
@@ -307,33 +337,6 @@ class BatchStore:
     def pending_keys(self) -> set[str]:
         """Keys held by batches whose results have not been downloaded yet."""
         return {k for (k,) in self._execute("SELECT key FROM batch_requests WHERE state = 'pending'")}
-
-    def store_collected(self, rows: Iterable[CachedJudgment]) -> None:
-        """Write collected judgments to the cache and mark their replies ``stored`` (dropping the
-        ledger's copy), in one transaction: both, or neither and the replies stay here. Rows in key
-        order visit each index page once."""
-        keys: list[tuple[str]] = []
-
-        def values() -> Iterator[tuple[Any, ...]]:
-            for row in rows:
-                keys.append((row.key,))
-                yield _ROW(row)
-
-        # A row's created_at is now unless it has one (the same rule as ``base.row_values``).
-        marks = ",".join(f"coalesce(?, '{_now()}')" if name == "created_at" else "?" for name in COLUMNS)
-        self._execute("BEGIN IMMEDIATE")
-        try:
-            self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", values())
-            self._db.executemany(
-                "UPDATE batch_requests SET state = 'stored', reply = NULL, logprobs = NULL WHERE key = ? AND state = 'succeeded'", keys
-            )
-            self._execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            self._db.execute("ROLLBACK")
-            raise CacheError(f"{self.path}: write failed: {exc}; the collected replies are kept in the batch ledger (collect again)") from exc
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
 
     def forget_stored_replies(self) -> int:
         """Drop the replies the judgments table now holds (state ``stored``): kept once, not twice."""

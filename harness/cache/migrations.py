@@ -131,6 +131,12 @@ def m008_batch_reply_details(db: SchemaDB) -> None:
     db.execute("ALTER TABLE batch_requests ADD COLUMN logprobs TEXT")
 
 
+def m009_batch_requests_by_key(db: SchemaDB) -> None:
+    # The primary key (key, batch) already finds a key's rows; an index on (key, state) had every
+    # state change of a collect (100,000 rows) move an index entry as well: dropped.
+    db.execute("DROP INDEX batch_requests_open")
+
+
 MIGRATIONS: list[Migration] = [
     m001_judgments,
     m002_parsed_score,
@@ -140,6 +146,7 @@ MIGRATIONS: list[Migration] = [
     m006_usage_details,
     m007_truncated_replies,
     m008_batch_reply_details,
+    m009_batch_requests_by_key,
 ]
 
 
