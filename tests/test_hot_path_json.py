@@ -19,7 +19,7 @@ from harness.outputs.files import StagedFile, dumps, dumps_line
 from harness.outputs.writer import judgment_line
 from harness.planning import Judgment
 from harness.planning.judgment import _FLOAT_FIELDS, _SCALAR_FLOAT_FIELDS
-from harness.runner.session import _collector_tuned
+from harness.runner.session import collector_tuned
 
 ROW = {
     "transcript_id": "t-é-\u2028-😀",
@@ -152,7 +152,7 @@ def test_request_with_messages_is_dataclasses_replace() -> None:
 
 def test_a_runs_collector_settings_are_put_back_even_on_error() -> None:
     before = gc.get_threshold()
-    with pytest.raises(RuntimeError), _collector_tuned():
+    with pytest.raises(RuntimeError), collector_tuned():
         assert gc.get_threshold()[0] > before[0] and gc.get_freeze_count() > 0
         raise RuntimeError("the run failed")
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -102,7 +102,10 @@ async def test_main_batch_tables_work_on_postgres(postgres: Any) -> None:
             "m006_usage_details",
             "m007_truncated_replies",
             "m008_batch_reply_details",
+            "m009_batch_requests_by_key",
         ]
+        indexes = {n for (n,) in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'batch_requests'")}
+        assert "batch_requests_open" not in indexes and indexes  # the primary key's index stays
         # SQLite's INTEGER PRIMARY KEY AUTOINCREMENT became an identity column: ids are given.
         identity = conn.execute("SELECT is_identity FROM information_schema.columns WHERE table_name = 'batches' AND column_name = 'id'").fetchone()
         assert identity == ("YES",)

@@ -40,7 +40,7 @@ from ..judges.base import JudgeRequest
 from ..judges.providers import provider_of
 from ..planning import Job, Judgment, Planner, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
-from ..runner.session import RunOutcome, run_evaluation
+from ..runner.session import RunOutcome, collector_tuned, run_evaluation
 from ..transcripts.loader import iter_transcripts, scan
 from .collected import Collected, Downloaded, Settled, settle_downloads
 from .providers import BatchAPI, BatchHTTPError, Remote, make_api
@@ -393,7 +393,8 @@ async def collect(
     for view in await refresh(plan.cache_path):
         if view.note:
             report.notes.append(f"batch {view.record.id}: {view.note}")
-    downloads = await download_ended(plan.cache_path)
+    with collector_tuned():  # 100,000 parsed results are many young objects: as in a run
+        downloads = await download_ended(plan.cache_path)
     ended = {d.record.id for d in downloads}
     with BatchStore(plan.cache_path) as store:
         report.waiting = [r for r in _waiting(store, plan) if r.id not in ended]

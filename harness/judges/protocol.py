@@ -86,29 +86,37 @@ def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeRe
     or MalformedReply; ``secret`` (the API key) is masked in the reply text. Its usage is as the
     body says; ``Judge.complete`` holds it to the request's budget."""
     try:
-        choice = data["choices"][0]
+        choices = data["choices"]
+        choice = choices[0]
         message = choice["message"]
     except (KeyError, IndexError, TypeError):
         raise MalformedReply(f"{where}: malformed response: no choices") from None
+    # ``data`` and ``choice`` are dicts here (anything else has no str index); ``message`` may not be.
     text = message.get("content") if isinstance(message, dict) else None
-    if text is None and isinstance(message, dict) and message.get("refusal"):
-        text = message["refusal"]
-    if text is None and isinstance(message, dict) and (choice.get("finish_reason") == "length" or _has_reasoning(message)):
-        # Cut off while thinking (content null), or a reply that holds only reasoning (vLLM,
-        # DeepSeek and gateways put it in reasoning_content / reasoning): no verdict, not malformed.
-        text = ""
+    if text is None and isinstance(message, dict):
+        if message.get("refusal"):
+            text = message["refusal"]
+        elif choice.get("finish_reason") == "length" or _has_reasoning(message):
+            # Cut off while thinking (content null), or a reply that holds only reasoning (vLLM,
+            # DeepSeek and gateways put it in reasoning_content / reasoning): no verdict, not malformed.
+            text = ""
     if not isinstance(text, str):
         raise MalformedReply(f"{where}: malformed response: no message content")
-    text = redact(text, secret)
-    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
-    more = [c for c in data["choices"][1:] if isinstance(c, dict)]
+    finish = choice.get("finish_reason")
+    more_texts: tuple[str, ...] = ()
+    more_logprobs: tuple[tuple[tuple[str, TokenAlternatives], ...] | None, ...] = ()
+    if len(choices) > 1:
+        more = [c for c in choices[1:] if isinstance(c, dict)]
+        more_texts = tuple(redact(_choice_text(c), secret) for c in more)
+        more_logprobs = tuple(read_logprobs(c) for c in more)
     return JudgeReply(
-        text=text,
-        usage=openai_usage(data.get("usage")),
-        finish_reason=finish if isinstance(finish, str) else None,
-        more_texts=tuple(redact(_choice_text(c), secret) for c in more),
-        logprobs=read_logprobs(choice),
-        more_logprobs=tuple(read_logprobs(c) for c in more),
+        redact(text, secret),
+        openai_usage(data.get("usage")),
+        finish if isinstance(finish, str) else None,
+        None,
+        more_texts,
+        read_logprobs(choice),
+        more_logprobs,
     )
 
 

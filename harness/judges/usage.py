@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 #: Chat framing and provider-side additions (hidden system prompts, tool schemas) a prompt's token
 #: count may exceed its bytes by.
@@ -99,7 +99,7 @@ def checked_usage(usage: Usage | None, budget: Budget) -> Usage | None:
     return usage
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -120,15 +120,15 @@ def openai_usage(raw: Any) -> Usage | None:
     choices), ``completion_tokens_details.reasoning_tokens``, ``prompt_tokens_details.cached_tokens``."""
     if not isinstance(raw, dict):
         return None
-    prompt, completion = int_or_none(raw.get("prompt_tokens")), int_or_none(raw.get("completion_tokens"))
-    if prompt is None or completion is None:
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if not _is_int(prompt) or not _is_int(completion):
         return None
-    return Usage(
-        prompt,
-        completion,
-        reasoning=_detail(raw, "completion_tokens_details", "reasoning_tokens"),
-        cached_read=_detail(raw, "prompt_tokens_details", "cached_tokens"),
-    )
+    # (Read without helpers: every reply passes here, and most have no details.)
+    details = raw.get("completion_tokens_details")
+    reasoning = int_or_none(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    details = raw.get("prompt_tokens_details")
+    cached = int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return Usage(prompt, completion, reasoning, cached)
 
 
 def anthropic_usage(raw: Any) -> Usage | None:

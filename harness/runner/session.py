@@ -148,7 +148,7 @@ async def run_evaluation(
     prepare_out_dir(out)
     lock = OutDirLock(out)  # held to the end: a second run on this --out is refused
     try:
-        with _collector_tuned():
+        with collector_tuned():
             return await _judge_and_write(
                 _Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers)
             )
@@ -157,8 +157,8 @@ async def run_evaluation(
 
 
 @contextmanager
-def _collector_tuned() -> Iterator[None]:
-    """The garbage collector set for a run, and put back after it: what exists when the run starts
+def collector_tuned() -> Iterator[None]:
+    """The garbage collector set for a run (or a collect's download), and put back after it: what exists when it starts
     is frozen (never scanned again), and collections run every 20,000 allocations, not 700. A run
     keeps up to ``engine.WINDOW`` transcripts' jobs alive and frees them by reference counting, so
     the default thresholds only rescanned them (an offline replay of 100,000, bench case 4: 4.6 s
