@@ -1,14 +1,16 @@
 """100,000 judgments through ``harness batch``: submit to the local batch server, collect, replay.
 
     python bench/batch_bench.py                # 50,000 transcripts × 2 rubrics = 100,000 judgments
-    python bench/batch_bench.py --transcripts 5000
+    python bench/batch_bench.py --transcripts 5000 --repeats 1
 
 Each step is the real command run as a subprocess (``python -m harness ...``), timed on the wall
 clock, with its CPU time and peak RSS read from ``os.wait4``. Between submit and collect the bench
 waits (polling, untimed) until the server has ended the batches: a collect is timed from there. The server is ``python -m tests.batch_server``
 in another process (OpenAI Files + Batches; batches finish at their second poll). The baseline,
 measured in the same run on the same cache, is ``harness run --offline`` of the same plan: the
-floor every step shares (plan, render, key, parse, write). ``export`` is timed too (the same
+floor every step shares (plan, render, key, parse, write). Collect and replay are timed
+``--repeats`` times, alternating (the cache file is put back as submit left it before each
+collect, so each downloads and stores all 100,000 again), and their medians compared. ``export`` is timed too (the same
 requests written as JSONL for vLLM ``run_batch``), on a second cache.
 """
 
@@ -18,7 +20,9 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,9 +67,15 @@ def timed(args: list[str]) -> tuple[float, float, float, str]:
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, err.strip().splitlines()[-1] if err.strip() else ""
 
 
+def median_of(runs: list[tuple[float, float, float, str]]) -> tuple[float, float, float, str]:
+    """Median seconds, median CPU, largest peak RSS of repeated runs."""
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), max(r[2] for r in runs), runs[-1][3]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--transcripts", type=int, default=50_000)
+    parser.add_argument("--repeats", type=int, default=5, help="collects and replays timed, alternating (medians)")
     args = parser.parse_args()
     from harness.batch import wait as wait_for
 
@@ -87,13 +97,19 @@ def main() -> None:
             waited = time.perf_counter() - started
             if not all(v.record.ended for v in views):
                 raise SystemExit(f"FAILED: the batches did not end: {[(v.record.status, v.note) for v in views]}")
-            rows.append(("batch collect (download + cache + outputs)", *timed(["batch", "collect", *common, "--out", str(work / "out")])))
-            rows.append(
-                (
-                    "run --offline (baseline: replay of the collected cache)",
-                    *timed(["run", *common, "--offline", "--no-progress", "--out", str(work / "replay")]),
-                )
-            )
+            cache = work / "cache.sqlite"
+            submitted = work / "submitted.sqlite"
+            shutil.copyfile(cache, submitted)
+            collects: list[tuple[float, float, float, str]] = []
+            replays: list[tuple[float, float, float, str]] = []
+            for _ in range(args.repeats):
+                for suffix in ("-wal", "-shm"):
+                    Path(f"{cache}{suffix}").unlink(missing_ok=True)
+                shutil.copyfile(submitted, cache)
+                collects.append(timed(["batch", "collect", *common, "--out", str(work / "out")]))
+                replays.append(timed(["run", *common, "--offline", "--no-progress", "--out", str(work / "replay")]))
+            rows.append(("batch collect (download + cache + outputs)", *median_of(collects)))
+            rows.append(("run --offline (baseline: replay of the collected cache)", *median_of(replays)))
             with urllib.request.urlopen(base_url.removesuffix("/v1") + "/_stats") as answer:
                 stats = json.load(answer)
             export_cache = work / "export.sqlite"
@@ -111,10 +127,10 @@ def main() -> None:
                 f"{n:,} judgments ({args.transcripts:,} transcripts × 2 rubrics); server made {stats['created']} batch(es), {stats['requests_received']:,} requests"
             )
             print(f"collected: {scored:,} scored of {len(collected):,}; replayed {replays:,} rows; {waited:.1f} s waited for the batches to end")
-            print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end")
+            print(f"collect and replay: medians of {args.repeats}; load average {os.getloadavg()[0]:.2f} (1 min) at the end")
             print(f"{'step':58} {'seconds':>8} {'× replay':>9} {'CPU s':>7} {'× replay':>9} {'judgments/s':>12} {'peak RSS MB':>12}")
             for name, seconds, cpu, rss, _tail in rows:
-                print(f"{name:58} {seconds:8.1f} {seconds / baseline:9.2f} {cpu:7.1f} {cpu / baseline_cpu:9.2f} {n / seconds:12,.0f} {rss:12.0f}")
+                print(f"{name:58} {seconds:8.2f} {seconds / baseline:9.2f} {cpu:7.2f} {cpu / baseline_cpu:9.2f} {n / seconds:12,.0f} {rss:12.0f}")
             if stats["requests_received"] != n or scored != n:
                 raise SystemExit("FAILED: every judgment should have been sent once and scored")
     finally:

@@ -60,11 +60,11 @@ class Downloaded:
     problems: list[str]
 
 
-def settle_downloads(cache: CacheLocation, downloads: Sequence[Downloaded], rows: Sequence[CachedJudgment] = ()) -> list[Settled]:
+def settle_downloads(cache: CacheLocation, downloads: Sequence[Downloaded], rows: Sequence[CachedJudgment] = (), *, forget: bool = True) -> list[Settled]:
     """Store ``rows`` and record each downloaded batch as collected, in one transaction
     (``BatchStore.settle``); the batches' records as they are then."""
     with BatchStore(cache) as store:
-        store.settle([(d.record.id, d.results) for d in downloads], rows)
+        store.settle([(d.record.id, d.results) for d in downloads], rows, forget=forget)
         settled: list[Settled] = []
         for download in downloads:
             fresh = store.get(download.record.id)
@@ -90,6 +90,8 @@ class Collected:
         with BatchStore(cache) as store:
             self._outcomes = {o.key: o for o in store.outcomes()}  # kept by earlier collects and imports
             pending = store.pending_keys()
+        #: the ledger keeps replies: those this run stores are dropped from it when settling
+        self._ledger_replies = any(o.reply is not None for o in self._outcomes.values())
         for download in downloads:  # later than any result the ledger keeps for the same key
             self._outcomes.update(download.results)
             pending.difference_update(download.results)
@@ -132,7 +134,8 @@ class Collected:
         that fails, the downloads are recorded without the rows (every result kept in the ledger
         for the next collect) and the failure raised."""
         try:
-            self.settled = settle_downloads(self.cache, self.downloads, [self._rows[key] for key in sorted(self._rows)])
+            rows = [self._rows[key] for key in sorted(self._rows)]
+            self.settled = settle_downloads(self.cache, self.downloads, rows, forget=self._ledger_replies)
         except CacheError as exc:
             with contextlib.suppress(CacheError):
                 self.settled = settle_downloads(self.cache, self.downloads)

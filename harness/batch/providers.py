@@ -197,7 +197,7 @@ def _lines(chunks: Iterator[bytes], reader: Any, where: str, read: Results) -> I
     """The outcomes of the complete lines; a line that is not one is skipped and noted in
     ``read.problems`` (its request, unknown, is failed with that reason as having no line)."""
     for number, raw in enumerate(chunks, start=1):
-        if not raw.strip():
+        if not raw or raw.isspace():  # (not strip(): that copies every line)
             continue
         try:
             yield reader(decode_json(raw), f"{where}:{number}")

@@ -140,6 +140,7 @@ def _outcome(
 
 #: A cache row's values in ``COLUMNS`` order (key first), as ``base.row_values`` gives them.
 _ROW = operator.attrgetter(*COLUMNS)
+_KEY = operator.attrgetter("key")
 
 
 def sort_results(
@@ -284,21 +285,35 @@ class BatchStore:
 
     # -- results ---------------------------------------------------------------------------------
 
-    def settle(self, downloads: Sequence[tuple[int, Mapping[str, Outcome]]], rows: Sequence[CachedJudgment] = ()) -> None:
-        """Store a collect's judgments and record its downloaded batches as collected, in one
-        transaction: both, or neither (and the batches are downloaded again). Each batch's keys
-        now in the judgments cache become ``stored``; each other key keeps its result here,
-        ``succeeded`` with the reply (for a later collect) or ``failed`` with the reason (the next
-        submit sends it again). A download holds every key of its batch (``sort_results``)."""
+    def settle(self, downloads: Sequence[tuple[int, Mapping[str, Outcome]]], rows: Sequence[CachedJudgment] = (), *, forget: bool = True) -> None:
+        """Store a collect's judgments (``rows``) and record its downloaded batches as collected,
+        in one transaction: both, or neither (and the batches are downloaded again). A batch's
+        keys with a row become ``stored``; each other key keeps its result here, ``succeeded``
+        with the reply (for a later collect) or ``failed`` with the reason (the next submit sends
+        it again). A download holds every key of its batch (``sort_results``). Then replies kept
+        here that the judgments now hold are dropped (``forget_stored_replies``: a scan of the
+        ledger, skipped with ``forget=False`` when the caller knows there are none but those)."""
         # A row's created_at is now unless it has one (the same rule as ``base.row_values``).
         marks = ",".join(f"coalesce(?, '{_now()}')" if name == "created_at" else "?" for name in COLUMNS)
+        answered = {row.key for row in rows}
+        sets = ", ".join(f"{name} = ?" for name in ("state", *_RESULT_COLUMNS))
         self._execute("BEGIN IMMEDIATE")
         try:
             # In key order: each page of the key index is visited once.
             self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", map(_ROW, rows))
+            kept_replies = False
             for batch_id, results in downloads:
-                self._settle_batch(batch_id, results)
-            self.forget_stored_replies()
+                kept = sorted((o for key, o in results.items() if key not in answered), key=_KEY)
+                kept_replies = kept_replies or any(o.reply is not None for o in kept)
+                self._db.executemany(
+                    f"UPDATE batch_requests SET {sets} WHERE key = ? AND batch = ?",
+                    [("succeeded" if o.reply is not None else "failed", *_result_row(o), o.key, batch_id) for o in kept],
+                )
+                # What is left pending is what the rows above answered: one statement for the bulk.
+                self._execute("UPDATE batch_requests SET state = 'stored' WHERE batch = ? AND state = 'pending'", (batch_id,))
+                self._execute("UPDATE batches SET status = 'collected', updated_at = ? WHERE id = ?", (_now(), batch_id))
+            if forget or kept_replies:  # a kept reply may be one the judgments already held
+                self.forget_stored_replies()
             self._execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             self._db.execute("ROLLBACK")
@@ -306,19 +321,6 @@ class BatchStore:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-
-    def _settle_batch(self, batch_id: int, results: Mapping[str, Outcome]) -> None:
-        # One statement for the bulk: the judgments' primary key finds each key.
-        self._execute(
-            "UPDATE batch_requests SET state = 'stored' WHERE batch = ? AND state = 'pending' AND key IN (SELECT key FROM judgments)", (batch_id,)
-        )
-        kept = [results[k] for (k,) in self._execute("SELECT key FROM batch_requests WHERE batch = ? AND state = 'pending'", (batch_id,))]
-        sets = ", ".join(f"{name} = ?" for name in ("state", *_RESULT_COLUMNS))
-        self._db.executemany(
-            f"UPDATE batch_requests SET {sets} WHERE key = ? AND batch = ?",
-            [("succeeded" if o.reply is not None else "failed", *_result_row(o), o.key, batch_id) for o in kept],
-        )
-        self._execute("UPDATE batches SET status = 'collected', updated_at = ? WHERE id = ?", (_now(), batch_id))
 
     def outcomes(self, keys: Iterable[str] | None = None) -> Iterator[Outcome]:
         """The latest downloaded result of each key (all keys, or those given)."""
