@@ -5,6 +5,7 @@ shows the cells these fix; these tests show each piece alone, with numbers worke
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from harness.cost.prices import call_cost, with_batch_prices, with_prices
 from harness.judges.anthropic import read_message
 from harness.judges.base import JudgeReply, JudgeRequest
 from harness.judges.protocol import read_completion
-from harness.judges.usage import Usage
+from harness.judges.usage import PROMPT_TOKEN_SLACK, Budget, Usage, checked_usage, usage_within
 from harness.planning import Job, make_entry
 from harness.planning.samples import combine_samples
 from harness.rubrics.rubric import parse_rubric
@@ -170,3 +171,20 @@ def test_batch_prices_discount_cache_reads_and_writes_so_a_batch_call_costs_half
     # 80 prompt tokens (10 fresh, 20 read, 50 written) and 5 out: 10 + 2 + 62.5 + 25 = 99.5 per 1M, live.
     assert call_cost(live, 80, 5, 20, 50) == pytest.approx(99.5e-6, rel=1e-12)
     assert call_cost(batch, 80, 5, 20, 50) == pytest.approx(49.75e-6, rel=1e-12)
+
+
+def test_usage_within_decides_as_the_whole_budget_check_does() -> None:
+    # The shortcut counts no prompt bytes under the slack every budget allows: it must decide every
+    # usage exactly as checked_usage against the request's whole budget, at and around each bound.
+    rng = random.Random(7)
+    for _ in range(3000):
+        content = "é" * rng.randint(0, 3) + "x" * rng.choice([0, 10, PROMPT_TOKEN_SLACK // 2, PROMPT_TOKEN_SLACK + 5])
+        request = JudgeRequest(
+            messages=({"role": "user", "content": content},), max_tokens=rng.choice([-1, 0, 8, 64]), temperature=0.0, key=KEY, n=rng.choice([1, 3])
+        )
+        budget = Budget.of(request)
+        prompt = rng.choice([-1, 0, 5, PROMPT_TOKEN_SLACK, PROMPT_TOKEN_SLACK + 1, budget.prompt_tokens, budget.prompt_tokens + 1, 2**53, True])
+        completion = rng.choice([0, 3, budget.completion_tokens, budget.completion_tokens + 1, -2])
+        reasoning = rng.choice([None, 0, completion, completion + 1])
+        usage = rng.choice([None, Usage(prompt, completion, reasoning, rng.choice([None, 2, prompt]), rng.choice([None, 1]))])
+        assert usage_within(usage, request) == checked_usage(usage, budget), (usage, request.max_tokens, request.n, len(content))

@@ -32,17 +32,20 @@ a writer thread binding rows while this thread reads and parses ran at a fractio
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..cache.base import CachedJudgment
-from ..cache.batches import BatchRecord, BatchStore, Outcome
+from ..cache.batches import BatchRecord, BatchStore, BlockWriter, Outcome, json_reals_exact, ledger_path
 from ..cache.location import CacheLocation
 from ..errors import BatchRequestFailed, CacheError
 from ..judges.base import JudgeReply, JudgeRequest
-from ..judges.usage import Budget, checked_usage
+from ..judges.usage import usage_within
 from ..planning import Job, Judgment
 from ..runner import verdict
+
+#: Rows a collect hands its ``BlockWriter`` at a time.
+BLOCK_ROWS = 4096
 
 #: A settled batch: its record (collected), its result counts, and why some output was not read.
 Settled = tuple[BatchRecord, dict[str, int], list[str]]
@@ -60,11 +63,13 @@ class Downloaded:
     problems: list[str]
 
 
-def settle_downloads(cache: CacheLocation, downloads: Sequence[Downloaded], rows: Sequence[CachedJudgment] = (), *, forget: bool = True) -> list[Settled]:
+def settle_downloads(
+    cache: CacheLocation, downloads: Sequence[Downloaded], rows: Sequence[CachedJudgment] = (), *, stored: Iterable[str] = (), forget: bool = True
+) -> list[Settled]:
     """Store ``rows`` and record each downloaded batch as collected, in one transaction
-    (``BatchStore.settle``); the batches' records as they are then."""
+    (``BatchStore.settle``; ``stored``: keys already written); the batches' records as they are then."""
     with BatchStore(cache) as store:
-        store.settle([(d.record.id, d.results) for d in downloads], rows, forget=forget)
+        store.settle([(d.record.id, d.results) for d in downloads], rows, stored=stored, forget=forget)
         settled: list[Settled] = []
         for download in downloads:
             fresh = store.get(download.record.id)
@@ -77,7 +82,7 @@ def batch_reply(outcome: Outcome, request: JudgeRequest) -> JudgeReply:
     """The reply a succeeded result is, its usage held to the budget of ``request`` as submitted
     (one choice: the samples of ``n = k`` are sent one by one)."""
     assert outcome.reply is not None
-    usage = checked_usage(outcome.usage, Budget.of(request))
+    usage = usage_within(outcome.usage, request)
     return JudgeReply(outcome.reply, usage, outcome.finish_reason, tier="batch", logprobs=outcome.logprobs)
 
 
@@ -103,6 +108,9 @@ class Collected:
         self._endpoints: dict[str, str] = {}
         #: the downloads as settled, once ``settle`` has run
         self.settled: list[Settled] | None = None
+        #: writes the rows while the run goes on (else ``settle`` writes them all)
+        self._writer = BlockWriter(ledger_path(cache)) if json_reals_exact() else None
+        self._block: list[CachedJudgment] = []
 
     def answer(self, job: Job) -> Judgment:
         key = job.key
@@ -117,7 +125,12 @@ class Collected:
             reply = batch_reply(outcome, job.request)
             judgment = verdict.from_reply(job, reply, attempts=1, latency_ms=0.0)
             endpoint = self._endpoints.get(job.judge.name) or self._endpoints.setdefault(job.judge.name, job.judge.endpoint)
-            self._rows[key] = verdict.to_cached(job, judgment, reply.text, reply.logprobs, attempts=1, tier="batch", base_url=endpoint)
+            row = self._rows[key] = verdict.to_cached(job, judgment, reply.text, reply.logprobs, attempts=1, tier="batch", base_url=endpoint)
+            if self._writer is not None:
+                self._block.append(row)
+                if len(self._block) >= BLOCK_ROWS:
+                    self._writer.add(self._block)
+                    self._block = []
             return judgment
         if outcome is not None:
             why = f"batch: {outcome.error}"
@@ -130,9 +143,18 @@ class Collected:
         return judgment
 
     def settle(self) -> None:
-        """Store the answered rows and record the downloads as collected, in one transaction. If
-        that fails, the downloads are recorded without the rows (every result kept in the ledger
-        for the next collect) and the failure raised."""
+        """Store the answered rows (the writer's last block, or all of them in the same
+        transaction) and record the downloads as collected. If a write fails, the downloads are
+        recorded with what was stored (every other result kept in the ledger for the next
+        collect) and the failure raised."""
+        if self._writer is not None:
+            self._writer.add(self._block)
+            self._block = []
+            written, error = self._writer.finish()
+            self.settled = settle_downloads(self.cache, self.downloads, stored=written, forget=self._ledger_replies)
+            if error is not None:
+                raise CacheError(f"{error}; the collected replies are kept in the batch ledger (collect again)")
+            return
         try:
             rows = [self._rows[key] for key in sorted(self._rows)]
             self.settled = settle_downloads(self.cache, self.downloads, rows, forget=self._ledger_replies)

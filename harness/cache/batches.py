@@ -23,14 +23,18 @@ again).
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ..errors import CacheError, ConfigError
 from ..judges.usage import Usage
@@ -171,6 +175,101 @@ def sort_results(
 _BATCH_COLUMNS = "id, api, endpoint, api_key_env, judge, model, remote_id, input_file_id, status, requests, detail, created_at, updated_at"
 
 
+#: Doubles SQLite's JSON reader must give back exactly for ``BlockWriter`` to be used: 17-digit
+#: mantissas (beyond 2**53), the extremes and subnormals, sums with a rounding tail.
+_HARD_REALS = (
+    0.1 + 0.2,
+    1 / 3,
+    2 / 3,
+    0.30000000000000004,
+    1.7976931348623157e308,
+    2.2250738585072014e-308,
+    5e-324,
+    1e23,
+    9007199254740993.0,
+    1.755e-05,
+    123456.78901234567,
+    6.02214076e23,
+    2.5e-7 * 3,
+)
+
+
+@functools.cache
+def json_reals_exact() -> bool:
+    """Whether this SQLite reads every double of a JSON text back exactly (SQLite's own number
+    reader was not correctly rounded everywhere before 3.43; on x86 its long double made it so)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        got = [v for (v,) in db.execute("SELECT value FROM json_each(?)", (orjson.dumps(_HARD_REALS),))]
+    except sqlite3.DatabaseError:  # no JSON functions in this SQLite
+        return False
+    finally:
+        db.close()
+    return got == list(_HARD_REALS)
+
+
+class BlockWriter:
+    """A collect's judgments written while its run goes on, on a thread of their own: each block
+    is one ``INSERT … SELECT … FROM json_each(?)`` statement, its own transaction.
+
+    One statement runs in SQLite's C code without the GIL from start to end, beside this thread's
+    Python. An ``executemany`` on a thread takes the GIL back after every row, and while this thread
+    parses and plans it waited for it each time: 20,000 rows took 27 s against 0.15 s alone
+    (bench/batch_bench.py). Used only when ``json_reals_exact()``; else the rows are written by
+    ``BatchStore.settle``. ``finish`` waits for every block and gives the keys committed and the
+    first error (a block that fails is lost to the cache, not to the ledger: ``settle`` keeps those
+    results)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="harness-collect-writer")
+        self._db: sqlite3.Connection | None = None
+        self._blocks: list[tuple[Future[None], list[str]]] = []
+        values = ", ".join(f"coalesce(value ->> {i}, ?)" if name == "created_at" else f"value ->> {i}" for i, name in enumerate(COLUMNS))
+        self._sql = f"INSERT INTO judgments ({_COLUMNS}) SELECT {values} FROM json_each(?) WHERE true ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}"
+
+    def add(self, rows: Sequence[CachedJudgment]) -> None:
+        """Queue ``rows`` (their JSON is made here; the statement runs on the writer's thread)."""
+        if rows:
+            ordered = sorted(rows, key=_KEY)  # in key order: each page of the key index is visited once
+            payload = orjson.dumps([_ROW(row) for row in ordered])
+            self._blocks.append((self._pool.submit(self._insert, payload), [row.key for row in ordered]))
+
+    def _insert(self, payload: bytes) -> None:
+        if self._db is None:
+            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute(self._sql, (_now(), payload))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def finish(self) -> tuple[set[str], Exception | None]:
+        """Wait for every block: the keys committed, and the first failure (as a CacheError)."""
+        written: set[str] = set()
+        error: Exception | None = None
+        for future, keys in self._blocks:
+            try:
+                future.result()
+            except Exception as exc:  # noqa: BLE001 - the database's refusal, said once below
+                error = error or CacheError(f"{self.path}: write failed: {exc}")
+            else:
+                written.update(keys)
+        self._blocks = []
+        self._pool.submit(self._close).result()
+        self._pool.shutdown()
+        return written, error
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
 def ledger_path(location: CacheLocation) -> Path:
     """The SQLite cache file that records batches. A PostgreSQL cache has the batch tables (the
     migrations are shared) but ``harness batch`` does not record into it: refused before anything
@@ -285,17 +384,26 @@ class BatchStore:
 
     # -- results ---------------------------------------------------------------------------------
 
-    def settle(self, downloads: Sequence[tuple[int, Mapping[str, Outcome]]], rows: Sequence[CachedJudgment] = (), *, forget: bool = True) -> None:
+    def settle(
+        self,
+        downloads: Sequence[tuple[int, Mapping[str, Outcome]]],
+        rows: Sequence[CachedJudgment] = (),
+        *,
+        stored: Iterable[str] = (),
+        forget: bool = True,
+    ) -> None:
         """Store a collect's judgments (``rows``) and record its downloaded batches as collected,
         in one transaction: both, or neither (and the batches are downloaded again). A batch's
-        keys with a row become ``stored``; each other key keeps its result here, ``succeeded``
-        with the reply (for a later collect) or ``failed`` with the reason (the next submit sends
-        it again). A download holds every key of its batch (``sort_results``). Then replies kept
-        here that the judgments now hold are dropped (``forget_stored_replies``: a scan of the
-        ledger, skipped with ``forget=False`` when the caller knows there are none but those)."""
+        keys with a row, or in ``stored`` (committed already by a ``BlockWriter``), become
+        ``stored``; each other key keeps its result here, ``succeeded`` with the reply (for a later
+        collect) or ``failed`` with the reason (the next submit sends it again). A download holds
+        every key of its batch (``sort_results``). Then replies kept here that the judgments now
+        hold are dropped (``forget_stored_replies``: a scan of the ledger, skipped with
+        ``forget=False`` when the caller knows there are none but those)."""
         # A row's created_at is now unless it has one (the same rule as ``base.row_values``).
         marks = ",".join(f"coalesce(?, '{_now()}')" if name == "created_at" else "?" for name in COLUMNS)
         answered = {row.key for row in rows}
+        answered.update(stored)
         sets = ", ".join(f"{name} = ?" for name in ("state", *_RESULT_COLUMNS))
         self._execute("BEGIN IMMEDIATE")
         try:

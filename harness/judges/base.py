@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import JudgeConfig
-from .usage import Budget, Usage, checked_usage
+from .usage import Usage, usage_within
 
 
 @dataclass(slots=True)
@@ -140,7 +140,7 @@ class Judge(ABC):
         """One attempt (``send``), its usage held to what ``request`` could have used: usage
         that cannot be true becomes unknown here, for every provider."""
         reply = await self.send(request)
-        usage = checked_usage(reply.usage, Budget.of(request))
+        usage = usage_within(reply.usage, request)
         return reply if usage is reply.usage else replace(reply, usage=usage)
 
     @abstractmethod

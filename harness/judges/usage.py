@@ -79,6 +79,16 @@ class Budget:
         return cls(sent + PROMPT_TOKEN_SLACK, choices * (max(request.max_tokens, 0) + COMPLETION_TOKEN_SLACK))
 
 
+def usage_within(usage: Usage | None, request: _Request) -> Usage | None:
+    """``checked_usage(usage, Budget.of(request))``, the prompt's bytes counted only when they can
+    decide it: every budget allows ``PROMPT_TOKEN_SLACK`` prompt tokens whatever was sent, so a
+    reply reporting fewer needs no count (1 µs of every reply's 2)."""
+    if usage is not None and _is_int(usage.prompt) and 0 <= usage.prompt <= PROMPT_TOKEN_SLACK:
+        completion = max(request.n, 1) * (max(request.max_tokens, 0) + COMPLETION_TOKEN_SLACK)
+        return checked_usage(usage, Budget(PROMPT_TOKEN_SLACK, completion))
+    return checked_usage(usage, Budget.of(request))
+
+
 def checked_usage(usage: Usage | None, budget: Budget) -> Usage | None:
     """``usage`` when it could be true of a request with ``budget``, else None (unknown)."""
     if usage is None:
