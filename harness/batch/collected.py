@@ -94,12 +94,11 @@ class Collected:
         self.downloads = downloads
         with BatchStore(cache) as store:
             self._outcomes = {o.key: o for o in store.outcomes()}  # kept by earlier collects and imports
-            pending = store.pending_keys()
+            pending = store.pending_keys(d.record.id for d in downloads)
         #: the ledger keeps replies: those this run stores are dropped from it when settling
         self._ledger_replies = any(o.reply is not None for o in self._outcomes.values())
         for download in downloads:  # later than any result the ledger keeps for the same key
             self._outcomes.update(download.results)
-            pending.difference_update(download.results)
         self._pending = pending
         #: rows answered in this run, stored by ``settle`` (and replayed for its repeats)
         self._rows: dict[str, CachedJudgment] = {}

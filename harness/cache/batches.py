@@ -444,9 +444,12 @@ class BatchStore:
             for row in self._execute(sql.format(where=f"AND key IN ({marks})"), chunk):
                 yield _outcome(*row)
 
-    def pending_keys(self) -> set[str]:
-        """Keys held by batches whose results have not been downloaded yet."""
-        return {k for (k,) in self._execute("SELECT key FROM batch_requests WHERE state = 'pending'")}
+    def pending_keys(self, downloaded: Iterable[int] = ()) -> set[str]:
+        """Keys held by batches whose results have not been downloaded yet (the batches
+        ``downloaded`` into memory, not yet settled, are left out)."""
+        ids = json.dumps(sorted(downloaded))
+        sql = "SELECT key FROM batch_requests WHERE state = 'pending' AND batch NOT IN (SELECT value FROM json_each(?))"
+        return {k for (k,) in self._execute(sql, (ids,))}
 
     def forget_stored_replies(self) -> int:
         """Drop the replies the judgments table now holds (state ``stored``): kept once, not twice."""
