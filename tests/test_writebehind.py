@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from harness.cache import CachedJudgment, CacheStore, open_store
+from harness.cache import CachedJudgment, CacheStore, open_store, writebehind
 from harness.errors import CacheError
 from harness.exit_codes import EXIT_IO
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
@@ -215,3 +215,19 @@ async def test_a_refused_value_loses_only_its_own_judgment_not_its_batch(locatio
         await store.close()
     async with open_store(location) as again:
         assert set(await again.get_many(["a-good", "b-bad", "c-good"])) == {"a-good", "c-good"}
+
+
+@pytest.mark.timeout(30)
+async def test_close_ends_the_write_window_at_once(location: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() does not wait out the window the writer is gathering in (every run ended up to
+    ``WRITE_WINDOW_S`` late): with a 10-minute window, the close still commits at once."""
+    monkeypatch.setattr(writebehind, "WRITE_WINDOW_S", 600.0)
+    store = await open_store(location).open()
+    store.put(row("late"))
+    await asyncio.sleep(0.01)  # the writer has taken it and is waiting out its window
+    await store.close()
+    async with open_store(location) as again:
+        assert set(await again.get_many(["late"])) == {"late"}
+        again.put(row("next"))  # and so does the close of the next store
+    async with open_store(location) as third:
+        assert set(await third.get_many(["late", "next"])) == {"late", "next"}

@@ -58,6 +58,8 @@ class WriteBehindStore(CacheStore):
         #: transactions the writer (and imports) committed: a burst of puts is a few of them
         self.batches_written = 0
         self._queue: asyncio.Queue[CachedJudgment | None] = asyncio.Queue()
+        #: set by close(): the window being waited out ends now (a run's end waited up to 20 ms)
+        self._closing = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self._write_exc: BaseException | None = None  # the first failed write
@@ -117,6 +119,7 @@ class WriteBehindStore(CacheStore):
     async def open(self) -> WriteBehindStore:
         await self._connect()
         self._stopped = None
+        self._closing.clear()
         if not self.read_only:
             self._writer = asyncio.create_task(self._write_loop(), name="harness-cache-writer")
         return self
@@ -136,6 +139,7 @@ class WriteBehindStore(CacheStore):
             if writer is not None:
                 if not writer.done():
                     self._queue.put_nowait(None)
+                    self._closing.set()
                     await asyncio.wait({writer})
                 self._note_stop(writer, closing=True)
             if self._held and self._write_exc is None and self._stopped is None:
@@ -185,8 +189,10 @@ class WriteBehindStore(CacheStore):
     async def _write_loop(self) -> None:
         while True:
             items = [await self._queue.get()]
-            if items[0] is not None:
-                await asyncio.sleep(WRITE_WINDOW_S)  # what finishes meanwhile joins this transaction
+            if items[0] is not None and not self._closing.is_set():
+                # What finishes meanwhile joins this transaction; close() ends the wait.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), WRITE_WINDOW_S)
             while not self._queue.empty():
                 items.append(self._queue.get_nowait())
             batch = [item for item in items if item is not None]
