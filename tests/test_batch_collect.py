@@ -21,7 +21,9 @@ import pytest
 
 from harness import batch as hb
 from harness.batch import collected
-from harness.errors import UserInputError
+from harness.cache import CachedJudgment
+from harness.cache.batches import BatchStore, BlockWriter
+from harness.errors import CacheError, UserInputError
 from harness.exit_codes import EXIT_IO
 from harness.planning import RunOptions
 from harness.runner.session import run_evaluation
@@ -238,3 +240,22 @@ def test_a_collect_killed_after_its_download_is_finished_by_the_next_without_sen
         assert sum(path.endswith("/content") for path in server.paths) == 2  # downloaded twice
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["interrupted"] is False
+
+
+@pytest.mark.timeout(60)
+def test_the_block_writer_loses_only_a_row_it_cannot_store(tmp_path: Path) -> None:
+    # A reply holding a lone surrogate (json accepts "\ud800"; neither JSON out nor SQLite can
+    # store it) is left out of its block and reported; the block's other rows are written.
+    path = tmp_path / "cache.sqlite"
+    with BatchStore(path):  # created and migrated
+        pass
+    base = {"judge_model": "m", "base_url": "u", "rubric": "r", "rubric_version": "1", "prompt_tokens": 1, "completion_tokens": 1}
+    rows = [
+        CachedJudgment(key=f"k{i}", raw_output="Score: 0.5" if i != 1 else "Score: \ud800", latency_ms=0.0, cost_usd=1e-6, **base) for i in range(3)
+    ]
+    writer = BlockWriter(path)
+    writer.add(rows)
+    written, error = writer.finish()
+    assert written == {"k0", "k2"}
+    assert isinstance(error, CacheError) and "k1" in str(error) and "write failed" in str(error)
+    assert [r["key"] for r in cache_rows(path)] == ["k0", "k2"]

@@ -12,8 +12,8 @@ already answered is never claimed twice, whichever process or machine asks. ``re
 end of a batch that was never sent.
 
 A batch's results are downloaded into memory and answer the collect's run at once
-(``batch/collected.py``); the run's judgments are stored and the batch marked ``collected`` in
-one transaction (``settle``). ``batch_requests.state`` is ``pending`` until then; then ``stored``
+(``batch/collected.py``); the run's judgments are stored while it goes on (``BlockWriter``) or at
+its end, and the batch is marked ``collected`` in one transaction after them (``settle``). ``batch_requests.state`` is ``pending`` until then; then ``stored``
 (its judgment is in ``judgments``), ``succeeded`` (the reply, its usage and logprobs kept here for
 a later collect: the run did not ask for it, or storing it failed) or ``failed`` (with the
 provider's reason; the key is free for the next submit). A collect killed before ``settle``
@@ -214,10 +214,10 @@ class BlockWriter:
 
     One statement runs in SQLite's C code without the GIL from start to end, beside this thread's
     Python. An ``executemany`` on a thread takes the GIL back after every row, and while this thread
-    parses and plans it waited for it each time: 20,000 rows took 27 s against 0.15 s alone
-    (bench/batch_bench.py). Used only when ``json_reals_exact()``; else the rows are written by
-    ``BatchStore.settle``. ``finish`` waits for every block and gives the keys committed and the
-    first error (a block that fails is lost to the cache, not to the ledger: ``settle`` keeps those
+    parses and plans it waited for it each time: 20,000 rows took 27 s beside a busy thread against
+    0.15 s alone (docs/reference/performance.md). Used only when ``json_reals_exact()``; else the
+    rows are written by ``BatchStore.settle``. ``finish`` waits for every block and gives the keys
+    committed and the first error (a block that fails is lost to the cache, not to the ledger: ``settle`` keeps those
     results)."""
 
     def __init__(self, path: Path) -> None:
@@ -225,15 +225,33 @@ class BlockWriter:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="harness-collect-writer")
         self._db: sqlite3.Connection | None = None
         self._blocks: list[tuple[Future[None], list[str]]] = []
+        #: rows left out by ``add``, with why
+        self._refused: list[str] = []
         values = ", ".join(f"coalesce(value ->> {i}, ?)" if name == "created_at" else f"value ->> {i}" for i, name in enumerate(COLUMNS))
         self._sql = f"INSERT INTO judgments ({_COLUMNS}) SELECT {values} FROM json_each(?) WHERE true ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}"
 
     def add(self, rows: Sequence[CachedJudgment]) -> None:
-        """Queue ``rows`` (their JSON is made here; the statement runs on the writer's thread)."""
-        if rows:
-            ordered = sorted(rows, key=_KEY)  # in key order: each page of the key index is visited once
-            payload = orjson.dumps([_ROW(row) for row in ordered])
-            self._blocks.append((self._pool.submit(self._insert, payload), [row.key for row in ordered]))
+        """Queue ``rows`` (their JSON is made here; the statement runs on the writer's thread). A
+        row JSON cannot hold (a reply with a lone surrogate, which SQLite cannot store either) is
+        left out, and ``finish`` reports it: it loses its own row, not its block."""
+        if not rows:
+            return
+        ordered = sorted(rows, key=_KEY)  # in key order: each page of the key index is visited once
+        values = [_ROW(row) for row in ordered]
+        try:
+            payload = orjson.dumps(values)
+        except orjson.JSONEncodeError:
+            kept = []
+            for row, value in zip(ordered, values, strict=True):
+                try:
+                    orjson.dumps(value)
+                except orjson.JSONEncodeError as exc:
+                    self._refused.append(f"{row.key}: {exc}")
+                else:
+                    kept.append((row, value))
+            ordered, values = [row for row, _ in kept], [value for _, value in kept]
+            payload = orjson.dumps(values)
+        self._blocks.append((self._pool.submit(self._insert, payload), [row.key for row in ordered]))
 
     def _insert(self, payload: bytes) -> None:
         if self._db is None:
@@ -259,6 +277,9 @@ class BlockWriter:
                 error = error or CacheError(f"{self.path}: write failed: {exc}")
             else:
                 written.update(keys)
+        if self._refused and error is None:
+            more = f" (and {len(self._refused) - 1} more)" if len(self._refused) > 1 else ""
+            error = CacheError(f"{self.path}: write failed: {self._refused[0]}{more}")
         self._blocks = []
         self._pool.submit(self._close).result()
         self._pool.shutdown()
