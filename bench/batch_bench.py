@@ -119,14 +119,14 @@ def main() -> None:
                     *timed(["batch", "export", *common, "--cache", str(export_cache), "--to", str(work / "requests.jsonl")]),
                 )
             )
-            replays = sum(1 for _ in (work / "replay" / "judgments.jsonl").open())
+            replayed = sum(1 for _ in (work / "replay" / "judgments.jsonl").open())
             collected = [json.loads(line) for line in (work / "out" / "judgments.jsonl").open()]
             scored = sum(1 for j in collected if j["status"] == "scored")
             baseline, baseline_cpu = rows[2][1], rows[2][2]
             print(
                 f"{n:,} judgments ({args.transcripts:,} transcripts × 2 rubrics); server made {stats['created']} batch(es), {stats['requests_received']:,} requests"
             )
-            print(f"collected: {scored:,} scored of {len(collected):,}; replayed {replays:,} rows; {waited:.1f} s waited for the batches to end")
+            print(f"collected: {scored:,} scored of {len(collected):,}; replayed {replayed:,} rows; {waited:.1f} s waited for the batches to end")
             print(f"collect and replay: medians of {args.repeats}; load average {os.getloadavg()[0]:.2f} (1 min) at the end")
             print(f"{'step':58} {'seconds':>8} {'× replay':>9} {'CPU s':>7} {'× replay':>9} {'judgments/s':>12} {'peak RSS MB':>12}")
             for name, seconds, cpu, rss, _tail in rows:
