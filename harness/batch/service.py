@@ -372,8 +372,9 @@ async def _write_outputs(
     except BaseException:
         # The run never got to settle (refused before judging, or stopped): keep what was
         # downloaded in the ledger; if even that fails, the next collect downloads it again.
-        with contextlib.suppress(Exception):
-            answers.settle()
+        if answers.settled is None:
+            with contextlib.suppress(Exception):
+                answers.settle()
         raise
     # ``settled`` is None when settling failed: that is the run's error, and the batches stay uncollected.
     return outcome, answers.settled or []

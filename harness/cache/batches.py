@@ -13,10 +13,11 @@ end of a batch that was never sent.
 
 A batch's results are downloaded into memory and answer the collect's run at once
 (``batch/collected.py``); the run's judgments are stored while it goes on (``BlockWriter``) or at
-its end, and the batch is marked ``collected`` in one transaction after them (``settle``). ``batch_requests.state`` is ``pending`` until then; then ``stored``
-(its judgment is in ``judgments``), ``succeeded`` (the reply, its usage and logprobs kept here for
-a later collect: the run did not ask for it, or storing it failed) or ``failed`` (with the
-provider's reason; the key is free for the next submit). A collect killed before ``settle``
+its end, and the batch is marked ``collected`` in one transaction after them (``settle``).
+``batch_requests.state`` is ``pending`` until then; then ``stored`` (its judgment is in
+``judgments``), ``succeeded`` (the reply, its usage and logprobs kept here for a later collect:
+the run did not ask for it, or storing it failed) or ``failed`` (with the provider's reason; the
+key is free for the next submit). A collect killed before ``settle``
 leaves the batch ended and uncollected: the next collect downloads it again (nothing is sent
 again).
 """
@@ -43,8 +44,8 @@ from .location import CacheLocation, describe, is_postgres_url
 from .store import _COLUMNS, _UPSERT_SET, BUSY_TIMEOUT_MS, _prepare
 
 _CHUNK = 500
-#: Page cache of a ledger connection, KiB: a collect's two transactions (results in, judgments out)
-#: touch every page of the indexes of 100,000 random keys; the default 2 MB rereads them more often.
+#: Page cache of a ledger connection, KiB: a collect's writes touch every page of the key indexes
+#: of 100,000 random keys; the default 2 MB rereads them more often.
 _CACHE_KIB = 8192
 #: Statuses after which a batch changes no more at the provider (both providers' words).
 ENDED = frozenset({"completed", "failed", "expired", "cancelled", "ended"})
@@ -217,8 +218,8 @@ class BlockWriter:
     parses and plans it waited for it each time: 20,000 rows took 27 s beside a busy thread against
     0.15 s alone (docs/reference/performance.md). Used only when ``json_reals_exact()``; else the
     rows are written by ``BatchStore.settle``. ``finish`` waits for every block and gives the keys
-    committed and the first error (a block that fails is lost to the cache, not to the ledger: ``settle`` keeps those
-    results)."""
+    committed and the first error (a block that fails is lost to the cache, not to the ledger:
+    ``settle`` keeps those results)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -255,9 +256,7 @@ class BlockWriter:
 
     def _insert(self, payload: bytes) -> None:
         if self._db is None:
-            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+            self._db = _connect(self.path, check_same_thread=False)
         self._db.execute("BEGIN IMMEDIATE")
         try:
             self._db.execute(self._sql, (_now(), payload))
@@ -291,6 +290,15 @@ class BlockWriter:
             self._db = None
 
 
+def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A ledger connection (autocommit: each statement, or an explicit BEGIN … COMMIT)."""
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=check_same_thread)
+    db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+    return db
+
+
 def ledger_path(location: CacheLocation) -> Path:
     """The SQLite cache file that records batches. A PostgreSQL cache has the batch tables (the
     migrations are shared) but ``harness batch`` does not record into it: refused before anything
@@ -310,10 +318,7 @@ class BatchStore:
         path = self.path = ledger_path(location)
         try:
             _prepare(path)
-            self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+            self._db = _connect(path)
         except sqlite3.DatabaseError as exc:
             raise CacheError(f"{path}: cannot open the cache: {exc}") from exc
 

@@ -75,8 +75,12 @@ class Budget:
             sent += len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
         if request.schema is not None:
             sent += len(json.dumps(request.schema))
-        choices = max(request.n, 1)
-        return cls(sent + PROMPT_TOKEN_SLACK, choices * (max(request.max_tokens, 0) + COMPLETION_TOKEN_SLACK))
+        return cls(sent + PROMPT_TOKEN_SLACK, _completion_budget(request))
+
+
+def _completion_budget(request: _Request) -> int:
+    """``n`` choices of ``max_tokens`` (which holds the reasoning budget), each with a little slack."""
+    return max(request.n, 1) * (max(request.max_tokens, 0) + COMPLETION_TOKEN_SLACK)
 
 
 def usage_within(usage: Usage | None, request: _Request) -> Usage | None:
@@ -84,8 +88,7 @@ def usage_within(usage: Usage | None, request: _Request) -> Usage | None:
     decide it: every budget allows ``PROMPT_TOKEN_SLACK`` prompt tokens whatever was sent, so a
     reply reporting fewer needs no count (1 µs of every reply's 2)."""
     if usage is not None and _is_int(usage.prompt) and 0 <= usage.prompt <= PROMPT_TOKEN_SLACK:
-        completion = max(request.n, 1) * (max(request.max_tokens, 0) + COMPLETION_TOKEN_SLACK)
-        return checked_usage(usage, Budget(PROMPT_TOKEN_SLACK, completion))
+        return checked_usage(usage, Budget(PROMPT_TOKEN_SLACK, _completion_budget(request)))
     return checked_usage(usage, Budget.of(request))
 
 
@@ -133,12 +136,9 @@ def openai_usage(raw: Any) -> Usage | None:
     prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
     if not _is_int(prompt) or not _is_int(completion):
         return None
-    # (Read without helpers: every reply passes here, and most have no details.)
-    details = raw.get("completion_tokens_details")
-    reasoning = int_or_none(details.get("reasoning_tokens")) if isinstance(details, dict) else None
-    details = raw.get("prompt_tokens_details")
-    cached = int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None
-    return Usage(prompt, completion, reasoning, cached)
+    return Usage(
+        prompt, completion, _detail(raw, "completion_tokens_details", "reasoning_tokens"), _detail(raw, "prompt_tokens_details", "cached_tokens")
+    )
 
 
 def anthropic_usage(raw: Any) -> Usage | None:

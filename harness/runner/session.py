@@ -158,11 +158,11 @@ async def run_evaluation(
 
 @contextmanager
 def collector_tuned() -> Iterator[None]:
-    """The garbage collector set for a run (or a collect's download), and put back after it: what exists when it starts
-    is frozen (never scanned again), and collections run every 20,000 allocations, not 700. A run
-    keeps up to ``engine.WINDOW`` transcripts' jobs alive and frees them by reference counting, so
-    the default thresholds only rescanned them (an offline replay of 100,000, bench case 4: 4.6 s
-    of CPU -> 4.43 s)."""
+    """The garbage collector set for a run (or a collect's download), and put back after it: what
+    exists when it starts is frozen (never scanned again), and collections run every 20,000
+    allocations, not 700. A run keeps up to ``engine.WINDOW`` transcripts' jobs alive and frees them
+    by reference counting, so the default thresholds only rescanned them (an offline replay of
+    100,000, bench case 4: 4.6 s of CPU -> 4.43 s)."""
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
