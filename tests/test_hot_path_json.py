@@ -156,3 +156,16 @@ def test_a_runs_collector_settings_are_put_back_even_on_error() -> None:
         assert gc.get_threshold()[0] > before[0] and gc.get_freeze_count() > 0
         raise RuntimeError("the run failed")
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_overlapping_runs_share_the_collector_setting_and_the_last_puts_it_back() -> None:
+    # Two runs that overlap without nesting (two threads, as tests/test_matrix.py's two workers):
+    # the first to end must not put the thresholds back under the other, nor leave them tuned.
+    before = gc.get_threshold()
+    first, second = collector_tuned(), collector_tuned()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert gc.get_threshold()[0] > before[0] and gc.get_freeze_count() > 0  # the second still runs
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

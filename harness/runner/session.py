@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -156,21 +157,39 @@ async def run_evaluation(
         lock.release()
 
 
+#: Runs inside ``collector_tuned`` now, and the thresholds found when the first of them began.
+_tuned_users = 0
+_tuned_saved: tuple[int, int, int] = (700, 10, 10)
+_tuned_lock = threading.Lock()
+
+
 @contextmanager
 def collector_tuned() -> Iterator[None]:
     """The garbage collector set for a run (or a collect's download), and put back after it: what
     exists when it starts is frozen (never scanned again), and collections run every 20,000
     allocations, not 700. A run keeps up to ``engine.WINDOW`` transcripts' jobs alive and frees them
     by reference counting, so the default thresholds only rescanned them (an offline replay of
-    100,000, bench case 4: 4.6 s of CPU -> 4.43 s)."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    100,000, bench case 4: 4.6 s of CPU -> 4.43 s).
+
+    The collector is the process's: runs that overlap (two threads, or two ``aevaluate`` on one
+    loop) share one setting, made by the first to begin and put back by the last to end. Each
+    saving and restoring its own, the first to end unfroze the other's objects and the last put
+    back the tuned thresholds for good."""
+    global _tuned_users, _tuned_saved
+    with _tuned_lock:
+        if _tuned_users == 0:
+            _tuned_saved = gc.get_threshold()
+            gc.freeze()
+            gc.set_threshold(20_000, 20, 20)
+        _tuned_users += 1
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        with _tuned_lock:
+            _tuned_users -= 1
+            if _tuned_users == 0:
+                gc.set_threshold(*_tuned_saved)
+                gc.unfreeze()
 
 
 async def _judge_and_write(run: _Run) -> RunOutcome:
