@@ -123,6 +123,95 @@ def test_every_command_module_is_registered() -> None:
     assert set(COMMAND_MODULES) == modules
 
 
+def test_the_command_index_names_each_module_s_commands() -> None:
+    """``entry`` loads only the module COMMAND_MODULES names for the command given: each module's
+    top-level commands and groups, as registered, and nothing else."""
+    registered: dict[str, list[str]] = {}
+    for info in app.registered_commands:
+        assert info.callback is not None
+        registered.setdefault(info.callback.__module__.rsplit(".", 1)[1], []).append(info.name or info.callback.__name__.replace("_", "-"))
+    for group in app.registered_groups:
+        module = next(m for m in COMMAND_MODULES if any(v is group.typer_instance for v in vars(sys.modules[f"harness.cli.{m}"]).values()))
+        assert group.name is not None
+        registered.setdefault(module, []).append(group.name)
+    assert {m: sorted(names) for m, names in registered.items()} == {m: sorted(names) for m, names in COMMAND_MODULES.items()}
+    assert sorted(get_command(app).commands) == sorted(n for names in COMMAND_MODULES.values() for n in names)  # type: ignore[attr-defined]
+
+
+_ENTRY = """
+import sys
+sys.argv = ["harness", *sys.argv[1:]]
+from harness.cli import entry
+entry()
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("argv", [["run", "--help"], ["batch", "--help"], ["--help"], ["rn", "--help"]])
+def test_a_command_loads_only_its_own_module(argv: list[str]) -> None:
+    """``harness run`` registers only run's module; ``--help`` or a name that is no command, all."""
+    probe = (  # an atexit handler: entry ends the process without returning
+        "import atexit, sys\n"
+        "def loaded():\n"
+        "    import harness.cli.common as c\n"
+        "    print(sorted(i.name or i.callback.__name__ for i in c.app.registered_commands), file=sys.stderr)\n"
+        "atexit.register(loaded)\n" + _ENTRY
+    )
+    done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    loaded = done.stderr.strip().splitlines()[-1]
+    if argv[0] in ("run", "batch"):
+        assert done.returncode == 0, done.stderr
+        expected = {"run": "['estimate', 'export', 'import', 'run']", "batch": "[]"}[argv[0]]
+        assert loaded == expected
+    else:
+        assert "'clmpi'" in loaded and "'run'" in loaded and "'agreement'" in loaded
+    if argv[0] == "rn":  # a typo: every command was there to be suggested
+        assert done.returncode == EXIT_USER_ERROR and "No such command 'rn'" in done.stderr
+
+
+# --- the process ends without the interpreter's teardown -----------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_entry_runs_atexit_handlers_and_flushes_before_it_ends() -> None:
+    code = "import atexit, sys\natexit.register(lambda: print('atexit ran'))\n" + _ENTRY
+    done = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "Judge agent transcripts" in done.stdout and done.stdout.rstrip().endswith("atexit ran")
+
+
+@pytest.mark.timeout(60)
+def test_entry_keeps_the_exit_code_and_waits_for_a_live_thread() -> None:
+    code = "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.5), print('thread finished', flush=True))).start()\n" + _ENTRY
+    done = subprocess.run([sys.executable, "-c", code, "run", "--no-such-option"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == EXIT_USER_ERROR
+    assert "thread finished" in done.stdout  # the plain exit waited for it, as Python does
+
+
+def test_end_process_exits_at_once_only_when_nothing_else_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import cli
+
+    ended: list[int] = []
+    ran: list[str] = []
+
+    def fake_exit(code: int) -> None:
+        ended.append(code)
+        raise SystemExit(f"os._exit({code})")
+
+    monkeypatch.setattr(cli.os, "_exit", fake_exit)
+    monkeypatch.setattr(cli.atexit, "_run_exitfuncs", lambda: ran.append("atexit"))
+    with pytest.raises(SystemExit):
+        cli.end_process(3)
+    assert ended == [3] and ran == ["atexit"]
+    with pytest.raises(SystemExit) as plain:
+        cli.end_process("a message")  # not an exit status: Python prints it and exits 1
+    assert plain.value.code == "a message" and ended == [3]
+    monkeypatch.setattr(cli.threading, "active_count", lambda: 2)
+    with pytest.raises(SystemExit) as waited:
+        cli.end_process(0)
+    assert waited.value.code == 0 and ended == [3]
+
+
 # --- one line and a documented exit code, whatever is raised ------------------------------------
 
 

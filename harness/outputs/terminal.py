@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..planning import Judgment, RunOptions
 from .layout import FitTable, count, duration_ms, usd
@@ -36,6 +35,8 @@ class RunProgress:
         self.cost = 0.0
         self._unshown = 0
         self._next_show = 0.0
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
         self._progress = Progress(
             TextColumn("[bold]judging"),
             BarColumn(),
@@ -285,8 +286,13 @@ async def run_in_terminal(options: RunOptions, console: Console, *, handle_signa
         if progress is not None:
             progress.advance(judgment)
 
+    # Without a bar (--no-progress, or not a terminal) nothing is drawn: no bar is made (nor
+    # rich.progress imported) and no judgment is counted for it.
+    shown = options.progress
     try:
-        outcome = await run_evaluation(options, on_start=start, on_judgment=advance, handle_signals=handle_signals)
+        outcome = await run_evaluation(
+            options, on_start=start if shown else None, on_judgment=advance if shown else None, handle_signals=handle_signals
+        )
     finally:
         if progress is not None:
             progress.__exit__()
