@@ -77,7 +77,10 @@ def main() -> None:
     parser.add_argument("--transcripts", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=5, help="collects and replays timed, alternating (medians)")
     args = parser.parse_args()
+    from bench.throughput import compile_harness
     from harness.batch import wait as wait_for
+
+    compile_harness()
 
     server = subprocess.Popen([sys.executable, "-m", "tests.batch_server", "--key", KEY], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

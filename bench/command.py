@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.throughput import RUBRICS, ServerProcess, request_bodies, write_config, write_transcripts
+from bench.throughput import RUBRICS, ServerProcess, compile_harness, request_bodies, write_config, write_transcripts
 
 
 def timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
@@ -59,6 +59,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     ideal = args.n * args.latency / args.concurrency
+    compile_harness()
     helps = [timed([sys.executable, "-m", "harness", "--help"])[:2] for _ in range(args.repeats)]
     print(
         f"harness --help: median {statistics.median(h[0] for h in helps):.3f} s wall, {statistics.median(h[1] for h in helps):.3f} s CPU over {len(helps)}"

@@ -231,3 +231,32 @@ async def test_an_error_other_than_404_on_the_first_request_lets_the_rest_go(tmp
         outcome, out = await run(tmp_path, "out")
     assert outcome.exit_code == 1
     assert [r["status"] for r in out.judgments] == ["failed", "scored", "scored", "scored", "scored"]
+
+
+async def test_the_first_request_goes_out_before_the_rest_of_the_first_batch_is_planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first transcript is dispatched alone: its first request (which the judge's others wait
+    for) is on its way before the next 127 transcripts are rendered and keyed."""
+    from harness.judges.http import HttpJudge
+    from harness.planning.jobs import Planner
+
+    events: list[str] = []
+    plan_entry, send = Planner.entry, HttpJudge.send
+
+    def entry(self: Planner, transcript: Any) -> Any:
+        events.append("plan")
+        return plan_entry(self, transcript)
+
+    async def sending(self: HttpJudge, request: Any) -> Any:
+        events.append("send")
+        return await send(self, request)
+
+    monkeypatch.setattr(Planner, "entry", entry)
+    monkeypatch.setattr(HttpJudge, "send", sending)
+    with serve() as server:
+        assert server.base_url
+        write_jsonl(tmp_path / "transcripts.jsonl", [{"id": f"t{i}", "query": f"Q{i}?", "response": f"A{i}."} for i in range(200)])
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=8)])
+        outcome, out = await run(tmp_path, "out")
+    assert outcome.exit_code == 0
+    assert len(out.judgments) == 200 and len(chat_requests(server)) == 200
+    assert events[:2] == ["plan", "send"], events[:5]  # before: 128 plans, then the first send

@@ -149,6 +149,9 @@ class Runner:
     async def _produce(self) -> None:
         batch: list[Entry] = []
         shard = self.plan.shard
+        # The first transcript goes alone: its first request (which each judge's others wait for)
+        # is sent while the next batch is planned, not after it.
+        size = 1
         for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format)):
             # An exhausted budget does not stop the reading: the rest is still reported (cache hits
             # served free, the others unscored budget_exhausted), never silently left out.
@@ -158,9 +161,12 @@ class Runner:
                 continue
             await self._room.acquire()
             batch.append(self._planner.entry(record.resolved()))
-            if len(batch) >= BATCH:
+            if len(batch) >= size:
                 await self._dispatch(batch)
                 batch = []
+                if size < BATCH:
+                    size = BATCH
+                    await asyncio.sleep(0)  # the workers take the first jobs now
         if batch:
             await self._dispatch(batch)
 
