@@ -22,7 +22,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from harness.cache import MIGRATIONS, CachedJudgment, open_store
+from harness.cache import MIGRATIONS, CachedJudgment, CachedReply, open_store
+from harness.cache.base import REPLY_COLUMNS
 from harness.cli import app
 from harness.exit_codes import EXIT_IO, EXIT_USER_ERROR
 from tests.e2e_support import KEY, KEY_ENV, chat_requests, judge, read_jsonl, serve, user_prompt, write_config, write_jsonl
@@ -102,6 +103,20 @@ async def test_both_stores_migrate_the_same_schema_and_round_trip(location: Any)
     async with open_store(location) as store:  # reopening migrates nothing and keeps the rows
         assert len(await store.get_many(["a", "b"])) == 2
         stats = await store.stats()
+        # what a replay reads: the same values as the full rows, of CachedReply's columns only
+        truncated = CachedJudgment(
+            "t", "m", "u", "relevance", "1", "Score: 0.", 9, 64, 7.5, 0.002, 1, "unscored", None, None, None, "[[]]", 60, 3, 1, True
+        )
+        store.put(truncated)
+        await store.flush()
+        full, replies = await store.get_many(["a", "b", "t", "missing"]), await store.replies(["a", "b", "t", "missing"])
+        assert set(replies) == {"a", "b", "t"}
+        for key, reply in replies.items():
+            assert isinstance(reply, CachedReply)
+            projected = {name: getattr(full[key], name) for name in REPLY_COLUMNS}
+            assert {name: getattr(reply, name) for name in REPLY_COLUMNS} == {**projected, "truncated": reply.truncated}
+            assert bool(reply.truncated) is full[key].truncated
+        assert replies["t"].reasoning_tokens == 60 and replies["t"].cache_write_tokens == 1 and replies["t"].logprobs == "[[]]"
     assert stats.rows == 2 and stats.groups[0]["rows"] == 2
     if isinstance(location, str):
         with psycopg.connect(location) as conn:

@@ -174,18 +174,13 @@ def test_nan_and_infinity_follow_the_old_policy() -> None:
 
 # --- a whole run imports neither numpy nor SciPy ------------------------------------------------
 
-#: Runs the CLI as ``python -m harness`` does, then prints which numeric modules were imported.
+#: Runs the CLI as ``python -m harness`` does, then prints which numeric modules were imported
+#: (from an atexit handler: the CLI ends its process once the command is done, ``cli.end_process``).
 PROBE = (
-    "import sys, runpy\n"
+    "import atexit, sys, runpy\n"
     "sys.argv = ['harness', *sys.argv[1:]]\n"
-    "try:\n"
-    "    runpy.run_module('harness', run_name='__main__', alter_sys=True)\n"
-    "except SystemExit as exc:\n"
-    "    code = exc.code\n"
-    "else:\n"
-    "    code = 0\n"
-    "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'scipy')), file=sys.stderr)\n"
-    "sys.exit(code)\n"
+    "atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'scipy')), file=sys.stderr))\n"
+    "runpy.run_module('harness', run_name='__main__', alter_sys=True)\n"
 )
 
 

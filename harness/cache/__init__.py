@@ -5,7 +5,7 @@ read-only readers.
 Every SQL statement on a cache lives in this package.
 """
 
-from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStats, CacheStore
+from .base import DEFAULT_LEASE_S, CachedJudgment, CachedReply, CacheStats, CacheStore
 from .keys import cache_key
 from .location import CacheLocation, describe, is_postgres_url, open_reader, open_store, parse_location
 from .migrations import MIGRATIONS, migrate
@@ -19,6 +19,7 @@ __all__ = [
     "CacheStats",
     "CacheStore",
     "CachedJudgment",
+    "CachedReply",
     "JudgmentCache",
     "SqliteCache",
     "cache_key",

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from ..errors import CacheError
-from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, group_row, prune_where
+from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, R, group_row, prune_where
 from .migrations import MIGRATIONS, Migration
 from .writebehind import WriteBehindStore, one_line
 
@@ -174,16 +174,16 @@ class PostgresCache(WriteBehindStore):
                 await conn.close()
         self._read = self._write_conn = None
 
-    async def get_many(self, keys: list[str]) -> dict[str, CachedJudgment]:
+    async def _select(self, keys: list[str], row: Callable[..., R], columns: tuple[str, ...]) -> dict[str, R]:
         if not keys:
             return {}
         try:
             async with self._lock:
-                cursor = await self.db.execute(f"SELECT {_COLUMNS} FROM judgments WHERE key = ANY(%s)", (list(keys),))
+                cursor = await self.db.execute(f"SELECT {', '.join(columns)} FROM judgments WHERE key = ANY(%s)", (list(keys),))
                 rows = await cursor.fetchall()
         except psycopg.Error as exc:
             raise self._error("read failed", exc) from exc
-        return {row[0]: CachedJudgment(*row) for row in rows}
+        return {values[0]: row(*values) for values in rows}
 
     # -- the writer's and the claims' SQL (writebehind.py runs them) ------------------------------
 

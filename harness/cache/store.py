@@ -14,14 +14,14 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
 from ..errors import CacheError
-from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, group_row, prune_where
+from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, R, group_row, prune_where
 from .migrations import migrate, pending
 from .writebehind import WriteBehindStore
 
@@ -198,20 +198,21 @@ class JudgmentCache(WriteBehindStore):
             return "disk I/O error (is the disk full, or a file-size limit reached?); committed judgments are kept"
         return super()._explain(exc)
 
-    async def get_many(self, keys: list[str]) -> dict[str, CachedJudgment]:
-        """The cached judgments of ``keys``, read on the event loop's own thread from a read-only
-        connection (WAL: a reader never waits for the writer). 500 keys take about 3 ms of index
-        probes; the same read through aiosqlite's thread took three times as long in an offline
-        replay, its rows built while the loop's thread wanted the GIL (bench/throughput.py --case 4)."""
+    async def _select(self, keys: list[str], row: Callable[..., R], columns: tuple[str, ...]) -> dict[str, R]:
+        """Read on the event loop's own thread from a read-only connection (WAL: a reader never
+        waits for the writer). 500 keys take about 3 ms of index probes; the same read through
+        aiosqlite's thread took three times as long in an offline replay, its rows built while the
+        loop's thread wanted the GIL (bench/throughput.py --case 4)."""
         if self._reader is None:
             raise CacheError("the cache is not open")
-        found: dict[str, CachedJudgment] = {}
+        found: dict[str, R] = {}
+        selected = ", ".join(columns)
         for start in range(0, len(keys), _READ_BATCH):
             chunk = keys[start : start + _READ_BATCH]
             marks = ",".join("?" * len(chunk))
             try:
-                for row in self._reader.execute(f"SELECT {_COLUMNS} FROM judgments WHERE key IN ({marks})", chunk):
-                    found[row[0]] = CachedJudgment(*row)
+                for values in self._reader.execute(f"SELECT {selected} FROM judgments WHERE key IN ({marks})", chunk):
+                    found[values[0]] = row(*values)
             except sqlite3.DatabaseError as exc:
                 raise self._error("read failed", exc) from exc
         return found

@@ -9,7 +9,7 @@ a call that wrote nothing (failed, stopped) releases it in ``settle``.
 
 from __future__ import annotations
 
-from ..cache.base import CachedJudgment, CacheStore
+from ..cache.base import CachedReply, CacheStore
 from ..planning import Job
 
 
@@ -23,7 +23,7 @@ class Claims:
         #: claimed keys whose judgment went to the cache (its write releases the claim)
         self._stored: set[str] = set()
 
-    async def sort(self, jobs: list[Job]) -> tuple[list[Job], list[tuple[Job, CachedJudgment]]]:
+    async def sort(self, jobs: list[Job]) -> tuple[list[Job], list[tuple[Job, CachedReply]]]:
         """The jobs whose keys this worker now holds, and those the cache answers meanwhile; the
         rest wait in ``waiting``."""
         assert self.cache is not None
@@ -31,9 +31,9 @@ class Claims:
         granted = await self.cache.claim(keys)
         # Looked up after claiming: a judgment written since the batch's lookup released its claim
         # in the same transaction, so it is found here rather than paid for again.
-        hits = await self.cache.get_many(keys)
+        hits = await self.cache.replies(keys)
         ours: list[Job] = []
-        served: list[tuple[Job, CachedJudgment]] = []
+        served: list[tuple[Job, CachedReply]] = []
         for job in jobs:
             assert job.key is not None
             if job.key in hits:

@@ -31,7 +31,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from ..cache.base import CachedJudgment, CacheStore
+from ..cache.base import CachedReply, CacheStore
 from ..cost.budget import Budget
 from ..judges.base import Judge
 from ..planning import Endpoint, Entry, Job, Judgment, Planner, RunPlan
@@ -173,9 +173,9 @@ class Runner:
     async def _dispatch(self, batch: list[Entry]) -> None:
         jobs = [job for entry in batch for job in entry.jobs if job.result is None]
         to_send: list[Job] = []
-        hits: dict[str, CachedJudgment] = {}
+        hits: dict[str, CachedReply] = {}
         if self.cache is not None and self.plan.cache_mode in ("read-write", "offline"):
-            hits = await self.cache.get_many([job.key for job in jobs if job.key])
+            hits = await self.cache.replies([job.key for job in jobs if job.key])
         self._window.extend(batch)
         self._appended.set()
         for entry in batch:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..cache.base import CachedJudgment
+from ..cache.base import CachedJudgment, CachedReply
 from ..cost.prices import call_cost
 from ..errors import JudgeError
 from ..judges.base import JudgeReply, TokenAlternatives
@@ -64,7 +64,7 @@ def read_reply(job: Job, text: str, logprobs: Logprobs | None = None) -> Judgmen
     return job.judgment(parsed.status, score=parsed.score, raw_score=parsed.raw_score, clamped=parsed.clamped, reason=parsed.reason, raw_output=text)
 
 
-def _read(job: Job, text: str, logprobs: Logprobs | None, truncated: bool, completion: int | None, reasoning: int | None) -> Judgment:
+def _read(job: Job, text: str, logprobs: Logprobs | None, truncated: bool | int | None, completion: int | None, reasoning: int | None) -> Judgment:
     if truncated:  # cut off at the completion budget: the text is partial, never read for a score
         assert job.request is not None
         note = truncation_note(job.request.max_tokens, completion, reasoning)
@@ -107,7 +107,7 @@ def from_failure(job: Job, exc: JudgeError, *, attempts: int, latency_ms: float,
     )
 
 
-def from_cache(job: Job, hit: CachedJudgment) -> Judgment:
+def from_cache(job: Job, hit: CachedJudgment | CachedReply) -> Judgment:
     """A cached reply replayed: read again (not the stored score), priced as the call was."""
     judgment = _read(job, hit.raw_output, stored_logprobs(hit.logprobs), hit.truncated, hit.completion_tokens, hit.reasoning_tokens)
     judgment.prompt_tokens = hit.prompt_tokens
