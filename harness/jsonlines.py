@@ -8,7 +8,8 @@ as an internal error: bad input is a ``FILE:LINE: field: problem`` line.
 
 Decoding is orjson's (about 4x the standard library's on a judge's reply, bench/profile_judgment.py);
 whatever orjson refuses is decoded again by ``json``, so what is accepted (NaN, lone surrogates)
-and every error message stay the standard library's. A body with a run of 19 or more digits goes
+and every error message stay the standard library's; a lone surrogate (an unpaired ``\\ud800``
+escape, which no UTF-8 file or database can hold) is then replaced by U+FFFD. A body with a run of 19 or more digits goes
 to ``json`` alone: orjson reads an integer past 64 bits as a float, ``json`` keeps it exact.
 """
 
@@ -40,6 +41,11 @@ _LONG_RUN = b"9" * 19
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = [1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256)]
+#: A ``\\u`` escape of a surrogate (D800-DFFF): only such a body can decode to a lone one.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: ... or, in text, a surrogate itself
+_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def record_too_large(limit: int) -> str:
@@ -69,9 +75,25 @@ def decode_json(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> Any:
         except orjson.JSONDecodeError:
             pass  # the standard library's verdict, and its message, on anything orjson refuses
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise ValueError("JSON nested too deeply") from None
+    escaped = _SURROGATE_ESCAPE if isinstance(raw, bytes) else _SURROGATE_ESCAPE_TEXT
+    return _valid_text(value) if escaped.search(raw) else value  # type: ignore[arg-type]
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` with each lone surrogate in its strings and keys replaced by U+FFFD. ``json``
+    decodes an unpaired ``\\ud800`` into text that no UTF-8 file or database can hold (a judge's
+    reply holding one could be neither written out nor cached), as a UTF-8 decoder replaces an
+    invalid byte. A surrogate pair escaped whole is one character, and kept."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_valid_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+    return value
 
 
 def load_record(path: str | Path, line: int, raw: bytes | str, field: str = "<json>") -> Any:

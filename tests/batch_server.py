@@ -26,7 +26,8 @@ download's HTTP 500 or a connection cut mid-body; a path neither API has is a pr
 completed (OpenAI); in_progress → ended (Anthropic). Results come out in a shuffled order. Per
 request, the prompt markers ``[[fault:400]]`` (the request errors: an OpenAI error-file line with
 ``status_code`` 400, an Anthropic ``errored`` result) and ``[[score=X]]`` (the reply) work as in the
-judge server. ``expire_after`` (a number of requests) ends a batch ``expired`` with only that many
+judge server; ``[[lone-surrogate]]`` ends the reply with a lone surrogate, escaped (``\\ud800``: JSON
+that decodes, text that no UTF-8 store holds). ``expire_after`` (a number of requests) ends a batch ``expired`` with only that many
 processed, the rest ``batch_expired`` (OpenAI) or ``expired`` (Anthropic). Counters: ``created``
 (batches), ``requests_received`` (request lines across all batches), ``custom_ids`` (every
 ``custom_id`` received, in order).
@@ -51,6 +52,7 @@ from aiohttp import web
 from tests.judge_server import deterministic_score, prompt_text
 
 _SCORE = re.compile(r"\[\[score=([^\]]*)\]\]")
+_LONE_SURROGATE = "[[lone-surrogate]]"
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -65,7 +67,9 @@ def _ant_error(status: int, message: str, type_: str = "invalid_request_error") 
 def _reply_text(messages: list[Any]) -> str:
     last_user = next((m.get("content", "") for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), "")
     found = _SCORE.search(str(last_user))
-    return f'{{"score": {found.group(1)}}}' if found else f"Score: {deterministic_score(prompt_text(messages)):.2f}"
+    text = f'{{"score": {found.group(1)}}}' if found else f"Score: {deterministic_score(prompt_text(messages)):.2f}"
+    # "\ud800" escaped in the result line: valid JSON that no UTF-8 store can hold
+    return text + " \ud800" if _LONE_SURROGATE in str(last_user) else text
 
 
 def _reasoning_rules(body: dict[str, Any]) -> str | None:

@@ -259,3 +259,34 @@ def test_the_block_writer_loses_only_a_row_it_cannot_store(tmp_path: Path) -> No
     assert written == {"k0", "k2"}
     assert isinstance(error, CacheError) and "k1" in str(error) and "write failed" in str(error)
     assert [r["key"] for r in cache_rows(path)] == ["k0", "k2"]
+
+
+# --- a reply holding a lone surrogate ------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_reply_with_a_lone_surrogate_is_collected_with_the_replacement_character(tmp_path: Path, writer: str) -> None:
+    # The result line escapes an unpaired "\ud800" (valid JSON). Decoded as json does, the reply
+    # could be neither written to judgments.jsonl nor stored: the collect ended as an internal
+    # error and left the batch uncollected, so every later collect ended the same way.
+    rows = [transcript(i) for i in range(3)]
+    rows[1]["response"] += " [[lone-surrogate]]"
+    with BatchServer(key=KEY) as server:
+        data, cfg = setup(tmp_path, rows, server.base_url or "")
+        opts = options(tmp_path, data, cfg)
+        assert asyncio.run(hb.submit(opts)).sent == 3
+        report = asyncio.run(hb.collect(opts))
+        while report.outcome is None:  # the batch ends at a later poll
+            report = asyncio.run(hb.collect(opts))
+    assert report.outcome.exit_code == 0, report.outcome.message
+    judged = Outputs(tmp_path / "out").judgments
+    assert [j["status"] for j in judged] == ["scored"] * 3
+    assert judged[1]["raw_output"].endswith(" \ufffd") and "\ufffd" not in judged[0]["raw_output"] + judged[2]["raw_output"]
+    stored = {r["raw_output"] for r in cache_rows(tmp_path / "cache.sqlite")}
+    assert len(stored) == 3 and judged[1]["raw_output"] in stored
+    assert ledger(tmp_path / "cache.sqlite") == [("stored", False)] * 3
+    db = sqlite3.connect(tmp_path / "cache.sqlite")
+    assert db.execute("SELECT status FROM batches").fetchall() == [("collected",)]
+    db.close()
+    replay = asyncio.run(run_evaluation(options(tmp_path, data, cfg, out="replay", offline=True)))
+    assert replay.exit_code == 0 and replay_view(Outputs(tmp_path / "replay").judgments) == replay_view(judged)

@@ -71,11 +71,25 @@ def test_staged_rows_reach_the_file_only_on_commit(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b'{"a": NaN}', b'{"a": 123456789012345678901234567890}', '{"a": "\\ud800"}', b'{"a": 1.5e3, "b": [true, null]}'],
+    [b'{"a": NaN}', b'{"a": 123456789012345678901234567890}', b'{"a": "\\ud83d\\ude00 paired"}', b'{"a": 1.5e3, "b": [true, null]}'],
 )
 def test_reply_decoding_accepts_what_json_accepts(raw: bytes | str) -> None:
     got, want = decode_json(raw), json.loads(raw)
     assert repr(got) == repr(want)
+
+
+@pytest.mark.parametrize("kind", [bytes, str])
+def test_a_lone_surrogate_decodes_to_the_replacement_character(kind: type) -> None:
+    """json decodes an unpaired ``\\ud800`` escape into text no UTF-8 file or database can hold
+    (a judge's reply holding one could be neither written to judgments.jsonl nor cached): each
+    becomes U+FFFD, in values and keys, at any depth; a pair escaped whole stays one character."""
+    text = '{"reply": "Score: 0.7 \\ud800", "\\udfff": [{"x": "a\\udc00b\\ud83d\\ude00"}], "n": 12345678901234567890123}'
+    raw = text.encode() if kind is bytes else text
+    got = decode_json(raw)
+    assert got == {"reply": "Score: 0.7 \ufffd", "\ufffd": [{"x": "a\ufffdb\U0001f600"}], "n": 12345678901234567890123}
+    json.dumps(got, ensure_ascii=False).encode("utf-8")  # holdable as UTF-8 now
+    assert decode_json('{"a": "x\ud800y"}') == {"a": "x\ufffdy"}  # a surrogate in text itself
+    assert decode_json(b'{"a": "\\\\ud800 is how one is written"}') == {"a": "\\ud800 is how one is written"}  # an escaped backslash: no surrogate
 
 
 @pytest.mark.parametrize("raw", [b'{"a": 1', b"not json", b'{"a": 1}}', b""])
