@@ -9,8 +9,9 @@ as an internal error: bad input is a ``FILE:LINE: field: problem`` line.
 Decoding is orjson's (about 4x the standard library's on a judge's reply, bench/profile_judgment.py);
 whatever orjson refuses is decoded again by ``json``, so what is accepted (NaN, lone surrogates)
 and every error message stay the standard library's; a lone surrogate (an unpaired ``\\ud800``
-escape, which no UTF-8 file or database can hold) is then replaced by U+FFFD. A body with a run of 19 or more digits goes
-to ``json`` alone: orjson reads an integer past 64 bits as a float, ``json`` keeps it exact.
+escape, which no UTF-8 file or database can hold) is then replaced by U+FFFD. A body with a run
+of 19 or more digits goes to ``json`` alone: orjson reads an integer past 64 bits as a float,
+``json`` keeps it exact.
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ _LONG_RUN = b"9" * 19
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = [1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256)]
-#: A ``\\u`` escape of a surrogate (D800-DFFF): only such a body can decode to a lone one.
+#: A ``\\u`` escape of a surrogate (D800-DFFF): only a body holding one can decode to a lone one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-#: ... or, in text, a surrogate itself
-_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+#: In text (not bytes), such an escape or a surrogate itself.
+_SURROGATE_IN_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -78,8 +79,8 @@ def decode_json(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> Any:
         value = json.loads(raw)
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise ValueError("JSON nested too deeply") from None
-    escaped = _SURROGATE_ESCAPE if isinstance(raw, bytes) else _SURROGATE_ESCAPE_TEXT
-    return _valid_text(value) if escaped.search(raw) else value  # type: ignore[arg-type]
+    surrogate = _SURROGATE_ESCAPE.search(raw) if isinstance(raw, bytes) else _SURROGATE_IN_TEXT.search(raw)
+    return _valid_text(value) if surrogate else value
 
 
 def _valid_text(value: Any) -> Any:
