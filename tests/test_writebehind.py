@@ -24,6 +24,9 @@ import pytest
 from harness.cache import CachedJudgment, CacheStore, open_store, writebehind
 from harness.errors import CacheError
 from harness.exit_codes import EXIT_IO
+from harness.planning import RunOptions
+from harness.runner import engine
+from harness.runner.session import run_evaluation
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -231,3 +234,59 @@ async def test_close_ends_the_write_window_at_once(location: Any, monkeypatch: p
         again.put(row("next"))  # and so does the close of the next store
     async with open_store(location) as third:
         assert set(await third.get_many(["late", "next"])) == {"late", "next"}
+
+
+@pytest.mark.timeout(60)
+async def test_a_put_is_read_back_before_its_commit_and_its_claim_waits_for_the_write(location: Any) -> None:
+    """Read your writes: a judgment put and not yet committed (its write still gathering, or its
+    transaction under way) is answered by ``get_many`` and ``replies``, and releasing its claim
+    leaves the claim to the write, so another worker sees the claim or the row, never neither."""
+    store = await open_store(location).open()
+    other = await open_store(location).open()
+    entered, release = _hold_the_write(store)
+    try:
+        assert await store.claim(["k"]) == {"k"}
+        judgment = row("k", '{"score": 0.25}')
+        store.put(judgment)
+        assert (await store.get_many(["k", "absent"])) == {"k": judgment}  # not yet taken by the writer
+        await asyncio.wait_for(entered.wait(), 10)  # taken: its transaction has begun, not committed
+        replies = await store.replies(["k"])
+        assert set(replies) == {"k"} and replies["k"].raw_output == '{"score": 0.25}'
+        await store.release(["k"])  # as a worker gives back a key the cache answered
+        assert await other.claim(["k"]) == set()  # still claimed: the pending write holds it
+        assert await other.get_many(["k"]) == {}  # and not committed: the other worker waits
+        release.set()
+        await store.flush()
+        assert set(await other.get_many(["k"])) == {"k"}
+        assert await other.claim(["k"]) == {"k"}  # the write deleted the claim with the row
+        assert store._pending == {}  # type: ignore[attr-defined]  # settled: reads go to the database again
+    finally:
+        release.set()  # a failed assertion must not leave close() waiting on the held write
+        await other.close()
+        await store.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_key_that_repeats_while_its_write_is_pending_is_paid_once(location: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-run repeat read after the first copy's call finished but before its write committed
+    was paid again (the claim is this worker's own, so it was granted again): with the write
+    window held open and a run window of 4 transcripts (dispatched 2 at a time), the repeat at the end always meets that
+    moment. The judge receives each distinct prompt once; the repeat is served as cached."""
+    monkeypatch.setattr(writebehind, "WRITE_WINDOW_S", 5.0)  # the run's end waits it out once (flush)
+    monkeypatch.setattr(engine, "WINDOW", 4)
+    monkeypatch.setattr(engine, "BATCH", 2)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    records = [{"id": f"t{i}", "query": f"q{i} x", "response": "r"} for i in range(10)]
+    records.append({**records[0], "id": "again"})
+    data = write_jsonl(tmp_path / "d.jsonl", records)
+    with serve() as server:
+        config = write_config(tmp_path / "h.toml", [judge("j", server.base_url or "")], rubrics=["relevance"])
+        options = RunOptions(input=data, out=tmp_path / "out", config=config, cache=str(location), progress=False)
+        outcome = asyncio.run(run_evaluation(options))
+        paid = server.count()
+    assert outcome.exit_code == 0, outcome.message
+    assert paid == 10
+    rows = {row["transcript_id"]: row for row in read_jsonl(tmp_path / "out" / "judgments.jsonl")}
+    assert len(rows) == 11
+    assert rows["again"]["cached"] and not rows["t0"]["cached"]
+    assert rows["again"]["score"] == rows["t0"]["score"]

@@ -165,11 +165,16 @@ class CacheStore(abc.ABC):
 
     async def get_many(self, keys: list[str]) -> dict[str, CachedJudgment]:
         """The cached judgments of ``keys``, every column (keys not cached are left out)."""
-        return await self._select(keys, CachedJudgment, COLUMNS)
+        return await self._lookup(keys, CachedJudgment, COLUMNS)
 
     async def replies(self, keys: list[str]) -> dict[str, CachedReply]:
         """What a replay reads of the cached judgments of ``keys`` (``CachedReply``)."""
-        return await self._select(keys, CachedReply, REPLY_COLUMNS)
+        return await self._lookup(keys, CachedReply, REPLY_COLUMNS)
+
+    async def _lookup(self, keys: list[str], row: Callable[..., R], columns: tuple[str, ...]) -> dict[str, R]:
+        """What the store answers for ``keys``: its rows (a write-behind store adds what it has
+        been given and not yet committed)."""
+        return await self._select(keys, row, columns)
 
     @abc.abstractmethod
     async def _select(self, keys: list[str], row: Callable[..., R], columns: tuple[str, ...]) -> dict[str, R]:

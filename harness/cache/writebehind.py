@@ -13,6 +13,9 @@ hooks, each one statement or one transaction), nothing more. What a run relies o
   again one judgment at a time, and what was queued behind it is still written, so a judgment is
   lost only for its own value. A writer that stops for any other reason (cancelled) is reported
   the same way, never waited for.
+- Reads answer what was ``put`` and is not yet committed, as the committed rows: a key that
+  repeats within a run while its write is pending is served, not paid again (with claims, the
+  claim is ours and would be granted again), and its claim is left to the write that deletes it.
 - Claims (see ``base.py``): granted, taken over from dead owners on this host, renewed while held,
   released on close.
 """
@@ -23,12 +26,12 @@ import abc
 import asyncio
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ..errors import CacheError
-from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStore, dead_local_owners, new_owner, row_values
+from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStore, R, dead_local_owners, new_owner, row_values
 
 #: Seconds the writer, woken by a judgment, waits for more before it commits. Without it a live
 #: run at 64 calls in flight committed a few judgments a transaction, and each transaction's round
@@ -66,6 +69,10 @@ class WriteBehindStore(CacheStore):
         self._lost = 0  # judgments that failed writes did not store
         self._stopped: str | None = None  # why the writer ended without being closed
         self._held: set[str] = set()
+        #: key -> the judgment ``put`` and not yet committed (or failed). Reads answer it, so a key
+        #: that repeats while its write is pending is not paid again, and a release leaves its
+        #: claim to that write, which deletes it with the row (no moment with neither).
+        self._pending: dict[str, CachedJudgment] = {}
         # The writer and an import never interleave their transactions.
         self._write_lock = asyncio.Lock()
 
@@ -162,7 +169,20 @@ class WriteBehindStore(CacheStore):
             self._raise_failure()
         if self._writer is None:
             raise CacheError("the cache is read-only" if self.read_only else "the cache is not open")
+        self._pending[judgment.key] = judgment
         self._queue.put_nowait(judgment)
+
+    async def _lookup(self, keys: list[str], row: Callable[..., R], columns: tuple[str, ...]) -> dict[str, R]:
+        """The database's rows for ``keys``, and what is put but not yet committed (read your writes)."""
+        pending = self._pending
+        if not pending:
+            return await self._select(keys, row, columns)
+        found = await self._select([key for key in keys if key not in pending], row, columns)
+        for key in keys:
+            judgment = pending.get(key)
+            if judgment is not None:
+                found[key] = row(*[getattr(judgment, column) for column in columns])
+        return found
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed; raise if any write failed."""
@@ -202,7 +222,12 @@ class WriteBehindStore(CacheStore):
             except Exception as exc:  # noqa: BLE001 - any failure is kept and raised by put, flush and close
                 await self._salvage(batch, exc)
             finally:
-                # Marked done only once settled, so flush() (Queue.join) means "committed or failed".
+                # Settled: reads go to the database again (a failed judgment is not cached: its key
+                # is asked again). Marked done only then, so flush() (Queue.join) means "committed
+                # or failed".
+                for judgment in batch:
+                    if self._pending.get(judgment.key) is judgment:  # a later put of the key stays
+                        del self._pending[judgment.key]
                 for _ in items:
                     self._queue.task_done()
             if len(batch) < len(items):  # close()'s sentinel
@@ -283,6 +308,8 @@ class WriteBehindStore(CacheStore):
         return granted
 
     async def release(self, keys: Sequence[str]) -> None:
+        # A key whose judgment is pending keeps its claim: the write deletes it with the row.
+        keys = [key for key in keys if key not in self._pending]
         if not keys:
             return
         self._held.difference_update(keys)
