@@ -396,3 +396,42 @@ def test_a_plain_request_keys_as_before_request_shape_options() -> None:
     plain = {k: v for k, v in KEY_ARGS.items() if k != "extras"}
     assert cache_key(**plain) == "b73aab5cb88ed66fe983b3e9f3af42b7c4cdbeeb9cd738a97a6d2229d481fffe"
     assert cache_key(**plain, extras=()) == cache_key(**plain)
+
+
+def test_a_workers_claims_are_deleted_by_key_not_by_walking_all_it_holds(tmp_path: Path) -> None:
+    """The writer deletes its claims on the keys it commits. SQLite chose the owner index for that
+    (every claim of one worker has the same owner) and walked every claim the worker held, for each
+    commit: a run holds as many as its window claims ahead. The statement must search by key."""
+    from harness.cache.store import OUR_CLAIMS_ON_KEYS
+
+    db = sqlite3.connect(tmp_path / "c.sqlite")
+    migrate(db)
+    plan = " ".join(row[3] for row in db.execute(f"EXPLAIN QUERY PLAN DELETE {OUR_CLAIMS_ON_KEYS}", ("me", '["k"]')))
+    assert "claims USING INDEX sqlite_autoindex_claims_1 (key=?)" in plan, plan
+    assert "claims_owner" not in plan
+    # and it deletes exactly this owner's claims on these keys
+    db.executemany("INSERT INTO claims (key, owner, expires_at) VALUES (?, ?, 1e12)", [("a", "me"), ("b", "me"), ("c", "other"), ("d", "me")])
+    db.execute(f"DELETE {OUR_CLAIMS_ON_KEYS}", ("me", '["a", "c", "d", "zz"]'))
+    assert sorted(db.execute("SELECT key, owner FROM claims")) == [("b", "me"), ("c", "other")]
+    db.close()
+
+
+def test_a_workers_claims_are_deleted_by_key_on_postgres_too(postgres: Any) -> None:
+    """The same on PostgreSQL, in a new cache (statistics of a near-empty table, as before
+    autovacuum's first ANALYZE): the writer's lock and delete of its claims search the key index."""
+    import psycopg
+
+    from harness.cache.postgres import OUR_CLAIMS_ON_KEYS, _prepare
+
+    url = postgres.new_database()
+    _prepare(url, False)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO claims (key, owner, expires_at) SELECT md5(i::text), 'me', 1e12 FROM generate_series(1, 5000) i")
+        conn.execute("INSERT INTO claims (key, owner, expires_at) VALUES ('other-key', 'other', 1e12)")
+        keys = [key for (key,) in conn.execute("SELECT key FROM claims WHERE owner = 'me' ORDER BY key LIMIT 22")]
+        for statement in (f"SELECT key {OUR_CLAIMS_ON_KEYS} ORDER BY key FOR UPDATE", f"DELETE {OUR_CLAIMS_ON_KEYS}"):
+            plan = " ".join(row[0] for row in conn.execute(f"EXPLAIN {statement}", ("me", keys)))
+            assert "claims_pkey" in plan and "claims_owner" not in plan, plan
+        conn.execute(f"DELETE {OUR_CLAIMS_ON_KEYS}", ("me", [*keys, "other-key"]))
+        left = dict(conn.execute("SELECT owner, count(*) FROM claims GROUP BY owner").fetchall())
+    assert left == {"me": 5000 - 22, "other": 1}
