@@ -290,3 +290,32 @@ def test_a_key_that_repeats_while_its_write_is_pending_is_paid_once(location: An
     assert len(rows) == 11
     assert rows["again"]["cached"] and not rows["t0"]["cached"]
     assert rows["again"]["score"] == rows["t0"]["score"]
+
+
+@pytest.mark.timeout(60)
+async def test_settling_a_called_key_frees_it_only_when_no_judgment_was_given(location: Any) -> None:
+    """``Claims.settle`` releases every called key; the store frees only a key whose call wrote
+    nothing (another worker may call it at once). A key whose judgment was put stays claimed until
+    its write deletes the claim with the row."""
+    from harness.runner.claims import Claims
+
+    store = await open_store(location).open()
+    other = await open_store(location).open()
+    entered, release = _hold_the_write(store)
+    try:
+        claims = Claims(store, active=True)
+        assert await store.claim(["failed", "judged"]) == {"failed", "judged"}
+        await claims.settle("failed")  # the call failed: nothing put
+        assert await other.claim(["failed"]) == {"failed"}
+        store.put(row("judged"))
+        await claims.settle("judged")
+        await asyncio.wait_for(entered.wait(), 10)
+        assert await other.claim(["judged"]) == set()  # its write is under way: still ours
+        release.set()
+        await store.flush()
+        await claims.settle("judged")  # settled again after the write: nothing left to free
+        assert await other.claim(["judged"]) == {"judged"} and set(await other.get_many(["judged"])) == {"judged"}
+    finally:
+        release.set()
+        await other.close()
+        await store.close()

@@ -194,7 +194,9 @@ class CacheStore(abc.ABC):
 
     @abc.abstractmethod
     async def release(self, keys: Sequence[str]) -> None:
-        """Give claims up without writing a judgment (the call failed or was not made)."""
+        """Give claims up without writing a judgment (the call failed or was not made). Keys this
+        store does not hold, and keys whose judgment it was given (its write deletes the claim),
+        are left alone."""
 
     # -- maintenance (harness cache ...) --------------------------------------------------------
 

@@ -308,8 +308,9 @@ class WriteBehindStore(CacheStore):
         return granted
 
     async def release(self, keys: Sequence[str]) -> None:
-        # A key whose judgment is pending keeps its claim: the write deletes it with the row.
-        keys = [key for key in keys if key not in self._pending]
+        # Only claims this store holds; and a key whose judgment is pending keeps its claim: the
+        # write deletes it with the row (a released key that was written is no longer held).
+        keys = [key for key in keys if key in self._held and key not in self._pending]
         if not keys:
             return
         self._held.difference_update(keys)

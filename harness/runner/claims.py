@@ -4,7 +4,9 @@ With a read-write cache, a key that misses is claimed before it is queued (one s
 batch; see ``cache/base.py``). A key another worker holds waits here until its judgment appears
 in the cache or its lease lapses (then this worker claims it), so each judgment is paid once
 across workers and a killed worker's keys are taken over. Writing a judgment releases its claim;
-a call that wrote nothing (failed, stopped) releases it in ``settle``.
+every called key is released in ``settle``, which the store makes a no-op for a key whose
+judgment it was given (pending or written): only a call that wrote nothing (failed, stopped)
+frees its key there.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ class Claims:
         self.active = active and cache is not None
         #: key -> the job waiting for another worker's judgment of it
         self.waiting: dict[str, Job] = {}
-        #: claimed keys whose judgment went to the cache (its write releases the claim)
-        self._stored: set[str] = set()
 
     async def sort(self, jobs: list[Job]) -> tuple[list[Job], list[tuple[Job, CachedReply]]]:
         """The jobs whose keys this worker now holds, and those the cache answers meanwhile; the
@@ -52,14 +52,9 @@ class Claims:
         self.waiting.clear()
         return waiting
 
-    def stored(self, key: str) -> None:
-        """``key``'s judgment is queued for the cache: its write will release the claim."""
-        self._stored.add(key)
-
     async def settle(self, key: str) -> None:
-        """A called key's claim: its cache write deleted it; otherwise (failed, stopped) it is
-        released here, so another worker may call it."""
-        if self.active and key not in self._stored:
+        """A called key's claim: its cache write deletes it (the store keeps it until then);
+        otherwise (failed, stopped) it is released here, so another worker may call it."""
+        if self.active:
             assert self.cache is not None
             await self.cache.release([key])
-        self._stored.discard(key)

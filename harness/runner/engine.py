@@ -281,8 +281,6 @@ class Runner:
         """Queue ``judgment`` for the cache under its job's key; the write releases the key's claim."""
         if self.cache is None:
             return
-        assert job.key is not None
-        self._claims.stored(job.key)
         endpoint = self._samplings[job.judge.name].endpoint
         self.cache.put(verdict.to_cached(job, judgment, text, logprobs, attempts=attempts, tier=tier, base_url=endpoint))
 
