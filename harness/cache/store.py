@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -198,7 +198,7 @@ class JudgmentCache(WriteBehindStore):
         self._writer_db: sqlite3.Connection | None = None
         self._pool: ThreadPoolExecutor | None = None
         #: the last transaction handed to ``_pool``: until it ends the connection is the thread's
-        self._on_thread: asyncio.Future[Any] | None = None
+        self._on_thread: Future[Any] | None = None
         self._tx = asyncio.Lock()
         self._rows_since_checkpoint = 0
         self._checkpoint: asyncio.Task[None] | None = None
@@ -301,9 +301,10 @@ class JudgmentCache(WriteBehindStore):
                         raise
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="harness-cache-waiter")
-            # Kept until it ends, even if this caller is cancelled: the connection is the thread's.
-            self._on_thread = asyncio.get_running_loop().run_in_executor(self._pool, self._patiently, db, work)
-            return await self._on_thread
+            # The connection is the thread's until this ends, even if its caller is cancelled
+            # (shielded: a cancelled wrapper would look done while the thread still runs).
+            self._on_thread = self._pool.submit(self._patiently, db, work)
+            return await asyncio.shield(asyncio.wrap_future(self._on_thread))
 
     @staticmethod
     def _patiently(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
