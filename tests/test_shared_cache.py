@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from harness.cache import MIGRATIONS, CachedJudgment, CachedReply, open_store
+from harness.cache import MIGRATIONS, CachedJudgment, CachedReply, open_store, writebehind
 from harness.cache.base import REPLY_COLUMNS
 from harness.cli import app
 from harness.exit_codes import EXIT_IO, EXIT_USER_ERROR
@@ -150,12 +150,38 @@ async def test_a_claimed_key_is_not_granted_to_another_owner_until_written(locat
         assert await a.claim(["k1"]) == {"k1"}  # ours already: granted again (renewed)
         a.put(row("k2"))
         await a.flush()
-        # The write released k2 in the same transaction: b may claim it and then finds the row.
-        assert await b.claim(["k2"]) == {"k2"}
+        # Written: a's claim on k2 stays beside the row until a deletes written claims in bulk,
+        # so b is still refused the claim, and finds the row.
+        assert await b.claim(["k2"]) == set()
         assert "k2" in await b.get_many(["k2"])
         await a.release(["k1"])
         assert await b.claim(["k1"]) == {"k1"}
-        assert (await b.stats()).claims == 3  # k1, k2, k3 held by b
+        assert (await b.stats()).claims == 3  # k1 and k3 held by b, k2 still a's
+
+
+@pytest.mark.timeout(60)
+async def test_written_keys_claims_are_deleted_together_and_on_close(location: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A written key's claim is deleted after its row is committed: by the write that brings the
+    written keys to ``STALE_CLAIMS`` (all of them at once), or on close; never before the row."""
+    monkeypatch.setattr(writebehind, "STALE_CLAIMS", 3)
+    async with open_store(location) as b:
+        a = await open_store(location).open()
+        try:
+            assert await a.claim(["k1", "k2", "k3", "k4", "k5"]) == {"k1", "k2", "k3", "k4", "k5"}
+            for key in ("k1", "k2"):
+                a.put(row(key))
+                await a.flush()
+            assert (await b.stats()).claims == 5  # two written, not yet deleted
+            assert await b.claim(["k1", "k2"]) == set() and set(await b.get_many(["k1", "k2"])) == {"k1", "k2"}
+            a.put(row("k3"))
+            await a.flush()
+            assert (await b.stats()).claims == 2  # the third write deleted all three written claims
+            assert await b.claim(["k1", "k2", "k3"]) == {"k1", "k2", "k3"}
+            a.put(row("k4"))
+            await a.flush()
+        finally:
+            await a.close()
+        assert await b.claim(["k4", "k5"]) == {"k4", "k5"}  # on close: the written claim and the unwritten one
 
 
 @pytest.mark.timeout(60)
