@@ -7,8 +7,9 @@ package knows which one it has: ``open_store`` (``location.py``) picks by the lo
 Claims keep workers from paying twice. Before calling a judge a worker claims the key: a row in
 ``claims`` with an owner and a lease that expires. A worker that finds the key claimed by someone
 else waits for the judgment to appear (or for the lease to lapse, when it claims the key itself).
-Writing a judgment deletes its claim in the same transaction, so "claim granted" and "judgment
-present" are never both false for a finished key. A worker killed mid-call stops renewing its
+A written judgment's claim is deleted only after its row is committed (in bulk, with other written
+keys' claims, or on close), so "claim granted" and "judgment present" are never both false for a
+finished key. A worker killed mid-call stops renewing its
 leases; they lapse after ``lease_s`` and another worker takes the keys over. A claim whose owner
 was a process on this host that no longer exists is taken over at once.
 """
@@ -195,8 +196,8 @@ class CacheStore(abc.ABC):
     @abc.abstractmethod
     async def release(self, keys: Sequence[str]) -> None:
         """Give claims up without writing a judgment (the call failed or was not made). Keys this
-        store does not hold, and keys whose judgment it was given (its write deletes the claim),
-        are left alone."""
+        store does not hold, and keys whose judgment it was given (the claim is deleted after the
+        row), are left alone."""
 
     # -- maintenance (harness cache ...) --------------------------------------------------------
 

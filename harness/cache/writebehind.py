@@ -81,7 +81,7 @@ class WriteBehindStore(CacheStore):
         self._written_claims: set[str] = set()
         #: key -> the judgment ``put`` and not yet committed (or failed). Reads answer it, so a key
         #: that repeats while its write is pending is not paid again, and a release leaves its
-        #: claim to that write, which deletes it with the row (no moment with neither).
+        #: claim in place, to be deleted after the row (no moment with neither).
         self._pending: dict[str, CachedJudgment] = {}
         # The writer and an import never interleave their transactions.
         self._write_lock = asyncio.Lock()
@@ -327,8 +327,8 @@ class WriteBehindStore(CacheStore):
         return granted
 
     async def release(self, keys: Sequence[str]) -> None:
-        # Only claims this store holds; and a key whose judgment is pending keeps its claim: the
-        # write deletes it with the row (a released key that was written is no longer held).
+        # Only claims this store holds; and a key whose judgment is pending keeps its claim, to be
+        # deleted after the row (a key that was written is no longer held).
         keys = [key for key in keys if key in self._held and key not in self._pending]
         if not keys:
             return

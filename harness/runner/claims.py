@@ -3,10 +3,10 @@
 With a read-write cache, a key that misses is claimed before it is queued (one statement per
 batch; see ``cache/base.py``). A key another worker holds waits here until its judgment appears
 in the cache or its lease lapses (then this worker claims it), so each judgment is paid once
-across workers and a killed worker's keys are taken over. Writing a judgment releases its claim;
-every called key is released in ``settle``, which the store makes a no-op for a key whose
-judgment it was given (pending or written): only a call that wrote nothing (failed, stopped)
-frees its key there.
+across workers and a killed worker's keys are taken over. A written judgment's claim is deleted
+by the store after its row (in bulk); every called key is released in ``settle``, which the store
+makes a no-op for a key whose judgment it was given (pending or written): only a call that wrote
+nothing (failed, stopped) frees its key there.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ class Claims:
         assert self.cache is not None
         keys = [job.key for job in jobs if job.key]
         granted = await self.cache.claim(keys)
-        # Looked up after claiming: a judgment written since the batch's lookup released its claim
-        # in the same transaction, so it is found here rather than paid for again.
+        # Looked up after claiming: a key whose judgment was written since the batch's lookup (its
+        # claim deleted after the row, or lapsed) is found here rather than paid for again.
         hits = await self.cache.replies(keys)
         ours: list[Job] = []
         served: list[tuple[Job, CachedReply]] = []

@@ -278,7 +278,7 @@ class Runner:
             self._finish_shared(member, outcome)
 
     def _store(self, job: Job, judgment: Judgment, text: str, logprobs: verdict.Logprobs | None, *, attempts: int, tier: str | None = None) -> None:
-        """Queue ``judgment`` for the cache under its job's key; the write releases the key's claim."""
+        """Queue ``judgment`` for the cache under its job's key; the store deletes the key's claim after the row."""
         if self.cache is None:
             return
         endpoint = self._samplings[job.judge.name].endpoint
