@@ -98,6 +98,9 @@ class Collected:
         with BatchStore(cache) as store:
             self._outcomes = {o.key: o for o in store.outcomes()}  # kept by earlier collects and imports
             pending = store.pending_keys(d.record.id for d in downloads)
+            downloaded = {key for d in downloads for key in d.results}
+            #: downloaded keys with no cache row when the collect began: the run need not look them up
+            self.uncached = downloaded - store.judged(downloaded)
         #: the ledger keeps replies: those this run stores are dropped from it when settling
         self._ledger_replies = any(o.reply is not None for o in self._outcomes.values())
         for download in downloads:  # later than any result the ledger keeps for the same key

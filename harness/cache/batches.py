@@ -477,6 +477,11 @@ class BatchStore:
         sql = "SELECT key FROM batch_requests WHERE state = 'pending' AND batch NOT IN (SELECT value FROM json_each(?))"
         return {k for (k,) in self._execute(sql, (ids,))}
 
+    def judged(self, keys: Iterable[str]) -> set[str]:
+        """Those of ``keys`` the judgments table holds (one statement, each key found by the index)."""
+        sql = "SELECT value FROM json_each(?) WHERE EXISTS (SELECT 1 FROM judgments WHERE key = value)"
+        return {k for (k,) in self._execute(sql, (orjson.dumps(list(keys)).decode(),))}
+
     def forget_stored_replies(self) -> int:
         """Drop the replies the judgments table now holds (state ``stored``): kept once, not twice."""
         cur = self._execute(

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from ..cache.base import CachedReply, CacheStore
 from ..cost.budget import Budget
@@ -62,10 +62,13 @@ class Runner:
         on_judgment: Callable[[Judgment], None] = lambda j: None,
         budget: Budget | None = None,
         answer: Callable[[Job], Judgment] | None = None,
+        uncached: Container[str] = frozenset(),
     ) -> None:
         self.budget = budget
         #: answers every cache miss without a call (``harness batch collect``: the downloaded results)
         self._answer = answer
+        #: keys known to have no cache row (a collect's downloaded keys): not looked up
+        self._uncached = uncached
         self.plan = plan
         self.rubrics = rubrics
         self.judges = judges
@@ -175,7 +178,8 @@ class Runner:
         to_send: list[Job] = []
         hits: dict[str, CachedReply] = {}
         if self.cache is not None and self.plan.cache_mode in ("read-write", "offline"):
-            hits = await self.cache.replies([job.key for job in jobs if job.key])
+            uncached = self._uncached
+            hits = await self.cache.replies([job.key for job in jobs if job.key and job.key not in uncached])
         self._window.extend(batch)
         self._appended.set()
         for entry in batch:

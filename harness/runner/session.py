@@ -14,7 +14,7 @@ import gc
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +57,10 @@ class RunOutcome:
 
 class Answers(Protocol):
     """Answers a run's cache misses instead of judges (``harness batch collect``: the downloaded results)."""
+
+    @property
+    def uncached(self) -> Container[str]:
+        """Keys known to have no cache row: the run answers them without looking them up."""
 
     def answer(self, job: Job) -> Judgment: ...
 
@@ -215,9 +219,19 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
                 good = plan.shard.size(run.scanned.good) if plan.shard is not None else run.scanned.good
                 run.on_start(good * len(run.rubrics) * len(plan.judges))
             answer = run.answers.answer if run.answers is not None else None
+            # a collect's downloaded keys without a cache row: answered without a lookup
+            uncached = run.answers.uncached if run.answers is not None else frozenset[str]()
             on_judgment = run.on_judgment or (lambda j: None)
             runner = Runner(
-                plan, run.rubrics, run.judges, cache, on_entry=sink.write_entry, on_judgment=on_judgment, budget=run.budget, answer=answer
+                plan,
+                run.rubrics,
+                run.judges,
+                cache,
+                on_entry=sink.write_entry,
+                on_judgment=on_judgment,
+                budget=run.budget,
+                answer=answer,
+                uncached=uncached,
             )
             interrupted, crash = await _judge(runner, run.handle_signals)
             if run.answers is not None:
