@@ -257,13 +257,9 @@ class BlockWriter:
     def _insert(self, payload: bytes) -> None:
         if self._db is None:
             self._db = _connect(self.path, check_same_thread=False)
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            self._db.execute(self._sql, (_now(), payload))
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+        # One statement in autocommit: its own transaction, rolled back whole if it fails; one
+        # call, so the thread takes the GIL back once a block (each time it waits for this one's).
+        self._db.execute(self._sql, (_now(), payload))
 
     def finish(self) -> tuple[set[str], Exception | None]:
         """Wait for every block: the keys committed, and the first failure (as a CacheError)."""
