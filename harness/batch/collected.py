@@ -42,7 +42,7 @@ from ..cache.base import CachedJudgment
 from ..cache.batches import BatchRecord, BatchStore, BlockWriter, Outcome, json_reals_exact, ledger_path
 from ..cache.location import CacheLocation
 from ..errors import BatchRequestFailed, CacheError
-from ..judges.base import JudgeReply, JudgeRequest
+from ..judges.base import TRUNCATED_FINISHES, JudgeReply, JudgeRequest
 from ..judges.usage import usage_within
 from ..planning import Job, Judgment
 from ..runner import verdict
@@ -127,10 +127,12 @@ class Collected:
         outcome = self._outcomes.get(key)
         if outcome is not None and outcome.reply is not None:
             assert job.request is not None
-            reply = batch_reply(outcome, job.request)
-            judgment = verdict.from_reply(job, reply, attempts=1, latency_ms=0.0)
+            # ``batch_reply``'s reading, from the outcome's parts
+            usage = usage_within(outcome.usage, job.request)
+            truncated = outcome.finish_reason in TRUNCATED_FINISHES
+            judgment = verdict.from_parts(job, outcome.reply, usage, truncated, outcome.logprobs, attempts=1, latency_ms=0.0)
             endpoint = self._endpoints.get(job.judge.name) or self._endpoints.setdefault(job.judge.name, job.judge.endpoint)
-            row = self._rows[key] = verdict.to_cached(job, judgment, reply.text, reply.logprobs, attempts=1, tier="batch", base_url=endpoint)
+            row = self._rows[key] = verdict.to_cached(job, judgment, outcome.reply, outcome.logprobs, attempts=1, tier="batch", base_url=endpoint)
             if self._writer is not None:
                 self._block.append(row)
                 if len(self._block) >= BLOCK_ROWS:

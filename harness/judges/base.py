@@ -78,6 +78,10 @@ class JudgeRequest:
 TokenAlternatives = tuple[tuple[str, float], ...]
 
 
+#: The finish reasons of a reply cut off (``JudgeReply.truncated``).
+TRUNCATED_FINISHES = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+
+
 @dataclass(frozen=True, slots=True)
 class JudgeReply:
     text: str
@@ -97,7 +101,7 @@ class JudgeReply:
     def truncated(self) -> bool:
         """The reply was cut off: at the completion budget (``finish_reason`` "length", Anthropic's
         "max_tokens") or at the end of the context window (Anthropic's "model_context_window_exceeded")."""
-        return self.finish_reason in ("length", "max_tokens", "model_context_window_exceeded")
+        return self.finish_reason in TRUNCATED_FINISHES
 
     # The usage's parts, by the names judgments and the cache use (None when usage is unknown).
     @property

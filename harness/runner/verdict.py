@@ -18,6 +18,7 @@ from ..cache.base import CachedJudgment, CachedReply
 from ..cost.prices import call_cost
 from ..errors import JudgeError
 from ..judges.base import JudgeReply, TokenAlternatives
+from ..judges.usage import Usage
 from ..planning import Job, Judgment
 from ..rubrics.logprob_score import logprob_score
 from ..rubrics.parsing import parse_label, parse_score
@@ -74,12 +75,21 @@ def _read(job: Job, text: str, logprobs: Logprobs | None, truncated: bool | int 
 
 def from_reply(job: Job, reply: JudgeReply, *, attempts: int, latency_ms: float, billed_retries: int = 0) -> Judgment:
     """The judgment of a call's reply: read, with the call's usage priced at the judge's prices."""
-    usage = reply.usage  # read once: each of the reply's token properties tests it again
+    return from_parts(
+        job, reply.text, reply.usage, reply.truncated, reply.logprobs, attempts=attempts, latency_ms=latency_ms, billed_retries=billed_retries
+    )
+
+
+def from_parts(
+    job: Job, text: str, usage: Usage | None, truncated: bool, logprobs: Logprobs | None, *, attempts: int, latency_ms: float, billed_retries: int = 0
+) -> Judgment:
+    """``from_reply`` of a reply given by its parts (a batch result is read without a ``JudgeReply``
+    made for it: one frozen object less for each of 100,000)."""
     if usage is None:
         prompt = completion = reasoning = cached = cache_write = None
     else:
         prompt, completion, reasoning, cached, cache_write = usage.prompt, usage.completion, usage.reasoning, usage.cached_read, usage.cache_write
-    judgment = _read(job, reply.text, reply.logprobs, reply.truncated, completion, reasoning)
+    judgment = _read(job, text, logprobs, truncated, completion, reasoning)
     judgment.prompt_tokens = prompt
     judgment.completion_tokens = completion
     judgment.reasoning_tokens = reasoning
