@@ -88,7 +88,7 @@ def usage_within(usage: Usage | None, request: _Request) -> Usage | None:
     decide it: every budget allows ``PROMPT_TOKEN_SLACK`` prompt tokens whatever was sent, so a
     reply reporting fewer needs no count (1 µs of every reply's 2)."""
     if usage is not None and _is_int(usage.prompt) and 0 <= usage.prompt <= PROMPT_TOKEN_SLACK:
-        return checked_usage(usage, Budget(PROMPT_TOKEN_SLACK, _completion_budget(request)))
+        return _checked(usage, PROMPT_TOKEN_SLACK, _completion_budget(request))  # (no Budget made: it is frozen, 0.4 µs)
     return checked_usage(usage, Budget.of(request))
 
 
@@ -96,6 +96,11 @@ def checked_usage(usage: Usage | None, budget: Budget) -> Usage | None:
     """``usage`` when it could be true of a request with ``budget``, else None (unknown)."""
     if usage is None:
         return None
+    return _checked(usage, budget.prompt_tokens, budget.completion_tokens)
+
+
+def _checked(usage: Usage, prompt_tokens: int, completion_tokens: int) -> Usage | None:
+    """``checked_usage`` against a budget of ``prompt_tokens`` and ``completion_tokens``."""
     # (A loop, not generators: it runs once per reply.)
     for value in (usage.prompt, usage.completion):
         if not _is_int(value) or value < 0 or value >= MAX_TOKENS_REPORTED:
@@ -103,7 +108,7 @@ def checked_usage(usage: Usage | None, budget: Budget) -> Usage | None:
     for part in (usage.reasoning, usage.cached_read, usage.cache_write):
         if part is not None and (not _is_int(part) or part < 0 or part >= MAX_TOKENS_REPORTED):
             return None
-    if usage.prompt > budget.prompt_tokens or usage.completion > budget.completion_tokens:
+    if usage.prompt > prompt_tokens or usage.completion > completion_tokens:
         return None
     if usage.reasoning is not None and usage.reasoning > usage.completion:
         return None
