@@ -24,7 +24,7 @@ from ..cache.batches import Outcome
 from ..errors import MalformedReply
 from ..judges.anthropic import messages_body, read_message
 from ..judges.base import JudgeReply, JudgeRequest
-from ..judges.protocol import error_fields, read_completion, request_body
+from ..judges.protocol import completion_fields, error_fields, request_body
 
 OPENAI_ENDPOINT = "/v1/chat/completions"
 
@@ -66,11 +66,11 @@ def read_openai_result(obj: Any, where: str) -> Outcome:
     if status != 200:
         code, message = error_fields(body)
         return Outcome(key, error=f"HTTP {status}: {code + ': ' if code else ''}{message or 'no detail'}")
-    try:
-        reply = read_completion(body, where)
+    try:  # the live reader's reading, without the JudgeReply it makes
+        text, usage, finish, _, logprobs, _ = completion_fields(body, where)
     except MalformedReply as exc:
         return Outcome(key, error=str(exc))
-    return _succeeded(key, reply)
+    return Outcome(key, text, usage, finish, None, logprobs)
 
 
 def _succeeded(key: str, reply: JudgeReply) -> Outcome:

@@ -27,7 +27,11 @@ from typing import Any
 from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
 from ..jsonlines import MAX_JSON_DEPTH, decode_json, json_depth_exceeds  # noqa: F401 - the one home of untrusted JSON
 from .base import JudgeReply, JudgeRequest, TokenAlternatives
-from .usage import openai_usage
+from .usage import Usage, openai_usage
+
+Logprobs = tuple[tuple[str, TokenAlternatives], ...]
+#: ``completion_fields``: text, usage, finish reason, the other choices' texts, logprobs, the other choices' logprobs
+CompletionFields = tuple[str, Usage | None, str | None, tuple[str, ...], Logprobs | None, tuple[Logprobs | None, ...]]
 
 #: Name of the tool (Anthropic) and schema (OpenAI) a structured-output judge answers with.
 SCHEMA_NAME = "record_score"
@@ -85,6 +89,14 @@ def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeRe
     """A JudgeReply from a decoded chat-completion body (a live reply or a batch result line's),
     or MalformedReply; ``secret`` (the API key) is masked in the reply text. Its usage is as the
     body says; ``Judge.complete`` holds it to the request's budget."""
+    text, usage, finish, more_texts, logprobs, more_logprobs = completion_fields(data, where, secret)
+    return JudgeReply(text, usage, finish, None, more_texts, logprobs, more_logprobs)
+
+
+def completion_fields(data: Any, where: str, secret: str | None = None) -> CompletionFields:
+    """``read_completion``'s reading, as a tuple: text, usage, finish reason, the other choices'
+    texts, logprobs, the other choices' logprobs (a batch result keeps some of them, and makes no
+    ``JudgeReply``)."""
     try:
         choices = data["choices"]
         choice = choices[0]
@@ -109,11 +121,10 @@ def read_completion(data: Any, where: str, secret: str | None = None) -> JudgeRe
         more = [c for c in choices[1:] if isinstance(c, dict)]
         more_texts = tuple(redact(_choice_text(c), secret) for c in more)
         more_logprobs = tuple(read_logprobs(c) for c in more)
-    return JudgeReply(
+    return (
         redact(text, secret),
         openai_usage(data.get("usage")),
         finish if isinstance(finish, str) else None,
-        None,
         more_texts,
         read_logprobs(choice),
         more_logprobs,
