@@ -114,8 +114,7 @@ class Collected:
         #: the downloads as settled, once ``settle`` has run
         self.settled: list[Settled] | None = None
         #: writes the rows while the run goes on (else ``settle`` writes them all)
-        self._writer = BlockWriter(ledger_path(cache)) if json_reals_exact() else None
-        self._block: list[CachedJudgment] = []
+        self._writer = BlockWriter(ledger_path(cache), BLOCK_ROWS) if json_reals_exact() else None
 
     def answer(self, job: Job) -> Judgment:
         key = job.key
@@ -134,10 +133,7 @@ class Collected:
             endpoint = self._endpoints.get(job.judge.name) or self._endpoints.setdefault(job.judge.name, job.judge.endpoint)
             row = self._rows[key] = verdict.to_cached(job, judgment, outcome.reply, outcome.logprobs, attempts=1, tier="batch", base_url=endpoint)
             if self._writer is not None:
-                self._block.append(row)
-                if len(self._block) >= BLOCK_ROWS:
-                    self._writer.add(self._block)
-                    self._block = []
+                self._writer.put(row)
             return judgment
         if outcome is not None:
             why = f"batch: {outcome.error}"
@@ -155,8 +151,6 @@ class Collected:
         recorded with what was stored (every other result kept in the ledger for the next
         collect) and the failure raised."""
         if self._writer is not None:
-            self._writer.add(self._block)
-            self._block = []
             written, error = self._writer.finish()
             self.settled = settle_downloads(self.cache, self.downloads, stored=written, forget=self._ledger_replies)
             if error is not None:

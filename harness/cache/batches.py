@@ -146,6 +146,7 @@ def _outcome(
 #: A cache row's values in ``COLUMNS`` order (key first), as ``base.row_values`` gives them.
 _ROW = operator.attrgetter(*COLUMNS)
 _KEY = operator.attrgetter("key")
+_FIRST = operator.itemgetter(0)
 
 
 def sort_results(
@@ -221,38 +222,53 @@ class BlockWriter:
     committed and the first error (a block that fails is lost to the cache, not to the ledger:
     ``settle`` keeps those results)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, block_rows: int = 4096) -> None:
         self.path = path
+        self.block_rows = block_rows
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="harness-collect-writer")
         self._db: sqlite3.Connection | None = None
         self._blocks: list[tuple[Future[None], list[str]]] = []
+        #: the values of the rows ``put`` since the last block
+        self._values: list[tuple[Any, ...]] = []
         #: rows left out by ``add``, with why
         self._refused: list[str] = []
         values = ", ".join(f"coalesce(value ->> {i}, ?)" if name == "created_at" else f"value ->> {i}" for i, name in enumerate(COLUMNS))
         self._sql = f"INSERT INTO judgments ({_COLUMNS}) SELECT {values} FROM json_each(?) WHERE true ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}"
 
+    def put(self, row: CachedJudgment) -> None:
+        """Queue one row; every ``block_rows`` rows are a block (``add``). Its values are read
+        now, while they are in the CPU's cache: read a block later, they cost 2.6 µs a row, not 0.3."""
+        self._values.append(_ROW(row))
+        if len(self._values) >= self.block_rows:
+            self._flush()
+
     def add(self, rows: Sequence[CachedJudgment]) -> None:
-        """Queue ``rows`` (their JSON is made here; the statement runs on the writer's thread). A
-        row JSON cannot hold (a reply with a lone surrogate, which SQLite cannot store either) is
-        left out, and ``finish`` reports it: it loses its own row, not its block."""
-        if not rows:
+        """Queue ``rows`` (and any ``put`` before) as one block (its JSON is made here; the
+        statement runs on the writer's thread). A row JSON cannot hold (a reply with a lone
+        surrogate, which SQLite cannot store either) is left out, and ``finish`` reports it: it
+        loses its own row, not its block."""
+        self._values.extend(map(_ROW, rows))
+        self._flush()
+
+    def _flush(self) -> None:
+        values, self._values = self._values, []
+        if not values:
             return
-        ordered = sorted(rows, key=_KEY)  # in key order: each page of the key index is visited once
-        values = [_ROW(row) for row in ordered]
+        values.sort(key=_FIRST)  # in key order: each page of the key index is visited once
         try:
             payload = orjson.dumps(values)
         except orjson.JSONEncodeError:
             kept = []
-            for row, value in zip(ordered, values, strict=True):
+            for value in values:
                 try:
                     orjson.dumps(value)
                 except orjson.JSONEncodeError as exc:
-                    self._refused.append(f"{row.key}: {exc}")
+                    self._refused.append(f"{value[0]}: {exc}")
                 else:
-                    kept.append((row, value))
-            ordered, values = [row for row, _ in kept], [value for _, value in kept]
+                    kept.append(value)
+            values = kept
             payload = orjson.dumps(values)
-        self._blocks.append((self._pool.submit(self._insert, payload), [row.key for row in ordered]))
+        self._blocks.append((self._pool.submit(self._insert, payload), [value[0] for value in values]))
 
     def _insert(self, payload: bytes) -> None:
         if self._db is None:
@@ -262,7 +278,9 @@ class BlockWriter:
         self._db.execute(self._sql, (_now(), payload))
 
     def finish(self) -> tuple[set[str], Exception | None]:
-        """Wait for every block: the keys committed, and the first failure (as a CacheError)."""
+        """Queue the rows ``put`` since the last block, then wait for every block: the keys
+        committed, and the first failure (as a CacheError)."""
+        self._flush()
         written: set[str] = set()
         error: Exception | None = None
         for future, keys in self._blocks:
