@@ -43,7 +43,7 @@ from ..cache.batches import BatchRecord, BatchStore, BlockWriter, Outcome, json_
 from ..cache.location import CacheLocation
 from ..errors import BatchRequestFailed, CacheError
 from ..judges.base import TRUNCATED_FINISHES, JudgeReply, JudgeRequest
-from ..judges.usage import usage_within
+from ..judges.usage import Usage, usage_within
 from ..planning import Job, Judgment
 from ..runner import verdict
 
@@ -82,11 +82,17 @@ def settle_downloads(
 
 
 def batch_reply(outcome: Outcome, request: JudgeRequest) -> JudgeReply:
-    """The reply a succeeded result is, its usage held to the budget of ``request`` as submitted
-    (one choice: the samples of ``n = k`` are sent one by one)."""
+    """The reply a succeeded result is (one choice: the samples of ``n = k`` are sent one by one)."""
+    text, usage, _ = batch_parts(outcome, request)
+    return JudgeReply(text, usage, outcome.finish_reason, tier="batch", logprobs=outcome.logprobs)
+
+
+def batch_parts(outcome: Outcome, request: JudgeRequest) -> tuple[str, Usage | None, bool]:
+    """``batch_reply`` as the parts a collect reads (no ``JudgeReply`` made for each of 100,000):
+    the text, the usage held to the budget of ``request`` as submitted, and whether the reply was
+    cut at the completion budget."""
     assert outcome.reply is not None
-    usage = usage_within(outcome.usage, request)
-    return JudgeReply(outcome.reply, usage, outcome.finish_reason, tier="batch", logprobs=outcome.logprobs)
+    return outcome.reply, usage_within(outcome.usage, request), outcome.finish_reason in TRUNCATED_FINISHES
 
 
 class Collected:
@@ -126,12 +132,10 @@ class Collected:
         outcome = self._outcomes.get(key)
         if outcome is not None and outcome.reply is not None:
             assert job.request is not None
-            # ``batch_reply``'s reading, from the outcome's parts
-            usage = usage_within(outcome.usage, job.request)
-            truncated = outcome.finish_reason in TRUNCATED_FINISHES
-            judgment = verdict.from_parts(job, outcome.reply, usage, truncated, outcome.logprobs, attempts=1, latency_ms=0.0)
+            text, usage, truncated = batch_parts(outcome, job.request)
+            judgment = verdict.from_parts(job, text, usage, truncated, outcome.logprobs, attempts=1, latency_ms=0.0)
             endpoint = self._endpoints.get(job.judge.name) or self._endpoints.setdefault(job.judge.name, job.judge.endpoint)
-            row = self._rows[key] = verdict.to_cached(job, judgment, outcome.reply, outcome.logprobs, attempts=1, tier="batch", base_url=endpoint)
+            row = self._rows[key] = verdict.to_cached(job, judgment, text, outcome.logprobs, attempts=1, tier="batch", base_url=endpoint)
             if self._writer is not None:
                 self._writer.put(row)
             return judgment

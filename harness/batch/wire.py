@@ -70,7 +70,7 @@ def read_openai_result(obj: Any, where: str) -> Outcome:
         text, usage, finish, _, logprobs, _ = completion_fields(body, where)
     except MalformedReply as exc:
         return Outcome(key, error=str(exc))
-    return Outcome(key, text, usage, finish, None, logprobs)
+    return Outcome(key, text, usage, finish, logprobs=logprobs)
 
 
 def _succeeded(key: str, reply: JudgeReply) -> Outcome:
