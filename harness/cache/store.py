@@ -6,9 +6,9 @@ Its connections and SQL only: the write-behind writer, failure reporting and the
 share a file, so they share the clock.
 
 A run's writes (judgments, claims) go through one connection used on the event loop's thread
-(``_in_tx``): a transaction of a write window takes a few hundred microseconds there, while the
-same transaction through aiosqlite's thread cost the run about a fifth more CPU per judgment in
-thread hand-offs (bench/throughput.py --case 1). The loop never waits on another process: the
+(``_in_tx``): a transaction of a write window takes a few hundred microseconds there, and the
+same transactions through aiosqlite's thread cost a live run about 5% more CPU per judgment in
+thread hand-offs (bench/throughput.py --case 1, same sitting: 0.273 against 0.259 ms). The loop never waits on another process: the
 connection does not wait for a lock (busy timeout 0), and a transaction that finds the file locked
 is run again on a thread that waits for it. It never checkpoints either (``wal_autocheckpoint=0``):
 the WAL is copied into the file by aiosqlite's thread, every ``CHECKPOINT_ROWS`` rows written.

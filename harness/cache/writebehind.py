@@ -161,7 +161,7 @@ class WriteBehindStore(CacheStore):
                 self._note_stop(writer, closing=True)
             leftover = self._held | self._written_claims
             if leftover and self._write_exc is None and self._stopped is None:
-                with contextlib.suppress(*self.db_errors):
+                with contextlib.suppress(CacheError, *self.db_errors):  # left to lapse
                     await self._drop_claims(sorted(leftover))
                     self._held.clear()
                     self._written_claims.clear()
