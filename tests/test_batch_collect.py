@@ -254,7 +254,8 @@ def test_the_block_writer_loses_only_a_row_it_cannot_store(tmp_path: Path) -> No
         CachedJudgment(key=f"k{i}", raw_output="Score: 0.5" if i != 1 else "Score: \ud800", latency_ms=0.0, cost_usd=1e-6, **base) for i in range(3)
     ]
     writer = BlockWriter(path)
-    writer.add(rows)
+    for row in rows:
+        writer.put(row)
     written, error = writer.finish()
     assert written == {"k0", "k2"}
     assert isinstance(error, CacheError) and "k1" in str(error) and "write failed" in str(error)

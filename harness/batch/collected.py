@@ -47,9 +47,6 @@ from ..judges.usage import Usage, usage_within
 from ..planning import Job, Judgment
 from ..runner import verdict
 
-#: Rows a collect hands its ``BlockWriter`` at a time.
-BLOCK_ROWS = 4096
-
 #: A settled batch: its record (collected), its result counts, and why some output was not read.
 Settled = tuple[BatchRecord, dict[str, int], list[str]]
 
@@ -120,7 +117,7 @@ class Collected:
         #: the downloads as settled, once ``settle`` has run
         self.settled: list[Settled] | None = None
         #: writes the rows while the run goes on (else ``settle`` writes them all)
-        self._writer = BlockWriter(ledger_path(cache), BLOCK_ROWS) if json_reals_exact() else None
+        self._writer = BlockWriter(ledger_path(cache)) if json_reals_exact() else None
 
     def answer(self, job: Job) -> Judgment:
         key = job.key

@@ -53,8 +53,8 @@ class Claims:
         return waiting
 
     async def settle(self, key: str) -> None:
-        """A called key's claim: its cache write deletes it (the store keeps it until then);
-        otherwise (failed, stopped) it is released here, so another worker may call it."""
+        """A called key's claim: if its judgment was given to the cache, the store deletes the claim
+        after the row; otherwise (failed, stopped) it is released here, so another worker may call it."""
         if self.active:
             assert self.cache is not None
             await self.cache.release([key])
