@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,8 +54,13 @@ def _document() -> st.SearchStrategy[bytes]:
     )
 
 
-def _tmp(data: bytes, name: str) -> Path:
-    directory = Path(tempfile.mkdtemp(prefix="fuzz-"))
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One directory for the module's examples (pytest removes it), each rewriting its file."""
+    return tmp_path_factory.mktemp("fuzz")
+
+
+def _tmp(directory: Path, data: bytes, name: str) -> Path:
     path = directory / name
     path.write_bytes(data)
     return path
@@ -64,8 +68,8 @@ def _tmp(data: bytes, name: str) -> Path:
 
 @FUZZ
 @given(data=_document(), name=st.sampled_from(["t.jsonl", "t.json"]))
-def test_the_transcript_reader_returns_or_says_one_line(data: bytes, name: str) -> None:
-    path = _tmp(data, name)
+def test_the_transcript_reader_returns_or_says_one_line(workdir: Path, data: bytes, name: str) -> None:
+    path = _tmp(workdir, data, name)
     try:
         result = scan(path, "skip")
     except UserInputError as exc:
@@ -84,8 +88,8 @@ def test_the_transcript_reader_returns_or_says_one_line(data: bytes, name: str) 
 
 @FUZZ
 @given(data=_document())
-def test_the_jsonl_object_reader_returns_or_says_one_line(data: bytes) -> None:
-    path = _tmp(data, "labels.jsonl")
+def test_the_jsonl_object_reader_returns_or_says_one_line(workdir: Path, data: bytes) -> None:
+    path = _tmp(workdir, data, "labels.jsonl")
     try:
         rows = list(iter_json_objects(path))
     except UserInputError as exc:
@@ -105,8 +109,8 @@ TOML_BITS = st.sampled_from(
 
 @FUZZ
 @given(parts=st.lists(st.one_of(TOML_BITS, st.text(max_size=6)), max_size=12))
-def test_the_config_loader_returns_or_says_one_line(parts: list[str]) -> None:
-    path = _tmp("".join(parts).encode("utf-8", "surrogatepass"), "harness.toml")
+def test_the_config_loader_returns_or_says_one_line(workdir: Path, parts: list[str]) -> None:
+    path = _tmp(workdir, "".join(parts).encode("utf-8", "surrogatepass"), "harness.toml")
     try:
         config = load_config(path)
     except UserInputError as exc:
