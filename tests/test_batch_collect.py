@@ -255,7 +255,7 @@ def test_the_block_writer_loses_only_a_row_it_cannot_store(tmp_path: Path) -> No
     ]
     writer = BlockWriter(path)
     for row in rows:
-        writer.put(row)
+        writer.put(tuple(row.as_dict().values()))  # the values in COLUMNS order, created_at stamped by the writer
     written, error = writer.finish()
     assert written == {"k0", "k2"}
     assert isinstance(error, CacheError) and "k1" in str(error) and "write failed" in str(error)

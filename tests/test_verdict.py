@@ -68,6 +68,43 @@ def test_a_truncated_reply_is_unscored_cached_marked_and_replays_as_it_was() -> 
     assert CachedJudgment(**{**row.as_dict(), "truncated": None}).truncated is False
 
 
+def test_a_cache_row_puts_each_value_in_its_column() -> None:
+    # cache_row builds the row positionally (no CachedJudgment for each of a collect's rows): every
+    # field is given a distinct value here, so a value in the wrong column cannot go unseen.
+    the_job = job(logprobs=True)
+    the_job.key = "k" * 64
+    reply = JudgeReply("Score: 0.9 because", Usage(50, 64, reasoning=7, cached_read=11, cache_write=13), "length", logprobs=(("9", (("9", -0.5),)),))
+    live = verdict.from_reply(the_job, reply, attempts=3, latency_ms=5.0)
+    row = verdict.to_cached(the_job, live, reply.text, reply.logprobs, attempts=3, tier="batch", base_url="http://endpoint/v1")
+    assert row.as_dict() == {
+        "key": "k" * 64,
+        "judge_model": "m",
+        "base_url": "http://endpoint/v1",
+        "rubric": "n",
+        "rubric_version": "1",
+        "raw_output": "Score: 0.9 because",
+        "prompt_tokens": 50,
+        "completion_tokens": 64,
+        "latency_ms": 5.0,
+        "cost_usd": live.cost_usd,
+        "attempts": 3,
+        "status": "unscored",
+        "score": None,
+        "created_at": None,
+        "tier": "batch",
+        "logprobs": '[["9", [["9", -0.5]]]]',
+        "reasoning_tokens": 7,
+        "cached_tokens": 11,
+        "cache_write_tokens": 13,
+        "truncated": True,
+    }
+    assert live.cost_usd is not None and live.cost_usd > 0
+    assert verdict.cache_row(the_job, live, reply.text, reply.logprobs, attempts=3, tier="batch", base_url="http://endpoint/v1") == tuple(
+        row.as_dict().values()
+    )
+    assert verdict.to_cached(the_job, live, reply.text, None, attempts=1).base_url == "http://127.0.0.1:1/v1"  # the judge's own
+
+
 @pytest.mark.parametrize(
     ("rubric", "fields", "reply"),
     [

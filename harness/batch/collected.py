@@ -9,8 +9,8 @@ request would be:
 
 - succeeded: its usage (read at download by the provider's usage reader) held to what the request
   as submitted could have used (``usage_within``, as ``Judge.complete`` holds a live reply's),
-  then ``verdict.from_reply`` (the plan prices the judge at batch rates; a reply cut at the
-  completion budget is ``unscored``/``truncated``; logprobs as given) and ``verdict.to_cached``
+  then ``verdict.from_parts`` (the plan prices the judge at batch rates; a reply cut at the
+  completion budget is ``unscored``/``truncated``; logprobs as given) and ``verdict.cache_row``
   with tier "batch": 1 attempt, not cached, paid by this collect;
 - a repeat of a key answered earlier in this run: its row replayed (``verdict.from_cache``), as the
   engine serves an in-run repeat once its judgment is cached; a failure is repeated as
@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..cache.base import CachedJudgment
 from ..cache.batches import BatchRecord, BatchStore, BlockWriter, Outcome, json_reals_exact, ledger_path
@@ -109,8 +110,9 @@ class Collected:
         for download in downloads:  # later than any result the ledger keeps for the same key
             self._outcomes.update(download.results)
         self._pending = pending
-        #: rows answered in this run, stored by ``settle`` (and replayed for its repeats)
-        self._rows: dict[str, CachedJudgment] = {}
+        #: rows answered in this run, as their values (``verdict.cache_row``), stored by ``settle``
+        #: (and replayed for its repeats)
+        self._rows: dict[str, tuple[Any, ...]] = {}
         self._failed: dict[str, Judgment] = {}
         #: judge name -> its endpoint, resolved once (it reads the environment)
         self._endpoints: dict[str, str] = {}
@@ -123,7 +125,7 @@ class Collected:
         key = job.key
         assert key is not None
         if (row := self._rows.get(key)) is not None:
-            return verdict.from_cache(job, row)
+            return verdict.from_cache(job, CachedJudgment(*row))
         if (failed := self._failed.get(key)) is not None:
             return verdict.repeat(job, failed)
         outcome = self._outcomes.get(key)
@@ -132,7 +134,7 @@ class Collected:
             text, usage, truncated = batch_parts(outcome, job.request)
             judgment = verdict.from_parts(job, text, usage, truncated, outcome.logprobs, attempts=1, latency_ms=0.0)
             endpoint = self._endpoints.get(job.judge.name) or self._endpoints.setdefault(job.judge.name, job.judge.endpoint)
-            row = self._rows[key] = verdict.to_cached(job, judgment, text, outcome.logprobs, attempts=1, tier="batch", base_url=endpoint)
+            row = self._rows[key] = verdict.cache_row(job, judgment, text, outcome.logprobs, attempts=1, tier="batch", base_url=endpoint)
             if self._writer is not None:
                 self._writer.put(row)
             return judgment
@@ -158,7 +160,7 @@ class Collected:
                 raise CacheError(f"{error}; the collected replies are kept in the batch ledger (collect again)")
             return
         try:
-            rows = [self._rows[key] for key in sorted(self._rows)]
+            rows = [CachedJudgment(*self._rows[key]) for key in sorted(self._rows)]
             self.settled = settle_downloads(self.cache, self.downloads, rows, forget=self._ledger_replies)
         except CacheError as exc:
             with contextlib.suppress(CacheError):
