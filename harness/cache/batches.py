@@ -41,7 +41,8 @@ from ..errors import CacheError, ConfigError
 from ..judges.usage import Usage
 from .base import COLUMNS, CachedJudgment
 from .location import CacheLocation, describe, is_postgres_url
-from .store import _COLUMNS, _UPSERT_SET, BUSY_TIMEOUT_MS, _prepare
+from .sqlitedb import T, connect, transaction
+from .store import _COLUMNS, _UPSERT_SET, _prepare
 
 _CHUNK = 500
 #: Page cache of a ledger connection, KiB: a collect's writes touch every page of the key indexes
@@ -271,7 +272,7 @@ class BlockWriter:
 
     def _insert(self, payload: bytes) -> None:
         if self._db is None:
-            self._db = _connect(self.path, check_same_thread=False)
+            self._db = connect(self.path, cache_kib=_CACHE_KIB, check_same_thread=False)
         # One statement in autocommit: its own transaction, rolled back whole if it fails; one
         # call, so the thread takes the GIL back once a block (each time it waits for this one's).
         self._db.execute(self._sql, (_now(), payload))
@@ -303,15 +304,6 @@ class BlockWriter:
             self._db = None
 
 
-def _connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
-    """A ledger connection (autocommit: each statement, or an explicit BEGIN … COMMIT)."""
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=check_same_thread)
-    db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
-    return db
-
-
 def ledger_path(location: CacheLocation) -> Path:
     """The SQLite cache file that records batches. A PostgreSQL cache has the batch tables (the
     migrations are shared) but ``harness batch`` does not record into it: refused before anything
@@ -331,7 +323,7 @@ class BatchStore:
         path = self.path = ledger_path(location)
         try:
             _prepare(path)
-            self._db = _connect(path)
+            self._db = connect(path, cache_kib=_CACHE_KIB)
         except sqlite3.DatabaseError as exc:
             raise CacheError(f"{path}: cannot open the cache: {exc}") from exc
 
@@ -350,6 +342,14 @@ class BatchStore:
         except sqlite3.DatabaseError as exc:
             raise CacheError(f"{self.path}: {exc}") from exc
 
+    def _in_transaction(self, work: Callable[[sqlite3.Connection], T], failed: str = "") -> T:
+        """``work`` in one write transaction (``sqlitedb.transaction``); the database's refusal
+        raised as a CacheError (after ``failed``, which says what did not happen)."""
+        try:
+            return transaction(self._db, work)
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(f"{self.path}: {failed}{exc}") from exc
+
     # -- claiming --------------------------------------------------------------------------------
 
     def unanswered(self, keys: Sequence[str]) -> list[str]:
@@ -365,26 +365,23 @@ class BatchStore:
     def claim(self, *, api: str, endpoint: str, api_key_env: str, judge: str, model: str, keys: Sequence[str]) -> tuple[int, list[str]] | None:
         """Record a batch holding those of ``keys`` nobody holds, atomically (BEGIN IMMEDIATE takes
         the write lock first, so two processes cannot claim one key). None when all are taken."""
-        self._execute("BEGIN IMMEDIATE")
-        try:
+
+        def work(db: sqlite3.Connection) -> tuple[int, list[str]] | None:
             free = self.unanswered(list(dict.fromkeys(keys)))
             if not free:
-                self._execute("ROLLBACK")
                 return None
             now = _now()
-            cur = self._execute(
+            cur = db.execute(
                 "INSERT INTO batches (api, endpoint, api_key_env, judge, model, status, requests, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, 'submitting', ?, ?, ?)",
                 (api, endpoint, api_key_env, judge, model, len(free), now, now),
             )
             batch_id = cur.lastrowid
             assert batch_id is not None
-            self._db.executemany("INSERT INTO batch_requests (key, batch, state) VALUES (?, ?, 'pending')", [(k, batch_id) for k in free])
-            self._execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        return batch_id, free
+            db.executemany("INSERT INTO batch_requests (key, batch, state) VALUES (?, ?, 'pending')", [(k, batch_id) for k in free])
+            return batch_id, free
+
+        return self._in_transaction(work)
 
     def update(self, batch_id: int, **fields: Any) -> None:
         """Set columns of a batch row (status, remote_id, input_file_id, detail); committed at once."""
@@ -395,14 +392,12 @@ class BatchStore:
 
     def release(self, batch_id: int) -> None:
         """A batch that was never sent: its keys may be claimed again."""
-        self._execute("BEGIN IMMEDIATE")
-        try:
-            self._execute("DELETE FROM batch_requests WHERE batch = ? AND state = 'pending'", (batch_id,))
-            self._execute("UPDATE batches SET status = 'released', updated_at = ? WHERE id = ?", (_now(), batch_id))
-            self._execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+
+        def work(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM batch_requests WHERE batch = ? AND state = 'pending'", (batch_id,))
+            db.execute("UPDATE batches SET status = 'released', updated_at = ? WHERE id = ?", (_now(), batch_id))
+
+        self._in_transaction(work)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -444,30 +439,25 @@ class BatchStore:
         answered = {row.key for row in rows}
         answered.update(stored)
         sets = ", ".join(f"{name} = ?" for name in ("state", *_RESULT_COLUMNS))
-        self._execute("BEGIN IMMEDIATE")
-        try:
+
+        def work(db: sqlite3.Connection) -> None:
             # In key order: each page of the key index is visited once.
-            self._db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", map(_ROW, rows))
+            db.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT(key) DO UPDATE SET {_UPSERT_SET}", map(_ROW, rows))
             kept_replies = False
             for batch_id, results in downloads:
                 kept = sorted((o for key, o in results.items() if key not in answered), key=_KEY)
                 kept_replies = kept_replies or any(o.reply is not None for o in kept)
-                self._db.executemany(
+                db.executemany(
                     f"UPDATE batch_requests SET {sets} WHERE key = ? AND batch = ?",
                     [("succeeded" if o.reply is not None else "failed", *_result_row(o), o.key, batch_id) for o in kept],
                 )
                 # What is left pending is what the rows above answered: one statement for the bulk.
-                self._execute("UPDATE batch_requests SET state = 'stored' WHERE batch = ? AND state = 'pending'", (batch_id,))
-                self._execute("UPDATE batches SET status = 'collected', updated_at = ? WHERE id = ?", (_now(), batch_id))
+                db.execute("UPDATE batch_requests SET state = 'stored' WHERE batch = ? AND state = 'pending'", (batch_id,))
+                db.execute("UPDATE batches SET status = 'collected', updated_at = ? WHERE id = ?", (_now(), batch_id))
             if forget or kept_replies:  # a kept reply may be one the judgments already held
                 self.forget_stored_replies()
-            self._execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            self._db.execute("ROLLBACK")
-            raise CacheError(f"{self.path}: write failed: {exc}") from exc
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+
+        self._in_transaction(work, "write failed: ")
 
     def outcomes(self, keys: Iterable[str] | None = None) -> Iterator[Outcome]:
         """The latest downloaded result of each key (all keys, or those given)."""

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from .sqlitedb import transaction
+
 
 class SchemaDB(Protocol):
     """What a migration may use: ``execute`` of one DDL statement. A sqlite3 connection is one; the
@@ -171,16 +173,13 @@ def migrate(db: sqlite3.Connection, migrations: list[Migration] | None = None) -
     db.commit()
     applied: list[str] = []
     for version, migration in enumerate(migrations, start=1):
-        # BEGIN IMMEDIATE takes the write lock first, so two processes cannot both apply a step.
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            done = db.execute("SELECT 1 FROM _migrations WHERE version = ?", (version,)).fetchone()
-            if not done:
+
+        def step(db: sqlite3.Connection, version: int = version, migration: Migration = migration) -> None:
+            if not db.execute("SELECT 1 FROM _migrations WHERE version = ?", (version,)).fetchone():
                 migration(db)
                 db.execute("INSERT INTO _migrations VALUES (?, ?, ?)", (version, migration.__name__, _now()))
                 applied.append(migration.__name__)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+
+        # BEGIN IMMEDIATE takes the write lock first, so two processes cannot both apply a step.
+        transaction(db, step)
     return applied

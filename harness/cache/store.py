@@ -24,27 +24,24 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 
 from ..errors import CacheError
 from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, R, group_row, prune_where
 from .migrations import migrate, pending
+from .sqlitedb import BUSY_TIMEOUT_MS, T, busy, connect, transaction
 from .writebehind import WriteBehindStore
 
-#: Other processes may hold the write lock briefly; wait this long before giving up.
-BUSY_TIMEOUT_MS = 60_000
 _READ_BATCH = 500
 #: The lookup connection's page cache, in KiB.
 READ_CACHE_KIB = 8_192
 #: Rows written between two checkpoints of the WAL (SQLite's own default is 1,000 pages; a write
 #: window's rows dirty about a page each of the key index).
 CHECKPOINT_ROWS = 1_000
-
-T = TypeVar("T")
-
 
 _COLUMNS = ", ".join(COLUMNS)
 _UPSERT_SET = ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "key")
@@ -58,7 +55,7 @@ OUR_CLAIMS_ON_KEYS = "FROM claims WHERE +owner = ? AND key IN (SELECT value FROM
 def _prepare(path: Path) -> None:
     """Create, switch to WAL and migrate, synchronously (it runs once, before the run starts)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    db = connect(path)
     try:
         _switch_to_wal(db)
         migrate(db)
@@ -81,36 +78,6 @@ def _switch_to_wal(db: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
-
-
-def _writer_connection(path: Path) -> sqlite3.Connection:
-    """The run's write connection (``JudgmentCache._in_tx``): it never checkpoints, and, once set
-    up (which may wait for another process that is creating the file), never waits for a lock."""
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("PRAGMA wal_autocheckpoint=0")
-    db.execute("PRAGMA busy_timeout=0")
-    return db
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether SQLite refused because another connection holds the lock (SQLITE_BUSY, _LOCKED)."""
-    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def _transaction(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """``work`` in one ``BEGIN IMMEDIATE`` transaction: committed, or rolled back on any failure
-    (left open it would hold the write lock and its first rows)."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(db)
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-        raise
-    return result
 
 
 def read_only_uri(path: Path) -> str:
@@ -223,7 +190,8 @@ class JudgmentCache(WriteBehindStore):
             else:
                 await asyncio.to_thread(_prepare, self.path)
                 self._db = await aiosqlite.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
-                self._writer_db = await asyncio.to_thread(_writer_connection, self.path)
+                # The run's write connection (``_in_tx``): it never checkpoints, and never waits for a lock.
+                self._writer_db = await asyncio.to_thread(partial(connect, self.path, wait=False, checkpoint=False, check_same_thread=False))
             await self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             await self._db.execute("PRAGMA synchronous=NORMAL")
             self._reader = sqlite3.connect(read_only_uri(self.path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
@@ -295,9 +263,9 @@ class JudgmentCache(WriteBehindStore):
         async with self._tx:
             if self._on_thread is None or self._on_thread.done():
                 try:
-                    return _transaction(db, work)
+                    return transaction(db, work)
                 except sqlite3.OperationalError as exc:
-                    if not _busy(exc):
+                    if not busy(exc):
                         raise
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="harness-cache-waiter")
@@ -310,7 +278,7 @@ class JudgmentCache(WriteBehindStore):
     def _patiently(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         try:
-            return _transaction(db, work)
+            return transaction(db, work)
         finally:
             db.execute("PRAGMA busy_timeout=0")
 
