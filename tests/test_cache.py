@@ -4,12 +4,14 @@ store (round trip, WAL, upsert) and two OS processes sharing one file."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import inspect
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -358,6 +360,41 @@ async def test_a_cancelled_wait_for_the_lock_leaves_the_connection_to_its_thread
         await cache.close()
     assert sorted(other.execute("SELECT key FROM judgments")) == [("k1",)]
     other.close()
+
+
+@pytest.mark.timeout(60)
+async def test_a_wait_for_the_lock_whose_caller_was_cancelled_gives_up_when_the_store_closes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holds the lock for longer than this run lasts: the claim cancelled while it
+    waits (Ctrl-C) is given up once the store closes, within a slice of the wait, rather than
+    keeping a thread (and a library user's interpreter, at exit) waiting up to the 60 s busy timeout."""
+    from harness.cache.store import LOCK_SLICE_MS
+
+    path = tmp_path / "c.sqlite"
+    cache = await JudgmentCache(path).open()
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        claiming = asyncio.create_task(cache.claim(["c1"]))
+        await asyncio.sleep(0.1)
+        claiming.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await claiming
+        waiter = next(t for t in threading.enumerate() if t.name.startswith("harness-cache-waiter"))
+        closed = time.monotonic()
+        await cache.close()
+        await asyncio.to_thread(waiter.join, 10)
+        assert not waiter.is_alive()
+        assert time.monotonic() - closed < 3 * LOCK_SLICE_MS / 1000 + 1  # a slice, not the busy timeout
+    finally:
+        other.execute("ROLLBACK")
+    assert other.execute("SELECT count(*) FROM claims").fetchone() == (0,)  # the abandoned claim wrote nothing
+    other.close()
+    await asyncio.sleep(0.05)  # the thread's failure reaches the loop's future
+    del cache
+    gc.collect()  # the given-up transaction's failure was seen: asyncio logs nothing about it
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
 
 
 @pytest.mark.timeout(60)

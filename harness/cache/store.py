@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +43,8 @@ READ_CACHE_KIB = 8_192
 #: Rows written between two checkpoints of the WAL (SQLite's own default is 1,000 pages; a write
 #: window's rows dirty about a page each of the key index).
 CHECKPOINT_ROWS = 1_000
+#: A transaction waiting for another process's lock looks this often whether its store has closed.
+LOCK_SLICE_MS = 200
 
 _COLUMNS = ", ".join(COLUMNS)
 _UPSERT_SET = ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "key")
@@ -78,6 +81,31 @@ def _switch_to_wal(db: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def _patiently(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T], give_up: threading.Event) -> T:
+    """``work`` on the store's pool thread (``JudgmentCache._in_tx``): it waits for the lock up to
+    ``BUSY_TIMEOUT_MS``, in slices of ``LOCK_SLICE_MS``, and gives up once ``give_up`` is set (the
+    store closed). Only a transaction whose caller was cancelled (Ctrl-C) is still waiting then,
+    and a library user's interpreter would wait for this thread at exit; ``close`` reports what
+    the cancelled writer did not commit."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    try:
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            db.execute(f"PRAGMA busy_timeout={max(1, min(LOCK_SLICE_MS, left_ms))}")
+            try:
+                return transaction(db, work)
+            except sqlite3.OperationalError as exc:
+                if not busy(exc) or give_up.is_set() or time.monotonic() >= deadline:
+                    raise
+    finally:
+        db.execute("PRAGMA busy_timeout=0")
+
+
+def _seen(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def read_only_uri(path: Path) -> str:
@@ -166,6 +194,8 @@ class JudgmentCache(WriteBehindStore):
         self._pool: ThreadPoolExecutor | None = None
         #: the last transaction handed to ``_pool``: until it ends the connection is the thread's
         self._on_thread: Future[Any] | None = None
+        #: set when the store closes: a transaction still waiting on ``_pool`` for the lock gives up
+        self._give_up = threading.Event()
         self._tx = asyncio.Lock()
         self._rows_since_checkpoint = 0
         self._checkpoint: asyncio.Task[None] | None = None
@@ -216,7 +246,8 @@ class JudgmentCache(WriteBehindStore):
             writer, self._writer_db = self._writer_db, None
             if self._pool is None:
                 writer.close()
-            else:  # after the transaction a cancelled caller left on the thread, if any
+            else:  # after the transaction a cancelled caller left on the thread, if any (it gives up)
+                self._give_up.set()
                 self._pool.submit(writer.close)
                 self._pool.shutdown(wait=False)
                 self._pool = None
@@ -269,18 +300,15 @@ class JudgmentCache(WriteBehindStore):
                         raise
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="harness-cache-waiter")
+                self._give_up = threading.Event()  # this pool's: a store opened again has its own
             # The connection is the thread's until this ends, even if its caller is cancelled
             # (shielded: a cancelled wrapper would look done while the thread still runs).
-            self._on_thread = self._pool.submit(self._patiently, db, work)
-            return await asyncio.shield(asyncio.wrap_future(self._on_thread))
-
-    @staticmethod
-    def _patiently(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        try:
-            return transaction(db, work)
-        finally:
-            db.execute("PRAGMA busy_timeout=0")
+            self._on_thread = self._pool.submit(_patiently, db, work, self._give_up)
+            waiting = asyncio.wrap_future(self._on_thread)
+            # A cancelled caller's transaction fails unseen when it gives up at close: not an
+            # asyncio "Future exception was never retrieved" at exit.
+            waiting.add_done_callback(_seen)
+            return await asyncio.shield(waiting)
 
     async def _upsert(self, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
         marks = ",".join("?" * len(COLUMNS))
