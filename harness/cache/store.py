@@ -92,13 +92,16 @@ def _patiently(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T], 
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     try:
         while True:
-            left_ms = int((deadline - time.monotonic()) * 1000)
+            began = time.monotonic()
+            left_ms = int((deadline - began) * 1000)
             db.execute(f"PRAGMA busy_timeout={max(1, min(LOCK_SLICE_MS, left_ms))}")
             try:
                 return transaction(db, work)
             except sqlite3.OperationalError as exc:
                 if not busy(exc) or give_up.is_set() or time.monotonic() >= deadline:
                     raise
+                if time.monotonic() - began < 0.01:  # refused without waiting (SQLite did not call its busy handler): no spinning
+                    time.sleep(0.01)
     finally:
         db.execute("PRAGMA busy_timeout=0")
 
