@@ -337,6 +337,17 @@ async def test_a_transaction_that_finds_the_file_locked_waits_on_a_thread_not_on
         other.close()
 
 
+async def _cancel_a_claim_waiting_for_the_lock(cache: JudgmentCache, other: sqlite3.Connection) -> None:
+    """``other`` takes the write lock; a claim then waits for it on the store's thread, and is
+    cancelled there (Ctrl-C)."""
+    other.execute("BEGIN IMMEDIATE")
+    claiming = asyncio.create_task(cache.claim(["c1"]))
+    await asyncio.sleep(0.1)
+    claiming.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await claiming
+
+
 @pytest.mark.timeout(60)
 async def test_a_cancelled_wait_for_the_lock_leaves_the_connection_to_its_thread(tmp_path: Path) -> None:
     """A claim cancelled while its transaction waits on the thread (Ctrl-C) does not stop that
@@ -346,12 +357,7 @@ async def test_a_cancelled_wait_for_the_lock_leaves_the_connection_to_its_thread
     cache = await JudgmentCache(path).open()
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
-        other.execute("BEGIN IMMEDIATE")
-        claiming = asyncio.create_task(cache.claim(["c1"]))
-        await asyncio.sleep(0.1)
-        claiming.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await claiming
+        await _cancel_a_claim_waiting_for_the_lock(cache, other)
         cache.put(judgment("k1"))
         asyncio.get_running_loop().call_later(0.3, other.execute, "COMMIT")
         await cache.flush()
@@ -375,12 +381,7 @@ async def test_a_wait_for_the_lock_whose_caller_was_cancelled_gives_up_when_the_
     cache = await JudgmentCache(path).open()
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
-        other.execute("BEGIN IMMEDIATE")
-        claiming = asyncio.create_task(cache.claim(["c1"]))
-        await asyncio.sleep(0.1)
-        claiming.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await claiming
+        await _cancel_a_claim_waiting_for_the_lock(cache, other)
         waiter = next(t for t in threading.enumerate() if t.name.startswith("harness-cache-waiter"))
         closed = time.monotonic()
         await cache.close()
