@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.batch.collected import batch_reply
+from harness.batch.collected import batch_parts
 from harness.batch.wire import read_anthropic_result, read_openai_result
 from harness.cache import MIGRATIONS, migrate
 from harness.cache.batches import BatchStore, Outcome, sort_results
@@ -90,11 +90,12 @@ def test_the_ledger_keeps_a_results_usage_and_logprobs_and_collect_gives_them_ba
         assert {o.key: o for o in store.outcomes()} == {o.key: o for o in stored}
         given = {o.key: o for o in store.outcomes()}
     request = JudgeRequest(messages=({"role": "user", "content": "x"},), max_tokens=64, temperature=0.0, key=KEY)
-    reply = batch_reply(given[KEY], request)  # as a collect reads it: the usage held to the budget
-    assert reply == JudgeReply('{"score": 4}', Usage(120, 19, 7, 64, None), "stop", tier="batch", logprobs=LOGPROBS)
+    # As a collect reads it: the text, the usage held to the budget, not cut; its logprobs as kept.
+    assert batch_parts(given[KEY], request) == ('{"score": 4}', Usage(120, 19, 7, 64, None), False)
+    assert (given[KEY].finish_reason, given[KEY].logprobs) == ("stop", LOGPROBS)
     # The budget of the request as submitted: one choice of 64 tokens (+16 slack) cannot have made 81.
-    assert batch_reply(Outcome(KEY, "x", Usage(120, 81), "stop"), request).usage is None
-    assert batch_reply(Outcome(KEY, "x", Usage(120, 80), "stop"), request).usage == Usage(120, 80)
+    assert batch_parts(Outcome(KEY, "x", Usage(120, 81), "stop"), request)[1] is None
+    assert batch_parts(Outcome(KEY, "x", Usage(120, 80), "stop"), request)[1] == Usage(120, 80)
 
 
 def test_migration_8_upgrades_a_ledger_in_place_and_an_older_result_keeps_its_two_counts(tmp_path: Path) -> None:

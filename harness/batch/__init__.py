@@ -6,7 +6,7 @@ submit, refresh (status), collect, wait, export and import. What is recorded, an
 process re-attaches, is in ``cache/batches.py``.
 """
 
-from .collected import Collected, batch_reply
+from .collected import Collected, batch_parts
 from .service import (
     BatchView,
     CollectReport,
@@ -32,7 +32,7 @@ __all__ = [
     "ExportReport",
     "SubmitReport",
     "batch_api_for",
-    "batch_reply",
+    "batch_parts",
     "batches",
     "collect",
     "download_ended",

@@ -43,7 +43,7 @@ from ..cache.base import CachedJudgment
 from ..cache.batches import BatchRecord, BatchStore, BlockWriter, Outcome, json_reals_exact, ledger_path
 from ..cache.location import CacheLocation
 from ..errors import BatchRequestFailed, CacheError
-from ..judges.base import TRUNCATED_FINISHES, JudgeReply, JudgeRequest
+from ..judges.base import TRUNCATED_FINISHES, JudgeRequest
 from ..judges.usage import Usage, usage_within
 from ..planning import Job, Judgment
 from ..runner import verdict
@@ -79,16 +79,11 @@ def settle_downloads(
     return settled
 
 
-def batch_reply(outcome: Outcome, request: JudgeRequest) -> JudgeReply:
-    """The reply a succeeded result is (one choice: the samples of ``n = k`` are sent one by one)."""
-    text, usage, _ = batch_parts(outcome, request)
-    return JudgeReply(text, usage, outcome.finish_reason, tier="batch", logprobs=outcome.logprobs)
-
-
 def batch_parts(outcome: Outcome, request: JudgeRequest) -> tuple[str, Usage | None, bool]:
-    """``batch_reply`` as the parts a collect reads (no ``JudgeReply`` made for each of 100,000):
-    the text, the usage held to the budget of ``request`` as submitted, and whether the reply was
-    cut at the completion budget."""
+    """The reply a succeeded result is, as the parts a collect reads (no ``JudgeReply`` made for
+    each of 100,000; one choice: the samples of ``n = k`` are sent one by one): the text, the
+    usage held to the budget of ``request`` as submitted, and whether the reply was cut at the
+    completion budget."""
     assert outcome.reply is not None
     return outcome.reply, usage_within(outcome.usage, request), outcome.finish_reason in TRUNCATED_FINISHES
 
