@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .performance import Performance, performance_from_spans
+from ..agent.records import RefItem, StepRecord, ToolSpec
+from ..agent.steps import Step, group_by_overlap, steps_from_calls, steps_from_messages, steps_from_spans, tool_intervals
+from .performance import Performance, performance_from_spans, union_ms
 
 
 class _Strict(BaseModel):
@@ -91,6 +93,9 @@ class Message(_Strict):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     refusal: str | None = None
+    #: a tool message's failure: Anthropic's ``is_error`` flag, or LangChain's ``status = "error"``
+    is_error: bool | None = None
+    status: Literal["success", "error"] | None = None
 
     def text(self) -> str:
         if self.content is None:
@@ -110,6 +115,11 @@ class Resolved:
     contexts: tuple[str, ...] | None
     reference: str | None
     performance: Performance
+    #: the agent's tool calls; None when the transcript says nothing about them
+    steps: tuple[Step, ...] | None = None
+    tools: tuple[ToolSpec, ...] | None = None
+    task: str | None = None
+    reference_trajectory: tuple[RefItem, ...] | None = None
 
     def present_inputs(self) -> frozenset[str]:
         """Which rubric inputs this transcript can supply (non-empty text, at least one context)."""
@@ -142,6 +152,14 @@ class Transcript(_Strict):
     spans: list[Span] | None = None
     tool_calls: int | list[ToolCall] | None = None
     messages: list[Message] | None = None
+    #: the agent's tool calls, one object each (``harness import`` writes them for traces)
+    steps: list[StepRecord] | None = None
+    #: the tools the agent had: name, description, JSON Schema of the parameters
+    tools: list[ToolSpec] | None = None
+    #: the task this run attempted; transcripts of one task are repeated runs of it
+    task: str | None = Field(default=None, min_length=1)
+    #: the calls the agent should have made (harness.agent.match)
+    reference_trajectory: list[RefItem] | None = None
 
     @field_validator("id", mode="before")
     @classmethod
@@ -166,10 +184,22 @@ class Transcript(_Strict):
         return value
 
     @model_validator(mode="after")
+    def _one_source_of_steps(self) -> Transcript:
+        if self.steps is not None and self.messages is not None and any(m.tool_calls or _has_tool_use(m) for m in self.messages):
+            raise ValueError("gives its tool calls twice: in `steps` and in `messages`; keep one")
+        if self.steps is not None and isinstance(self.tool_calls, list):
+            raise ValueError("gives its tool calls twice: in `steps` and in `tool_calls`; keep one")
+        if self.tools is not None:
+            names = [t.name for t in self.tools]
+            if len(set(names)) != len(names):
+                raise ValueError("tools: a tool is declared twice: " + ", ".join(sorted({n for n in names if names.count(n) > 1})))
+        return self
+
+    @model_validator(mode="after")
     def _has_conversation(self) -> Transcript:
         if self.messages is None and self.query is None and self.response is None:
             raise ValueError("needs `query` and `response`, or a `messages` list")
-        if self.messages is not None and not any(m.role == "user" for m in self.messages) and self.query is None:
+        if self.messages is not None and not any(m.role == "user" and not _only_tool_results(m) for m in self.messages) and self.query is None:
             raise ValueError("`messages` has no user message to take the query from")
         return self
 
@@ -186,24 +216,44 @@ class Transcript(_Strict):
         Explicit fields win over what ``messages`` implies; ``timings`` fields win over ``spans``.
         """
         query, response, contexts = self.query, self.response, self._contexts_text()
-        message_tool_calls = None
+        steps = self._steps()
         if self.messages is not None:
             if query is None:
-                query = next(m.text() for m in self.messages if m.role == "user")
+                query = next(m.text() for m in self.messages if m.role == "user" and not _only_tool_results(m))
             if response is None:
                 response = next((m.text() for m in reversed(self.messages) if m.role == "assistant"), None)
             if contexts is None:
                 tool_results = tuple(m.text() for m in self.messages if m.role in ("tool", "function"))
+                if not tool_results and steps:  # Anthropic's tool_result blocks
+                    tool_results = tuple(s.result for s in steps if s.result is not None)
                 contexts = tool_results or None
-            message_tool_calls = sum(len(m.tool_calls or ()) for m in self.messages if m.role == "assistant")
         return Resolved(
             id=self.id,
             query=query,
             response=response,
             contexts=contexts,
             reference=self.reference,
-            performance=self._performance(message_tool_calls),
+            performance=self._performance(steps),
+            steps=steps,
+            tools=tuple(self.tools) if self.tools is not None else None,
+            task=self.task,
+            reference_trajectory=tuple(self.reference_trajectory) if self.reference_trajectory is not None else None,
         )
+
+    def _steps(self) -> tuple[Step, ...] | None:
+        """The agent's tool calls from whichever source the record has (one home: performance's
+        tool-call count and tool time are read from these)."""
+        if self.steps is not None:
+            return group_by_overlap([record.step(i) for i, record in enumerate(self.steps)])
+        if self.messages is not None:
+            return steps_from_messages(self.messages)
+        if isinstance(self.tool_calls, list):
+            return steps_from_calls(self.tool_calls)
+        if self.spans:
+            spans = steps_from_spans(self.spans)
+            if spans and (self.tool_calls is None or self.tool_calls == len(spans)):
+                return spans
+        return None
 
     def _contexts_text(self) -> tuple[str, ...] | None:
         if self.contexts is None:
@@ -211,26 +261,38 @@ class Transcript(_Strict):
         # JSON contexts go to the judge as canonical JSON text, so the same object renders identically.
         return tuple(c if isinstance(c, str) else json.dumps(c, sort_keys=True, ensure_ascii=False) for c in self.contexts)
 
-    def _performance(self, message_tool_calls: int | None) -> Performance:
+    def _performance(self, steps: tuple[Step, ...] | None) -> Performance:
         # (Module constants, not a new Performance() and Timings() per transcript: a run resolves
         # every transcript, and a pydantic model costs microseconds to make.)
         from_spans = performance_from_spans(self.spans) if self.spans else _NO_SPANS
         timings = self.timings or _NO_TIMINGS
+        # The count and the tool time come from the steps; an explicit count or tool time wins.
         if isinstance(self.tool_calls, int):
             tool_calls: int | None = self.tool_calls
-        elif isinstance(self.tool_calls, list):
-            tool_calls = len(self.tool_calls)
-        elif message_tool_calls is not None:
-            tool_calls = message_tool_calls
+        elif steps is not None:
+            tool_calls = len(steps)
         else:
             tool_calls = from_spans.tool_calls
+        tool_ms = timings.tool_ms
+        if tool_ms is None:
+            intervals = tool_intervals(steps) if steps else None
+            tool_ms = union_ms(intervals) if intervals is not None else from_spans.tool_ms
         return Performance(
             timings.total_ms if timings.total_ms is not None else from_spans.total_ms,
             timings.llm_ms if timings.llm_ms is not None else from_spans.llm_ms,
-            timings.tool_ms if timings.tool_ms is not None else from_spans.tool_ms,
+            tool_ms,
             timings.api_ms if timings.api_ms is not None else from_spans.api_ms,
             tool_calls,
         )
+
+
+def _has_tool_use(message: Message) -> bool:
+    return isinstance(message.content, list) and any(p.type == "tool_use" for p in message.content)
+
+
+def _only_tool_results(message: Message) -> bool:
+    """An Anthropic-style user message that only carries tool results (not the user's query)."""
+    return isinstance(message.content, list) and bool(message.content) and all(p.type == "tool_result" for p in message.content)
 
 
 _NO_SPANS = Performance()

@@ -1,0 +1,222 @@
+"""A step of an agent: one tool call, with its arguments, result, error, turn and parallel group.
+
+Every input format becomes the same :class:`Step` values (``Resolved.steps``): OpenAI-style
+``messages`` (``tool_calls`` on assistant messages, ``tool`` messages for the results),
+Anthropic-style content blocks (``tool_use`` in an assistant message, ``tool_result`` in the user
+message after it), a transcript's own ``steps`` list (what ``harness import`` writes for traces),
+a bare ``tool_calls`` list, and ``spans`` of kind ``tool``. The tool-call count and tool time of
+:mod:`harness.transcripts.performance` are read from the same steps.
+
+Vocabulary:
+
+- **turn**: the assistant message (model turn) that made the call, counted from 0;
+- **group**: the parallel group: calls made in one assistant message, or whose spans overlap in
+  time, share a group; groups are numbered in order from 0;
+- **call_id**: the id that links a call and its result (``tool_call_id``, ``tool_use_id``).
+
+A step's ``arguments`` are the parsed JSON (``None`` when there were none, or they were not valid
+JSON: then ``arguments_error`` says why and ``arguments_raw`` keeps the text as written).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One tool call of an agent."""
+
+    index: int
+    name: str
+    #: the parsed arguments (usually an object); None when absent or not valid JSON
+    arguments: Any = None
+    #: the arguments as the agent wrote them, when they came as text
+    arguments_raw: str | None = None
+    #: why ``arguments_raw`` could not be parsed (None when it could, or there was no text)
+    arguments_error: str | None = None
+    result: str | None = None
+    failed: bool = False
+    error: str | None = None
+    turn: int | None = None
+    group: int | None = None
+    call_id: str | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+
+    @property
+    def duration_ms(self) -> float | None:
+        if self.start_s is None or self.end_s is None:
+            return None
+        return round((self.end_s - self.start_s) * 1000.0, 3)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The step as a transcript's ``steps`` entry (what ``harness import`` writes), leaving out
+        what is unknown."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.arguments_raw is not None and (self.arguments is None or self.arguments_error is not None):
+            out["arguments"] = self.arguments_raw
+        elif self.arguments is not None:
+            out["arguments"] = self.arguments
+        for key in ("result", "error", "turn", "group", "call_id"):
+            value = getattr(self, key)
+            if value is not None:
+                out["id" if key == "call_id" else key] = value
+        if self.failed:
+            out["failed"] = True
+        if self.start_s is not None:
+            out["start"] = self.start_s
+        if self.end_s is not None:
+            out["end"] = self.end_s
+        return out
+
+
+def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
+    """``(arguments, raw text, parse error)`` of a call's arguments as given: a JSON text (OpenAI
+    sends them so) is parsed; an object (Anthropic's ``input``) is taken as it is."""
+    if value is None:
+        return None, None, None
+    if isinstance(value, str):
+        if not value.strip():
+            return {}, value, None
+        try:
+            return json.loads(value), value, None
+        except ValueError as exc:
+            return None, value, f"not valid JSON ({exc})"
+    return value, None, None
+
+
+def _text(value: Any) -> str | None:
+    """A tool result's text: a string, text parts joined, or other JSON shown as canonical JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [p.get("text") if isinstance(p, Mapping) else getattr(p, "text", None) for p in value]
+        if all(isinstance(t, str) for t in texts):
+            return "\n".join(t for t in texts if isinstance(t, str))
+        value = [p if isinstance(p, Mapping) else getattr(p, "model_dump", lambda: p)() for p in value]
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _get(obj: Any, key: str) -> Any:
+    """A field of a pydantic part with extra keys allowed, or of a plain dict."""
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    value = getattr(obj, key, None)
+    if value is None and getattr(obj, "model_extra", None):
+        value = obj.model_extra.get(key)
+    return value
+
+
+def _failed(message: Any) -> bool:
+    """Whether a tool message reports a failure: ``is_error`` (Anthropic's flag, also accepted on
+    OpenAI-style tool messages) or ``status = "error"`` (LangChain's ToolMessage); the error is then
+    the message's text."""
+    return bool(_get(message, "is_error")) or _get(message, "status") == "error"
+
+
+class _Builder:
+    """Collects steps in call order and attaches results by id, else to the oldest unanswered call."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self._by_id: dict[str, int] = {}
+        self._open: list[int] = []  # calls without a result yet, oldest first
+        self.turn = -1
+        self.groups = 0
+
+    def call(self, name: str, arguments: Any, call_id: str | None, group: int) -> None:
+        parsed, raw, error = parse_arguments(arguments)
+        index = len(self.steps)
+        self.steps.append(
+            Step(index, name, parsed, raw, error, turn=self.turn, group=group, call_id=call_id),
+        )
+        if call_id is not None:
+            self._by_id[call_id] = index
+        self._open.append(index)
+
+    def result(self, call_id: str | None, text: str | None, failed: bool) -> bool:
+        """Attach a result; False when no call is waiting for it (an orphan result)."""
+        index = self._by_id.get(call_id) if call_id is not None else None
+        if index is None or index not in self._open:
+            if call_id is not None and index is None:
+                return False
+            if not self._open:
+                return False
+            index = self._open[0]
+        self._open.remove(index)
+        self.steps[index] = replace(self.steps[index], result=text, failed=failed, error=text if failed else None)
+        return True
+
+
+def steps_from_messages(messages: Sequence[Any]) -> tuple[Step, ...]:
+    """The tool calls of an OpenAI- or Anthropic-style conversation, in the order they were made."""
+    b = _Builder()
+    for message in messages:
+        role = message.role
+        content = message.content
+        if role == "assistant":
+            b.turn += 1
+            calls = [(c.function.name if c.function is not None else c.name, c.function.arguments if c.function is not None else _get(c, "arguments"), c.id) for c in message.tool_calls or ()]
+            if isinstance(content, list):
+                calls += [(_get(p, "name"), _get(p, "input"), _get(p, "id")) for p in content if p.type == "tool_use"]
+            if calls:
+                group = b.groups
+                b.groups += 1
+                for name, arguments, call_id in calls:
+                    b.call(name or "", arguments, call_id, group)
+        elif role in ("tool", "function"):
+            b.result(message.tool_call_id, message.text(), _failed(message))
+        if role == "user" and isinstance(content, list):
+            for p in content:
+                if p.type == "tool_result":
+                    b.result(_get(p, "tool_use_id"), _text(_get(p, "content")), bool(_get(p, "is_error")))
+    return tuple(b.steps)
+
+
+def group_by_overlap(steps: Sequence[Step]) -> tuple[Step, ...]:
+    """Give timed steps whose intervals overlap one parallel group (steps already grouped keep
+    theirs); untimed ungrouped steps each get a group of their own, in order."""
+    out: list[Step] = []
+    group = -1
+    group_end: float | None = None
+    for step in steps:
+        if step.group is not None:
+            out.append(step)
+            continue
+        if step.start_s is not None and step.end_s is not None and group_end is not None and step.start_s < group_end:
+            group_end = max(group_end, step.end_s)
+        else:
+            group += 1
+            group_end = step.end_s if step.start_s is not None else None
+        out.append(replace(step, group=group))
+    return tuple(out)
+
+
+def steps_from_calls(calls: Iterable[Any]) -> tuple[Step, ...]:
+    """Steps of a bare ``tool_calls`` list (no results): one group, as one assistant message."""
+    b = _Builder()
+    b.turn = 0
+    for call in calls:
+        function = getattr(call, "function", None)
+        name = function.name if function is not None else (call.name or "")
+        b.call(name, function.arguments if function is not None else _get(call, "arguments"), call.id, 0)
+    return tuple(b.steps)
+
+
+def steps_from_spans(spans: Sequence[Any]) -> tuple[Step, ...]:
+    """Steps of ``spans`` of kind ``tool``, in start order, grouped by overlap."""
+    tools = sorted((s for s in spans if s.kind == "tool"), key=lambda s: (s.start_s, s.end_s))
+    steps = [Step(i, s.name or "", start_s=s.start_s, end_s=s.end_s) for i, s in enumerate(tools)]
+    return group_by_overlap(steps)
+
+
+def tool_intervals(steps: Sequence[Step]) -> list[tuple[float, float]] | None:
+    """The steps' ``(start_s, end_s)``, or None unless every step is timed."""
+    intervals = [(s.start_s, s.end_s) for s in steps if s.start_s is not None and s.end_s is not None]
+    return intervals if steps and len(intervals) == len(steps) else None
