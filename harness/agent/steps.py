@@ -57,7 +57,7 @@ class Step:
         """The step as a transcript's ``steps`` entry (what ``harness import`` writes), leaving out
         what is unknown."""
         out: dict[str, Any] = {"name": self.name}
-        if self.arguments_raw is not None and (self.arguments is None or self.arguments_error is not None):
+        if self.arguments_raw is not None:  # the text as the agent wrote it: it parses to the same
             out["arguments"] = self.arguments_raw
         elif self.arguments is not None:
             out["arguments"] = self.arguments
@@ -99,7 +99,7 @@ def _text(value: Any) -> str | None:
         texts = [p.get("text") if isinstance(p, Mapping) else getattr(p, "text", None) for p in value]
         if all(isinstance(t, str) for t in texts):
             return "\n".join(t for t in texts if isinstance(t, str))
-        value = [p if isinstance(p, Mapping) else getattr(p, "model_dump", lambda: p)() for p in value]
+        value = [p if isinstance(p, Mapping) else p.model_dump() if hasattr(p, "model_dump") else p for p in value]
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
@@ -162,7 +162,14 @@ def steps_from_messages(messages: Sequence[Any]) -> tuple[Step, ...]:
         content = message.content
         if role == "assistant":
             b.turn += 1
-            calls = [(c.function.name if c.function is not None else c.name, c.function.arguments if c.function is not None else _get(c, "arguments"), c.id) for c in message.tool_calls or ()]
+            calls = [
+                (
+                    c.function.name if c.function is not None else c.name,
+                    c.function.arguments if c.function is not None else _get(c, "arguments"),
+                    c.id,
+                )
+                for c in message.tool_calls or ()
+            ]
             if isinstance(content, list):
                 calls += [(_get(p, "name"), _get(p, "input"), _get(p, "id")) for p in content if p.type == "tool_use"]
             if calls:
