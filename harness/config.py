@@ -31,6 +31,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .agent.records import ArgumentRule
 from .errors import ConfigError
 from .validation import first_problem
 
@@ -237,6 +238,27 @@ class CascadeConfig(BaseModel):
     confidence: float = Field(default=0.9, gt=0, lt=1)
 
 
+class TrajectoryConfig(BaseModel):
+    """``[trajectory]``: how a transcript's steps are matched with its ``reference_trajectory``
+    (harness/agent/match.py)::
+
+        [trajectory]
+        mode = "in_order"                  # strict | unordered | subset | superset | in_order
+        [trajectory.arguments.search]      # per tool; the default compares arguments exactly
+        mode = "fields"
+        fields = ["query"]
+        fold = true
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["strict", "unordered", "subset", "superset", "in_order"] = "strict"
+    #: per tool: how its arguments are compared
+    arguments: dict[str, ArgumentRule] = Field(default_factory=dict)
+    #: for tools not named in ``arguments``
+    default: ArgumentRule = Field(default_factory=ArgumentRule)
+
+
 class HarnessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -251,6 +273,7 @@ class HarnessConfig(BaseModel):
     composites: dict[str, dict[str, float]] = Field(default_factory=dict)
     #: a judge cascade ([cascade]: stages, target_agreement, confidence; harness cascade calibrate|run)
     cascade: CascadeConfig | None = None
+    trajectory: TrajectoryConfig = Field(default_factory=TrajectoryConfig)
 
     # Field validators, so an error names the field it is about ("judges: ...", "composites: ...").
     @field_validator("cache", mode="before")

@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator
 
+from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..outputs.rundir import interrupted_note, open_run_dir, version_note
@@ -47,7 +48,7 @@ class Metric:
     """A rubric or composite of a run, with what thresholds and bins need to know."""
 
     name: str
-    kind: Literal["rubric", "composite"]
+    kind: Literal["rubric", "composite", "agent"]
     scale: tuple[float, float]
     direction: Literal["higher", "lower"]
     version: str | None = None
@@ -96,6 +97,11 @@ def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_
         if name in metrics:
             raise UserInputError(f"{summary_path}: composites.{name}: has the name of a rubric")
         metrics[name] = Metric(name, "composite", COMPOSITE_SCALE, "higher")
+    # The bounded agent metrics (harness/agent/specs.py) are compared like a rubric; counts are not.
+    for name in summary.get("agent") or {}:
+        spec = AGENT_SPECS.get(name)
+        if spec is not None and spec.scale is not None and name not in metrics:
+            metrics[name] = Metric(name, "agent", spec.scale, spec.direction)
     return metrics, notes
 
 
@@ -153,9 +159,19 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     results = run / "results.jsonl"
     transcripts: list[str] = []
     composites = [m for m in metrics.values() if m.kind == "composite"]
+    agent = [m for m in metrics.values() if m.kind == "agent"]
     for line, row in iter_json_objects(results):
         tid = _field(results, line, row, "transcript_id", (str,))
         transcripts.append(tid)
+        if agent and isinstance(row.get("agent"), dict):
+            # a deterministic metric: the same outcome under every judge of the run
+            why = row.get("agent_unscored") or {}
+            for metric in agent:
+                if metric.name in row["agent"]:
+                    value = _score(results, line, row["agent"][metric.name], f"agent.{metric.name}")
+                    outcome = Outcome("scored", value, None) if value is not None else Outcome("unscored", None, why.get(metric.name))
+                    for judge in judges:
+                        outcomes.setdefault((metric.name, judge), {})[tid] = outcome
         values = row.get("composites") or {}
         reasons = row.get("composites_unscored") or {}
         if not isinstance(values, dict) or not isinstance(reasons, dict):

@@ -11,9 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
-from ..rubrics.rubric import Rubric
+
+class Scaled(Protocol):
+    """What a composite weighs: a rubric, or a bounded agent metric (``agent.specs.MetricSpec``)."""
+
+    def normalised(self, score: float) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +69,7 @@ def weighted_composite(
     name: str,
     weights: Mapping[str, float],
     components: Mapping[str, Component],
-    rubrics: Mapping[str, Rubric],
+    rubrics: Mapping[str, Scaled],
 ) -> CompositeResult:
     """Σ wᵢ·normalisedᵢ over the composite's rubrics; unscored when any component is."""
     terms = []

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent.specs import SPECS as AGENT_SPECS
 from ..config import JudgeConfig
 from ..cost.prices import prompt_cache_saving
 from ..planning import Judgment
@@ -164,6 +165,8 @@ class RunTotals:
         self.status_counts: Counter[str] = Counter()
         #: (status, reason) -> judgments
         self.reason_counts: Counter[tuple[str, str]] = Counter()
+        #: agent metrics (harness/agent/specs.py): name -> values and unscored reasons
+        self.agent: dict[str, _Series] = {}
         #: repeated samples: (rubric, judge) -> (n scored, mean, variance) per judgment
         self.sample_groups: dict[tuple[str, str], list[tuple[int, float, float]]] = defaultdict(list)
 
@@ -173,6 +176,17 @@ class RunTotals:
             value = getattr(performance, name)
             if value is not None:
                 self.performance[name].append(float(value))
+
+    def add_agent(self, values: Mapping[str, float | None], reasons: Mapping[str, str]) -> None:
+        """A transcript's agent metrics (``results.jsonl``'s ``agent`` and ``agent_unscored``)."""
+        for name, value in values.items():
+            series = self.agent.get(name)
+            if series is None:
+                series = self.agent[name] = _Series()
+            if value is not None:
+                series.values.append(value)
+            else:
+                series.unscored[reasons.get(name) or "unknown"] += 1
 
     def add_composite(self, judge: str, result: CompositeResult) -> None:
         series = self.composite_scores[(result.name, judge)]
@@ -262,5 +276,16 @@ class RunTotals:
             "cost_usd": cost["total"]["total_usd"],
             "cost": cost,
             "performance": {name: {**describe(values), **percentiles(values)} for name, values in self.performance.items()},
+            "agent": {name: _agent_summary(name, series) for name, series in self.agent.items()},
             "wall_time_s": round(wall_time_s, 3),
         }
+
+
+def _agent_summary(name: str, series: _Series) -> dict[str, Any]:
+    spec = AGENT_SPECS[name]
+    described = series.as_dict(spec.scale)
+    for key in ("failed", "failed_reasons", "clamped"):
+        described.pop(key)
+    if spec.scale is None:
+        described.update(percentiles(series.values))
+    return {"scale": list(spec.scale) if spec.scale is not None else None, "direction": spec.direction, **described}

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from ..agent.metrics import agent_metrics
+from ..agent.specs import BOUNDED, SPECS, TrajectorySettings
 from ..config import JudgeConfig
 from ..metrics.composites import Component, weighted_composite
 from ..metrics.run import RunTotals
@@ -23,13 +25,23 @@ from .files import StagedFile, atomic_write_text, dumps, dumps_line
 
 
 class OutputSink:
-    def __init__(self, out: Path, rubrics: list[Rubric], judges: list[JudgeConfig], composites: Mapping[str, Mapping[str, float]]) -> None:
+    def __init__(
+        self,
+        out: Path,
+        rubrics: list[Rubric],
+        judges: list[JudgeConfig],
+        composites: Mapping[str, Mapping[str, float]],
+        trajectory: TrajectorySettings | None = None,
+    ) -> None:
         out.mkdir(parents=True, exist_ok=True)
         self.out = out
         self.rubrics = {r.name: r for r in rubrics}
         self.judges = judges
+        self.trajectory = trajectory or TrajectorySettings()
+        #: what a composite may weigh: the run's rubrics and the bounded agent metrics
+        self.scales: dict[str, Any] = {**{name: SPECS[name] for name in BOUNDED}, **self.rubrics}
         # A composite is computed when every rubric it weighs is part of the run.
-        self.composites = {n: dict(w) for n, w in composites.items() if all(r in self.rubrics for r in w)}
+        self.composites = {n: dict(w) for n, w in composites.items() if all(r in self.scales for r in w)}
         self.totals = RunTotals(rubrics, judges, self.composites)
         self._judgments = StagedFile(out / "judgments.jsonl")
         try:
@@ -52,11 +64,20 @@ class OutputSink:
             if j.status != "scored":
                 reasons.setdefault(j.judge, {})[j.rubric] = f"{j.status}: {j.reason}"
             components[j.judge][j.rubric] = Component(j.status, j.score, j.reason)
+        agent = self._agent(transcript)
+        if agent is not None:
+            values, why, behind = agent
+            for name in BOUNDED:
+                value = values[name]
+                component = Component("scored", value, None) if value is not None else Component("unscored", None, why.get(name))
+                for judge in self.judges:
+                    components[judge.name].setdefault(name, component)
+            self.totals.add_agent(values, why)
         composites: dict[str, dict[str, float | None]] = {}
         composite_reasons: dict[str, dict[str, str]] = {}
         for judge in self.judges:
             for name, weights in self.composites.items():
-                result = weighted_composite(name, weights, components[judge.name], self.rubrics)
+                result = weighted_composite(name, weights, components[judge.name], self.scales)
                 if result.value is not None and result.value - result.value != 0.0:
                     dumps(result.value)  # raises OutputError: an absurd scale or weight overflowed
                 composites.setdefault(judge.name, {})[name] = result.value
@@ -64,7 +85,7 @@ class OutputSink:
                     composite_reasons.setdefault(judge.name, {})[name] = result.reason
                 self.totals.add_composite(judge.name, result)
         self.totals.add_transcript(transcript.performance)
-        row = {
+        row: dict[str, Any] = {
             "transcript_id": transcript.id,
             "scores": {judge: values for judge, values in scores.items() if values},
             "composites": composites,
@@ -72,6 +93,10 @@ class OutputSink:
             "composites_unscored": composite_reasons,
             "performance": transcript.performance.as_dict(),
         }
+        if transcript.task is not None:
+            row["task"] = transcript.task
+        if agent is not None:
+            row["agent"], row["agent_unscored"], row["agent_steps"] = agent
         # Every number in the row is checked by now: scores in their judgment's row, composites
         # above, and timings are bounded when the transcript is read. So orjson writes it as is.
         try:
@@ -79,6 +104,17 @@ class OutputSink:
         except orjson.JSONEncodeError:  # past orjson (an integer beyond 64 bits): the checked path
             line = dumps_line(row)
         self._results.write_bytes(line)
+
+    def _agent(self, transcript: Any) -> tuple[dict[str, float | None], dict[str, str], dict[str, list[int]]] | None:
+        """The agent metrics of a transcript that says anything of its agent (its steps or a
+        reference): values, the reasons of those that cannot be said, and the steps behind each."""
+        if transcript.steps is None and transcript.reference_trajectory is None:
+            return None
+        metrics = agent_metrics(transcript.steps, transcript.tools, transcript.reference_trajectory, self.trajectory)
+        values = {m.name: m.value for m in metrics}
+        why = {m.name: m.reason for m in metrics if m.value is None and m.reason is not None}
+        behind = {m.name: list(m.steps) for m in metrics if m.steps}
+        return values, why, behind
 
     def commit(self) -> None:
         """Rename the rows written so far into place (over the previous run's files)."""

@@ -17,6 +17,8 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
+from ..agent.specs import BOUNDED, TrajectorySettings
+from ..agent.specs import SPECS as AGENT_METRICS
 from ..cache.base import DEFAULT_LEASE_S
 from ..cache.location import CacheLocation, is_postgres_url, parse_location
 from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_key, check_weights, load_config, local_judge_config
@@ -84,6 +86,8 @@ class RunPlan:
     shard: Shard | None = None
     #: the user's price table (config ``price_table``), for the staleness warnings (``cost/staleness.py``)
     price_table: PriceTable | None = None
+    #: how steps are matched with a reference trajectory (config ``[trajectory]``)
+    trajectory: TrajectorySettings = field(default_factory=TrajectorySettings)
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed."""
@@ -228,9 +232,15 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
             check_weights(name, weights)
         except ValueError as exc:
             raise ConfigError(f"{source}: composites.{name}: {exc}") from None
-        unknown = [r for r in weights if r not in available]
+        unknown = [r for r in weights if r not in available and r not in AGENT_METRICS]
         if unknown:
-            raise ConfigError(f"{source}: composites.{name}: unknown rubric {unknown[0]!r}")
+            raise ConfigError(f"{source}: composites.{name}: unknown rubric or agent metric {unknown[0]!r}")
+        counts = [r for r in weights if r not in available and AGENT_METRICS[r].scale is None]
+        if counts:
+            raise ConfigError(
+                f"{source}: composites.{name}: {counts[0]!r} is a count, not a score on a scale; "
+                f"a composite weighs rubrics and the bounded agent metrics ({', '.join(BOUNDED)})"
+            )
 
     if options.no_cache:
         mode: CacheMode = "off"
@@ -258,6 +268,7 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         cache_lease_s=config.cache_lease_s,
         shard=shard,
         price_table=user_prices,
+        trajectory=TrajectorySettings(config.trajectory.mode, config.trajectory.arguments, config.trajectory.default),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects as iter_jsonl
+from ..agent.render import timeline
 from .aggregate import fmt_ms
 from .breakdown import composite_lines
 from .run import open_run, read_texts
@@ -80,6 +81,22 @@ def explain(
         for key, label in (("total_ms", "total"), ("llm_ms", "LLM"), ("tool_ms", "tool"), ("api_ms", "API"))
     ]
     out.append(f"  performance: {' · '.join(parts)} · tool calls {_number(perf.get('tool_calls'))}")
+    if row.get("task") is not None:
+        out.append(f"  task: {row['task']}")
+    if found is not None and found.steps is not None:
+        out.append(f"  steps: {len(found.steps)}")
+        out.extend(_indent(line, "    ") for line in timeline(found.steps))
+    agent = row.get("agent")
+    if isinstance(agent, dict):
+        out.append("")
+        out.append("agent metrics")
+        why = row.get("agent_unscored") or {}
+        behind = row.get("agent_steps") or {}
+        for name, value in agent.items():
+            line = f"  {name}: {_number(value)}" if value is not None else f"  {name}: — ({why.get(name, 'unknown')})"
+            if behind.get(name):
+                line += "  · steps " + ", ".join(f"[{i}]" for i in behind[name])
+            out.append(line)
 
     lines = composite_lines(view, judgments, row.get("composites"))
     if lines:

@@ -18,11 +18,12 @@ Every problem with the run directory itself is a one-line :class:`UserInputError
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..config import DEFAULT_COMPOSITES, load_config
+from ..agent.steps import Step
 from ..errors import HarnessError, UserInputError
 from ..outputs.rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
@@ -44,6 +45,8 @@ class Texts:
     reference: str | None
     #: how many contexts were left out (beyond MAX_CONTEXTS)
     contexts_left_out: int = 0
+    #: the agent's tool calls (results cut at MAX_TEXT_CHARS); None when the transcript has none recorded
+    steps: tuple[Step, ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +55,7 @@ class Texts:
             "contexts": list(self.contexts) if self.contexts is not None else None,
             "reference": self.reference,
             "contexts_left_out": self.contexts_left_out,
+            "steps": [s.as_dict() | {"index": s.index} for s in self.steps] if self.steps is not None else None,
         }
 
 
@@ -191,6 +195,7 @@ def iter_texts(view: RunView, ids: set[str] | None, notes: list[str]) -> Iterato
                     contexts=tuple(clip(c) or "" for c in contexts) if contexts is not None else None,
                     reference=clip(t.reference),
                     contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),
+                    steps=tuple(replace(s, result=clip(s.result)) for s in t.steps) if t.steps is not None else None,
                 ),
             )
             if ids is not None and found == len(ids):
