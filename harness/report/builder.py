@@ -260,7 +260,10 @@ def _read_run(view: RunView, spool: Spool) -> _Run:
         cells[col_index["unscored"]], cells[col_index["failed"]] = 0, 0
         cells[col_index["total_ms"]], cells[col_index["tool_calls"]] = performance.get("total_ms"), performance.get("tool_calls")
         run.rows.append(cells)
-        run.perf.append({f: performance.get(f) for f in PERFORMANCE_FIELDS})
+        perf = {f: performance.get(f) for f in PERFORMANCE_FIELDS}
+        if isinstance(row.get("agent"), dict):  # the transcript's agent metrics, for its detail view
+            perf["agent"], perf["agent_unscored"] = row["agent"], row.get("agent_unscored") or {}
+        run.perf.append(perf)
         run.recorded.append(recorded)
         run.judgment_refs.append([])
         run.text_refs.append(None)

@@ -594,6 +594,30 @@
       if (!ctx || !ctx.length) out.appendChild(el("p", { class: "muted", text: "(none)" }));
       (ctx || []).forEach(function (c, k) { out.appendChild(el("pre", { class: "text context", text: "[" + (k + 1) + "] " + c })); });
       if (d.texts.contexts_left_out) out.appendChild(el("p", { class: "muted", text: d.texts.contexts_left_out + " more context(s) not shown" }));
+      if (d.texts.steps) {
+        // the agent's steps as a timeline: turn and parallel group, the call, its result or error
+        out.appendChild(el("h3", { text: "steps (" + d.texts.steps.length + ")" }));
+        var list = el("ol", { class: "steps" });
+        d.texts.steps.forEach(function (s) {
+          var args = s.arguments === undefined ? "" : typeof s.arguments === "string" ? s.arguments : JSON.stringify(s.arguments);
+          var head = "turn " + (s.turn === undefined ? "—" : s.turn) + " · group " + (s.group === undefined ? "—" : s.group) + " · " + s.name + "(" + args + ")";
+          if (s.start !== undefined && s.end !== undefined) head += " · " + fmtMs((s.end - s.start) * 1000);
+          var item = el("li", { class: s.failed ? "bad" : "" }, el("code", { text: head }));
+          if (s.failed) item.appendChild(el("div", { class: "bad", text: "✗ " + (s.error || s.result || "failed") }));
+          else if (s.result !== undefined) item.appendChild(el("pre", { class: "text context", text: s.result }));
+          list.appendChild(item);
+        });
+        out.appendChild(list);
+      }
+      if (p.agent) {
+        out.appendChild(el("h3", { text: "agent metrics" }));
+        var facts = el("div", { class: "facts" });
+        Object.keys(p.agent).forEach(function (k) {
+          var v = p.agent[k];
+          facts.appendChild(el("span", null, k + " ", el("b", { text: v === null ? "— (" + (p.agent_unscored[k] || "unknown") + ")" : fmt(v, 4) })));
+        });
+        out.appendChild(facts);
+      }
     } else if (d.left_out) {
       out.appendChild(el("p", { class: "warn", text: "The transcript's text is left out of this page to keep it small (see the notes at the top); harness explain " + META.run_dir + " " + ROWS[i][0] + " prints it." }));
     } else {

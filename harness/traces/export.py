@@ -9,11 +9,16 @@ trace), and the attributes ``gen_ai.evaluation.name`` (the rubric), ``gen_ai.eva
 ``error.type``. Collector ``otlpjsonfile`` receivers and most backends ingest the file as is.
 
 ``csv`` (stdlib) and ``parquet`` (needs pyarrow) write one row per judgment with the trace ids.
+
+The deterministic agent metrics of results.jsonl (``agent``: trajectory match, failed steps, ...)
+are exported after the judgments, one event or row each, with no judge: ``harness.kind`` is
+``agent_metric`` and ``harness.steps`` lists the indices of the steps behind the value.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -85,6 +90,29 @@ def _judgments(run_dir: Path) -> Iterator[dict[str, Any]]:
         yield row
 
 
+def _agent_rows(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """results.jsonl's agent metrics, as rows shaped like a judgment's with no judge."""
+    path = run_dir / "results.jsonl"
+    if not path.is_file():
+        return
+    for _, row in iter_json_objects(path):
+        agent = row.get("agent")
+        if not isinstance(agent, dict):
+            continue
+        reasons = row.get("agent_unscored") or {}
+        behind = row.get("agent_steps") or {}
+        for name, value in agent.items():
+            yield {
+                "transcript_id": row["transcript_id"],
+                "judge": None,
+                "rubric": name,
+                "status": "scored" if value is not None else "unscored",
+                "score": value,
+                "reason": reasons.get(name),
+                "steps": behind.get(name) or [],
+            }
+
+
 def _attr(key: str, value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"key": key, "value": {"boolValue": value}}
@@ -113,11 +141,15 @@ def evaluation_record(row: dict[str, Any], link: tuple[str, str] | None, now_ns:
     if row.get("status") == "failed":
         attributes.append(_attr("error.type", (row.get("error") or "judge_error").split(":")[0]))
     attributes += [
-        _attr("harness.judge", row["judge"]),
-        _attr("harness.rubric_version", row.get("rubric_version") or ""),
         _attr("harness.status", row.get("status") or ""),
         _attr("harness.transcript_id", row["transcript_id"]),
     ]
+    if row.get("judge") is not None:
+        attributes += [_attr("harness.judge", row["judge"]), _attr("harness.rubric_version", row.get("rubric_version") or "")]
+    else:
+        attributes.append(_attr("harness.kind", "agent_metric"))
+        if row.get("steps"):
+            attributes.append({"key": "harness.steps", "value": {"arrayValue": {"values": [{"intValue": str(i)} for i in row["steps"]]}}})
     score = row.get("score")
     body = f"{row['rubric']}: {score if score is not None else row.get('label') or row.get('status')}"
     record: dict[str, Any] = {
@@ -200,7 +232,7 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, input: Path | N
     rows = _judgments(run_dir)
     first = next(rows, None)  # checks the run directory before anything is written
     links = trace_links(_run_input(run_dir, input), input_format)
-    count, linked = writer(_chain(first, rows), links, path)
+    count, linked = writer(itertools.chain(_chain(first, rows), _agent_rows(run_dir)), links, path)
     return ExportResult(path=path, judgments=count, linked=linked)
 
 
