@@ -229,7 +229,7 @@ class CascadeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    #: judge names, cheapest first; the last is the strongest (the reference without human labels)
+    #: judge names, cheapest first, each judge once; the last is the strongest (the reference without human labels)
     stages: list[str] = Field(min_length=2)
     #: 1 − α: the least share of the cascade's verdicts that agree with the reference
     target_agreement: float = Field(gt=0, lt=1)
