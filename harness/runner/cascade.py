@@ -45,7 +45,7 @@ from ..outputs.files import atomic_write_text
 from ..planning import RunOptions, build_plan
 from ..planning.plan import check_logprob_rubrics
 from ..rubrics.rubric import Rubric
-from ..stats.selective import StageThreshold, calibrate_cascade
+from ..stats.selective import StageThreshold, calibrate_cascade, route
 from .calibration import Calibration, StageReport, certificate, changed, read_calibration
 from .subset import judge_subset, records_by_id
 
@@ -289,8 +289,6 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
     confs, agrees = arrays(fit)
     thresholds = calibrate_cascade(confs, agrees, alpha, delta)
     reports = [_stage_report(judge, stage, judged[judge.name]) for judge, stage in zip(stages, thresholds, strict=True)]
-    from ..stats.selective import route
-
     held_confs, held_agrees = arrays(held)
     answered = route(held_confs, thresholds)
     for index, report in enumerate(reports):
