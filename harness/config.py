@@ -230,12 +230,21 @@ class CascadeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    #: judge names, cheapest first; the last is the strongest (the reference without human labels)
+    #: judge names, cheapest first, each judge once; the last is the strongest (the reference without human labels)
     stages: list[str] = Field(min_length=2)
     #: 1 − α: the least share of the cascade's verdicts that agree with the reference
     target_agreement: float = Field(gt=0, lt=1)
     #: 1 − δ: the probability, over the calibration set, that the guarantee holds
     confidence: float = Field(default=0.9, gt=0, lt=1)
+
+    @field_validator("stages")
+    @classmethod
+    def _distinct(cls, stages: list[str]) -> list[str]:
+        # A judge twice would be asked again for what it already passed on, and pay for it.
+        for index, name in enumerate(stages):
+            if name in stages[:index]:
+                raise ValueError(f"judge {name!r} is stages[{stages.index(name)}] and stages[{index}]: each stage is another judge")
+        return stages
 
 
 class TrajectoryConfig(BaseModel):

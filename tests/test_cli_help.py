@@ -61,6 +61,16 @@ def test_every_help_is_plain_words(path: list[str]) -> None:
     assert "seed 0" not in text.lower()  # "seed 000/001/002" are the documents' numbers, not the user's words
 
 
+@pytest.mark.parametrize("path", [p for p, _ in commands()], ids=lambda p: " ".join(p) or "harness")
+def test_every_option_help_is_shown_whole(path: list[str]) -> None:
+    """Help is rich markup: a bare "[cascade]" is read as a style tag and vanishes ("its section.")."""
+    command = dict((" ".join(p), c) for p, c in commands())[" ".join(path)]
+    text = help_of(*path, width=2000)
+    for param in command.params:
+        if getattr(param, "help", None):
+            assert param.help.replace("\\[", "[") in text, f"{param.name}: {param.help!r}"
+
+
 def test_every_description_is_one_unbroken_sentence() -> None:
     for path, cmd in commands():
         if not path:

@@ -24,10 +24,10 @@ from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..outputs.rundir import interrupted_note, open_run_dir, version_note
-from ..rubrics.rubric import load_rubrics
+from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
 
-__all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "read_labels", "read_run"]
+__all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "parse_labels", "read_labels", "read_run"]
 
 #: Composites are weighted sums of normalised rubric scores: 0..1, 1 best.
 COMPOSITE_SCALE = (0.0, 1.0)
@@ -55,6 +55,11 @@ class Metric:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "scale": list(self.scale), "direction": self.direction, "version": self.version}
+
+    @classmethod
+    def of_rubric(cls, rubric: Rubric, version: str | None = None) -> Metric:
+        """The metric a rubric gives: its scale and direction (``version``: the run's, else the rubric's)."""
+        return cls(rubric.name, "rubric", (float(rubric.lo), float(rubric.hi)), rubric.direction, rubric.version if version is None else version)
 
 
 @dataclass
@@ -92,7 +97,7 @@ def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_
             )
         if (note := version_note(name, version, rubric)) is not None:
             notes.append(note)
-        metrics[name] = Metric(name, "rubric", (float(rubric.lo), float(rubric.hi)), rubric.direction, str(version))
+        metrics[name] = Metric.of_rubric(rubric, str(version))
     for name in summary.get("composites") or {}:
         if name in metrics:
             raise UserInputError(f"{summary_path}: composites.{name}: has the name of a rubric")
@@ -262,6 +267,12 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
     All labels of one metric must be of one kind, and a (transcript, rubric) pair may be labelled
     once. Transcript ids the run does not hold are accepted here and counted by the analysis.
     """
+    return parse_labels(path, run.metrics, f"the run {run.path}")
+
+
+def parse_labels(path: str | Path, metrics: Mapping[str, Metric], owner: str) -> Labels:
+    """:func:`read_labels` against ``metrics``, before any run exists (``harness cascade calibrate``
+    checks its labels before a judge is paid); ``owner`` says whose metrics they are in errors."""
     file = Path(path)
     by_metric: dict[str, list[Label]] = {}
     kinds: dict[str, tuple[Literal["numeric", "pass_fail"], int]] = {}
@@ -275,10 +286,10 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
             name = str(first.loc[0]) if first.loc else "<record>"
             problem = first.problem if first.kind in ("extra_forbidden", "missing") else f"unexpected value {row.get(name)!r}"
             raise line_error(file, line, name, problem) from None
-        metric = run.metrics.get(parsed.rubric)
+        metric = metrics.get(parsed.rubric)
         if metric is None:
-            known = ", ".join(run.metrics) or "none"
-            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} (it has: {known})")
+            known = ", ".join(metrics) or "none"
+            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of {owner} (it has: {known})")
         value, kind = _label_value(file, line, parsed.label, metric)
         seen_kind, seen_line = kinds.setdefault(metric.name, (kind, line))
         if seen_kind != kind:

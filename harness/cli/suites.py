@@ -26,7 +26,7 @@ def clustering(
     outputs: Annotated[
         list[Path], typer.Argument(help="One JSON file per model: {model, clusters: [{title, message_ids}], token_usage, prices_per_1k}.")
     ],
-    benchmark: Annotated[Path, typer.Option("--benchmark", help="Benchmark clusters: {name: [message ids]}.")],
+    benchmark: Annotated[Path, typer.Option("--benchmark", help="Benchmark clusters: {name: \\[message ids]}.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for clustering.json, clusters.csv, models.csv.")],
     explain: Annotated[bool, typer.Option("--explain", help="Print every score with its formula and the numbers put into it.")] = False,
     input_price_per_1k: Annotated[float | None, typer.Option(help="USD per 1K input tokens for outputs without prices_per_1k.")] = None,

@@ -4,27 +4,34 @@
 1 − α with the reference, and the confidence 1 − δ of that guarantee. The reference is the last
 (strongest) stage's verdict, or human labels when given. Two steps:
 
-- :func:`calibrate`: every stage judges the calibration transcripts (an ordinary run, cached);
-  each stage's threshold is set on part of them by fixed-sequence testing with exact binomial
-  bounds (:mod:`harness.stats.selective`), and coverage and agreement are measured on the rest
-  (held out). Written as cascade.json.
-- :func:`run_cascade`: stage 1 judges every transcript; the judgments under its threshold go to
-  stage 2, and so on; the last stage abstains under its threshold (``unscored``, reason
-  ``abstained``). Each stage's judgments are an ordinary run directory (OUT/stages/N-judge), so a
-  judgment paid once is never paid again, whichever stage or rerun asks, and ``offline`` replays
-  the same routing. OUT/judgments.jsonl holds the answer each transcript got, with its stage.
+- :func:`calibrate`: every stage judges the calibration transcripts (an ordinary run, cached;
+  with human labels, only the labelled ones); each stage's threshold is set on part of them by
+  fixed-sequence testing with exact binomial bounds (:mod:`harness.stats.selective`), and coverage
+  and agreement are measured on the rest (held out). Written as cascade.json, with everything the
+  thresholds certify (:mod:`.calibration`: the stages' judges, the rubric, the targets).
+- :func:`run_cascade`: refuses a calibration once anything it certified has changed; then stage 1
+  judges every transcript, the judgments under its threshold go to stage 2, and so on; the last
+  stage abstains under its threshold (``unscored``, reason ``abstained``). Each stage's judgments
+  are an ordinary run directory (OUT/stages/N-judge), so a judgment paid once is never paid again,
+  whichever stage or rerun asks, and ``offline`` replays the same routing. OUT/judgments.jsonl
+  holds the answer each transcript got: the stage's verdict (the score the guarantee is about), its
+  confidence, and the stage.
 
 A stage's confidence in its verdict comes from its logprobs (``logprobs = true``: the probability
 of the most likely score) or from its samples (``samples = k``: the share of samples that agree
 with the majority). A judge with neither has no confidence to trust and is refused.
+
+Everything a user gives (config, rubric, labels, options, the calibration file, the transcripts) is
+checked before the first judge is asked.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -36,11 +43,16 @@ from ..config import CascadeConfig, JudgeConfig
 from ..errors import ConfigError, UserInputError
 from ..outputs.files import atomic_write_text
 from ..planning import RunOptions, build_plan
-from ..stats.selective import StageThreshold, calibrate_cascade
+from ..planning.plan import check_logprob_rubrics
+from ..rubrics.rubric import Rubric
+from ..stats.selective import StageThreshold, calibrate_cascade, route
+from .calibration import Calibration, StageReport, certificate, changed, read_calibration
 from .subset import judge_subset, records_by_id
 
 #: the share of calibration transcripts held out to measure what the thresholds give
 HOLDOUT = 0.3
+#: the fewest calibration transcripts with a reference verdict a calibration is made from
+MIN_CALIBRATION = 30
 
 
 @dataclass(slots=True)
@@ -51,6 +63,7 @@ class CascadeOptions:
     rubric: str
     cache: Path | str | None = None
     offline: bool = False
+    #: extra rubric directories (as ``harness run --prompts``), after the config's ``prompts``
     prompts: list[Path] = field(default_factory=list)
     concurrency: int | None = None
 
@@ -76,13 +89,35 @@ def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
     return value, None
 
 
-def _stages(options: CascadeOptions) -> tuple[CascadeConfig, list[JudgeConfig]]:
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A cascade command's inputs, checked before any judge is asked."""
+
+    cascade: CascadeConfig
+    stages: list[JudgeConfig]
+    rubric: Rubric
+    #: every rubric the config's prompts, ``--prompts`` and the built-ins give (for labels of others)
+    rubrics: dict[str, Rubric]
+    #: the transcripts of ``options.input`` by id, in file order
+    records: dict[str, bytes]
+
+
+def _check(options: CascadeOptions) -> _Checked:
     from ..config import load_config
 
     config = load_config(options.config)
     if config.cascade is None:
         raise ConfigError(f"{options.config}: no [cascade] section (stages, target_agreement, confidence)")
-    plan = build_plan(RunOptions(input=options.input, config=options.config, prompts=list(options.prompts), offline=options.offline))
+    plan = build_plan(
+        RunOptions(
+            input=options.input,
+            config=options.config,
+            prompts=list(options.prompts),
+            cache=options.cache,
+            offline=options.offline,
+            concurrency=options.concurrency,
+        )
+    )
     judges = {j.name: j for j in plan.judges}
     stages = []
     for index, name in enumerate(config.cascade.stages):
@@ -92,12 +127,47 @@ def _stages(options: CascadeOptions) -> tuple[CascadeConfig, list[JudgeConfig]]:
         if not judge.logprobs and judge.samples < 2:
             raise ConfigError(f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2")
         stages.append(judge)
-    if options.rubric not in plan.available_rubrics:
-        raise UserInputError(f"--rubric {options.rubric!r}: no such rubric")
-    return config.cascade, stages
+    rubric = plan.available_rubrics.get(options.rubric)
+    if rubric is None:
+        known = ", ".join(sorted(plan.available_rubrics))
+        raise UserInputError(
+            f"--rubric {options.rubric!r}: no such rubric (available: {known}; a rubric of your own: prompts in the config or --prompts DIR)"
+        )
+    check_logprob_rubrics(stages, [rubric])
+    records = records_by_id(options.input)
+    if not records:
+        raise UserInputError(f"{options.input}: holds no transcripts")
+    return _Checked(config.cascade, stages, rubric, plan.available_rubrics, records)
 
 
-async def _judge(options: CascadeOptions, records: dict[str, bytes], ids: Iterable[str], judge: str, out: Path) -> dict[str, dict[str, Any]]:
+@dataclass(slots=True)
+class _Spend:
+    """What the stages' runs paid, and how much of it the cache answered."""
+
+    paid_usd: float | None = 0.0
+    judgments: int = 0
+    cache_hits: int = 0
+    #: what the judgments cost when first paid, cache hits included (None: a price is unknown)
+    worth_usd: float | None = 0.0
+
+    def add(self, paid: float | None, rows: Iterable[dict[str, Any]]) -> None:
+        self.paid_usd = None if self.paid_usd is None or paid is None else self.paid_usd + paid
+        for row in rows:
+            self.judgments += 1
+            self.cache_hits += bool(row.get("cached"))
+            cost = row.get("cost_usd")
+            if cost is None and row.get("status") != "unscored":
+                self.worth_usd = None
+            elif self.worth_usd is not None:
+                self.worth_usd += cost or 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cost_usd": self.paid_usd, "judgments": self.judgments, "cache_hits": self.cache_hits, "uncached_cost_usd": self.worth_usd}
+
+
+async def _judge(
+    options: CascadeOptions, records: dict[str, bytes], ids: Iterable[str], judge: str, out: Path, spend: _Spend
+) -> dict[str, dict[str, Any]]:
     """One stage's ordinary run over the transcripts ``ids`` (in file order): judgments by transcript id."""
     run = RunOptions(
         input=options.input,
@@ -111,36 +181,40 @@ async def _judge(options: CascadeOptions, records: dict[str, bytes], ids: Iterab
         progress=False,
         judges_only=[judge],
     )
-    await judge_subset(records, ids, out.parent / f".{out.name}.jsonl", run, f"cascade stopped: stage {judge!r}")
+    outcome = await judge_subset(records, ids, out.parent / f".{out.name}.jsonl", run, f"cascade stopped: stage {judge!r}")
     rows: dict[str, dict[str, Any]] = {}
     with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
         for text in fh:
             row = json.loads(text)
             rows[row["transcript_id"]] = row
+    cost = outcome.summary.get("cost_usd")
+    spend.add(None if cost is None else float(cost), rows.values())
     return rows
 
 
-def _human_reference(labels: Path, run_dir: Path, rubric: str) -> dict[str, Callable[[Any], bool]]:
+def _human_reference(labels: Path, checked: _Checked) -> dict[str, Callable[[Any], bool]]:
     """Per labelled transcript, whether a verdict agrees with its human label, read and checked as
-    ``harness agreement`` reads labels (``analysis.io.read_labels``: scale, kinds, one label each).
-    A numeric label agrees with the same score; a pass/fail label with a score on its side of the
-    rubric's pass threshold (the scale's midpoint, as ``agreement`` uses by default)."""
-    from ..analysis.io import read_labels, read_run
+    ``harness agreement`` reads labels (``analysis.io``: scale, kinds, one label each) before any
+    judge is asked. A numeric label agrees with the same score; a pass/fail label with a score on
+    its side of the rubric's pass threshold (the scale's midpoint, as ``agreement`` uses by default).
+    Labels of other rubrics are checked against their own scales and left aside."""
+    from ..analysis.io import Metric, parse_labels
     from ..analysis.scales import passes, threshold_for
 
-    run = read_run(run_dir)
-    read = read_labels(labels, run)
-    if rubric not in read.by_metric:
-        raise UserInputError(f"{labels}: holds no {rubric} labels")
-    metric = run.metrics[rubric]
-    if read.kind[rubric] == "numeric":
-        return {label.transcript_id: partial(_agrees, reference=label.value) for label in read.by_metric[rubric]}
+    metrics = {name: Metric.of_rubric(rubric) for name, rubric in checked.rubrics.items()}
+    read = parse_labels(labels, metrics, "the rubrics the cascade can load (built-in, the config's prompts, --prompts)")
+    name = checked.rubric.name
+    if name not in read.by_metric:
+        raise UserInputError(f"{labels}: holds no {name} labels (--rubric {name})")
+    metric = metrics[name]
+    if read.kind[name] == "numeric":
+        return {label.transcript_id: partial(_agrees, reference=label.value) for label in read.by_metric[name]}
     cut = threshold_for(metric, {})
 
     def agrees_pass_fail(value: Any, passed: bool) -> bool:
         return isinstance(value, int | float) and bool(passes(np.array([float(value)]), metric, cut)[0]) == passed
 
-    return {label.transcript_id: partial(agrees_pass_fail, passed=label.value == "pass") for label in read.by_metric[rubric]}
+    return {label.transcript_id: partial(agrees_pass_fail, passed=label.value == "pass") for label in read.by_metric[name]}
 
 
 def _agrees(value: Any, reference: Any) -> bool:
@@ -149,40 +223,58 @@ def _agrees(value: Any, reference: Any) -> bool:
     return value == reference
 
 
-@dataclass(slots=True)
-class StageReport:
-    judge: str
-    threshold: float | None
-    #: calibration transcripts that reached this stage, were accepted, and disagreed
-    reached: int
-    accepted: int
-    errors: int
-    #: with confidence 1 − δ, the agreement of this stage's verdicts is at least this
-    guaranteed_agreement: float | None
-    #: on the held-out transcripts: the share this stage answered, and its agreement there
-    heldout_coverage: float | None = None
-    heldout_agreement: float | None = None
-    #: mean USD per judgment on the calibration run (None: no price)
-    cost_per_judgment: float | None = None
+def _check_holdout(holdout: float) -> None:
+    if not (isinstance(holdout, int | float) and math.isfinite(holdout) and 0 < holdout < 1):
+        raise UserInputError(f"--holdout {holdout!r}: must be a fraction strictly between 0 and 1 (the share held out)")
+
+
+def _split(ids: Sequence[str], holdout: float, seed: int, having: str) -> tuple[list[str], list[str]]:
+    """The calibration transcripts ``ids`` in a random order fixed by ``seed``: those the
+    thresholds are fitted on, and those held out. ``having`` says which transcripts have a
+    reference ("{n}" is their number)."""
+    if len(ids) < MIN_CALIBRATION:
+        raise UserInputError(f"calibration needs at least {MIN_CALIBRATION} transcripts with a reference verdict; " + having.format(n=len(ids)))
+    order = sorted(ids)
+    random.Random(seed).shuffle(order)
+    cut = int(round(len(order) * (1 - holdout)))
+    if cut == 0 or cut == len(order):
+        left = "nothing to fit the thresholds on" if cut == 0 else "nothing held out"
+        raise UserInputError(f"--holdout {holdout:g}: leaves {left} of {len(order)} calibration transcripts")
+    return order[:cut], order[cut:]
 
 
 async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: int = 0, holdout: float = HOLDOUT) -> dict[str, Any]:
     """Set each stage's threshold on the calibration transcripts (``options.input``); write and
     return OUT/cascade.json."""
-    cascade, stages = _stages(options)
-    records = records_by_id(options.input)
-    judged = {j.name: await _judge(options, records, records, j.name, options.out / "calibration" / j.name) for j in stages}
+    _check_holdout(holdout)
+    checked = _check(options)
+    cascade, stages, rubric, records = checked.cascade, checked.stages, checked.rubric, checked.records
+    notes: list[str] = []
+    counts: dict[str, int] = {}
     if labels is not None:
-        agrees_with = _human_reference(labels, options.out / "calibration" / stages[-1].name, options.rubric)
-    else:  # the strongest stage's verdict is the reference
+        agrees_with = _human_reference(labels, checked)
+        to_judge = [t for t in records if t in agrees_with]
+        counts = {"unlabelled": len(records) - len(to_judge), "labels_not_in_input": len(set(agrees_with) - set(records))}
+        if counts["unlabelled"]:
+            notes.append(
+                f"{counts['unlabelled']} of the {len(records)} transcripts in {options.input} have no {rubric.name} label in {labels}: not judged"
+            )
+        if counts["labels_not_in_input"]:
+            notes.append(f"{counts['labels_not_in_input']} {rubric.name} labels in {labels} are for transcripts not in {options.input}: not used")
+        having = f"{{n}} in {options.input} have a {rubric.name} label in {labels}"
+    else:
+        to_judge = list(records)
+        having = f"{options.input} holds {{n}}"
+    _split(to_judge, holdout, seed, having)  # before anything is paid
+    spend = _Spend()
+    judged = {j.name: await _judge(options, records, to_judge, j.name, options.out / "calibration" / j.name, spend) for j in stages}
+    if labels is None:  # the strongest stage's verdict is the reference
         references = {t: verdict(row)[0] for t, row in judged[stages[-1].name].items()}
         agrees_with = {t: partial(_agrees, reference=ref) for t, ref in references.items() if ref is not None}
-    ids = sorted(t for t in judged[stages[0].name] if t in agrees_with)
-    if len(ids) < 30:
-        raise UserInputError(f"calibration needs at least 30 transcripts with a reference verdict; {len(ids)} have one")
-    random.Random(seed).shuffle(ids)
-    cut = int(round(len(ids) * (1 - holdout)))
-    fit, held = ids[:cut], ids[cut:]
+    ids = [t for t in judged[stages[0].name] if t in agrees_with]
+    if labels is None:
+        having = f"the strongest judge, {stages[-1].name}, gave a verdict on {{n}} of the {len(to_judge)}"
+    fit, held = _split(ids, holdout, seed, having)
 
     def arrays(subset: list[str]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         confs, agrees = [], []
@@ -196,29 +288,33 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
     alpha, delta = 1 - cascade.target_agreement, 1 - cascade.confidence
     confs, agrees = arrays(fit)
     thresholds = calibrate_cascade(confs, agrees, alpha, delta)
-    reports = [_stage_report(judge, stage, judged[judge.name], alpha) for judge, stage in zip(stages, thresholds, strict=True)]
-    if held:
-        from ..stats.selective import route
-
-        held_confs, held_agrees = arrays(held)
-        answered = route(held_confs, thresholds)
-        for index, report in enumerate(reports):
-            mine = answered == index
-            report.heldout_coverage = float(mine.mean())
-            report.heldout_agreement = float(held_agrees[index][mine].mean()) if mine.any() else None
-    result = {
-        "rubric": options.rubric,
-        "target_agreement": cascade.target_agreement,
-        "confidence": cascade.confidence,
-        "reference": "human labels" if labels is not None else f"judge {stages[-1].name}",
-        "calibration": {"transcripts": len(ids), "fit": len(fit), "held_out": len(held), "seed": seed},
-        "stages": [asdict(r) for r in reports],
-    }
+    reports = [_stage_report(judge, stage, judged[judge.name]) for judge, stage in zip(stages, thresholds, strict=True)]
+    held_confs, held_agrees = arrays(held)
+    answered = route(held_confs, thresholds)
+    for index, report in enumerate(reports):
+        mine = answered == index
+        report.heldout_coverage = float(mine.mean())
+        report.heldout_agreement = float(held_agrees[index][mine].mean()) if mine.any() else None
+    written = Calibration(
+        rubric=rubric.name,
+        target_agreement=cascade.target_agreement,
+        confidence=cascade.confidence,
+        reference="human labels" if labels is not None else f"judge {stages[-1].name}",
+        calibration={"transcripts": len(ids), "fit": len(fit), "held_out": len(held), "seed": seed, **counts},
+        stages=reports,
+        certifies=certificate(cascade, stages, rubric),
+        cost_usd=spend.paid_usd,
+        judgments=spend.judgments,
+        cache_hits=spend.cache_hits,
+        uncached_cost_usd=spend.worth_usd,
+        notes=notes,
+    )
+    result = asdict(written)
     atomic_write_text(options.out / "cascade.json", json.dumps(result, indent=2) + "\n")
     return result
 
 
-def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]], alpha: float) -> StageReport:
+def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]]) -> StageReport:
     costs = [r["cost_usd"] for r in rows.values() if r.get("cost_usd") is not None]
     return StageReport(
         judge.name,
@@ -231,36 +327,41 @@ def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dic
     )
 
 
+def _answer(row: dict[str, Any], rubric: Rubric, stage: int) -> dict[str, Any]:
+    """A stage's judgment as the cascade's answer: its verdict, the value the guarantee is about,
+    is the row's score (or label); the judgment's own score (the samples' mean, or the
+    probability-weighted mean) is kept as ``mean_score``."""
+    value, confidence = verdict(row)
+    answer = {**row, "stage": stage, "confidence": confidence}
+    if rubric.labels is not None:
+        answer["label"] = value
+    else:
+        answer["mean_score"] = row.get("score")
+        answer["score"] = None if value is None else float(value)
+    return answer
+
+
 async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, Any]:
     """Judge ``options.input`` through the calibrated cascade; write OUT/judgments.jsonl (the answer
     each transcript got, with its ``stage``) and OUT/cascade.json (per stage: coverage, guaranteed
-    and held-out agreement, cost against the strongest judge alone)."""
-    cascade, stages = _stages(options)
-    try:
-        calibrated = json.loads(calibration.read_text(encoding="utf-8"))
-        thresholds = {s["judge"]: s for s in calibrated["stages"]}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserInputError(f"{calibration}: not a cascade.json written by harness cascade calibrate ({exc})") from None
-    if [s.name for s in stages] != list(thresholds) or calibrated.get("rubric") != options.rubric:
-        raise UserInputError(f"{calibration}: calibrated for other stages or another rubric; calibrate again")
-    records = records_by_id(options.input)
+    and held-out agreement; what this run paid, and the cost against the strongest judge alone)."""
+    checked = _check(options)
+    calibrated = read_calibration(calibration)
+    if (what := changed(calibrated.certifies, certificate(checked.cascade, checked.stages, checked.rubric))) is not None:
+        raise UserInputError(f"--calibration {calibration}: {what}; calibrate again (harness cascade calibrate)")
+    stages, records = checked.stages, checked.records
     answers: dict[str, dict[str, Any]] = {}
     pending: set[str] = set(records)
     per_stage: list[dict[str, Any]] = []
-    cost = 0.0
-    cost_known = True
-    for index, judge in enumerate(stages):
+    spend = _Spend()
+    for index, (judge, stage) in enumerate(zip(stages, calibrated.stages, strict=True)):
         ids = [t for t in records if t in pending]  # in file order
-        rows = await _judge(options, records, ids, judge.name, options.out / "stages" / f"{index + 1}-{judge.name}")
-        threshold = thresholds[judge.name]["threshold"]
+        rows = await _judge(options, records, ids, judge.name, options.out / "stages" / f"{index + 1}-{judge.name}", spend)
         passed: set[str] = set()
         for tid, row in rows.items():
-            if row.get("cost_usd") is None and row.get("status") != "unscored":
-                cost_known = False
-            cost += row.get("cost_usd") or 0.0
             _, confidence = verdict(row)
-            if threshold is not None and confidence is not None and confidence >= threshold:
-                answers[tid] = {**row, "stage": index + 1}
+            if stage.threshold is not None and confidence is not None and confidence >= stage.threshold:
+                answers[tid] = _answer(row, checked.rubric, index + 1)
             else:
                 passed.add(tid)
         per_stage.append({"judge": judge.name, "judged": len(rows), "answered": len(rows) - len(passed)})
@@ -268,7 +369,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
         if not pending:
             break
     last = stages[-1].name
-    for tid in sorted(pending):
+    for tid in pending:
         answers[tid] = {
             "transcript_id": tid,
             "rubric": options.rubric,
@@ -278,13 +379,12 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
             "error": f"no stage was confident enough (the last, {last}, passed it on)",
             "stage": None,
         }
-    order = list(answers)
-    total = len(order)
+    total = len(records)
     with (options.out / "judgments.jsonl").open("w", encoding="utf-8") as fh:
-        for tid in order:
+        for tid in records:  # in file order
             fh.write(json.dumps(answers[tid]) + "\n")
-    strongest = thresholds[last].get("cost_per_judgment")
-    alone = None if strongest is None else strongest * total
+    strongest = calibrated.stages[-1].cost_per_judgment
+    thresholds = {s.judge: s for s in calibrated.stages}
     summary = {
         "rubric": options.rubric,
         "transcripts": total,
@@ -292,16 +392,17 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
         "stages": [
             {
                 **stage,
-                "coverage": stage["answered"] / total if total else None,
-                "threshold": thresholds[stage["judge"]]["threshold"],
-                "guaranteed_agreement": thresholds[stage["judge"]]["guaranteed_agreement"],
-                "heldout_agreement": thresholds[stage["judge"]]["heldout_agreement"],
+                "coverage": stage["answered"] / total,
+                "threshold": thresholds[stage["judge"]].threshold,
+                "guaranteed_agreement": thresholds[stage["judge"]].guaranteed_agreement,
+                "heldout_agreement": thresholds[stage["judge"]].heldout_agreement,
             }
             for stage in per_stage
         ],
-        "guarantee": f"with confidence {cascade.confidence:g}, agreement with {calibrated['reference']} >= {cascade.target_agreement:g}",
-        "cost_usd": cost if cost_known else None,
-        "strongest_alone_usd": alone,
+        # what the guarantee states is what the calibration certified (equal to the config's, or refused above)
+        "guarantee": f"with confidence {calibrated.confidence:g}, agreement with {calibrated.reference} >= {calibrated.target_agreement:g}",
+        **spend.as_dict(),
+        "strongest_alone_usd": None if strongest is None else strongest * total,
     }
     atomic_write_text(options.out / "cascade.json", json.dumps(summary, indent=2) + "\n")
     return summary
