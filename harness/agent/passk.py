@@ -105,7 +105,7 @@ class TaskMean:
     note: str | None = None
 
 
-def mean_over_tasks(values: Sequence[float], confidence: float = 0.95, n_resamples: int = 2000, seed: int | None = 0) -> TaskMean:
+def mean_over_tasks(values: Sequence[float] | np.ndarray, confidence: float = 0.95, n_resamples: int = 2000, seed: int | None = 0) -> TaskMean:
     """The mean of per-task values, each task weighed once, with a percentile bootstrap interval
     over tasks (seeded). No task: value None; one task: the value, no interval."""
     x = np.asarray(values, dtype=np.float64)
