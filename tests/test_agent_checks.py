@@ -216,6 +216,20 @@ def test_repeated_calls() -> None:
     assert repeated_calls(()) == Check("repeated_calls", 0)
 
 
+def test_repeated_calls_nested_floats_and_big_integers() -> None:
+    s = steps(
+        {"name": "f", "arguments": {"a": [1.0, {"b": 2}]}},
+        {"name": "f", "arguments": '{"a": [1, {"b": 2.0}]}'},
+        {"name": "f", "arguments": {"a": [1, {"b": 2.5}]}},
+        {"name": "g", "arguments": {"n": 2**70}},  # beyond orjson's integers: the slow path
+        {"name": "g", "arguments": '{"n": 1180591620717411303424}'},
+        {"name": "g", "arguments": {"n": True}},  # true is not 1
+        {"name": "g", "arguments": {"n": 1}},
+    )
+    check = repeated_calls(s)
+    assert check.value == 2 and check.steps == (1, 4)
+
+
 def test_canonical_json() -> None:
     assert canonical_json({"b": [1.0, 2.5, True], "a": {"z": None, "y": "é"}}) == '{"a":{"y":"é","z":null},"b":[1,2.5,true]}'
     assert canonical_json(1.0) == canonical_json(1) != canonical_json(True)

@@ -284,12 +284,34 @@ def schema_violations(steps: Sequence[Step] | None, tools: Iterable[ToolSpec] | 
     return Check("schema_violations", len(violations), tuple(i for i, _ in violations), "; ".join(notes) or None)
 
 
-def _call_key(step: Step) -> tuple[str, str]:
+def _has_float(value: Any) -> bool:
+    kind = type(value)
+    if kind is float:
+        return True
+    if kind is dict:
+        for item in value.values():
+            if _has_float(item):
+                return True
+    elif kind is list:
+        for item in value:
+            if _has_float(item):
+                return True
+    return False
+
+
+def _call_key(step: Step) -> tuple[str, bytes]:
     """What makes two calls the same: the tool's name and the canonical JSON of the arguments (the
-    raw text when it did not parse)."""
+    raw text when it did not parse). orjson writes sorted keys fast; arguments holding a float go
+    through :func:`canonical_json`, which writes 1.0 as 1."""
     if step.arguments_error is not None:
-        return step.name, "raw:" + (step.arguments_raw or "")
-    return step.name, canonical_json({} if step.arguments is None else step.arguments)
+        return step.name, b"raw:" + (step.arguments_raw or "").encode()
+    arguments = {} if step.arguments is None else step.arguments
+    if not _has_float(arguments):
+        try:
+            return step.name, orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+        except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits: the slow path
+            pass
+    return step.name, canonical_json(arguments).encode()
 
 
 def repeated_calls(steps: Sequence[Step] | None) -> Check:
@@ -297,14 +319,14 @@ def repeated_calls(steps: Sequence[Step] | None) -> Check:
     in a loop: each repeat after the first is counted and named; the first call of each is not."""
     if steps is None:
         return Check("repeated_calls", None, (), _NOT_APPLICABLE)
-    seen: dict[tuple[str, str], list[int]] = {}
+    seen: dict[tuple[str, bytes], list[int]] = {}
     for step in steps:
         seen.setdefault(_call_key(step), []).append(step.index)
     groups = [(key, idx) for key, idx in seen.items() if len(idx) > 1]
     if not groups:
         return Check("repeated_calls", 0)
     repeats = sorted(i for _, idx in groups for i in idx[1:])
-    items = [f"{name} {_short(args, 60)} {len(idx)} times ({_indices(idx)})" for (name, args), idx in groups]
+    items = [f"{name} {_short(args.decode(), 60)} {len(idx)} times ({_indices(idx)})" for (name, args), idx in groups]
     return Check("repeated_calls", len(repeats), tuple(repeats), f"{_plural(len(repeats), 'repeat')}: {_listed(items)}")
 
 
