@@ -19,6 +19,7 @@ difference of the means, RUN - OTHER, over the tasks both ran at least k times.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -323,8 +324,12 @@ def _task_of(run: Path, summary: Mapping[str, Any], rows: _Rows, given_input: Pa
 def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, int | float) and np.isfinite(value):
-        return float(value)
+    if isinstance(value, int | float):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond a float: past any threshold, but not a number to compare
+            return None
+        return number if math.isfinite(number) else None
     return None
 
 
