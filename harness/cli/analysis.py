@@ -1,4 +1,4 @@
-"""Commands that read runs: agreement, compare, report, explain."""
+"""Commands that read runs: agreement, compare, report, explain, passk."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .choices import GateOn
 from .common import ANALYSE, AsJsonOpt, app, err, write_report
@@ -141,3 +142,53 @@ def explain(
 
     text = explain_transcript(run_dir, transcript_id, config=config, prompts=prompts or [], input=input)
     typer.echo(text)
+
+
+@app.command(rich_help_panel=ANALYSE)
+def passk(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out, whose transcripts carry task ids.")],
+    k: Annotated[str, typer.Option("--k", help="The k values, separated by commas.")] = "1,3,5",
+    rubric: Annotated[
+        str | None, typer.Option("--rubric", help="Success from this judged rubric or composite (or, with --labels, from its labels).")
+    ] = None,
+    metric: Annotated[str | None, typer.Option("--metric", help="Success from this agent metric of results.jsonl (its agent values).")] = None,
+    labels: Annotated[
+        list[Path] | None,
+        typer.Option("--labels", help="Success from human labels of --rubric (JSONL as for harness agreement); a second file is OTHER's."),
+    ] = None,
+    at_least: Annotated[float | None, typer.Option("--at-least", help="A run succeeds when its value is at least this.")] = None,
+    at_most: Annotated[float | None, typer.Option("--at-most", help="A run succeeds when its value is at most this.")] = None,
+    judge: Annotated[str | None, typer.Option(help="The judge whose --rubric scores decide. Default: the run's first judge.")] = None,
+    against: Annotated[
+        Path | None, typer.Option("--against", help="Another run of the same tasks: the difference RUN - OTHER per k, paired by task.")
+    ] = None,
+    input: Annotated[
+        list[Path] | None,
+        typer.Option("--input", help="The run's transcripts file (for task ids), if it has moved since the run; a second is OTHER's."),
+    ] = None,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples of tasks for the intervals.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
+    as_json: AsJsonOpt = False,
+) -> None:
+    """Measure how reliably an agent succeeds on repeated runs of each task: pass@k, pass^k and flakiness.
+
+    Transcripts with one task id are runs of that task; each run succeeds or not by one rule:
+    --rubric NAME (judged), --metric NAME (an agent metric) or --labels FILE --rubric NAME, with
+    --at-least X or --at-most X. Unbiased estimators over n runs with c successes: pass@k = 1 -
+    C(n-c,k)/C(n,k), pass^k = C(c,k)/C(n,k); undefined when k > n. Means over tasks carry a
+    seeded bootstrap interval over tasks. Runs whose success cannot be decided are left out and
+    counted, never taken as failures.
+    """
+    from ..analysis.repeated import repeated_runs, success_rule
+    from ..outputs.passk_tables import passk_tables
+
+    rule = success_rule(rubric=rubric, metric=metric, labels=labels or (), at_least=at_least, at_most=at_most, judge=judge)
+    result = repeated_runs(run_dir, rule, k, prompts=prompts or [], inputs=input or [], against=against, n_resamples=resamples, seed=seed)
+    notes = [(result.run, n) for n in result.notes] + ([(result.against.other.run, n) for n in result.against.other.notes] if result.against else [])
+    for run, note in notes:
+        err.print(f"[yellow]note:[/] {escape(f'{run}: {note}' if against is not None else note)}", highlight=False, soft_wrap=True)
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
+    else:
+        passk_tables(result, Console())

@@ -1,6 +1,7 @@
 """Reading back what a run wrote: the one way into a run directory for analysis and the report.
 
-``open_run_dir`` checks the directory and its summary.json; ``version_note`` and
+``open_run_dir`` checks the directory and its summary.json; ``resolve_input`` finds the
+transcripts file the run read; ``version_note`` and
 ``interrupted_note`` are the notes both readers attach when a rubric file has changed since the
 run or the run was cut short. Every problem is one line naming the file.
 """
@@ -40,6 +41,22 @@ def read_summary(run: Path) -> dict[str, Any]:
         if not isinstance(summary.get(key), dict):
             raise UserInputError(f"{path}: {key}: missing or not an object (written by an older harness?)")
     return summary
+
+
+def resolve_input(run: Path, recorded: str | None, given: Path | None) -> Path | None:
+    """The run's transcripts file: ``given`` (``--input``), else the path summary.json records; a
+    relative path is relative to where the run was started: usually here, else near the run."""
+    if given is not None:
+        return given
+    if not recorded:
+        return None
+    path = Path(recorded)
+    if path.is_absolute():
+        return path
+    for candidate in (path, run / path, run.parent / path, run.parent.parent / path):
+        if candidate.is_file():
+            return candidate
+    return path
 
 
 def version_note(name: str, version: object, rubric: Rubric) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..agent.steps import Step
 from ..errors import HarnessError, UserInputError
-from ..outputs.rundir import interrupted_note, open_run_dir, version_note
+from ..outputs.rundir import interrupted_note, open_run_dir, resolve_input, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..transcripts import iter_transcripts
 
@@ -103,21 +103,6 @@ def _composites(summary: Mapping[str, Any], config: Path | None) -> tuple[dict[s
     return {n: dict(known[n]) if n in known else None for n in names}, source
 
 
-def _resolve_input(run: Path, recorded: str | None, given: Path | None) -> Path | None:
-    if given is not None:
-        return given
-    if not recorded:
-        return None
-    path = Path(recorded)
-    if path.is_absolute():
-        return path
-    # A relative path is relative to where the run was started: usually here, else near the run.
-    for candidate in (path, run / path, run.parent / path, run.parent.parent / path):
-        if candidate.is_file():
-            return candidate
-    return path
-
-
 def open_run(
     run_dir: str | Path,
     *,
@@ -150,7 +135,7 @@ def open_run(
     for name, weights in composites.items():
         if weights is None:
             notes.append(f"composite {name}: its weights are not recorded in the run; pass the run's --config to show its arithmetic")
-    input_path = _resolve_input(run, summary.get("input"), Path(input) if input is not None else None)
+    input_path = resolve_input(run, summary.get("input"), Path(input) if input is not None else None)
     if (note := interrupted_note(summary)) is not None:
         notes.append(note)
     if summary.get("skipped_records"):
