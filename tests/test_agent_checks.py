@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.agent.checks import (
     CHECKS,
     Check,
     SchemaProblem,
+    SchemaValidator,
     canonical_json,
     failed_steps,
     repeated_calls,
@@ -284,3 +288,36 @@ def test_run_checks_on_messages() -> None:
         "schema_violations": (0, ()),
         "repeated_calls": (1, (1,)),
     }
+
+
+# -- the fast path agrees with jsonschema ----------------------------------------------------------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["q", "n", "plan", "x", "tags"]), inner, max_size=4),
+    max_leaves=12,
+)
+_SCHEMAS = [
+    {"type": "object", "properties": {"q": {"type": "string", "minLength": 1}, "n": {"type": "integer", "maximum": 10}}, "required": ["q"]},
+    {"type": "object", "properties": {"plan": {"enum": ["direct", "regular"]}}, "additionalProperties": False},
+    {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "x": {"type": "number", "multipleOf": 0.5}},
+    },
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"n": {"type": ["integer", "null"], "exclusiveMinimum": 0}},
+    },
+    {"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}, "minProperties": 1},
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(schema=st.sampled_from(_SCHEMAS), instance=_JSON)
+def test_the_fast_validator_answers_as_jsonschema_does(schema: dict, instance: object) -> None:
+    checked = validator_for(schema)
+    assert isinstance(checked, SchemaValidator) and checked.fast is not None
+    reference = jsonschema.validators.validator_for(schema)(schema)
+    assert checked.fast.is_valid(instance) == reference.is_valid(instance)
+    assert (checked.violation(instance) is None) == reference.is_valid(instance)

