@@ -93,10 +93,10 @@ def explain(
         why = row.get("agent_unscored") or {}
         behind = row.get("agent_steps") or {}
         for name, value in agent.items():
-            line = f"  {name}: {_number(value)}" if value is not None else f"  {name}: — ({why.get(name, 'unknown')})"
+            shown = f"  {name}: {_number(value)}" if value is not None else f"  {name}: — ({why.get(name, 'unknown')})"
             if behind.get(name):
-                line += "  · steps " + ", ".join(f"[{i}]" for i in behind[name])
-            out.append(line)
+                shown += "  · steps " + ", ".join(f"[{i}]" for i in behind[name])
+            out.append(shown)
 
     lines = composite_lines(view, judgments, row.get("composites"))
     if lines:
