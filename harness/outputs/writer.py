@@ -30,7 +30,7 @@ class OutputSink:
         self.judges = judges
         # A composite is computed when every rubric it weighs is part of the run.
         self.composites = {n: dict(w) for n, w in composites.items() if all(r in self.rubrics for r in w)}
-        self.totals = RunTotals(rubrics, judges, self.composites)
+        self.totals = RunTotals({r.name: r.scale for r in rubrics}, judges, self.composites)
         self._judgments = StagedFile(out / "judgments.jsonl")
         try:
             self._results = StagedFile(out / "results.jsonl")
