@@ -222,6 +222,11 @@ def test_paired_comparison_and_bad_input(runs: dict[str, Any]) -> None:
     bad = write_jsonl(tmp / "bad.jsonl", [{"transcript_id": "t002", "rubric": "relevance", "label": 7}])
     done = invoke("infer", str(runs["a"]), "--labels", str(bad))
     assert done.exit_code == 2 and f"{bad}:1: label:" in done.output and "Traceback" not in done.output
+    # On line 100 the place reads ":100:", never rich's emoji for it.
+    rows = [{"transcript_id": t, "rubric": "relevance", "label": runs["human_a"][t]} for t in sorted(runs["human_a"])[:99]]
+    bad = write_jsonl(tmp / "bad100.jsonl", [*rows, {"transcript_id": "t110", "rubric": "relevance", "label": 7}])
+    done = invoke("infer", str(runs["a"]), "--labels", str(bad))
+    assert done.exit_code == 2 and f"{bad}:100: label: 7 is outside" in done.output and "\N{HUNDRED POINTS SYMBOL}" not in done.output
 
 
 def test_report_shows_the_inference_section(runs: dict[str, Any], tmp_path: Path) -> None:

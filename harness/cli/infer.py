@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from ..errors import HarnessError, OutputError
-from .common import ANALYSE, app, err
+from .common import ANALYSE, app, err, make_console
 from .common import fail as _fail
 
 labels_app = typer.Typer(no_args_is_help=True, help="Choose the transcripts a human labels (with a recorded design), and collect the labels.")
@@ -135,4 +134,4 @@ def infer(
     if as_json:
         typer.echo(json.dumps(result, indent=2, allow_nan=False))
     else:
-        infer_tables(result, Console())
+        infer_tables(result, make_console())
