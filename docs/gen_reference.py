@@ -188,7 +188,22 @@ def _param_type(param: Any) -> str:
     return names.get(annotation, getattr(annotation, "__name__", "text")) if annotation is not None else "text"
 
 
-def _param_row(param: Any) -> str | None:
+def _help_default(param: Any, ctx: Any) -> str:
+    """The default as ``--help`` shows it, or "" where ``--help`` shows none: the calls typer's help
+    makes (``typer/rich_utils.py``, "Default value"), so 0, 0.0 and a --flag/--no-flag default read
+    here as there, and a flag or an empty list shows none in both."""
+    from typer.core import TyperArgument, TyperOption
+
+    if not isinstance(param, TyperOption | TyperArgument):
+        return ""
+    value = param._extract_default_help_str(ctx=ctx)
+    as_text = isinstance(param.show_default, str)
+    if not (as_text or (value is not None and (param.show_default or ctx.show_default))):
+        return ""
+    return param._get_default_string(ctx=ctx, show_default_is_str=as_text, default_value=value)
+
+
+def _param_row(param: Any, ctx: Any) -> str | None:
     if param.param_type_name == "argument":
         name = f"`{param.name.upper()}`"
     else:
@@ -199,23 +214,24 @@ def _param_row(param: Any) -> str | None:
     if getattr(param, "multiple", False):
         kind += " (repeatable)"
     help_text = re.sub(r"\s+", " ", getattr(param, "help", None) or "").replace("|", "\\|")
-    default = param.default
-    shown = "" if default in (None, False, (), []) or callable(default) else f"`{getattr(default, 'value', default)}`"
+    default = _help_default(param, ctx)
+    shown = f"`{default}`" if default else ""
     if param.required:
         shown = "**required**"
     return f"| {name} | {kind} | {shown} | {help_text} |"
 
 
-def _command_section(command: Any, path: str, level: int) -> list[str]:
+def _command_section(command: Any, path: str, level: int, parent: Any = None) -> list[str]:
     help_text = inspect.cleandoc(command.help or "")
     help_text = re.sub(r"(?<!\n)\n(?!\n)", " ", help_text)  # rejoin hard-wrapped sentences
     lines = [f"{'#' * level} `{path}`", "", help_text, ""]
+    ctx = command.context_class(command, info_name=path.rsplit(" ", 1)[-1], parent=parent)  # what --help is given
     if hasattr(command, "commands"):
         for name, sub in command.commands.items():
             if not sub.hidden:
-                lines += _command_section(sub, f"{path} {name}", level + 1)
+                lines += _command_section(sub, f"{path} {name}", level + 1, ctx)
         return lines
-    rows = [row for row in (_param_row(p) for p in command.params) if row]
+    rows = [row for row in (_param_row(p, ctx) for p in command.params) if row]
     if rows:
         lines += ["| argument or option | type | default | meaning |", "|---|---|---|---|", *rows, ""]
     return lines
@@ -236,9 +252,10 @@ def commands_page() -> str:
         "shows them. Exit codes: [exit codes](exit-codes.md).",
         "",
     ]
+    root = group.context_class(group, info_name="harness")
     for name, command in group.commands.items():  # type: ignore[attr-defined]
         if not command.hidden:
-            lines += _command_section(command, f"harness {name}", 2)
+            lines += _command_section(command, f"harness {name}", 2, root)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

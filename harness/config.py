@@ -261,6 +261,7 @@ class TrajectoryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: how the steps must match the reference: strict, unordered, subset, superset or in_order (docs/reference/trajectories.md)
     mode: Literal["strict", "unordered", "subset", "superset", "in_order"] = "strict"
     #: per tool: how its arguments are compared
     arguments: dict[str, ArgumentRule] = Field(default_factory=dict)
@@ -282,6 +283,7 @@ class HarnessConfig(BaseModel):
     composites: dict[str, dict[str, float]] = Field(default_factory=dict)
     #: a judge cascade ([cascade]: stages, target_agreement, confidence; harness cascade calibrate|run)
     cascade: CascadeConfig | None = None
+    #: how a transcript's steps are matched with its reference_trajectory ([trajectory]: mode, arguments per tool)
     trajectory: TrajectoryConfig = Field(default_factory=TrajectoryConfig)
 
     # Field validators, so an error names the field it is about ("judges: ...", "composites: ...").

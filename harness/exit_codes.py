@@ -25,7 +25,7 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES = {
     EXIT_OK: "all judgments done",
     EXIT_FAILED_JUDGMENTS: "some judgments failed (the count is printed)",
-    EXIT_USER_ERROR: "bad input, config or option",
+    EXIT_USER_ERROR: "bad input, config or option; harness infer: labels that allow no estimate (every metric refused)",
     EXIT_CACHE_MISSES: "--offline and some judgments were not in the cache",
     EXIT_BUDGET: "--max-cost refused or stopped the run",
     EXIT_IO: "the cache or --out could not be written or read, or the machine ran out of file descriptors or memory",

@@ -230,6 +230,35 @@ def test_bad_json_and_bad_value_name_the_line_and_field(project: Path, server: J
     assert server.count() == 0
 
 
+def test_no_user_text_is_rendered_as_an_emoji(project: Path, server: JudgeServer) -> None:
+    # Line 100 is ":100:" in a message, which rich renders as an emoji unless its console is told
+    # not to; a judge's name may hold ":100:" too, and the run's tables print it.
+    path = project / "transcripts.jsonl"
+    write_jsonl(path, [*(good(i) for i in range(99)), '{"id": "t99", "query": "q",'])
+    result = invoke(project)
+    assert result.exit_code == 2
+    assert f"{path}:100: <json>: invalid JSON" in result.output and "\N{HUNDRED POINTS SYMBOL}" not in result.output
+    write_jsonl(path, [good(0)])
+    assert server.base_url
+    write_config(project / "harness.toml", [judge("j:100:", server.base_url)])
+    result = invoke(project)
+    assert result.exit_code == 0, result.output
+    assert "j:100:" in result.output and "\N{HUNDRED POINTS SYMBOL}" not in result.output
+
+
+def test_every_console_of_the_cli_is_made_in_one_place() -> None:
+    # cli/common.make_console turns rich's emoji codes off; a Console made anywhere else would not.
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "harness"
+    made = []
+    for file in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Console":
+                made.append(f"{file.relative_to(root)}:{node.lineno}")
+    assert len(made) == 1 and made[0].startswith("cli/common.py:"), made
+
+
 def test_on_bad_record_skip_judges_the_good_and_lists_the_bad(project: Path, server: JudgeServer) -> None:
     path = project / "transcripts.jsonl"
     rows: list[Any] = [good(i, contexts=False) for i in range(4)]

@@ -150,6 +150,74 @@ def test_labels_without_a_design_are_flagged_and_too_few_refused(runs: dict[str,
     assert "corrected" not in entry and entry["refused"].startswith("12 labels used: fewer than 20")
 
 
+def test_labels_for_transcripts_not_in_the_run_are_said_and_none_matching_is_refused_with_exit_2(runs: dict[str, Any]) -> None:
+    tmp, run, human = runs["tmp"], runs["a"], runs["human_a"]
+    strangers = [{"transcript_id": f"x{i:03d}", "rubric": "relevance", "label": 0.5} for i in range(40)]
+    # 100 labels of the run's transcripts and 30 of transcripts it does not hold: a note, not only a count.
+    some = write_jsonl(
+        tmp / "some_strangers.jsonl",
+        [*({"transcript_id": t, "rubric": "relevance", "label": human[t]} for t in sorted(human)[:100]), *strangers[:30]],
+    )
+    done = invoke("infer", str(run), "--labels", str(some), "--json", "--no-save", "--no-design")
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.stdout)
+    (entry,) = result["metrics"][0]["judges"]
+    assert entry["n"] == 100 and entry["counts"]["labels_not_in_run"] == 30
+    note = f"30 of the 130 relevance labels in {some} are for transcripts not in the run {run}: not used"
+    assert note in result["notes"]
+    shown = invoke("infer", str(run), "--labels", str(some), "--no-save", "--no-design")
+    assert shown.exit_code == 0 and f"note: {note}" in " ".join(shown.output.split())
+    # 40 labels, none of a transcript of the run: the refusal says so, names the file, and infer exits 2.
+    none = write_jsonl(tmp / "strangers.jsonl", strangers)
+    done = invoke("infer", str(run), "--labels", str(none), "--json", "--no-save", "--no-design")
+    assert done.exit_code == 2
+    (entry,) = json.loads(done.stdout)["metrics"][0]["judges"]
+    why = f"none of the 40 relevance labels in {none} is for a transcript of the run {run}: 0 labels used"
+    assert entry["refused"].startswith(why) and "corrected" not in entry
+    assert f"error: nothing estimated: every metric was refused (relevance / mini: {why}" in " ".join(done.stderr.split())
+    # The same with two runs: the run whose labels match nothing is named.
+    ok = _labels(tmp / "b_some.jsonl", runs["human_b"], sorted(runs["human_b"])[:60])
+    done = invoke("infer", str(run), str(runs["b"]), "--labels", str(none), "--labels", str(ok), "--json", "--no-design")
+    assert done.exit_code == 2
+    (row,) = json.loads(done.stdout)["comparisons"]
+    assert row["refused"].startswith(f"run A: {why}") and row["verdict"].startswith("not estimated on relevance")
+
+
+def test_refusals_read_well_at_80_columns(runs: dict[str, Any]) -> None:
+    # A refusal is a sentence under the table, never a cell that wraps to its column's width.
+    tmp, run = runs["tmp"], runs["a"]
+    few = _labels(tmp / "few80.jsonl", runs["human_a"], sorted(runs["human_a"])[2:14])
+    done = CliRunner().invoke(app, ["infer", str(run), "--labels", str(few), "--no-save", "--no-design"], env={"COLUMNS": "80", "NO_COLOR": "1"})
+    assert done.exit_code == 2
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines if not line.startswith(("  relevance / mini:", "note:"))) <= 80  # sentences wrap as text
+    refusal = "  relevance / mini: refused: 12 labels used: fewer than 20, too few for the normal interval to be trusted"
+    assert refusal in lines
+    assert not any("fewer" in line for line in lines if line != refusal)  # not also inside a cell
+
+
+def test_the_infer_json_fields_are_in_the_reference(runs: dict[str, Any], tmp_path: Path) -> None:
+    run, human = runs["a"], runs["human_a"]
+    done = invoke("labels", "sample", str(run), "--n", "60", "--seed", "2", "--out", str(tmp_path))
+    assert done.exit_code == 0, done.output
+    design = json.loads((tmp_path / "design.json").read_text())
+    labels = _labels(tmp_path / "labels.jsonl", human, _drawn(design)[:-1])
+    single = json.loads(invoke("infer", str(run), "--labels", str(labels), "--json", "--no-save").stdout)
+    few = _labels(tmp_path / "few.jsonl", human, _drawn(design)[:5])
+    refused = json.loads(invoke("infer", str(run), "--labels", str(few), "--json", "--no-save").stdout)
+    ids = sorted(human)[::2]
+    la, lb = _labels(tmp_path / "la.jsonl", human, ids), _labels(tmp_path / "lb.jsonl", runs["human_b"], ids)
+    pair = json.loads(invoke("infer", str(run), str(runs["b"]), "--labels", str(la), "--labels", str(lb), "--json", "--no-design").stdout)
+    fields: set[str] = set(single) | set(pair)
+    for entry in [*single["metrics"][0]["judges"], *refused["metrics"][0]["judges"], *pair["comparisons"]]:
+        fields |= set(entry) | {f"counts.{k}" for k in entry["counts"]}
+    fields |= set(single["metrics"][0]) | set(single["design"])
+    page = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "outputs.md").read_text(encoding="utf-8")
+    section = page[page.index("## `harness infer --json`") :]
+    assert {"corrected", "human_only", "judge_only", "refused", "notes", "counts.labels_not_in_run", "counts.drawn_unlabelled"} <= fields
+    assert sorted(f for f in fields if f"`{f}`" not in section) == []
+
+
 def test_a_judge_that_adds_nothing_is_said_to(runs: dict[str, Any], scripted: ScriptedJudges) -> None:
     tmp = runs["tmp"]
     ids = [f"z{i:02d}" for i in range(60)]
@@ -203,6 +271,23 @@ def test_active_design_uses_the_ipw_estimator(runs: dict[str, Any]) -> None:
     assert entry["corrected"]["ci"] == pytest.approx(list(expected.ci), abs=1e-12)
 
 
+def test_labels_sample_says_which_prior_labels_are_not_for_the_run(runs: dict[str, Any], tmp_path: Path) -> None:
+    run, human = runs["a"], runs["human_a"]
+    strangers = [{"transcript_id": f"x{i:03d}", "rubric": "relevance", "label": 0.5} for i in range(5)]
+    prior = write_jsonl(
+        tmp_path / "prior.jsonl", [*({"transcript_id": t, "rubric": "relevance", "label": human[t]} for t in sorted(human)[100:]), *strangers]
+    )
+    args = ["labels", "sample", str(run), "--n", "50", "--strategy", "active", "--uncertainty", "error-model", "--out", str(tmp_path / "d")]
+    done = invoke(*args, "--labels", str(prior))
+    assert done.exit_code == 0, done.output
+    note = f"5 of the 25 labels in {prior} are for transcripts not in the run {run}: not used to fit the judge's error"
+    assert json.loads((tmp_path / "d" / "design.json").read_text())["notes"] == [note] and f"note: {note}" in " ".join(done.output.split())
+    none = write_jsonl(tmp_path / "none.jsonl", strangers)
+    done = invoke(*args, "--labels", str(none))
+    assert done.exit_code == 2
+    assert f"error: --labels: none of the 5 labels in {none} is for a transcript of the run {run}" in " ".join(done.output.split())
+
+
 def test_paired_comparison_and_bad_input(runs: dict[str, Any]) -> None:
     tmp = runs["tmp"]
     ids = [f"t{i:03d}" for i in range(0, N, 2)]
@@ -222,6 +307,11 @@ def test_paired_comparison_and_bad_input(runs: dict[str, Any]) -> None:
     bad = write_jsonl(tmp / "bad.jsonl", [{"transcript_id": "t002", "rubric": "relevance", "label": 7}])
     done = invoke("infer", str(runs["a"]), "--labels", str(bad))
     assert done.exit_code == 2 and f"{bad}:1: label:" in done.output and "Traceback" not in done.output
+    # On line 100 the place reads ":100:", never rich's emoji for it.
+    rows = [{"transcript_id": t, "rubric": "relevance", "label": runs["human_a"][t]} for t in sorted(runs["human_a"])[:99]]
+    bad = write_jsonl(tmp / "bad100.jsonl", [*rows, {"transcript_id": "t110", "rubric": "relevance", "label": 7}])
+    done = invoke("infer", str(runs["a"]), "--labels", str(bad))
+    assert done.exit_code == 2 and f"{bad}:100: label: 7 is outside" in done.output and "\N{HUNDRED POINTS SYMBOL}" not in done.output
 
 
 def test_report_shows_the_inference_section(runs: dict[str, Any], tmp_path: Path) -> None:

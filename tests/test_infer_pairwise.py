@@ -106,3 +106,18 @@ def test_active_pairs_favour_inconsistent_verdicts_and_bad_labels_are_one_line(j
     bad = write_jsonl(out / "bad.jsonl", [{"transcript_id": "p01", "rubric": "pairwise", "label": "maybe"}])
     done = invoke("infer", str(pairwise), "--labels", str(bad))
     assert done.exit_code == 2 and f"{bad}:1: label:" in done.output
+
+
+def test_preferences_for_pairs_not_in_the_file_are_said_and_none_matching_is_refused(judged: dict[str, Any], tmp_path: Path) -> None:
+    pairwise, ids, truth = judged["pairwise"], judged["ids"], judged["truth"]
+    strangers = [{"transcript_id": f"x{i:02d}", "rubric": "pairwise", "label": "a"} for i in range(30)]
+    some = write_jsonl(tmp_path / "some.jsonl", [*({"transcript_id": t, "rubric": "pairwise", "label": truth[t]} for t in ids[:40]), *strangers])
+    done = invoke("infer", str(pairwise), "--labels", str(some), "--json", "--no-design")
+    assert done.exit_code == 0, done.output
+    assert f"30 of the 70 labels in {some} name pairs that are not in {pairwise}: not used" in json.loads(done.stdout)["notes"]
+    none = write_jsonl(tmp_path / "none.jsonl", strangers)
+    done = invoke("infer", str(pairwise), "--labels", str(none), "--no-design")
+    why = f"none of the 30 labels in {none} names a pair of {pairwise}: 0 labels used"
+    assert done.exit_code == 2
+    assert f"honest b_wins: refused: {why}" in done.stdout
+    assert f"error: nothing estimated: every metric was refused (honest b_wins: {why}" in " ".join(done.stderr.split())

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from typer.testing import CliRunner
 from harness.cache import MIGRATIONS, CachedJudgment, CachedReply, open_store, writebehind
 from harness.cache.base import REPLY_COLUMNS
 from harness.cli import app
+from harness.cost import staleness
 from harness.exit_codes import EXIT_IO, EXIT_USER_ERROR
 from tests.e2e_support import KEY, KEY_ENV, chat_requests, judge, read_jsonl, serve, user_prompt, write_config, write_jsonl
 
@@ -391,6 +393,61 @@ def test_acceptance_four_sharded_workers_on_postgres_pay_once_and_merge_to_the_s
     assert m_results == s_results
     assert m_judgments == s_judgments
     assert m_summary == s_summary
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_merge_reads_the_judges_back_from_the_shards_records(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A judge with no price (the summary names its model), one whose provider's prompt cache saved
+    # money (priced from its cached-input price) and one whose model retires soon: what a merge
+    # needs of a judge beyond its name, read back from the shards' judge_configs as JudgeConfig.
+    monkeypatch.setattr(staleness, "today", lambda: date(2026, 11, 25))  # gpt-5-mini retires 2026-12-11
+    cache = str(tmp_path / "cache.sqlite") if store == "sqlite" else request.getfixturevalue("postgres").new_database()
+    runner = CliRunner()
+    with serve(cached_tokens=8) as server:
+        base = server.base_url or ""
+        data = write_jsonl(tmp_path / "data.jsonl", transcripts(12))
+        judges = [
+            judge("free", base, model="unlisted-model", prices=False),
+            judge("paid", base, cached_input_price_per_1m=0.075),
+            judge("soon", base, model="gpt-5-mini"),
+        ]
+        config = write_config(tmp_path / "harness.toml", judges, rubrics=RUBRICS)
+        common = [str(data), "--config", str(config), "--no-progress"]
+        for i in range(1, 5):
+            done = runner.invoke(app, ["run", *common, "--cache", cache, "--out", str(tmp_path / f"s{i}"), "--shard", f"{i}/4"])
+            assert done.exit_code == 0, done.output
+        single = runner.invoke(app, ["run", *common, "--cache", str(tmp_path / "single.sqlite"), "--out", str(tmp_path / "single")])
+    merged = runner.invoke(app, ["merge", *(str(tmp_path / f"s{i}") for i in (3, 1, 4, 2)), "--out", str(tmp_path / "merged")])
+    assert single.exit_code == 0, single.output
+    assert merged.exit_code == 0, merged.output
+    m_judgments, m_results, m_summary = comparable(tmp_path / "merged")
+    s_judgments, s_results, s_summary = comparable(tmp_path / "single")
+    assert m_summary["cost"]["unpriced_models"] == ["unlisted-model"]
+    assert m_summary["judges"]["paid"]["prompt_cache_saved_usd"] > 0
+    assert m_summary["judge_configs"]["free"]["model"] == "unlisted-model"
+    assert [r["judge"] for r in m_summary["judge_retirements"]] == ["soon"]
+    assert (m_judgments, m_results, m_summary) == (s_judgments, s_results, s_summary)
+
+
+def test_merge_refuses_shards_without_their_judges_record(tmp_path: Path) -> None:
+    runner = CliRunner()
+    with serve() as server:
+        data, config = setup_run(tmp_path, server.base_url or "", 4)
+        for spec in ("1/2", "2/2"):
+            args = ["run", str(data), "--config", str(config), "--cache", str(tmp_path / "c.sqlite"), "--no-progress"]
+            done = runner.invoke(app, [*args, "--out", str(tmp_path / spec[0]), "--shard", spec])
+            assert done.exit_code == 0, done.output
+    path = tmp_path / "1" / "summary.json"
+    summary = json.loads(path.read_text())
+    del summary["judge_configs"]  # as written by a harness before the record
+    path.write_text(json.dumps(summary))
+    merged = runner.invoke(app, ["merge", str(tmp_path / "1"), str(tmp_path / "2"), "--out", str(tmp_path / "m")])
+    assert merged.exit_code == EXIT_USER_ERROR
+    assert f"{path}: judge_configs: missing" in " ".join(merged.output.split())
+    assert not (tmp_path / "m" / "summary.json").exists()
 
 
 @pytest.mark.timeout(300)

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from .choices import GateOn
-from .common import ANALYSE, AsJsonOpt, app, err, write_report
+from .common import ANALYSE, AsJsonOpt, app, err, make_console, write_report
 
 
 @app.command(rich_help_panel=ANALYSE)
@@ -65,7 +64,7 @@ def agreement(
     if as_json:
         typer.echo(json.dumps(result, indent=2, allow_nan=False))
     else:
-        agreement_tables(result, Console())
+        agreement_tables(result, make_console())
     if gated:
         for line in gate_lines(result["gate"]):
             err.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -104,7 +103,7 @@ def compare(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
-        compare_tables(result, Console())
+        compare_tables(result, make_console())
 
 
 @app.command(rich_help_panel=ANALYSE)
@@ -191,4 +190,4 @@ def passk(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
-        passk_tables(result, Console())
+        passk_tables(result, make_console())

@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from ..errors import UserInputError
 from .choices import BatchApi
-from .common import BATCH_JUDGE_FLAGS, JUDGE_OPTIONS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options
+from .common import BATCH_JUDGE_FLAGS, JUDGE_OPTIONS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options, make_console
 
 if TYPE_CHECKING:
     from ..batch import BatchView
@@ -75,7 +74,7 @@ def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float, ma
     from ..batch import wait as wait_for
     from ..outputs.terminal import batch_table, show_run
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
 
     def polled(views: list[BatchView]) -> None:
         running = [v.record for v in views if not v.record.ended]
@@ -151,7 +150,7 @@ def batch_status(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
         raise UserInputError(f"{path}: no cache file (nothing was submitted with it)")
     notes = {v.record.id: v.note for v in asyncio.run(refresh(path))}
     rows = [(r, notes.get(r.id, "")) for r in batches(path)]
-    batch_table(rows, Console())
+    batch_table(rows, make_console())
 
 
 @batch_app.command("collect")

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from .common import CACHE, SCALE, app, err, location, run_async, shown, write_report
+from .common import CACHE, SCALE, app, err, location, make_console, run_async, shown, write_report
 
 # -- Sharing work: harness merge, harness cache ---------------------------------------------------
 # Many workers (--shard i/n) share one cache; merge joins their run directories; the cache
@@ -55,7 +54,7 @@ def cache_stats(
         return
     from ..outputs.terminal import cache_stats_table
 
-    cache_stats_table(result, Console())
+    cache_stats_table(result, make_console())
 
 
 @cache_app.command("prune")

@@ -44,7 +44,15 @@ CACHE = "Cache"
 #: the panel of a command's judge options in its own --help
 JUDGE_OPTIONS = "Judge options"
 
-err = Console(stderr=True)
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console for what a command prints. Emoji codes off: a message quotes the user's text (a
+    file's line 100 as ``in.jsonl:100:``, an id, a label), which rich would render as an emoji,
+    and ``escape()`` does not prevent that. Every console of the CLI is made here."""
+    return Console(stderr=stderr, emoji=False)
+
+
+err = make_console(stderr=True)
 
 
 # typer prints "<bool>" as the type of every flag (--help too): a flag takes no value, so show none;

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from ..errors import HarnessError, OutputError
-from .common import ANALYSE, app, err
+from ..errors import HarnessError, OutputError, UserInputError
+from .common import ANALYSE, app, err, make_console
 from .common import fail as _fail
 
 labels_app = typer.Typer(no_args_is_help=True, help="Choose the transcripts a human labels (with a recorded design), and collect the labels.")
@@ -106,7 +105,8 @@ def infer(
     """Estimate what humans would score, per rubric and judge, from a few human labels and the judge's scores.
 
     Labels on a recorded random design give valid intervals; others are flagged. With two runs,
-    the corrected paired difference B - A and a verdict per metric (Holm-adjusted).
+    the corrected paired difference B - A and a verdict per metric (Holm-adjusted). When every
+    metric is refused (too few labels, none for the run's transcripts), it exits 2 after printing why.
     """
     from ..labels.infer import infer_report
     from ..labels.pairwise import infer_pairwise, is_pairwise_file, pairwise_lines
@@ -123,6 +123,7 @@ def infer(
         else:
             for line in pairwise_lines(found):
                 typer.echo(line)
+        _estimated_something(found)
         return
     try:
         result = infer_report(run_dirs, labels, design, alpha, min_labels, threshold or [], prompts or [], no_design)
@@ -135,4 +136,14 @@ def infer(
     if as_json:
         typer.echo(json.dumps(result, indent=2, allow_nan=False))
     else:
-        infer_tables(result, Console())
+        infer_tables(result, make_console())
+    _estimated_something(result)
+
+
+def _estimated_something(result: dict[str, Any]) -> None:
+    """Exit 2 (bad input) when the labels allowed no estimate at all: a script must not read success."""
+    from ..labels.infer import nothing_estimated
+
+    why = nothing_estimated(result)
+    if why is not None:
+        raise _fail(UserInputError(f"nothing estimated: {why}"))

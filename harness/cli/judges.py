@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .common import JUDGE, AsJsonOpt, app, judge_options, run_async
+from .common import JUDGE, AsJsonOpt, app, judge_options, make_console, run_async
 
 if TYPE_CHECKING:
     from ..judges.check import JudgeCheck
@@ -38,7 +38,7 @@ def check(
     if as_json:
         typer.echo(report_json(checks))
     else:
-        console = Console()
+        console = make_console()
         for result in checks:
             show(result, console)
     raise typer.Exit(0 if all(c.usable for c in checks) else 1)

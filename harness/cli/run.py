@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from .choices import ExportFormat, InputFormat, OnBadRecord
-from .common import JUDGE, AsJsonOpt, app, err, judge_fields, judge_options, write_report
+from .common import JUDGE, AsJsonOpt, app, err, judge_fields, judge_options, make_console, write_report
 
 if TYPE_CHECKING:
     from ..suites.common import JudgeOptions
@@ -101,7 +100,7 @@ def estimate(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
-        estimate_table(result, Console())
+        estimate_table(result, make_console())
 
 
 # --- Traces: harness import / harness export ---------------------------------------------------

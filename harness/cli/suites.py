@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from .choices import ProbeKind
-from .common import SUITES, AsJsonOpt, app, err, judge_note, judge_options
+from .common import SUITES, AsJsonOpt, app, err, judge_note, judge_options, make_console
 
 if TYPE_CHECKING:
     from ..suites.common import JudgeOptions
@@ -46,7 +45,7 @@ def clustering(
 
     results = evaluate_clustering(benchmark, outputs, default_prices(input_price_per_1k, output_price_per_1k))
     write_outputs(results, out)
-    console = Console()
+    console = make_console()
     if explain:
         for result in results:
             for line in explain_lines(result):
@@ -94,7 +93,7 @@ def clmpi(
 
     judge.prompts = prompts or []
     result = evaluate_clmpi(runs, out, None if no_judge else judge, load_weights(weights), judge_accuracy)
-    clmpi_table(result, Console())
+    clmpi_table(result, make_console())
     judge_note(result.exit_code, (result.judge or {}).get("message"))
     err.print(f"[green]wrote {out}/clmpi.json, ranking.csv[/]", highlight=False)
     raise typer.Exit(result.exit_code)
@@ -131,7 +130,7 @@ def simulation(
 
     judge.prompts = prompts or []
     result = evaluate_simulation(conversations, out, None if no_judge else judge)
-    console = Console()
+    console = make_console()
     simulation_table(result, console)
     simulation_comparisons(result, console)
     judge_note(result.exit_code, (result.judge or {}).get("message"))
@@ -167,7 +166,7 @@ def pairwise(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
-        pairwise_table(result, Console())
+        pairwise_table(result, make_console())
     judge_note(result.exit_code, result.judge_run.message)
     err.print(f"[green]wrote {out}/pairwise.json[/]", highlight=False)
     raise typer.Exit(result.exit_code)
@@ -203,7 +202,7 @@ def probe(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
-        probe_table(result, Console())
+        probe_table(result, make_console())
     judge_note(result.exit_code, result.judge_run.message)
     err.print(f"[green]wrote {out}/probe.json[/]", highlight=False)
     raise typer.Exit(result.exit_code)

@@ -145,6 +145,20 @@ def _uncertainty(run: RunData, rubrics: Sequence[str], judge: str, kind: str, pr
     )
 
 
+def _unmatched(labels: Labels, run: RunData) -> str | None:
+    """A note when some of ``labels`` are for transcripts the run does not hold; none of them is refused."""
+    known = set(run.transcripts)
+    given = [lab for rows in labels.by_metric.values() for lab in rows]
+    outside = sum(1 for lab in given if lab.transcript_id not in known)
+    if outside == len(given):
+        raise UserInputError(
+            f"--labels: none of the {outside} labels in {labels.path} is for a transcript of the run {run.path} (are they the labels of this run?)"
+        )
+    if not outside:
+        return None
+    return f"{outside} of the {len(given)} labels in {labels.path} are for transcripts not in the run {run.path}: not used to fit the judge's error"
+
+
 def _transcript_texts(run: RunData, summary_input: str | None) -> tuple[dict[str, dict[str, Any]], str | None]:
     """Transcript id -> query, response, contexts and reference from the run's input file, when it is readable."""
     if not summary_input or not Path(summary_input).is_file():
@@ -193,6 +207,7 @@ def sample_labels(
     rng = np.random.default_rng(seed)
     source = None
     u = None
+    prior_note = None
     if strategy == "uniform":
         pi = np.full(big_n, n / big_n)
         drawn = np.zeros(big_n, dtype=bool)
@@ -200,6 +215,7 @@ def sample_labels(
         sampling = f"simple random sample of {n} of {big_n} transcripts, without replacement"
     else:
         prior = read_labels(prior_labels, run) if prior_labels is not None else None
+        prior_note = _unmatched(prior, run) if prior is not None else None
         rubric_names = [m for m in names if run.metrics[m].kind == "rubric"]
         u, source = _uncertainty(run, rubric_names, judge, uncertainty, prior)
         pi = inclusion_probabilities(u, n, floor)
@@ -223,7 +239,7 @@ def sample_labels(
         "judge": judge,
         "uncertainty": source,
         "floor": floor if strategy == "active" else None,
-        "notes": [text_note] if text_note else [],
+        "notes": [note for note in (text_note, prior_note) if note],
         "eligible": [
             {"transcript_id": t, "pi": float(pi[i]), "drawn": bool(drawn[i]), **({"uncertainty": float(u[i])} if u is not None else {})}
             for i, t in enumerate(run.transcripts)

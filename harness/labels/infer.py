@@ -38,7 +38,7 @@ from ..outputs.rundir import read_summary
 from ..stats.ppi import MeanEstimate, active_mean, ppi_mean, weighted_variance, z_interval
 from .design import Design, read_design
 
-__all__ = ["MIN_LABELS", "NOT_RANDOM", "infer", "infer_report"]
+__all__ = ["MIN_LABELS", "NOT_RANDOM", "infer", "infer_report", "nothing_estimated"]
 
 MIN_LABELS = 20
 #: Below this λ the judge is said to add nothing.
@@ -71,6 +71,27 @@ class _Cell:
         self.fill = float(values.mean()) if values.size else float(np.mean(metric.scale))
         self.yhat = np.array([self.scored.get(t, self.fill) for t in self.ids], dtype=np.float64)
         self.labels, self.not_in_run = _label_values(run, labels, metric)
+        self.source = labels.path
+        self.run = run.path
+        self.metric = metric.name
+
+    def unmatched(self) -> str | None:
+        """Why no label of this metric can be used, when none is for a transcript of the run; else None."""
+        if self.labels:
+            return None
+        if self.not_in_run:
+            return (
+                f"none of the {self.not_in_run} {self.metric} labels in {self.source} is for a transcript of the run {self.run}: "
+                "0 labels used (are they the labels of this run?)"
+            )
+        return f"{self.source} has no {self.metric} labels"
+
+    def not_in_run_note(self) -> str | None:
+        """A note when some of this metric's labels are for transcripts the run does not hold (and others are used)."""
+        if not self.labels or not self.not_in_run:
+            return None
+        given = len(self.labels) + self.not_in_run
+        return f"{self.not_in_run} of the {given} {self.metric} labels in {self.source} are for transcripts not in the run {self.run}: not used"
 
     @property
     def missing(self) -> int:
@@ -188,7 +209,7 @@ def _judged_notes(cell: _Cell) -> list[str]:
 
 
 def _single(
-    run: RunData, labels: Labels, design: Design | None, alpha: float, min_labels: int, thresholds: Mapping[str | None, float]
+    run: RunData, labels: Labels, design: Design | None, alpha: float, min_labels: int, thresholds: Mapping[str | None, float], notes: list[str]
 ) -> list[dict[str, Any]]:
     sections = []
     for metric in run.metrics.values():
@@ -200,7 +221,12 @@ def _single(
             entry = {"judge": judge, "judge_only": _judge_only(cell, alpha), **estimate(cell.ids, cell.yhat, cell.labels, design, alpha, min_labels)}
             entry["counts"].update(unscored=dict(cell.unscored), failed=dict(cell.failed), labels_not_in_run=cell.not_in_run)
             entry["notes"] = _judged_notes(cell) + entry["notes"]
+            if (unmatched := cell.unmatched()) is not None:
+                entry["refused"] = unmatched
             per_judge.append(entry)
+        note = cell.not_in_run_note()
+        if note is not None and metric.name in labels.kind:  # a composite's labels from its rubrics': said for the rubrics
+            notes.append(note)
         if per_judge:
             derived = metric.name not in labels.kind
             label_kind = labels.kind.get(metric.name) or "numeric"
@@ -224,8 +250,8 @@ def _compare(
         for judge in (j for j in run_a.judges if j in run_b.judges):
             threshold = threshold_for(metric, thresholds)
             a, b = _Cell(run_a, labels[0], metric, judge, threshold), _Cell(run_b, labels[1], metric, judge, threshold)
-            if not a.labels or not b.labels:
-                continue
+            if not (a.labels or a.not_in_run or b.labels or b.not_in_run):
+                continue  # neither labels file labels this metric
             in_b = set(b.ids)
             ids = [t for t in a.ids if t in in_b]
             index_a, index_b = {t: i for i, t in enumerate(a.ids)}, {t: i for i, t in enumerate(b.ids)}
@@ -233,7 +259,14 @@ def _compare(
             diff = {t: b.labels[t] - a.labels[t] for t in ids if t in a.labels and t in b.labels}
             entry = estimate(ids, diff_hat, diff, design, alpha, min_labels)
             entry.update(metric=metric.name, direction=metric.direction, judge=judge, paired_transcripts=len(ids))
-            entry["notes"] = [f"run A: {n}" for n in _judged_notes(a)] + [f"run B: {n}" for n in _judged_notes(b)] + entry["notes"]
+            entry["counts"].update(labels_not_in_run_a=a.not_in_run, labels_not_in_run_b=b.not_in_run)
+            unmatched = [f"run {side}: {n}" for side, cell in (("A", a), ("B", b)) for n in (cell.not_in_run_note(),) if n is not None]
+            entry["notes"] = [f"run A: {n}" for n in _judged_notes(a)] + [f"run B: {n}" for n in _judged_notes(b)] + unmatched + entry["notes"]
+            refusal = "; ".join(f"run {side}: {why}" for side, cell in (("A", a), ("B", b)) if (why := cell.unmatched()) is not None)
+            if not refusal and not diff:
+                refusal = f"no transcript has a {metric.name} label in both {a.source} and {b.source}: 0 pairs of labels used"
+            if refusal:
+                entry["refused"] = refusal
             rows.append(entry)
     tested = [r for r in rows if "corrected" in r]
     pvalues = [2 * float(ndtr(-abs(r["corrected"]["mean"]) / r["corrected"]["se"])) if r["corrected"]["se"] > 0 else 1.0 for r in tested]
@@ -279,11 +312,25 @@ def infer(
     if design is None:
         out["notes"].append(f"{NOT_RANDOM}: no design file was given or found; the estimates are shown as computed")
     if len(runs) == 1:
-        out["metrics"] = _single(runs[0], labels[0], design, alpha, min_labels, thresholds)
+        out["metrics"] = _single(runs[0], labels[0], design, alpha, min_labels, thresholds, out["notes"])
     else:
         out["comparisons"] = _compare(runs[0], runs[1], labels, design, alpha, min_labels, thresholds)
         out["verdicts"] = [r["verdict"] for r in out["comparisons"]]
     return out
+
+
+def nothing_estimated(result: Mapping[str, Any]) -> str | None:
+    """Why a result of `infer` or `infer_pairwise` estimates nothing (every metric and judge refused,
+    or no metric labelled), else None. ``harness infer`` then exits 2 (docs/reference/exit-codes.md)."""
+    rows = [(f"{s['name']} / {r['judge']}", r) for s in result.get("metrics", []) for r in s["judges"]]
+    rows += [(f"{r['metric']} / {r['judge']}", r) for r in result.get("comparisons", [])]
+    rows += [(f"{j['judge']} {r['estimand']}", r) for j in result.get("judges", []) for r in j["estimands"]]
+    if not rows:
+        return "no metric of the runs is labelled in both labels files"
+    if any("refused" not in row for _, row in rows):
+        return None
+    where, first = rows[0]
+    return f"every metric was refused ({where}: {first['refused']})"
 
 
 def _find_design(run_dir: Path, labels_path: Path) -> Path | None:

@@ -171,7 +171,10 @@ def infer_pairwise(
             else next((c for c in (Path(labels_path).parent / "design.json", file.parent / "labels" / "design.json") if c.is_file()), None)
         )
     design = read_design(found) if found is not None else None
-    notes = [f"{unknown} labels name pairs that are not in {file}: not used"] if unknown else []
+    notes = (
+        [f"{unknown} of the {unknown + len(prefs)} labels in {labels_path} name pairs that are not in {file}: not used"] if unknown and prefs else []
+    )
+    unmatched = f"none of the {unknown} labels in {labels_path} names a pair of {file}: 0 labels used (are they the labels of these pairs?)"
     if design is None:
         notes.append(f"{NOT_RANDOM}: no design file was given or found; the estimates are shown as computed")
     judges = []
@@ -185,6 +188,8 @@ def infer_pairwise(
             yhat = np.array([value[verdicts[p]] if p in verdicts else fill for p in ids])
             labels = {p: value[v] for p, v in prefs.items()}
             result = estimate(ids, yhat, labels, design, alpha, min_labels)
+            if unknown and not prefs:
+                result["refused"] = unmatched
             mean = float(judged.mean()) if judged.size else None
             se = float(judged.std() / np.sqrt(judged.size)) if judged.size > 1 else 0.0
             judge_only = {"mean": mean, "ci": list(z_interval(mean, se, alpha)) if mean is not None and judged.size > 1 else None}

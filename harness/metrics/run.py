@@ -18,7 +18,6 @@ from ..agent.specs import SPECS as AGENT_SPECS
 from ..config import JudgeConfig
 from ..cost.prices import prompt_cache_saving
 from ..planning import Judgment
-from ..rubrics.rubric import Rubric
 from ..stats.noise import noise_share
 from ..transcripts.performance import PERFORMANCE_FIELDS, Performance
 from .composites import CompositeResult
@@ -150,9 +149,11 @@ def cost_note(priced: bool, usage_unknown: int) -> str:
 class RunTotals:
     """Everything summary.json reports, accumulated judgment by judgment."""
 
-    def __init__(self, rubrics: list[Rubric], judges: list[JudgeConfig], composites: Mapping[str, Mapping[str, float]]) -> None:
-        self.rubrics = [r.name for r in rubrics]
-        self.bounds = {r.name: (float(r.scale[0]), float(r.scale[1])) for r in rubrics}
+    def __init__(self, scales: Mapping[str, tuple[float, float]], judges: list[JudgeConfig], composites: Mapping[str, Mapping[str, float]]) -> None:
+        """``scales``: each rubric's scale, in the run's order (all a summary needs of a rubric: a
+        merge reads them back from summary.json's ``rubric_scales``)."""
+        self.rubrics = list(scales)
+        self.bounds = {name: (float(lo), float(hi)) for name, (lo, hi) in scales.items()}
         self.judges = judges
         self.composites = list(composites)
         self.transcripts = 0

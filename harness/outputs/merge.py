@@ -5,8 +5,12 @@ taking one transcript's rows from each shard in turn restores the file's order. 
 and results.jsonl rows are copied verbatim, but for in-run repeats: a key judged in two shards is
 paid in its first transcript and ``cached`` in the later ones, as in a single run
 (``_paid_first``). summary.json is recomputed from the merged rows by the same ``RunTotals`` a run
-uses, fed in the same order, so its numbers are those of an unsharded run with the same judgments. Two things cannot be recovered: ``wall_time_s`` is the longest shard's,
-and each judgment's ``latency_ms`` is whatever that shard measured.
+uses, fed in the same order, so its numbers are those of an unsharded run with the same judgments.
+What the totals need of the judges and rubrics is read back from the first shard's record, as the
+real types: each judge through ``JudgeConfig`` from ``judge_configs``, each rubric's scale from
+``rubric_scales`` (a stand-in object would crash on the first field it lacks). Two things cannot
+be recovered: ``wall_time_s`` is the longest shard's, and each judgment's ``latency_ms`` is
+whatever that shard measured.
 """
 
 from __future__ import annotations
@@ -17,15 +21,17 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
+
+from pydantic import ValidationError
 
 from ..config import JudgeConfig
 from ..errors import UserInputError
 from ..metrics.composites import CompositeResult, Missing
 from ..metrics.run import RunTotals
 from ..planning import Judgment
-from ..rubrics.rubric import Rubric
 from ..transcripts.performance import Performance
+from ..validation import first_problem
 from .files import dumps_line
 from .rundir import open_run_dir
 from .writer import write_summary
@@ -35,15 +41,6 @@ _COMPUTED = ("transcripts", "judgments", "rubrics", "composites", "judges", "cos
 #: keys every shard must share for the merge to mean anything
 _SAME = ("input", "judge_models", "rubric_versions", "rubric_scales", "composite_weights")
 _MISSING = re.compile(r"^(?P<rubric>\S+) (?P<status>\S+) \((?P<cause>.*)\)$")
-
-
-@dataclass(frozen=True, slots=True)
-class _Named:
-    """What RunTotals reads of a rubric (name, scale) or a judge (name, whether it is priced)."""
-
-    name: str
-    has_prices: bool = True
-    scale: tuple[float, float] = (0.0, 1.0)
 
 
 @dataclass(slots=True)
@@ -156,13 +153,10 @@ def _paid_first(paths: list[Path]) -> dict[int, str]:
 
 def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     ordered = _check([open_run_dir(p) for p in run_dirs])
-    first = ordered[0][1]
-    scales = first.get("rubric_scales") or {}
-    rubrics = [cast(Rubric, _Named(name, scale=_scale(scales.get(name)))) for name in first["rubrics"]]
-    priced = {name: cost.get("paid_usd") is not None for name, cost in first["cost"]["by_judge"].items()}
-    judges = [cast(JudgeConfig, _Named(name, priced.get(name, True))) for name in first["judge_models"]]
+    first_run, first = ordered[0]
+    judges = _judges(first_run, first)
     composites: dict[str, dict[str, float]] = {name: {} for name in first["composites"]}
-    totals = RunTotals(rubrics, judges, composites)
+    totals = RunTotals(_scales(first_run, first), judges, composites)
 
     out.mkdir(parents=True, exist_ok=True)
     runs = [run for run, _ in ordered]
@@ -183,6 +177,8 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
                 for name in composites:
                     totals.add_composite(judge.name, _composite(name, row, judge.name))
             totals.add_transcript(Performance(**row["performance"]))
+            if isinstance(row.get("agent"), dict):
+                totals.add_agent(row["agent"], row.get("agent_unscored") or {})
             fh.write(group[0])
     skipped = runs[0] / "skipped.jsonl"
     if skipped.exists():  # every shard validated the whole file, so each lists the same bad records
@@ -201,13 +197,29 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     return MergeResult(out=out, shards=len(ordered), transcripts=totals.transcripts, judgments=judgments)
 
 
-def _scale(recorded: Any) -> tuple[float, float]:
-    """A rubric's scale as summary.json records it (``rubric_scales``; every shard has the same)."""
+def _judges(run: Path, summary: dict[str, Any]) -> list[JudgeConfig]:
+    """The judges as the shard ran them: summary.json's ``judge_configs`` read back through ``JudgeConfig``."""
+    recorded = summary.get("judge_configs")
+    where = run / "summary.json"
+    if not isinstance(recorded, dict) or list(recorded) != list(summary["judge_models"]):
+        raise UserInputError(f"{where}: judge_configs: missing or not the run's judges (written by an older harness? rerun the shard)")
     try:
-        lo, hi = recorded["scale"]
-        return float(lo), float(hi)
-    except (TypeError, KeyError, ValueError):
-        raise UserInputError(f"summary.json records no scale for a rubric ({recorded!r}): not a run of this harness") from None
+        return [JudgeConfig.model_validate(recorded[name]) for name in summary["judge_models"]]
+    except ValidationError as exc:
+        raise UserInputError(f"{where}: judge_configs: {first_problem(exc)}") from None
+
+
+def _scales(run: Path, summary: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Each rubric's scale as summary.json records it (``rubric_scales``; every shard has the same)."""
+    recorded = summary.get("rubric_scales") or {}
+    scales = {}
+    for name in summary["rubrics"]:
+        try:
+            lo, hi = recorded[name]["scale"]
+            scales[name] = (float(lo), float(hi))
+        except (TypeError, KeyError, ValueError):
+            raise UserInputError(f"{run / 'summary.json'}: rubric_scales: no scale for {name!r} (not a run of this harness?)") from None
+    return scales
 
 
 def _composite(name: str, row: dict[str, Any], judge: str) -> CompositeResult:

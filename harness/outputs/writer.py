@@ -42,7 +42,7 @@ class OutputSink:
         self.scales: dict[str, Any] = {**{name: SPECS[name] for name in BOUNDED}, **self.rubrics}
         # A composite is computed when every rubric it weighs is part of the run.
         self.composites = {n: dict(w) for n, w in composites.items() if all(r in self.scales for r in w)}
-        self.totals = RunTotals(rubrics, judges, self.composites)
+        self.totals = RunTotals({r.name: r.scale for r in rubrics}, judges, self.composites)
         self._judgments = StagedFile(out / "judgments.jsonl")
         try:
             self._results = StagedFile(out / "results.jsonl")

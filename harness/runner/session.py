@@ -349,6 +349,8 @@ def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped:
         "cache": describe(plan.cache_path) if plan.cache_path else None,
         "cache_mode": plan.cache_mode,
         "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
+        # Each judge as it ran (read back as a JudgeConfig by `harness merge`; the key's variable, never the key).
+        "judge_configs": {j.name: j.model_dump(mode="json") for j in plan.judges},
         "rubric_versions": {r.name: r.version for r in rubrics},
         "rubric_scales": {r.name: {"scale": list(r.scale), "direction": r.direction} for r in rubrics},
         "composite_weights": sink.composites,
