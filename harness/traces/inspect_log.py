@@ -23,9 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..agent.steps import Step
 from ..errors import TranscriptError
 from ..jsonlines import MAX_INPUT_DEPTH, MAX_RECORD_BYTES, decode_json, load_record, record_too_large
-from ..agent.steps import Step
 from .records import Extracted, last, span, text_of, unique
 from .steps import Executed, Requested, Turn, assemble, declared, tool_spec
 

@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import TranscriptError
 from ..agent.steps import Step
+from ..errors import TranscriptError
 from .langsmith import flat_messages, io_text, output_message, requested_calls, tool_results
 from .records import Extracted, first, span, text_of, unique
 from .steps import Executed, Turn, assemble, declared, tool_spec

@@ -26,8 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import TranscriptError
 from ..agent.steps import Step
+from ..errors import TranscriptError
 from .records import Extracted, first, last, span, text_of, unique
 from .steps import Executed, Requested, Result, Turn, assemble, declared, error_text, tool_spec
 
@@ -180,7 +180,8 @@ def _tool_run(run: dict[str, Any]) -> Executed:
     result = text_of(message["content"]) if "content" in message else text_of(output or None)
     error = error_text(run.get("error"))
     failed = error is not None or message.get("status") == "error"
-    extra = run.get("extra") if isinstance(run.get("extra"), dict) else {}
+    extra = run.get("extra")
+    extra = extra if isinstance(extra, dict) else {}
     inputs = run.get("inputs")
     return Executed(
         name=str(run.get("name") or "tool"),

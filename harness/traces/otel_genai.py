@@ -187,14 +187,14 @@ def steps(trace: Trace, spans: list[TraceSpan]) -> tuple[tuple[Step, ...], list[
     """``(steps, declared tools)`` of the spans of one transcript."""
     tool_spans = [s for s in spans if operation(s) == "execute_tool"]
     inside_tools = trace.below(tool_spans)
-    turns = [
-        Turn(s.start_s, s.end_s, _requested(s), _results(s))
-        for s in spans
-        if operation(s) in LLM_OPERATIONS and s.span_id not in inside_tools
-    ]
+    turns = [Turn(s.start_s, s.end_s, _requested(s), _results(s)) for s in spans if operation(s) in LLM_OPERATIONS and s.span_id not in inside_tools]
     runs = [_run(s) for s in tool_spans]
     specs = [tool_spec(t) for s in spans if operation(s) in LLM_OPERATIONS for t in _messages(s.attributes.get("gen_ai.tool.definitions"))]
-    specs += [tool_spec(None, str(s.attributes["gen_ai.tool.name"]), _str(s.attributes.get("gen_ai.tool.description"))) for s in tool_spans if s.attributes.get("gen_ai.tool.name") and s.attributes.get("gen_ai.tool.description")]
+    specs += [
+        tool_spec(None, str(s.attributes["gen_ai.tool.name"]), _str(s.attributes.get("gen_ai.tool.description")))
+        for s in tool_spans
+        if s.attributes.get("gen_ai.tool.name") and s.attributes.get("gen_ai.tool.description")
+    ]
     return assemble(turns, runs), declared(specs)
 
 

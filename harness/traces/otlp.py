@@ -138,7 +138,9 @@ def _status(raw: Any) -> tuple[int, str | None]:
         return 0, None
     code = raw.get("code", 0)
     message = raw.get("message")
-    return _STATUS.get(int(code) if isinstance(code, str) and code.isdigit() else code, 0), (message if isinstance(message, str) and message else None)
+    return _STATUS.get(int(code) if isinstance(code, str) and code.isdigit() else code, 0), (
+        message if isinstance(message, str) and message else None
+    )
 
 
 def _span(raw: dict[str, Any], line: int) -> TraceSpan:

@@ -166,17 +166,18 @@ def _groups(entries: list[_Entry]) -> list[int]:
 def assemble(turns: Sequence[Turn], runs: Iterable[Executed]) -> tuple[Step, ...]:
     """The steps of a unit of a trace from its model calls (in order) and its tools' runs."""
     entries: list[_Entry] = []
-    for t, turn in enumerate(turns):
-        for k, call in enumerate(turn.calls):
+    for t, model_call in enumerate(turns):
+        for k, call in enumerate(model_call.calls):
             entries.append(_Entry(call.name, call.arguments, call.call_id, t, (t, 0, k, 0), True, parsed=_parsed(call.arguments)))
     ordered = sorted(enumerate(runs), key=lambda item: (item[1].start_s is None, item[1].start_s or 0.0, item[0]))
-    for n, run in ordered:
-        entry = _match(entries, turns, run)
+    for n, executed in ordered:
+        entry = _match(entries, turns, executed)
         if entry is None:
-            turn = _turn_before(turns, run.start_s)
-            entry = _Entry(run.name, run.arguments, run.call_id, turn, (-1 if turn is None else turn, 1, run.start_s or 0.0, n), False)
+            turn = _turn_before(turns, executed.start_s)
+            order = (-1 if turn is None else turn, 1, executed.start_s or 0.0, n)
+            entry = _Entry(executed.name, executed.arguments, executed.call_id, turn, order, False)
             entries.append(entry)
-        entry.run = run
+        entry.run = executed
     _attach_messages(entries, turns)
     entries.sort(key=lambda e: e.order)
     steps = []
