@@ -77,11 +77,15 @@ def _event_messages(s: TraceSpan, kind: str) -> list[dict[str, Any]]:
 
 
 def input_messages(s: TraceSpan) -> list[dict[str, Any]]:
-    return _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input")
+    if "input" not in s.memo:  # the query, the contexts and the steps all read them
+        s.memo["input"] = _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input")
+    return s.memo["input"]
 
 
 def output_messages(s: TraceSpan) -> list[dict[str, Any]]:
-    return _messages(s.attributes.get("gen_ai.output.messages")) or _event_messages(s, "output")
+    if "output" not in s.memo:
+        s.memo["output"] = _messages(s.attributes.get("gen_ai.output.messages")) or _event_messages(s, "output")
+    return s.memo["output"]
 
 
 def _query(model_spans: list[TraceSpan]) -> str | None:

@@ -49,6 +49,8 @@ class TraceSpan:
     #: ``status.code``: 0 unset, 1 ok, 2 error
     status: int = 0
     status_message: str | None = None
+    #: values a reader derives from the span more than once (decoded message lists), by name
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def failure(self) -> str | None:
         """The error of a span that failed, None when it did not. A span failed when its status

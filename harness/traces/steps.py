@@ -75,7 +75,7 @@ class Executed:
     end_s: float | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Entry:
     name: str
     arguments: Any
@@ -92,9 +92,8 @@ def _parsed(arguments: Any) -> Any:
     return parse_arguments(arguments)[0]
 
 
-def _match(entries: list[_Entry], turns: Sequence[Turn], run: Executed) -> _Entry | None:
-    """The requested call that ``run`` ran (rule 2 of the module docstring), or None."""
-    waiting = [e for e in entries if e.requested and e.run is None]
+def _match(waiting: list[_Entry], turns: Sequence[Turn], run: Executed) -> _Entry | None:
+    """The requested call not yet run that ``run`` ran (rule 2 of the module docstring), or None."""
     if run.call_id is not None:
         for entry in waiting:
             if entry.call_id == run.call_id:
@@ -129,16 +128,21 @@ def _attach_messages(entries: list[_Entry], turns: Sequence[Turn]) -> None:
     """Rule 3: a result in a later turn's input goes to the call with its id; results without ids
     go by position, the j-th to the j-th call asked before (a model's input repeats the whole
     conversation, so the positions hold from turn to turn)."""
+    asked = [e for e in entries if e.requested]  # in the order asked, turn by turn
+    by_id: dict[str, _Entry] = {}
+    before = 0  # how many calls were asked before the current turn
     for index, turn in enumerate(turns):
-        earlier = [e for e in entries if e.requested and e.turn is not None and e.turn < index]
+        while before < len(asked) and (asked[before].turn or 0) < index:
+            if (call_id := asked[before].call_id) is not None:
+                by_id.setdefault(call_id, asked[before])
+            before += 1
         anonymous = [r for r in turn.results if r.call_id is None]
         for result in turn.results:
-            if result.call_id is not None:
-                entry = next((e for e in earlier if e.call_id == result.call_id), None)
-                if entry is not None and entry.message is None:
-                    entry.message = result
-        if len(anonymous) <= len(earlier):
-            for entry, result in zip(earlier, anonymous, strict=False):
+            entry = by_id.get(result.call_id) if result.call_id is not None else None
+            if entry is not None and entry.message is None:
+                entry.message = result
+        if len(anonymous) <= before:
+            for entry, result in zip(asked, anonymous, strict=False):
                 if entry.message is None:
                     entry.message = result
 
@@ -170,9 +174,12 @@ def assemble(turns: Sequence[Turn], runs: Iterable[Executed]) -> tuple[Step, ...
         for k, call in enumerate(model_call.calls):
             entries.append(_Entry(call.name, call.arguments, call.call_id, t, (t, 0, k, 0), True, parsed=_parsed(call.arguments)))
     ordered = sorted(enumerate(runs), key=lambda item: (item[1].start_s is None, item[1].start_s or 0.0, item[0]))
+    waiting = list(entries)  # the calls asked for and not yet run, in order
     for n, executed in ordered:
-        entry = _match(entries, turns, executed)
-        if entry is None:
+        entry = _match(waiting, turns, executed)
+        if entry is not None:
+            waiting.remove(entry)
+        else:
             turn = _turn_before(turns, executed.start_s)
             order = (-1 if turn is None else turn, 1, executed.start_s or 0.0, n)
             entry = _Entry(executed.name, executed.arguments, executed.call_id, turn, order, False)
