@@ -20,7 +20,7 @@ import pytest
 from harness.agent.steps import Step
 from harness.traces.importer import import_traces
 from harness.traces.reader import extracted
-from harness.traces.steps import Executed, Requested, Result, Turn, assemble
+from harness.traces.steps import Executed, Requested, Result, Turn, assemble, declared, tool_spec
 from harness.transcripts import iter_transcripts
 from harness.transcripts.models import Transcript
 from tests.fixtures.traces.agent_server import SCRIPT
@@ -407,3 +407,79 @@ def test_model_calls_inside_a_tool_are_not_turns(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc) + "\n", encoding="utf-8")
     for fmt in ("otel", "openinference"):
         assert [s.as_dict() for s in _steps(path, fmt)] == [s.as_dict() for s in _steps(PYDANTIC_AI, fmt)]
+
+
+def test_declared_tools_in_every_spelling_traces_use() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    spellings = [
+        {"type": "function", "function": {"name": "w", "description": "d", "parameters": schema}},  # OpenAI
+        {"type": "function", "name": "w", "description": "d", "parameters": schema},  # gen_ai.tool.definitions
+        {"name": "w", "description": "d", "input_schema": schema},  # Anthropic
+        {"name": "w", "description": "d", "parameters_json_schema": schema, "strict": None},  # pydantic-ai
+    ]
+    for spelling in spellings:
+        assert tool_spec(spelling) == {"name": "w", "description": "d", "parameters": schema}
+    assert tool_spec(schema, "w", "d") == {"name": "w", "description": "d", "parameters": schema}  # a bare schema, named apart
+    assert tool_spec({"city": "Paris"}, "w") == {"name": "w"}  # arguments are not a schema
+    assert tool_spec(schema) is None  # no name, no tool
+    assert declared([tool_spec(None, "w", "d"), tool_spec(spellings[0]), None]) == [{"name": "w", "description": "d", "parameters": schema}]
+
+
+def test_inspect_model_calls_of_the_scorer_are_not_turns(tmp_path: Path) -> None:
+    log = json.loads(INSPECT_JSON.read_text(encoding="utf-8"))
+    for sample in log["samples"]:
+        model = next(e for e in sample["events"] if e["event"] == "model")
+        sample["events"] += [{"event": "span_begin", "type": "scorers", "name": "scorers", "id": "s"}, model]  # a model-graded scorer
+    path = tmp_path / "scored.json"
+    path.write_text(json.dumps(log), encoding="utf-8")
+    assert [[s.as_dict() for s in t.resolved().steps or ()] for t in _load(path, "inspect")] == [
+        [s.as_dict() for s in t.resolved().steps or ()] for t in _load(INSPECT_JSON, "inspect")
+    ]
+
+
+def _kv(values: dict[str, Any]) -> list[dict[str, Any]]:
+    def value(v: Any) -> dict[str, Any]:
+        if isinstance(v, dict):
+            return {"kvlistValue": {"values": _kv(v)}}
+        if isinstance(v, list):
+            return {"arrayValue": {"values": [value(x) for x in v]}}
+        return {"stringValue": v}
+
+    return [{"key": k, "value": value(v)} for k, v in values.items()]
+
+
+def test_otel_older_message_events_give_steps_without_tool_spans(tmp_path: Path) -> None:
+    """The older GenAI conventions: a ``gen_ai.choice`` event's tool calls, a ``gen_ai.tool.message`` event's result."""
+    call = {"id": "c9", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+
+    def chat(span_id: str, start: int, events: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "traceId": "0" * 31 + "1",
+            "spanId": span_id,
+            "name": "chat m",
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(start + 10),
+            "attributes": _kv({"gen_ai.operation.name": "chat"}),
+            "events": [{"name": n, "timeUnixNano": str(start), "attributes": _kv(a)} for n, a in events],
+        }
+
+    spans = [
+        chat(
+            "00000000000000a1",
+            100,
+            [("gen_ai.user.message", {"content": "Weather in Oslo?"}), ("gen_ai.choice", {"message": {"tool_calls": [call]}})],
+        ),
+        chat(
+            "00000000000000a2",
+            200,
+            [
+                ("gen_ai.user.message", {"content": "Weather in Oslo?"}),
+                ("gen_ai.tool.message", {"id": "c9", "content": "snow"}),
+                ("gen_ai.choice", {"message": {"content": "Snow."}}),
+            ],
+        ),
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}) + "\n", encoding="utf-8")
+    (step,) = _steps(path, "otel")
+    assert step.as_dict() == {"name": "get_weather", "arguments": {"city": "Oslo"}, "result": "snow", "turn": 0, "group": 0, "id": "c9"}
