@@ -6,6 +6,12 @@ whole. The query is the sample's ``input`` (its last user message when it is a m
 response ``output.completion`` (else the last assistant message), the reference its ``target``;
 tool results become contexts, and ``model``/``tool`` events (``timestamp`` to ``completed``)
 become llm and tool spans. The sample's ``total_time`` is its total latency.
+
+Steps (:mod:`.steps`): the solver's ``model`` events (those before scoring begins) are the turns,
+their ``output.choices[0].message.tool_calls`` the calls asked for (``id``, ``function``,
+``arguments``); each ``tool`` event is a tool's run (``id``, ``function``, ``arguments``,
+``result``, ``error.message``; ``timestamp`` to ``completed``). The tools the model was offered
+(``model`` events' ``tools``) are the declared tools.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..agent.steps import Step
 from ..errors import TranscriptError
 from ..jsonlines import MAX_INPUT_DEPTH, MAX_RECORD_BYTES, decode_json, load_record, record_too_large
 from .records import Extracted, last, span, text_of, unique
+from .steps import Executed, Requested, Turn, assemble, declared, tool_spec
 
 _EVENT_KINDS = {"model": "llm", "tool": "tool"}
 _QUERY_SOURCES = "the sample's input"
@@ -40,6 +48,55 @@ def _event_span(event: dict[str, Any]) -> dict[str, Any] | None:
         end = start + float(event.get("working_time") or 0.0)
     name = event.get("model") if kind == "llm" else event.get("function")
     return span(kind, str(name or kind), start, end)
+
+
+def _solver_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events before scoring begins (a model-graded scorer's calls are not the agent's)."""
+    out = []
+    for event in events:
+        if event.get("event") == "score" or (event.get("event") == "span_begin" and event.get("type") in ("scorers", "scorer")):
+            break
+        out.append(event)
+    return out
+
+
+def _calls(event: dict[str, Any]) -> tuple[Requested, ...]:
+    choices = (event.get("output") or {}).get("choices") or []
+    message = (choices[0].get("message") or {}) if choices and isinstance(choices[0], dict) else {}
+    return tuple(
+        Requested(str(c.get("function") or ""), c.get("arguments"), str(c["id"]) if c.get("id") else None)
+        for c in message.get("tool_calls") or []
+        if isinstance(c, dict)
+    )
+
+
+def _run(event: dict[str, Any]) -> Executed:
+    start = _seconds(event.get("timestamp"))
+    end = _seconds(event.get("completed"))
+    if end is None and start is not None and event.get("working_time") is not None:
+        end = start + float(event["working_time"])
+    error = event.get("error")
+    message = (error.get("message") or error.get("type") or "error") if isinstance(error, dict) else (str(error) if error else None)
+    failed = message is not None or bool(event.get("failed"))
+    return Executed(
+        name=str(event.get("function") or ""),
+        arguments=event.get("arguments"),
+        result=text_of(event.get("result")),
+        failed=failed,
+        error=message or ("failed" if failed else None),
+        call_id=str(event["id"]) if event.get("id") else None,
+        start_s=start,
+        end_s=end,
+    )
+
+
+def steps(events: list[dict[str, Any]]) -> tuple[tuple[Step, ...], list[dict[str, Any]]]:
+    """``(steps, declared tools)`` of a sample's events."""
+    solver = _solver_events(events)
+    models = [e for e in solver if e.get("event") == "model"]
+    turns = [Turn(_seconds(e.get("timestamp")), _seconds(e.get("completed")), _calls(e)) for e in models]
+    runs = [_run(e) for e in solver if e.get("event") == "tool"]
+    return assemble(turns, runs), declared(tool_spec(t) for e in models for t in e.get("tools") or [])
 
 
 def _query(sample: dict[str, Any]) -> str | None:
@@ -71,6 +128,7 @@ def sample_transcript(sample: dict[str, Any], header: dict[str, Any], index: int
     contexts = unique(
         [text_of(e.get("result")) for e in tool_events] + [text_of(m.get("content")) for m in sample.get("messages") or [] if m.get("role") == "tool"]
     )
+    found, tools = steps(events)
     eval_info = header.get("eval") or {}
     meta = {
         "source_format": "inspect",
@@ -95,7 +153,8 @@ def sample_transcript(sample: dict[str, Any], header: dict[str, Any], index: int
         reference=_reference(sample.get("target")),
         spans=[s for s in map(_event_span, events) if s is not None],
         total_ms=float(sample["total_time"]) * 1000.0 if sample.get("total_time") is not None else None,
-        tool_calls=len(tool_events),
+        steps=[step.as_dict() for step in found],
+        tools=tools,
         metadata={k: v for k, v in meta.items() if v is not None},
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,

@@ -17,6 +17,13 @@ response; else the first and last GENERATION's messages. TOOL and RETRIEVER outp
 contexts; GENERATION, TOOL and RETRIEVER/EMBEDDING observations become llm, tool and api spans; the
 generations' models are kept. Langfuse's ids are OpenTelemetry ids, so the trace and root
 observation ids are kept for ``harness export --format otel``.
+
+Steps (:mod:`.steps`): the GENERATIONs (not those under a TOOL) are the turns, the tool calls of
+their output message the calls asked for and the tool messages of their input the results; each
+TOOL observation is a tool's run: its ``name``, ``input`` as the arguments (``@observe``'s
+``{"args": [], "kwargs": {...}}`` read as the keyword arguments), ``output`` as the result, failed
+when its ``level`` is ``ERROR`` (the error its ``statusMessage``). The declared tools come from
+the GENERATIONs' ``input.tools``.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..agent.steps import Step
 from ..errors import TranscriptError
-from .langsmith import io_text
+from .langsmith import flat_messages, io_text, output_message, requested_calls, tool_results
 from .records import Extracted, first, span, text_of, unique
+from .steps import Executed, Turn, assemble, declared, tool_spec
 
 _KINDS = {"GENERATION": "llm", "TOOL": "tool", "RETRIEVER": "api", "EMBEDDING": "api"}
 _QUERY_SOURCES = "the trace's input, the root observation's input and the GENERATION inputs"
@@ -54,6 +63,9 @@ class Observation:
     output: Any
     model: str | None
     usage: dict[str, float]
+    #: DEBUG, DEFAULT, WARNING or ERROR
+    level: str | None = None
+    status_message: str | None = None
 
 
 class _Where:
@@ -116,6 +128,8 @@ def _observation(item: Any, where: _Where, field: str) -> Observation:
         model=_optional_str(item, "model", where, field),
         # usage is {unit: count}; the older "usage" also carries {"unit": "TOKENS"}, not a count
         usage={k: v for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)},
+        level=_optional_str(item, "level", where, field),
+        status_message=_optional_str(item, "statusMessage", where, field),
     )
 
 
@@ -141,6 +155,61 @@ def _usage(generations: list[Observation]) -> dict[str, int]:
     return totals
 
 
+def _arguments(value: Any) -> Any:
+    """A TOOL's input as arguments: ``@observe`` records ``{"args": [...], "kwargs": {...}}``."""
+    if isinstance(value, dict) and set(value) == {"args", "kwargs"} and isinstance(value["kwargs"], dict) and value["args"] in ([], None):
+        return value["kwargs"]
+    return value
+
+
+def _generation_output(value: Any) -> dict[str, Any]:
+    if isinstance(value, list):
+        found = flat_messages(value)
+        return found[-1] if found else {}
+    return output_message(value) or (value if isinstance(value, dict) else {})
+
+
+def _generation_input_messages(value: Any) -> Any:
+    return value.get("messages") if isinstance(value, dict) else value
+
+
+def steps(ordered: list[Observation]) -> tuple[tuple[Step, ...], list[dict[str, Any]]]:
+    """``(steps, declared tools)`` of one trace's observations, in start order."""
+    tools = [o for o in ordered if o.type == "TOOL"]
+    tool_ids = {o.id for o in tools}
+    by_id = {o.id: o for o in ordered}
+
+    def under_tool(o: Observation) -> bool:
+        parent = by_id.get(o.parent or "")
+        while parent is not None:
+            if parent.id in tool_ids:
+                return True
+            parent = by_id.get(parent.parent or "")
+        return False
+
+    generations = [o for o in ordered if o.type == "GENERATION" and not under_tool(o)]
+    turns = [
+        Turn(g.start, g.end, requested_calls(_generation_output(g.output)), tool_results(_generation_input_messages(g.input))) for g in generations
+    ]
+    runs = []
+    for o in tools:
+        failed = (o.level or "").upper() == "ERROR"
+        result = text_of(o.output)
+        runs.append(
+            Executed(
+                name=o.name or "tool",
+                arguments=_arguments(o.input),
+                result=result,
+                failed=failed,
+                error=(o.status_message or result or "error") if failed else None,
+                start_s=o.start,
+                end_s=o.end,
+            )
+        )
+    specs = [tool_spec(t) for g in generations if isinstance(g.input, dict) and isinstance(g.input.get("tools"), list) for t in g.input["tools"]]
+    return assemble(turns, runs), declared(specs)
+
+
 def trace_transcript(trace_id: str, line: int, observations: list[Observation], trace: dict[str, Any] | None) -> Extracted:
     ordered = sorted(observations, key=lambda o: (o.start is None, o.start or 0.0))
     ids = {o.id for o in observations}
@@ -160,6 +229,7 @@ def trace_transcript(trace_id: str, line: int, observations: list[Observation], 
             meta["models"] = models
     if usage := _usage(generations):
         meta["usage"] = usage
+    found, tools = steps(ordered)
     top_input = trace.get("input") if trace else None
     top_output = trace.get("output") if trace else None
     return Extracted(
@@ -177,7 +247,8 @@ def trace_transcript(trace_id: str, line: int, observations: list[Observation], 
         contexts=unique(text_of(o.output) for o in ordered if o.type in ("TOOL", "RETRIEVER")),
         spans=timed,
         total_ms=(root.end - root.start) * 1000.0 if root and root.start is not None and root.end is not None else None,
-        tool_calls=sum(1 for o in ordered if o.type == "TOOL"),
+        steps=[step.as_dict() for step in found],
+        tools=tools,
         metadata=meta,
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,

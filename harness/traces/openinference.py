@@ -6,6 +6,15 @@ The query is the root AGENT/CHAIN span's ``input.value`` when it is text, else t
 message (``llm.input_messages.N.message.*``) of the first LLM span; the response likewise from
 ``output.value`` or the last LLM span's output messages. Contexts are the retrieved documents
 (``retrieval.documents.N.document.content``), tool outputs and tool messages.
+
+Steps (:mod:`.steps`): the LLM spans (not those under a TOOL span) are the turns, their
+``llm.output_messages.N.message.tool_calls.M.tool_call.*`` (``id``, ``function.name``,
+``function.arguments``) the calls asked for, and their input's tool messages
+(``message.tool_call_id``) the results; each TOOL span is a tool's run: ``tool.name``,
+``tool_call.id``, the arguments from ``tool_call.function.arguments`` or ``input.value``, the result
+``output.value``, failed when the span's status is ERROR (or it has an ``exception`` event). The
+declared tools come from the LLM spans' ``llm.tools.N.tool.*`` and the TOOL spans'
+``tool.description`` and ``tool.parameters`` (when that is a JSON Schema).
 """
 
 from __future__ import annotations
@@ -14,8 +23,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..agent.steps import Step
+from ..jsonlines import MAX_INPUT_DEPTH, decode_json
 from .otlp import Trace, TraceSpan, span_transcript
 from .records import Extracted, first, last, span, text_of, unique
+from .steps import Executed, Requested, Result, Turn, assemble, declared, is_schema, tool_spec
 
 KIND = "openinference.span.kind"
 _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "api", "EMBEDDING": "api", "RERANKER": "api"}
@@ -89,13 +101,70 @@ def _contexts(spans: list[TraceSpan], llm_spans: list[TraceSpan]) -> list[str]:
     return unique([*map(text_of, documents), *tools, *tool_messages])
 
 
-def _tool_calls(spans: list[TraceSpan], llm_spans: list[TraceSpan]) -> int:
-    executed = sum(1 for s in spans if kind(s) == "TOOL")
-    if executed:
-        return executed
-    return sum(
-        1 for s in llm_spans for m in messages(s, "output") for key in m if re.fullmatch(r"message\.tool_calls\.\d+\.tool_call\.function\.name", key)
+def _requested(s: TraceSpan) -> tuple[Requested, ...]:
+    return tuple(
+        Requested(str(c.get("tool_call.function.name") or ""), c.get("tool_call.function.arguments"), _id(c.get("tool_call.id")))
+        for m in messages(s, "output")
+        for c in indexed(m, "message.tool_calls")
     )
+
+
+def _results(s: TraceSpan) -> tuple[Result, ...]:
+    return tuple(Result(_id(m.get("message.tool_call_id")), _message_text(m)) for m in messages(s, "input") if m.get("message.role") == "tool")
+
+
+def _id(value: Any) -> str | None:
+    return str(value) if value is not None and value != "" else None
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return decode_json(value, MAX_INPUT_DEPTH)
+        except ValueError:
+            return value
+    return value
+
+
+def _run(s: TraceSpan) -> Executed:
+    attrs = s.attributes
+    error = s.failure()
+    return Executed(
+        name=str(attrs.get("tool.name") or attrs.get("tool_call.function.name") or s.name),
+        arguments=attrs.get("tool_call.function.arguments", attrs.get("input.value")),
+        result=text_of(attrs.get("output.value")),
+        failed=error is not None,
+        error=error,
+        call_id=_id(attrs.get("tool_call.id")),
+        start_s=s.start_s,
+        end_s=s.end_s,
+    )
+
+
+def _specs(llm_spans: list[TraceSpan], tool_spans: list[TraceSpan]) -> list[dict[str, Any]]:
+    specs = [
+        tool_spec(_json(t.get("tool.json_schema")), _str(t.get("tool.name")), _str(t.get("tool.description")))
+        for s in llm_spans
+        for t in indexed(s.attributes, "llm.tools")
+    ]
+    for s in tool_spans:
+        name, parameters = s.attributes.get("tool.name"), _json(s.attributes.get("tool.parameters"))
+        if isinstance(name, str) and name and (is_schema(parameters) or s.attributes.get("tool.description")):
+            specs.append(tool_spec(parameters if is_schema(parameters) else None, name, _str(s.attributes.get("tool.description"))))
+    return declared(specs)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def steps(trace: Trace, spans: list[TraceSpan]) -> tuple[tuple[Step, ...], list[dict[str, Any]]]:
+    """``(steps, declared tools)`` of the spans of one transcript."""
+    tool_spans = [s for s in spans if kind(s) == "TOOL"]
+    inside_tools = trace.below(tool_spans)
+    llm_spans = [s for s in spans if kind(s) == "LLM" and s.span_id not in inside_tools]
+    turns = [Turn(s.start_s, s.end_s, _requested(s), _results(s)) for s in llm_spans]
+    return assemble(turns, [_run(s) for s in tool_spans]), _specs(llm_spans, tool_spans)
 
 
 def _usage(llm_spans: list[TraceSpan]) -> dict[str, int]:
@@ -132,6 +201,7 @@ def units(trace: Trace) -> Iterator[tuple[TraceSpan, str, list[TraceSpan]]]:
 
 def extract(trace: Trace, root: TraceSpan, transcript_id: str, spans: list[TraceSpan]) -> Extracted:
     llm_spans = [s for s in spans if kind(s) == "LLM"]
+    found, tools = steps(trace, spans)
     return span_transcript(
         trace,
         root,
@@ -142,7 +212,8 @@ def extract(trace: Trace, root: TraceSpan, transcript_id: str, spans: list[Trace
         response=_response(root, llm_spans),
         contexts=_contexts(spans, llm_spans),
         timed=[span(k, s.name, s.start_s, s.end_s) for s in spans if (k := _KINDS.get(kind(s) or ""))],
-        tool_calls=_tool_calls(spans, llm_spans),
+        steps=found,
+        tools=tools,
         model=first(s.attributes.get("llm.model_name") for s in llm_spans),
         usage=_usage(llm_spans),
         query_sources=_QUERY_SOURCES,

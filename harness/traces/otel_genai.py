@@ -9,6 +9,14 @@ agent span itself when it records messages). Tool results become contexts.
 
 Messages are read from ``gen_ai.input.messages``/``gen_ai.output.messages`` (JSON, parts form),
 or from the older per-message span events (``gen_ai.user.message``, ``gen_ai.choice``, ...).
+
+Steps (:mod:`.steps`): the model spans (not those under a tool span) are the turns, their output
+messages' ``tool_call`` parts (or a ``gen_ai.choice`` event's ``tool_calls``) the calls asked for,
+and their input's ``tool_call_response`` parts the results; each ``execute_tool`` span is a tool's
+run: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``,
+``gen_ai.tool.call.result`` (pydantic-ai's older ``tool_arguments``/``tool_response`` too), failed
+when the span's status is ERROR (or it has ``error.type``, or an ``exception`` event). The declared
+tools come from the model spans' ``gen_ai.tool.definitions``.
 """
 
 from __future__ import annotations
@@ -16,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..agent.steps import Step
 from ..jsonlines import MAX_INPUT_DEPTH, decode_json
 from .otlp import Trace, TraceSpan, span_transcript
 from .records import Extracted, first, last, span, text_of, unique
+from .steps import Executed, Requested, Result, Turn, assemble, declared, tool_spec
 
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content"}
 API_OPERATIONS = {"embeddings", "retrieval"}
@@ -58,19 +68,24 @@ def _event_messages(s: TraceSpan, kind: str) -> list[dict[str, Any]]:
     for event in s.events:
         if kind == "input" and event.name.startswith("gen_ai.") and event.name.endswith(".message"):
             role = event.name.removeprefix("gen_ai.").removesuffix(".message")
-            out.append({"role": event.attributes.get("role", role), "content": event.attributes.get("content")})
+            out.append({"role": event.attributes.get("role", role), "content": event.attributes.get("content"), "id": event.attributes.get("id")})
         elif kind == "output" and event.name == "gen_ai.choice":
             body = event.attributes.get("message")
-            out.append({"role": "assistant", "content": (body.get("content") if isinstance(body, dict) else event.attributes.get("content"))})
+            body = body if isinstance(body, dict) else {}
+            out.append({"role": "assistant", "content": body.get("content", event.attributes.get("content")), "tool_calls": body.get("tool_calls")})
     return out
 
 
 def input_messages(s: TraceSpan) -> list[dict[str, Any]]:
-    return _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input")
+    if "input" not in s.memo:  # the query, the contexts and the steps all read them
+        s.memo["input"] = _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input")
+    return s.memo["input"]
 
 
 def output_messages(s: TraceSpan) -> list[dict[str, Any]]:
-    return _messages(s.attributes.get("gen_ai.output.messages")) or _event_messages(s, "output")
+    if "output" not in s.memo:
+        s.memo["output"] = _messages(s.attributes.get("gen_ai.output.messages")) or _event_messages(s, "output")
+    return s.memo["output"]
 
 
 def _query(model_spans: list[TraceSpan]) -> str | None:
@@ -122,13 +137,73 @@ def span_kind(s: TraceSpan) -> str | None:
     return None
 
 
-def _tool_call_count(spans: list[TraceSpan], model_spans: list[TraceSpan]) -> int:
-    executed = sum(1 for s in spans if operation(s) == "execute_tool")
-    if executed:
-        return executed
-    return sum(
-        1 for s in model_spans for m in output_messages(s) for p in (m.get("parts") or []) if isinstance(p, dict) and p.get("type") == "tool_call"
+def _requested(s: TraceSpan) -> tuple[Requested, ...]:
+    calls = []
+    for m in output_messages(s):
+        for p in m.get("parts") or []:
+            if isinstance(p, dict) and p.get("type") == "tool_call":
+                calls.append(Requested(str(p.get("name") or ""), p.get("arguments"), _id(p.get("id"))))
+        for c in m.get("tool_calls") or []:  # a gen_ai.choice event's message
+            function = c.get("function") if isinstance(c, dict) else None
+            if isinstance(function, dict):
+                calls.append(Requested(str(function.get("name") or ""), function.get("arguments"), _id(c.get("id"))))
+    return tuple(calls)
+
+
+def _results(s: TraceSpan) -> tuple[Result, ...]:
+    out = []
+    for m in input_messages(s):
+        if m.get("role") != "tool":
+            continue
+        parts = m.get("parts")
+        if parts is None:  # an older gen_ai.tool.message event
+            out.append(Result(_id(m.get("id") or m.get("tool_call_id")), text_of(m.get("content"))))
+            continue
+        for p in parts:
+            if isinstance(p, dict) and p.get("type") == "tool_call_response":
+                response = next((p[k] for k in ("response", "result", "content") if k in p), None)
+                out.append(Result(_id(p.get("id")), text_of(response)))
+    return tuple(out)
+
+
+def _id(value: Any) -> str | None:
+    return str(value) if value is not None and value != "" else None
+
+
+def _run(s: TraceSpan) -> Executed:
+    attrs = s.attributes
+    result = attrs.get("gen_ai.tool.call.result", attrs.get("tool_response"))
+    error = s.failure()
+    name = attrs.get("gen_ai.tool.name") or s.name.removeprefix("execute_tool").strip() or s.name
+    return Executed(
+        name=str(name),
+        arguments=attrs.get("gen_ai.tool.call.arguments", attrs.get("tool_arguments")),
+        result=text_of(result),
+        failed=error is not None,
+        error=error,
+        call_id=_id(attrs.get("gen_ai.tool.call.id")),
+        start_s=s.start_s,
+        end_s=s.end_s,
     )
+
+
+def steps(trace: Trace, spans: list[TraceSpan]) -> tuple[tuple[Step, ...], list[dict[str, Any]]]:
+    """``(steps, declared tools)`` of the spans of one transcript."""
+    tool_spans = [s for s in spans if operation(s) == "execute_tool"]
+    inside_tools = trace.below(tool_spans)
+    turns = [Turn(s.start_s, s.end_s, _requested(s), _results(s)) for s in spans if operation(s) in LLM_OPERATIONS and s.span_id not in inside_tools]
+    runs = [_run(s) for s in tool_spans]
+    specs = [tool_spec(t) for s in spans if operation(s) in LLM_OPERATIONS for t in _messages(s.attributes.get("gen_ai.tool.definitions"))]
+    specs += [
+        tool_spec(None, str(s.attributes["gen_ai.tool.name"]), _str(s.attributes.get("gen_ai.tool.description")))
+        for s in tool_spans
+        if s.attributes.get("gen_ai.tool.name") and s.attributes.get("gen_ai.tool.description")
+    ]
+    return assemble(turns, runs), declared(specs)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _usage(model_spans: list[TraceSpan]) -> dict[str, int]:
@@ -168,6 +243,7 @@ def extract(trace: Trace, root: TraceSpan, transcript_id: str, spans: list[Trace
     """The transcript of ``root`` from ``spans`` (the spans under an agent span, or the whole trace)."""
     model_spans = [s for s in spans if operation(s) in LLM_OPERATIONS]
     agent = root if operation(root) == "invoke_agent" else None
+    found, tools = steps(trace, spans)
     return span_transcript(
         trace,
         root,
@@ -178,7 +254,8 @@ def extract(trace: Trace, root: TraceSpan, transcript_id: str, spans: list[Trace
         response=_response(agent, model_spans),
         contexts=_tool_results(spans, model_spans),
         timed=[span(kind, s.name, s.start_s, s.end_s) for s in spans if (kind := span_kind(s))],
-        tool_calls=_tool_call_count(spans, model_spans),
+        steps=found,
+        tools=tools,
         model=first(s.attributes.get("gen_ai.request.model") for s in model_spans),
         usage=_usage(model_spans),
         query_sources=_QUERY_SOURCES,

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agent.steps import Step
 from ..errors import TranscriptError
 from .records import Extracted
 
@@ -45,6 +46,24 @@ class TraceSpan:
     attributes: dict[str, Any]
     events: list[SpanEvent] = field(default_factory=list)
     line: int = 0
+    #: ``status.code``: 0 unset, 1 ok, 2 error
+    status: int = 0
+    status_message: str | None = None
+    #: values a reader derives from the span more than once (decoded message lists), by name
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def failure(self) -> str | None:
+        """The error of a span that failed, None when it did not. A span failed when its status
+        is ERROR, when it carries ``error.type`` (OTel's attribute for a failed operation), or
+        when its status is unset and it recorded an ``exception`` event. The error is the
+        exception's message, else the status message, else ``error.type``, else "error"."""
+        exceptions = [e for e in self.events if e.name == "exception"]
+        error_type = self.attributes.get("error.type")
+        if not (self.status == 2 or error_type is not None or (self.status == 0 and exceptions)):
+            return None
+        messages = [e.attributes.get("exception.message") or e.attributes.get("exception.type") for e in exceptions]
+        found = next((m for m in messages if isinstance(m, str) and m), None)
+        return found or self.status_message or (str(error_type) if error_type is not None else None) or "error"
 
 
 @dataclass(slots=True)
@@ -54,6 +73,21 @@ class Trace:
 
     def children(self, span_id: str) -> list[TraceSpan]:
         return [s for s in self.spans if s.parent_id == span_id]
+
+    def below(self, tops: list[TraceSpan]) -> set[str]:
+        """The ids of every span under one of ``tops`` (not the tops themselves)."""
+        children: dict[str, list[str]] = {}
+        for s in self.spans:
+            if s.parent_id:
+                children.setdefault(s.parent_id, []).append(s.span_id)
+        out: set[str] = set()
+        todo = [c for top in tops for c in children.get(top.span_id, [])]
+        while todo:
+            span_id = todo.pop()
+            if span_id not in out:
+                out.add(span_id)
+                todo.extend(children.get(span_id, []))
+        return out
 
     def descendants(self, root: TraceSpan) -> list[TraceSpan]:
         """``root`` and every span under it, in start order."""
@@ -97,11 +131,26 @@ def _seconds(nanos: str | int | None) -> float:
     return int(nanos or 0) / 1e9
 
 
+#: ``status.code`` as proto3 JSON writes it (the enum's name) or as a number
+_STATUS = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2, 0: 0, 1: 1, 2: 2}
+
+
+def _status(raw: Any) -> tuple[int, str | None]:
+    if not isinstance(raw, dict):
+        return 0, None
+    code = raw.get("code", 0)
+    message = raw.get("message")
+    return _STATUS.get(int(code) if isinstance(code, str) and code.isdigit() else code, 0), (
+        message if isinstance(message, str) and message else None
+    )
+
+
 def _span(raw: dict[str, Any], line: int) -> TraceSpan:
     trace_id = _hex_id(raw.get("traceId"), 16)
     span_id = _hex_id(raw.get("spanId"), 8)
     if not trace_id or not span_id:
         raise KeyError("traceId" if not trace_id else "spanId")
+    status = _status(raw.get("status"))
     return TraceSpan(
         trace_id=trace_id,
         span_id=span_id,
@@ -112,6 +161,8 @@ def _span(raw: dict[str, Any], line: int) -> TraceSpan:
         attributes=attributes(raw.get("attributes", [])),
         events=[SpanEvent(e.get("name", ""), _seconds(e.get("timeUnixNano")), attributes(e.get("attributes", []))) for e in raw.get("events", [])],
         line=line,
+        status=status[0],
+        status_message=status[1],
     )
 
 
@@ -148,7 +199,8 @@ def span_transcript(
     response: str | None,
     contexts: list[str],
     timed: list[dict[str, Any]],
-    tool_calls: int,
+    steps: Sequence[Step],
+    tools: list[dict[str, Any]],
     model: str | None,
     usage: dict[str, int],
     query_sources: str,
@@ -157,7 +209,8 @@ def span_transcript(
     """The transcript of ``root`` as an OTLP reader (OpenTelemetry GenAI, OpenInference) found it in
     ``spans``: named after the trace, ``total_ms`` from the first span's start to the last one's
     end, the metadata naming the source format, trace and root span, and the model and token usage
-    when known; ``timed`` are the transcript's spans."""
+    when known; ``timed`` are the transcript's spans, ``steps`` its tool calls and ``tools`` the
+    tools declared."""
     meta: dict[str, Any] = {"source_format": source_format, "trace_id": trace.trace_id, "span_id": root.span_id, "span_name": root.name}
     if model:
         meta["model"] = model
@@ -172,7 +225,8 @@ def span_transcript(
         contexts=contexts,
         spans=timed,
         total_ms=(max(s.end_s for s in spans) - min(s.start_s for s in spans)) * 1000.0,
-        tool_calls=tool_calls,
+        steps=[step.as_dict() for step in steps],
+        tools=tools,
         metadata=meta,
         query_sources=query_sources,
         response_sources=response_sources,

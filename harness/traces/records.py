@@ -3,6 +3,8 @@
 A reader turns one trace (or one agent invocation, or one Inspect sample) into a ``dict`` with the
 fields of :class:`~harness.transcripts.models.Transcript`, and hands it to the loader as a
 :class:`~harness.transcripts.loader.RawRecord`, so the records are validated exactly like JSONL.
+The agent's tool calls become the transcript's ``steps`` (built by :mod:`.steps` from the model
+calls and the tools' runs the reader finds), and the tools the trace declares its ``tools``.
 A trace in which no query or response can be found becomes a record carrying its
 :class:`~harness.errors.TranscriptError` ("FILE:LINE: trace ID: no query found (...)"), which the
 loader raises or skips under ``--on-bad-record`` like any bad record: never silently dropped.
@@ -30,12 +32,20 @@ class Extracted:
     contexts: list[str] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     total_ms: float | None = None
-    tool_calls: int | None = None
+    #: the agent's tool calls as a transcript's ``steps`` entries (``Step.as_dict``), in order
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    #: the tools the trace says the agent had, as a transcript's ``tools`` entries
+    tools: list[dict[str, Any]] = field(default_factory=list)
     reference: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     #: where the query and response were looked for, for the message when they are missing
     query_sources: str = ""
     response_sources: str = ""
+
+    @property
+    def tool_calls(self) -> int:
+        """The number of tool calls: the steps' (one home; a transcript counts its steps too)."""
+        return len(self.steps)
 
     def problem(self) -> str | None:
         missing = [
@@ -56,8 +66,9 @@ class Extracted:
             out["spans"] = self.spans
         if self.total_ms is not None:
             out["timings"] = {"total_ms": round(self.total_ms, 3)}
-        if self.tool_calls is not None:
-            out["tool_calls"] = self.tool_calls
+        out["steps"] = self.steps  # written when empty too: the trace says no tool was called
+        if self.tools:
+            out["tools"] = self.tools
         if self.metadata:
             out["metadata"] = self.metadata
         return out

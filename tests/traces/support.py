@@ -17,6 +17,11 @@ INSPECT_EVAL = FIXTURES / "inspect.eval"
 INSPECT_JSON = FIXTURES / "inspect.json"
 LANGSMITH = FIXTURES / "langsmith.jsonl"
 LANGFUSE = FIXTURES / "langfuse.json"
+#: traces written by real agent frameworks (frameworks.py), and the log their tools kept of their calls
+PYDANTIC_AI = FIXTURES / "pydantic_ai_otel.jsonl"
+OPENAI_AGENTS = FIXTURES / "openai_agents_openinference.jsonl"
+LANGGRAPH = FIXTURES / "langgraph_langsmith.jsonl"
+FRAMEWORK_CALLS = FIXTURES / "frameworks_calls.json"
 QUESTIONS = ["What is the weather in Paris?", "Should I take an umbrella in Paris today?"]
 TOOL_RESULT = "Paris: light rain, 14 C"
 
