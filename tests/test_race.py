@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.errors import UserInputError
 from harness.runner.race import RaceOptions, race
-from tests.e2e_support import KEY, KEY_ENV, judge, serve, write_config, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
 from tests.reliability.support import cli
 
 pytestmark = pytest.mark.timeout(180)
@@ -156,6 +156,52 @@ def test_offline_judgments_not_in_the_cache_exit_3_with_the_decision_on_what_is_
     assert decision["pairs_not_scored"] == {"unscored (cache_miss)": 40}
     assert "40 unscored (cache_miss)" in replay.output
     assert not (tmp_path / "replay" / ".race").exists()
+
+
+def _faulty_b(tmp_path: Path, n: int, faulty: set[int], fault: str) -> None:
+    """A scores 0.3, B 0.4 (no early decision); B's transcripts in ``faulty`` carry ``fault``."""
+    a = [{"id": f"t{i}", "query": f"q{i} [[score=0.3]]", "response": "r"} for i in range(n)]
+    b = [{"id": f"t{i}", "query": f"q{i} [[score=0.4]] b{fault if i in faulty else ''}", "response": "r"} for i in range(n)]
+    write_jsonl(tmp_path / "a.jsonl", a)
+    write_jsonl(tmp_path / "b.jsonl", b)
+
+
+def test_failed_judgments_replay_offline_to_the_same_race(tmp_path: Path) -> None:
+    _faulty_b(tmp_path, 30, {1, 7, 12, 20, 29}, " [[fault:400]]")
+    with serve() as server:
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+        live = _race(tmp_path, "--round", "10", "--margin", "0.001")
+        sent = len(server.requests)
+        replay = _race(tmp_path, "--round", "10", "--margin", "0.001", "--offline", out="replay")
+        assert len(server.requests) == sent
+    assert live.exit_code == 1, live.output
+    assert "5 failed (fatal)" in live.output
+    # same decision, same race.json, same exit code
+    assert replay.exit_code == 1, replay.output
+    assert _decision(tmp_path / "replay") == _decision(tmp_path / "race")
+    assert _decision(tmp_path / "race")["pairs_not_scored"] == {"failed (fatal)": 5}
+
+
+def test_outputs_hold_exactly_the_judgments_the_decision_used(tmp_path: Path) -> None:
+    # a judge that fails once on three of B's transcripts: asked again, it would answer
+    _faulty_b(tmp_path, 30, {3, 14, 25}, " [[fault:400:1]]")
+    with serve() as server:
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+        done = _race(tmp_path, "--round", "10", "--margin", "0.001")
+        requests = len(server.requests)
+    assert done.exit_code == 1, done.output
+    decision = json.loads((tmp_path / "race" / "race.json").read_text())
+    assert decision["pairs_not_scored"] == {"failed (fatal)": 3} and decision["looks"][-1]["pairs_used"] == 27
+    # nothing asked twice: one request per judgment the rounds made
+    assert requests == decision["judgments"] == 60
+    b_rows = read_jsonl(tmp_path / "race" / "b" / "judgments.jsonl")
+    assert {r["transcript_id"] for r in b_rows if r["status"] == "failed"} == {"t3", "t14", "t25"}
+    scored_b = {r["transcript_id"] for r in read_jsonl(tmp_path / "race" / "b" / "results.jsonl") if r["scores"]["j"]["relevance"] is not None}
+    scored_a = {r["transcript_id"] for r in read_jsonl(tmp_path / "race" / "a" / "results.jsonl") if r["scores"]["j"]["relevance"] is not None}
+    assert len(scored_a & scored_b) == 27
+    # each side's run is of its own judged transcripts, a file the user keeps
+    summary = json.loads((tmp_path / "race" / "b" / "summary.json").read_text())
+    assert Path(summary["input"]) == tmp_path / "race" / "b.jsonl" and len(read_jsonl(tmp_path / "race" / "b.jsonl")) == 30
 
 
 @pytest.mark.parametrize(
