@@ -210,7 +210,7 @@ def test_outputs_hold_exactly_the_judgments_the_decision_used(tmp_path: Path) ->
         (["--max-pairs", "0"], 2, "--max-pairs must be at least 1"),
         (["--max-pairs", "-3"], 2, "--max-pairs must be at least 1"),
         (["--round", "0"], 2, "--round must be at least 1"),
-        (["--margin", "inf"], 2, "--margin must be a positive number"),
+        (["--margin", "inf"], 2, "--margin must be a positive finite number"),
         (["--alpha", "nan"], 2, "--alpha must be between 0 and 1"),
         (["--concurrency", "0"], 2, "--concurrency must be at least 1"),
         (["--metric", "hallucination", "--metric", "nope"], 2, "--metric 'nope': no such rubric or composite"),

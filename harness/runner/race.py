@@ -184,7 +184,7 @@ def _check(options: RaceOptions) -> None:
     if not 0 < options.alpha < 1:
         raise ConfigError("--alpha must be between 0 and 1")
     if options.margin is not None and not (options.margin > 0 and math.isfinite(options.margin)):
-        raise ConfigError("--margin must be a positive number")
+        raise ConfigError("--margin must be a positive finite number")
 
 
 def _check_out(out: Path) -> None:
