@@ -18,6 +18,8 @@
     ├── BatchError               a provider's batch API refused or broke a batch operation
     ├── CacheError               the SQLite cache could not be opened or written (disk full, read-only)
     ├── OutputError              --out could not be written, or another run holds it
+    ├── RunStopped               a workflow's run (a race's round, a cascade's stage) ended with an
+    │                            exit code the workflow cannot go on from: it exits with that code
     └── ResourceExhausted        the machine ran out of file descriptors or memory (not the judge's fault)
 
 SDK, HTTP and sqlite exceptions are translated at the boundary with ``raise ... from exc``.
@@ -136,6 +138,16 @@ class CacheError(HarnessError):
 
 class OutputError(HarnessError):
     """The run's output directory could not be written, or another run is writing it."""
+
+
+class RunStopped(HarnessError):
+    """A run inside a workflow ended with a documented exit code other than those the workflow goes
+    on from (cache unwritable, interrupted, an internal error): the workflow stops with the same
+    code, and the message names the step and the run's reason."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class ResourceExhausted(HarnessError):

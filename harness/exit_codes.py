@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,8 +39,10 @@ EXIT_CODES = {
 def exit_code_for(exc: HarnessError) -> int:
     """The documented exit code of a HarnessError that stopped a command: the one mapping the CLI
     (``cli/common.fail``) and the Python API (``harness.evaluate``) share."""
-    from .errors import BatchError, BudgetExceeded, CacheError, JudgeError, OutputError, ResourceExhausted, UserInputError
+    from .errors import BatchError, BudgetExceeded, CacheError, JudgeError, OutputError, ResourceExhausted, RunStopped, UserInputError
 
+    if isinstance(exc, RunStopped):  # a workflow's run: its own code
+        return exc.exit_code
     if isinstance(exc, BudgetExceeded):
         return EXIT_BUDGET
     if isinstance(exc, CacheError | OutputError | ResourceExhausted):
@@ -47,3 +50,19 @@ def exit_code_for(exc: HarnessError) -> int:
     if isinstance(exc, BatchError | JudgeError):  # the provider refused: as a run whose judgments failed
         return EXIT_FAILED_JUDGMENTS
     return EXIT_USER_ERROR if isinstance(exc, UserInputError) else EXIT_INTERNAL
+
+
+#: A run's outcomes, first match wins (``runner/session._verdict``): interrupted, budget, failed
+#: judgments, cache misses, done.
+_PRECEDENCE = (EXIT_INTERRUPTED, EXIT_BUDGET, EXIT_FAILED_JUDGMENTS, EXIT_CACHE_MISSES, EXIT_OK)
+
+
+def combined_exit(codes: Iterable[int]) -> int:
+    """The exit code of a command made of several runs that each ended with one of a run's outcomes
+    (a race's rounds): the first in a run's own order, so that the command exits as one run holding
+    all their judgments would."""
+    found = set(codes)
+    stopped = found.difference(_PRECEDENCE)  # a run that stopped (I/O, internal): never hidden
+    if stopped:
+        return max(stopped)
+    return next((code for code in _PRECEDENCE if code in found), EXIT_OK)

@@ -2,8 +2,9 @@
 
 A second identical run is served from the cache; ``--refresh`` re-asks and overwrites;
 ``--no-cache`` neither reads nor writes; the key changes with the judge model and temperature but
-not with timeouts, concurrency or the API key; errors are never cached; and ``--offline`` replays a
-run with zero requests, even with the server gone, or says how many judgments were not cached.
+not with timeouts, concurrency or the API key; errors are never cached (a failed call is recorded,
+and only ``--offline`` reads it); and ``--offline`` replays a run with zero requests, even with the
+server gone, or says how many judgments were not cached.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from harness.cache.location import open_store, parse_location
 from harness.errors import CacheError
 from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
@@ -213,6 +215,48 @@ async def test_errors_are_not_cached(tmp_path: Path, server: JudgeServer) -> Non
         ("t1", False, "scored"),
         ("t2", True, "scored"),
     ]
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+async def test_a_failed_call_is_recorded_not_cached_and_replays_offline_as_it_was(
+    tmp_path: Path, server: JudgeServer, store: str, request: pytest.FixtureRequest
+) -> None:
+    cache = tmp_path / "cache.sqlite" if store == "sqlite" else request.getfixturevalue("postgres").new_database()
+    assert server.base_url
+    rows = records(4)
+    rows[1]["query"] += " [[fault:400]]"  # always refused
+    rows[2]["query"] += " [[fault:401:1]]"  # refused once
+    write_jsonl(tmp_path / "transcripts.jsonl", rows)
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+
+    def outcomes(out: Outputs) -> list[tuple[Any, ...]]:
+        return [(j["transcript_id"], j["status"], j["reason"], j["error"], j["score"]) for j in out.judgments]
+
+    live, live_out = await run(tmp_path, "live", cache=cache, rubrics=["relevance"])
+    assert live.exit_code == 1
+    sent = server.count()
+    # offline: the run's failures as it reported them (not cache misses), the same exit code
+    replay, replay_out = await run(tmp_path, "replay", cache=cache, rubrics=["relevance"], offline=True)
+    assert server.count() == sent
+    assert replay.exit_code == 1, replay.message
+    assert outcomes(replay_out) == outcomes(live_out)
+    assert [j["status"] for j in replay_out.judgments] == ["scored", "failed", "failed", "scored"]
+    assert all(j["cached"] for j in replay_out.judgments)
+    assert replay_out.summary["judges"]["j"]["requests"] == 0
+    assert replay_out.summary["cost"]["total"]["saved_by_cache_usd"] is not None  # a replayed failure saved nothing, not "unknown"
+
+    # a live run never reads the record: both are asked again, and the one that now answers wins
+    again, _ = await run(tmp_path, "again", cache=cache, rubrics=["relevance"])
+    assert server.count() == sent + 2 and again.exit_code == 1
+    _, after = await run(tmp_path, "after", cache=cache, rubrics=["relevance"], offline=True)
+    assert [j["status"] for j in after.judgments] == ["scored", "failed", "scored", "scored"]
+
+    # pruned with the judgments: then a miss, as before any run
+    async with open_store(parse_location(str(cache))) as opened:
+        await opened.prune(before="9999", judge_model=None)
+    pruned, pruned_out = await run(tmp_path, "pruned", cache=cache, rubrics=["relevance"], offline=True)
+    assert pruned.exit_code == 3
+    assert {j["reason"] for j in pruned_out.judgments} == {"cache_miss"}
 
 
 # -- offline replay ----------------------------------------------------------------------------------

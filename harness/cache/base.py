@@ -107,6 +107,27 @@ LATER_COLUMNS: frozenset[str] = frozenset({"reasoning_tokens", "cached_tokens", 
 
 
 @dataclass(slots=True)
+class FailedCall:
+    """A call that failed (``failed_calls``, migration 10): recorded, not cached. A live run never
+    reads it and asks the key again; an offline replay of a key with no judgment replays it as the
+    failed judgment the run reported. A judgment for the key wins over it."""
+
+    key: str
+    judge_model: str
+    base_url: str
+    rubric: str
+    #: the judgment's reason: the error's kind (``errors.JudgeErrorKind``)
+    reason: str
+    error: str | None
+    attempts: int
+    created_at: str | None = None
+
+
+#: The columns of ``failed_calls``, in ``FailedCall``'s order.
+FAILED_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(FailedCall))
+
+
+@dataclass(slots=True)
 class CacheStats:
     """``harness cache stats``: rows and bytes of reply text per (judge model, base URL, rubric)."""
 
@@ -187,6 +208,17 @@ class CacheStore(abc.ABC):
     @abc.abstractmethod
     async def flush(self) -> None: ...
 
+    # -- failed calls (never read by a live run) -------------------------------------------------
+
+    @abc.abstractmethod
+    async def record_failures(self, failures: Sequence[FailedCall]) -> None:
+        """Record calls that failed, in one transaction (a later record of a key replaces it)."""
+
+    @abc.abstractmethod
+    async def failures(self, keys: list[str]) -> dict[str, FailedCall]:
+        """The recorded failures of ``keys`` (keys with none are left out): what an offline replay
+        reads for a key with no judgment."""
+
     # -- claims ---------------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -223,7 +255,8 @@ def group_row(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def prune_where(before: str | None, judge_model: str | None, mark: str) -> tuple[str, list[str]]:
-    """The WHERE of a prune; ``created_at`` is ISO-8601 text in UTC, so text order is time order."""
+    """The WHERE of a prune (of ``judgments``, and of ``failed_calls``, which has the same two
+    columns); ``created_at`` is ISO-8601 text in UTC, so text order is time order."""
     clauses: list[str] = []
     params: list[str] = []
     if before is not None:

@@ -139,6 +139,26 @@ def m009_batch_requests_by_key(db: SchemaDB) -> None:
     db.execute("DROP INDEX batch_requests_open")
 
 
+def m010_failed_calls(db: SchemaDB) -> None:
+    # A call that failed is recorded, never cached: a live run does not read this table and asks
+    # the key again; --offline replays the failure as the run reported it, so a replay (of a run,
+    # a race's rounds, a cascade's stages) ends as the run it replays did. A judgment wins.
+    db.execute(
+        """
+        CREATE TABLE failed_calls (
+            key TEXT PRIMARY KEY,
+            judge_model TEXT NOT NULL,
+            base_url TEXT NOT NULL,
+            rubric TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            error TEXT,
+            attempts INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_judgments,
     m002_parsed_score,
@@ -149,6 +169,7 @@ MIGRATIONS: list[Migration] = [
     m007_truncated_replies,
     m008_batch_reply_details,
     m009_batch_requests_by_key,
+    m010_failed_calls,
 ]
 
 

@@ -22,12 +22,17 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from ..errors import CacheError
-from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, R, group_row, prune_where
+from .base import COLUMNS, DEFAULT_LEASE_S, FAILED_COLUMNS, CachedJudgment, CacheStats, FailedCall, R, group_row, prune_where
 from .migrations import MIGRATIONS, Migration
 from .writebehind import WriteBehindStore, one_line
 
 _COLUMNS = ", ".join(COLUMNS)
 _UPSERT_SET = ", ".join(f"{c} = EXCLUDED.{c}" for c in COLUMNS if c != "key")
+_FAILED_COLUMNS = ", ".join(FAILED_COLUMNS)
+_FAILED_UPSERT = (
+    f"INSERT INTO failed_calls ({_FAILED_COLUMNS}) VALUES ({', '.join(['%s'] * len(FAILED_COLUMNS))}) "
+    f"ON CONFLICT (key) DO UPDATE SET {', '.join(f'{c} = EXCLUDED.{c}' for c in FAILED_COLUMNS if c != 'key')}"
+)
 _NOW = "extract(epoch from clock_timestamp())"
 #: This owner's claims on an array of keys, found by key: ``owner || ''`` keeps the planner off the
 #: owner index, which it picks while the table's statistics are those of a near-empty table (a new
@@ -189,6 +194,12 @@ class PostgresCache(WriteBehindStore):
             raise self._error("read failed", exc) from exc
         return {values[0]: row(*values) for values in rows}
 
+    async def _select_failed(self, keys: list[str]) -> dict[str, FailedCall]:
+        async with self._lock:
+            cursor = await self.db.execute(f"SELECT {_FAILED_COLUMNS} FROM failed_calls WHERE key = ANY(%s)", (list(keys),))
+            rows = await cursor.fetchall()
+        return {values[0]: FailedCall(*values) for values in rows}
+
     # -- the writer's and the claims' SQL (writebehind.py runs them) ------------------------------
 
     async def _upsert(self, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
@@ -201,6 +212,17 @@ class PostgresCache(WriteBehindStore):
             async with conn.transaction(), conn.cursor() as cursor:
                 await cursor.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT (key) DO UPDATE SET {_UPSERT_SET}", rows)
                 await self._delete_claims(conn, keys)
+
+        await _retrying(write)
+
+    async def _upsert_failed(self, rows: list[tuple[Any, ...]]) -> None:
+        conn = self._write_conn
+        if conn is None:
+            raise CacheError("the cache is read-only" if self.read_only else "the cache is not open")
+
+        async def write() -> None:
+            async with conn.transaction(), conn.cursor() as cursor:
+                await cursor.executemany(_FAILED_UPSERT, rows)
 
         await _retrying(write)
 
@@ -270,7 +292,9 @@ class PostgresCache(WriteBehindStore):
     async def prune(self, *, before: str | None, judge_model: str | None) -> int:
         where, params = prune_where(before, judge_model, "%s")
         try:
-            cursor = await self.db.execute(f"DELETE FROM judgments WHERE {where}", params)
+            async with self._lock, self.db.transaction():
+                cursor = await self.db.execute(f"DELETE FROM judgments WHERE {where}", params)
+                await self.db.execute(f"DELETE FROM failed_calls WHERE {where}", params)
         except psycopg.Error as exc:
             raise self._error("prune failed", exc) from exc
         return cursor.rowcount

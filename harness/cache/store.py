@@ -32,7 +32,7 @@ from typing import Any
 import aiosqlite
 
 from ..errors import CacheError
-from .base import COLUMNS, DEFAULT_LEASE_S, CachedJudgment, CacheStats, R, group_row, prune_where
+from .base import COLUMNS, DEFAULT_LEASE_S, FAILED_COLUMNS, CachedJudgment, CacheStats, FailedCall, R, group_row, prune_where
 from .migrations import migrate, pending
 from .sqlitedb import BUSY_TIMEOUT_MS, T, busy, connect, transaction
 from .writebehind import WriteBehindStore
@@ -48,6 +48,11 @@ LOCK_SLICE_MS = 200
 
 _COLUMNS = ", ".join(COLUMNS)
 _UPSERT_SET = ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c != "key")
+_FAILED_COLUMNS = ", ".join(FAILED_COLUMNS)
+_FAILED_UPSERT = (
+    f"INSERT INTO failed_calls ({_FAILED_COLUMNS}) VALUES ({','.join('?' * len(FAILED_COLUMNS))}) "
+    f"ON CONFLICT(key) DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in FAILED_COLUMNS if c != 'key')}"
+)
 #: This owner's claims on a JSON list of keys, found by key. The ``+`` keeps SQLite off the owner
 #: index, which it picks otherwise and then walks every claim this worker holds for each commit
 #: (holding 5,000 claims, a committed row cost 34.7 µs against 16.8 by key; tests/test_cache.py
@@ -285,6 +290,17 @@ class JudgmentCache(WriteBehindStore):
                 raise self._error("read failed", exc) from exc
         return found
 
+    async def _select_failed(self, keys: list[str]) -> dict[str, FailedCall]:
+        if self._reader is None:
+            raise CacheError("the cache is not open")
+        found: dict[str, FailedCall] = {}
+        for start in range(0, len(keys), _READ_BATCH):
+            chunk = keys[start : start + _READ_BATCH]
+            marks = ",".join("?" * len(chunk))
+            for values in self._reader.execute(f"SELECT {_FAILED_COLUMNS} FROM failed_calls WHERE key IN ({marks})", chunk):
+                found[values[0]] = FailedCall(*values)
+        return found
+
     # -- the writer's and the claims' SQL (writebehind.py runs them) ------------------------------
 
     async def _in_tx(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -328,6 +344,9 @@ class JudgmentCache(WriteBehindStore):
             self._rows_since_checkpoint = 0
             self.checkpoints += 1
             self._checkpoint = asyncio.create_task(self._checkpoint_wal(), name="harness-cache-checkpoint")
+
+    async def _upsert_failed(self, rows: list[tuple[Any, ...]]) -> None:
+        await self._in_tx(lambda db: db.executemany(_FAILED_UPSERT, rows))
 
     async def _checkpoint_wal(self) -> None:
         """Copy the WAL into the database file on aiosqlite's thread (PASSIVE: it waits for no
@@ -385,6 +404,7 @@ class JudgmentCache(WriteBehindStore):
         try:
             async with self._tx:
                 cursor = await self.db.execute(f"DELETE FROM judgments WHERE {where}", params)
+                await self.db.execute(f"DELETE FROM failed_calls WHERE {where}", params)
                 await self.db.commit()
         except sqlite3.DatabaseError as exc:
             raise self._error("prune failed", exc) from exc

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ..errors import CacheError
-from .base import DEFAULT_LEASE_S, CachedJudgment, CacheStore, R, dead_local_owners, new_owner, row_values
+from .base import DEFAULT_LEASE_S, FAILED_COLUMNS, CachedJudgment, CacheStore, FailedCall, R, dead_local_owners, new_owner, row_values
 
 #: Seconds the writer, woken by a judgment, waits for more before it commits. Without it a live
 #: run at 64 calls in flight committed a few judgments a transaction, and each transaction's round
@@ -101,6 +101,14 @@ class WriteBehindStore(CacheStore):
         """In one transaction: upsert ``rows`` (``COLUMNS`` order, one per key, in key order) with
         one ``executemany``, and delete this owner's claims on ``keys`` (sorted: written keys, these
         rows' or earlier ones; none: no statement)."""
+
+    @abc.abstractmethod
+    async def _upsert_failed(self, rows: list[tuple[Any, ...]]) -> None:
+        """In one transaction: upsert ``rows`` (``FAILED_COLUMNS`` order, one per key, in key order)."""
+
+    @abc.abstractmethod
+    async def _select_failed(self, keys: list[str]) -> dict[str, FailedCall]:
+        """The ``failed_calls`` rows of ``keys``."""
 
     @abc.abstractmethod
     async def _grant(self, keys: list[str]) -> set[str]:
@@ -218,6 +226,28 @@ class WriteBehindStore(CacheStore):
             await self._write(list(rows))
         except Exception as exc:  # the database's or the driver's refusal, said in one line
             raise self._error("write failed", exc) from exc
+
+    async def record_failures(self, failures: Sequence[FailedCall]) -> None:
+        if not failures:
+            return
+        if self.read_only:
+            raise CacheError("the cache is read-only")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        latest = {f.key: f for f in failures}
+        rows = [tuple(now if c == "created_at" else getattr(latest[k], c) for c in FAILED_COLUMNS) for k in sorted(latest)]
+        try:
+            async with self._write_lock:
+                await self._upsert_failed(rows)
+        except Exception as exc:  # the database's or the driver's refusal, said in one line
+            raise self._error("write failed", exc) from exc
+
+    async def failures(self, keys: list[str]) -> dict[str, FailedCall]:
+        if not keys:
+            return {}
+        try:
+            return await self._select_failed(keys)
+        except self.db_errors as exc:
+            raise self._error("read failed", exc) from exc
 
     async def _write_loop(self) -> None:
         while True:

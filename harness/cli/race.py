@@ -62,12 +62,20 @@ def race(
     lo, hi = result.interval
     cost = "cost unknown (no price)" if result.cost_usd is None else f"${result.cost_usd:.4f}"
     saved = "" if result.saved_usd is None else f", about ${result.saved_usd:.4f} saved against judging all {result.pairs_total} pairs"
+    lower = ", lower is better" if result.direction == "lower" else ""
     err.print(
-        f"{escape(result.verdict)} ({result.metric}, {1 - result.alpha:.0%} confidence sequence [{lo:+.3f}, {hi:+.3f}]) after "
-        f"{result.pairs_judged} of {result.pairs_total} pairs: {result.judgments} judgments, {cost}{saved}",
+        f"{escape(result.verdict)} ({escape(result.metric)}{lower}, {1 - result.alpha:.0%} confidence sequence for B - A [{lo:+.3f}, {hi:+.3f}]) "
+        f"after {result.pairs_judged} of {result.pairs_total} pairs: {result.judgments} judgments, {cost}{saved}",
         highlight=False,
         soft_wrap=True,
     )
+    if result.unpaired["a"] or result.unpaired["b"]:
+        err.print(
+            f"[yellow]note:[/] ids with no partner in the other file, not judged: {result.unpaired['a']} of {escape(str(a))}, "
+            f"{result.unpaired['b']} of {escape(str(b))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if result.pairs_not_scored:
         left = ", ".join(f"{n} {reason}" for reason, n in sorted(result.pairs_not_scored.items()))
         err.print(f"[yellow]note:[/] pairs left out of the sequence (a side not scored): {escape(left)}", highlight=False, soft_wrap=True)

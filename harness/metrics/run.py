@@ -63,6 +63,8 @@ class _Cost:
 
     def add(self, j: Judgment) -> None:
         if j.cached:
+            if j.status == "failed":  # a failed call replayed offline: it saved nothing
+                return
             if j.cost_usd is None:
                 self.unknown_saved += 1
             self.saved += j.cost_usd or 0.0

@@ -31,7 +31,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Container
 
-from ..cache.base import CachedReply, CacheStore
+from ..cache.base import CachedReply, CacheStore, FailedCall
 from ..cost.budget import Budget
 from ..judges.base import Judge
 from ..planning import Endpoint, Entry, Job, Judgment, Planner, RunPlan
@@ -87,6 +87,11 @@ class Runner:
         self._inflight: dict[str, list[Job]] = {}
         self._choices = NChoices()
         self._claims = Claims(cache, plan.cache_mode == "read-write" and cache is not None and not cache.read_only)
+        #: key -> the failed calls of a run that writes the cache, recorded there once judging ends
+        #: (``session``) so that an offline replay reports them as this run does; None: not kept
+        self.failed: dict[str, FailedCall] | None = (
+            {} if cache is not None and not cache.read_only and plan.cache_mode in ("read-write", "refresh") else None
+        )
         self._window: deque[Entry] = deque()
         self._room = asyncio.Semaphore(WINDOW)
         self._appended = asyncio.Event()
@@ -177,9 +182,12 @@ class Runner:
         jobs = [job for entry in batch for job in entry.jobs if job.result is None]
         to_send: list[Job] = []
         hits: dict[str, CachedReply] = {}
+        failed: dict[str, FailedCall] = {}
         if self.cache is not None and self.plan.cache_mode in ("read-write", "offline"):
             uncached = self._uncached
             hits = await self.cache.replies([job.key for job in jobs if job.key and job.key not in uncached])
+            if self.plan.cache_mode == "offline":  # a key with no judgment may have failed when asked
+                failed = await self.cache.failures([job.key for job in jobs if job.key and job.key not in hits])
         self._window.extend(batch)
         self._appended.set()
         for entry in batch:
@@ -191,7 +199,9 @@ class Runner:
             if job.key in hits:
                 self._complete(job, verdict.from_cache(job, hits[job.key]))
             elif self.plan.cache_mode == "offline":
-                self._complete(job, job.judgment("unscored", reason="cache_miss", error="offline and not in the cache"))
+                recorded = failed.get(job.key)
+                miss = job.judgment("unscored", reason="cache_miss", error="offline and not in the cache")
+                self._complete(job, miss if recorded is None else verdict.from_failed(job, recorded))
             elif self._answer is not None:
                 self._complete(job, self._answer(job))
             elif self.stopping:
@@ -299,6 +309,8 @@ class Runner:
 
     def _complete(self, job: Job, result: Judgment) -> None:
         job.result = result
+        if result.status == "failed" and self.failed is not None and job.key is not None:
+            self.failed.setdefault(job.key, verdict.to_failed(job, result, self._samplings[job.judge.name].endpoint))
         if job.sample == 0:  # repeated samples count once, as the one judgment they become
             self.on_judgment(result)
         job.entry.finished_one()

@@ -5,25 +5,30 @@ next ``round_size`` pairs with the ordinary run (:func:`run_evaluation`, same ca
 updates an anytime-valid confidence sequence for the mean difference B − A of one rubric or
 composite (:mod:`harness.stats.sequential`). It stops at the first of:
 
-- ``decided``: the sequence excludes 0 (B is better, or worse, with confidence 1 − α);
+- ``decided``: the sequence excludes 0 (B is better, or worse, with confidence 1 − α; "better"
+  follows the metric's direction: a lower hallucination score is better);
 - ``within_margin``: the sequence is narrower than ``margin`` (any difference is smaller than
   matters);
 - ``budget``: ``max_pairs`` pairs were judged; ``exhausted``: every pair was judged.
 
 The sequence is valid at every look, so stopping on it keeps the error rate at α. A pair where
-either side is not scored (unscored or failed) does not enter the sequence; such pairs are counted
-and reported, since leaving them out is valid only if they are missing at random.
+either side is not scored (unscored, failed, or offline not in the cache) does not enter the
+sequence; such pairs are counted and reported, since leaving them out is valid only if they are
+missing at random. Ids of one file with no partner in the other are counted and reported too.
 
-Every round is an ordinary run, so judgments are cached: a rerun, or ``offline=True``, replays the
-same order and the same judgments, and reaches the same decision for nothing. At the end the judged
-transcripts of each side are written as normal run directories (``OUT/a``, ``OUT/b``, from the
-cache), with the sequence after every round in ``OUT/sequence.jsonl`` and the decision in
-``OUT/race.json``.
+Every option and input is checked before the first round, so a mistake costs nothing and leaves
+nothing behind. Every round is an ordinary run, so judgments are cached and a failed call is
+recorded: a rerun, or ``offline=True``, replays the same order and the same judgments, and reaches
+the same decision with the same exit code for nothing. At the end the judged transcripts of each
+side are written as normal run directories (``OUT/a``, ``OUT/b``, of ``OUT/a.jsonl``, ``OUT/b.jsonl``)
+by an offline replay of exactly the judgments the rounds made (nothing is asked again), with the
+sequence after every round in ``OUT/sequence.jsonl`` and the decision in ``OUT/race.json``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 from collections.abc import Callable
@@ -31,14 +36,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import UserInputError
-from ..outputs.files import atomic_write_text
+from ..capabilities import check_supported
+from ..errors import ConfigError, OutputError, UserInputError
+from ..exit_codes import EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_OK, combined_exit
+from ..outputs.files import OutDirLock, atomic_write_text, prepare_out_dir
 from ..planning import RunOptions, build_plan
 from ..stats.sequential import PairedDifferenceCS
 from .session import RunOutcome
 from .subset import judge_subset, records_by_id
 
 Stop = Literal["decided", "within_margin", "budget", "exhausted"]
+#: What a round or the final replay may end with and the race still go on: judgments failed, or
+#: (offline) were not in the cache. Anything else stops the race with that run's code.
+GOES_ON = (EXIT_OK, EXIT_FAILED_JUDGMENTS, EXIT_CACHE_MISSES)
 
 
 @dataclass(slots=True)
@@ -80,15 +90,21 @@ class Look:
 class RaceResult:
     metric: str
     judge: str
+    #: "higher" or "lower": which way the metric is better (a composite is higher-is-better)
+    direction: Literal["higher", "lower"]
     alpha: float
     margin: float | None
     stop: Stop
-    #: "B > A", "B < A", "no difference larger than the margin", or "undecided"
+    #: "B is better than A", "B is worse than A", "no difference larger than the margin (M)", or "undecided"
     verdict: str
+    #: "A" or "B" when decided, else None
+    better: Literal["A", "B"] | None
     pairs_total: int
     pairs_judged: int
     #: pairs left out of the sequence because a side was unscored or failed, by reason
     pairs_not_scored: dict[str, int]
+    #: ids of each file ("a", "b") with no partner in the other file: never judged
+    unpaired: dict[str, int]
     judgments: int
     #: None when the judge has no price
     cost_usd: float | None
@@ -108,50 +124,94 @@ class RaceResult:
         return data
 
 
-def _scale(options: RaceOptions) -> tuple[str, float, float, list[str] | None]:
-    """The judge's name, the metric's scale (lo, hi), and a composite's rubrics (None for a rubric)."""
-    plan = build_plan(
-        RunOptions(
-            input=options.a,
-            config=options.config,
-            model=options.model,
-            base_url=options.base_url,
-            api_key_env=options.api_key_env,
-            prompts=list(options.prompts),
-            offline=options.offline,
-        )
-    )
-    if len(plan.judges) != 1:
-        raise UserInputError(f"race compares with one judge; the config has {len(plan.judges)} ({', '.join(j.name for j in plan.judges)})")
-    judge = plan.judges[0].name
-    if options.metric in plan.composites:
-        weights = plan.composites[options.metric]
-        return judge, 0.0, float(sum(weights.values())), list(weights)
-    rubric = plan.available_rubrics.get(options.metric)
-    if rubric is None:
-        known = sorted(plan.available_rubrics) + sorted(plan.composites)
-        raise UserInputError(f"--metric {options.metric!r}: no such rubric or composite (known: {', '.join(known)})")
-    if rubric.labels is not None:
-        raise UserInputError(f"--metric {options.metric!r}: a label rubric has no mean to compare; choose a scored rubric")
-    return judge, float(rubric.lo), float(rubric.hi), None
+@dataclass(frozen=True, slots=True)
+class _Metric:
+    judge: str
+    lo: float
+    hi: float
+    direction: Literal["higher", "lower"]
+    #: the rubrics judged: the metric itself, or a composite's
+    rubrics: list[str]
+    composite: bool
 
 
-async def _judge(options: RaceOptions, records: dict[str, bytes], ids: list[str], work: Path, side: str, rubrics: list[str], out: Path) -> RunOutcome:
-    run = RunOptions(
-        input=work / f"{side}.jsonl",
+def _run_options(
+    options: RaceOptions, input: Path, out: Path | None = None, rubrics: list[str] | None = None, *, offline: bool | None = None
+) -> RunOptions:
+    """The run a round (or the final replay) is: the race's judge options, one home for all."""
+    return RunOptions(
+        input=input,
         out=out,
         config=options.config,
         model=options.model,
         base_url=options.base_url,
         api_key_env=options.api_key_env,
         prompts=list(options.prompts),
-        rubrics=rubrics,
+        rubrics=list(rubrics or []),
         cache=options.cache,
-        offline=options.offline,
+        offline=options.offline if offline is None else offline,
         concurrency=options.concurrency,
         progress=False,
     )
-    return await judge_subset(records, ids, work / f"{side}.jsonl", run, f"race stopped: judging {side.upper()}")
+
+
+def _metric(options: RaceOptions) -> _Metric:
+    """The judge, the metric's scale and direction, and the rubrics to judge: the plan a round will
+    make, checked (judges, cache location, --concurrency, the path) before anything is judged."""
+    plan = build_plan(_run_options(options, options.a))
+    if len(plan.judges) != 1:
+        raise UserInputError(f"race compares with one judge; the config has {len(plan.judges)} ({', '.join(j.name for j in plan.judges)})")
+    check_supported(plan.judges, "offline" if options.offline else "live")
+    judge = plan.judges[0].name
+    if options.metric in plan.composites:
+        weights = plan.composites[options.metric]
+        # a composite weighs each rubric's normalised score, where 1 is best: higher is better
+        return _Metric(judge, 0.0, float(sum(weights.values())), "higher", list(weights), True)
+    rubric = plan.available_rubrics.get(options.metric)
+    if rubric is None:
+        known = sorted(plan.available_rubrics) + sorted(plan.composites)
+        raise UserInputError(f"--metric {options.metric!r}: no such rubric or composite (known: {', '.join(known)})")
+    if rubric.labels is not None:
+        raise UserInputError(f"--metric {options.metric!r}: a label rubric has no mean to compare; choose a scored rubric")
+    return _Metric(judge, float(rubric.lo), float(rubric.hi), rubric.direction, [options.metric], False)
+
+
+def _check(options: RaceOptions) -> None:
+    if options.round_size < 1:
+        raise ConfigError("--round must be at least 1")
+    if options.max_pairs is not None and options.max_pairs < 1:
+        raise ConfigError("--max-pairs must be at least 1")
+    if not 0 < options.alpha < 1:
+        raise ConfigError("--alpha must be between 0 and 1")
+    if options.margin is not None and not (options.margin > 0 and math.isfinite(options.margin)):
+        raise ConfigError("--margin must be a positive finite number")
+
+
+def _check_out(out: Path) -> None:
+    """--out as a directory the race can write (created), with room for what it writes: refused
+    now, not after the rounds were paid for."""
+    prepare_out_dir(out)
+    for name in ("a", "b"):
+        if (out / name).exists() and not (out / name).is_dir():
+            raise OutputError(f"--out {out}: {out / name} exists and is not a directory (the race writes run directory {name}/ there)")
+    for name in ("a.jsonl", "b.jsonl", "race.json", "sequence.jsonl"):
+        if (out / name).is_dir():
+            raise OutputError(f"--out {out}: {out / name} is a directory (the race writes the file {name} there)")
+
+
+async def _judge(
+    options: RaceOptions,
+    records: dict[str, bytes],
+    ids: list[str],
+    source: Path,
+    out: Path,
+    rubrics: list[str],
+    what: str,
+    *,
+    offline: bool | None = None,
+) -> RunOutcome:
+    run = _run_options(options, source, out, rubrics, offline=offline)
+    return await judge_subset(records, ids, source, run, what, accept=GOES_ON)
 
 
 def _values(out: Path, judge: str, metric: str, composite: bool) -> dict[str, tuple[float | None, str]]:
@@ -167,20 +227,18 @@ def _values(out: Path, judge: str, metric: str, composite: bool) -> dict[str, tu
     return values
 
 
+def _reason(why: str) -> str:
+    """A results.jsonl reason as the race counts it: "failed: transient" -> "failed (transient)"; a
+    composite's ("relevance failed (transient)") as it is."""
+    status, sep, reason = why.partition(": ")
+    return f"{status} ({reason})" if sep else why or "not scored"
+
+
 def _cost(outcome: RunOutcome) -> tuple[float | None, int]:
     """The round's cost (None when a judge has no price) and how many judgments it made."""
     counts = outcome.summary.get("judgments") or {}
     cost = outcome.summary.get("cost_usd")
     return (None if cost is None else float(cost)), int(sum(counts.values()))
-
-
-def _check(options: RaceOptions) -> None:
-    if options.round_size < 1:
-        raise UserInputError("--round must be at least 1")
-    if not 0 < options.alpha < 1:
-        raise UserInputError("--alpha must be between 0 and 1")
-    if options.margin is not None and not options.margin > 0:
-        raise UserInputError("--margin must be a positive number")
 
 
 @dataclass(slots=True)
@@ -192,13 +250,13 @@ class _Tally:
     not_scored: dict[str, int] = field(default_factory=dict)
     spent: float | None = 0.0
     judgments: int = 0
-    exit_code: int = 0
+    codes: list[int] = field(default_factory=list)
 
     def paid(self, outcome: RunOutcome) -> None:
         cost, count = _cost(outcome)
         self.spent = None if self.spent is None or cost is None else self.spent + cost
         self.judgments += count
-        self.exit_code = max(self.exit_code, outcome.exit_code)
+        self.codes.append(outcome.exit_code)
 
     def pairs(
         self, batch: list[str], va: dict[str, tuple[float | None, str]], vb: dict[str, tuple[float | None, str]]
@@ -208,7 +266,7 @@ class _Tally:
         for tid in batch:
             (sa, why_a), (sb, why_b) = va[tid], vb[tid]
             if sa is None or sb is None:
-                reason = (why_a or why_b or "not scored").split(":")[0]
+                reason = _reason(why_a if sa is None else why_b)
                 self.not_scored[reason] = self.not_scored.get(reason, 0) + 1
                 continue
             xs_a.append(sa)
@@ -218,36 +276,59 @@ class _Tally:
         return xs_a, xs_b
 
 
-def _verdict(stop: Stop, last: Look, margin: float | None) -> str:
+def _verdict(stop: Stop, last: Look, margin: float | None, direction: str) -> tuple[str, Literal["A", "B"] | None]:
+    """The decision in words, by the metric's direction, and which side is better."""
     if stop == "decided":
-        return "B > A" if last.lo > 0 else "B < A"
+        b_higher = last.lo > 0
+        better: Literal["A", "B"] = "B" if b_higher == (direction == "higher") else "A"
+        return ("B is better than A" if better == "B" else "B is worse than A"), better
     if stop == "within_margin":
-        return f"no difference larger than the margin ({margin:g})"
-    return "undecided"
+        return f"no difference larger than the margin ({margin:g})", None
+    return "undecided", None
 
 
 async def race(options: RaceOptions, on_look: Callable[[Look], None] | None = None) -> RaceResult:
     _check(options)
-    judge, lo, hi, parts = _scale(options)
-    composite = parts is not None
-    rubrics = parts if parts is not None else [options.metric]
+    metric = _metric(options)
     a, b = records_by_id(options.a), records_by_id(options.b)
-    paired = sorted(set(a) & set(b))
+    paired = [tid for tid in a if tid in b]
     if not paired:
         raise UserInputError(f"{options.a} and {options.b} share no transcript id: nothing to pair")
-    random.Random(options.seed).shuffle(paired)
-    limit = len(paired) if options.max_pairs is None else min(options.max_pairs, len(paired))
-    cs = PairedDifferenceCS(lo, hi, options.alpha)
+    unpaired = {"a": len(a) - len(paired), "b": len(b) - len(paired)}
+    _check_out(options.out)
+    lock = OutDirLock(options.out)  # held to the end: a second race on this --out is refused
     work = options.out / ".race"
+    try:
+        return await _race(options, metric, a, b, paired, unpaired, work, on_look)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        lock.release()
+
+
+async def _race(
+    options: RaceOptions,
+    metric: _Metric,
+    a: dict[str, bytes],
+    b: dict[str, bytes],
+    paired: list[str],
+    unpaired: dict[str, int],
+    work: Path,
+    on_look: Callable[[Look], None] | None,
+) -> RaceResult:
+    order = sorted(paired)
+    random.Random(options.seed).shuffle(order)
+    limit = len(order) if options.max_pairs is None else min(options.max_pairs, len(order))
+    cs = PairedDifferenceCS(metric.lo, metric.hi, options.alpha)
     looks: list[Look] = []
     tally = _Tally()
-    stop: Stop = "exhausted" if limit == len(paired) else "budget"
+    stop: Stop = "exhausted" if limit == len(order) else "budget"
     while len(tally.judged) < limit:
-        batch = paired[len(tally.judged) : min(len(tally.judged) + options.round_size, limit)]
-        tally.paid(await _judge(options, a, batch, work, "a", rubrics, work / "round-a"))
-        tally.paid(await _judge(options, b, batch, work, "b", rubrics, work / "round-b"))
-        va = _values(work / "round-a", judge, options.metric, composite)
-        vb = _values(work / "round-b", judge, options.metric, composite)
+        batch = order[len(tally.judged) : min(len(tally.judged) + options.round_size, limit)]
+        what = f"race stopped in round {len(looks) + 1}: judging"
+        tally.paid(await _judge(options, a, batch, work / "a.jsonl", work / "round-a", metric.rubrics, f"{what} A"))
+        tally.paid(await _judge(options, b, batch, work / "b.jsonl", work / "round-b", metric.rubrics, f"{what} B"))
+        va = _values(work / "round-a", metric.judge, options.metric, metric.composite)
+        vb = _values(work / "round-b", metric.judge, options.metric, metric.composite)
         xs_a, xs_b = tally.pairs(batch, va, vb)
         interval = cs.update(xs_a, xs_b) if xs_a else cs.interval()
         mean = sum(tally.diffs) / len(tally.diffs) if tally.diffs else None
@@ -261,27 +342,35 @@ async def race(options: RaceOptions, on_look: Callable[[Look], None] | None = No
             stop = "within_margin"
             break
     per_judgment = tally.spent / tally.judgments if tally.spent is not None and tally.judgments else None
-    remaining = 2 * len(rubrics) * (len(paired) - len(tally.judged))
+    remaining = 2 * len(metric.rubrics) * (len(order) - len(tally.judged))
     saved = None if per_judgment is None else per_judgment * remaining
-    # The judged transcripts of each side as normal run directories: from the cache, no new calls.
-    await _judge(options, a, tally.judged, work, "a", rubrics, options.out / "a")
-    await _judge(options, b, tally.judged, work, "b", rubrics, options.out / "b")
-    shutil.rmtree(work, ignore_errors=True)
+    # The judged transcripts of each side as normal run directories, in the file's order: an
+    # offline replay of what the rounds judged (a failed call replays as failed), so they hold
+    # exactly the judgments the decision used and no judge can be asked again.
+    judged = set(tally.judged)
+    for side, records in (("a", a), ("b", b)):
+        ids = [tid for tid in records if tid in judged]
+        source = options.out / f"{side}.jsonl"
+        await _judge(options, records, ids, source, options.out / side, metric.rubrics, f"race stopped writing {side}/", offline=True)
+    verdict, better = _verdict(stop, looks[-1], options.margin, metric.direction)
     result = RaceResult(
-        options.metric,
-        judge,
-        options.alpha,
-        options.margin,
-        stop,
-        _verdict(stop, looks[-1], options.margin),
-        len(paired),
-        len(tally.judged),
-        tally.not_scored,
-        tally.judgments,
-        tally.spent,
-        saved,
-        looks,
-        tally.exit_code,
+        metric=options.metric,
+        judge=metric.judge,
+        direction=metric.direction,
+        alpha=options.alpha,
+        margin=options.margin,
+        stop=stop,
+        verdict=verdict,
+        better=better,
+        pairs_total=len(order),
+        pairs_judged=len(tally.judged),
+        pairs_not_scored=tally.not_scored,
+        unpaired=unpaired,
+        judgments=tally.judgments,
+        cost_usd=tally.spent,
+        saved_usd=saved,
+        looks=looks,
+        exit_code=combined_exit(tally.codes),
     )
     atomic_write_text(options.out / "sequence.jsonl", "".join(json.dumps(asdict(look)) + "\n" for look in looks))
     atomic_write_text(options.out / "race.json", json.dumps(result.as_dict(), indent=2) + "\n")

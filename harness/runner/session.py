@@ -236,6 +236,8 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
             interrupted, crash = await _judge(runner, run.handle_signals)
             if run.answers is not None:
                 crash = crash or _settle(run.answers)
+            if cache is not None and runner.failed:
+                crash = crash or await _record_failures(cache, runner)
         finally:
             crash_on_close = await _close(run.judges, cache)
     except BaseException as exc:
@@ -306,6 +308,17 @@ def _settle(answers: Answers) -> Exception | None:
     """Store what ``answers`` answered; a failure is this run's error (nothing is lost: see batch/collected.py)."""
     try:
         answers.settle()
+    except Exception as exc:  # noqa: BLE001 - reported like a failed last cache write
+        return exc
+    return None
+
+
+async def _record_failures(cache: CacheStore, runner: Runner) -> Exception | None:
+    """Record the run's failed calls (an offline replay reports them as this run did); a failure to
+    write them is this run's error, like a failed last cache write."""
+    assert runner.failed is not None
+    try:
+        await cache.record_failures(list(runner.failed.values()))
     except Exception as exc:  # noqa: BLE001 - reported like a failed last cache write
         return exc
     return None

@@ -9,12 +9,12 @@ are exactly those of ``harness run`` on the whole file.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import TranscriptError, UserInputError
-from ..exit_codes import EXIT_FAILED_JUDGMENTS
+from ..errors import RunStopped, TranscriptError
+from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..planning import RunOptions
 from ..transcripts.loader import iter_raw, parse_record
 from .session import RunOutcome, run_evaluation
@@ -33,16 +33,27 @@ def records_by_id(path: Path) -> dict[str, bytes]:
     return records
 
 
-async def judge_subset(records: Mapping[str, bytes], ids: Iterable[str], source: Path, options: RunOptions, what: str) -> RunOutcome:
+async def judge_subset(
+    records: Mapping[str, bytes],
+    ids: Iterable[str],
+    source: Path,
+    options: RunOptions,
+    what: str,
+    *,
+    accept: Collection[int] = (EXIT_OK, EXIT_FAILED_JUDGMENTS),
+) -> RunOutcome:
     """Write the ``ids`` of ``records`` to ``source`` and run ``options`` on it into a fresh
-    ``options.out``. A run that could not judge (any exit but 0 or "some judgments failed") stops
-    the caller with one line naming ``what``."""
+    ``options.out``. A run that ends with an exit code the caller does not ``accept`` (by default
+    any but 0 and "some judgments failed") stops the caller: ``RunStopped`` with that run's
+    documented code and one line naming ``what`` and the run's reason."""
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_bytes(b"".join(records[i] + b"\n" for i in ids))
     assert options.out is not None
     if options.out.exists():
         shutil.rmtree(options.out)
     outcome = await run_evaluation(replace(options, input=source))
-    if outcome.exit_code not in (0, EXIT_FAILED_JUDGMENTS):
-        raise UserInputError(f"{what} ended with exit {outcome.exit_code}: {outcome.message}")
+    if outcome.exit_code not in accept:
+        # A crash's own reason, not the message that points at the run's (internal) --out.
+        reason = outcome.summary.get("aborted") or outcome.message
+        raise RunStopped(f"{what}: {reason}", outcome.exit_code)
     return outcome

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from ..cache.base import COLUMNS, CachedJudgment, CachedReply
+from ..cache.base import COLUMNS, CachedJudgment, CachedReply, FailedCall
 from ..cost.prices import call_cost
 from ..errors import JudgeError
 from ..judges.base import JudgeReply, TokenAlternatives
 from ..judges.usage import Usage
 from ..planning import Job, Judgment
+from ..planning.judgment import Reason
 from ..rubrics.logprob_score import logprob_score
 from ..rubrics.parsing import parse_label, parse_score
 from ..rubrics.schema import parse_structured_label, parse_structured_score
@@ -134,6 +135,20 @@ def from_cache(job: Job, hit: CachedJudgment | CachedReply) -> Judgment:
         else call_cost(job.judge, hit.prompt_tokens, hit.completion_tokens, hit.cached_tokens, hit.cache_write_tokens)
     )
     judgment.latency_ms = hit.latency_ms
+    judgment.cached = True
+    return judgment
+
+
+def to_failed(job: Job, failed: Judgment, base_url: str) -> FailedCall:
+    """The record of a failed judgment (``failed_calls``): what an offline replay reports for its key."""
+    assert job.key is not None and failed.reason is not None
+    return FailedCall(job.key, job.judge.model, base_url, job.rubric.name, failed.reason, failed.error, failed.attempts)
+
+
+def from_failed(job: Job, failed: FailedCall) -> Judgment:
+    """A recorded failure replayed offline: failed as the run that made the call reported it, and
+    ``cached`` (nothing is sent; a failed call saved nothing and cost nothing known)."""
+    judgment = job.judgment("failed", reason=cast(Reason, failed.reason), error=failed.error)
     judgment.cached = True
     return judgment
 
