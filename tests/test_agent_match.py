@@ -309,20 +309,7 @@ def _brute(steps: Sequence[Step], items: Sequence[RefItem]) -> dict[str, Any]:
     for reading in readings:
         required = sum(r for _, r, _ in reading)
 
-        def assignments(k: int, used: frozenset[int]) -> Any:
-            if k == len(reading):
-                yield ()
-                return
-            for rest in assignments(k + 1, used):
-                yield (None,) + rest
-            pos = reading[k][0]
-            for s in range(n):
-                if s not in used and ok(steps[s], calls[pos]):
-                    for rest in assignments(k + 1, used | {s}):
-                        if s not in rest:
-                            yield (s,) + rest
-
-        for chosen in assignments(0, frozenset()):
+        for chosen in _assignments(reading, 0, frozenset(), steps, calls, ok):
             matched = [(leaf, s) for leaf, s in zip(reading, chosen, strict=True) if s is not None]
             k = len(matched)
             kept = sum(leaf[1] for leaf, _ in matched)
@@ -344,6 +331,20 @@ def _brute(steps: Sequence[Step], items: Sequence[RefItem]) -> dict[str, Any]:
             if fine:
                 strict = min(strict, (required - kept + n - k, -k))
     return {"f1": best_f1, "fits": fits, "in_order": in_order, "strict": strict}
+
+
+def _assignments(reading: Any, k: int, used: frozenset[int], steps: Sequence[Step], calls: Sequence[RefCall], ok: Any) -> Any:
+    """Every one-to-one assignment of the reading's calls k.. to unused steps (None: unmatched)."""
+    if k == len(reading):
+        yield ()
+        return
+    for rest in _assignments(reading, k + 1, used, steps, calls, ok):
+        yield (None, *rest)
+    pos = reading[k][0]
+    for s in range(len(steps)):
+        if s not in used and ok(steps[s], calls[pos]):
+            for rest in _assignments(reading, k + 1, used | {s}, steps, calls, ok):
+                yield (s, *rest)
 
 
 NAME = st.sampled_from(["a", "b", "c"])
@@ -427,7 +428,9 @@ def test_matched_calls_equal_linear_sum_assignment(made: list[Any], expected: li
     steps = [step(i, n, {} if a is None else a) for i, (n, a) in enumerate(made)]
     items = [call(n, a) for n, a in expected]
     got = match_trajectory(steps, items, "unordered")
-    weights = np.array([[float(s.name == c.name and (c.arguments is None or _norm(s.arguments) == _norm(c.arguments))) for c in items] for s in steps]).reshape(len(steps), len(items))
+    weights = np.array(
+        [[float(s.name == c.name and (c.arguments is None or _norm(s.arguments) == _norm(c.arguments))) for c in items] for s in steps]
+    ).reshape(len(steps), len(items))
     rows, cols = linear_sum_assignment(weights, maximize=True)
     assert len(got.pairs) == int(weights[rows, cols].sum())
 
@@ -453,7 +456,9 @@ def _answer(got: TrajectoryMatch) -> tuple[Any, ...]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(made_steps(max_size=7), st.lists(_ref_items(), max_size=5).filter(lambda items: sum(map(_size, items)) <= 8), st.randoms(use_true_random=False))
+@given(
+    made_steps(max_size=7), st.lists(_ref_items(), max_size=5).filter(lambda items: sum(map(_size, items)) <= 8), st.randoms(use_true_random=False)
+)
 def test_reordering_blocks_and_alternatives_changes_nothing(steps: list[Step], items: list[RefItem], rnd: random.Random) -> None:
     shuffled = [_shuffle(item, rnd) for item in items]
     top = list(shuffled)
@@ -652,7 +657,9 @@ def test_tolerance_and_fold_apply_inside_nested_values() -> None:
     assert not match_trajectory(made, ref, "strict").matched
     assert not match_trajectory(made, ref, "strict", rules={"geo": ArgumentRule(tolerance=0.001)}).matched
     assert match_trajectory(made, ref, "strict", rules={"geo": ArgumentRule(tolerance=0.001, fold=True)}).matched
-    assert match_trajectory(made, ref, "strict", rules={"geo": ArgumentRule(mode="fields", fields=("opts.unit", "points"), tolerance=0.001, fold=True)}).matched
+    assert match_trajectory(
+        made, ref, "strict", rules={"geo": ArgumentRule(mode="fields", fields=("opts.unit", "points"), tolerance=0.001, fold=True)}
+    ).matched
 
 
 def test_fields_read_missing_as_null_and_dotted_paths() -> None:
@@ -675,7 +682,13 @@ def test_unparsed_arguments_match_only_ignore() -> None:
 
 def test_schema_rule() -> None:
     spec = ToolSpec.model_validate(
-        {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}, "k": {"type": "integer", "minimum": 1}}, "required": ["q"]}}}
+        {
+            "type": "function",
+            "function": {
+                "name": "search",
+                "parameters": {"type": "object", "properties": {"q": {"type": "string"}, "k": {"type": "integer", "minimum": 1}}, "required": ["q"]},
+            },
+        }
     )
     tools = {"search": spec}
     schema = {"search": ArgumentRule(mode="schema")}

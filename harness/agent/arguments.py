@@ -32,9 +32,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
 import orjson
-from typing import Any
 
 from .records import ArgumentRule, RefCall, ToolSpec
 from .steps import Step
