@@ -34,7 +34,7 @@ from ..analysis.resampling import (
 )
 from ..analysis.scales import PASS, bins_for, passes
 
-__all__ = ["FIGURES", "Estimate", "Figure", "Scale", "TestReport", "agreement_figures", "primary_score", "test_report"]
+__all__ = ["FIGURES", "Estimate", "Figure", "Scale", "TestReport", "agreement_figures", "chosen", "point_figures", "primary_score", "test_report"]
 
 LabelKind = Literal["numeric", "pass_fail"]
 #: the figures of each kind of label, the primary one first
@@ -98,6 +98,14 @@ def primary_score(scale: Scale, human: Sequence[float | str], judged: np.ndarray
     """Kappa of the pairs, what the select set chooses by; -inf when undefined (never chosen)."""
     value = point_figures(scale, human, judged)["kappa"]
     return float("-inf") if value is None else value
+
+
+def chosen(gains: Mapping[str, float | None]) -> str | None:
+    """The candidate with the largest kappa gain over the rubric on the select set, or None when
+    none gains (a gain of 0, or an undefined one, is no reason to change the rubric). Ties go to
+    the one named first."""
+    best = max(((g, -i, name) for i, (name, g) in enumerate(gains.items()) if g is not None), default=None)
+    return best[2] if best is not None and best[0] > 0 else None
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from ..runner.subset import judge_subset
 from ..transcripts.loader import iter_raw, parse_record
 from ..transcripts.models import Resolved
 from . import candidates as cand
-from .measure import Scale, TestReport, point_figures, primary_score, test_report
+from .measure import Scale, TestReport, chosen, point_figures, primary_score, test_report
 from .provenance import ALIGN_FORMAT, sidecar_of
 from .split import Item, Split, group_of, split_labels, strata
 
@@ -452,16 +452,16 @@ class _Align:
         return await self.judged(name, rubric, "test", self.split.test)
 
 
-def _verdict(rubric: str, scale: Scale, chosen: str | None, report: TestReport) -> str:
-    if chosen is None:
+def _verdict(rubric: str, scale: Scale, candidate: str | None, report: TestReport) -> str:
+    if candidate is None:
         return f"no better: no candidate agreed with the select labels better than the rubric; kept {rubric} as it is"
     kappa = report.primary
     diff = kappa.difference
     numbers = "undefined" if diff.value is None else f"{diff.value:+.3f}" + ("" if diff.ci is None else f" [{diff.ci[0]:+.3f}, {diff.ci[1]:+.3f}]")
     where = f"on the sealed test set ({report.n} labels in {report.groups} groups)"
     if report.improved:
-        return f"improved: {scale.kappa_name} {numbers} with {chosen} {where}"
-    return f"no better: {scale.kappa_name} {numbers} with {chosen} {where}, an interval that does not lie above 0; kept {rubric} as it is"
+        return f"improved: {scale.kappa_name} {numbers} with {candidate} {where}"
+    return f"no better: {scale.kappa_name} {numbers} with {candidate} {where}, an interval that does not lie above 0; kept {rubric} as it is"
 
 
 def _test_pairs(ids: Sequence[str], baseline: Mapping[str, float], aligned: Mapping[str, float]) -> tuple[list[str], dict[str, int]]:
@@ -499,12 +499,11 @@ async def align(options: AlignOptions) -> AlignResult:
     for name in CANDIDATES:
         if name in options.candidates:
             built[name] = await work.few_shot() if name == "few-shot" else await work.rewrite() if name == "rewrite" else work.recalibration()
-    tried = [(r, rubric) for r, rubric in built.values() if rubric is not None and r.gain is not None]
-    best = max(tried, key=lambda pair: pair[0].gain or 0.0, default=None)
-    chosen = best if best is not None and (best[0].gain or 0.0) > 0 else None
-    chosen_name = None if chosen is None else chosen[0].name
+    made = {name: rubric for name, (_, rubric) in built.items() if rubric is not None}
+    chosen_name = chosen({name: built[name][0].gain for name in made})
+    aligned_rubric = None if chosen_name is None else made[chosen_name]
     baseline = work.baseline
-    aligned = dict(baseline) if chosen is None else await work.test_scores(chosen[0].name, chosen[1])
+    aligned = dict(baseline) if chosen_name is None or aligned_rubric is None else await work.test_scores(chosen_name, aligned_rubric)
     ids, unpaired = _test_pairs(split.test, baseline, aligned)
     report = test_report(
         inputs.scale,
@@ -516,8 +515,8 @@ async def align(options: AlignOptions) -> AlignResult:
         options.seed,
         options.confidence,
     )
-    improved = chosen is not None and report.improved
-    kept = chosen[1] if improved and chosen is not None else None
+    improved = aligned_rubric is not None and report.improved
+    kept = aligned_rubric if improved else None
     written = _write_aligned(options, inputs, split, labels_sha, kept, chosen_name, report, work.notes)
     result = AlignResult(
         run=str(inputs.run.path),
@@ -535,7 +534,7 @@ async def align(options: AlignOptions) -> AlignResult:
         counts=inputs.counts,
         candidates=tuple(r for r, _ in built.values()),
         chosen=chosen_name,
-        aligned_version=None if chosen is None else chosen[1].version,
+        aligned_version=None if aligned_rubric is None else aligned_rubric.version,
         test=report,
         test_unpaired=unpaired,
         improved=improved,
