@@ -34,7 +34,18 @@ from ..analysis.resampling import (
 )
 from ..analysis.scales import PASS, bins_for, passes
 
-__all__ = ["FIGURES", "Estimate", "Figure", "Scale", "TestReport", "agreement_figures", "chosen", "point_figures", "primary_score", "test_report"]
+__all__ = [
+    "FIGURES",
+    "Estimate",
+    "Figure",
+    "Scale",
+    "SealedTest",
+    "agreement_figures",
+    "chosen",
+    "point_figures",
+    "primary_score",
+    "measure_sealed_test",
+]
 
 LabelKind = Literal["numeric", "pass_fail"]
 #: the figures of each kind of label, the primary one first
@@ -141,7 +152,7 @@ class Figure:
 
 
 @dataclass(frozen=True)
-class TestReport:
+class SealedTest:
     """Baseline against aligned on the sealed test set, measured once."""
 
     #: (label, baseline, aligned) pairs both judges scored, and the test groups they fall in
@@ -180,7 +191,7 @@ def _interval(result: Mapping[str, Any]) -> tuple[float, float] | None:
     return None if ci is None else (float(ci[0]), float(ci[1]))
 
 
-def test_report(
+def measure_sealed_test(
     scale: Scale,
     human: Sequence[float | str],
     baseline: np.ndarray,
@@ -189,7 +200,7 @@ def test_report(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
-) -> TestReport:
+) -> SealedTest:
     """Every figure of baseline and aligned on the same test pairs, each with a bootstrap interval
     over ``groups`` (one per pair), and the paired difference with its interval and p-value: every
     figure of both sides is measured on each resample's one draw of groups."""
@@ -215,4 +226,4 @@ def test_report(
         b, a = base[name], new[name]
         difference = Estimate(None if a is None or b is None else a - b, _interval(diff))
         figures.append(Figure(name, name in LOWER_IS_BETTER, Estimate(b, b_ci), Estimate(a, a_ci), difference, diff["pvalue"]))
-    return TestReport(len(human), g, tuple(figures), confidence, resamples, seed)
+    return SealedTest(len(human), g, tuple(figures), confidence, resamples, seed)

@@ -8,8 +8,9 @@
   bin on the rubric's scale (`harness.analysis.scales.Bins`), adjacent bins merged, lowest first,
   until each stratum holds ``needed`` labels (the rest join the last). A group's stratum is the
   one most of its labels are in.
-- **Seeded.** Within each stratum the groups are put in a random order drawn from the seed; test
-  takes groups until it holds its share of the stratum's labels, then select, and fit the rest.
+- **Seeded.** Within each stratum the groups are put in a random order drawn from the seed; each
+  in turn goes to test while that brings test closer to its share of the stratum's labels, else
+  to select on the same rule, else to fit.
 
 Too few labels are refused before anything is judged, in one line that says how many each
 stratum needs: ``MIN_PER_PART`` labels of each stratum in each part, so ``needed`` =
@@ -113,6 +114,50 @@ def _shares_text(shares: Sequence[float]) -> str:
     return "/".join(f"{s:g}" for s in shares)
 
 
+def _group_codes(own: Mapping[str, int], groups: Mapping[str, str]) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Each group's members, and its code: the one most of its labels have; a group split evenly
+    takes, of its leading codes, the one with fewer labels so far (so mixed tasks do not all fall
+    on one side)."""
+    members: dict[str, list[str]] = {}
+    for t in own:
+        members.setdefault(groups[t], []).append(t)
+    code_of: dict[str, int] = {}
+    labels_in: Counter[int] = Counter()
+    tied: list[tuple[str, list[int]]] = []
+    for group in sorted(members):
+        tally = Counter(own[t] for t in members[group])
+        top = max(tally.values())
+        leaders = sorted(c for c, n in tally.items() if n == top)
+        if len(leaders) > 1:
+            tied.append((group, leaders))
+            continue
+        code_of[group] = leaders[0]
+        labels_in[leaders[0]] += len(members[group])
+    for group, leaders in tied:
+        code_of[group] = min(leaders, key=lambda c: (labels_in[c], c))
+        labels_in[code_of[group]] += len(members[group])
+    return members, code_of
+
+
+def _ranges(per_bin: Sequence[int], needed: int, values: Sequence[float]) -> tuple[list[int], tuple[str, ...]]:
+    """Adjacent bins merged, lowest first, into ranges of at least ``needed`` labels (the bins
+    after the last full range join it): each bin's range, and the ranges' names."""
+    range_of: list[int] = []
+    edges: list[tuple[int, int]] = []
+    filled, start = 0, 0
+    for index, count in enumerate(per_bin):
+        filled += count
+        range_of.append(len(edges))
+        if filled >= needed:
+            edges.append((start, index))
+            filled, start = 0, index + 1
+    if not edges:
+        return [0] * len(per_bin), ()
+    range_of = [min(r, len(edges) - 1) for r in range_of]
+    edges[-1] = (edges[-1][0], len(per_bin) - 1)
+    return range_of, tuple(f"{values[a]:g}" if a == b else f"{values[a]:g}-{values[b]:g}" for a, b in edges)
+
+
 def strata(
     labels: Mapping[str, float | str], groups: Mapping[str, str], kind: str, metric: Metric, shares: Sequence[float], where: str
 ) -> tuple[dict[str, int], tuple[str, ...]]:
@@ -121,78 +166,46 @@ def strata(
     ``needed_per_stratum`` labels, or at least one group for each part."""
     needed = needed_per_stratum(shares)
     ids = list(labels)
+    tail = f"{MIN_PER_PART} of each in each of fit, select and test, at shares {_shares_text(shares)}"
     if kind == "pass_fail":
         names: tuple[str, ...] = (PASS, FAIL)
         own = {t: names.index(str(labels[t])) for t in ids}
     else:
         bins = bins_for(metric)
         codes = bins.codes(np.array([float(labels[t]) for t in ids], dtype=np.float64)) if ids else np.array([], dtype=np.int64)
-        per_bin = np.bincount(codes, minlength=bins.count)
-        stratum_of_bin: list[int] = []
-        edges: list[tuple[int, int]] = []
-        filled, start = 0, 0
-        for index, count in enumerate(per_bin.tolist()):
-            filled += count
-            stratum_of_bin.append(len(edges))
-            if filled >= needed:
-                edges.append((start, index))
-                filled, start = 0, index + 1
-        if not edges:
-            raise UserInputError(
-                f"{where}: {len(ids)} labels: alignment needs at least {needed} labels in each of at least 2 ranges of the label's "
-                f"value ({MIN_PER_PART} of each range in each of fit, select and test, at shares {_shares_text(shares)}); "
-                f"{2 * needed - len(ids) if len(ids) < 2 * needed else needed} more"
-            )
-        # bins after the last full stratum join it
-        stratum_of_bin = [min(s, len(edges) - 1) for s in stratum_of_bin]
-        edges[-1] = (edges[-1][0], bins.count - 1)
-        values = bins.values()
-        names = tuple(f"{values[a]:g}" if a == b else f"{values[a]:g}-{values[b]:g}" for a, b in edges)
-        own = {t: stratum_of_bin[int(c)] for t, c in zip(ids, codes.tolist(), strict=True)}
+        own = dict(zip(ids, codes.tolist(), strict=True))
+    members, code_of = _group_codes(own, groups)
+    if kind == "pass_fail":
+        stratum_of_group = code_of
+    else:
+        per_bin = [0] * bins.count
+        for group, code in code_of.items():
+            per_bin[code] += len(members[group])
+        range_of, names = _ranges(per_bin, needed, bins.values())
         if len(names) < 2:
             raise UserInputError(
-                f"{where}: {len(ids)} labels, {needed} or more in only one range of the label's value ({names[0]}): alignment needs at "
-                f"least {needed} labels in each of at least 2 ranges ({MIN_PER_PART} of each range in each of fit, select and test, "
-                f"at shares {_shares_text(shares)})"
+                f"{where}: {len(ids)} labels: alignment needs at least {needed} labels in each of at least 2 ranges of the label's value "
+                f"({tail}), counting each group (task or conversation) at the value most of its labels have; "
+                + (f"{2 * needed - len(ids)} more" if len(ids) < 2 * needed else "here one range holds nearly all of them")
             )
-    members: dict[str, list[str]] = {}
-    for t in ids:
-        members.setdefault(groups[t], []).append(t)
-    stratum_of: dict[str, int] = {}
-    labels_in: Counter[int] = Counter()
-    tied: list[tuple[str, list[int]]] = []
-    for group in sorted(members):
-        tally = Counter(own[t] for t in members[group])
-        top = max(tally.values())
-        leaders = sorted(s for s, n in tally.items() if n == top)
-        if len(leaders) > 1:
-            tied.append((group, leaders))
-            continue
-        stratum_of.update(dict.fromkeys(members[group], leaders[0]))
-        labels_in[leaders[0]] += len(members[group])
-    for group, leaders in tied:  # a group split evenly goes where fewer labels are so far
-        stratum = min(leaders, key=lambda s: (labels_in[s], s))
-        stratum_of.update(dict.fromkeys(members[group], stratum))
-        labels_in[stratum] += len(members[group])
-    groups_in = Counter(stratum_of[tids[0]] for tids in members.values())
+        stratum_of_group = {group: range_of[code] for group, code in code_of.items()}
+    stratum_of = {t: stratum_of_group[groups[t]] for t in ids}
+    labels_in = Counter(stratum_of.values())
     short = [(names[s], labels_in.get(s, 0)) for s in range(len(names)) if labels_in.get(s, 0) < needed]
-    if short:
+    if short:  # pass/fail only: numeric ranges are made full
         have = ", ".join(f"{labels_in.get(s, 0)} {names[s]}" for s in range(len(names)))
         own_counts = Counter(own.values())
         if any(own_counts.get(s, 0) != labels_in.get(s, 0) for s in range(len(names))):
-            have += " counting each group's labels in the stratum most of them are in; one by one: "
+            have += ", counting each group (task or conversation) as the class most of its labels have; one by one "
             have += ", ".join(f"{own_counts.get(s, 0)} {names[s]}" for s in range(len(names)))
-        what = "class" if kind == "pass_fail" else "range of the label's value"
         more = ", ".join(f"{needed - n} more {name}" for name, n in short)
-        raise UserInputError(
-            f"{where}: {len(ids)} labels ({have}): alignment needs at least {needed} labels of each {what} "
-            f"({MIN_PER_PART} of each in each of fit, select and test, at shares {_shares_text(shares)}); {more}"
-        )
-    few = [names[s] for s in range(len(names)) if groups_in.get(s, 0) < len(PARTS)]
+        raise UserInputError(f"{where}: {len(ids)} labels ({have}): alignment needs at least {needed} labels of each class ({tail}); {more}")
+    groups_in = Counter(stratum_of_group.values())
+    few = [s for s in range(len(names)) if groups_in.get(s, 0) < len(PARTS)]
     if few:
         raise UserInputError(
-            f"{where}: the {few[0]} labels fall in {groups_in.get(names.index(few[0]), 0)} group(s) (one task or conversation "
-            f"each): the split needs at least {len(PARTS)} groups of each stratum, one for each of fit, select and test"
+            f"{where}: the {names[few[0]]} labels fall in {groups_in.get(few[0], 0)} group(s) (one task or conversation each): "
+            f"the split needs at least {len(PARTS)} groups of each stratum, one for each of fit, select and test"
         )
     return stratum_of, names
 
@@ -216,7 +229,8 @@ def split_labels(items: Sequence[Item], strata_names: Sequence[str], shares: tup
         taken = {p: 0 for p in PARTS}
         for group in order:
             size = len(by_group[group])
-            part = next((p for p in ("test", "select") if taken[p] < targets[p]), "fit")
+            # a part takes a group while that brings it closer to its share (and always its first)
+            part = next((p for p in ("test", "select") if taken[p] == 0 or taken[p] + size / 2 <= targets[p]), "fit")
             taken[part] += size
             group_counts[part] += 1
             parts[part].extend(i.transcript_id for i in by_group[group])

@@ -7,7 +7,7 @@ In order: read the run (the baseline judgments), its transcripts and the labels;
 that changes the prompt, through the ordinary run (``runner.subset.judge_subset``: cached,
 replayed ``--offline``, every judge family); choose the candidate with the largest gain in kappa
 over the rubric on the select set; judge the test transcripts with it alone; measure baseline and
-aligned on the test set (`harness.align.measure.test_report`). Only when the paired interval of
+aligned on the test set (`harness.align.measure.measure_sealed_test`). Only when the paired interval of
 kappa's gain lies above 0 is the aligned rubric written, as OUT/prompts/NAME.md with its
 provenance NAME.align.json (`harness.align.provenance`); otherwise the rubric is kept and nothing
 is written there. OUT/align.json holds everything the command printed.
@@ -42,7 +42,7 @@ from ..runner.subset import judge_subset
 from ..transcripts.loader import iter_raw, parse_record
 from ..transcripts.models import Resolved
 from . import candidates as cand
-from .measure import Scale, TestReport, chosen, point_figures, primary_score, test_report
+from .measure import Scale, SealedTest, chosen, measure_sealed_test, point_figures, primary_score
 from .provenance import ALIGN_FORMAT, sidecar_of
 from .split import Item, Split, group_of, split_labels, strata
 
@@ -154,7 +154,7 @@ class AlignResult:
     candidates: tuple[CandidateResult, ...]
     chosen: str | None
     aligned_version: str | None
-    test: TestReport
+    test: SealedTest
     #: test labels left out of the measurement: the rubric's or the aligned judgment missing
     test_unpaired: Mapping[str, int]
     improved: bool
@@ -452,7 +452,7 @@ class _Align:
         return await self.judged(name, rubric, "test", self.split.test)
 
 
-def _verdict(rubric: str, scale: Scale, candidate: str | None, report: TestReport) -> str:
+def _verdict(rubric: str, scale: Scale, candidate: str | None, report: SealedTest) -> str:
     if candidate is None:
         return f"no better: no candidate agreed with the select labels better than the rubric; kept {rubric} as it is"
     kappa = report.primary
@@ -505,7 +505,7 @@ async def align(options: AlignOptions) -> AlignResult:
     baseline = work.baseline
     aligned = dict(baseline) if chosen_name is None or aligned_rubric is None else await work.test_scores(chosen_name, aligned_rubric)
     ids, unpaired = _test_pairs(split.test, baseline, aligned)
-    report = test_report(
+    report = measure_sealed_test(
         inputs.scale,
         work.human(ids),
         np.array([baseline[t] for t in ids], dtype=np.float64),
@@ -556,7 +556,7 @@ def _write_aligned(
     labels_sha: str,
     rubric: Rubric | None,
     candidate: str | None,
-    report: TestReport,
+    report: SealedTest,
     notes: list[str],
 ) -> tuple[str, ...]:
     """OUT/prompts/NAME.md and NAME.align.json when the aligned rubric is kept; otherwise any that
