@@ -79,11 +79,13 @@ def labels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"transcript_id": r["id"], "rubric": "relevance", "label": r["response"].split("truth=")[1].split()[0]} for r in rows]
 
 
-def setup(tmp: Path, server: JudgeServer, model: str, n: int = 200) -> dict[str, Path]:
-    """Transcripts, labels and a harness.toml with the judge ``mini`` of ``model``; returns their paths."""
+def setup(tmp: Path, server: JudgeServer, model: str, n: int = 200, labelled: int | None = None) -> dict[str, Path]:
+    """n transcripts, labels of the first ``labelled`` (default all) and a harness.toml with the
+    judge ``mini`` of ``model``, in ``tmp``; returns their paths."""
     assert server.base_url
+    tmp.mkdir(parents=True, exist_ok=True)
     rows = transcripts(n)
     data = write_jsonl(tmp / "transcripts.jsonl", rows)
-    labelled = write_jsonl(tmp / "labels.jsonl", labels(rows))
+    labelled_file = write_jsonl(tmp / "labels.jsonl", labels(rows[: n if labelled is None else labelled]))
     config = write_config(tmp / "harness.toml", [judge("mini", server.base_url, model=model, max_attempts=1)], rubrics=["relevance"])
-    return {"transcripts": data, "labels": labelled, "config": config, "cache": tmp / "cache.sqlite"}
+    return {"transcripts": data, "labels": labelled_file, "config": config, "cache": tmp / "cache.sqlite"}
