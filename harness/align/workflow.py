@@ -49,7 +49,6 @@ from .split import Item, Split, group_of, split_labels, strata
 __all__ = ["CANDIDATES", "AlignOptions", "AlignResult", "CandidateResult", "align"]
 
 CANDIDATES = ("few-shot", "rewrite", "recalibration")
-CandidateName = Literal["few-shot", "rewrite", "recalibration"]
 DEFAULT_SHARES = (0.4, 0.2, 0.4)
 DEFAULT_SHOTS = 4
 
@@ -247,6 +246,8 @@ class _Inputs:
     run: RunData
     judge: str
     writer: str
+    #: the writer can answer in free text (a judge with structured_output = true answers a score in JSON)
+    writer_free_text: bool
     rubric: Rubric
     scale: Scale
     labels: dict[str, Label]
@@ -284,8 +285,7 @@ def _read(options: AlignOptions) -> _Inputs:
             "align the judge that made the run (its --config)"
         )
     writer = options.writer or judge
-    if writer != judge:
-        build_plan(_run_options(options, input=source, prompts=list(options.prompts), judges_only=[writer]))
+    writer_plan = plan if writer == judge else build_plan(_run_options(options, input=source, prompts=list(options.prompts), judges_only=[writer]))
     rubric = plan.available_rubrics[options.rubric]
     if rubric.labels is not None:
         raise UserInputError(f"--rubric {options.rubric!r}: a rubric with labels has no score to align; choose a scored rubric")
@@ -322,7 +322,8 @@ def _read(options: AlignOptions) -> _Inputs:
     }
     used = {t: label for t, label in by_id.items() if t in transcripts}
     counts["used"] = len(used)
-    return _Inputs(run, judge, writer, rubric, Scale(metric, kind, threshold), used, transcripts, records, groups, counts, source)
+    writes = not writer_plan.judges[0].structured_output
+    return _Inputs(run, judge, writer, writes, rubric, Scale(metric, kind, threshold), used, transcripts, records, groups, counts, source)
 
 
 def _sha256(path: Path) -> str:
@@ -412,6 +413,9 @@ class _Align:
         cases = cand.rewrite_cases(self.fit, inputs.scale, self.avoid, inputs.rubric.inputs)
         if not cases:
             return CandidateResult("rewrite", "skipped", "the judge agreed with every fit label: no disagreement to rewrite from"), None
+        if not inputs.writer_free_text:
+            why = f"judge {inputs.writer!r} has structured_output = true: it answers a score in JSON, not a rubric; name another with --writer"
+            return CandidateResult("rewrite", "skipped", why), None
         folder = self.out / "rewrite"
         record = dumps(cand.rewrite_record(inputs.rubric, cases, inputs.scale)).encode("utf-8")
         run = _run_options(

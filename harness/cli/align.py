@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from .choices import AlignCandidate
 from .common import ANALYSE, AsJsonOpt, app, judge_fields, judge_options, run_async
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def align(
     input: Annotated[Path | None, typer.Option("--input", help="The run's transcripts file, if it has moved since the run.")] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable), as for the run.")] = None,
     candidate: Annotated[
-        list[str] | None, typer.Option("--candidate", help="few-shot, rewrite or recalibration (repeatable). Default: all three.")
+        list[AlignCandidate] | None, typer.Option("--candidate", help="A candidate to try (repeatable). Default: all three.")
     ] = None,
     split: Annotated[str, typer.Option("--split", help="Shares of the labels for fit, select and test, summing to 1.")] = "0.4,0.2,0.4",
     shots: Annotated[int, typer.Option("--shots", help="Labelled examples in the few-shot candidate.")] = 4,
@@ -76,7 +77,7 @@ def align(
         seed=seed,
         shares=(shares[0], shares[1], shares[2]),
         shots=shots,
-        candidates=tuple(candidate or CANDIDATES),
+        candidates=tuple(c.value for c in candidate) if candidate else CANDIDATES,
         threshold=threshold,
         resamples=resamples,
         **judge_fields(judge),
