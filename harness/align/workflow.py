@@ -430,8 +430,8 @@ class _Align:
         rows = [row for _, row in iter_json_objects(folder / "run" / "judgments.jsonl")]
         reply = rows[0].get("raw_output") if rows else None
         if not rows or rows[0].get("status") == "failed" or reply is None:
-            why = rows[0].get("error") or rows[0].get("reason") if rows else "no judgment"
-            return CandidateResult("rewrite", "skipped", f"judge {inputs.writer!r} gave no rewrite ({why})"), None
+            failure = str(rows[0].get("error") or rows[0].get("reason")) if rows else "no judgment"
+            return CandidateResult("rewrite", "skipped", f"judge {inputs.writer!r} gave no rewrite ({failure})"), None
         made = cand.rewritten_rubric(inputs.rubric, str(reply))
         if isinstance(made, str):
             return CandidateResult("rewrite", "skipped", f"judge {inputs.writer!r}: {made}"), None
