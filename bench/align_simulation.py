@@ -1,7 +1,7 @@
 """How often ``harness align`` says "improved": when it cannot be (the false-improvement rate) and
 when a candidate truly agrees better (the power), on simulated judges, in-process.
 
-    python bench/align_simulation.py                    # 1,000 data sets per case (about a minute)
+    python bench/align_simulation.py                    # 1,000 data sets per case (about 2.5 min on 2 cores)
     python bench/align_simulation.py --datasets 200 --resamples 1000
 
 Each data set is ``labels`` human labels in tasks of 2 transcripts, half passing (pass/fail
