@@ -176,6 +176,12 @@ def test_infer_leaves_out_the_labels_that_fitted_or_chose_the_judge(aligned: dic
     assert entry["counts"]["labels_fitted_the_judge"] == made == 120
     assert entry["counts"]["N"] == N - made and entry["n"] == len(ids["test"])  # the test labels, in a population without the 120
     assert "left out of the labels (120 here) and of the population" in entry["notes"][0]
+    # Baseline against aligned: the transcripts that made the aligned judge are out of both sides.
+    done = invoke("infer", tmp / "run", run2, "--labels", paths["labels"], "--prompts", out / "prompts", "--no-design", "--json")
+    assert done.exit_code == 0, done.output
+    (row,) = json.loads(done.stdout)["comparisons"]
+    assert row["paired_transcripts"] == N - made and row["n"] == len(ids["test"])
+    assert any("fitted or chose it are left out" in note for note in row["notes"])
 
 
 def test_a_judge_nothing_can_improve_is_kept(server: AlignJudgeServer, tmp_path: Path) -> None:

@@ -378,6 +378,7 @@ class _Align:
         return path
 
     def on_select(self, name: str, rubric: Rubric, scores: Mapping[str, float], **extra: Any) -> CandidateResult:
+        """The candidate (its file written) measured on the select pairs both it and the rubric scored."""
         ids = [t for t in self.split.select if t in scores and t in self.baseline]
         human = self.human(ids)
         new = np.array([scores[t] for t in ids], dtype=np.float64)
@@ -387,7 +388,7 @@ class _Align:
             name,
             "tried",
             version=rubric.version,
-            file=str(self.write_candidate(name, rubric)),
+            file=str(self.out / "candidates" / name / "prompts" / f"{rubric.name}.md"),
             select_pairs=len(ids),
             select_kappa=kappa if np.isfinite(kappa) else None,
             baseline_kappa=base if np.isfinite(base) else None,
@@ -447,6 +448,7 @@ class _Align:
         made = cand.recalibrated_rubric(inputs.rubric, scores, inputs.scale.human_values(self.human(ids)))
         if isinstance(made, str):
             return CandidateResult("recalibration", "skipped", made), None
+        self.write_candidate("recalibration", made)
         mapped = {t: made.calibrated(s) for t, s in self.baseline.items()}
         return self.on_select("recalibration", made, mapped, diff=cand.diff_text(inputs.rubric, made, made.name)), made
 
