@@ -215,3 +215,23 @@ def test_too_few_labels_are_refused_before_any_call(server: AlignJudgeServer, tm
         f"error: {paths['labels']}: relevance: 40 labels (20 pass, 20 fail): alignment needs at least 25 labels of each class "
         "(5 of each in each of fit, select and test, at shares 0.4/0.2/0.4); 5 more pass, 5 more fail\n"
     )
+
+
+def test_a_json_array_of_conversations_is_grouped_by_conversation(server: AlignJudgeServer, tmp_path: Path) -> None:
+    paths = setup(tmp_path, server, "sensitive", 160)
+    rows = read_jsonl(paths["transcripts"])
+    for row in rows:  # no task: the conversation id groups them
+        row["metadata"] = {"conversation_id": row.pop("task")}
+    array = tmp_path / "transcripts.json"
+    array.write_text(json.dumps(rows, indent=2))  # each record spans many lines
+    done = invoke("run", array, "--config", paths["config"], "--cache", paths["cache"], "--out", tmp_path / "run")
+    assert done.exit_code == 0, done.output
+    done = invoke(
+        "align", tmp_path / "run", "--labels", paths["labels"], "--rubric", "relevance", "--config", paths["config"],
+        "--cache", paths["cache"], "--candidate", "few-shot", "--json",
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.stdout)
+    assert result["split"]["grouped_by"] == {"conversation": 80} and result["chosen"] == "few-shot"
+    select = read_jsonl(tmp_path / "run" / "align-relevance" / "candidates" / "few-shot" / "select.jsonl")
+    assert [r["id"] for r in select] == result["split"]["ids"]["select"]

@@ -32,7 +32,7 @@ from ..analysis.io import Label, RunData, read_labels, read_run
 from ..analysis.resampling import DEFAULT_RESAMPLES, check_resampling
 from ..analysis.scales import threshold_for
 from ..errors import OutputError, UserInputError
-from ..exit_codes import EXIT_OK
+from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..jsonlines import iter_json_objects
 from ..outputs.files import atomic_write_text, dumps
 from ..planning import RunOptions, build_plan
@@ -312,8 +312,9 @@ def _read(options: AlignOptions) -> _Inputs:
         record = parse_record(source, raw)
         if record.id in by_id and record.id not in transcripts:
             transcripts[record.id] = record.resolved()
-            text = raw.text if isinstance(raw.text, bytes) else str(raw.text).encode("utf-8")
-            records[record.id] = text.strip()
+            text = (raw.text if isinstance(raw.text, bytes) else str(raw.text).encode("utf-8")).strip()
+            # a record of a JSON array may span lines; the subsets judged are JSONL, one record a line
+            records[record.id] = json.dumps(json.loads(text), ensure_ascii=False).encode("utf-8") if b"\n" in text else text
             groups[record.id] = group_of(record)
     counts = {
         "labels": len(given),
@@ -524,6 +525,8 @@ async def align(options: AlignOptions) -> AlignResult:
     improved = aligned_rubric is not None and report.improved
     kept = aligned_rubric if improved else None
     written = _write_aligned(options, inputs, split, labels_sha, kept, chosen_name, report, work.notes)
+    if work.spent.exit_code == EXIT_FAILED_JUDGMENTS:
+        work.notes.append(f"some judgments failed (status failed in {out}/candidates/*/*/judgments.jsonl): their labels were left out")
     result = AlignResult(
         run=str(inputs.run.path),
         rubric=options.rubric,
