@@ -5,9 +5,10 @@
   ``task`` when it has one, else its metadata's conversation id (the first of
   ``CONVERSATION_KEYS`` present), else the transcript alone. A group goes whole to one part.
 - **Stratified by label.** Pass/fail labels are stratified by class. Numeric labels by the value's
-  bin on the rubric's scale (`harness.analysis.scales.Bins`), adjacent bins merged, lowest first,
-  until each stratum holds ``needed`` labels (the rest join the last). A group's stratum is the
-  one most of its labels are in.
+  bin on the rubric's scale (`harness.analysis.scales.Bins`). A group's stratum is the one most
+  of its labels are in (a group split evenly goes where fewer labels are so far); for numeric
+  labels, adjacent bins are then merged, lowest first, until each range holds ``needed`` labels
+  counted by group (the bins after the last full range join it).
 - **Seeded.** Within each stratum the groups are put in a random order drawn from the seed; each
   in turn goes to test while that brings test closer to its share of the stratum's labels, else
   to select on the same rule, else to fit.
