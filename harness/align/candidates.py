@@ -1,7 +1,7 @@
 """The three candidate rubrics ``harness align`` tries, each built from the fit set alone.
 
 - **few-shot**: the rubric with labelled examples from the fit set put before the material to
-  judge: balanced over the label's strata (one from each in turn), the judge's worst
+  judge: balanced by label (one of each class, or of each bin of the scale, in turn), the judge's worst
   disagreements first, and never a near-duplicate of a select or test transcript (normalised-text
   word 3-shingles with a Jaccard similarity of ``NEAR_DUPLICATE`` or more: Broder 1997, "On the
   resemblance and containment of documents").
@@ -65,7 +65,8 @@ _INPUT_TITLES = {"query": "Query", "response": "Response", "contexts": "Contexts
 
 @dataclass(frozen=True)
 class Example:
-    """A labelled fit transcript: its inputs, the human label and the judge's score (None: unscored)."""
+    """A labelled fit transcript: its inputs, the human label, the judge's score (None: unscored)
+    and the label's kind that examples are balanced over (its class, or its bin on the scale)."""
 
     transcript_id: str
     transcript: Resolved
@@ -119,7 +120,7 @@ def disagreement(scale: Scale, label: float | str, score: float | None) -> float
 def few_shot_examples(
     fit: Sequence[Example], scale: Scale, shots: int, avoid: Sequence[frozenset[str]], inputs: Sequence[str], threshold: float = NEAR_DUPLICATE
 ) -> tuple[list[Example], int]:
-    """Up to ``shots`` fit examples, one from each stratum in turn, each stratum's in order of
+    """Up to ``shots`` fit examples, one of each label kind (``Example.stratum``) in turn, each kind's in order of
     `disagreement` (largest first; ties by transcript id), skipping near-duplicates of ``avoid``
     (the shingles of the select and test transcripts). Returns the examples and how many
     near-duplicates were skipped."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..analysis.io import Label, RunData, read_labels, read_run
 from ..analysis.resampling import DEFAULT_RESAMPLES, check_resampling
-from ..analysis.scales import threshold_for
+from ..analysis.scales import PASS, bins_for, threshold_for
 from ..errors import OutputError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..jsonlines import iter_json_objects
@@ -338,7 +338,7 @@ def _sha256(path: Path) -> str:
 class _Align:
     """One alignment under way: its inputs, its split and what its runs spent."""
 
-    def __init__(self, options: AlignOptions, inputs: _Inputs, split: Split, stratum_of: Mapping[str, int]) -> None:
+    def __init__(self, options: AlignOptions, inputs: _Inputs, split: Split) -> None:
         self.options = options
         self.inputs = inputs
         self.split = split
@@ -346,10 +346,15 @@ class _Align:
         self.spent = _Spent()
         self.notes: list[str] = []
         self.baseline = inputs.run.scored(options.rubric, inputs.judge)
-        self.stratum_of = stratum_of
         inputs_of = inputs.rubric.inputs
         self.avoid = [cand.shingles(cand.input_text(inputs.transcripts[t], inputs_of)) for t in (*split.select, *split.test)]
-        self.fit = [cand.Example(t, inputs.transcripts[t], inputs.labels[t].value, self.baseline.get(t), stratum_of[t]) for t in split.fit]
+        # examples are balanced by their own label (its class, or its bin on the scale), not their group's stratum
+        values = [inputs.labels[t].value for t in split.fit]
+        if inputs.scale.kind == "pass_fail":
+            kinds = [0 if v == PASS else 1 for v in values]
+        else:
+            kinds = bins_for(inputs.scale.metric).codes(np.array(values, dtype=np.float64)).tolist() if values else []
+        self.fit = [cand.Example(t, inputs.transcripts[t], v, self.baseline.get(t), k) for t, v, k in zip(split.fit, values, kinds, strict=True)]
 
     def human(self, ids: Sequence[str]) -> list[float | str]:
         return [self.inputs.labels[t].value for t in ids]
@@ -500,7 +505,7 @@ async def align(options: AlignOptions) -> AlignResult:
         out / "split.json",
         dumps({"labels": str(options.labels), "labels_sha256": labels_sha, "rubric": options.rubric, **split.as_dict()}, indent=2) + "\n",
     )
-    work = _Align(options, inputs, split, stratum_of)
+    work = _Align(options, inputs, split)
     shutil.rmtree(out / "candidates", ignore_errors=True)
     built: dict[str, tuple[CandidateResult, Rubric | None]] = {}
     for name in CANDIDATES:
