@@ -72,7 +72,7 @@ def test_every_builtin_rubric_puts_its_fixed_text_before_the_transcript() -> Non
     answer format) comes first and only the inputs' short labels follow the first input."""
     prompts = builtin_prompts_dir()
     paths = sorted(prompts.glob("*.md")) + sorted(prompts.glob("*/*.md"))
-    assert len(paths) == 13
+    assert len(paths) == 14
     transcript = resolved(reference="Paris")
     for path in paths:
         rubric = parse_rubric(path.read_text(encoding="utf-8"), str(path))
