@@ -112,6 +112,7 @@ class _JudgeStats:
     cached_tokens: int = 0
     prompt_cache_saved: float = 0.0
     truncated_input: int = 0
+    compacted_input: int = 0
     unscored: Counter[str] = field(default_factory=Counter)
     latencies: array = field(default_factory=lambda: array("d"))
 
@@ -124,6 +125,7 @@ class _JudgeStats:
             "unscored": sum(self.unscored.values()),
             "unscored_reasons": dict(sorted(self.unscored.items())),
             "truncated_input": self.truncated_input,
+            "compacted_input": self.compacted_input,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
@@ -215,6 +217,7 @@ class RunTotals:
         stats.completion_tokens += j.completion_tokens or 0
         stats.reasoning_tokens += j.reasoning_tokens or 0
         stats.truncated_input += j.truncated_input
+        stats.compacted_input += j.compacted_input
         if j.cached_tokens:
             stats.cached_tokens += j.cached_tokens
             stats.prompt_cache_saved += prompt_cache_saving(self._judge[j.judge], j.cached_tokens)

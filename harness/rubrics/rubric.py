@@ -24,19 +24,20 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import RubricError
 from ..transcripts.models import Resolved
 from ..validation import first_problem
-from .tags import data_block
+from .inputs import BY_NAME, NAMES, Block
 
-INPUTS = ("query", "response", "contexts", "reference")
+#: The inputs a rubric may name (``inputs.py``, one entry each).
+INPUTS = NAMES
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 _HEADER = re.compile(r"\A\+\+\+[ \t]*\r?\n(.*?)\r?\n\+\+\+[ \t]*\r?\n?(.*)\Z", re.DOTALL)
 
@@ -47,6 +48,21 @@ DEFAULT_SYSTEM = (
 )
 
 
+def _known_input(name: str) -> str:
+    if name not in BY_NAME:
+        raise ValueError(f"unknown input {name!r}; the inputs are " + ", ".join(NAMES))
+    return name
+
+
+class Prompt(NamedTuple):
+    """A rendered prompt: the chat messages, and the inputs compaction shortened to fit."""
+
+    messages: tuple[dict[str, str], ...]
+    compacted: tuple[str, ...] = ()
+    #: False: an input exceeds its budget even compacted as far as its rule goes
+    fits: bool = True
+
+
 class RubricHeader(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -55,7 +71,7 @@ class RubricHeader(BaseModel):
     description: str = ""
     scale: tuple[float, float]
     direction: Literal["higher", "lower"] = "higher"
-    inputs: tuple[Literal["query", "response", "contexts", "reference"], ...]
+    inputs: tuple[Annotated[str, AfterValidator(_known_input)], ...]
     max_tokens: int | None = Field(default=None, gt=0)
     system: str = DEFAULT_SYSTEM
     #: a categorical rubric: the reply is read with ``parse_label`` and must be one of these
@@ -64,6 +80,8 @@ class RubricHeader(BaseModel):
     truncate: Literal["none", "middle"] | None = None
     #: replies per judgment; overrides the judge's ``samples``
     samples: int | None = Field(default=None, ge=1, le=100)
+    #: false: run only when named (``--rubric``, ``rubrics``), not in the default set
+    default: bool = True
 
     @field_validator("version", mode="before")
     @classmethod
@@ -115,6 +133,8 @@ class Rubric:
     truncate: Literal["none", "middle"] | None = None
     #: replies per judgment (None: the judge's ``samples``)
     samples: int | None = None
+    #: in the default set of a run that names no rubric (when its transcripts can feed it)
+    default: bool = True
 
     @property
     def lo(self) -> float:
@@ -140,20 +160,37 @@ class Rubric:
         present = transcript.present_inputs() if present is None else present
         return [name for name in self.inputs if name not in present]
 
-    def render(self, transcript: Resolved, blocks: dict[str, str] | None = None) -> list[dict[str, str]]:
-        """The chat messages sent to the judge. Call ``missing_inputs`` first.
+    def render(self, transcript: Resolved, blocks: dict[str, Block] | None = None) -> list[dict[str, str]]:
+        """The chat messages sent to the judge. Call ``missing_inputs`` first."""
+        return list(self.prompt(transcript, blocks).messages)
+
+    def prompt(self, transcript: Resolved, blocks: dict[str, Block] | None = None, budgets: Mapping[str, int] | None = None) -> Prompt:
+        """The chat messages sent to the judge, and what compaction did. Call ``missing_inputs`` first.
 
         ``blocks`` memoises each input's delimited block: pass one dict for all the rubrics of a
-        transcript and each input is wrapped once, not once per rubric.
+        transcript and each input is rendered once, not once per rubric. ``budgets`` gives a
+        compactable input a budget of characters other than its default (the context-window guard
+        does); an input with a budget is rendered afresh, not memoised.
         """
-        memo = {} if blocks is None else blocks
+        memo: dict[str, Block] = {} if blocks is None else blocks
         parts = list(self.parts)
+        compacted: list[str] = []
+        fits = True
         for i in range(1, len(parts), 2):  # odd positions hold input names (re.split with a group)
             name = parts[i]
-            if name not in memo:
-                memo[name] = data_block(name, getattr(transcript, name))
-            parts[i] = memo[name]
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)}]
+            budget = budgets.get(name) if budgets is not None else None
+            if budget is not None:
+                entry = BY_NAME[name]
+                block = entry.render(getattr(transcript, entry.attr), budget)
+            elif (block := memo.get(name)) is None:
+                entry = BY_NAME[name]
+                block = memo[name] = entry.render(getattr(transcript, entry.attr), None)
+            parts[i] = block.text
+            if block.compacted:
+                compacted.append(name)
+            fits = fits and block.fits
+        messages = ({"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)})
+        return Prompt(messages, tuple(compacted), fits)
 
 
 #: Anything in double braces is meant as a placeholder; a single-braced input name is a typo of one.
@@ -209,6 +246,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
         labels=header.labels,
         truncate=header.truncate,
         samples=header.samples,
+        default=header.default,
     )
 
 
