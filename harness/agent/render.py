@@ -114,12 +114,17 @@ def _outcome(step: Step, result_chars: int) -> str:
 
 def step_line(step: Step, result_chars: int = RESULT_CHARS, *, parallel: bool = False) -> str:
     """One step as its line (module docstring)."""
+    return _call(step, parallel) + _outcome(step, result_chars)
+
+
+def _call(step: Step, parallel: bool) -> str:
+    """A step's line up to its outcome: the same at every stage of compaction."""
     head = f"[{step.index}]"
     if step.turn is not None:
         head += f" turn {step.turn}"
     if parallel:
         head += f" · parallel group {step.group}"
-    return f"{head} · {step.name}({_arguments(step)}){_outcome(step, result_chars)}"
+    return f"{head} · {step.name}({_arguments(step)})"
 
 
 def omitted_line(count: int) -> str:
@@ -131,8 +136,8 @@ def render_steps(steps: Sequence[Step], budget: int = TRAJECTORY_CHARS) -> Rende
     if not steps:
         return Rendering(NO_STEPS)
     sizes = Counter(s.group for s in steps if s.group is not None)
-    parallel = [s.group is not None and sizes[s.group] > 1 for s in steps]
-    full = [step_line(s, RESULT_CHARS, parallel=p) for s, p in zip(steps, parallel, strict=True)]
+    calls = [_call(s, s.group is not None and sizes[s.group] > 1) for s in steps]
+    full = [call + _outcome(s, RESULT_CHARS) for s, call in zip(steps, calls, strict=True)]
     last = len(steps) - 1
     middle = [i for i, s in enumerate(steps) if 0 < i < last and not s.failed]
     if _length(full) <= budget or not middle:
@@ -140,7 +145,7 @@ def render_steps(steps: Sequence[Step], budget: int = TRAJECTORY_CHARS) -> Rende
     lines = list(full)
     for stage, keep in ((1, MIDDLE_RESULT_CHARS), (2, 0)):
         for i in middle:
-            lines[i] = step_line(steps[i], keep, parallel=parallel[i])
+            lines[i] = calls[i] + _outcome(steps[i], keep)
         if _length(lines) <= budget:
             return Rendering("\n".join(lines), stage)
     return _drop(lines, middle, budget)

@@ -207,6 +207,9 @@ class RunTotals:
             self.reason_counts[(j.status, j.reason)] += 1
         if not j.called:
             return
+        # what the prompt was made of: a cache hit's prompt was cut or compacted the same way
+        stats.truncated_input += j.truncated_input
+        stats.compacted_input += j.compacted_input
         self.costs[(j.judge, j.rubric)].add(j)
         if j.cached:
             stats.cache_hits += 1
@@ -216,8 +219,6 @@ class RunTotals:
         stats.prompt_tokens += j.prompt_tokens or 0
         stats.completion_tokens += j.completion_tokens or 0
         stats.reasoning_tokens += j.reasoning_tokens or 0
-        stats.truncated_input += j.truncated_input
-        stats.compacted_input += j.compacted_input
         if j.cached_tokens:
             stats.cached_tokens += j.cached_tokens
             stats.prompt_cache_saved += prompt_cache_saving(self._judge[j.judge], j.cached_tokens)
