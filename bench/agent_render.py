@@ -26,16 +26,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.agent import Step  # noqa: E402
-from harness.config import JudgeConfig  # noqa: E402
-from harness.cost.tokens import TokenCounter  # noqa: E402
-from harness.planning.jobs import Planner  # noqa: E402
-from harness.rubrics.rubric import load_rubrics  # noqa: E402
-from harness.transcripts.models import Resolved  # noqa: E402
-from harness.transcripts.performance import Performance  # noqa: E402
+from harness.agent import Step
+from harness.config import JudgeConfig
+from harness.cost.tokens import TokenCounter
+from harness.planning.jobs import Planner
+from harness.rubrics.rubric import load_rubrics
+from harness.transcripts.models import Resolved
+from harness.transcripts.performance import Performance
 
 TOOLS = ("search", "fetch_page", "get_weather", "lookup_fund", "calculator", "read_file")
-WORDS = "the fund net asset value paris weather rain report page result total ratio growth direct plan".split()
+WORDS = ["the", "fund", "net", "asset", "value", "paris", "weather", "rain", "report", "page", "result", "total", "ratio", "growth", "direct", "plan"]
 
 
 def synthetic_steps(n: int, seed: int = 35) -> tuple[Step, ...]:

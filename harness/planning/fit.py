@@ -20,7 +20,7 @@ approximation, as in the estimate).
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..cost.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, TokenCounter
 from ..rubrics.inputs import BY_NAME
@@ -86,10 +86,10 @@ def fit(
     if truncate:  # what cannot fit whole is cut by characters first, so a 50 MB field is never tokenized
         current = _precut(transcript, rubric.inputs, max(room, 0) * MAX_TOKEN_CHARS)
         if current is not transcript:
-            messages = rubric.prompt(current).messages
+            messages = rubric.messages(current)
     tokens = counter.count_messages(messages)
-    if tokens > room and (compactable := [name for name in dict.fromkeys(rubric.inputs) if BY_NAME[name].compactable]):
-        messages, tokens, budgets, compacted = _compact(current, rubric, compactable, tokens, room, counter)
+    if tokens > room and rubric.compactable:
+        messages, tokens, budgets, compacted = _compact(current, rubric, tokens, room, counter)
     if tokens <= room:
         return Fit(messages, tokens, truncated=current is not transcript, compacted=compacted)
     if not truncate:
@@ -99,21 +99,19 @@ def fit(
         if shortened is None:
             break
         current = shortened
-        messages = rubric.prompt(current, budgets=budgets).messages
+        messages = rubric.messages(current, None, None, budgets)
         tokens = counter.count_messages(messages)
         if tokens <= room:
             return Fit(messages, tokens, truncated=True, compacted=compacted)
     return Fit(None, tokens)
 
 
-def _compact(
-    transcript: Resolved, rubric: Rubric, names: list[str], tokens: int, room: int, counter: TokenCounter
-) -> tuple[Messages, int, dict[str, int], bool]:
+def _compact(transcript: Resolved, rubric: Rubric, tokens: int, room: int, counter: TokenCounter) -> tuple[Messages, int, dict[str, int], bool]:
     """The prompt with its compactable inputs rendered to budgets of characters that bring its
     ``tokens`` to just inside ``room``: each input's share of the room the rest of the prompt
     leaves, in its own characters per token (less the margin), shrunk in proportion while the
     count is over, until the inputs cannot be compacted further (their kept steps alone)."""
-    texts = {name: BY_NAME[name].render(getattr(transcript, BY_NAME[name].attr), None).text for name in names}
+    texts = {name: BY_NAME[name].render(getattr(transcript, BY_NAME[name].attr)) for name in dict.fromkeys(rubric.compactable)}
     own = {name: counter.count_text(text) for name, text in texts.items()}
     free = room - (tokens - sum(own.values())) - int(room * MARGIN)
     share = max(free, 0) / max(1, sum(own.values()))
@@ -153,11 +151,13 @@ def _middle(text: str, keep: int) -> str:
 
 
 def _replace(transcript: Resolved, attr: str, index: int, text: str) -> Resolved:
+    value: str | tuple[str, ...] = text
     if index >= 0:
         items = list(getattr(transcript, attr))
         items[index] = text
-        return dataclasses.replace(transcript, **{attr: tuple(items)})
-    return dataclasses.replace(transcript, **{attr: text})
+        value = tuple(items)
+    changes: dict[str, Any] = {attr: value}
+    return dataclasses.replace(transcript, **changes)
 
 
 def _precut(transcript: Resolved, inputs: tuple[str, ...], limit: int) -> Resolved:

@@ -20,7 +20,7 @@ from ..config import JudgeConfig, Sampling
 from ..cost.tokens import TokenCounter
 from ..judges.base import JudgeRequest
 from ..judges.families import shape_request
-from ..rubrics.inputs import BY_NAME, Block
+from ..rubrics.inputs import Block
 from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..rubrics.rubric import Rubric
 from ..rubrics.schema import schema_for
@@ -159,14 +159,14 @@ class Planner:
         """The transcript's jobs, one per (rubric, judge, sample), in that order."""
         entry = Entry(transcript)
         jobs = entry.jobs
-        blocks: dict[str, Block] = {}
+        blocks: dict[str, str] = {}
+        compaction: dict[str, Block] = {}
         present = transcript.present_inputs()
         missing_by_rubric = self._missing.get(present)
         if missing_by_rubric is None:  # a few kinds of transcript per input file: worked out once each
             missing_by_rubric = self._missing[present] = [rubric.missing_inputs(transcript, present) for rubric in self.rubrics]
         for rubric, pairs, missing in zip(self.rubrics, self._pairs, missing_by_rubric, strict=True):
-            prompt = None if missing else rubric.prompt(transcript, blocks)
-            messages = None if prompt is None else prompt.messages
+            messages = None if missing else rubric.messages(transcript, blocks, compaction)
             # one count of the prompt's bytes for every judge of the rubric that has a window
             bound = byte_bound(messages) if messages is not None and self._windowed else 0
             for pair in pairs:
@@ -176,7 +176,8 @@ class Planner:
                     jobs.append(job)
                     job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                     continue
-                sent, truncated_input, compacted = messages, False, bool(prompt and prompt.compacted)
+                sent, truncated_input = messages, False
+                compacted = bool(rubric.compactable and rubric.compacted(compaction))
                 window = judge.context_window
                 if window is not None and not fits_whole(bound, window, pair.shape.max_tokens):
                     truncate = (rubric.truncate or judge.truncate) == "middle"
@@ -217,8 +218,8 @@ class Planner:
 def _overflow_note(rubric: Rubric, truncate: bool) -> str:
     """What was tried before a prompt was found not to fit."""
     tried = []
-    if any(BY_NAME[name].compactable for name in rubric.inputs):
-        tried.append("its " + " and ".join(name for name in rubric.inputs if BY_NAME[name].compactable) + " compacted to the kept steps")
+    if rubric.compactable:
+        tried.append("its " + " and ".join(rubric.compactable) + " compacted to the kept steps")
     if truncate:
         tried.append("its inputs cut")
     if tried:

@@ -21,8 +21,9 @@ is adding one entry (and, for a new kind of value, the attribute on ``Resolved``
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from itertools import product
 from typing import Any, Literal, NamedTuple, cast
 
@@ -33,7 +34,7 @@ Kind = Literal["text", "texts", "record"]
 
 
 class Block(NamedTuple):
-    """An input's text in the prompt, tags included."""
+    """A compactable input's text in the prompt (tags included), and what its rule did."""
 
     text: str
     #: shortened by the input's compaction rule to fit its budget (the judgment's ``compacted_input``)
@@ -42,67 +43,64 @@ class Block(NamedTuple):
     fits: bool = True
 
 
-#: An input's renderer: ``(value, budget in characters or None for the input's default) -> Block``.
-Render = Callable[[Any, int | None], Block]
-
-
 @dataclass(frozen=True, slots=True)
 class Input:
     name: str
     #: the ``Resolved`` attribute that holds the value
     attr: str
     kind: Kind
-    #: one line for the docs and the header's error message
+    #: one line for the docs
     description: str
-    render: Render
     #: the tag the text is wrapped in (``contexts``: each item's)
     tag: str
-    #: ``render`` honours a budget: the context-window guard shrinks this input before any other
-    compactable: bool = False
+    #: the value as the prompt's text, tags included
+    render: Callable[[Any], str]
+    #: an input with a compaction rule: its text within a budget of characters (None: the
+    #: input's default budget) and what the rule did; ``render`` is this at the default budget.
+    #: The context-window guard shrinks such an input before any other.
+    compact: Callable[[Any, int | None], Block] | None = None
+
+    @property
+    def compactable(self) -> bool:
+        return self.compact is not None
 
 
-def _text(tag: str) -> Render:
-    return lambda value, budget: Block(data_block(tag, value))
-
-
-def _contexts(value: Sequence[str], budget: int | None) -> Block:
-    return Block(data_block("contexts", value))
-
-
-def _trajectory(value: Any, budget: int | None) -> Block:
-    rendering = render_steps(value, TRAJECTORY_CHARS if budget is None else budget)
+def _trajectory(steps: Any, budget: int | None) -> Block:
+    rendering = render_steps(steps, TRAJECTORY_CHARS if budget is None else budget)
     return Block(data_block("trajectory", rendering.text), rendering.compacted, rendering.fits)
 
 
+# (Text renderers are partials of data_block, not lambdas: each transcript's inputs are rendered
+# once per run, on the planner's hot path.)
 INPUTS: tuple[Input, ...] = (
-    Input("query", "query", "text", "the user's request", _text("query"), "query"),
-    Input("response", "response", "text", "the agent's final answer", _text("response"), "response"),
-    Input("contexts", "contexts", "texts", "the passages the agent retrieved, numbered", _contexts, "context"),
-    Input("reference", "reference", "text", "the expected answer or outcome", _text("reference"), "reference"),
+    Input("query", "query", "text", "the user's request", "query", partial(data_block, "query")),
+    Input("response", "response", "text", "the agent's final answer", "response", partial(data_block, "response")),
+    Input("contexts", "contexts", "texts", "the passages the agent retrieved, numbered", "context", partial(data_block, "contexts")),
+    Input("reference", "reference", "text", "the expected answer or outcome", "reference", partial(data_block, "reference")),
     Input(
         "trajectory",
         "steps",
         "record",
         "the agent's tool calls, one line each, compacted to fit (agent.render)",
-        _trajectory,
         "trajectory",
-        compactable=True,
+        lambda steps: _trajectory(steps, None).text,
+        compact=_trajectory,
     ),
     Input(
         "tools",
         "tools",
         "record",
         "the tools the agent had: name, description, parameters",
-        lambda value, budget: Block(data_block("tools", render_tools(value))),
         "tools",
+        lambda tools: data_block("tools", render_tools(tools)),
     ),
     Input(
         "reference_trajectory",
         "reference_trajectory",
         "record",
         "the calls the agent should make",
-        lambda value, budget: Block(data_block("reference_trajectory", render_reference(value))),
         "reference_trajectory",
+        lambda items: data_block("reference_trajectory", render_reference(items)),
     ),
 )
 BY_NAME: dict[str, Input] = {i.name: i for i in INPUTS}
@@ -127,7 +125,7 @@ def _presence() -> Callable[[Any], frozenset[str]]:
     assert all(i.attr.isidentifier() for i in INPUTS)
     tests = ", ".join(_PRESENT[i.kind].format(i.attr) for i in INPUTS)
     namespace: dict[str, Any] = {"_BY_KEY": _BY_KEY}
-    exec(f"def present_inputs(t):\n    return _BY_KEY[({tests},)]\n", namespace)  # noqa: S102 (built from the registry's names only)
+    exec(f"def present_inputs(t):\n    return _BY_KEY[({tests},)]\n", namespace)
     return cast(Callable[[Any], frozenset[str]], namespace["present_inputs"])
 
 

@@ -25,7 +25,7 @@ import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
@@ -54,10 +54,13 @@ def _known_input(name: str) -> str:
     return name
 
 
+Messages = tuple[dict[str, str], ...]
+
+
 class Prompt(NamedTuple):
     """A rendered prompt: the chat messages, and the inputs compaction shortened to fit."""
 
-    messages: tuple[dict[str, str], ...]
+    messages: Messages
     compacted: tuple[str, ...] = ()
     #: False: an input exceeds its budget even compacted as far as its rule goes
     fits: bool = True
@@ -135,6 +138,11 @@ class Rubric:
     samples: int | None = None
     #: in the default set of a run that names no rubric (when its transcripts can feed it)
     default: bool = True
+    #: the inputs compaction may shorten (``inputs.Input.compactable``), worked out once
+    compactable: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compactable", tuple(name for name in self.inputs if BY_NAME[name].compactable))
 
     @property
     def lo(self) -> float:
@@ -160,37 +168,56 @@ class Rubric:
         present = transcript.present_inputs() if present is None else present
         return [name for name in self.inputs if name not in present]
 
-    def render(self, transcript: Resolved, blocks: dict[str, Block] | None = None) -> list[dict[str, str]]:
+    def render(self, transcript: Resolved, blocks: dict[str, str] | None = None) -> list[dict[str, str]]:
         """The chat messages sent to the judge. Call ``missing_inputs`` first."""
-        return list(self.prompt(transcript, blocks).messages)
+        return list(self.messages(transcript, blocks))
 
-    def prompt(self, transcript: Resolved, blocks: dict[str, Block] | None = None, budgets: Mapping[str, int] | None = None) -> Prompt:
-        """The chat messages sent to the judge, and what compaction did. Call ``missing_inputs`` first.
+    def messages(
+        self,
+        transcript: Resolved,
+        blocks: dict[str, str] | None = None,
+        compaction: dict[str, Block] | None = None,
+        budgets: Mapping[str, int] | None = None,
+    ) -> Messages:
+        """The chat messages sent to the judge (system, user). Call ``missing_inputs`` first.
 
-        ``blocks`` memoises each input's delimited block: pass one dict for all the rubrics of a
-        transcript and each input is rendered once, not once per rubric. ``budgets`` gives a
-        compactable input a budget of characters other than its default (the context-window guard
-        does); an input with a budget is rendered afresh, not memoised.
+        ``blocks`` memoises each input's text: pass one dict for all the rubrics of a transcript
+        and each input is rendered once, not once per rubric. ``compaction`` receives what the
+        compaction rule did to each compactable input rendered (``compacted`` reads it).
+        ``budgets`` gives a compactable input a budget of characters other than its default (the
+        context-window guard does); a text rendered with a budget is memoised too, so pass a
+        memo of its own with budgets.
         """
-        memo: dict[str, Block] = {} if blocks is None else blocks
+        memo = {} if blocks is None else blocks
         parts = list(self.parts)
-        compacted: list[str] = []
-        fits = True
         for i in range(1, len(parts), 2):  # odd positions hold input names (re.split with a group)
             name = parts[i]
             budget = budgets.get(name) if budgets is not None else None
-            if budget is not None:
+            text = memo.get(name) if budget is None else None
+            if text is None:
                 entry = BY_NAME[name]
-                block = entry.render(getattr(transcript, entry.attr), budget)
-            elif (block := memo.get(name)) is None:
-                entry = BY_NAME[name]
-                block = memo[name] = entry.render(getattr(transcript, entry.attr), None)
-            parts[i] = block.text
-            if block.compacted:
-                compacted.append(name)
-            fits = fits and block.fits
-        messages = ({"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)})
-        return Prompt(messages, tuple(compacted), fits)
+                value = getattr(transcript, entry.attr)
+                if entry.compact is None:
+                    text = entry.render(value)
+                else:
+                    block = entry.compact(value, budget)
+                    text = block.text
+                    if compaction is not None:
+                        compaction[name] = block
+                memo[name] = text
+            parts[i] = text
+        return ({"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)})
+
+    def compacted(self, compaction: Mapping[str, Block]) -> tuple[str, ...]:
+        """The inputs the compaction rule shortened, as ``messages`` recorded in ``compaction``."""
+        return tuple(name for name in self.compactable if (block := compaction.get(name)) is not None and block.compacted)
+
+    def prompt(self, transcript: Resolved, budgets: Mapping[str, int] | None = None) -> Prompt:
+        """The chat messages and what compaction did to them, the compactable inputs rendered
+        within ``budgets`` where given (``planning.fit``)."""
+        compaction: dict[str, Block] = {}
+        messages = self.messages(transcript, {}, compaction, budgets)
+        return Prompt(messages, self.compacted(compaction), all(compaction[name].fits for name in self.compactable))
 
 
 #: Anything in double braces is meant as a placeholder; a single-braced input name is a typo of one.

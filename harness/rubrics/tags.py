@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+
 def tag_for(name: str, text: str) -> str:
     """``name``, or ``name-<hash>`` when ``text`` holds ``<name`` or ``</name`` itself."""
     if "<" not in text:  # nearly every text: no copy of it lowercased
