@@ -114,6 +114,7 @@ class _JudgeStats:
     cached_tokens: int = 0
     prompt_cache_saved: float = 0.0
     truncated_input: int = 0
+    compacted_input: int = 0
     unscored: Counter[str] = field(default_factory=Counter)
     latencies: array = field(default_factory=lambda: array("d"))
 
@@ -126,6 +127,7 @@ class _JudgeStats:
             "unscored": sum(self.unscored.values()),
             "unscored_reasons": dict(sorted(self.unscored.items())),
             "truncated_input": self.truncated_input,
+            "compacted_input": self.compacted_input,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
@@ -222,6 +224,9 @@ class RunTotals:
             self.reason_counts[(j.status, j.reason)] += 1
         if not j.called:
             return
+        # what the prompt was made of: a cache hit's prompt was cut or compacted the same way
+        stats.truncated_input += j.truncated_input
+        stats.compacted_input += j.compacted_input
         self.costs[(j.judge, j.rubric)].add(j)
         if j.cached:
             stats.cache_hits += 1
@@ -231,7 +236,6 @@ class RunTotals:
         stats.prompt_tokens += j.prompt_tokens or 0
         stats.completion_tokens += j.completion_tokens or 0
         stats.reasoning_tokens += j.reasoning_tokens or 0
-        stats.truncated_input += j.truncated_input
         if j.cached_tokens:
             stats.cached_tokens += j.cached_tokens
             stats.prompt_cache_saved += prompt_cache_saving(self._judge[j.judge], j.cached_tokens)

@@ -252,6 +252,9 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
         console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')
+    compacted = sum(line.compacted_input for line in estimate.lines)
+    if compacted:
+        console.print(f"{compacted} prompts would have their trajectory compacted to fit (first, last and failed steps kept)")
     for warning in [r.message() for r in estimate.retirements] + [p.message() for p in estimate.stale_prices]:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     unpriced = [j.judge for j in estimate.judges if not j.priced]

@@ -31,19 +31,20 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import RubricError
 from ..transcripts.models import Resolved
 from ..validation import first_problem
-from .tags import data_block
+from .inputs import BY_NAME, NAMES, Block
 
-INPUTS = ("query", "response", "contexts", "reference")
+#: The inputs a rubric may name (``inputs.py``, one entry each).
+INPUTS = NAMES
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 _HEADER = re.compile(r"\A\+\+\+[ \t]*\r?\n(.*?)\r?\n\+\+\+[ \t]*\r?\n?(.*)\Z", re.DOTALL)
 
@@ -77,6 +78,24 @@ class Calibration(BaseModel):
         return self
 
 
+def _known_input(name: str) -> str:
+    if name not in BY_NAME:
+        raise ValueError(f"unknown input {name!r}; the inputs are " + ", ".join(NAMES))
+    return name
+
+
+Messages = tuple[dict[str, str], ...]
+
+
+class Prompt(NamedTuple):
+    """A rendered prompt: the chat messages, and the inputs compaction shortened to fit."""
+
+    messages: Messages
+    compacted: tuple[str, ...] = ()
+    #: False: an input exceeds its budget even compacted as far as its rule goes
+    fits: bool = True
+
+
 class RubricHeader(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -85,7 +104,7 @@ class RubricHeader(BaseModel):
     description: str = ""
     scale: tuple[float, float]
     direction: Literal["higher", "lower"] = "higher"
-    inputs: tuple[Literal["query", "response", "contexts", "reference"], ...]
+    inputs: tuple[Annotated[str, AfterValidator(_known_input)], ...]
     max_tokens: int | None = Field(default=None, gt=0)
     system: str = DEFAULT_SYSTEM
     #: a categorical rubric: the reply is read with ``parse_label`` and must be one of these
@@ -96,6 +115,8 @@ class RubricHeader(BaseModel):
     samples: int | None = Field(default=None, ge=1, le=100)
     #: the judge's score mapped onto the human scale (``harness align``'s recalibration)
     calibration: Calibration | None = None
+    #: false: run only when named (``--rubric``, ``rubrics``), not in the default set
+    default: bool = True
 
     @field_validator("version", mode="before")
     @classmethod
@@ -160,6 +181,13 @@ class Rubric:
     samples: int | None = None
     #: (judge scores, human values) knots of the score's map onto the human scale; None: no map
     calibration: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    #: in the default set of a run that names no rubric (when its transcripts can feed it)
+    default: bool = True
+    #: the inputs compaction may shorten (``inputs.Input.compactable``), worked out once
+    compactable: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compactable", tuple(name for name in self.inputs if BY_NAME[name].compactable))
 
     @property
     def lo(self) -> float:
@@ -200,19 +228,55 @@ class Rubric:
         return [name for name in self.inputs if name not in present]
 
     def render(self, transcript: Resolved, blocks: dict[str, str] | None = None) -> list[dict[str, str]]:
-        """The chat messages sent to the judge. Call ``missing_inputs`` first.
+        """The chat messages sent to the judge. Call ``missing_inputs`` first."""
+        return list(self.messages(transcript, blocks))
 
-        ``blocks`` memoises each input's delimited block: pass one dict for all the rubrics of a
-        transcript and each input is wrapped once, not once per rubric.
+    def messages(
+        self,
+        transcript: Resolved,
+        blocks: dict[str, str] | None = None,
+        compaction: dict[str, Block] | None = None,
+        budgets: Mapping[str, int] | None = None,
+    ) -> Messages:
+        """The chat messages sent to the judge (system, user). Call ``missing_inputs`` first.
+
+        ``blocks`` memoises each input's text: pass one dict for all the rubrics of a transcript
+        and each input is rendered once, not once per rubric. ``compaction`` receives what the
+        compaction rule did to each compactable input rendered (``compacted`` reads it).
+        ``budgets`` gives a compactable input a budget of characters other than its default (the
+        context-window guard does); a text rendered with a budget is memoised too, so pass a
+        memo of its own with budgets.
         """
         memo = {} if blocks is None else blocks
         parts = list(self.parts)
         for i in range(1, len(parts), 2):  # odd positions hold input names (re.split with a group)
             name = parts[i]
-            if name not in memo:
-                memo[name] = data_block(name, getattr(transcript, name))
-            parts[i] = memo[name]
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)}]
+            budget = budgets.get(name) if budgets is not None else None
+            text = memo.get(name) if budget is None else None
+            if text is None:
+                entry = BY_NAME[name]
+                value = getattr(transcript, entry.attr)
+                if entry.compact is None:
+                    text = entry.render(value)
+                else:
+                    block = entry.compact(value, budget)
+                    text = block.text
+                    if compaction is not None:
+                        compaction[name] = block
+                memo[name] = text
+            parts[i] = text
+        return ({"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)})
+
+    def compacted(self, compaction: Mapping[str, Block]) -> tuple[str, ...]:
+        """The inputs the compaction rule shortened, as ``messages`` recorded in ``compaction``."""
+        return tuple(name for name in self.compactable if (block := compaction.get(name)) is not None and block.compacted)
+
+    def prompt(self, transcript: Resolved, budgets: Mapping[str, int] | None = None) -> Prompt:
+        """The chat messages and what compaction did to them, the compactable inputs rendered
+        within ``budgets`` where given (``planning.fit``)."""
+        compaction: dict[str, Block] = {}
+        messages = self.messages(transcript, {}, compaction, budgets)
+        return Prompt(messages, self.compacted(compaction), all(compaction[name].fits for name in self.compactable))
 
 
 #: Anything in double braces is meant as a placeholder; a single-braced input name is a typo of one.
@@ -269,6 +333,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
         truncate=header.truncate,
         samples=header.samples,
         calibration=None if header.calibration is None else (header.calibration.score, header.calibration.human),
+        default=header.default,
     )
 
 
