@@ -127,6 +127,19 @@ def _call(step: Step, parallel: bool) -> str:
     return f"{head} · {step.name}({_arguments(step)})"
 
 
+def timeline(steps: Sequence[Step], result_chars: int = RESULT_CHARS) -> list[str]:
+    """The steps for a person (``harness explain``): each step's line as the judge sees it, with
+    its duration when timed; never compacted."""
+    sizes = Counter(s.group for s in steps if s.group is not None)
+    lines = []
+    for s in steps:
+        line = step_line(s, result_chars, parallel=s.group is not None and sizes[s.group] > 1)
+        if s.duration_ms is not None:
+            line += f"  ({s.duration_ms:g} ms)"
+        lines.append(line)
+    return lines
+
+
 def omitted_line(count: int) -> str:
     return f"… {count} step{'s' if count != 1 else ''} omitted …"
 
