@@ -7,6 +7,7 @@ them into the document (means with t-intervals, percentiles: ``metrics.summary``
 
 from __future__ import annotations
 
+import math
 import statistics
 from array import array
 from collections import Counter, defaultdict
@@ -290,7 +291,8 @@ class RunTotals:
 
 def _agent_summary(name: str, series: _Series) -> dict[str, Any]:
     spec = AGENT_SPECS[name]
-    described = series.as_dict(spec.scale)
+    # a count's interval is cut at 0 as a bounded mean's is at its scale
+    described = series.as_dict(spec.scale if spec.scale is not None else (0.0, math.inf))
     for key in ("failed", "failed_reasons", "clamped"):
         described.pop(key)
     if spec.scale is None:

@@ -169,6 +169,15 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
     for name, s in summary["performance"].items():
         perf.add_row(name, count(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
     console.print(perf)
+    agent = summary.get("agent") or {}
+    if agent:
+        steps = FitTable("What the agent did (from its steps; no judge)")
+        for column in ("metric", "n", "mean", "95% CI", "unscored"):
+            steps.add_column(column, justify="left" if column == "metric" else "right")
+        for name, s in agent.items():
+            ci = "—" if not s.get("ci95") else f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
+            steps.add_row(name, count(s["n"]), _fmt(s["mean"]), ci, count(s["unscored"]))
+        console.print(steps)
     total = summary["cost_usd"]
     cost = f"cost unknown ({_cost_unknown_why(summary)})" if total is None else usd(total)
     console.print(closing_line(summary, cost), highlight=False, soft_wrap=True)
