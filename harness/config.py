@@ -27,12 +27,27 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
 from .errors import ConfigError
 from .validation import first_problem
+
+if TYPE_CHECKING:
+    from .judges.profiles.base import ProviderProfile
 
 DEFAULT_CACHE = Path("cache/judgments.sqlite")
 DEFAULT_COMPOSITES: dict[str, dict[str, float]] = {
@@ -87,6 +102,35 @@ class Sampling(BaseModel):
     logprobs: bool
 
 
+class _Registered:
+    """A provider's name, checked against the registry of provider profiles (``judges/profiles``)
+    when a config is read, not when this module is: the names, the refusal ("Input should be
+    'openai', ... or 'local'") and the JSON Schema's ``enum`` are the registry's, as a ``Literal``
+    of them would give, and a provider added to the registry is accepted at once."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(_registered, json_schema_input_schema=core_schema.str_schema())
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        from .judges.profiles import PROFILES
+
+        return {"enum": list(PROFILES), "type": "string"}
+
+
+def _registered(value: object) -> str:
+    from .judges.profiles import PROFILES, choices
+
+    if not isinstance(value, str) or value not in PROFILES:
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": choices()})
+    return value
+
+
+#: A provider the registry knows (``judges/profiles``): what ``JudgeConfig.provider`` holds.
+ProviderName = Annotated[str, _Registered]
+
+
 class JudgeConfig(BaseModel):
     """One judge endpoint. Its ``sampling`` (model, endpoint, temperature, max_tokens, ...) enters
     the cache key; the rest (timeouts, limits, prices, the key's variable name) does not."""
@@ -94,7 +138,7 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
-    provider: Literal["openai", "openai-sdk", "anthropic", "local"] = "openai"
+    provider: ProviderName = "openai"
     model: str
     base_url: str | None = None
     #: default OPENAI_API_KEY, or ANTHROPIC_API_KEY for ``provider = "anthropic"``
@@ -129,22 +173,25 @@ class JudgeConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _provider_defaults(cls, data: object) -> object:
-        from .judges.providers import PROVIDERS  # the providers table knows each key's variable
+        from .judges.profiles import PROFILES  # a provider's profile knows its key's variable
 
         if not isinstance(data, dict):
             return data
         data = _flattened(data)
         name = data.get("provider", "openai")
-        provider = PROVIDERS.get(name) if isinstance(name, str) else None
-        if provider is not None and provider.key_env and "api_key_env" not in data:
-            return {**data, "api_key_env": provider.key_env}
+        profile = PROFILES.get(name) if isinstance(name, str) else None
+        if profile is not None and profile.key_env and "api_key_env" not in data:
+            return {**data, "api_key_env": profile.key_env}
         return data
 
     @field_validator("structured_output")
     @classmethod
     def _structured_supported(cls, value: bool, info: ValidationInfo) -> bool:
-        if value and info.data.get("provider") == "local":
-            raise ValueError("the local judge cannot follow a JSON Schema: set structured_output = false")
+        from .judges.profiles import PROFILES
+
+        profile = PROFILES.get(info.data.get("provider", ""))
+        if value and profile is not None and (why := profile.cannot("structured_output")) is not None:
+            raise ValueError(why)
         return value
 
     #: Replies per judgment (README "Judges you can trust"): the score is their mean, a label their
@@ -166,16 +213,23 @@ class JudgeConfig(BaseModel):
         return value
 
     @property
+    def profile(self) -> ProviderProfile:
+        """Its provider's profile (judges/profiles): URL, key variable, judge class, what it accepts."""
+        from .judges.profiles import profile_of
+
+        return profile_of(self)
+
+    @property
     def endpoint(self) -> str:
         """The base URL actually called: configured, else the provider's variable (OPENAI_BASE_URL,
-        ANTHROPIC_BASE_URL), else the provider's default (judges/providers.py)."""
-        from .judges.providers import endpoint
+        ANTHROPIC_BASE_URL), else the provider's default (judges/profiles)."""
+        from .judges.profiles import endpoint
 
         return endpoint(self)
 
     def api_url(self, path: str) -> str:
-        """The URL of ``path`` of this judge's API: the version path added once (judges/providers.py)."""
-        from .judges.providers import api_root
+        """The URL of ``path`` of this judge's API: the version path added once (judges/profiles)."""
+        from .judges.profiles import api_root
 
         return api_root(self) + path
 
@@ -352,7 +406,8 @@ def check_key(key: str, variable: str) -> str | None:
 
 
 def api_key_for(judge: JudgeConfig) -> str | None:
-    """The judge's API key, read from its environment variable at call time and kept nowhere else."""
-    if judge.provider == "local":
+    """The judge's API key, read from its environment variable at call time and kept nowhere else
+    (None for a provider that reads no key)."""
+    if judge.profile.key_env is None:
         return None
     return os.environ.get(judge.api_key_env) or None

@@ -16,7 +16,7 @@ from harness.config import (
     load_config,
 )
 from harness.errors import ConfigError, UserInputError
-from harness.judges.providers import root_of
+from harness.judges.profiles import root_of
 from harness.planning import RunOptions, build_plan
 
 KEY_VAR = "HARNESS_TEST_JUDGE_KEY"

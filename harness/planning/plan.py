@@ -142,19 +142,21 @@ def _validated(fields: Mapping[str, object], source: str) -> JudgeConfig:
 
 
 def _check_endpoint(judge: JudgeConfig, index: int, source: str) -> None:
-    """A base URL (configured or $OPENAI_BASE_URL) must be http(s) with a host, before any call."""
-    if judge.provider == "local":
+    """A base URL (configured, or the provider's variable such as $OPENAI_BASE_URL) must be http(s)
+    with a host, before any call."""
+    profile = judge.profile
+    if profile.in_process:
         return
     url = judge.endpoint
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        origin = "base_url" if judge.base_url else "$OPENAI_BASE_URL"
+        origin = "base_url" if judge.base_url or not profile.base_url_env else f"${profile.base_url_env}"
         raise ConfigError(f"{source}: judges[{index}].base_url: {origin} {url!r} is not an http:// or https:// URL (judge {judge.name!r})")
 
 
 def _check_keys(judges: list[JudgeConfig], source: str) -> None:
     for index, judge in enumerate(judges):
-        if judge.provider == "local" or not judge.api_key_env:
+        if judge.profile.key_env is None or not judge.api_key_env:
             continue
         if key := os.environ.get(judge.api_key_env):
             if (problem := check_key(key, judge.api_key_env)) is not None:
