@@ -110,7 +110,8 @@ def check_logprob_rubrics(judges: list[JudgeConfig], rubrics: list[Rubric]) -> N
                 )
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` is on this machine: local servers (vLLM, Ollama, llama.cpp) usually take no key."""
     host = urlparse(url).hostname or ""
     if host == "localhost":
         return True
@@ -162,7 +163,7 @@ def _check_keys(judges: list[JudgeConfig], source: str) -> None:
             if (problem := check_key(key, judge.api_key_env)) is not None:
                 raise ConfigError(f"{source}: judges[{index}].api_key_env: {problem} (judge {judge.name!r})")
             continue
-        if _is_loopback(judge.endpoint):
+        if is_loopback(judge.endpoint):
             continue  # local servers (vLLM, Ollama, llama.cpp) usually take no key
         raise ConfigError(
             f"{source}: judges[{index}].api_key_env: environment variable {judge.api_key_env} is not set (judge {judge.name!r} at {judge.endpoint})"

@@ -7,10 +7,11 @@ Per judge, at most three small requests, each with a timeout (``CHECK_TIMEOUT_S`
   listed, such as an Anthropic alias, is asked for by ``GET /models/{model}``): is the model known,
   its ``shutdown_date`` where given (OpenAI), its context window where the server says (vLLM's
   ``max_model_len``, ``context_length``, ``context_window``, Anthropic's ``max_input_tokens``);
-- one tiny request through the judge's own class (``registry.make_judge``), shaped as a run shapes
-  it (``families.shape_request``: a reasoning model's ``max_completion_tokens``, no temperature)
-  with the judge's structured output and logprobs, so what a run will send is verified, not
-  assumed: ``PROBE_TOKENS`` of answer and a reasoning budget of at most ``PROBE_REASONING_BUDGET``.
+- one tiny request through the judge's own class (``judges.registry.make_judge``), shaped as a run
+  shapes it (``judges.families.shape_request``: a reasoning model's ``max_completion_tokens``, no
+  temperature) with the judge's structured output and logprobs, so what a run will send is
+  verified, not assumed: ``PROBE_TOKENS`` of answer and a reasoning budget of at most
+  ``PROBE_REASONING_BUDGET``.
 
 What the tiny request cannot verify (an option the judge does not use) is inferred from the
 capabilities table (``capabilities.py``: the providers' profiles and their model families) and said
@@ -34,13 +35,14 @@ from ..config import JudgeConfig, api_key_for, check_key
 from ..cost.prices import PriceTable, entry
 from ..cost.staleness import Retirement, retirement
 from ..errors import ConfigError, ConnectFailed, JudgeError, QuotaExhausted, RateLimited, TransientJudgeError
+from ..judges.base import JudgeReply
+from ..judges.families import family_of, shape_request
+from ..judges.profiles import api_root
+from ..judges.protocol import decode_json, redact
+from ..judges.registry import make_judge
+from ..planning.plan import is_loopback
 from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..version import __version__
-from .base import JudgeReply
-from .families import family_of, shape_request
-from .profiles import api_root
-from .protocol import decode_json, redact
-from .registry import make_judge
 
 #: seconds one check request may take, at most (a judge's own timeout_s if shorter)
 CHECK_TIMEOUT_S = 15.0
@@ -180,7 +182,7 @@ async def check_judge(judge: JudgeConfig, user_table: PriceTable | None = None, 
         result.notes.append("the embedded judge runs in this process: nothing to reach over the network (harness run --limit 1 tries it)")
         return _retired(result)
     key = api_key_for(judge)
-    if judge.api_key_env and key is None and not _loopback(judge.endpoint):
+    if judge.api_key_env and key is None and not is_loopback(judge.endpoint):
         result.key_accepted = False
         result.problems.append(f"${judge.api_key_env} is not set: nothing was sent")
         return _retired(result)
@@ -390,12 +392,6 @@ def _refused(judge: JudgeConfig, error: JudgeError, result: JudgeCheck) -> None:
     if status == 400:
         shape = result.capabilities[0]
         shape.accepted, shape.note = None, shape.note.split(" (")[0] + " (the endpoint refused a request of this shape)"
-
-
-def _loopback(url: str) -> bool:
-    from ..planning.plan import _is_loopback
-
-    return _is_loopback(url)
 
 
 def report_json(checks: list[JudgeCheck]) -> str:
