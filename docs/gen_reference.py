@@ -58,7 +58,7 @@ DESCRIPTIONS = {
     (
         "JudgeConfig",
         "token_param",
-    ): "Which field carries the completion budget; default by model family (the provider profile's, harness/judges/profiles/).",
+    ): "Which field carries the completion budget; default by model family (the provider profile's, harness/providers/).",
     ("JudgeConfig", "send_temperature"): "Whether `temperature` is sent; default by model family (reasoning models: not sent).",
     ("JudgeConfig", "reasoning_effort"): "Sent as `reasoning_effort` to reasoning models.",
 }
@@ -129,7 +129,7 @@ def _default(field: Any) -> str:
 
 def _table(cls: type[BaseModel], label: str) -> list[str]:
     comments = _comments(cls)
-    # A key checked against a registry (a judge's provider: judges/profiles) is a string to
+    # A key checked against a registry (a judge's provider: providers/) is a string to
     # Python and a list of names to its JSON Schema: the names are what a reader needs.
     properties = cls.model_json_schema()["properties"]
     rows = ["| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]

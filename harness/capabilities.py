@@ -7,7 +7,7 @@ in one line before anything is sent (``harness run``, ``batch submit``, ``batch 
 
 Families are what a judge is to the harness (``judge_family``): a chat model, an OpenAI reasoning
 model (gpt-5, o-series), Anthropic's Messages API, the embedded llama.cpp judge; a provider's
-profile (``judges/profiles``) says which, and its limits are the refusals of its rows. Options are
+profile (``providers/``) says which, and its limits are the refusals of its rows. Options are
 what a judge asks for (``judge_options``); paths are how its judgments are made.
 """
 
@@ -19,9 +19,9 @@ from typing import Literal
 
 from .config import JudgeConfig
 from .errors import ConfigError
-from .judges.profiles import PROFILES, profile_of
-from .judges.profiles.base import CapabilityFamily as Family
-from .judges.profiles.base import Option as Capability
+from .providers import PROFILES, profile_of
+from .providers.profile import CapabilityFamily as Family
+from .providers.profile import Option as Capability
 
 Option = Literal["plain", "samples_n", "samples_requests", "logprobs", "structured"]
 PathName = Literal["live", "offline", "batch", "export", "shard", "workers", "workers_pg"]

@@ -47,7 +47,7 @@ from .errors import ConfigError
 from .validation import first_problem
 
 if TYPE_CHECKING:
-    from .judges.profiles.base import ProviderProfile
+    from .providers.profile import ProviderProfile
 
 DEFAULT_CACHE = Path("cache/judgments.sqlite")
 DEFAULT_COMPOSITES: dict[str, dict[str, float]] = {
@@ -103,7 +103,7 @@ class Sampling(BaseModel):
 
 
 class _Registered:
-    """A provider's name, checked against the registry of provider profiles (``judges/profiles``)
+    """A provider's name, checked against the registry of provider profiles (``providers/``)
     when a config is read, not when this module is: the names, the refusal ("Input should be
     'openai', ... or 'local'") and the JSON Schema's ``enum`` are the registry's, as a ``Literal``
     of them would give, and a provider added to the registry is accepted at once."""
@@ -114,20 +114,20 @@ class _Registered:
 
     @classmethod
     def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        from .judges.profiles import PROFILES
+        from .providers import PROFILES
 
         return {"enum": list(PROFILES), "type": "string"}
 
 
 def _registered(value: object) -> str:
-    from .judges.profiles import PROFILES, choices
+    from .providers import PROFILES, choices
 
     if not isinstance(value, str) or value not in PROFILES:
         raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": choices()})
     return value
 
 
-#: A provider the registry knows (``judges/profiles``): what ``JudgeConfig.provider`` holds.
+#: A provider the registry knows (``providers/``): what ``JudgeConfig.provider`` holds.
 ProviderName = Annotated[str, _Registered]
 
 
@@ -173,7 +173,7 @@ class JudgeConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _provider_defaults(cls, data: object) -> object:
-        from .judges.profiles import PROFILES  # a provider's profile knows its key's variable
+        from .providers import PROFILES  # a provider's profile knows its key's variable
 
         if not isinstance(data, dict):
             return data
@@ -187,7 +187,7 @@ class JudgeConfig(BaseModel):
     @field_validator("structured_output")
     @classmethod
     def _structured_supported(cls, value: bool, info: ValidationInfo) -> bool:
-        from .judges.profiles import PROFILES
+        from .providers import PROFILES
 
         profile = PROFILES.get(info.data.get("provider", ""))
         if value and profile is not None and (why := profile.cannot("structured_output")) is not None:
@@ -214,22 +214,22 @@ class JudgeConfig(BaseModel):
 
     @property
     def profile(self) -> ProviderProfile:
-        """Its provider's profile (judges/profiles): URL, key variable, judge class, what it accepts."""
-        from .judges.profiles import profile_of
+        """Its provider's profile (providers/): URL, key variable, judge class, what it accepts."""
+        from .providers import profile_of
 
         return profile_of(self)
 
     @property
     def endpoint(self) -> str:
         """The base URL actually called: configured, else the provider's variable (OPENAI_BASE_URL,
-        ANTHROPIC_BASE_URL), else the provider's default (judges/profiles)."""
-        from .judges.profiles import endpoint
+        ANTHROPIC_BASE_URL), else the provider's default (providers/)."""
+        from .providers import endpoint
 
         return endpoint(self)
 
     def api_url(self, path: str) -> str:
-        """The URL of ``path`` of this judge's API: the version path added once (judges/profiles)."""
-        from .judges.profiles import api_root
+        """The URL of ``path`` of this judge's API: the version path added once (providers/)."""
+        from .providers import api_root
 
         return api_root(self) + path
 

@@ -16,8 +16,8 @@ from harness.config import (
     load_config,
 )
 from harness.errors import ConfigError, UserInputError
-from harness.judges.profiles import root_of
 from harness.planning import RunOptions, build_plan
+from harness.providers import root_of
 
 KEY_VAR = "HARNESS_TEST_JUDGE_KEY"
 

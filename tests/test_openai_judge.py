@@ -24,7 +24,7 @@ from harness.errors import (
 )
 from harness.judges.base import JudgeReply, JudgeRequest
 from harness.judges.openai_sdk import NO_KEY, OpenAISDKJudge
-from harness.judges.usage import Usage
+from harness.usage import Usage
 
 KEY_VAR = "HARNESS_TEST_OPENAI_KEY"
 KEY = "sk-test-RECOGNISABLE-7f3a9c2e5d"

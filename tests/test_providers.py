@@ -1,4 +1,4 @@
-"""The providers' profiles (``harness/judges/profiles/``) and the one usage check (``usage.py``).
+"""The providers' profiles (``harness/providers/``) and the one usage check (``usage.py``).
 
 A provider's profile is the one home of its URL, key variable, judge class, batch API, usage
 reader and what its requests accept: the config, the live judges, the batch clients, the
@@ -26,10 +26,10 @@ from harness.judges.anthropic import AnthropicJudge
 from harness.judges.base import Judge, JudgeRequest
 from harness.judges.http import HttpJudge
 from harness.judges.openai_aiohttp import AiohttpJudge
-from harness.judges.profiles import PROFILES, ProviderProfile, api_root, endpoint
 from harness.judges.protocol import read_logprobs
 from harness.judges.registry import judge_class, make_judge
-from harness.judges.usage import Budget, Usage, anthropic_usage, checked_usage, llama_usage, openai_usage
+from harness.providers import PROFILES, ProviderProfile, api_root, endpoint
+from harness.usage import Budget, Usage, anthropic_usage, checked_usage, llama_usage, openai_usage
 from tests.anthropic_server import AnthropicServer
 from tests.e2e_support import KEY, KEY_ENV, Outputs, chat_requests, serve, write_config, write_jsonl
 from tests.scripted_judges import likert_prompts
@@ -79,9 +79,9 @@ def test_a_profile_is_keyword_only_and_frozen() -> None:
 
 #: A new OpenAI-compatible provider, as its own file would hold it: this and one registry entry are all it takes.
 ACME_PROFILE = """
-from harness.judges.profiles.base import ProviderProfile
-from harness.judges.profiles.openai import MODEL_FAMILIES, bearer
-from harness.judges.usage import openai_usage
+from harness.providers.profile import ProviderProfile
+from harness.providers.openai import MODEL_FAMILIES, bearer
+from harness.usage import openai_usage
 
 PROFILE = ProviderProfile(
     name="acme",
@@ -189,7 +189,7 @@ def test_an_option_the_provider_cannot_honour_is_refused_before_anything_is_sent
     data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r"}])
     result = CliRunner().invoke(app, ["run", str(data), "--config", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--no-cache"])
     assert result.exit_code == 2 and server.requests == []
-    # one line naming the judge, ending in the providers table's words (capabilities.check_supported)
+    # one line naming the judge, ending in the provider profile's words (capabilities.check_supported)
     line = result.stderr.strip()
     assert "\n" not in line and "judge 'claude'" in line and line.endswith(problem.split(": ", 1)[1])
     with pytest.raises(ConfigError, match="Messages API"):

@@ -37,10 +37,10 @@ from ..cost.staleness import Retirement, retirement
 from ..errors import ConfigError, ConnectFailed, JudgeError, QuotaExhausted, RateLimited, TransientJudgeError
 from ..judges.base import JudgeReply
 from ..judges.families import family_of, shape_request
-from ..judges.profiles import api_root
 from ..judges.protocol import decode_json, redact
 from ..judges.registry import make_judge
 from ..planning.plan import is_loopback
+from ..providers import api_root
 from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..version import __version__
 
@@ -250,7 +250,7 @@ def _error_text(answer: _Answer) -> str:
 
 async def _read_models(session: aiohttp.ClientSession, judge: JudgeConfig, key: str | None, result: JudgeCheck, on: date | None) -> None:
     root = api_root(judge)
-    # A provider that pages its list asks for the longest page (profiles: Anthropic's 1000).
+    # A provider that pages its list asks for the longest page (its profile's ``models_path``: Anthropic's 1000).
     answer = await _get(session, root + judge.profile.models_path, key)
     if answer.status is None:
         result.reachable = False

@@ -5,9 +5,9 @@ masking, and the shared retry, rate-limit, usage and cache rules around it.
 What differs from chat completions, as the API documents it:
 
 - ``POST {api root}/messages``: the base URL (``https://api.anthropic.com``, or ``ANTHROPIC_BASE_URL``)
-  with its ``/v1`` (``profiles.api_root``, which the Message Batches client shares)
+  with its ``/v1`` (``providers.api_root``, which the Message Batches client shares)
   with ``x-api-key`` and ``anthropic-version`` headers, not ``Authorization: Bearer``
-  (``profiles/anthropic.py``);
+  (``providers/anthropic.py``);
 - the system prompt is the top-level ``system`` field, sent as one text block; the user message
   is split after the rubric's fixed text (``JudgeRequest.fixed_prefix``), and that first block
   carries ``cache_control: ephemeral``, so the system prompt and the rubric's text are read from
@@ -32,12 +32,12 @@ from typing import Any
 
 from ..config import JudgeConfig, api_key_for
 from ..errors import MalformedReply
+from ..providers import api_root, profile_of
+from ..providers.anthropic import PROFILE
+from ..usage import anthropic_usage
 from .base import JudgeReply, JudgeRequest
 from .http import HttpJudge
-from .profiles import api_root, profile_of
-from .profiles.anthropic import PROFILE
 from .protocol import SCHEMA_NAME, redact
-from .usage import anthropic_usage
 
 _EPHEMERAL = {"type": "ephemeral"}
 

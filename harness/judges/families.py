@@ -1,6 +1,6 @@
 """What a request to a model looks like: its provider's model families, plus per-judge overrides.
 
-A provider's profile lists the families of its models (``profiles/openai.py`` holds OpenAI's:
+A provider's profile lists the families of its models (``providers/openai.py`` holds OpenAI's:
 the reasoning models want ``max_completion_tokens``, no ``temperature`` and a reasoning budget);
 a model no family claims is a plain chat model. A judge's ``token_param``, ``send_temperature``,
 ``reasoning_budget`` and ``reasoning_effort`` win over its family's. ``shape_request`` is the one
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import JudgeConfig
+from ..providers import ModelFamily, profile_of
 from .base import JudgeRequest
-from .profiles import ModelFamily, profile_of
 
 
 def family_of(judge: JudgeConfig) -> ModelFamily:

@@ -15,9 +15,9 @@ from typing import Any
 
 from ..config import JudgeConfig, api_key_for
 from ..errors import JudgeError
+from ..providers import api_root, profile_of
 from .base import JudgeReply, JudgeRequest
 from .http import HttpJudge, exhausted
-from .profiles import api_root, profile_of
 from .protocol import read_completion, request_body, status_error
 
 __all__ = ["AiohttpJudge", "exhausted"]

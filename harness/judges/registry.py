@@ -1,4 +1,4 @@
-"""Judges are made here, from the provider's profile (``profiles/``), by the config's ``provider``."""
+"""Judges are made here, from the provider's profile (``harness/providers/``), by the config's ``provider``."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import importlib
 
 from ..config import JudgeConfig
 from ..errors import ConfigError
+from ..providers import ProviderProfile, profile_of, unsupported
 from .base import Judge
-from .profiles import PROFILES, ProviderProfile, profile_of, unsupported
 
-__all__ = ["PROFILES", "judge_class", "make_judge"]
+__all__ = ["judge_class", "make_judge"]
 
 
 def judge_class(profile: ProviderProfile) -> type[Judge]:

@@ -8,7 +8,7 @@ API version beside it; temperatures are 0..1; ``/models`` is paged (20 by defaul
 from __future__ import annotations
 
 from ..usage import anthropic_usage
-from .base import ProviderProfile
+from .profile import ProviderProfile
 
 #: The long-stable API version, whose Messages API takes ``temperature``. The ``anthropic`` SDK 2.10
 #: sends "2026-10-21", whose request type has no temperature at all; a judge wants temperature 0.

@@ -6,7 +6,8 @@ frozen record with a docstring per capability, one per provider (``openai.py``, 
 the registry, a judge's URL, key variable and class come from its profile, and a refusal quotes its
 words (``cannot``).
 
-This module imports nothing of the harness but the usage value, so the config can read profiles.
+This package imports nothing of the harness but the usage value and the errors, so the config,
+the judges and the batch clients all read it.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class ProviderProfile:
     """The judge class, ``"package.module:Class"``; imported only when a judge is made (aiohttp,
     the openai SDK and llama.cpp load only when used)."""
     usage: Callable[[Any], Usage | None]
-    """The reader of its replies' ``usage`` (``judges/usage.py``): its field names made a ``Usage``."""
+    """The reader of its replies' ``usage`` (``harness/usage.py``): its field names made a ``Usage``."""
     default_base_url: str | None
     """The public API's base URL; None: the judge runs in this process and reaches no network."""
     base_url_env: str | None = None

@@ -29,7 +29,7 @@ A new model needs no code change: a judge sets ``token_param``, ``send_temperatu
 from __future__ import annotations
 
 from ..usage import openai_usage
-from .base import ModelFamily, ProviderProfile
+from .profile import ModelFamily, ProviderProfile
 
 #: Completion tokens a reasoning model gets on top of the rubric's ``max_tokens`` by default. gpt-5-mini
 #: at its default (medium) effort spends a few hundred to about two thousand on a judging prompt.

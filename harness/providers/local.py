@@ -5,7 +5,7 @@ logprobs and makes one choice per request."""
 from __future__ import annotations
 
 from ..usage import llama_usage
-from .base import ProviderProfile
+from .profile import ProviderProfile
 
 PROFILE = ProviderProfile(
     name="local",

@@ -1,4 +1,4 @@
-"""The providers of judges: one profile each (``base.ProviderProfile``), found through one registry.
+"""The providers of judges: one profile each (``profile.ProviderProfile``), found through one registry.
 
 A provider is one module here, holding its ``PROFILE``, and one entry in ``PROFILES``; a provider
 that speaks a protocol the harness does not know also brings its Judge class. Everything else asks
@@ -7,10 +7,13 @@ the registry:
 - the config accepts exactly its names as ``provider`` (``config.ProviderName``), and takes a judge's
   key variable from its profile;
 - ``endpoint`` and ``api_root`` make a judge's URLs, for the live judges and the batch clients alike;
-- ``registry.make_judge`` imports the profile's judge class, after ``unsupported`` has refused,
-  before anything is sent, an option the provider cannot honour;
+- ``judges.registry.make_judge`` imports the profile's judge class, after ``unsupported`` has
+  refused, before anything is sent, an option the provider cannot honour;
 - ``capabilities.py`` derives the provider rows of its table from the profiles; the plan, the price
   tables and ``harness judges check`` read ``in_process``, ``priced``, ``auth_headers`` and ``models_path``.
+
+The package sits below both the config and the judges (it imports only ``errors.py`` and
+``usage.py``): the config reads profiles, the judges read the config, and neither loops back.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from ...errors import ConfigError
+from ..errors import ConfigError
 from . import anthropic, local, openai, openai_sdk
-from .base import CHAT, ModelFamily, Option, ProviderProfile
+from .profile import CHAT, ModelFamily, Option, ProviderProfile
 
 __all__ = ["CHAT", "PROFILES", "ModelFamily", "ProviderProfile", "api_root", "endpoint", "choices", "profile_of", "root_of", "unsupported"]
 
