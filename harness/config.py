@@ -27,7 +27,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -43,11 +43,10 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
+from . import providers
 from .errors import ConfigError
+from .providers import ProviderProfile
 from .validation import first_problem
-
-if TYPE_CHECKING:
-    from .providers.profile import ProviderProfile
 
 DEFAULT_CACHE = Path("cache/judgments.sqlite")
 DEFAULT_COMPOSITES: dict[str, dict[str, float]] = {
@@ -104,7 +103,7 @@ class Sampling(BaseModel):
 
 class _Registered:
     """A provider's name, checked against the registry of provider profiles (``providers/``)
-    when a config is read, not when this module is: the names, the refusal ("Input should be
+    when a config is read, not when this module is imported: the names, the refusal ("Input should be
     'openai', ... or 'local'") and the JSON Schema's ``enum`` are the registry's, as a ``Literal``
     of them would give, and a provider added to the registry is accepted at once."""
 
@@ -114,16 +113,12 @@ class _Registered:
 
     @classmethod
     def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        from .providers import PROFILES
-
-        return {"enum": list(PROFILES), "type": "string"}
+        return {"enum": list(providers.PROFILES), "type": "string"}
 
 
 def _registered(value: object) -> str:
-    from .providers import PROFILES, choices
-
-    if not isinstance(value, str) or value not in PROFILES:
-        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": choices()})
+    if not isinstance(value, str) or value not in providers.PROFILES:
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": providers.choices()})
     return value
 
 
@@ -173,13 +168,12 @@ class JudgeConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _provider_defaults(cls, data: object) -> object:
-        from .providers import PROFILES  # a provider's profile knows its key's variable
-
         if not isinstance(data, dict):
             return data
         data = _flattened(data)
         name = data.get("provider", "openai")
-        profile = PROFILES.get(name) if isinstance(name, str) else None
+        # a provider's profile knows its key's variable
+        profile = providers.PROFILES.get(name) if isinstance(name, str) else None
         if profile is not None and profile.key_env and "api_key_env" not in data:
             return {**data, "api_key_env": profile.key_env}
         return data
@@ -187,9 +181,7 @@ class JudgeConfig(BaseModel):
     @field_validator("structured_output")
     @classmethod
     def _structured_supported(cls, value: bool, info: ValidationInfo) -> bool:
-        from .providers import PROFILES
-
-        profile = PROFILES.get(info.data.get("provider", ""))
+        profile = providers.PROFILES.get(info.data.get("provider", ""))
         if value and profile is not None and (why := profile.cannot("structured_output")) is not None:
             raise ValueError(why)
         return value
@@ -215,23 +207,17 @@ class JudgeConfig(BaseModel):
     @property
     def profile(self) -> ProviderProfile:
         """Its provider's profile (providers/): URL, key variable, judge class, what it accepts."""
-        from .providers import profile_of
-
-        return profile_of(self)
+        return providers.profile_of(self)
 
     @property
     def endpoint(self) -> str:
         """The base URL actually called: configured, else the provider's variable (OPENAI_BASE_URL,
         ANTHROPIC_BASE_URL), else the provider's default (providers/)."""
-        from .providers import endpoint
-
-        return endpoint(self)
+        return providers.endpoint(self)
 
     def api_url(self, path: str) -> str:
         """The URL of ``path`` of this judge's API: the version path added once (providers/)."""
-        from .providers import api_root
-
-        return api_root(self) + path
+        return providers.api_root(self) + path
 
     @property
     def sampling(self) -> Sampling:
