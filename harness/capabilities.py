@@ -19,9 +19,8 @@ from typing import Literal
 
 from .config import JudgeConfig
 from .errors import ConfigError
-from .providers import PROFILES, profile_of
-from .providers.profile import CapabilityFamily as Family
-from .providers.profile import Option as Capability
+from .providers import PROFILES, Capability, profile_of
+from .providers import CapabilityFamily as Family
 
 Option = Literal["plain", "samples_n", "samples_requests", "logprobs", "structured"]
 PathName = Literal["live", "offline", "batch", "export", "shard", "workers", "workers_pg"]

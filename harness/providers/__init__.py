@@ -23,9 +23,22 @@ from typing import Protocol
 
 from ..errors import ConfigError
 from . import anthropic, local, openai, openai_sdk
-from .profile import CHAT, ModelFamily, Option, ProviderProfile
+from .profile import CHAT, Capability, CapabilityFamily, ModelFamily, ProviderProfile
 
-__all__ = ["CHAT", "PROFILES", "ModelFamily", "ProviderProfile", "api_root", "endpoint", "choices", "profile_of", "root_of", "unsupported"]
+__all__ = [
+    "CHAT",
+    "PROFILES",
+    "Capability",
+    "CapabilityFamily",
+    "ModelFamily",
+    "ProviderProfile",
+    "api_root",
+    "endpoint",
+    "choices",
+    "profile_of",
+    "root_of",
+    "unsupported",
+]
 
 #: Every provider, by the config's name for it.
 PROFILES: dict[str, ProviderProfile] = {
@@ -96,7 +109,7 @@ def root_of(provider: str, base_url: str) -> str:
 def unsupported(config: JudgeFields) -> str | None:
     """Why ``config`` asks for something its provider cannot do, or None: said before anything is sent."""
     profile = profile_of(config)
-    asked: tuple[tuple[Option, bool], ...] = (
+    asked: tuple[tuple[Capability, bool], ...] = (
         ("n", config.samples_via == "n"),
         ("logprobs", config.logprobs),
         ("structured_output", config.structured_output),

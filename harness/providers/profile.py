@@ -25,7 +25,7 @@ CapabilityFamily = Literal["chat", "reasoning", "anthropic", "local"]
 #: The batch APIs (``harness/batch/providers.py``): OpenAI's Files + Batches, Anthropic's Message Batches.
 BatchAPIName = Literal["openai", "anthropic"]
 #: What a request can ask for beyond messages and ``max_tokens``: several choices, logprobs, a schema.
-Option = Literal["n", "logprobs", "structured_output"]
+Capability = Literal["n", "logprobs", "structured_output"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,7 +122,7 @@ class ProviderProfile:
         path = self.version_path
         return base if not path or base.endswith(path) else base + path
 
-    def cannot(self, option: Option) -> str | None:
+    def cannot(self, option: Capability) -> str | None:
         """Why this provider cannot honour ``option``, or None: the one wording of its limits, for
         the refusal before a run and the capabilities table."""
         if option == "n" and not self.supports_n:
