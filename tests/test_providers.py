@@ -28,6 +28,7 @@ from harness.judges.http import HttpJudge
 from harness.judges.openai_aiohttp import AiohttpJudge
 from harness.judges.protocol import read_logprobs
 from harness.judges.registry import judge_class, make_judge
+from harness.planning import RunOptions, build_plan
 from harness.providers import PROFILES, ProviderProfile, api_root, endpoint
 from harness.usage import Budget, Usage, anthropic_usage, checked_usage, llama_usage, openai_usage
 from tests.anthropic_server import AnthropicServer
@@ -156,6 +157,14 @@ def test_api_root_is_the_base_url_with_its_version_path(monkeypatch: pytest.Monk
     assert api_root(claude) == "http://127.0.0.1:9/v1" and claude.endpoint == "http://127.0.0.1:9"
     assert api_root(openai) == "http://127.0.0.1:8/v1"
     assert JudgeConfig(name="l", provider="local", model="smollm2").endpoint == "local"
+
+
+def test_a_bad_base_url_from_the_environment_names_the_provider_s_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "file:///etc/passwd")
+    config = write_config(tmp_path / "harness.toml", [{"name": "c", "provider": "anthropic", "model": "claude-haiku-4-5", "api_key_env": KEY_ENV}])
+    data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r"}])
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.base_url: \$ANTHROPIC_BASE_URL 'file:///etc/passwd' is not an http:// or https:// URL"):
+        build_plan(RunOptions(input=data, config=config))
 
 
 @pytest.mark.parametrize("suffix", ["", "/v1"])
