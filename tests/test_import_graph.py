@@ -35,6 +35,15 @@ def test_the_run_vocabulary_is_on_the_ground_floor(graph: dict[str, set[str]]) -
     assert [(m, d) for m, deps in planning.items() for d in deps if d.startswith(above)] == []
 
 
+def test_the_provider_profiles_sit_below_the_config_and_the_judges(graph: dict[str, set[str]]) -> None:
+    # The config reads the profiles (a judge's provider, key variable, URL) and the judges read the
+    # config: a profile that reached back up would knot the config and the judges together again.
+    providers = {m: deps for m, deps in graph.items() if m.startswith("harness.providers")}
+    assert providers
+    below = {d for deps in providers.values() for d in deps if not d.startswith("harness.providers")}
+    assert below == {"harness.errors", "harness.usage"}
+
+
 def test_the_graph_sees_a_cycle_when_there_is_one(tmp_path: Path) -> None:
     # The detector itself: two modules importing each other (one lazily, inside a function).
     package = tmp_path / "pkg"

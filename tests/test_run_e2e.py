@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pytest
 from rich.console import Console
-from statsmodels.stats.weightstats import DescrStatsW
 
 from harness.config import JudgeConfig
 from harness.errors import UserInputError
@@ -120,6 +119,8 @@ def record(
 
 
 async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, server: JudgeServer) -> None:
+    from statsmodels.stats.weightstats import DescrStatsW
+
     assert server.base_url
     timings = [
         (2140, 1320, 610, 540),

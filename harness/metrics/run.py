@@ -59,7 +59,7 @@ class _Cost:
     #: answered calls whose cost is unknown (no price, or no usable usage): their sum is unknown
     unknown: int = 0
     unknown_saved: int = 0
-    #: answered calls whose reply carried no usage, or usage that could not be true (judges/usage.py)
+    #: answered calls whose reply carried no usage, or usage that could not be true (usage.py)
     usage_unknown: int = 0
 
     def add(self, j: Judgment) -> None:

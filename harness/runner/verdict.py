@@ -19,12 +19,12 @@ from ..cache.base import COLUMNS, CachedJudgment, CachedReply, FailedCall
 from ..cost.prices import call_cost
 from ..errors import JudgeError
 from ..judges.base import JudgeReply, TokenAlternatives
-from ..judges.usage import Usage
 from ..planning import Job, Judgment
 from ..planning.judgment import Reason
 from ..rubrics.logprob_score import logprob_score
 from ..rubrics.parsing import parse_label, parse_score
 from ..rubrics.schema import parse_structured_label, parse_structured_score
+from ..usage import Usage
 
 Logprobs = Sequence[tuple[str, TokenAlternatives]]
 
