@@ -148,6 +148,8 @@ class _Gate:
             for tid in self.run.transcripts:
                 if tid not in held_b:
                     left["not in the baseline"] += 1
+                elif tid in why_a and why_a[tid] == why_b.get(tid):
+                    left[f"both {why_a[tid]}"] += 1
                 elif tid in why_a or tid in why_b:
                     left["; ".join(f"{side} {why[tid]}" for side, why in (("run", why_a), ("baseline", why_b)) if tid in why)] += 1
             left["only in the baseline"] += sum(1 for t in self.baseline.transcripts if t not in set(self.run.transcripts))
