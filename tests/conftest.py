@@ -35,6 +35,10 @@ with warnings.catch_warnings():
         pass
 
 
+#: A project the tests run in a subprocess with its own settings (tests/test_pytest_plugin.py), not part of this suite.
+collect_ignore = ["pytest_plugin_project"]
+
+
 class NetworkBlocked(OSError):
     """A test tried to connect somewhere other than loopback. An OSError, so callers clean up
     (close the socket) as after any failed connect; the teardown check fails the test anyway."""
