@@ -348,3 +348,10 @@ def test_python_api_takes_a_dict_and_says_what_the_command_says(runs: dict[str, 
     assert GateSpec.validated(spec) == GateSpec.from_options(min=["relevance=0.6"], no_regression=["relevance"], judge="big")
     with pytest.raises(UserInputError, match=r"^--max-drop relevance=-1: the margin must be above 0"):
         run_gate(runs["BASE"], {"max_drop": [{"metric": "relevance", "value": -1}]}, runs["BASE"])
+
+
+def test_every_json_field_is_documented(runs: dict[str, Path]) -> None:
+    out = gate_json(runs["REGRESSED"], "--baseline", runs["BASE"], "--min", "relevance=0.5", "--no-regression", "relevance", code=6)
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "ci.md").read_text(encoding="utf-8")
+    fields = set(out["checks"][0]) | {"passed", "failed", "alpha", "notes"}
+    assert sorted(f for f in fields if f"`{f}`" not in page) == []
