@@ -355,3 +355,30 @@ def test_every_json_field_is_documented(runs: dict[str, Path]) -> None:
     page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "ci.md").read_text(encoding="utf-8")
     fields = set(out["checks"][0]) | {"passed", "failed", "alpha", "notes"}
     assert sorted(f for f in fields if f"`{f}`" not in page) == []
+
+
+def test_decide_at_the_edges() -> None:
+    """Too few values fail, saying why; values that do not vary are exact; a check that cannot be
+    tested stays out of Holm's family."""
+    from harness.gate import Check, CheckData, decide
+
+    bar = Check("min", "relevance", None, "higher", 0.5)
+    one, none = decide([CheckData(bar, np.array([0.9])), CheckData(bar, np.array([]))])
+    assert not one.passed and one.message == "one value (0.900) over transcripts: no interval, so nothing shows the bar is met"
+    assert not none.passed and none.estimate is None and none.n == 0
+    flat = decide([CheckData(bar, np.full(5, 0.7))])[0]
+    assert flat.passed and flat.ci == (0.7, 0.7)
+    drop = Check("no_regression", "relevance", None, "higher", None)
+    exact, lonely, noisy = decide(
+        [
+            CheckData(drop, np.full(4, 0.6), np.full(4, 0.7)),  # every transcript exactly 0.1 lower
+            CheckData(drop, np.array([0.5]), np.array([0.6])),
+            CheckData(drop, np.array([0.5, 0.7, 0.6]), np.array([0.6, 0.6, 0.6])),
+        ]
+    )
+    assert not exact.passed and exact.pvalue == 0.0 and exact.ci == pytest.approx((-0.1, -0.1))
+    assert not lonely.passed and lonely.pvalue_holm is None and "one unit scored in both runs" in lonely.message
+    assert noisy.passed and noisy.pvalue_holm == pytest.approx(multipletests([0.0, noisy.pvalue], method="holm")[1][1])
+    lower = Check("max_drop", "hallucination", None, "lower", 0.05)
+    (res,) = decide([CheckData(lower, np.array([0.2, 0.3, 0.25, 0.2]), np.array([0.2, 0.2, 0.2, 0.2]))])
+    assert not res.passed and "upper bound" in res.message and res.ci is not None and res.ci[1] > 0.05
