@@ -103,7 +103,7 @@ class _Gate:
         option, text = OPTION[kind], str(bound)
         passk = passk_metric(bound.metric)
         if passk is not None:
-            rr = self.repeated(self.run, passk[1])
+            rr = self.repeated(self.run)
             values, notes = _task_values(rr, passk)
             check = Check(kind, bound.metric, rr.judge, "higher", bound.value, "tasks", str(self.spec.success))
             self._direction(option, text, check, (0.0, 1.0))
@@ -124,7 +124,7 @@ class _Gate:
         assert self.baseline is not None
         passk = passk_metric(name)
         if passk is not None:
-            mine, theirs = self.repeated(self.run, passk[1]), self.repeated(self.baseline, passk[1])
+            mine, theirs = self.repeated(self.run), self.repeated(self.baseline)
             a, a_notes = _task_map(mine, passk)
             b, b_notes = _task_map(theirs, passk)
             shared = [t for t in a if t in b]
@@ -143,7 +143,7 @@ class _Gate:
             sa, why_a = self._scored(self.run, metric, judge)
             sb, why_b = self._scored(self.baseline, metric, judge)
             ids = [t for t in self.run.transcripts if t in sa and t in sb]
-            held_b = set(self.baseline.transcripts)
+            held_a, held_b = set(self.run.transcripts), set(self.baseline.transcripts)
             left: Counter[str] = Counter()
             for tid in self.run.transcripts:
                 if tid not in held_b:
@@ -152,13 +152,13 @@ class _Gate:
                     left[f"both {why_a[tid]}"] += 1
                 elif tid in why_a or tid in why_b:
                     left["; ".join(f"{side} {why[tid]}" for side, why in (("run", why_a), ("baseline", why_b)) if tid in why)] += 1
-            left["only in the baseline"] += sum(1 for t in self.baseline.transcripts if t not in set(self.run.transcripts))
+            left["only in the baseline"] += len(held_b - held_a)
             x = np.array([sa[t] for t in ids], dtype=np.float64)
             y = np.array([sb[t] for t in ids], dtype=np.float64)
             out.append(CheckData(check, x, y, _left_out(+left)))
         return out
 
-    def repeated(self, data: RunData, k: int) -> RepeatedRuns:
+    def repeated(self, data: RunData) -> RepeatedRuns:
         """pass^k and pass@k of ``data``'s tasks for every k the gate names (read once per run)."""
         key = str(data.path)
         if key in self._passk:
