@@ -30,7 +30,10 @@ COMMANDS_PAGE = ROOT / "docs" / "reference" / "commands.md"
 DESCRIPTIONS = {
     ("HarnessConfig", "price_table"): "A TOML price table (the format of harness/data/prices.toml) that overrides the shipped one.",
     ("HarnessConfig", "prompts"): "Extra directories of rubric files, searched after the built-in rubrics (also `--prompts DIR`).",
-    ("HarnessConfig", "rubrics"): "The rubrics to run; default: every rubric whose inputs the transcripts can feed (also `--rubric`).",
+    (
+        "HarnessConfig",
+        "rubrics",
+    ): "The rubrics to run; default: every rubric whose inputs the transcripts can feed, except those marked `default = false` (the trajectory rubrics) (also `--rubric`).",
     ("HarnessConfig", "judges"): "The judges, one `[[judges]]` table each; keys below.",
     ("HarnessConfig", "composites"): "Composite scores as weights over rubric names, e.g. `[composites.answer_correctness]` `relevance = 0.7`.",
     ("JudgeConfig", "name"): "The judge's name in outputs; judgments are per (transcript, rubric, judge).",

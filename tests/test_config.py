@@ -390,7 +390,25 @@ def test_rubrics_asked_for_are_kept_in_order_once(tmp_path: Path) -> None:
 
 def test_composite_over_an_unknown_rubric_is_refused(tmp_path: Path) -> None:
     path = toml(tmp_path, "[composites.mine]\nrelevance = 0.5\nfluency = 0.5\n")
-    with pytest.raises(ConfigError, match=r"composites\.mine: unknown rubric 'fluency'"):
+    with pytest.raises(ConfigError, match=r"composites\.mine: unknown rubric or agent metric 'fluency'"):
+        build_plan(options(tmp_path, config=path))
+
+
+def test_a_composite_may_weigh_a_bounded_agent_metric_but_not_a_count(tmp_path: Path) -> None:
+    path = toml(tmp_path, "[composites.mine]\nrelevance = 0.5\ntrajectory_f1 = 0.5\n")
+    assert build_plan(options(tmp_path, config=path)).composites["mine"] == {"relevance": 0.5, "trajectory_f1": 0.5}
+    path = toml(tmp_path, "[composites.mine]\nrelevance = 0.5\nfailed_steps = 0.5\n")
+    with pytest.raises(ConfigError, match=r"composites\.mine: 'failed_steps' is a count, not a score on a scale"):
+        build_plan(options(tmp_path, config=path))
+
+
+def test_trajectory_section_is_read_and_checked(tmp_path: Path) -> None:
+    path = toml(tmp_path, '[trajectory]\nmode = "in_order"\n[trajectory.arguments.search]\nmode = "fields"\nfields = ["q"]\nfold = true\n')
+    plan = build_plan(options(tmp_path, config=path))
+    assert plan.trajectory.mode == "in_order"
+    assert plan.trajectory.arguments is not None and plan.trajectory.arguments["search"].fields == ("q",)
+    path = toml(tmp_path, '[trajectory]\nmode = "loose"\n')
+    with pytest.raises(ConfigError, match=r"trajectory\.mode"):
         build_plan(options(tmp_path, config=path))
 
 

@@ -60,7 +60,8 @@ with warnings.catch_warnings():
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "transcripts.jsonl"
-RUBRICS = load_rubrics()
+#: The rubrics a run that names none judges (the trajectory rubrics run only when named).
+RUBRICS = {name: rubric for name, rubric in load_rubrics().items() if rubric.default}
 #: The first line of each built-in rubric's template tells which rubric a request is for.
 RUBRIC_OF_LINE = {r.template.splitlines()[0]: name for name, r in RUBRICS.items()}
 O200K = ENCODINGS["o200k_base"]

@@ -48,7 +48,8 @@ from tests.e2e_support import (
 )
 from tests.judge_server import JudgeServer
 
-RUBRICS = load_rubrics()
+#: The rubrics a run that names none judges (the trajectory rubrics run only when named).
+RUBRICS = {name: rubric for name, rubric in load_rubrics().items() if rubric.default}
 #: The first line of each built-in rubric's template tells which rubric a request is for.
 RUBRIC_OF_LINE = {r.template.splitlines()[0]: name for name, r in RUBRICS.items()}
 

@@ -31,6 +31,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "cache": ("merge", "cache"),
     "suites": ("clustering", "clmpi", "simulation", "pairwise", "probe"),
     "infer": ("infer", "labels"),
+    "align": ("align",),
     "race": ("race", "cascade"),
     "judges": ("judges",),
 }

@@ -7,6 +7,7 @@ them into the document (means with t-intervals, percentiles: ``metrics.summary``
 
 from __future__ import annotations
 
+import math
 import statistics
 from array import array
 from collections import Counter, defaultdict
@@ -114,6 +115,7 @@ class _JudgeStats:
     cached_tokens: int = 0
     prompt_cache_saved: float = 0.0
     truncated_input: int = 0
+    compacted_input: int = 0
     unscored: Counter[str] = field(default_factory=Counter)
     latencies: array = field(default_factory=lambda: array("d"))
 
@@ -126,6 +128,7 @@ class _JudgeStats:
             "unscored": sum(self.unscored.values()),
             "unscored_reasons": dict(sorted(self.unscored.items())),
             "truncated_input": self.truncated_input,
+            "compacted_input": self.compacted_input,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
@@ -222,6 +225,9 @@ class RunTotals:
             self.reason_counts[(j.status, j.reason)] += 1
         if not j.called:
             return
+        # what the prompt was made of: a cache hit's prompt was cut or compacted the same way
+        stats.truncated_input += j.truncated_input
+        stats.compacted_input += j.compacted_input
         self.costs[(j.judge, j.rubric)].add(j)
         if j.cached:
             stats.cache_hits += 1
@@ -231,7 +237,6 @@ class RunTotals:
         stats.prompt_tokens += j.prompt_tokens or 0
         stats.completion_tokens += j.completion_tokens or 0
         stats.reasoning_tokens += j.reasoning_tokens or 0
-        stats.truncated_input += j.truncated_input
         if j.cached_tokens:
             stats.cached_tokens += j.cached_tokens
             stats.prompt_cache_saved += prompt_cache_saving(self._judge[j.judge], j.cached_tokens)
@@ -286,7 +291,8 @@ class RunTotals:
 
 def _agent_summary(name: str, series: _Series) -> dict[str, Any]:
     spec = AGENT_SPECS[name]
-    described = series.as_dict(spec.scale)
+    # a count's interval is cut at 0 as a bounded mean's is at its scale
+    described = series.as_dict(spec.scale if spec.scale is not None else (0.0, math.inf))
     for key in ("failed", "failed_reasons", "clamped"):
         described.pop(key)
     if spec.scale is None:

@@ -169,6 +169,15 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
     for name, s in summary["performance"].items():
         perf.add_row(name, count(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
     console.print(perf)
+    agent = summary.get("agent") or {}
+    if agent:
+        steps = FitTable("What the agent did (from its steps; no judge)")
+        for column in ("metric", "n", "mean", "95% CI", "unscored"):
+            steps.add_column(column, justify="left" if column == "metric" else "right")
+        for name, s in agent.items():
+            ci = "—" if not s.get("ci95") else f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
+            steps.add_row(name, count(s["n"]), _fmt(s["mean"]), ci, count(s["unscored"]))
+        console.print(steps)
     total = summary["cost_usd"]
     cost = f"cost unknown ({_cost_unknown_why(summary)})" if total is None else usd(total)
     console.print(closing_line(summary, cost), highlight=False, soft_wrap=True)
@@ -252,6 +261,9 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
         console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')
+    compacted = sum(line.compacted_input for line in estimate.lines)
+    if compacted:
+        console.print(f"{compacted} prompts would have their trajectory compacted to fit (first, last and failed steps kept)")
     for warning in [r.message() for r in estimate.retirements] + [p.message() for p in estimate.stale_prices]:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     unpriced = [j.judge for j in estimate.judges if not j.priced]

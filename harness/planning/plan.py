@@ -90,8 +90,12 @@ class RunPlan:
     trajectory: TrajectorySettings = field(default_factory=TrajectorySettings)
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
-        """The rubrics asked for, or by default every rubric at least one transcript can feed."""
-        chosen = self.rubrics if self.rubrics is not None else [r for _, r in sorted(self.available_rubrics.items()) if set(r.inputs) <= inputs_seen]
+        """The rubrics asked for, or by default every rubric at least one transcript can feed,
+        except those whose header says ``default = false`` (the trajectory rubrics: named only)."""
+        if self.rubrics is not None:
+            chosen = self.rubrics
+        else:
+            chosen = [r for _, r in sorted(self.available_rubrics.items()) if r.default and set(r.inputs) <= inputs_seen]
         if not chosen:
             raise UserInputError("no rubric can be fed by these transcripts (they lack the inputs every rubric needs)")
         check_logprob_rubrics(self.judges, chosen)

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..agent.render import timeline
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects as iter_jsonl
-from ..agent.render import timeline
 from .aggregate import fmt_ms
 from .breakdown import composite_lines
 from .run import open_run, read_texts
@@ -92,11 +92,14 @@ def explain(
         out.append("agent metrics")
         why = row.get("agent_unscored") or {}
         behind = row.get("agent_steps") or {}
+        notes = row.get("agent_notes") or {}
         for name, value in agent.items():
             shown = f"  {name}: {_number(value)}" if value is not None else f"  {name}: — ({why.get(name, 'unknown')})"
             if behind.get(name):
                 shown += "  · steps " + ", ".join(f"[{i}]" for i in behind[name])
             out.append(shown)
+            if notes.get(name):
+                out.append(f"    {notes[name]}")
 
     lines = composite_lines(view, judgments, row.get("composites"))
     if lines:

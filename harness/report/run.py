@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import DEFAULT_COMPOSITES, load_config
 from ..agent.steps import Step
+from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
 from ..outputs.rundir import interrupted_note, open_run_dir, resolve_input, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
