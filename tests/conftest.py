@@ -47,6 +47,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return (yield)
 
 
+#: A project the tests run in a subprocess with its own settings (tests/test_pytest_plugin.py), not part of this suite.
+collect_ignore = ["pytest_plugin_project"]
+
+
 class NetworkBlocked(OSError):
     """A test tried to connect somewhere other than loopback. An OSError, so callers clean up
     (close the socket) as after any failed connect; the teardown check fails the test anyway."""
