@@ -378,7 +378,10 @@ def test_cache_modes(tmp_path: Path, kwargs: dict[str, bool], mode: str, cache: 
 def test_unknown_rubric_is_refused_listing_the_available(tmp_path: Path) -> None:
     with pytest.raises(UserInputError) as info:
         build_plan(options(tmp_path, rubrics=["relevance", "fluency"]))
-    assert str(info.value) == "unknown rubric 'fluency'; available: argument_correctness, contextual_relevance, error_handling, faithfulness, hallucination, relevance, step_efficiency, task_completion, task_completion_ref, tool_selection"
+    assert (
+        str(info.value)
+        == "unknown rubric 'fluency'; available: argument_correctness, contextual_relevance, error_handling, faithfulness, hallucination, relevance, step_efficiency, task_completion, task_completion_ref, tool_selection"
+    )
 
 
 def test_rubrics_asked_for_are_kept_in_order_once(tmp_path: Path) -> None:

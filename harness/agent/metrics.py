@@ -34,7 +34,11 @@ def agent_metrics(
         why = None
         if not m.matched:
             missing = ", ".join(m.missing_calls())
-            why = f"no {settings.mode} match" + (f"; expected, not made: {missing}" if missing else "") + (f"; steps not expected: {', '.join(map(str, extra))}" if extra else "")
+            why = (
+                f"no {settings.mode} match"
+                + (f"; expected, not made: {missing}" if missing else "")
+                + (f"; steps not expected: {', '.join(map(str, extra))}" if extra else "")
+            )
         out += [
             AgentMetric("trajectory_match", 1.0 if m.matched else 0.0, extra, why),
             AgentMetric("trajectory_precision", m.precision, extra),
