@@ -238,6 +238,26 @@ def test_the_registry_is_the_one_list_of_inputs() -> None:
         assert DATA_OPEN_RE.fullmatch(f"<{entry.tag}>") and DATA_CLOSE_RE.fullmatch(f"</{entry.tag}>")
 
 
+def test_every_input_renders_inside_its_tag() -> None:
+    full = Resolved(
+        "t",
+        "q",
+        "r",
+        ("c1", "c2"),
+        "ref",
+        Performance(),
+        steps=steps_example(),
+        tools=(ToolSpec(name="search"),),
+        reference_trajectory=(RefCall(name="search"),),
+    )
+    assert present_inputs(full) == {i.name for i in INPUTS}
+    for entry in INPUTS:
+        text = entry.render(getattr(full, entry.attr))
+        assert text.startswith(f"<{entry.tag}") and text.endswith(f"</{entry.tag}>"), entry.name
+        if entry.compact is not None:
+            assert entry.compact(getattr(full, entry.attr), None).text == text
+
+
 def test_present_inputs_follow_each_kind() -> None:
     t = resolved(None, query=" \n", contexts=())
     assert present_inputs(t) == {"response"}

@@ -2,7 +2,9 @@
 
 An :class:`Input` is read as an attribute (``attr``) of a resolved transcript
 (``transcripts.models.Resolved``); its ``kind`` says when a transcript has it, and ``render``
-turns the value into the prompt's text, wrapped in the input's data tag (``tags.data_block``):
+turns the value into the prompt's text, wrapped in the input's data tag (``tags.data_block``);
+an input with a compaction rule (``compact``: the trajectory, ``agent.render``) is rendered
+within a budget of characters and says what the rule did:
 
 - ``text``: one text, present when not blank (``query``, ``response``, ``reference``);
 - ``texts``: a list of texts, present when it holds one (``contexts``, each item tagged ``context``);
@@ -24,7 +26,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from itertools import product
 from typing import Any, Literal, NamedTuple, cast
 
 from ..agent.render import TRAJECTORY_CHARS, render_reference, render_steps, render_tools
@@ -105,15 +106,22 @@ INPUTS: tuple[Input, ...] = (
 )
 BY_NAME: dict[str, Input] = {i.name: i for i in INPUTS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
-#: the inputs the context-window guard cuts in the middle (truncate = "middle")
-CUTTABLE: frozenset[str] = frozenset(i.name for i in INPUTS if i.kind != "record")
 
 _TAGS = "|".join(re.escape(i.tag) for i in INPUTS)
 DATA_OPEN_RE = re.compile(rf'<((?:{_TAGS})(?:-[0-9a-f]{{12}})?)(?: n="[0-9]+")?>')
 DATA_CLOSE_RE = re.compile(rf"</((?:{_TAGS})(?:-[0-9a-f]{{12}})?)>")
 
-#: Every combination of present inputs, made once: the scan and the run ask for one per transcript.
-_BY_KEY = {key: frozenset(name for name, on in zip(NAMES, key, strict=True) if on) for key in product((False, True), repeat=len(INPUTS))}
+
+#: Each combination of present inputs seen (one flag per input, in order) as its set of names: a
+#: file holds a few kinds of transcript, and the scan and the run ask for one per transcript.
+_BY_KEY: dict[tuple[bool, ...], frozenset[str]] = {}
+
+
+def _combination(key: tuple[bool, ...]) -> frozenset[str]:
+    found = _BY_KEY[key] = frozenset(name for name, on in zip(NAMES, key, strict=True) if on)
+    return found
+
+
 #: When each kind of input is present, as an expression on the transcript ``t``.
 _PRESENT = {"text": "bool(v := t.{0}) and not v.isspace()", "texts": "bool(t.{0})", "record": "t.{0} is not None"}
 
@@ -124,8 +132,9 @@ def _presence() -> Callable[[Any], frozenset[str]]:
     as long, and the scan and the planner ask it of every transcript."""
     assert all(i.attr.isidentifier() for i in INPUTS)
     tests = ", ".join(_PRESENT[i.kind].format(i.attr) for i in INPUTS)
-    namespace: dict[str, Any] = {"_BY_KEY": _BY_KEY}
-    exec(f"def present_inputs(t):\n    return _BY_KEY[({tests},)]\n", namespace)
+    namespace: dict[str, Any] = {"_BY_KEY": _BY_KEY, "_combination": _combination}
+    source = f"def present_inputs(t):\n    key = ({tests},)\n    try:\n        return _BY_KEY[key]\n    except KeyError:\n        return _combination(key)\n"
+    exec(source, namespace)
     return cast(Callable[[Any], frozenset[str]], namespace["present_inputs"])
 
 

@@ -251,21 +251,28 @@ class Rubric:
         parts = list(self.parts)
         for i in range(1, len(parts), 2):  # odd positions hold input names (re.split with a group)
             name = parts[i]
-            budget = budgets.get(name) if budgets is not None else None
-            text = memo.get(name) if budget is None else None
-            if text is None:
+            text: str | None
+            if budgets is not None and name in budgets:
+                text = memo[name] = self._render(name, transcript, compaction, budgets[name])
+            elif (text := memo.get(name)) is None:
                 entry = BY_NAME[name]
-                value = getattr(transcript, entry.attr)
-                if entry.compact is None:
-                    text = entry.render(value)
+                if entry.compact is None:  # (inline: most inputs, rendered once per transcript)
+                    text = memo[name] = entry.render(getattr(transcript, entry.attr))
                 else:
-                    block = entry.compact(value, budget)
-                    text = block.text
-                    if compaction is not None:
-                        compaction[name] = block
-                memo[name] = text
+                    text = memo[name] = self._render(name, transcript, compaction, None)
             parts[i] = text
         return ({"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)})
+
+    @staticmethod
+    def _render(name: str, transcript: Resolved, compaction: dict[str, Block] | None, budget: int | None) -> str:
+        entry = BY_NAME[name]
+        value = getattr(transcript, entry.attr)
+        if entry.compact is None:
+            return entry.render(value)
+        block = entry.compact(value, budget)
+        if compaction is not None:
+            compaction[name] = block
+        return block.text
 
     def compacted(self, compaction: Mapping[str, Block]) -> tuple[str, ...]:
         """The inputs the compaction rule shortened, as ``messages`` recorded in ``compaction``."""
