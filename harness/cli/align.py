@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from .choices import AlignCandidate
-from .common import ANALYSE, AsJsonOpt, app, judge_fields, judge_options, run_async
+from .common import ANALYSE, AsJsonOpt, app, judge_fields, judge_options, make_console, run_async
 
 if TYPE_CHECKING:
     from ..suites.common import JudgeOptions
@@ -86,5 +85,5 @@ def align(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
-        align_tables(result, Console())
+        align_tables(result, make_console())
     raise typer.Exit(result.exit_code)

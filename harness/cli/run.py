@@ -152,6 +152,8 @@ def export(
 
     result = export_run(run_dir, format.value, out, input, input_format.value)
     err.print(
-        f"[green]wrote {escape(str(result.path))}[/] ({result.judgments:,} judgments, {result.linked:,} linked to their trace and span)",
+        f"[green]wrote {escape(str(result.path))}[/] ({result.judgments:,} judgments, {result.linked:,} linked to their trace and span"
+        + (f"; {result.agent_metrics:,} agent metrics" if result.agent_metrics else "")
+        + ")",
         highlight=False,
     )

@@ -57,6 +57,8 @@ class ExportResult:
     path: Path
     judgments: int
     linked: int  # judgments whose transcript names its trace and span
+    #: the agent metrics exported beside the judgments (events or rows with no judge)
+    agent_metrics: int = 0
 
 
 def _run_input(run_dir: Path, given: Path | None) -> Path | None:
@@ -232,8 +234,16 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, input: Path | N
     rows = _judgments(run_dir)
     first = next(rows, None)  # checks the run directory before anything is written
     links = trace_links(_run_input(run_dir, input), input_format)
-    count, linked = writer(itertools.chain(_chain(first, rows), _agent_rows(run_dir)), links, path)
-    return ExportResult(path=path, judgments=count, linked=linked)
+    agent = [0, 0]  # agent metric rows written, and of those linked to their trace
+
+    def agent_rows() -> Iterator[dict[str, Any]]:
+        for row in _agent_rows(run_dir):
+            agent[0] += 1
+            agent[1] += row["transcript_id"] in links
+            yield row
+
+    count, linked = writer(itertools.chain(_chain(first, rows), agent_rows()), links, path)
+    return ExportResult(path=path, judgments=count - agent[0], linked=linked - agent[1], agent_metrics=agent[0])
 
 
 def _chain(first: dict[str, Any] | None, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -62,10 +62,19 @@ async def test_run_format_otel_judges_each_trace(tmp_path: Path) -> None:
     with deadline(60):
         result = CliRunner().invoke(app, ["export", str(out), "--format", "otel"], env=ENV)
     assert result.exit_code == 0, result.output
-    assert f"{len(judgments)} judgments, {len(judgments)} linked to their trace and span" in result.output
+    agent_values = [(r["transcript_id"], name, value) for r in results for name, value in (r.get("agent") or {}).items()]
+    assert agent_values  # the traces' tool calls give the agent metrics, exported after the judgments
+    assert f"{len(judgments)} judgments, {len(judgments)} linked to their trace and span; {len(agent_values)} agent metrics" in result.output
     docs = read_jsonl(out / "evaluations.otlp.jsonl")
     records = [r for d in docs for rl in d["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]]
-    assert len(records) == len(judgments)
+    assert len(records) == len(judgments) + len(agent_values)
+    records, agent_records = records[: len(judgments)], records[len(judgments) :]
+    for record, (tid, name, value) in zip(agent_records, agent_values, strict=True):
+        attrs = {a["key"]: next(iter(a["value"].values())) for a in record["attributes"]}
+        assert (attrs["harness.kind"], attrs["gen_ai.evaluation.name"], attrs.get("gen_ai.evaluation.score.value")) == ("agent_metric", name, value)
+        assert "harness.judge" not in attrs and attrs["harness.transcript_id"] == tid
+        if tid in {s["traceId"] for s in agents}:
+            assert record["traceId"] == tid
     roots = {s["traceId"]: s["spanId"] for s in agents}
     for record, j in zip(records, judgments, strict=True):
         attrs = {a["key"]: next(iter(a["value"].values())) for a in record["attributes"]}
@@ -85,6 +94,8 @@ async def test_run_format_otel_judges_each_trace(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     with (out / "judgments.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
+    assert [(r["transcript_id"], r["rubric"], r["judge"]) for r in rows[len(judgments) :]] == [(t, n, "") for t, n, _ in agent_values]
+    rows = rows[: len(judgments)]
     assert [(r["transcript_id"], r["rubric"], r["status"]) for r in rows] == [(j["transcript_id"], j["rubric"], j["status"]) for j in judgments]
     assert [float(r["score"]) if r["score"] else None for r in rows] == [j["score"] for j in judgments]
     assert {r["trace_id"] for r in rows} == {j["transcript_id"] for j in judgments}
@@ -98,7 +109,7 @@ async def test_run_format_otel_judges_each_trace(tmp_path: Path) -> None:
         import pyarrow.parquet as pq
 
         assert result.exit_code == 0, result.output
-        assert pq.read_table(out / "judgments.parquet").num_rows == len(judgments)
+        assert pq.read_table(out / "judgments.parquet").num_rows == len(judgments) + len(agent_values)
 
 
 def _same_as_the_otel_sdk(record: dict) -> None:
