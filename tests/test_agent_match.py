@@ -411,6 +411,21 @@ def test_optimal_against_brute_force(steps: list[Step], items: list[RefItem]) ->
         _check_witness(got, steps, items)
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(made_steps(max_size=7), st.lists(st.builds(RefCall, name=NAME, arguments=ARG), max_size=6))
+def test_plain_required_lists_against_brute_force(steps: list[Step], items: list[RefItem]) -> None:
+    """The shortcuts for plain lists (longest common subsequences, runs in parallel groups, the
+    earliest embedding) give the brute force's optima."""
+    want = _brute(steps, items)
+    for mode, key in (("strict", "strict"), ("in_order", "in_order")):
+        got = match_trajectory(steps, items, mode)
+        errors, pairs = want[key]
+        lost = len(got.missing) + (len(got.extra) if mode == "strict" else 0)
+        assert (lost, len(got.pairs)) == (errors, -pairs), mode
+        assert got.matched is (errors == 0)
+        _check_witness(got, steps, items)
+
+
 def _check_witness(got: TrajectoryMatch, steps: Sequence[Step], items: Sequence[RefItem]) -> None:
     """Every pair matches, one to one; missing and extra are what the pairs leave."""
     ref = compile_reference(items)

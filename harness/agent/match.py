@@ -66,9 +66,8 @@ readings and the size of a block that spans several groups; a reference with mor
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, product
 from typing import Any, Literal, get_args
 
 from . import ordered
@@ -147,29 +146,28 @@ class _Outcome:
         return {"superset": superset, "subset": subset}.get(mode, superset and subset)
 
 
-def _readings(ref: Reference) -> Iterator[Reading]:
-    for combo in product(*ref.items):
-        yield tuple(chain.from_iterable(combo))
-
-
 def _order_free(ref: Reference, graph: Graph) -> list[_Outcome]:
     steps = range(len(graph.steps))
+    classes = graph.classes
     out = []
-    for reading in _readings(ref):
-        tiers = dict(reading)
-        classes = graph.classes
-        owner = _count(reading, ref.classes, classes) if classes is not None else assign(tiers, steps, graph.by_step)
-        kept = sum(1 for p in owner if tiers[p])
-        out.append(_Outcome(owner, reading, kept, sum(1 for _, r in reading if r)))
+    for reading, required in ref.readings:
+        if classes is not None:
+            owner = _count(reading, ref.classes, classes, required == len(reading))
+        else:
+            owner = assign(dict(reading), steps, graph.by_step)
+        kept = len(owner) if required == len(reading) else sum(1 for pos, req in reading if req and pos in owner)
+        out.append(_Outcome(owner, reading, kept, required))
     return out
 
 
-def _count(reading: Reading, classes: Sequence[Any], step_classes: Sequence[Any]) -> dict[int, int]:
+def _count(reading: Reading, classes: Sequence[Any], step_classes: Sequence[Any], all_required: bool) -> dict[int, int]:
     """:func:`assign` when matching is an equivalence: in each class, the steps in order take the
     required calls, then the optional ones."""
     waiting: dict[Any, list[int]] = {}
-    for pos, _ in sorted(reading, key=lambda c: (c[1], -c[0])):
-        waiting.setdefault(classes[pos], []).append(pos)  # popped from the end: required first
+    # each class's queue is popped from the end: required calls first, each kind by position
+    order = reversed(reading) if all_required else sorted(reading, key=lambda c: (c[1], -c[0]))
+    for pos, _ in order:
+        waiting.setdefault(classes[pos], []).append(pos)
     owner: dict[int, int] = {}
     for s, key in enumerate(step_classes):
         queue = waiting.get(key)
@@ -205,14 +203,14 @@ def match_trajectory(
     graph = Graph(steps, ref)
     n = len(steps)
     outcomes = _order_free(ref, graph)
-    best = max(outcomes, key=lambda o: o.rank(n))
+    best = outcomes[0] if len(outcomes) == 1 else max(outcomes, key=lambda o: o.rank(n))
     precision, recall, f1 = call_scores(len(best.owner), n, best.expected)
     if mode == "strict" or mode == "in_order":
         errors, owner, missing = ordered.align(ref, graph, strict=mode == "strict")
         matched = errors == 0
     else:
         fits = [o for o in outcomes if o.satisfies(mode, n)]
-        chosen = max(fits, key=lambda o: o.rank(n)) if fits else best
+        chosen = (fits[0] if len(fits) == 1 else max(fits, key=lambda o: o.rank(n))) if fits else best
         matched = bool(fits)
         owner = chosen.owner
         missing = [pos for pos, req in chosen.reading if req and pos not in owner]

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from itertools import chain, product
 from typing import Any
 
-from .arguments import argument_key, arguments_match, effective_rule, fast_key, keyed, step_arguments
+import orjson
+
+from .arguments import argument_key, arguments_match, effective_rule, fast_key, keyed
 from .records import AnyOrder, ArgumentRule, OneOf, RefCall, RefItem, ToolSpec
 from .steps import Step
 
@@ -25,6 +27,22 @@ MAX_READINGS = 4096
 
 #: a reading's calls: (position, required), by position
 Reading = tuple[tuple[int, bool], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """The reference calls of one tool read by one rule."""
+
+    name: str
+    number: int
+    rule: ArgumentRule
+    positions: tuple[int, ...]
+    #: the rule is keyed (an equivalence)
+    keyed: bool
+    #: keyed: the fast key (:func:`~.arguments.fast_key`) of a call's arguments → (class, positions)
+    fast: Mapping[bytes, tuple[Any, tuple[int, ...]]]
+    #: the fast key is the JSON text of the whole arguments (``exact``, no folding)
+    whole: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,16 +56,18 @@ class Reference:
     #: per position: its rule, and its class ``(name, rule number, key)`` when the rule is keyed
     rules: tuple[ArgumentRule, ...]
     classes: tuple[Any, ...]
-    #: per tool name: (rule number, rule, keyed, positions) of each rule its calls are read by
-    by_name: Mapping[str, tuple[tuple[int, ArgumentRule, bool, tuple[int, ...]], ...]]
+    #: per tool name, one entry per rule its calls are read by
+    by_name: Mapping[str, tuple[Entry, ...]]
     #: keyed positions by class
     members: Mapping[Any, tuple[int, ...]]
-    #: per (name, rule number): the fast key (:func:`fast_key`) of a reference call → its class key
-    fast: Mapping[tuple[str, int], Mapping[bytes, Any]]
     #: every tool name has one rule, keyed: a step belongs to one class and matching is counting
     partition: bool
+    #: every reading of the whole reference, with its number of required calls
+    readings: tuple[tuple[Reading, int], ...]
     #: every item is one call with one reading
     simple: bool
+    #: simple, and no call is optional
+    plain: bool
 
 
 def _item_readings(item: RefItem, calls: list[RefCall]) -> list[Reading]:
@@ -84,16 +104,16 @@ def compile_reference(
     """Flatten a reference, list its readings and key its calls' arguments."""
     calls: list[RefCall] = []
     items = tuple(tuple(_item_readings(item, calls)) for item in reference)
-    _bounded_product(items)  # the order-free modes try every reading
+    readings = tuple((r, sum(req for _, req in r)) for r in (tuple(chain.from_iterable(c)) for c in _bounded_product(items)))
     by_pos = tuple(effective_rule(c, rules, default) for c in calls)
     numbers = {rule: n for n, rule in enumerate(dict.fromkeys(by_pos))}
     classes: list[Any] = []
-    entries: dict[tuple[str, int], list[int]] = {}
+    positions: dict[tuple[str, int], list[int]] = {}
     members: dict[Any, list[int]] = {}
-    fast: dict[tuple[str, int], dict[bytes, Any]] = {}
+    texts: dict[tuple[str, int], dict[bytes, Any]] = {}
     for pos, (call, rule) in enumerate(zip(calls, by_pos, strict=True)):
         number = numbers[rule]
-        entries.setdefault((call.name, number), []).append(pos)
+        positions.setdefault((call.name, number), []).append(pos)
         if not keyed(rule):
             classes.append(None)
             continue
@@ -102,11 +122,14 @@ def compile_reference(
         members.setdefault(key, []).append(pos)
         text = fast_key(call.arguments, rule) if call.arguments is not None else None
         if text is not None:
-            fast.setdefault((call.name, number), {})[text] = key
-    by_name: dict[str, list[tuple[int, ArgumentRule, bool, tuple[int, ...]]]] = {}
-    for (name, number), positions in entries.items():
-        rule = by_pos[positions[0]]
-        by_name.setdefault(name, []).append((number, rule, keyed(rule), tuple(positions)))
+            texts.setdefault((call.name, number), {})[text] = key
+    frozen = {key: tuple(p) for key, p in members.items()}
+    by_name: dict[str, list[Entry]] = {}
+    for (name, number), where in positions.items():
+        rule = by_pos[where[0]]
+        fast = {text: (key, frozen[key]) for text, key in texts.get((name, number), {}).items()}
+        whole = rule.mode == "exact" and not rule.fold
+        by_name.setdefault(name, []).append(Entry(name, number, rule, tuple(where), keyed(rule), fast, whole))
     return Reference(
         calls=tuple(calls),
         items=items,
@@ -114,30 +137,28 @@ def compile_reference(
         rules=by_pos,
         classes=tuple(classes),
         by_name={name: tuple(e) for name, e in by_name.items()},
-        members={key: tuple(p) for key, p in members.items()},
-        fast=fast,
-        partition=all(len(e) == 1 and e[0][2] for e in by_name.values()),
-        simple=all(len(readings) == 1 and len(readings[0]) == 1 for readings in items),
+        members=frozen,
+        partition=all(len(e) == 1 and e[0].keyed for e in by_name.values()),
+        readings=readings,
+        simple=all(len(r) == 1 and len(r[0]) == 1 for r in items),
+        plain=all(len(r) == 1 and len(r[0]) == 1 and r[0][0][1] for r in items),
     )
 
 
-def _step_key(step: Step, number: int, rule: ArgumentRule, ref: Reference) -> Any:
-    """The class key of a step's arguments under a keyed rule."""
+def _step_key(step: Step, entry: Entry, tools: Mapping[str, ToolSpec] | None) -> Any:
+    """The class of a step under a keyed rule: ``(name, rule number, key of its arguments)``."""
+    rule = entry.rule
     if rule.mode == "ignore":
-        return ()
-    if rule.mode != "schema" and step.arguments_error is None:
-        known = ref.fast.get((step.name, number))
-        if known is not None:
-            text = fast_key(step_arguments(step), rule)
-            if text is not None and text in known:
-                return known[text][2]
-    spec = ref.tools.get(step.name) if ref.tools else None
-    return argument_key(
-        step_arguments(step),
-        rule,
-        parsed=step.arguments_error is None,
-        schema=spec.parameters if spec is not None else None,
-    )
+        return (entry.name, entry.number, ())
+    parsed = step.arguments_error is None
+    arguments = {} if step.arguments is None else step.arguments
+    if parsed and entry.fast:
+        hit = entry.fast.get(fast_key(arguments, rule))  # type: ignore[arg-type]
+        if hit is not None:
+            return hit[0]
+    spec = tools.get(step.name) if tools else None
+    schema = spec.parameters if spec is not None else None
+    return (entry.name, entry.number, argument_key(arguments, rule, parsed=parsed, schema=schema))
 
 
 class Graph:
@@ -150,21 +171,34 @@ class Graph:
         by_step: list[Sequence[int]] = []
         #: with a partition, each step's class (None: no reference call has its name)
         classes: list[Any] = []
-        members, calls, tools = ref.members, ref.calls, ref.tools
+        by_name, members, calls, tools = ref.by_name, ref.members, ref.calls, ref.tools
+        dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
         for step in steps:
-            entries = ref.by_name.get(step.name)
+            entries = by_name.get(step.name)
             if entries is None:
                 by_step.append(())
                 classes.append(None)
                 continue
+            if len(entries) == 1 and entries[0].whole and step.arguments_error is None:
+                # the common case, inlined: exact arguments found by their JSON text
+                entry = entries[0]
+                try:
+                    text = dumps({} if step.arguments is None else step.arguments, option=sort)
+                except TypeError:
+                    text = b"null"
+                hit = entry.fast.get(text) if b"null" not in text else None
+                if hit is not None:
+                    classes.append(hit[0])
+                    by_step.append(hit[1])
+                    continue
             found: list[int] = []
-            for number, rule, is_keyed, positions in entries:
-                if is_keyed:
-                    key = (step.name, number, _step_key(step, number, rule, ref))
+            for entry in entries:
+                if entry.keyed:
+                    key = _step_key(step, entry, tools)
                     classes.append(key)
                     found += members.get(key, ())
                 else:
-                    found += [p for p in positions if arguments_match(step, calls[p], rule, tools)]
+                    found += [p for p in entry.positions if arguments_match(step, calls[p], entry.rule, tools)]
             by_step.append(sorted(found) if len(entries) > 1 else found)
         self.by_step = by_step
         self.classes = classes if ref.partition else None
