@@ -72,7 +72,15 @@ def canonical(value: Any, fold: bool = False) -> Any:
     if kind is str:
         return fold_text(value) if fold else value
     if kind is dict:
-        return (_DICT, tuple(sorted([(k, canonical(v, fold)) for k, v in value.items()])))
+        items = []
+        for k, v in value.items():
+            inner = type(v)
+            if inner is int or inner is float or v is None or (inner is str and not fold):
+                items.append((k, v))
+            else:
+                items.append((k, canonical(v, fold)))
+        items.sort()
+        return (_DICT, tuple(items))
     if kind is list or kind is tuple:
         return (_LIST, tuple([canonical(v, fold) for v in value]))
     if kind is bool:

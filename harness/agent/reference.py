@@ -106,13 +106,18 @@ def compile_reference(
     items = tuple(tuple(_item_readings(item, calls)) for item in reference)
     readings = tuple((r, sum(req for _, req in r)) for r in (tuple(chain.from_iterable(c)) for c in _bounded_product(items)))
     by_pos = tuple(effective_rule(c, rules, default) for c in calls)
-    numbers = {rule: n for n, rule in enumerate(dict.fromkeys(by_pos))}
+    # rules are numbered by value; looked up by identity first (hashing a pydantic model is slow)
+    by_value: dict[ArgumentRule, int] = {}
+    by_id: dict[int, int] = {}
+    for rule in by_pos:
+        if id(rule) not in by_id:
+            by_id[id(rule)] = by_value.setdefault(rule, len(by_value))
     classes: list[Any] = []
     positions: dict[tuple[str, int], list[int]] = {}
     members: dict[Any, list[int]] = {}
     texts: dict[tuple[str, int], dict[bytes, Any]] = {}
     for pos, (call, rule) in enumerate(zip(calls, by_pos, strict=True)):
-        number = numbers[rule]
+        number = by_id[id(rule)]
         positions.setdefault((call.name, number), []).append(pos)
         if not keyed(rule):
             classes.append(None)
