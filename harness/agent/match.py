@@ -141,9 +141,11 @@ class _Outcome:
         return (2 * k / (n + e) if n + e else 1.0, k, -e)
 
     def satisfies(self, mode: Mode, n: int) -> bool:
-        superset = self.kept == self.required
-        subset = len(self.owner) == n
-        return {"superset": superset, "subset": subset}.get(mode, superset and subset)
+        if mode == "superset":
+            return self.kept == self.required
+        if mode == "subset":
+            return len(self.owner) == n
+        return self.kept == self.required and len(self.owner) == n
 
 
 def _order_free(ref: Reference, graph: Graph) -> list[_Outcome]:

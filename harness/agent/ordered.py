@@ -122,7 +122,7 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
     by_step = graph.by_step
     for g, group in enumerate(graph.groups):
         if len(group) == 1:  # one step: Hunt and Szymanski's own update, calls in decreasing order
-            for x in sorted(by_step[group[0]], reverse=True):
+            for x in reversed(by_step[group[0]]):  # each list is by position
                 k = bisect_left(ends, x)
                 link = (g, (x,), links[k - 1] if k else None)
                 if k == len(ends):

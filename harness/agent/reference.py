@@ -169,10 +169,11 @@ def _step_key(step: Step, entry: Entry, tools: Mapping[str, ToolSpec] | None) ->
 class Graph:
     """Which step may be matched to which reference call, and the steps' parallel groups."""
 
-    __slots__ = ("by_step", "classes", "groups", "steps")
+    __slots__ = ("_groups", "by_step", "classes", "steps")
 
     def __init__(self, steps: Sequence[Step], ref: Reference) -> None:
         self.steps = steps
+        #: per step, the positions it may be matched to, in increasing order
         by_step: list[Sequence[int]] = []
         #: with a partition, each step's class (None: no reference call has its name)
         classes: list[Any] = []
@@ -207,15 +208,23 @@ class Graph:
             by_step.append(sorted(found) if len(entries) > 1 else found)
         self.by_step = by_step
         self.classes = classes if ref.partition else None
-        groups: list[list[int]] = []
-        previous: int | None = None
-        for s, step in enumerate(steps):
-            if groups and step.group is not None and step.group == previous:
-                groups[-1].append(s)
-            else:
-                groups.append([s])
-            previous = step.group
-        self.groups = [tuple(g) for g in groups]
+        self._groups: list[tuple[int, ...]] | None = None
+
+    @property
+    def groups(self) -> list[tuple[int, ...]]:
+        """The steps' parallel groups in order, as step positions: a run of steps with one
+        ``group``; a step without a group is a group of its own."""
+        if self._groups is None:
+            groups: list[list[int]] = []
+            previous: int | None = None
+            for s, step in enumerate(self.steps):
+                if groups and step.group is not None and step.group == previous:
+                    groups[-1].append(s)
+                else:
+                    groups.append([s])
+                previous = step.group
+            self._groups = [tuple(g) for g in groups]
+        return self._groups
 
     def by_pos(self, count: int) -> list[list[int]]:
         """Per reference position, the steps it may be matched to."""
