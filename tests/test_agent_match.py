@@ -689,7 +689,11 @@ def test_unparsed_arguments_match_only_ignore() -> None:
     for rule in (ArgumentRule(), ArgumentRule(mode="fields", fields=("q",)), ArgumentRule(tolerance=1.0), ArgumentRule(mode="schema")):
         assert not match_trajectory(bad, [call("search", {"q": "x"})], "strict", rules={"search": rule}).matched, rule
     assert match_trajectory(bad, [call("search", {"q": "x"})], "strict", rules={"search": ArgumentRule(mode="ignore")}).matched
-    assert match_trajectory(bad, [call("search")], "strict").matched  # no arguments given: any
+    # a reference call without arguments: any arguments that parsed, unless the rule is ignore
+    assert not match_trajectory(bad, [call("search")], "strict").matched
+    assert match_trajectory(steps_of(("search", {"q": 1})), [call("search")], "strict").matched
+    assert match_trajectory(bad, [call("search")], "strict", default=ArgumentRule(mode="ignore")).matched
+    assert match_trajectory(bad, [call("search", match=ArgumentRule(mode="ignore"))], "strict").matched
     assert not match_trajectory(bad, [call("search")], "strict", rules={"search": ArgumentRule(mode="schema")}).matched
     # a call with no arguments at all is compared as {}
     assert match_trajectory([Step(0, "now", None, group=0)], [call("now", {})], "strict").matched

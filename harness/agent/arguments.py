@@ -18,9 +18,9 @@ default rule, else ``exact``. The modes:
 ``tolerance`` (numbers within this absolute difference) and ``fold`` (strings compared after
 folding case and collapsing runs of whitespace, ends stripped) apply at every depth inside
 ``exact`` and ``fields``. A reference call whose ``arguments`` are left out matches any arguments
-(under ``schema``, any valid ones). A call whose arguments did not parse (``arguments_error``)
-matches only under ``ignore`` or a reference call without arguments; a call with no arguments at
-all is compared as ``{}``.
+that parsed (under ``schema``, any valid ones; under ``ignore``, any at all). A call whose
+arguments did not parse (``arguments_error``) matches only under ``ignore``; a call with no
+arguments at all is compared as ``{}``.
 
 Rules without a tolerance are equivalences, so :func:`argument_key` gives every call a hashable
 key under them, and calls match exactly when their keys are equal: :mod:`harness.agent.match`
@@ -41,6 +41,8 @@ from .steps import Step
 
 EXACT = ArgumentRule()
 IGNORE = ArgumentRule(mode="ignore")
+#: the rule of a reference call without arguments: any arguments that parsed (no field compared)
+ANY_PARSED = ArgumentRule.model_construct(mode="fields", fields=(), tolerance=0.0, fold=False)
 
 #: type tags of :func:`canonical`, so that a list, an object and a boolean never equal a scalar
 _DICT, _LIST, _BOOL = 0, 1, 2
@@ -141,11 +143,11 @@ def step_arguments(step: Step) -> Any:
 
 
 def effective_rule(ref: RefCall, rules: Mapping[str, ArgumentRule] | None, default: ArgumentRule | None) -> ArgumentRule:
-    """The rule a reference call is compared under (a call without arguments: ``ignore``, unless
-    the rule is ``schema``)."""
+    """The rule a reference call is compared under. A call without arguments keeps ``ignore`` and
+    ``schema``; under the others it matches any arguments that parsed (:data:`ANY_PARSED`)."""
     rule = ref.match or (rules.get(ref.name) if rules else None) or default or EXACT
-    if ref.arguments is None and rule.mode != "schema":
-        return IGNORE
+    if ref.arguments is None and rule.mode not in ("ignore", "schema"):
+        return ANY_PARSED
     return rule
 
 

@@ -45,23 +45,20 @@ F-measure of van Rijsbergen, *Information Retrieval*, 1979, ch. 7, as ``2TP/(2TP
 Empty cases: no call expected and none made: every mode matches, precision = recall = F1 = 1.
 Calls expected, none made: ``subset`` matches, the others do not; precision is None (no call to
 judge), recall 0, F1 0. No call expected, calls made: ``superset`` and ``in_order`` match, the
-others do not; precision 0, recall None, F1 0. An empty reference matches what ``superset`` and
-``in_order`` always accept.
+others do not; precision 0, recall None, F1 0. An empty reference is one of the first and the
+last case; so is a reference whose calls are all optional and were not made.
 
 ``pairs``, ``missing`` and ``extra`` describe the mode's answer: when it matches, an assignment
 that shows it; when not, the closest one (``strict``: fewest missing plus extra; ``in_order``:
-fewest missing, then most pairs; the others: the reading that scores best, or one that satisfies
-the mode). ``missing`` lists the required calls of that reading left unmatched.
+fewest missing, then most pairs; the others: the best-scoring reading among those that satisfy the
+mode, else the best-scoring one). ``missing`` lists the required calls of that reading left
+unmatched.
 
-How: steps and reference calls are compared once (hashed keys under rules without a tolerance,
-pairwise otherwise); an assignment is a maximum bipartite matching by augmenting paths (Kuhn),
-required calls first, so it covers the most required calls and the most calls at once
-(Mendelsohn and Dulmage, 1958). The order-free modes try every reading; ``strict`` aligns items
-with groups by dynamic programming; ``in_order`` is a dynamic programme over (group, item, the
-calls of a block still to come) whose step fills a group with the items that fit in it, by one
-matching. The work is polynomial for a fixed reference shape, exponential only in the number of
-readings and the size of a block that spans several groups; a reference with more than
-:data:`MAX_READINGS` readings is refused.
+How: :mod:`harness.agent.reference` lists the readings, compares each step with each reference
+call once (hashed keys under rules without a tolerance, pairwise otherwise) and assigns by a
+maximum bipartite matching that covers the most required calls too; the order-free modes try every
+reading (at most :data:`MAX_READINGS`); :mod:`harness.agent.ordered` aligns for ``strict`` and
+``in_order`` (longest common subsequences for plain lists, dynamic programmes otherwise).
 """
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
 """The ordered modes: ``strict`` (items and parallel groups one to one) and ``in_order``.
 
-Each returns ``(errors, pairs, missing)``: the number of errors of the best alignment (``strict``:
-missing calls plus extra steps; ``in_order``: missing calls), position → step of its pairs, and
-the missing positions. Matched means no error. A reference of plain calls against steps made one
-at a time is an edit distance or a longest common subsequence (:func:`sequence`); otherwise
-``strict`` aligns items with groups (:func:`one_to_one`) and ``in_order`` runs :class:`InOrder`.
+:func:`align` returns ``(errors, pairs, missing)``: the errors of the best alignment (``strict``:
+missing calls plus extra steps; ``in_order``: missing calls), its pairs (position → step) and the
+missing positions; matched means no error. Which algorithm:
+
+- a plain list of required calls: a longest common subsequence (:func:`common`; ``in_order`` over
+  parallel groups: :func:`chains`);
+- a list of calls, some optional, against steps made one at a time: an edit distance or a longest
+  common subsequence by a table (:func:`sequence`);
+- otherwise ``strict`` aligns items with groups (:func:`one_to_one`) and ``in_order`` runs the
+  dynamic programme :class:`InOrder`.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain, product
 from typing import Any
 
-from .reference import Graph, Reading, Reference, assign
+from .reference import Graph, Reading, Reference, assign, augment
 
 
 def align(ref: Reference, graph: Graph, *, strict: bool) -> tuple[int, dict[int, int], list[int]]:
@@ -32,14 +37,14 @@ def align(ref: Reference, graph: Graph, *, strict: bool) -> tuple[int, dict[int,
 
 def lcs(count: int, columns: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     """A longest common subsequence of items ``0..count-1`` and ``columns`` (``columns[c]``: the
-    items column ``c`` may be matched to), as (item, column) pairs: Hunt and Szymanski's method
+    items column ``c`` may be matched to, in increasing order), as (item, column) pairs: Hunt and Szymanski's method
     (*A fast algorithm for computing longest common subsequences*, CACM 20(5), 1977): for each
     column, its items in decreasing order, each extending the chain ending at the smallest item
     before it."""
     ends: list[int] = []  # ends[k]: the smallest last item of a common subsequence of length k + 1
     links: list[Any] = []
     for c, items in enumerate(columns):
-        for i in sorted(items, reverse=True):
+        for i in reversed(items):  # each column's items are in increasing order
             k = bisect_left(ends, i)
             link = (i, c, links[k - 1] if k else None)
             if k == len(ends):
@@ -81,32 +86,6 @@ def _reach(group: Sequence[int], by_step: Sequence[Sequence[int]]) -> dict[int, 
     return out
 
 
-def _grow(item: int, reach: dict[int, list[int]], owner: dict[int, int]) -> bool:
-    """Add ``item`` to the matching ``owner`` (step → item) by an augmenting path, if there is one."""
-    seen: set[int] = set()
-    stack = [(item, iter(reach[item]))]
-    path: list[int] = []
-    while stack:
-        _, options = stack[-1]
-        for s in options:
-            if s in seen:
-                continue
-            seen.add(s)
-            path.append(s)
-            holder = owner.get(s)
-            if holder is None:
-                for (it, _), step in zip(stack, path, strict=True):
-                    owner[step] = it
-                return True
-            stack.append((holder, iter(reach[holder])))
-            break
-        else:
-            stack.pop()
-            if path:
-                path.pop()
-    return False
-
-
 def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:
     """``in_order`` of plain required calls over parallel groups: the most calls matched in order,
     a group holding any run of them that one matching can. Hunt and Szymanski's method (see
@@ -146,7 +125,7 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
             held: dict[int, int] = {}
             run: list[int] = []
             for x in touching[a:]:
-                if _grow(x, reach, held):
+                if augment(x, reach, held):
                     run.append(x)
                     j = k + len(run) - 1
                     if j == len(new_ends):
@@ -167,7 +146,7 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
             continue
         reach, held = _reach(group, by_step), {}
         for x in run:
-            _grow(x, reach, held)
+            augment(x, reach, held)
         owner.update({x: s for s, x in held.items()})
     missing = [i for i in range(q) if i not in owner]
     return len(missing), owner, missing
@@ -216,8 +195,7 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
             i += 1
         else:
             g += 1
-    errors = -(-cost[0][0] // big) if cost[0][0] > 0 else 0
-    return errors, pairs, missing
+    return len(missing) + len(graph.steps) - len(pairs), pairs, missing
 
 
 def sequence(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, int], list[int]]:

@@ -11,7 +11,7 @@ the most required calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, product
 from typing import Any
@@ -241,32 +241,38 @@ def assign(tiers: Mapping[int, bool], steps: Sequence[int], by_step: Sequence[Se
     required positions, then over all (Kuhn's method; an augmenting path keeps every matched
     position matched). Returns position → step."""
     owner: dict[int, int] = {}
-    for allow_optional in (False, True):
+    required = {p for p, r in tiers.items() if r}
+    for allowed in (required, tiers):
         taken = set(owner.values())
         for start in steps:
-            if start not in taken and _augment(start, tiers, by_step, owner, allow_optional):
+            if start not in taken and augment(start, by_step, owner, allowed):
                 taken.add(start)
     return owner
 
 
-def _augment(start: int, tiers: Mapping[int, bool], by_step: Sequence[Sequence[int]], owner: dict[int, int], allow_optional: bool) -> bool:
+def augment(
+    start: int, edges: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], owner: dict[int, int], allowed: Container[int] | None = None
+) -> bool:
+    """Grow the matching ``owner`` (right → left) by an augmenting path from the unmatched left
+    vertex ``start`` (``edges[v]``: the right vertices of left vertex ``v``; ``allowed``: the right
+    vertices that may be used, all when None). True when it grew; every matched vertex stays
+    matched. Depth-first, without recursion."""
     seen: set[int] = set()
-    stack = [(start, iter(by_step[start]))]
+    stack = [(start, iter(edges[start]))]
     path: list[int] = []
     while stack:
         _, options = stack[-1]
-        for p in options:
-            required = tiers.get(p)
-            if required is None or p in seen or not (required or allow_optional):
+        for right in options:
+            if right in seen or (allowed is not None and right not in allowed):
                 continue
-            seen.add(p)
-            path.append(p)
-            holder = owner.get(p)
+            seen.add(right)
+            path.append(right)
+            holder = owner.get(right)
             if holder is None:
-                for (s, _), q in zip(stack, path, strict=True):
-                    owner[q] = s
+                for (left, _), matched in zip(stack, path, strict=True):
+                    owner[matched] = left
                 return True
-            stack.append((holder, iter(by_step[holder])))
+            stack.append((holder, iter(edges[holder])))
             break
         else:
             stack.pop()
