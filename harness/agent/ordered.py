@@ -98,8 +98,8 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
     q = len(ref.items)
     ends: list[int] = []
     links: list[Any] = []
-    by_step = graph.by_step
-    for g, group in enumerate(graph.groups):
+    by_step, groups = graph.by_step, graph.groups
+    for g, group in enumerate(groups):
         if len(group) == 1:  # one step: Hunt and Szymanski's own update, calls in decreasing order
             for x in reversed(by_step[group[0]]):  # each list is by position
                 k = bisect_left(ends, x)
@@ -114,6 +114,8 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
         if not reach:
             continue
         touching = sorted(reach)
+        # each call with a step of its own: any of them fit at once, no matching needed
+        free = all(len(v) == 1 for v in reach.values()) and len({v[0] for v in reach.values()}) == len(reach)
         new_ends, new_links = list(ends), list(links)
         last_k = -1
         for a, first in enumerate(touching):
@@ -125,7 +127,7 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
             held: dict[int, int] = {}
             run: list[int] = []
             for x in touching[a:]:
-                if augment(x, reach, held):
+                if free or augment(x, reach, held):
                     run.append(x)
                     j = k + len(run) - 1
                     if j == len(new_ends):
@@ -140,13 +142,16 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
     node = links[-1] if links else None
     while node is not None:
         g, run, node = node
-        group = graph.groups[g]
+        group = groups[g]
         if len(group) == 1:
             owner[run[0]] = group[0]
             continue
         reach, held = _reach(group, by_step), {}
         for x in run:
-            augment(x, reach, held)
+            if len(reach[x]) == 1 and reach[x][0] not in held:
+                held[reach[x][0]] = x
+            else:
+                augment(x, reach, held)
         owner.update({x: s for s, x in held.items()})
     missing = [i for i in range(q) if i not in owner]
     return len(missing), owner, missing
