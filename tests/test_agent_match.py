@@ -739,6 +739,9 @@ def test_equality_helpers() -> None:
     assert canonical([1]) != canonical({"0": 1}) != canonical("x")
     assert fast_key({"b": 1, "a": "x"}, ArgumentRule()) == fast_key({"a": "x", "b": 1}, ArgumentRule())
     assert fast_key({"a": float("nan")}, ArgumentRule()) is None  # orjson writes NaN as null
+    nan = steps_of(("f", {"x": float("nan")}))
+    assert not match_trajectory(nan, [call("f", {"x": None})], "strict").matched
+    assert not match_trajectory(nan, [call("f", {"x": float("nan")})], "strict").matched  # NaN equals nothing
 
 
 def test_compiled_reference_and_errors() -> None:

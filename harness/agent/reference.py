@@ -60,6 +60,8 @@ class Reference:
     by_name: Mapping[str, tuple[Entry, ...]]
     #: keyed positions by class
     members: Mapping[Any, tuple[int, ...]]
+    #: per tool name read by one ``exact`` rule without folding: its calls' JSON texts (Entry.fast)
+    texts: Mapping[str, Mapping[bytes, tuple[Any, tuple[int, ...]]]]
     #: every tool name has one rule, keyed: a step belongs to one class and matching is counting
     partition: bool
     #: every reading of the whole reference, with its number of required calls
@@ -143,6 +145,7 @@ def compile_reference(
         classes=tuple(classes),
         by_name={name: tuple(e) for name, e in by_name.items()},
         members=frozen,
+        texts={name: e[0].fast for name, e in by_name.items() if len(e) == 1 and e[0].whole},
         partition=all(len(e) == 1 and e[0].keyed for e in by_name.values()),
         readings=readings,
         simple=all(len(r) == 1 and len(r[0]) == 1 for r in items),
@@ -177,34 +180,36 @@ class Graph:
         by_step: list[Sequence[int]] = []
         #: with a partition, each step's class (None: no reference call has its name)
         classes: list[Any] = []
-        by_name, members, calls, tools = ref.by_name, ref.members, ref.calls, ref.tools
+        by_name, members, calls, tools, texts = ref.by_name, ref.members, ref.calls, ref.tools, ref.texts
         dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
         for step in steps:
+            known = texts.get(step.name)
+            if known is not None and step.arguments_error is None:
+                # the common case: exact arguments found by their JSON text (a reference call's
+                # text never holds null, so a step's NaN, which orjson writes as null, finds none)
+                try:
+                    text = dumps({} if step.arguments is None else step.arguments, option=sort)
+                except TypeError:
+                    text = b""
+                hit = known.get(text)
+                if hit is not None:
+                    classes.append(hit[0])
+                    by_step.append(hit[1])
+                    continue
             entries = by_name.get(step.name)
             if entries is None:
                 by_step.append(())
                 classes.append(None)
                 continue
-            if len(entries) == 1 and entries[0].whole and step.arguments_error is None:
-                # the common case, inlined: exact arguments found by their JSON text
-                entry = entries[0]
-                try:
-                    text = dumps({} if step.arguments is None else step.arguments, option=sort)
-                except TypeError:
-                    text = b"null"
-                hit = entry.fast.get(text) if b"null" not in text else None
-                if hit is not None:
-                    classes.append(hit[0])
-                    by_step.append(hit[1])
-                    continue
             found: list[int] = []
+            key = None
             for entry in entries:
                 if entry.keyed:
                     key = _step_key(step, entry, tools)
-                    classes.append(key)
                     found += members.get(key, ())
                 else:
                     found += [p for p in entry.positions if arguments_match(step, calls[p], entry.rule, tools)]
+            classes.append(key if len(entries) == 1 else None)
             by_step.append(sorted(found) if len(entries) > 1 else found)
         self.by_step = by_step
         self.classes = classes if ref.partition else None
