@@ -149,29 +149,25 @@ def _order_free(ref: Reference, graph: Graph) -> list[_Outcome]:
     steps = range(len(graph.steps))
     classes = graph.classes
     out = []
-    for reading, required in ref.readings:
-        if classes is not None:
-            owner = _count(reading, ref.classes, classes, required == len(reading))
-        else:
-            owner = assign(dict(reading), steps, graph.by_step)
+    for reading, required, queues in ref.readings:
+        owner = assign(dict(reading), steps, graph.by_step) if classes is None or queues is None else _count(queues, classes)
         kept = len(owner) if required == len(reading) else sum(1 for pos, req in reading if req and pos in owner)
         out.append(_Outcome(owner, reading, kept, required))
     return out
 
 
-def _count(reading: Reading, classes: Sequence[Any], step_classes: Sequence[Any], all_required: bool) -> dict[int, int]:
+def _count(queues: Mapping[Any, tuple[int, ...]], step_classes: Sequence[Any]) -> dict[int, int]:
     """:func:`assign` when matching is an equivalence: in each class, the steps in order take the
-    required calls, then the optional ones."""
-    waiting: dict[Any, list[int]] = {}
-    # each class's queue is popped from the end: required calls first, each kind by position
-    order = reversed(reading) if all_required else sorted(reading, key=lambda c: (c[1], -c[0]))
-    for pos, _ in order:
-        waiting.setdefault(classes[pos], []).append(pos)
+    calls of its queue (required first, each kind by position)."""
     owner: dict[int, int] = {}
+    taken: dict[Any, int] = {}
     for s, key in enumerate(step_classes):
-        queue = waiting.get(key)
-        if queue:
-            owner[queue.pop()] = s
+        queue = queues.get(key)
+        if queue is not None:
+            used = taken.get(key, 0)
+            if used < len(queue):
+                owner[queue[used]] = s
+                taken[key] = used + 1
     return owner
 
 

@@ -64,8 +64,9 @@ class Reference:
     texts: Mapping[str, Mapping[bytes, tuple[Any, tuple[int, ...]]]]
     #: every tool name has one rule, keyed: a step belongs to one class and matching is counting
     partition: bool
-    #: every reading of the whole reference, with its number of required calls
-    readings: tuple[tuple[Reading, int], ...]
+    #: every reading of the whole reference: its calls, how many are required, and (with a
+    #: partition) its calls by class, required first, each kind by position
+    readings: tuple[tuple[Reading, int, Mapping[Any, tuple[int, ...]] | None], ...]
     #: every item is one call with one reading
     simple: bool
     #: simple, and no call is optional
@@ -106,7 +107,7 @@ def compile_reference(
     """Flatten a reference, list its readings and key its calls' arguments."""
     calls: list[RefCall] = []
     items = tuple(tuple(_item_readings(item, calls)) for item in reference)
-    readings = tuple((r, sum(req for _, req in r)) for r in (tuple(chain.from_iterable(c)) for c in _bounded_product(items)))
+    flat = [tuple(chain.from_iterable(c)) for c in _bounded_product(items)]
     by_pos = tuple(effective_rule(c, rules, default) for c in calls)
     # rules are numbered by value; looked up by identity first (hashing a pydantic model is slow)
     by_value: dict[ArgumentRule, int] = {}
@@ -137,6 +138,15 @@ def compile_reference(
         fast = {text: (key, frozen[key]) for text, key in texts.get((name, number), {}).items()}
         whole = rule.mode == "exact" and not rule.fold
         by_name.setdefault(name, []).append(Entry(name, number, rule, tuple(where), keyed(rule), fast, whole))
+    partition = all(len(e) == 1 and e[0].keyed for e in by_name.values())
+    readings = []
+    for reading in flat:
+        queues: dict[Any, list[int]] | None = None
+        if partition:
+            queues = {}
+            for pos, _ in sorted(reading, key=lambda c: (not c[1], c[0])):
+                queues.setdefault(classes[pos], []).append(pos)
+        readings.append((reading, sum(req for _, req in reading), {k: tuple(v) for k, v in queues.items()} if queues is not None else None))
     return Reference(
         calls=tuple(calls),
         items=items,
@@ -146,8 +156,8 @@ def compile_reference(
         by_name={name: tuple(e) for name, e in by_name.items()},
         members=frozen,
         texts={name: e[0].fast for name, e in by_name.items() if len(e) == 1 and e[0].whole},
-        partition=all(len(e) == 1 and e[0].keyed for e in by_name.values()),
-        readings=readings,
+        partition=partition,
+        readings=tuple(readings),
         simple=all(len(r) == 1 and len(r[0]) == 1 for r in items),
         plain=all(len(r) == 1 and len(r[0]) == 1 and r[0][0][1] for r in items),
     )
