@@ -411,6 +411,21 @@ def test_optimal_against_brute_force(steps: list[Step], items: list[RefItem]) ->
         _check_witness(got, steps, items)
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(made_steps(max_size=7), st.lists(st.builds(RefCall, name=NAME, arguments=ARG), max_size=6))
+def test_plain_required_lists_against_brute_force(steps: list[Step], items: list[RefItem]) -> None:
+    """The shortcuts for plain lists (longest common subsequences, runs in parallel groups, the
+    earliest embedding) give the brute force's optima."""
+    want = _brute(steps, items)
+    for mode, key in (("strict", "strict"), ("in_order", "in_order")):
+        got = match_trajectory(steps, items, mode)
+        errors, pairs = want[key]
+        lost = len(got.missing) + (len(got.extra) if mode == "strict" else 0)
+        assert (lost, len(got.pairs)) == (errors, -pairs), mode
+        assert got.matched is (errors == 0)
+        _check_witness(got, steps, items)
+
+
 def _check_witness(got: TrajectoryMatch, steps: Sequence[Step], items: Sequence[RefItem]) -> None:
     """Every pair matches, one to one; missing and extra are what the pairs leave."""
     ref = compile_reference(items)
@@ -674,7 +689,11 @@ def test_unparsed_arguments_match_only_ignore() -> None:
     for rule in (ArgumentRule(), ArgumentRule(mode="fields", fields=("q",)), ArgumentRule(tolerance=1.0), ArgumentRule(mode="schema")):
         assert not match_trajectory(bad, [call("search", {"q": "x"})], "strict", rules={"search": rule}).matched, rule
     assert match_trajectory(bad, [call("search", {"q": "x"})], "strict", rules={"search": ArgumentRule(mode="ignore")}).matched
-    assert match_trajectory(bad, [call("search")], "strict").matched  # no arguments given: any
+    # a reference call without arguments: any arguments that parsed, unless the rule is ignore
+    assert not match_trajectory(bad, [call("search")], "strict").matched
+    assert match_trajectory(steps_of(("search", {"q": 1})), [call("search")], "strict").matched
+    assert match_trajectory(bad, [call("search")], "strict", default=ArgumentRule(mode="ignore")).matched
+    assert match_trajectory(bad, [call("search", match=ArgumentRule(mode="ignore"))], "strict").matched
     assert not match_trajectory(bad, [call("search")], "strict", rules={"search": ArgumentRule(mode="schema")}).matched
     # a call with no arguments at all is compared as {}
     assert match_trajectory([Step(0, "now", None, group=0)], [call("now", {})], "strict").matched
@@ -720,6 +739,9 @@ def test_equality_helpers() -> None:
     assert canonical([1]) != canonical({"0": 1}) != canonical("x")
     assert fast_key({"b": 1, "a": "x"}, ArgumentRule()) == fast_key({"a": "x", "b": 1}, ArgumentRule())
     assert fast_key({"a": float("nan")}, ArgumentRule()) is None  # orjson writes NaN as null
+    nan = steps_of(("f", {"x": float("nan")}))
+    assert not match_trajectory(nan, [call("f", {"x": None})], "strict").matched
+    assert not match_trajectory(nan, [call("f", {"x": float("nan")})], "strict").matched  # NaN equals nothing
 
 
 def test_compiled_reference_and_errors() -> None:

@@ -18,9 +18,9 @@ default rule, else ``exact``. The modes:
 ``tolerance`` (numbers within this absolute difference) and ``fold`` (strings compared after
 folding case and collapsing runs of whitespace, ends stripped) apply at every depth inside
 ``exact`` and ``fields``. A reference call whose ``arguments`` are left out matches any arguments
-(under ``schema``, any valid ones). A call whose arguments did not parse (``arguments_error``)
-matches only under ``ignore`` or a reference call without arguments; a call with no arguments at
-all is compared as ``{}``.
+that parsed (under ``schema``, any valid ones; under ``ignore``, any at all). A call whose
+arguments did not parse (``arguments_error``) matches only under ``ignore``; a call with no
+arguments at all is compared as ``{}``.
 
 Rules without a tolerance are equivalences, so :func:`argument_key` gives every call a hashable
 key under them, and calls match exactly when their keys are equal: :mod:`harness.agent.match`
@@ -29,9 +29,7 @@ counts keys instead of comparing every pair.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -41,6 +39,8 @@ from .steps import Step
 
 EXACT = ArgumentRule()
 IGNORE = ArgumentRule(mode="ignore")
+#: the rule of a reference call without arguments: any arguments that parsed (no field compared)
+ANY_PARSED = ArgumentRule.model_construct(mode="fields", fields=(), tolerance=0.0, fold=False)
 
 #: type tags of :func:`canonical`, so that a list, an object and a boolean never equal a scalar
 _DICT, _LIST, _BOOL = 0, 1, 2
@@ -72,7 +72,15 @@ def canonical(value: Any, fold: bool = False) -> Any:
     if kind is str:
         return fold_text(value) if fold else value
     if kind is dict:
-        return (_DICT, tuple(sorted([(k, canonical(v, fold)) for k, v in value.items()])))
+        items = []
+        for k, v in value.items():
+            inner = type(v)
+            if inner is int or inner is float or v is None or (inner is str and not fold):
+                items.append((k, v))
+            else:
+                items.append((k, canonical(v, fold)))
+        items.sort()
+        return (_DICT, tuple(items))
     if kind is list or kind is tuple:
         return (_LIST, tuple([canonical(v, fold) for v in value]))
     if kind is bool:
@@ -109,22 +117,24 @@ def field(arguments: Any, path: str) -> Any:
     return current
 
 
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    from jsonschema.validators import validator_for
-
-    schema = json.loads(schema_json)
-    cls = validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
 def schema_valid(arguments: Any, schema: Mapping[str, Any] | None) -> bool:
     """Whether parsed arguments are valid against a tool's JSON Schema (any JSON object when the
-    tool declares none)."""
+    tool declares none). The validator is the schema check's (``checks.validator_for``: one per
+    schema, kept); a schema that cannot be used (itself invalid, an unresolvable ``$ref``) shows
+    nothing valid."""
     if schema is None:
         return isinstance(arguments, dict)
-    return bool(_validator(json.dumps(schema, sort_keys=True)).is_valid(arguments))
+    from referencing.exceptions import Unresolvable
+
+    from .checks import SchemaValidator, validator_for
+
+    checker = validator_for(schema)
+    if not isinstance(checker, SchemaValidator):
+        return False
+    try:
+        return checker.violation(arguments) is None
+    except Unresolvable:
+        return False
 
 
 def step_arguments(step: Step) -> Any:
@@ -133,11 +143,11 @@ def step_arguments(step: Step) -> Any:
 
 
 def effective_rule(ref: RefCall, rules: Mapping[str, ArgumentRule] | None, default: ArgumentRule | None) -> ArgumentRule:
-    """The rule a reference call is compared under (a call without arguments: ``ignore``, unless
-    the rule is ``schema``)."""
+    """The rule a reference call is compared under. A call without arguments keeps ``ignore`` and
+    ``schema``; under the others it matches any arguments that parsed (:data:`ANY_PARSED`)."""
     rule = ref.match or (rules.get(ref.name) if rules else None) or default or EXACT
-    if ref.arguments is None and rule.mode != "schema":
-        return IGNORE
+    if ref.arguments is None and rule.mode not in ("ignore", "schema"):
+        return ANY_PARSED
     return rule
 
 

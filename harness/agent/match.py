@@ -45,30 +45,26 @@ F-measure of van Rijsbergen, *Information Retrieval*, 1979, ch. 7, as ``2TP/(2TP
 Empty cases: no call expected and none made: every mode matches, precision = recall = F1 = 1.
 Calls expected, none made: ``subset`` matches, the others do not; precision is None (no call to
 judge), recall 0, F1 0. No call expected, calls made: ``superset`` and ``in_order`` match, the
-others do not; precision 0, recall None, F1 0. An empty reference matches what ``superset`` and
-``in_order`` always accept.
+others do not; precision 0, recall None, F1 0. An empty reference is one of the first and the
+last case; so is a reference whose calls are all optional and were not made.
 
 ``pairs``, ``missing`` and ``extra`` describe the mode's answer: when it matches, an assignment
 that shows it; when not, the closest one (``strict``: fewest missing plus extra; ``in_order``:
-fewest missing, then most pairs; the others: the reading that scores best, or one that satisfies
-the mode). ``missing`` lists the required calls of that reading left unmatched.
+fewest missing, then most pairs; the others: the best-scoring reading among those that satisfy the
+mode, else the best-scoring one). ``missing`` lists the required calls of that reading left
+unmatched.
 
-How: steps and reference calls are compared once (hashed keys under rules without a tolerance,
-pairwise otherwise); an assignment is a maximum bipartite matching by augmenting paths (Kuhn),
-required calls first, so it covers the most required calls and the most calls at once
-(Mendelsohn and Dulmage, 1958). The order-free modes try every reading; ``strict`` aligns items
-with groups by dynamic programming; ``in_order`` is a dynamic programme over (group, item, the
-calls of a block still to come) whose step fills a group with the items that fit in it, by one
-matching. The work is polynomial for a fixed reference shape, exponential only in the number of
-readings and the size of a block that spans several groups; a reference with more than
-:data:`MAX_READINGS` readings is refused.
+How: :mod:`harness.agent.reference` lists the readings, compares each step with each reference
+call once (hashed keys under rules without a tolerance, pairwise otherwise) and assigns by a
+maximum bipartite matching that covers the most required calls too; the order-free modes try every
+reading (at most :data:`MAX_READINGS`); :mod:`harness.agent.ordered` aligns for ``strict`` and
+``in_order`` (longest common subsequences for plain lists, dynamic programmes otherwise).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, product
 from typing import Any, Literal, get_args
 
 from . import ordered
@@ -142,39 +138,36 @@ class _Outcome:
         return (2 * k / (n + e) if n + e else 1.0, k, -e)
 
     def satisfies(self, mode: Mode, n: int) -> bool:
-        superset = self.kept == self.required
-        subset = len(self.owner) == n
-        return {"superset": superset, "subset": subset}.get(mode, superset and subset)
-
-
-def _readings(ref: Reference) -> Iterator[Reading]:
-    for combo in product(*ref.items):
-        yield tuple(chain.from_iterable(combo))
+        if mode == "superset":
+            return self.kept == self.required
+        if mode == "subset":
+            return len(self.owner) == n
+        return self.kept == self.required and len(self.owner) == n
 
 
 def _order_free(ref: Reference, graph: Graph) -> list[_Outcome]:
     steps = range(len(graph.steps))
+    classes = graph.classes
     out = []
-    for reading in _readings(ref):
-        tiers = dict(reading)
-        classes = graph.classes
-        owner = _count(reading, ref.classes, classes) if classes is not None else assign(tiers, steps, graph.by_step)
-        kept = sum(1 for p in owner if tiers[p])
-        out.append(_Outcome(owner, reading, kept, sum(1 for _, r in reading if r)))
+    for reading, required, queues in ref.readings:
+        owner = assign(dict(reading), steps, graph.by_step) if classes is None or queues is None else _count(queues, classes)
+        kept = len(owner) if required == len(reading) else sum(1 for pos, req in reading if req and pos in owner)
+        out.append(_Outcome(owner, reading, kept, required))
     return out
 
 
-def _count(reading: Reading, classes: Sequence[Any], step_classes: Sequence[Any]) -> dict[int, int]:
+def _count(queues: Mapping[Any, tuple[int, ...]], step_classes: Sequence[Any]) -> dict[int, int]:
     """:func:`assign` when matching is an equivalence: in each class, the steps in order take the
-    required calls, then the optional ones."""
-    waiting: dict[Any, list[int]] = {}
-    for pos, _ in sorted(reading, key=lambda c: (c[1], -c[0])):
-        waiting.setdefault(classes[pos], []).append(pos)  # popped from the end: required first
+    calls of its queue (required first, each kind by position)."""
     owner: dict[int, int] = {}
+    taken: dict[Any, int] = {}
     for s, key in enumerate(step_classes):
-        queue = waiting.get(key)
-        if queue:
-            owner[queue.pop()] = s
+        queue = queues.get(key)
+        if queue is not None:
+            used = taken.get(key, 0)
+            if used < len(queue):
+                owner[queue[used]] = s
+                taken[key] = used + 1
     return owner
 
 
@@ -205,14 +198,14 @@ def match_trajectory(
     graph = Graph(steps, ref)
     n = len(steps)
     outcomes = _order_free(ref, graph)
-    best = max(outcomes, key=lambda o: o.rank(n))
+    best = outcomes[0] if len(outcomes) == 1 else max(outcomes, key=lambda o: o.rank(n))
     precision, recall, f1 = call_scores(len(best.owner), n, best.expected)
     if mode == "strict" or mode == "in_order":
         errors, owner, missing = ordered.align(ref, graph, strict=mode == "strict")
         matched = errors == 0
     else:
         fits = [o for o in outcomes if o.satisfies(mode, n)]
-        chosen = max(fits, key=lambda o: o.rank(n)) if fits else best
+        chosen = (fits[0] if len(fits) == 1 else max(fits, key=lambda o: o.rank(n))) if fits else best
         matched = bool(fits)
         owner = chosen.owner
         missing = [pos for pos, req in chosen.reading if req and pos not in owner]

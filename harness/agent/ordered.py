@@ -1,53 +1,160 @@
 """The ordered modes: ``strict`` (items and parallel groups one to one) and ``in_order``.
 
-Each returns ``(errors, pairs, missing)``: the number of errors of the best alignment (``strict``:
-missing calls plus extra steps; ``in_order``: missing calls), position → step of its pairs, and
-the missing positions. Matched means no error. A reference of plain calls against steps made one
-at a time is an edit distance or a longest common subsequence (:func:`sequence`); otherwise
-``strict`` aligns items with groups (:func:`one_to_one`) and ``in_order`` runs :class:`InOrder`.
+:func:`align` returns ``(errors, pairs, missing)``: the errors of the best alignment (``strict``:
+missing calls plus extra steps; ``in_order``: missing calls), its pairs (position → step) and the
+missing positions; matched means no error. Which algorithm:
+
+- a plain list of required calls: a longest common subsequence (:func:`common`; ``in_order`` over
+  parallel groups: :func:`chains`);
+- a list of calls, some optional, against steps made one at a time: an edit distance or a longest
+  common subsequence by a table (:func:`sequence`);
+- otherwise ``strict`` aligns items with groups (:func:`one_to_one`) and ``in_order`` runs the
+  dynamic programme :class:`InOrder`.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from itertools import chain, product
 from typing import Any
 
-from .reference import Graph, Reading, Reference, assign
+from .reference import Graph, Reading, Reference, assign, augment
 
 
 def align(ref: Reference, graph: Graph, *, strict: bool) -> tuple[int, dict[int, int], list[int]]:
     """``(errors, pairs, missing)`` of ``strict`` (``strict=True``) or ``in_order``."""
-    if ref.simple and all(len(g) == 1 for g in graph.groups):
-        return sequence(ref, graph, strict)
-    if strict:
-        return one_to_one(ref, graph)
-    if ref.simple and all(readings[0][0][1] for readings in ref.items):
-        owner = earliest(ref, graph)
-        if owner is not None:
-            return 0, owner, []
-    return InOrder(ref, graph).solve()
+    if ref.simple:
+        single = all(len(g) == 1 for g in graph.groups)
+        if ref.plain:
+            if strict or single:
+                return common(ref, graph, strict)
+            return chains(ref, graph)
+        if single:
+            return sequence(ref, graph, strict)
+    return one_to_one(ref, graph) if strict else InOrder(ref, graph).solve()
 
 
-def earliest(ref: Reference, graph: Graph) -> dict[int, int] | None:
-    """``in_order`` of plain required calls, when they fit: each group in turn takes the longest
-    run of the next calls it can hold at once. The run ends no earlier than in any embedding, so
-    this finds one whenever there is one; None when there is none."""
-    q, i, owner = len(ref.items), 0, {}
-    for group in graph.groups:
-        if i == q:
-            break
-        touch = {pos for s in group for pos in graph.by_step[s]}
-        run: dict[int, int] = {}
-        j = i
-        while j < q and j in touch:
-            trial = assign(dict.fromkeys(range(i, j + 1), True), group, graph.by_step)
-            if len(trial) <= j - i:
-                break
-            run, j = trial, j + 1
-        owner.update(run)
-        i = j
-    return owner if i == q else None
+def lcs(count: int, columns: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """A longest common subsequence of items ``0..count-1`` and ``columns`` (``columns[c]``: the
+    items column ``c`` may be matched to, in increasing order), as (item, column) pairs: Hunt and Szymanski's method
+    (*A fast algorithm for computing longest common subsequences*, CACM 20(5), 1977): for each
+    column, its items in decreasing order, each extending the chain ending at the smallest item
+    before it."""
+    ends: list[int] = []  # ends[k]: the smallest last item of a common subsequence of length k + 1
+    links: list[Any] = []
+    for c, items in enumerate(columns):
+        for i in reversed(items):  # each column's items are in increasing order
+            k = bisect_left(ends, i)
+            link = (i, c, links[k - 1] if k else None)
+            if k == len(ends):
+                ends.append(i)
+                links.append(link)
+            else:
+                ends[k], links[k] = i, link
+    out = []
+    node = links[-1] if links else None
+    while node is not None:
+        out.append((node[0], node[1]))
+        node = node[2]
+    return out[::-1]
+
+
+def common(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, int], list[int]]:
+    """Plain required calls: ``strict`` pairs items with groups in order (a pair leaves the group's
+    other steps extra; an unpaired item is missing, an unpaired group extra), ``in_order`` with
+    steps made one at a time pairs items with steps; either way the fewest errors are the most
+    pairs, a longest common subsequence."""
+    groups, by_step, q = graph.groups, graph.by_step, len(ref.items)
+    columns = by_step
+    if strict and len(groups) < len(by_step):
+        columns = [by_step[g[0]] if len(g) == 1 else sorted({i for s in g for i in by_step[s]}) for g in groups]
+    owner: dict[int, int] = {}
+    for i, c in lcs(q, columns):
+        group = groups[c] if strict else (c,)
+        owner[i] = group[0] if len(group) == 1 else next(s for s in group if i in by_step[s])
+    missing = [i for i in range(q) if i not in owner]
+    return len(missing) + (len(graph.steps) - len(owner) if strict else 0), owner, missing
+
+
+def _reach(group: Sequence[int], by_step: Sequence[Sequence[int]]) -> dict[int, list[int]]:
+    """Per reference position, the steps of the group it may be matched to."""
+    out: dict[int, list[int]] = {}
+    for s in group:
+        for pos in by_step[s]:
+            out.setdefault(pos, []).append(s)
+    return out
+
+
+def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:
+    """``in_order`` of plain required calls over parallel groups: the most calls matched in order,
+    a group holding any run of them that one matching can. Hunt and Szymanski's method (see
+    :func:`lcs`) with a group for a column: ``ends[k]`` is the smallest last call of an ordered
+    chain of ``k + 1`` matched calls in the groups so far; a group extends the chain ending before
+    each call ``x`` it may hold with the calls it can hold at once from ``x`` on, taken greedily in
+    order. Greedy is optimal there: the calls one group can hold form a transversal matroid, whose
+    greedy basis has the smallest ``t``-th element for every ``t`` (Gale, *Optimal assignments in
+    an ordered set*, J. Comb. Theory 4, 1968)."""
+    q = len(ref.items)
+    ends: list[int] = []
+    links: list[Any] = []
+    by_step, groups = graph.by_step, graph.groups
+    for g, group in enumerate(groups):
+        if len(group) == 1:  # one step: Hunt and Szymanski's own update, calls in decreasing order
+            for x in reversed(by_step[group[0]]):  # each list is by position
+                k = bisect_left(ends, x)
+                link = (g, (x,), links[k - 1] if k else None)
+                if k == len(ends):
+                    ends.append(x)
+                    links.append(link)
+                else:
+                    ends[k], links[k] = x, link
+            continue
+        reach = _reach(group, by_step)
+        if not reach:
+            continue
+        touching = sorted(reach)
+        # each call with a step of its own: any of them fit at once, no matching needed
+        free = all(len(v) == 1 for v in reach.values()) and len({v[0] for v in reach.values()}) == len(reach)
+        new_ends, new_links = list(ends), list(links)
+        last_k = -1
+        for a, first in enumerate(touching):
+            k = bisect_left(ends, first)
+            if k == last_k:
+                continue  # the run from an earlier call extends the same chain, no worse
+            last_k = k
+            before = links[k - 1] if k else None
+            held: dict[int, int] = {}
+            run: list[int] = []
+            for x in touching[a:]:
+                if free or augment(x, reach, held):
+                    run.append(x)
+                    j = k + len(run) - 1
+                    if j == len(new_ends):
+                        new_ends.append(x)
+                        new_links.append((g, tuple(run), before))
+                    elif x < new_ends[j]:
+                        new_ends[j], new_links[j] = x, (g, tuple(run), before)
+                    if len(run) == len(group):
+                        break
+        ends, links = new_ends, new_links
+    owner: dict[int, int] = {}
+    node = links[-1] if links else None
+    while node is not None:
+        g, run, node = node
+        group = groups[g]
+        if len(group) == 1:
+            owner[run[0]] = group[0]
+            continue
+        reach, held = _reach(group, by_step), {}
+        for x in run:
+            if len(reach[x]) == 1 and reach[x][0] not in held:
+                held[reach[x][0]] = x
+            else:
+                augment(x, reach, held)
+        owner.update({x: s for s, x in held.items()})
+    missing = [i for i in range(q) if i not in owner]
+    return len(missing), owner, missing
 
 
 def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:
@@ -93,30 +200,16 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
             i += 1
         else:
             g += 1
-    errors = -(-cost[0][0] // big) if cost[0][0] > 0 else 0
-    return errors, pairs, missing
+    return len(missing) + len(graph.steps) - len(pairs), pairs, missing
 
 
 def sequence(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, int], list[int]]:
-    """``strict`` or ``in_order`` for a reference of plain calls and steps made one at a time (item
-    ``i`` is position ``i``, group ``s`` is step ``s``): an edit distance (strict: a missing call and
-    an extra step cost one each) or a longest common subsequence (in_order: extra steps are free)
-    by dynamic programming; cost = errors × big − pairs."""
+    """``strict`` or ``in_order`` for a reference of plain calls, some optional, and steps made one
+    at a time (item ``i`` is position ``i``, group ``s`` is step ``s``): an edit distance (strict: a
+    missing call and an extra step cost one each) or a longest common subsequence (in_order: extra
+    steps are free) by dynamic programming; cost = errors × big − pairs."""
     by_step, q, n = graph.by_step, len(ref.items), len(graph.steps)
     required = [ref.items[i][0][0][1] for i in range(q)]
-    if all(required):
-        owner: dict[int, int] = {}
-        if strict:
-            if n == q and all(i in by_step[i] for i in range(q)):
-                return 0, {i: i for i in range(q)}, []
-        else:  # the earliest embedding, if there is one
-            i = 0
-            for s in range(n):
-                if i < q and i in by_step[s]:
-                    owner[i] = s
-                    i += 1
-            if i == q:
-                return 0, owner, []
     big = n + q + 1
     extra_cost = big if strict else 0
     table = [[0] * (n + 1) for _ in range(q + 1)]
@@ -132,7 +225,9 @@ def sequence(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int,
             if below[s + 1] - 1 < best and i in by_step[s]:
                 best = below[s + 1] - 1
             row[s] = best
-    owner, missing, i, s = {}, [], 0, 0
+    owner: dict[int, int] = {}
+    missing: list[int] = []
+    i = s = 0
     while i < q:
         here = table[i][s]
         if s < n and here == table[i + 1][s + 1] - 1 and i in by_step[s]:

@@ -11,12 +11,14 @@ the most required calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, product
 from typing import Any
 
-from .arguments import argument_key, arguments_match, effective_rule, fast_key, keyed, step_arguments
+import orjson
+
+from .arguments import argument_key, arguments_match, effective_rule, fast_key, keyed
 from .records import AnyOrder, ArgumentRule, OneOf, RefCall, RefItem, ToolSpec
 from .steps import Step
 
@@ -25,6 +27,22 @@ MAX_READINGS = 4096
 
 #: a reading's calls: (position, required), by position
 Reading = tuple[tuple[int, bool], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """The reference calls of one tool read by one rule."""
+
+    name: str
+    number: int
+    rule: ArgumentRule
+    positions: tuple[int, ...]
+    #: the rule is keyed (an equivalence)
+    keyed: bool
+    #: keyed: the fast key (:func:`~.arguments.fast_key`) of a call's arguments → (class, positions)
+    fast: Mapping[bytes, tuple[Any, tuple[int, ...]]]
+    #: the fast key is the JSON text of the whole arguments (``exact``, no folding)
+    whole: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,16 +56,21 @@ class Reference:
     #: per position: its rule, and its class ``(name, rule number, key)`` when the rule is keyed
     rules: tuple[ArgumentRule, ...]
     classes: tuple[Any, ...]
-    #: per tool name: (rule number, rule, keyed, positions) of each rule its calls are read by
-    by_name: Mapping[str, tuple[tuple[int, ArgumentRule, bool, tuple[int, ...]], ...]]
+    #: per tool name, one entry per rule its calls are read by
+    by_name: Mapping[str, tuple[Entry, ...]]
     #: keyed positions by class
     members: Mapping[Any, tuple[int, ...]]
-    #: per (name, rule number): the fast key (:func:`fast_key`) of a reference call → its class key
-    fast: Mapping[tuple[str, int], Mapping[bytes, Any]]
+    #: per tool name read by one ``exact`` rule without folding: its calls' JSON texts (Entry.fast)
+    texts: Mapping[str, Mapping[bytes, tuple[Any, tuple[int, ...]]]]
     #: every tool name has one rule, keyed: a step belongs to one class and matching is counting
     partition: bool
+    #: every reading of the whole reference: its calls, how many are required, and (with a
+    #: partition) its calls by class, required first, each kind by position
+    readings: tuple[tuple[Reading, int, Mapping[Any, tuple[int, ...]] | None], ...]
     #: every item is one call with one reading
     simple: bool
+    #: simple, and no call is optional
+    plain: bool
 
 
 def _item_readings(item: RefItem, calls: list[RefCall]) -> list[Reading]:
@@ -84,16 +107,21 @@ def compile_reference(
     """Flatten a reference, list its readings and key its calls' arguments."""
     calls: list[RefCall] = []
     items = tuple(tuple(_item_readings(item, calls)) for item in reference)
-    _bounded_product(items)  # the order-free modes try every reading
+    flat = [tuple(chain.from_iterable(c)) for c in _bounded_product(items)]
     by_pos = tuple(effective_rule(c, rules, default) for c in calls)
-    numbers = {rule: n for n, rule in enumerate(dict.fromkeys(by_pos))}
+    # rules are numbered by value; looked up by identity first (hashing a pydantic model is slow)
+    by_value: dict[ArgumentRule, int] = {}
+    by_id: dict[int, int] = {}
+    for rule in by_pos:
+        if id(rule) not in by_id:
+            by_id[id(rule)] = by_value.setdefault(rule, len(by_value))
     classes: list[Any] = []
-    entries: dict[tuple[str, int], list[int]] = {}
+    positions: dict[tuple[str, int], list[int]] = {}
     members: dict[Any, list[int]] = {}
-    fast: dict[tuple[str, int], dict[bytes, Any]] = {}
+    texts: dict[tuple[str, int], dict[bytes, Any]] = {}
     for pos, (call, rule) in enumerate(zip(calls, by_pos, strict=True)):
-        number = numbers[rule]
-        entries.setdefault((call.name, number), []).append(pos)
+        number = by_id[id(rule)]
+        positions.setdefault((call.name, number), []).append(pos)
         if not keyed(rule):
             classes.append(None)
             continue
@@ -102,11 +130,23 @@ def compile_reference(
         members.setdefault(key, []).append(pos)
         text = fast_key(call.arguments, rule) if call.arguments is not None else None
         if text is not None:
-            fast.setdefault((call.name, number), {})[text] = key
-    by_name: dict[str, list[tuple[int, ArgumentRule, bool, tuple[int, ...]]]] = {}
-    for (name, number), positions in entries.items():
-        rule = by_pos[positions[0]]
-        by_name.setdefault(name, []).append((number, rule, keyed(rule), tuple(positions)))
+            texts.setdefault((call.name, number), {})[text] = key
+    frozen = {key: tuple(p) for key, p in members.items()}
+    by_name: dict[str, list[Entry]] = {}
+    for (name, number), where in positions.items():
+        rule = by_pos[where[0]]
+        fast = {text: (key, frozen[key]) for text, key in texts.get((name, number), {}).items()}
+        whole = rule.mode == "exact" and not rule.fold
+        by_name.setdefault(name, []).append(Entry(name, number, rule, tuple(where), keyed(rule), fast, whole))
+    partition = all(len(e) == 1 and e[0].keyed for e in by_name.values())
+    readings = []
+    for reading in flat:
+        queues: dict[Any, list[int]] | None = None
+        if partition:
+            queues = {}
+            for pos, _ in sorted(reading, key=lambda c: (not c[1], c[0])):
+                queues.setdefault(classes[pos], []).append(pos)
+        readings.append((reading, sum(req for _, req in reading), {k: tuple(v) for k, v in queues.items()} if queues is not None else None))
     return Reference(
         calls=tuple(calls),
         items=items,
@@ -114,69 +154,92 @@ def compile_reference(
         rules=by_pos,
         classes=tuple(classes),
         by_name={name: tuple(e) for name, e in by_name.items()},
-        members={key: tuple(p) for key, p in members.items()},
-        fast=fast,
-        partition=all(len(e) == 1 and e[0][2] for e in by_name.values()),
-        simple=all(len(readings) == 1 and len(readings[0]) == 1 for readings in items),
+        members=frozen,
+        texts={name: e[0].fast for name, e in by_name.items() if len(e) == 1 and e[0].whole},
+        partition=partition,
+        readings=tuple(readings),
+        simple=all(len(r) == 1 and len(r[0]) == 1 for r in items),
+        plain=all(len(r) == 1 and len(r[0]) == 1 and r[0][0][1] for r in items),
     )
 
 
-def _step_key(step: Step, number: int, rule: ArgumentRule, ref: Reference) -> Any:
-    """The class key of a step's arguments under a keyed rule."""
+def _step_key(step: Step, entry: Entry, tools: Mapping[str, ToolSpec] | None) -> Any:
+    """The class of a step under a keyed rule: ``(name, rule number, key of its arguments)``."""
+    rule = entry.rule
     if rule.mode == "ignore":
-        return ()
-    if rule.mode != "schema" and step.arguments_error is None:
-        known = ref.fast.get((step.name, number))
-        if known is not None:
-            text = fast_key(step_arguments(step), rule)
-            if text is not None and text in known:
-                return known[text][2]
-    spec = ref.tools.get(step.name) if ref.tools else None
-    return argument_key(
-        step_arguments(step),
-        rule,
-        parsed=step.arguments_error is None,
-        schema=spec.parameters if spec is not None else None,
-    )
+        return (entry.name, entry.number, ())
+    parsed = step.arguments_error is None
+    arguments = {} if step.arguments is None else step.arguments
+    if parsed and entry.fast:
+        hit = entry.fast.get(fast_key(arguments, rule))  # type: ignore[arg-type]
+        if hit is not None:
+            return hit[0]
+    spec = tools.get(step.name) if tools else None
+    schema = spec.parameters if spec is not None else None
+    return (entry.name, entry.number, argument_key(arguments, rule, parsed=parsed, schema=schema))
 
 
 class Graph:
     """Which step may be matched to which reference call, and the steps' parallel groups."""
 
-    __slots__ = ("by_step", "classes", "groups", "steps")
+    __slots__ = ("_groups", "by_step", "classes", "steps")
 
     def __init__(self, steps: Sequence[Step], ref: Reference) -> None:
         self.steps = steps
+        #: per step, the positions it may be matched to, in increasing order
         by_step: list[Sequence[int]] = []
         #: with a partition, each step's class (None: no reference call has its name)
         classes: list[Any] = []
-        members, calls, tools = ref.members, ref.calls, ref.tools
+        by_name, members, calls, tools, texts = ref.by_name, ref.members, ref.calls, ref.tools, ref.texts
+        dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
         for step in steps:
-            entries = ref.by_name.get(step.name)
+            known = texts.get(step.name)
+            if known is not None and step.arguments_error is None:
+                # the common case: exact arguments found by their JSON text (a reference call's
+                # text never holds null, so a step's NaN, which orjson writes as null, finds none)
+                try:
+                    text = dumps({} if step.arguments is None else step.arguments, option=sort)
+                except TypeError:
+                    text = b""
+                hit = known.get(text)
+                if hit is not None:
+                    classes.append(hit[0])
+                    by_step.append(hit[1])
+                    continue
+            entries = by_name.get(step.name)
             if entries is None:
                 by_step.append(())
                 classes.append(None)
                 continue
             found: list[int] = []
-            for number, rule, is_keyed, positions in entries:
-                if is_keyed:
-                    key = (step.name, number, _step_key(step, number, rule, ref))
-                    classes.append(key)
+            key = None
+            for entry in entries:
+                if entry.keyed:
+                    key = _step_key(step, entry, tools)
                     found += members.get(key, ())
                 else:
-                    found += [p for p in positions if arguments_match(step, calls[p], rule, tools)]
+                    found += [p for p in entry.positions if arguments_match(step, calls[p], entry.rule, tools)]
+            classes.append(key if len(entries) == 1 else None)
             by_step.append(sorted(found) if len(entries) > 1 else found)
         self.by_step = by_step
         self.classes = classes if ref.partition else None
-        groups: list[list[int]] = []
-        previous: int | None = None
-        for s, step in enumerate(steps):
-            if groups and step.group is not None and step.group == previous:
-                groups[-1].append(s)
-            else:
-                groups.append([s])
-            previous = step.group
-        self.groups = [tuple(g) for g in groups]
+        self._groups: list[tuple[int, ...]] | None = None
+
+    @property
+    def groups(self) -> list[tuple[int, ...]]:
+        """The steps' parallel groups in order, as step positions: a run of steps with one
+        ``group``; a step without a group is a group of its own."""
+        if self._groups is None:
+            groups: list[list[int]] = []
+            previous: int | None = None
+            for s, step in enumerate(self.steps):
+                if groups and step.group is not None and step.group == previous:
+                    groups[-1].append(s)
+                else:
+                    groups.append([s])
+                previous = step.group
+            self._groups = [tuple(g) for g in groups]
+        return self._groups
 
     def by_pos(self, count: int) -> list[list[int]]:
         """Per reference position, the steps it may be matched to."""
@@ -193,32 +256,38 @@ def assign(tiers: Mapping[int, bool], steps: Sequence[int], by_step: Sequence[Se
     required positions, then over all (Kuhn's method; an augmenting path keeps every matched
     position matched). Returns position → step."""
     owner: dict[int, int] = {}
-    for allow_optional in (False, True):
+    required = {p for p, r in tiers.items() if r}
+    for allowed in (required, tiers):
         taken = set(owner.values())
         for start in steps:
-            if start not in taken and _augment(start, tiers, by_step, owner, allow_optional):
+            if start not in taken and augment(start, by_step, owner, allowed):
                 taken.add(start)
     return owner
 
 
-def _augment(start: int, tiers: Mapping[int, bool], by_step: Sequence[Sequence[int]], owner: dict[int, int], allow_optional: bool) -> bool:
+def augment(
+    start: int, edges: Sequence[Sequence[int]] | Mapping[int, Sequence[int]], owner: dict[int, int], allowed: Container[int] | None = None
+) -> bool:
+    """Grow the matching ``owner`` (right → left) by an augmenting path from the unmatched left
+    vertex ``start`` (``edges[v]``: the right vertices of left vertex ``v``; ``allowed``: the right
+    vertices that may be used, all when None). True when it grew; every matched vertex stays
+    matched. Depth-first, without recursion."""
     seen: set[int] = set()
-    stack = [(start, iter(by_step[start]))]
+    stack = [(start, iter(edges[start]))]
     path: list[int] = []
     while stack:
         _, options = stack[-1]
-        for p in options:
-            required = tiers.get(p)
-            if required is None or p in seen or not (required or allow_optional):
+        for right in options:
+            if right in seen or (allowed is not None and right not in allowed):
                 continue
-            seen.add(p)
-            path.append(p)
-            holder = owner.get(p)
+            seen.add(right)
+            path.append(right)
+            holder = owner.get(right)
             if holder is None:
-                for (s, _), q in zip(stack, path, strict=True):
-                    owner[q] = s
+                for (left, _), matched in zip(stack, path, strict=True):
+                    owner[matched] = left
                 return True
-            stack.append((holder, iter(by_step[holder])))
+            stack.append((holder, iter(edges[holder])))
             break
         else:
             stack.pop()
