@@ -5,6 +5,14 @@ in one line before anything is sent (``harness run``, ``batch submit``, ``batch 
 ``markdown_table`` renders the README's table (a test keeps the two equal) and
 ``tests/test_matrix.py`` runs every supported cell against local servers.
 
+The workflows built on the engine (``harness race``, ``harness cascade``, ``harness labels`` with
+``harness infer``, ``harness align``) have a list of their own, ``WORKFLOW_CELLS``: each workflow
+with each family through each path it has (a live run, an ``--offline`` replay, a PostgreSQL
+cache, a run made in shards). A workflow asks the engine for its judgments, so every option a
+judge asks for is held to the first list on that path too (``check_supported``), before the
+workflow sends anything; ``workflow_table`` renders its table and ``tests/test_matrix_workflows.py``
+runs its cells.
+
 Families are what a judge is to the harness (``judge_family``): a chat model, an OpenAI reasoning
 model (gpt-5, o-series), Anthropic's Messages API, the embedded llama.cpp judge; a provider's
 profile (``providers/``) says which, and its limits are the refusals of its rows. Options are
@@ -125,6 +133,59 @@ def cell(family: Family, option: Option, path: PathName) -> Cell:
     return _BY_KEY[(family, option, path)]
 
 
+Workflow = Literal["race", "cascade", "infer", "align"]
+WorkflowPath = Literal["live", "offline", "postgres", "shard"]
+
+WORKFLOWS: tuple[Workflow, ...] = ("race", "cascade", "infer", "align")
+WORKFLOW_PATHS: tuple[WorkflowPath, ...] = ("live", "offline", "postgres", "shard")
+WORKFLOW_LABELS: dict[Workflow, str] = {
+    "race": "`harness race`",
+    "cascade": "`harness cascade` calibrate + run",
+    "infer": "`harness labels sample` + `harness infer`",
+    "align": "`harness align`",
+}
+WORKFLOW_PATH_LABELS: dict[WorkflowPath, str] = {
+    "live": "live",
+    "offline": "`--offline` replay",
+    "postgres": "PostgreSQL cache",
+    "shard": "a run made with `--shard i/n` + merge",
+}
+#: The paths a workflow does not have, and why (first match wins).
+WORKFLOW_ABSENT: tuple[tuple[tuple[Workflow, ...], tuple[WorkflowPath, ...], str], ...] = (
+    (("race",), ("shard",), "race judges pairs in rounds and decides after each, in one process: it has no --shard"),
+    (("cascade",), ("shard",), "a cascade stage judges what the one before passed on, in one process: it has no --shard"),
+)
+WORKFLOW_UNTESTED_WHY = "supported, not in the test matrix: the bundled model is too slow for a cascade's samples on two stages"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowCell:
+    workflow: Workflow
+    family: Family
+    path: WorkflowPath
+    supported: bool
+    #: why not, for a path the workflow does not have; why it is not tested, for an untested one
+    reason: str = ""
+    #: run by tests/test_matrix_workflows.py
+    tested: bool = True
+
+
+def _workflow_cell(workflow: Workflow, family: Family, path: WorkflowPath) -> WorkflowCell:
+    for workflows, paths, why in WORKFLOW_ABSENT:
+        if workflow in workflows and path in paths:
+            return WorkflowCell(workflow, family, path, False, why)
+    return WorkflowCell(workflow, family, path, True)
+
+
+#: Every (workflow, family, path), in table order.
+WORKFLOW_CELLS: tuple[WorkflowCell, ...] = tuple(_workflow_cell(w, f, p) for w in WORKFLOWS for f in FAMILIES for p in WORKFLOW_PATHS)
+_WORKFLOW_BY_KEY = {(c.workflow, c.family, c.path): c for c in WORKFLOW_CELLS}
+
+
+def workflow_cell(workflow: Workflow, family: Family, path: WorkflowPath) -> WorkflowCell:
+    return _WORKFLOW_BY_KEY[(workflow, family, path)]
+
+
 def judge_family(judge: JudgeConfig) -> Family:
     """The family ``judge``'s provider puts it in, else a chat or a reasoning model by its model's family."""
     profile = profile_of(judge)
@@ -176,5 +237,30 @@ def markdown_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":  # python -m harness.capabilities: print the README's table
+def workflow_table() -> str:
+    """The workflows' table: a row per workflow and family, a column per path; absent paths footnoted."""
+    reasons = list(dict.fromkeys(c.reason for c in WORKFLOW_CELLS if not c.supported))
+    lines = ["| workflow | judge | " + " | ".join(WORKFLOW_PATH_LABELS[p] for p in WORKFLOW_PATHS) + " |", "|---|---|" + "---|" * len(WORKFLOW_PATHS)]
+    for workflow in WORKFLOWS:
+        for family in FAMILIES:
+            marks = []
+            for path in WORKFLOW_PATHS:
+                c = workflow_cell(workflow, family, path)
+                marks.append(f"— ({reasons.index(c.reason) + 1})" if not c.supported else "yes" if c.tested else "yes*")
+            lines.append(f"| {WORKFLOW_LABELS[workflow]} | {FAMILY_LABELS[family]} | " + " | ".join(marks) + " |")
+    lines.append("")
+    untested = any(c.supported and not c.tested for c in WORKFLOW_CELLS)
+    lines.append(
+        "yes: supported and run by `tests/test_matrix_workflows.py`"
+        + (f"; yes*: {WORKFLOW_UNTESTED_WHY}" if untested else "")
+        + ". A judge option is held to the table above on each path. —: the workflow has no such path:"
+    )
+    lines.append("")
+    lines.extend(f"{n}. {why}." for n, why in enumerate(reasons, start=1))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m harness.capabilities: print the docs' tables
     print(markdown_table(), end="")
+    print()
+    print(workflow_table(), end="")

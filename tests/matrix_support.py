@@ -18,15 +18,32 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tests.anthropic_server import AnthropicServer
+from tests.batch_server import BatchServer
+from tests.e2e_support import KEY
 from tests.judge_server import JudgeServer, reasoning_model_refusal
 from tests.scripted_judges import _logprob_content, _tokens, score_distribution
 
 REASONING_TOKENS = 7
 _SCORE = re.compile(r"\[\[score=(\d)\]\]")
+#: A transcript marked ``[[sure]]`` gets the same score in every sample and choice, and most of its
+#: logprob mass on it: a judge sure of its verdict (the cascade's tests route on it).
+SURE = "[[sure]]"
+
+#: The judge table (model, provider) each family's cells are run with.
+FAMILY_JUDGE: dict[str, dict[str, Any]] = {
+    "chat": {"model": "gpt-4o-mini"},
+    "reasoning": {"model": "gpt-5-mini"},
+    "anthropic": {"model": "claude-haiku-4-5", "provider": "anthropic"},
+    "local": {"model": "SmolLM2-135M-Instruct-Q4_1", "provider": "local"},
+}
 
 
 def _last_user(messages: list[Any]) -> str:
@@ -38,16 +55,19 @@ def _last_user(messages: list[Any]) -> str:
 
 
 def _choices(body: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]] | None]]:
-    found = _SCORE.search(_last_user(body["messages"]))
+    text = _last_user(body["messages"])
+    found = _SCORE.search(text)
     base = int(found.group(1)) if found else 3
-    seed = int(body.get("seed") or 0)
+    sure = SURE in text
+    seed = 0 if sure else int(body.get("seed") or 0)
     out: list[tuple[str, list[dict[str, Any]] | None]] = []
     for index in range(int(body.get("n") or 1)):
-        value = 1 + (base - 1 + seed + index) % 5
+        value = 1 + (base - 1 + seed + (0 if sure else index)) % 5
         content = '{"score": ' + str(value) + "}"
         if body.get("logprobs"):
             tokens = _tokens(content)
-            alternatives = {str(s): p for s, p in score_distribution(value, 1, 5).items()}
+            spread = {s: (0.9 if s == value else 0.025) for s in range(1, 6)} if sure else score_distribution(value, 1, 5)
+            alternatives = {str(s): p for s, p in spread.items()}
             out.append((content, _logprob_content(tokens, tokens.index(str(value)), alternatives)))
         elif body.get("response_format"):
             out.append((content, None))
@@ -90,6 +110,49 @@ class MatrixAnthropicServer(AnthropicServer):
         prompt = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
         self.billed.append((prompt, usage["output_tokens"]))
         return reply
+
+
+@dataclass
+class Servers:
+    openai: MatrixOpenAIServer
+    anthropic: MatrixAnthropicServer
+    batch: BatchServer
+    live_refs: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    #: what a module's tests keep of a run to compare other paths with (a workflow's live run)
+    kept: dict[Any, Any] = field(default_factory=dict)
+
+    def billed(self, family: str) -> list[tuple[int, int]]:
+        return self.anthropic.billed if family == "anthropic" else self.openai.billed
+
+    def sent(self) -> int:
+        """Every judge request any server has answered (a batch's requests counted one by one)."""
+        return len(self.openai.requests) + len(self.anthropic.requests) + self.batch.requests_received
+
+    def contacted(self) -> int:
+        """Every HTTP request any server has received (a batch upload, create or poll included)."""
+        return len(self.openai.requests) + len(self.anthropic.requests) + len(self.batch.paths)
+
+
+@contextmanager
+def running_servers() -> Iterator[Servers]:
+    """The live servers and the batch server that answers as they do, for a test module."""
+    openai, anthropic = MatrixOpenAIServer(), MatrixAnthropicServer()
+    openai.start()
+    anthropic.start()
+    batch = BatchServer(key=KEY, openai_answer=partial(openai_answer, openai), anthropic_answer=partial(anthropic_answer, anthropic))
+    batch.start()
+    try:
+        yield Servers(openai, anthropic, batch)
+    finally:
+        batch.stop()
+        anthropic.stop()
+        openai.stop()
+
+
+def live_url(servers: Servers, family: str) -> str:
+    url = servers.anthropic.base_url if family == "anthropic" else servers.openai.base_url
+    assert url is not None
+    return url
 
 
 def openai_answer(server: JudgeServer, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -17,7 +17,6 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,29 +29,22 @@ from harness.cli import app
 from harness.outputs.merge import merge_runs
 from harness.planning import RunOptions
 from harness.runner.session import RunOutcome, run_evaluation
-from tests.batch_server import BatchServer
 from tests.e2e_support import KEY, KEY_ENV, read_jsonl, write_config
 from tests.matrix_support import (
     DISTINCT_PROMPTS,
+    FAMILY_JUDGE,
     REASONING_TOKENS,
     RUBRICS,
-    MatrixAnthropicServer,
-    MatrixOpenAIServer,
+    Servers,
     answer_export,
-    anthropic_answer,
     likert_prompts,
-    openai_answer,
+    live_url,
+    running_servers,
     transcripts,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 
-FAMILY_JUDGE: dict[str, dict[str, Any]] = {
-    "chat": {"model": "gpt-4o-mini"},
-    "reasoning": {"model": "gpt-5-mini"},
-    "anthropic": {"model": "claude-haiku-4-5", "provider": "anthropic"},
-    "local": {"model": "SmolLM2-135M-Instruct-Q4_1", "provider": "local"},
-}
 OPTION_FIELDS: dict[str, dict[str, Any]] = {
     "plain": {},
     "samples_n": {"samples": 3, "samples_via": "n", "seed": 7, "temperature": 1.0},
@@ -99,38 +91,10 @@ COMPARED = (
 )
 
 
-@dataclass
-class Servers:
-    openai: MatrixOpenAIServer
-    anthropic: MatrixAnthropicServer
-    batch: BatchServer
-    live_refs: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
-
-    def billed(self, family: str) -> list[tuple[int, int]]:
-        return self.anthropic.billed if family == "anthropic" else self.openai.billed
-
-    def sent(self) -> int:
-        """Every judge request any server has answered (a batch's requests counted one by one)."""
-        return len(self.openai.requests) + len(self.anthropic.requests) + self.batch.requests_received
-
-    def contacted(self) -> int:
-        """Every HTTP request any server has received (a batch upload, create or poll included)."""
-        return len(self.openai.requests) + len(self.anthropic.requests) + len(self.batch.paths)
-
-
 @pytest.fixture(scope="module")
 def servers() -> Iterator[Servers]:
-    openai, anthropic = MatrixOpenAIServer(), MatrixAnthropicServer()
-    openai.start()
-    anthropic.start()
-    batch = BatchServer(key=KEY, openai_answer=partial(openai_answer, openai), anthropic_answer=partial(anthropic_answer, anthropic))
-    batch.start()
-    try:
-        yield Servers(openai, anthropic, batch)
-    finally:
-        batch.stop()
-        anthropic.stop()
-        openai.stop()
+    with running_servers() as running:
+        yield running
 
 
 @pytest.fixture(autouse=True)
@@ -180,12 +144,6 @@ class Cell:
         """What one honest pass pays: each distinct prompt once per rubric (k times for k samples
         asked one request each; once for samples asked with n = k)."""
         return DISTINCT_PROMPTS * len(RUBRICS) * (3 if self.option == "samples_requests" else 1)
-
-
-def live_url(servers: Servers, family: str) -> str:
-    url = servers.anthropic.base_url if family == "anthropic" else servers.openai.base_url
-    assert url is not None
-    return url
 
 
 def view(rows: list[dict[str, Any]], cost_factor: float = 1.0) -> list[dict[str, Any]]:

@@ -151,8 +151,10 @@ def cascade_run(
     for stage in summary["stages"]:
         err.print(f"{escape(stage['judge'])}: answered {stage['answered']} of the {stage['judged']} it judged", highlight=False)
     alone = "" if summary["strongest_alone_usd"] is None else f", against about ${summary['strongest_alone_usd']:.4f} for the strongest judge alone"
+    failed = f", {summary['failed']} failed" if summary["failed"] else ""
     err.print(
-        f"{total} transcripts, {summary['abstained']} abstained; {escape(_spent(summary))}{alone}; {escape(summary['guarantee'])}",
+        f"{total} transcripts, {summary['abstained']} abstained{failed}; {escape(_spent(summary))}{alone}; {escape(summary['guarantee'])}",
         highlight=False,
         soft_wrap=True,
     )
+    raise typer.Exit(summary["exit_code"])

@@ -84,9 +84,11 @@ def entry(model: str, user_table: PriceTable | None = None) -> tuple[str, ModelP
 
 def with_prices(judge: JudgeConfig, user_table: PriceTable | None = None) -> JudgeConfig:
     """The judge with prices (and its context window) filled in from the tables where its config
-    gives none."""
+    gives none. A judge whose provider costs nothing (the embedded local judge) is priced at 0
+    where its config gives no price: its cost is known, never "no price"."""
     if not judge.profile.priced:
-        return judge
+        free = {field: 0.0 for field in ("input_price_per_1m", "output_price_per_1m") if getattr(judge, field) is None}
+        return judge.model_copy(update=free) if free else judge
     price = lookup(judge.model, user_table)
     if price is None:
         return judge

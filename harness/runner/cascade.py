@@ -10,8 +10,10 @@
   and agreement are measured on the rest (held out). Written as cascade.json, with everything the
   thresholds certify (:mod:`.calibration`: the stages' judges, the rubric, the targets).
 - :func:`run_cascade`: refuses a calibration once anything it certified has changed; then stage 1
-  judges every transcript, the judgments under its threshold go to stage 2, and so on; the last
-  stage abstains under its threshold (``unscored``, reason ``abstained``). Each stage's judgments
+  judges every transcript, the judgments under its threshold go to stage 2, and so on (a judgment
+  that failed goes on too: another judge may answer); the last stage abstains under its threshold
+  (``unscored``, reason ``abstained``), and a transcript whose judgment failed at the last stage it
+  reached is answered by that failed judgment, never by an abstention. Each stage's judgments
   are an ordinary run directory (OUT/stages/N-judge), so a judgment paid once is never paid again,
   whichever stage or rerun asks, and ``offline`` replays the same routing. OUT/judgments.jsonl
   holds the answer each transcript got: the stage's verdict (the score the guarantee is about), its
@@ -41,6 +43,7 @@ import numpy as np
 
 from ..config import CascadeConfig, JudgeConfig
 from ..errors import ConfigError, UserInputError
+from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..outputs.files import atomic_write_text
 from ..planning import RunOptions, build_plan
 from ..planning.plan import check_logprob_rubrics
@@ -135,8 +138,6 @@ def _check(options: CascadeOptions) -> _Checked:
         )
     check_logprob_rubrics(stages, [rubric])
     records = records_by_id(options.input)
-    if not records:
-        raise UserInputError(f"{options.input}: holds no transcripts")
     return _Checked(config.cascade, stages, rubric, plan.available_rubrics, records)
 
 
@@ -155,7 +156,8 @@ class _Spend:
         for row in rows:
             self.judgments += 1
             self.cache_hits += bool(row.get("cached"))
-            cost = row.get("cost_usd")
+            # a failed call is paid nothing (as the budget settles it); an unscored one may have no usage
+            cost = 0.0 if row.get("status") == "failed" else row.get("cost_usd")
             if cost is None and row.get("status") != "unscored":
                 self.worth_usd = None
             elif self.worth_usd is not None:
@@ -315,7 +317,9 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
 
 
 def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]]) -> StageReport:
-    costs = [r["cost_usd"] for r in rows.values() if r.get("cost_usd") is not None]
+    # per judgment answered: a failed call has no cost to average (the budget settles it at 0)
+    answered = [r for r in rows.values() if r.get("status") != "failed"]
+    costs = [r["cost_usd"] for r in answered if r.get("cost_usd") is not None]
     return StageReport(
         judge.name,
         stage.threshold,
@@ -323,7 +327,7 @@ def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dic
         stage.accepted,
         stage.errors,
         None if stage.bound is None else 1 - stage.bound,
-        cost_per_judgment=(sum(costs) / len(costs)) if costs and len(costs) == len(rows) else None,
+        cost_per_judgment=(sum(costs) / len(costs)) if costs and len(costs) == len(answered) else None,
     )
 
 
@@ -354,6 +358,8 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
     pending: set[str] = set(records)
     per_stage: list[dict[str, Any]] = []
     spend = _Spend()
+    #: the judgment each transcript passed on got at the last stage that judged it, with that stage's number
+    last_made: dict[str, tuple[int, dict[str, Any]]] = {}
     for index, (judge, stage) in enumerate(zip(stages, calibrated.stages, strict=True)):
         ids = [t for t in records if t in pending]  # in file order
         rows = await _judge(options, records, ids, judge.name, options.out / "stages" / f"{index + 1}-{judge.name}", spend)
@@ -364,10 +370,17 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
                 answers[tid] = _answer(row, checked.rubric, index + 1)
             else:
                 passed.add(tid)
+                last_made[tid] = (index + 1, row)
         per_stage.append({"judge": judge.name, "judged": len(rows), "answered": len(rows) - len(passed)})
         pending = passed
         if not pending:
             break
+    # A failure is not an abstention: the transcript's answer is the judgment that failed, with its error.
+    failed = {tid for tid in pending if last_made[tid][1].get("status") == "failed"}
+    for tid in failed:
+        number, row = last_made[tid]
+        answers[tid] = _answer(row, checked.rubric, number)
+    pending -= failed
     last = stages[-1].name
     for tid in pending:
         answers[tid] = {
@@ -389,6 +402,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
         "rubric": options.rubric,
         "transcripts": total,
         "abstained": len(pending),
+        "failed": len(failed),
         "stages": [
             {
                 **stage,
@@ -403,6 +417,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
         "guarantee": f"with confidence {calibrated.confidence:g}, agreement with {calibrated.reference} >= {calibrated.target_agreement:g}",
         **spend.as_dict(),
         "strongest_alone_usd": None if strongest is None else strongest * total,
+        "exit_code": EXIT_FAILED_JUDGMENTS if failed else EXIT_OK,
     }
     atomic_write_text(options.out / "cascade.json", json.dumps(summary, indent=2) + "\n")
     return summary

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import RunStopped, TranscriptError
+from ..errors import RunStopped, TranscriptError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..planning import RunOptions
 from ..transcripts.loader import iter_raw, parse_record
@@ -22,7 +22,8 @@ from .session import RunOutcome, run_evaluation
 
 def records_by_id(path: Path) -> dict[str, bytes]:
     """Every transcript of the JSONL file ``path`` by id, as its raw JSON text, validated as
-    ``harness run`` validates it (a bad record or a repeated id is one line naming file, line and field)."""
+    ``harness run`` validates it (a bad record or a repeated id is one line naming file, line and
+    field; a file with no transcript is one line naming it)."""
     records: dict[str, bytes] = {}
     for raw in iter_raw(path, "jsonl"):
         transcript = parse_record(path, raw)
@@ -30,6 +31,8 @@ def records_by_id(path: Path) -> dict[str, bytes]:
             raise TranscriptError(str(path), raw.line, "id", f"duplicate id {transcript.id!r}")
         text = raw.text if isinstance(raw.text, bytes) else raw.text.encode("utf-8")
         records[transcript.id] = text.strip()
+    if not records:
+        raise UserInputError(f"{path}: holds no transcripts")
     return records
 
 

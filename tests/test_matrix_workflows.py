@@ -1,0 +1,440 @@
+"""The workflows through the matrix (issue 36): ``harness race``, ``harness cascade``, ``harness
+labels`` with ``harness infer``, and ``harness align``, each with every judge family through every
+path it supports (``capabilities.WORKFLOW_CELLS``), against the servers of ``tests/test_matrix.py``.
+
+Every cell checks the rules the workflows share:
+
+- offline, a workflow replays exactly what it decided online: the same decision file but for what
+  was paid, the same exit code, nothing sent (requests counted at the servers); a PostgreSQL cache
+  decides as a SQLite one, and a run made in shards and merged is read as the unsharded run;
+- its outputs hold exactly the judgments its decision used;
+- hostile inputs (a bad line or a label off the scale in a labels file, labels for unknown ids, an
+  empty input, judgments that fail at the server) are counted and said, or refused in one line
+  (exit 2) that names the user's file and option, never an internal one, before anything is sent.
+
+The local judge's cells use few distinct prompts (transcripts repeat their text under other ids),
+so the bundled model judges a handful of prompts per cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness import capabilities as caps
+from harness.cli import app
+from tests.e2e_support import KEY, KEY_ENV, read_jsonl, write_config, write_jsonl
+from tests.matrix_support import FAMILY_JUDGE, SURE, Servers, likert_prompts, live_url, running_servers
+
+#: Files and run directories a workflow makes for itself; an error that names one sends the user
+#: looking for a file they never gave.
+INTERNAL = (".race", "round-a", "round-b", "/stages/", "/calibration/", "/candidates/", ".jsonl.jsonl")
+#: What an offline replay or a cache hit does not pay, and a run measures anew.
+MEASURED = ("latency_ms", "attempts", "billed_retries", "cached")
+#: What a decision file says was paid: a replay pays nothing, and a judgment whose samples were
+#: partly in the cache (a cascade's stages on one model: 2 samples, then 3) costs what this run paid.
+COST = ("cost_usd", "saved_usd", "cache_hits", "uncached_cost_usd", "cost_per_judgment", "strongest_alone_usd")
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[Servers]:
+    with running_servers() as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+@dataclass
+class Done:
+    """One command through the CLI runner: its exit code, what it printed, and the judge requests
+    the servers answered meanwhile."""
+
+    code: int
+    output: str
+    stdout: str
+    sent: int
+
+    def refused(self, *said: str) -> str:
+        """The one line of a refusal (exit 2, nothing sent), which says each of ``said``."""
+        lines = [line for line in self.output.splitlines() if line.strip()]
+        assert self.code == 2, self.output
+        assert len(lines) == 1 and lines[0].startswith("error: "), self.output
+        assert self.sent == 0, f"{self.sent} requests sent before the refusal"
+        for text in said:
+            assert text in lines[0], lines[0]
+        assert not any(name in lines[0] for name in INTERNAL), f"names an internal file: {lines[0]}"
+        return lines[0]
+
+
+def harness(servers: Servers, *args: Any) -> Done:
+    before = servers.sent()
+    result = CliRunner().invoke(app, [str(a) for a in args], env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert "Traceback" not in result.output, result.output
+    return Done(result.exit_code, result.output, result.stdout, servers.sent() - before)
+
+
+def judge_table(family: str, servers: Servers, name: str = "judge", **fields: Any) -> dict[str, Any]:
+    """A ``[[judges]]`` table of ``family``'s judge, at its live server."""
+    table: dict[str, Any] = {"name": name, **FAMILY_JUDGE[family], **fields}
+    if family != "local":
+        table |= {"base_url": live_url(servers, family), "api_key_env": KEY_ENV, "max_attempts": 2}
+    return table
+
+
+def row(tid: str, text: str, score: int, *markers: str) -> dict[str, Any]:
+    """A transcript the matrix servers score ``score`` (1..5); ``text`` makes its prompt."""
+    return {"id": tid, "query": f"{text}?", "response": f"An answer to {text}. [[score={score}]]{''.join(' ' + m for m in markers)}"}
+
+
+def without(data: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in keys}
+
+
+def decision(value: Any) -> Any:
+    """A decision file's content but for what was paid (COST), at any depth."""
+    if isinstance(value, dict):
+        return {k: decision(v) for k, v in value.items() if k not in COST}
+    if isinstance(value, list):
+        return [decision(v) for v in value]
+    return value
+
+
+def read_decision(path: Path) -> Any:
+    return decision(json.loads(path.read_text(encoding="utf-8")))
+
+
+def replayed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Judgments as a replay must give them again: every field but what is measured anew."""
+    return [without(r, *MEASURED) for r in sorted(rows, key=lambda r: (r["transcript_id"], r["rubric"], r["judge"]))]
+
+
+def cells(workflow: str, timeout: int) -> list[Any]:
+    """The tested, supported cells of ``workflow`` as parameters (family, path)."""
+    params = []
+    for c in caps.WORKFLOW_CELLS:
+        if c.workflow != workflow or not (c.supported and c.tested):
+            continue
+        slow = c.family == "local"
+        marks: list[Any] = [pytest.mark.timeout(timeout * 3 if slow else timeout)]
+        if slow:
+            marks.append(pytest.mark.local_model)
+        params.append(pytest.param(c.family, c.path, id=f"{c.family}-{c.path}", marks=marks))
+    return params
+
+
+def database(request: pytest.FixtureRequest) -> str:
+    """A fresh PostgreSQL database's URL (the session's server)."""
+    url: str = request.getfixturevalue("postgres").new_database()
+    return url
+
+
+# --- harness race ---------------------------------------------------------------------------------
+
+#: The marker that makes the matrix servers answer a transcript's judgment with a 400 (never retried).
+FAULT = "[[fault:400]]"
+#: Pairs of each side (ids p00..), and the pair whose B side fails at the server.
+RACE_PAIRS = 10
+RACE_FAULTY = "p03"
+
+
+def race_files(tmp: Path, family: str) -> tuple[Path, Path]:
+    """A scores 2 and B 5 on every pair; one id of each side has no partner; the judges' servers
+    fail B's judgment of RACE_FAULTY. The local judge's sides repeat one text each (two prompts)."""
+    local = family == "local"
+    pairs = 3 if local else RACE_PAIRS
+    a = [row(f"p{i:02d}", "A question" if local else f"Question {i}", 2) for i in range(pairs)]
+    b = [row(f"p{i:02d}", "A question" if local else f"Question {i}", 5, "better") for i in range(pairs)]
+    if not local:
+        b = [row(r["id"], f"Question {r['id'][1:]}", 5, "better", FAULT) if r["id"] == RACE_FAULTY else r for r in b]
+    write_jsonl(tmp / "a.jsonl", [*a, row("a-only", "Only in A", 3)])
+    write_jsonl(tmp / "b.jsonl", [row("b-only", "Only in B", 3), *b])
+    return tmp / "a.jsonl", tmp / "b.jsonl"
+
+
+@dataclass
+class RaceSetup:
+    tmp: Path
+    a: Path
+    b: Path
+    config: Path
+    prompts: Path
+
+    def args(self, out: str, cache: str | Path, *extra: Any) -> list[Any]:
+        return [
+            "race", self.a, self.b, "--metric", "likert", "--config", self.config, "--prompts", self.prompts,
+            "--out", self.tmp / out, "--cache", cache, "--round", 4, *extra,
+        ]  # fmt: skip
+
+
+def race_setup(tmp: Path, family: str, servers: Servers) -> RaceSetup:
+    a, b = race_files(tmp, family)
+    config = write_config(tmp / "harness.toml", [judge_table(family, servers)])
+    return RaceSetup(tmp, a, b, config, likert_prompts(tmp / "prompts"))
+
+
+def race_decision(out: Path) -> dict[str, Any]:
+    """race.json but for what was paid (cost, saved, each look's cost)."""
+    found: dict[str, Any] = read_decision(out / "race.json")
+    return found
+
+
+def assert_race_outputs_hold_its_judgments(out: Path, decision: dict[str, Any]) -> None:
+    """a/ and b/ hold the pairs the rounds judged, replayed (nothing asked again), and the pairs
+    both sides scored are the pairs the sequence used."""
+    a, b = read_jsonl(out / "a" / "judgments.jsonl"), read_jsonl(out / "b" / "judgments.jsonl")
+    ids_a, ids_b = {r["transcript_id"] for r in a}, {r["transcript_id"] for r in b}
+    assert ids_a == ids_b and len(ids_a) == decision["pairs_judged"], (sorted(ids_a), sorted(ids_b))
+    assert all(r["cached"] for r in a + b), "a/ or b/ asked a judge again"
+    scored = {r["transcript_id"] for r in a if r["status"] == "scored"} & {r["transcript_id"] for r in b if r["status"] == "scored"}
+    assert len(scored) == decision["looks"][-1]["pairs_used"]
+    failed = sorted(r["transcript_id"] for r in a + b if r["status"] == "failed")
+    assert sum(decision["pairs_not_scored"].values()) == len(failed) == decision["pairs_judged"] - len(scored)
+
+
+def live_race(servers: Servers, family: str, tmp_factory: pytest.TempPathFactory) -> tuple[RaceSetup, Done, dict[str, Any]]:
+    """The live race of ``family`` on a SQLite cache, once per module: what every other path must decide."""
+    key = ("race", family)
+    if key not in servers.kept:
+        setup = race_setup(tmp_factory.mktemp(f"race-{family}"), family, servers)
+        done = harness(servers, *setup.args("live", setup.tmp / "cache.sqlite"))
+        assert done.code in (0, 1), done.output
+        decision = race_decision(setup.tmp / "live")
+        # each judgment paid once: one request per judgment the rounds made (the 400 is not retried)
+        assert done.sent == decision["judgments"] == 2 * decision["pairs_judged"] if family != "local" else done.sent <= 2
+        assert decision["unpaired"] == {"a": 1, "b": 1}
+        assert f"ids with no partner in the other file, not judged: 1 of {setup.a}, 1 of {setup.b}" in done.output
+        judged_faulty = family != "local" and RACE_FAULTY in {r["transcript_id"] for r in read_jsonl(setup.tmp / "live" / "b" / "judgments.jsonl")}
+        assert (done.code, decision["exit_code"]) == ((1, 1) if judged_faulty else (0, 0)), done.output
+        if judged_faulty:
+            assert decision["pairs_not_scored"] == {"failed (fatal)": 1} and "1 failed (fatal)" in done.output
+        assert_race_outputs_hold_its_judgments(setup.tmp / "live", decision)
+        servers.kept[key] = (setup, done, decision)
+    kept: tuple[RaceSetup, Done, dict[str, Any]] = servers.kept[key]
+    return kept
+
+
+@pytest.mark.parametrize(("family", "path"), cells("race", 60))
+def test_race(family: str, path: str, servers: Servers, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> None:
+    setup, live, decision = live_race(servers, family, tmp_path_factory)
+    if path == "live":  # the same race again pays nothing but the failed judgment (an error is not cached), and decides the same
+        again = harness(servers, *setup.args("again", setup.tmp / "cache.sqlite"))
+        assert (again.code, again.sent) == (live.code, sum(decision["pairs_not_scored"].values())), again.output
+        assert race_decision(setup.tmp / "again") == decision
+        return
+    if path == "offline":
+        cache: str | Path = setup.tmp / "cache.sqlite"
+    else:  # postgres: the same race on a shared cache decides the same, and replays it offline
+        cache = database(request)
+        pg = harness(servers, *setup.args("pg", cache))
+        assert pg.code == live.code and pg.sent == live.sent, pg.output
+        assert race_decision(setup.tmp / "pg") == decision
+        assert (
+            json.loads((setup.tmp / "pg" / "race.json").read_text())["cost_usd"]
+            == json.loads((setup.tmp / "live" / "race.json").read_text())["cost_usd"]
+        )
+    out = f"offline-{path}"
+    replay = harness(servers, *setup.args(out, cache, "--offline"))
+    assert (replay.code, replay.sent) == (live.code, 0), replay.output
+    assert race_decision(setup.tmp / out) == decision
+    assert_race_outputs_hold_its_judgments(setup.tmp / out, decision)
+    for side in ("a", "b"):
+        assert replayed(read_jsonl(setup.tmp / out / side / "judgments.jsonl")) == replayed(read_jsonl(setup.tmp / "live" / side / "judgments.jsonl"))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("family", caps.FAMILIES)
+def test_race_hostile_inputs_are_refused_before_anything_is_sent(family: str, servers: Servers, tmp_path: Path) -> None:
+    setup = race_setup(tmp_path, family, servers)
+    cache = tmp_path / "cache.sqlite"
+    good_b = setup.b.read_text(encoding="utf-8")
+    lines = good_b.splitlines()
+    lines[2] = json.dumps({**json.loads(lines[2]), "query": 7})  # line 3: a query that is not text
+    setup.b.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    harness(servers, *setup.args("bad", cache)).refused(f"{setup.b}:3: query")
+    setup.b.write_text(good_b + "{not json\n", encoding="utf-8")
+    harness(servers, *setup.args("bad", cache)).refused(f"{setup.b}:{len(good_b.splitlines()) + 1}:")
+    setup.b.write_text("", encoding="utf-8")
+    harness(servers, *setup.args("empty", cache)).refused(f"{setup.b}: holds no transcripts")
+    setup.b.write_text(good_b, encoding="utf-8")
+    setup.a.write_text("\n", encoding="utf-8")
+    harness(servers, *setup.args("empty", cache)).refused(f"{setup.a}: holds no transcripts")
+    for out in ("bad", "empty"):
+        assert not (tmp_path / out).exists() or not any((tmp_path / out).iterdir()), f"the refused race left {sorted((tmp_path / out).iterdir())}"
+
+
+# --- harness cascade ------------------------------------------------------------------------------
+
+#: Each family's two stages, cheapest first: each gives a confidence (logprobs, or samples whose
+#: majority is its verdict). The matrix servers shift every sample of a transcript not marked SURE
+#: by its seed and index, so those samples disagree and their verdict is off the true score.
+CASCADE_STAGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "chat": ({"logprobs": True}, {"samples": 3, "samples_via": "n", "seed": 7, "temperature": 1.0}),
+    "reasoning": (
+        {"samples": 2, "samples_via": "n", "seed": 7, "temperature": 1.0},
+        {"samples": 3, "samples_via": "n", "seed": 7, "temperature": 1.0},
+    ),
+    "anthropic": ({"samples": 2, "samples_via": "requests", "temperature": 1.0}, {"samples": 3, "samples_via": "requests", "temperature": 1.0}),
+    "local": ({"samples": 2, "samples_via": "requests", "temperature": 1.0}, {"samples": 3, "samples_via": "requests", "temperature": 1.0}),
+}
+#: calibration transcripts: enough that a stage's first threshold (30 more transcripts) fits on 70% of them
+CALIBRATION = 100
+
+
+def cascade_text(k: int) -> tuple[str, int, tuple[str, ...]]:
+    """The k-th distinct transcript text of the cascade's files: its text, true score and markers."""
+    return f"Topic {k}", 1 + k % 5, (SURE,) if k % 4 != 3 else ()
+
+
+@dataclass
+class CascadeSetup:
+    tmp: Path
+    config: Path
+    prompts: Path
+    calib: Path
+    data: Path
+    labels: Path
+    #: ids whose judgments fail at the server
+    faulty: tuple[str, ...]
+
+    def calibrate(self, out: str, cache: str | Path, *extra: Any) -> list[Any]:
+        return [
+            "cascade", "calibrate", self.calib, "--config", self.config, "--rubric", "likert", "--prompts", self.prompts,
+            "--out", self.tmp / out, "--cache", cache, "--labels", self.labels, *extra,
+        ]  # fmt: skip
+
+    def run(self, out: str, cache: str | Path, calibration: str, *extra: Any) -> list[Any]:
+        return [
+            "cascade", "run", self.data, "--config", self.config, "--rubric", "likert", "--prompts", self.prompts,
+            "--calibration", self.tmp / calibration / "cascade.json", "--out", self.tmp / out, "--cache", cache, *extra,
+        ]  # fmt: skip
+
+
+def cascade_config(path: Path, family: str, servers: Servers, weak: dict[str, Any], strong: dict[str, Any]) -> Path:
+    write_config(path, [judge_table(family, servers, "weak", **weak), judge_table(family, servers, "strong", **strong)])
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('\n[cascade]\nstages = ["weak", "strong"]\ntarget_agreement = 0.8\nconfidence = 0.8\n')
+    return path
+
+
+def cascade_setup(tmp: Path, family: str, servers: Servers) -> CascadeSetup:
+    """CALIBRATION transcripts over 8 texts (2 for the local judge), two of them failing at the
+    server; their labels, the true scores, and two labels of ids the file does not hold; a file to
+    judge of 12 transcripts, one text new and one failing."""
+    texts = 2 if family == "local" else 8
+    faulty = () if family == "local" else ("c32", "c33", "d11")  # d11 fails at both stages: a failed answer
+
+    def made(tid: str, text: str, score: int, markers: tuple[str, ...]) -> dict[str, Any]:
+        return row(tid, "Broken topic", score, FAULT) if tid in faulty else row(tid, text, score, *markers)
+
+    calib = [made(f"c{i:02d}", *cascade_text(i % texts)) for i in range(CALIBRATION)]
+    data = [made(f"d{i:02d}", *(cascade_text(i % texts) if i < 10 else ("A new topic", 4, (SURE,)))) for i in range(12)]
+    labels = [{"transcript_id": r["id"], "rubric": "likert", "label": int(r["response"].split("[[score=")[1][0])} for r in calib]
+    labels += [{"transcript_id": f"x{i}", "rubric": "likert", "label": 3} for i in range(2)]
+    weak, strong = CASCADE_STAGES[family]
+    return CascadeSetup(
+        tmp,
+        cascade_config(tmp / "harness.toml", family, servers, weak, strong),
+        likert_prompts(tmp / "prompts"),
+        write_jsonl(tmp / "calib.jsonl", calib),
+        write_jsonl(tmp / "data.jsonl", data),
+        write_jsonl(tmp / "labels.jsonl", labels),
+        faulty,
+    )
+
+
+def calibration_decision(out: Path) -> dict[str, Any]:
+    """cascade.json of a calibration but for what was paid and what the cache answered."""
+    found: dict[str, Any] = read_decision(out / "cascade.json")
+    return found
+
+
+def cascade_decision(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A cascade run's cascade.json but for what was paid, and its answers as a replay gives them."""
+    return read_decision(out / "cascade.json"), decision(replayed(read_jsonl(out / "judgments.jsonl")))
+
+
+def assert_cascade_outputs_hold_its_judgments(out: Path, data: Path) -> None:
+    """Every answer is its stage's judgment as that stage's run wrote it (with the verdict as its
+    score); each stage judged exactly what the stage before passed on; no transcript is left out."""
+    answers = read_jsonl(out / "judgments.jsonl")
+    assert [r["transcript_id"] for r in answers] == [r["id"] for r in read_jsonl(data)]
+    stages = sorted(p for p in (out / "stages").iterdir() if p.is_dir())
+    passed_on = [r["id"] for r in read_jsonl(data)]
+    for number, stage in enumerate(stages, start=1):
+        judged = {r["transcript_id"]: r for r in read_jsonl(stage / "judgments.jsonl")}
+        assert sorted(judged) == sorted(passed_on), f"{stage.name} judged {sorted(judged)}, was passed {sorted(passed_on)}"
+        mine = [a for a in answers if a.get("stage") == number]
+        for answer in mine:
+            made = judged[answer["transcript_id"]]
+            assert without(answer, "stage", "confidence", "mean_score", "score") == without(made, "score"), answer["transcript_id"]
+            assert answer["mean_score"] == made["score"]
+        passed_on = [t for t in passed_on if t not in {a["transcript_id"] for a in mine}]
+    left = [a for a in answers if a.get("stage") is None]
+    assert sorted(a["transcript_id"] for a in left) == sorted(passed_on)
+
+
+def live_cascade(servers: Servers, family: str, tmp_factory: pytest.TempPathFactory) -> tuple[CascadeSetup, Done, Done]:
+    """The live calibration and run of ``family``'s cascade on a SQLite cache, once per module."""
+    key = ("cascade", family)
+    if key not in servers.kept:
+        setup = cascade_setup(tmp_factory.mktemp(f"cascade-{family}"), family, servers)
+        cache = setup.tmp / "cache.sqlite"
+        calibrated = harness(servers, *setup.calibrate("cal", cache))
+        assert calibrated.code == 0, calibrated.output
+        assert f"note: 2 likert labels in {setup.labels} are for transcripts not in {setup.calib}: not used" in calibrated.output
+        ran = harness(servers, *setup.run("run", cache, "cal"))
+        assert ran.code in (0, 1), ran.output
+        summary = json.loads((setup.tmp / "run" / "cascade.json").read_text(encoding="utf-8"))
+        # every judge has a price (the local judge's is 0): a failed judgment costs nothing, it does not make the cost unknown
+        assert summary["uncached_cost_usd"] is not None and summary["strongest_alone_usd"] is not None, summary
+        assert "no price" not in calibrated.output + ran.output
+        assert (summary["failed"], summary["exit_code"]) == (len([t for t in setup.faulty if t.startswith("d")]), ran.code)
+        if summary["failed"]:
+            assert f"{summary['abstained']} abstained, {summary['failed']} failed" in ran.output
+        assert_cascade_outputs_hold_its_judgments(setup.tmp / "run", setup.data)
+        servers.kept[key] = (setup, calibrated, ran)
+    kept: tuple[CascadeSetup, Done, Done] = servers.kept[key]
+    return kept
+
+
+@pytest.mark.parametrize(("family", "path"), cells("cascade", 90))
+def test_cascade(family: str, path: str, servers: Servers, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> None:
+    setup, calibrated, ran = live_cascade(servers, family, tmp_path_factory)
+    failed = {r["transcript_id"] for r in read_jsonl(setup.tmp / "run" / "judgments.jsonl") if r["status"] == "failed"}
+    assert failed == {t for t in setup.faulty if t.startswith("d")}, "a judgment that failed at the server is an answer that failed, with its error"
+    assert ran.code == (1 if failed else 0), ran.output
+    if path == "live":  # again: nothing paid but what failed (an error is not cached), the same answers
+        again = harness(servers, *setup.run("again", setup.tmp / "cache.sqlite", "cal"))
+        assert again.code == ran.code, again.output
+        assert cascade_decision(setup.tmp / "again") == cascade_decision(setup.tmp / "run")
+        return
+    if path == "offline":
+        cache: str | Path = setup.tmp / "cache.sqlite"
+    else:  # postgres: calibrated and run on a shared cache, the same thresholds and the same answers
+        cache = database(request)
+        pg_cal = harness(servers, *setup.calibrate("pg-cal", cache))
+        assert (pg_cal.code, pg_cal.sent) == (calibrated.code, calibrated.sent), pg_cal.output
+        assert calibration_decision(setup.tmp / "pg-cal") == calibration_decision(setup.tmp / "cal")
+        pg_run = harness(servers, *setup.run("pg-run", cache, "pg-cal"))
+        assert (pg_run.code, pg_run.sent) == (ran.code, ran.sent), pg_run.output
+        assert cascade_decision(setup.tmp / "pg-run") == cascade_decision(setup.tmp / "run")
+    replay_cal = harness(servers, *setup.calibrate(f"{path}-offline-cal", cache, "--offline"))
+    assert (replay_cal.code, replay_cal.sent) == (calibrated.code, 0), replay_cal.output
+    assert calibration_decision(setup.tmp / f"{path}-offline-cal") == calibration_decision(setup.tmp / "cal")
+    replay = harness(servers, *setup.run(f"{path}-offline", cache, "cal", "--offline"))
+    assert (replay.code, replay.sent) == (ran.code, 0), replay.output
+    assert cascade_decision(setup.tmp / f"{path}-offline") == cascade_decision(setup.tmp / "run")
+    assert_cascade_outputs_hold_its_judgments(setup.tmp / f"{path}-offline", setup.data)
