@@ -37,6 +37,21 @@ _SCORE = re.compile(r"\[\[score=(\d)\]\]")
 #: logprob mass on it: a judge sure of its verdict (the cascade's tests route on it).
 SURE = "[[sure]]"
 
+#: A transcript marked ``[[aligned=N]]`` is scored N by a judge shown labelled examples (harness
+#: align's few-shot candidate), and by its ``[[score=N]]`` otherwise.
+_ALIGNED = re.compile(r"\[\[aligned=(\d)\]\]")
+
+
+def judged_text(text: str) -> str:
+    """What a prompt judges: the material after any few-shot examples (their markers are not its
+    own), with the score its ``[[aligned=N]]`` marker gives once examples were shown."""
+    if "<example" not in text:
+        return text
+    material = text.rsplit("</example>", 1)[-1]
+    aligned = _ALIGNED.search(material)
+    return material if aligned is None else _SCORE.sub(f"[[score={aligned.group(1)}]]", material)
+
+
 #: The judge table (model, provider) each family's cells are run with.
 FAMILY_JUDGE: dict[str, dict[str, Any]] = {
     "chat": {"model": "gpt-4o-mini"},
@@ -55,7 +70,7 @@ def _last_user(messages: list[Any]) -> str:
 
 
 def _choices(body: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]] | None]]:
-    text = _last_user(body["messages"])
+    text = judged_text(_last_user(body["messages"]))
     found = _SCORE.search(text)
     base = int(found.group(1)) if found else 3
     sure = SURE in text
@@ -105,7 +120,7 @@ class MatrixAnthropicServer(AnthropicServer):
         self.billed: list[tuple[int, int]] = []
 
     def _reply(self, body: dict[str, Any], last_user: str, max_tokens: int) -> dict[str, Any]:
-        reply = super()._reply(body, last_user, max_tokens)
+        reply = super()._reply(body, judged_text(last_user), max_tokens)
         usage = reply["usage"]
         prompt = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
         self.billed.append((prompt, usage["output_tokens"]))

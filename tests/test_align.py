@@ -323,8 +323,10 @@ def test_a_rewritten_rubric_is_kept_only_when_it_is_a_valid_rubric() -> None:
 
 def test_rewrite_cases_and_record_come_from_fit_disagreements_only() -> None:
     fit = [_example("a", "pass", 0.1, 0, "w1 w2 w3 w4"), _example("b", "pass", 0.9, 0, "w5 w6 w7 w8"), _example("c", "fail", None, 1, "w9")]
-    cases = cand.rewrite_cases(fit, PASS_FAIL, [], ("query", "response"))
-    assert [c.transcript_id for c in cases] == ["a"]
+    cases, duplicates = cand.rewrite_cases(fit, PASS_FAIL, [], ("query", "response"))
+    assert [c.transcript_id for c in cases] == ["a"] and duplicates == 0
+    # a disagreement that is a near-duplicate of a select or test transcript is passed over, and counted
+    assert cand.rewrite_cases(fit, PASS_FAIL, [cand.shingles("w1 w2 w3 w4")], ("response",)) == ([], 1)
     record = cand.rewrite_record(load_rubrics()["relevance"], cases, PASS_FAIL)
     assert record["query"].startswith("(scale 0 to 1, higher is better)\nEvaluate how relevant")
     assert record["response"].startswith("Case 1: the judge scored 0.1; People's verdict: pass")

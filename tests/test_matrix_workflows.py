@@ -438,3 +438,172 @@ def test_cascade(family: str, path: str, servers: Servers, tmp_path_factory: pyt
     assert (replay.code, replay.sent) == (ran.code, 0), replay.output
     assert cascade_decision(setup.tmp / f"{path}-offline") == cascade_decision(setup.tmp / "run")
     assert_cascade_outputs_hold_its_judgments(setup.tmp / f"{path}-offline", setup.data)
+
+
+# --- the run a labels workflow reads: made live, replayed offline, on PostgreSQL, or in shards ----
+
+
+@dataclass
+class Judged:
+    """A family's transcripts and labels, and its run made through each path."""
+
+    tmp: Path
+    family: str
+    data: Path
+    labels: Path
+    config: Path
+    prompts: Path
+
+    def run_args(self, out: str, cache: str | Path, *extra: Any) -> list[Any]:
+        return [
+            "run", self.data, "--config", self.config, "--prompts", self.prompts, "--rubric", "likert",
+            "--out", self.tmp / out, "--cache", cache, "--no-progress", *extra,
+        ]  # fmt: skip
+
+
+def judged(tmp: Path, family: str, servers: Servers, n: int, distinct: int, faulty: str | None) -> Judged:
+    """n transcripts (ids s00..) over ``distinct`` texts, the judgment of ``faulty`` failing at the
+    server; their labels and two labels of ids the run does not hold. The true scores of the first
+    half are 1 and 2, of the second 4 and 5 (numeric labels are split by range of value, 25 in each
+    at least); every fourth label is off by one. A text is judged its first transcript's true score,
+    and its label once the judge is shown labelled examples: the few-shot candidate agrees better."""
+    truth = {f"s{i:02d}": (1 + i % 2 if i < n // 2 else 4 + i % 2) for i in range(n)}
+    off = {1: 2, 2: 1, 4: 5, 5: 4}
+    human = {t: off[v] if i % 4 == 0 else v for i, (t, v) in enumerate(truth.items())}
+    rows = []
+    for i, tid in enumerate(truth):
+        text = f"s{i % distinct:02d}"  # the text of the transcript whose true score it is judged
+        aligned = f"[[aligned={human[text]}]]"  # shown examples, the judge says what people say
+        rows.append(row(tid, "Broken subject", 3, FAULT) if tid == faulty else row(tid, f"Subject {text[1:]}", truth[text], aligned))
+    labels = [{"transcript_id": t, "rubric": "likert", "label": v} for t, v in human.items()]
+    labels += [{"transcript_id": f"x{i}", "rubric": "likert", "label": 3} for i in range(2)]
+    return Judged(
+        tmp,
+        family,
+        write_jsonl(tmp / "data.jsonl", rows),
+        write_jsonl(tmp / "labels.jsonl", labels),
+        write_config(tmp / "harness.toml", [judge_table(family, servers)]),
+        likert_prompts(tmp / "prompts"),
+    )
+
+
+def make_run(servers: Servers, setup: Judged, path: str, request: pytest.FixtureRequest) -> tuple[Path, str | Path, Done]:
+    """The run of ``setup`` through ``path``: its directory, its cache, and the (last) command."""
+    cache: str | Path = setup.tmp / "cache.sqlite"
+    if path == "live":
+        done = harness(servers, *setup.run_args("run", cache))
+        return setup.tmp / "run", cache, done
+    if path == "offline":
+        done = harness(servers, *setup.run_args("run-offline", cache, "--offline"))
+        assert done.sent == 0
+        return setup.tmp / "run-offline", cache, done
+    if path == "postgres":
+        cache = database(request)
+        done = harness(servers, *setup.run_args("run-pg", cache))
+        return setup.tmp / "run-pg", cache, done
+    cache = setup.tmp / "shards.sqlite"  # shard: its own cache, each shard paid once
+    for i in (1, 2):
+        done = harness(servers, *setup.run_args(f"shard{i}", cache, "--shard", f"{i}/2"))
+        assert done.code in (0, 1), done.output
+    done = harness(servers, "merge", setup.tmp / "shard1", setup.tmp / "shard2", "--out", setup.tmp / "run-shards")
+    assert done.code == 0, done.output
+    return setup.tmp / "run-shards", cache, done
+
+
+def normalised(path: Path, *places: Path) -> Any:
+    """A JSON file's content, each of ``places`` (the run, the output directory) read as a name,
+    so files written for other paths compare equal."""
+    text = path.read_text(encoding="utf-8")
+    for name, place in zip(("RUN", "OUT", "TMP"), places, strict=False):
+        text = text.replace(json.dumps(str(place))[1:-1], name)
+    return decision(json.loads(text))
+
+
+# --- harness align --------------------------------------------------------------------------------
+
+#: Labelled transcripts of an alignment (a split of numeric labels takes 25 in each of 2 ranges), and the
+#: one whose judgment fails at the server.
+ALIGN_N = 50
+ALIGN_FAULTY = "s19"  # in the sealed test set of seed 0: the baseline and the chosen candidate fail it
+
+
+def align_setup(servers: Servers, family: str, tmp_factory: pytest.TempPathFactory) -> Judged:
+    """The family's transcripts and labels for align, and its live run (once per module). The local
+    judge's 50 transcripts repeat 3 texts: every fit transcript is then a near-duplicate of a select
+    or test one, so no few-shot candidate is judged, and the judge is asked the 3 prompts and the
+    rewrite."""
+    key = ("align", family)
+    if key not in servers.kept:
+        local = family == "local"
+        setup = judged(tmp_factory.mktemp(f"align-{family}"), family, servers, ALIGN_N, 3 if local else ALIGN_N, None if local else ALIGN_FAULTY)
+        done = harness(servers, *setup.run_args("run", setup.tmp / "cache.sqlite"))
+        assert done.code == (0 if local else 1), done.output
+        servers.kept[key] = setup
+    kept: Judged = servers.kept[key]
+    return kept
+
+
+def align_args(setup: Judged, run: Path, out: str, cache: str | Path, *extra: Any) -> list[Any]:
+    return [
+        "align", run, "--labels", setup.labels, "--rubric", "likert", "--config", setup.config, "--prompts", setup.prompts,
+        "--cache", cache, "--out", setup.tmp / out, "--resamples", 200, "--json", *extra,
+    ]  # fmt: skip
+
+
+def assert_align_outputs_hold_its_judgments(out: Path, result: dict[str, Any]) -> None:
+    """Each candidate judged exactly the select transcripts, and only the chosen one the test
+    transcripts; the sealed test measured every test label both sides scored."""
+    ids = result["split"]["ids"]
+    for candidate in result["candidates"]:
+        folder = out / "candidates" / candidate["name"]
+        for part in ("select", "test"):
+            made = folder / part / "judgments.jsonl"
+            judged_ids = sorted(r["transcript_id"] for r in read_jsonl(made)) if made.exists() else []
+            wanted = sorted(ids[part]) if part == "select" or candidate["name"] == result["chosen"] else []
+            if candidate["status"] == "skipped" or candidate["name"] == "recalibration":
+                wanted = []  # recalibration maps the run's scores: it judges nothing
+            assert judged_ids == wanted, f"{candidate['name']} judged {judged_ids} of the {part} set, not {wanted}"
+    unpaired = sum(result["test_unpaired"].values())
+    assert result["test"]["n"] + unpaired == len(ids["test"])
+
+
+@pytest.mark.parametrize(("family", "path"), cells("align", 90))
+def test_align(family: str, path: str, servers: Servers, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> None:
+    setup = align_setup(servers, family, tmp_path_factory)
+    live = servers.kept.get(("align-live", family))
+    if live is None:
+        done = harness(servers, *align_args(setup, setup.tmp / "run", "al", setup.tmp / "cache.sqlite"))
+        assert done.code in (0, 1), done.output
+        result = json.loads(done.stdout)
+        assert result == json.loads((setup.tmp / "al" / "align.json").read_text(encoding="utf-8"))
+        assert result["exit_code"] == done.code and result["counts"]["not_in_run"] == 2
+        if family == "local":  # its transcripts repeat 3 texts: no candidate can be shown a fit transcript, and align says why
+            notes = {c["name"]: c["note"] for c in result["candidates"]}
+            assert "near-duplicate" in notes["few-shot"] and "near-duplicate" in notes["rewrite"], notes
+        else:
+            assert result["chosen"] == "few-shot" and result["improved"], result["verdict"]
+        if family != "local":  # the faulty transcript is a test label neither side scored, and align says its judgments failed
+            assert ALIGN_FAULTY in result["split"]["ids"]["test"] and result["test_unpaired"]["rubric_not_scored"] == 1
+            assert done.code == 1 and any("some judgments failed" in note for note in result["notes"]), result["notes"]
+        assert_align_outputs_hold_its_judgments(setup.tmp / "al", result)
+        live = servers.kept[("align-live", family)] = (done, result)
+    done, result = live
+    want = normalised(setup.tmp / "al" / "align.json", setup.tmp / "run", setup.tmp / "al", setup.tmp)
+    if path == "live":  # again: nothing paid but what failed (an error is not cached), the same decision
+        again = harness(servers, *align_args(setup, setup.tmp / "run", "again", setup.tmp / "cache.sqlite"))
+        assert again.code == done.code, again.output
+        assert normalised(setup.tmp / "again" / "align.json", setup.tmp / "run", setup.tmp / "again", setup.tmp) == want
+        return
+    run, cache, made = make_run(servers, setup, path, request) if path != "offline" else (setup.tmp / "run", setup.tmp / "cache.sqlite", None)
+    if made is not None and path != "shard":
+        assert made.code == (0 if family == "local" else 1), made.output
+    out = f"al-{path}"
+    if path != "offline":  # the same alignment of the run made through this path
+        other = harness(servers, *align_args(setup, run, out, cache))
+        assert other.code == done.code, other.output
+        assert normalised(setup.tmp / out / "align.json", run, setup.tmp / out, setup.tmp) == want
+        assert_align_outputs_hold_its_judgments(setup.tmp / out, json.loads(other.stdout))
+        out = f"al-{path}-replay"
+    replay = harness(servers, *align_args(setup, run, out, cache, "--offline"))
+    assert (replay.code, replay.sent) == (done.code, 0), replay.output
+    assert normalised(setup.tmp / out / "align.json", run, setup.tmp / out, setup.tmp) == want

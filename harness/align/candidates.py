@@ -189,21 +189,27 @@ def few_shot_rubric(rubric: Rubric, examples: Sequence[Example], scale: Scale) -
     return _reparsed(replace(candidate, version=aligned_version(rubric.version, candidate)))
 
 
-def rewrite_cases(fit: Sequence[Example], scale: Scale, avoid: Sequence[frozenset[str]], inputs: Sequence[str]) -> list[Example]:
+def rewrite_cases(
+    fit: Sequence[Example], scale: Scale, avoid: Sequence[frozenset[str]], inputs: Sequence[str]
+) -> tuple[list[Example], int]:
     """The fit set's disagreements shown to the rewriting model: the largest first, at most
-    ``REWRITE_CASES``, no near-duplicate of a select or test transcript."""
+    ``REWRITE_CASES``, no near-duplicate of a select or test transcript. Returns them and how many
+    disagreements were passed over as near-duplicates."""
     scored = [
         e for e in fit if e.score is not None and disagreement(scale, e.label, e.score) > (0.0 if isinstance(e.label, str) else REWRITE_MIN_GAP)
     ]
     ranked = sorted(scored, key=lambda e: (-disagreement(scale, e.label, e.score), e.transcript_id))
     chosen = []
+    skipped = 0
     for example in ranked:
         own = shingles(input_text(example.transcript, inputs))
-        if not any(jaccard(own, other) >= NEAR_DUPLICATE for other in avoid):
-            chosen.append(example)
+        if any(jaccard(own, other) >= NEAR_DUPLICATE for other in avoid):
+            skipped += 1
+            continue
+        chosen.append(example)
         if len(chosen) == REWRITE_CASES:
             break
-    return chosen
+    return chosen, skipped
 
 
 def rewrite_record(rubric: Rubric, cases: Sequence[Example], scale: Scale) -> dict[str, str]:

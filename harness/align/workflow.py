@@ -417,7 +417,10 @@ class _Align:
 
     async def rewrite(self) -> tuple[CandidateResult, Rubric | None]:
         inputs = self.inputs
-        cases = cand.rewrite_cases(self.fit, inputs.scale, self.avoid, inputs.rubric.inputs)
+        cases, duplicates = cand.rewrite_cases(self.fit, inputs.scale, self.avoid, inputs.rubric.inputs)
+        if not cases and duplicates:
+            why = f"every fit disagreement ({duplicates}) is a near-duplicate of a select or test transcript: none to rewrite from"
+            return CandidateResult("rewrite", "skipped", why), None
         if not cases:
             return CandidateResult("rewrite", "skipped", "the judge agreed with every fit label: no disagreement to rewrite from"), None
         if not inputs.writer_free_text:
