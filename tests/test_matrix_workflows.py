@@ -527,6 +527,25 @@ ALIGN_N = 50
 ALIGN_FAULTY = "s19"  # in the sealed test set of seed 0: the baseline and the chosen candidate fail it
 
 
+def family_run(
+    servers: Servers, family: str, path: str, tmp_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[Judged, Path, str | Path]:
+    """The labelled setup of ``family`` and its run made through ``path`` (once per module), with
+    the cache it was made on (an offline replay reads the live run's cache)."""
+    setup = align_setup(servers, family, tmp_factory)
+    key = ("run", family, path)
+    if key not in servers.kept:
+        if path == "live":
+            servers.kept[key] = (setup.tmp / "run", setup.tmp / "cache.sqlite")
+        else:
+            run, cache, made = make_run(servers, setup, path, request)
+            if path != "shard":
+                assert made.code == (0 if family == "local" else 1), made.output
+            servers.kept[key] = (run, cache)
+    run, cache = servers.kept[key]
+    return setup, run, cache
+
+
 def align_setup(servers: Servers, family: str, tmp_factory: pytest.TempPathFactory) -> Judged:
     """The family's transcripts and labels for align, and its live run (once per module). The local
     judge's 50 transcripts repeat 3 texts: every fit transcript is then a near-duplicate of a select
@@ -594,9 +613,7 @@ def test_align(family: str, path: str, servers: Servers, tmp_path_factory: pytes
         assert again.code == done.code, again.output
         assert normalised(setup.tmp / "again" / "align.json", setup.tmp / "run", setup.tmp / "again", setup.tmp) == want
         return
-    run, cache, made = make_run(servers, setup, path, request) if path != "offline" else (setup.tmp / "run", setup.tmp / "cache.sqlite", None)
-    if made is not None and path != "shard":
-        assert made.code == (0 if family == "local" else 1), made.output
+    _, run, cache = family_run(servers, family, "live" if path == "offline" else path, tmp_path_factory, request)
     out = f"al-{path}"
     if path != "offline":  # the same alignment of the run made through this path
         other = harness(servers, *align_args(setup, run, out, cache))
@@ -607,3 +624,69 @@ def test_align(family: str, path: str, servers: Servers, tmp_path_factory: pytes
     replay = harness(servers, *align_args(setup, run, out, cache, "--offline"))
     assert (replay.code, replay.sent) == (done.code, 0), replay.output
     assert normalised(setup.tmp / out / "align.json", run, setup.tmp / out, setup.tmp) == want
+
+
+# --- harness labels sample, labels collect, infer ---------------------------------------------------
+
+
+def infer_labels(setup: Judged, run: Path, folder: Path, servers: Servers) -> Path:
+    """A uniform design of 24 on ``run``, its CSV filled with the human labels and collected, and
+    two labels of ids the run does not hold added: the labels file (design.json beside it)."""
+    done = harness(servers, "labels", "sample", run, "--n", 24, "--seed", 3, "--out", folder, "--prompts", setup.prompts)
+    assert done.code == 0, done.output
+    human = {r["transcript_id"]: r["label"] for r in read_jsonl(setup.labels)}
+    lines = (folder / "to_label.csv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split(",")
+    at, tid = header.index("label"), header.index("transcript_id")
+    filled = [lines[0]]
+    for line in lines[1:]:
+        cells = line.split(",")
+        cells[at] = str(human[cells[tid]])
+        filled.append(",".join(cells))
+    (folder / "filled.csv").write_text("\n".join(filled) + "\n", encoding="utf-8")
+    done = harness(servers, "labels", "collect", folder / "filled.csv", "--out", folder / "labels.jsonl")
+    assert done.code == 0 and "wrote 24 labels" in done.output, done.output
+    with (folder / "labels.jsonl").open("a", encoding="utf-8") as fh:
+        fh.writelines(json.dumps({"transcript_id": f"x{i}", "rubric": "likert", "label": 3}) + "\n" for i in range(2))
+    return folder / "labels.jsonl"
+
+
+def inferred(servers: Servers, setup: Judged, run: Path, name: str) -> tuple[Done, Any, Any]:
+    """labels sample + collect + infer on ``run``: the command, and design.json and the inference as
+    a run made through another path must give them."""
+    folder = setup.tmp / name
+    labels = infer_labels(setup, run, folder, servers)
+    done = harness(servers, "infer", run, "--labels", labels, "--prompts", setup.prompts, "--min-labels", 5, "--json", "--no-save")
+    assert done.code == 0, done.output
+    return done, normalised(folder / "design.json", run, folder, setup.tmp), normalised_text(done.stdout, run, folder, setup.tmp)
+
+
+def normalised_text(text: str, *places: Path) -> Any:
+    for name, place in zip(("RUN", "OUT", "TMP"), places, strict=False):
+        text = text.replace(json.dumps(str(place))[1:-1], name)
+    return decision(json.loads(text))
+
+
+@pytest.mark.parametrize(("family", "path"), cells("infer", 60))
+def test_labels_and_infer(family: str, path: str, servers: Servers, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> None:
+    setup, live_run, _ = family_run(servers, family, "live", tmp_path_factory, request)
+    key = ("infer-live", family)
+    if key not in servers.kept:
+        done, design, result = inferred(servers, setup, live_run, "infer-live")
+        (entry,) = result["metrics"][0]["judges"]
+        assert entry["counts"]["labels_not_in_run"] == 2 and entry["n"] + entry["counts"].get("drawn_unlabelled", 0) <= 24
+        assert any("2 of the 26 likert labels" in note and "not in the run" in note for note in result["notes"]), result["notes"]
+        failed = sum(entry["counts"]["failed"].values())
+        assert failed == (0 if family == "local" else 1), entry["counts"]  # the judgment that failed at the server, counted as failed
+        servers.kept[key] = (design, result)
+    design, result = servers.kept[key]
+    if path == "live":
+        return
+    _, run, _ = (
+        family_run(servers, family, path, tmp_path_factory, request)
+        if path != "offline"
+        else (setup, *make_run(servers, setup, "offline", request)[:2])
+    )
+    _, other_design, other = inferred(servers, setup, run, f"infer-{path}")
+    assert other_design == design, "the design drawn on a run made through another path differs"
+    assert other == result
