@@ -690,3 +690,104 @@ def test_labels_and_infer(family: str, path: str, servers: Servers, tmp_path_fac
     _, other_design, other = inferred(servers, setup, run, f"infer-{path}")
     assert other_design == design, "the design drawn on a run made through another path differs"
     assert other == result
+
+
+# --- hostile labels: refused in one line naming the user's file, before anything is sent -----------
+
+
+def hostile_labels(folder: Path, good: list[dict[str, Any]]) -> list[tuple[Path, str]]:
+    """Labels files a user may give by mistake, each with what its refusal must say: a line that
+    is not JSON, a label off the rubric's scale, a rubric that does not exist, an empty file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r) for r in good]
+    cases = {
+        "not_json.jsonl": ([*lines[:2], "{not json", *lines[2:]], ":3:"),
+        "off_scale.jsonl": ([lines[0], json.dumps({**good[1], "label": 7}), *lines[2:]], ":2: label: 7 is outside the likert scale"),
+        "no_rubric.jsonl": ([json.dumps({**good[0], "rubric": "nope"}), *lines[1:]], ":1: rubric: 'nope'"),
+        "empty.jsonl": ([], ""),
+    }
+    made = []
+    for name, (content, said) in cases.items():
+        path = folder / name
+        path.write_text("".join(line + "\n" for line in content), encoding="utf-8")
+        made.append((path, f"{path}{said}"))
+    return made
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("family", caps.FAMILIES)
+@pytest.mark.parametrize("workflow", ["cascade", "infer", "align"])
+def test_hostile_labels_are_refused_in_one_line_before_anything_is_sent(
+    workflow: str, family: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
+    if workflow == "cascade":
+        cascade = cascade_setup(tmp_path, family, servers)
+        good = read_jsonl(cascade.labels)
+    else:
+        setup, run, cache = family_run(servers, family, "live", tmp_path_factory, request)
+        good = read_jsonl(setup.labels)
+    for labels, said in hostile_labels(tmp_path / "hostile", good):
+        out = tmp_path / f"out-{labels.stem}"
+        if workflow == "cascade":
+            args = cascade.calibrate(out.name, tmp_path / "cache.sqlite")
+            args[args.index("--labels") + 1] = labels
+        elif workflow == "infer":
+            args = ["infer", run, "--labels", labels, "--prompts", setup.prompts, "--no-design", "--no-save"]
+        else:
+            args = align_args(setup, run, "unused", cache)
+            args[args.index("--labels") + 1] = labels
+            args[args.index("--out") + 1] = out
+        line = harness(servers, *args).refused(said)
+        assert "empty" not in labels.name or "holds no" in line or "empty" in line, line
+        assert not out.exists(), f"{workflow} wrote {out} before refusing"
+
+
+# --- a judge option the path refuses: refused by the workflow, in one line, before anything is sent --
+
+#: The options of the core matrix's cells (tests/test_matrix.py).
+OPTION_FIELDS: dict[str, dict[str, Any]] = {
+    "samples_n": {"samples": 3, "samples_via": "n", "seed": 7, "temperature": 1.0},
+    "logprobs": {"logprobs": True},
+    "structured": {"structured_output": True},
+}
+
+
+def _refused_options() -> list[Any]:
+    """Each (workflow, family, option, path) where the core table refuses the option on the path."""
+    params = []
+    for workflow in ("race", "cascade", "align"):
+        for c in caps.CELLS:
+            if c.path in ("live", "offline") and not c.supported and c.option in OPTION_FIELDS:
+                params.append(pytest.param(workflow, c.family, c.option, c.path, id=f"{workflow}-{c.family}-{c.option}-{c.path}"))
+    return params
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("workflow", "family", "option", "path"), _refused_options())
+def test_a_judge_option_the_path_refuses_is_refused_before_anything_is_sent(
+    workflow: str, family: str, option: str, path: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The workflow's judge (for a cascade, its last stage: the first would otherwise be paid) asks
+    for an option its family cannot give on this path."""
+    labelled = align_setup(servers, family, tmp_path_factory)
+    extra = ["--offline"] if path == "offline" else []
+    cache = labelled.tmp / "cache.sqlite" if path == "offline" else tmp_path / "cache.sqlite"  # offline: a cache there is to replay
+    fields = OPTION_FIELDS[option]
+    if workflow == "race":
+        setup = race_setup(tmp_path, family, servers)
+        write_config(setup.config, [judge_table(family, servers, **fields)])
+        args = setup.args("out", cache, *extra)
+    elif workflow == "cascade":
+        cascade = cascade_setup(tmp_path, family, servers)
+        cascade_config(cascade.config, family, servers, CASCADE_STAGES[family][0], fields | ({"samples": 2} if option != "logprobs" else {}))
+        args = cascade.calibrate("out", cache, *extra)
+    else:
+        config = write_config(tmp_path / "harness.toml", [judge_table(family, servers, **fields)])
+        args = align_args(labelled, labelled.tmp / "run", "unused", cache, *extra)
+        args[args.index("--config") + 1] = config
+        args[args.index("--out") + 1] = tmp_path / "out"
+    expected = caps.cell(family, option, path).reason  # type: ignore[arg-type]
+    if (family, option) == ("local", "structured"):
+        expected = "cannot follow a JSON Schema"  # the config itself refuses it, naming the field
+    harness(servers, *args).refused(expected)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -189,9 +189,7 @@ def few_shot_rubric(rubric: Rubric, examples: Sequence[Example], scale: Scale) -
     return _reparsed(replace(candidate, version=aligned_version(rubric.version, candidate)))
 
 
-def rewrite_cases(
-    fit: Sequence[Example], scale: Scale, avoid: Sequence[frozenset[str]], inputs: Sequence[str]
-) -> tuple[list[Example], int]:
+def rewrite_cases(fit: Sequence[Example], scale: Scale, avoid: Sequence[frozenset[str]], inputs: Sequence[str]) -> tuple[list[Example], int]:
     """The fit set's disagreements shown to the rewriting model: the largest first, at most
     ``REWRITE_CASES``, no near-duplicate of a select or test transcript. Returns them and how many
     disagreements were passed over as near-duplicates."""

@@ -31,6 +31,7 @@ import numpy as np
 from ..analysis.io import Label, RunData, read_labels, read_run
 from ..analysis.resampling import DEFAULT_RESAMPLES, check_resampling
 from ..analysis.scales import PASS, bins_for, threshold_for
+from ..capabilities import check_supported
 from ..errors import OutputError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..jsonlines import iter_json_objects
@@ -286,6 +287,8 @@ def _read(options: AlignOptions) -> _Inputs:
         )
     writer = options.writer or judge
     writer_plan = plan if writer == judge else build_plan(_run_options(options, input=source, prompts=list(options.prompts), judges_only=[writer]))
+    # the judge and the writer held to the capabilities table before anything is written or sent
+    check_supported([*plan.judges, *(writer_plan.judges if writer != judge else ())], "offline" if options.offline else "live")
     rubric = plan.available_rubrics[options.rubric]
     if rubric.labels is not None:
         raise UserInputError(f"--rubric {options.rubric!r}: a rubric with labels has no score to align; choose a scored rubric")

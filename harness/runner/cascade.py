@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..capabilities import check_supported
 from ..config import CascadeConfig, JudgeConfig
 from ..errors import ConfigError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
@@ -130,6 +131,8 @@ def _check(options: CascadeOptions) -> _Checked:
         if not judge.logprobs and judge.samples < 2:
             raise ConfigError(f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2")
         stages.append(judge)
+    # every stage held to the capabilities table now: a later stage's refusal must not come after the first is paid
+    check_supported(stages, "offline" if options.offline else "live")
     rubric = plan.available_rubrics.get(options.rubric)
     if rubric is None:
         known = ", ".join(sorted(plan.available_rubrics))
