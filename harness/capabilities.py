@@ -155,7 +155,6 @@ WORKFLOW_ABSENT: tuple[tuple[tuple[Workflow, ...], tuple[WorkflowPath, ...], str
     (("race",), ("shard",), "race judges pairs in rounds and decides after each, in one process: it has no --shard"),
     (("cascade",), ("shard",), "a cascade stage judges what the one before passed on, in one process: it has no --shard"),
 )
-WORKFLOW_UNTESTED_WHY = "supported, not in the test matrix: the bundled model is too slow for a cascade's samples on two stages"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +163,8 @@ class WorkflowCell:
     family: Family
     path: WorkflowPath
     supported: bool
-    #: why not, for a path the workflow does not have; why it is not tested, for an untested one
+    #: why not, for a path the workflow does not have
     reason: str = ""
-    #: run by tests/test_matrix_workflows.py
-    tested: bool = True
 
 
 def _workflow_cell(workflow: Workflow, family: Family, path: WorkflowPath) -> WorkflowCell:
@@ -177,7 +174,7 @@ def _workflow_cell(workflow: Workflow, family: Family, path: WorkflowPath) -> Wo
     return WorkflowCell(workflow, family, path, True)
 
 
-#: Every (workflow, family, path), in table order.
+#: Every (workflow, family, path), in table order; every supported one is run by tests/test_matrix_workflows.py.
 WORKFLOW_CELLS: tuple[WorkflowCell, ...] = tuple(_workflow_cell(w, f, p) for w in WORKFLOWS for f in FAMILIES for p in WORKFLOW_PATHS)
 _WORKFLOW_BY_KEY = {(c.workflow, c.family, c.path): c for c in WORKFLOW_CELLS}
 
@@ -246,14 +243,12 @@ def workflow_table() -> str:
             marks = []
             for path in WORKFLOW_PATHS:
                 c = workflow_cell(workflow, family, path)
-                marks.append(f"— ({reasons.index(c.reason) + 1})" if not c.supported else "yes" if c.tested else "yes*")
+                marks.append("yes" if c.supported else f"— ({reasons.index(c.reason) + 1})")
             lines.append(f"| {WORKFLOW_LABELS[workflow]} | {FAMILY_LABELS[family]} | " + " | ".join(marks) + " |")
     lines.append("")
-    untested = any(c.supported and not c.tested for c in WORKFLOW_CELLS)
     lines.append(
-        "yes: supported and run by `tests/test_matrix_workflows.py`"
-        + (f"; yes*: {WORKFLOW_UNTESTED_WHY}" if untested else "")
-        + ". A judge option is held to the table above on each path. —: the workflow has no such path:"
+        "yes: supported and run by `tests/test_matrix_workflows.py`; a judge option is held to the table above on each path, "
+        "and refused in one line before the workflow sends anything. —: the workflow has no such path:"
     )
     lines.append("")
     lines.extend(f"{n}. {why}." for n, why in enumerate(reasons, start=1))

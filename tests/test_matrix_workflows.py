@@ -125,7 +125,7 @@ def cells(workflow: str, timeout: int) -> list[Any]:
     """The tested, supported cells of ``workflow`` as parameters (family, path)."""
     params = []
     for c in caps.WORKFLOW_CELLS:
-        if c.workflow != workflow or not (c.supported and c.tested):
+        if c.workflow != workflow or not c.supported:
             continue
         slow = c.family == "local"
         marks: list[Any] = [pytest.mark.timeout(timeout * 3 if slow else timeout)]
@@ -791,3 +791,92 @@ def test_a_judge_option_the_path_refuses_is_refused_before_anything_is_sent(
         expected = "cannot follow a JSON Schema"  # the config itself refuses it, naming the field
     harness(servers, *args).refused(expected)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+# --- offline, judgments not in the cache: the documented exit 3, said in words of the user's ---------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("family", caps.FAMILIES)
+@pytest.mark.parametrize("workflow", ["race", "cascade", "align"])
+def test_offline_without_the_judgments_exits_3(
+    workflow: str, family: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Replayed on a cache that holds other judgments (a race's cache for a cascade or an
+    alignment, a cascade's for a race): nothing is sent, and the exit code is 3, as for harness run."""
+    race, _, _ = live_race(servers, family, tmp_path_factory)
+    other = live_cascade(servers, family, tmp_path_factory)[0].tmp / "cache.sqlite"
+    if workflow == "race":
+        done = harness(servers, *race.args("o", other, "--offline"))
+        assert (done.code, done.sent) == (3, 0), done.output
+        decided = json.loads((race.tmp / "o" / "race.json").read_text(encoding="utf-8"))
+        assert decided["exit_code"] == 3 and set(decided["pairs_not_scored"]) == {"unscored (cache_miss)"}
+        return
+    if workflow == "cascade":
+        setup = cascade_setup(tmp_path, family, servers)
+        done = harness(servers, *setup.calibrate("o", race.tmp / "cache.sqlite", "--offline"))
+    else:
+        labelled = align_setup(servers, family, tmp_path_factory)
+        done = harness(servers, *align_args(labelled, labelled.tmp / "run", "o", race.tmp / "cache.sqlite", "--offline"))
+        if family == "local":  # its alignment judges nothing (near-duplicates): there is nothing to miss
+            assert (done.code, done.sent) == (0, 0), done.output
+            return
+    lines = [line for line in done.output.splitlines() if line.strip()]
+    assert (done.code, done.sent) == (3, 0), done.output
+    assert len(lines) == 1 and not any(name in lines[0] for name in INTERNAL), lines
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("family", caps.FAMILIES)
+def test_cascade_hostile_inputs_are_refused_before_anything_is_sent(
+    family: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    live = live_cascade(servers, family, tmp_path_factory)[0]
+    setup = cascade_setup(tmp_path, family, servers)
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "cascade.json").write_bytes((live.tmp / "cal" / "cascade.json").read_bytes())
+    cache = live.tmp / "cache.sqlite"
+    good = setup.data.read_text(encoding="utf-8")
+    setup.data.write_text(good + "{not json\n", encoding="utf-8")
+    harness(servers, *setup.run("out", cache, "cal")).refused(f"{setup.data}:{len(good.splitlines()) + 1}:")
+    setup.data.write_text("", encoding="utf-8")
+    harness(servers, *setup.run("out", cache, "cal")).refused(f"{setup.data}: holds no transcripts")
+    setup.data.write_text(good, encoding="utf-8")
+    harness(servers, *setup.run("out", cache, "missing")).refused(f"--calibration {tmp_path / 'missing' / 'cascade.json'}: no such file")
+    write_jsonl(setup.labels, [{"transcript_id": f"x{i}", "rubric": "likert", "label": 3} for i in range(40)])
+    harness(servers, *setup.calibrate("out", cache)).refused(f"0 in {setup.calib} have a likert label in {setup.labels}")
+    setup.calib.write_text("\n", encoding="utf-8")
+    harness(servers, *setup.calibrate("out", cache)).refused(f"{setup.calib}: holds no transcripts")
+    assert not (tmp_path / "out").exists()
+
+
+# --- the docs' table --------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_docs_workflow_table_is_the_generated_one() -> None:
+    page = (ROOT / "docs" / "guide" / "batch.md").read_text(encoding="utf-8")
+    begin, end = "<!-- workflows:begin -->\n", "<!-- workflows:end -->"
+    assert page.count(begin) == 1 and page.count(end) == 1
+    table = page.split(begin, 1)[1].split(end, 1)[0]
+    assert table == caps.workflow_table(), "docs/guide/batch.md's workflow table is stale: paste `python -m harness.capabilities` between the markers"
+
+
+def test_every_workflow_cell_is_listed_once_and_an_absent_path_is_not_an_option() -> None:
+    keys = [(c.workflow, c.family, c.path) for c in caps.WORKFLOW_CELLS]
+    assert len(keys) == len(set(keys)) == len(caps.WORKFLOWS) * len(caps.FAMILIES) * len(caps.WORKFLOW_PATHS)
+    assert all(c.reason for c in caps.WORKFLOW_CELLS if not c.supported)
+    # a path a workflow does not have is not an option it takes: --shard is harness run's
+    from typer.main import get_command
+
+    root: Any = get_command(app)
+
+    def options(command: Any) -> set[str]:
+        subcommands = list(command.commands.values()) if hasattr(command, "commands") else [command]
+        return {opt for sub in subcommands for p in sub.params for opt in p.opts}
+
+    for c in caps.WORKFLOW_CELLS:
+        if not c.supported and c.path == "shard":
+            assert "--shard" not in options(root.commands[c.workflow]), c
+    assert "--shard" in options(root.commands["run"]) and "--offline" in options(root.commands["race"])
