@@ -26,7 +26,7 @@ from ..outputs.rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import load_rubrics
 from ..validation import first_problem
 
-__all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "read_labels", "read_run"]
+__all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "read_labels", "read_metric_labels", "read_run"]
 
 #: Composites are weighted sums of normalised rubric scores: 0..1, 1 best.
 COMPOSITE_SCALE = (0.0, 1.0)
@@ -246,6 +246,12 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
     All labels of one metric must be of one kind, and a (transcript, rubric) pair may be labelled
     once. Transcript ids the run does not hold are accepted here and counted by the analysis.
     """
+    return read_metric_labels(path, run.metrics, f"the run {run.path}")
+
+
+def read_metric_labels(path: str | Path, metrics: Mapping[str, Metric], holder: str) -> Labels:
+    """`read_labels` for the metrics ``metrics`` of ``holder`` (named when a label's rubric is not
+    among them): a run about to be judged reads its juries' labels so, before any judge is called."""
     file = Path(path)
     by_metric: dict[str, list[Label]] = {}
     kinds: dict[str, tuple[Literal["numeric", "pass_fail"], int]] = {}
@@ -259,10 +265,10 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
             name = str(first.loc[0]) if first.loc else "<record>"
             problem = first.problem if first.kind in ("extra_forbidden", "missing") else f"unexpected value {row.get(name)!r}"
             raise line_error(file, line, name, problem) from None
-        metric = run.metrics.get(parsed.rubric)
+        metric = metrics.get(parsed.rubric)
         if metric is None:
-            known = ", ".join(run.metrics) or "none"
-            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of the run {run.path} (it has: {known})")
+            known = ", ".join(metrics) or "none"
+            raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of {holder} (it has: {known})")
         value, kind = _label_value(file, line, parsed.label, metric)
         seen_kind, seen_line = kinds.setdefault(metric.name, (kind, line))
         if seen_kind != kind:

@@ -20,6 +20,10 @@ gemini-2.5         ``gemini-2.5``            max_tokens           yes; +4096 bud
 anything else      —                         max_tokens           yes
 =================  ========================  ===================  ==================
 
+A second, smaller table, ``LINEAGES``, says which maker's line a model belongs to (GPT, Claude,
+Gemini, Llama, ...): a judge of the same lineage as the agent it judges may favour that agent's
+answers (self-preference), so a jury flags such a member (``lineage_of``).
+
 A new model needs no code change: a judge sets ``token_param``, ``send_temperature``,
 ``reasoning_budget`` and ``reasoning_effort`` in its config, and those win over the table.
 ``shape_request`` is the one place a request is built from a judge and a rendered prompt; every
@@ -70,6 +74,50 @@ def bare_model(model: str) -> str:
 def family_of(model: str) -> Family:
     name = bare_model(model)
     return next((f for f in FAMILIES if name.startswith(f.prefixes)), CHAT)
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """Models of one maker's line, trained alike. LLM judges rate their own lineage's answers higher
+    than others rate them (self-preference: Zheng et al. 2023, "Judging LLM-as-a-Judge", section
+    3.3; Panickssery et al. 2024, "LLM Evaluators Recognize and Favor Their Own Generations")."""
+
+    name: str
+    prefixes: tuple[str, ...]
+
+
+#: First match wins, on the model name after any gateway prefix, lower-cased (``bare_model``).
+LINEAGES: tuple[Lineage, ...] = (
+    Lineage("OpenAI GPT", ("gpt-", "gpt4", "chatgpt", "o1", "o3", "o4", "davinci")),
+    Lineage("Anthropic Claude", ("claude",)),
+    Lineage("Google Gemini", ("gemini", "gemma")),
+    Lineage("Meta Llama", ("llama", "meta-llama")),
+    Lineage("Mistral", ("mistral", "mixtral", "ministral", "codestral", "magistral", "pixtral")),
+    Lineage("Qwen", ("qwen", "qwq")),
+    Lineage("DeepSeek", ("deepseek",)),
+    Lineage("Microsoft Phi", ("phi-", "phi3", "phi4")),
+    Lineage("xAI Grok", ("grok",)),
+    Lineage("Cohere Command", ("command", "c4ai")),
+    Lineage("Hugging Face SmolLM", ("smollm",)),
+)
+
+
+@lru_cache(maxsize=256)
+def lineage_of(model: str) -> Lineage | None:
+    """The lineage of ``model`` (``openai/gpt-4o-mini`` → OpenAI GPT), or None when unknown."""
+    name = bare_model(model)
+    return next((line for line in LINEAGES if name.startswith(line.prefixes)), None)
+
+
+def same_lineage(judge_model: str, agent_model: str) -> Lineage | None:
+    """The lineage a judge shares with the agent it judges, or None: the same model, or two
+    models of one known lineage."""
+    line = lineage_of(judge_model)
+    if line is not None and line == lineage_of(agent_model):
+        return line
+    if bare_model(judge_model) == bare_model(agent_model):
+        return Lineage(bare_model(judge_model), (bare_model(judge_model),))
+    return None
 
 
 def shape_request(

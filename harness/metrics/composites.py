@@ -11,9 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
-
-from ..rubrics.rubric import Rubric
+from typing import Literal, NamedTuple, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +59,18 @@ class Component(NamedTuple):
     reason: str | None
 
 
+class Scaled(Protocol):
+    """What a composite needs of a rubric: its score on 0..1 with 1 best (``Rubric.normalised``;
+    a jury's ``Classes.normalised`` in ``harness merge``)."""
+
+    def normalised(self, score: float) -> float: ...
+
+
 def weighted_composite(
     name: str,
     weights: Mapping[str, float],
     components: Mapping[str, Component],
-    rubrics: Mapping[str, Rubric],
+    rubrics: Mapping[str, Scaled],
 ) -> CompositeResult:
     """Σ wᵢ·normalisedᵢ over the composite's rubrics; unscored when any component is."""
     terms = []
