@@ -99,6 +99,7 @@ REASON_WORDS = {
     "no_score": "no score in the reply",
     "empty_reply": "empty reply",
     "truncated": "reply cut off",
+    "jury_settled": "not needed by a sequential jury",
 }
 
 #: Unscored reasons that point at a judge's settings, and what to do about them.
