@@ -44,6 +44,8 @@ __all__ = ["SETTLED", "JuryRun", "rewrite"]
 
 #: A sequential jury's member that was not asked: its judgment's reason (no call, no cost).
 SETTLED = "jury_settled"
+#: transcripts whose metadata names no agent model, as summary.json counts them
+UNKNOWN_AGENT = "(unknown)"
 
 
 def _called(row: Mapping[str, Any]) -> bool:
@@ -83,7 +85,9 @@ class JuryRun:
 
     # -- 1. votes ------------------------------------------------------------------------------
 
-    def observe(self, transcript_id: str, agent_model: str | None, judgments: Iterable[Judgment], rows: int) -> None:
+    def observe(self, transcript_id: str, agent_model: str | None, judgments: Iterable[Judgment], rows: int, *, count_agent: bool = True) -> None:
+        """One transcript's judgments (``rows`` of them written), in output order, and its agent's
+        model (None: unknown; not counted with ``count_agent=False``, counted elsewhere: ``add_agents``)."""
         seen = set()
         for j in judgments:
             key = (j.rubric, j.judge)
@@ -99,7 +103,13 @@ class JuryRun:
                 column.append(math.nan)
         self.ids.append(transcript_id)
         self.row_counts.append(rows)
-        self._agents[agent_model] += 1
+        if count_agent:
+            self._agents[agent_model] += 1
+
+    def add_agents(self, models: Mapping[str, int]) -> None:
+        """Agents' models counted elsewhere (a shard's summary.json; ``harness merge``)."""
+        for model, n in models.items():
+            self._agents[None if model == UNKNOWN_AGENT else model] += int(n)
 
     def _vote(self, j: Judgment) -> float:
         if j.status != "scored":
@@ -236,7 +246,7 @@ class JuryRun:
                 "verdicts": dict(sorted(self._counts[panel.name].items())),
                 "member_judgments": {"total": member_judgments, "not_asked": settled, "asked": member_judgments - settled},
                 "self_preference": self_preference(panel, self._agents),
-                "agent_models_unknown": self._agents.get(None, 0),
+                "agent_models": {UNKNOWN_AGENT if m is None else m: n for m, n in sorted(self._agents.items(), key=lambda kv: str(kv[0]))},
                 "rubrics": rubrics,
             }
         return out
@@ -304,12 +314,12 @@ def _allowed(n: int, labelled: list[tuple[int, float | str]], classes: Classes) 
 def rewrite(
     jury: JuryRun,
     judgments_in: Path,
-    write_judgment: Callable[[Judgment], None],
-    copy_line: Callable[[bytes], None],
+    write_judgment: Callable[[Judgment], object],
+    copy_line: Callable[[bytes], object],
     results_in: Path,
-    write_results: Callable[[dict[str, Any]], None],
+    write_results: Callable[[dict[str, Any]], object],
     composites: Mapping[str, Mapping[str, float]],
-    on_composite: Callable[[str, Any], None],
+    on_composite: Callable[[str, Any], object],
 ) -> None:
     """Read the rows written (``judgments_in``: each transcript's ``jury.row_counts`` rows in turn;
     ``results_in``: one per transcript) and write them again with the juries' added: each

@@ -137,6 +137,9 @@ def prepare(juries: Sequence[JuryConfig], judges: Sequence[JudgeConfig], rubrics
             if needs_labels and (labels is None or not labels.of(rubric.rubric)):
                 what = "its weights are measured on them" if jury.method == "weighted" else "it is anchored on them"
                 held = f"{jury.labels} has none" if jury.labels is not None else "no labels file is given (labels = ..., or --jury-labels)"
-                raise ConfigError(f"{where}.labels: jury {jury.name!r} needs human labels of rubric {rubric.rubric!r} ({what}): {held}")
+                raise ConfigError(
+                    f"{where}.labels: jury {jury.name!r} needs human labels of rubric {rubric.rubric!r} ({what}): {held} "
+                    "(label it, or choose the labelled rubrics with --rubric)"
+                )
         panels.append(Panel(jury.name, jury.members, tuple(models[m] for m in jury.members), jury.method, jury.sequential, jury.anchored, labels))
     return panels
