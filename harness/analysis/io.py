@@ -69,6 +69,21 @@ class RunData:
     outcomes: dict[tuple[str, str], dict[str, Outcome]]
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    #: summary.json's ``juries``: each jury's figures, with the labelled transcripts it was fitted on
+    juries: dict[str, Any] = field(default_factory=dict)
+
+    def fitted_on(self, judge: str, metric: str) -> set[str]:
+        """The transcripts whose human labels decided ``judge``'s verdicts on ``metric`` (a weighted
+        or anchored jury's; a composite: any of its rubrics'); empty for a judge."""
+        rubrics = (self.juries.get(judge) or {}).get("rubrics") or {}
+        sections = (
+            [rubrics[metric]]
+            if metric in rubrics
+            else list(rubrics.values())
+            if self.metrics.get(metric, None) is not None and self.metrics[metric].kind == "composite"
+            else []
+        )
+        return {t for section in sections for t in section.get("fitted_on") or ()}
 
     def outcomes_of(self, metric: str, judge: str) -> dict[str, Outcome]:
         return self.outcomes.get((metric, judge), {})
@@ -174,7 +189,9 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     interrupted = bool(summary.get("interrupted"))
     if (note := interrupted_note(summary)) is not None:
         notes.append(f"{run}: {note}")
-    return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes)
+    recorded = summary.get("juries")
+    juries: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes, juries)
 
 
 # -- labels ----------------------------------------------------------------------------------------

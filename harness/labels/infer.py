@@ -176,6 +176,21 @@ def estimate(
     return out
 
 
+def _unless_fitted(run: RunData, judge: str, metric: str, labelled: set[str], path: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry``, refused when ``judge`` is a jury whose verdicts were decided by some of these very
+    labels (weights or anchors): its errors on them are not those of the other transcripts, so the
+    rectifier would be biased and the interval invalid. Labels the jury did not see are fine."""
+    seen = run.fitted_on(judge, metric) & labelled
+    if not seen:
+        return entry
+    kept: dict[str, Any] = {k: entry[k] for k in ("n", "valid", "counts", "notes") if k in entry}
+    reason = (
+        f"jury {judge} learned from {len(seen)} of these labels ({path}): a predictor fitted on the labels that correct it "
+        "gives an invalid interval; use labels it did not see (e.g. a method without labels, or labels held out of the jury's file)"
+    )
+    return {**{k: v for k, v in entry.items() if k in ("judge", "judge_only")}, **kept, "refused": reason}
+
+
 def _judged_notes(cell: _Cell) -> list[str]:
     if not cell.missing:
         return []
@@ -200,7 +215,7 @@ def _single(
             entry = {"judge": judge, "judge_only": _judge_only(cell, alpha), **estimate(cell.ids, cell.yhat, cell.labels, design, alpha, min_labels)}
             entry["counts"].update(unscored=dict(cell.unscored), failed=dict(cell.failed), labels_not_in_run=cell.not_in_run)
             entry["notes"] = _judged_notes(cell) + entry["notes"]
-            per_judge.append(entry)
+            per_judge.append(_unless_fitted(run, judge, metric.name, set(cell.labels), labels.path, entry))
         if per_judge:
             derived = metric.name not in labels.kind
             label_kind = labels.kind.get(metric.name) or "numeric"
@@ -232,6 +247,8 @@ def _compare(
             diff_hat = np.array([b.yhat[index_b[t]] - a.yhat[index_a[t]] for t in ids])
             diff = {t: b.labels[t] - a.labels[t] for t in ids if t in a.labels and t in b.labels}
             entry = estimate(ids, diff_hat, diff, design, alpha, min_labels)
+            entry = _unless_fitted(run_a, judge, metric.name, set(a.labels), labels[0].path, entry)
+            entry = _unless_fitted(run_b, judge, metric.name, set(b.labels), labels[1].path, entry)
             entry.update(metric=metric.name, direction=metric.direction, judge=judge, paired_transcripts=len(ids))
             entry["notes"] = [f"run A: {n}" for n in _judged_notes(a)] + [f"run B: {n}" for n in _judged_notes(b)] + entry["notes"]
             rows.append(entry)

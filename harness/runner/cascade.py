@@ -16,7 +16,9 @@
 
 A stage's confidence in its verdict comes from its logprobs (``logprobs = true``: the probability
 of the most likely score) or from its samples (``samples = k``: the share of samples that agree
-with the majority). A judge with neither has no confidence to trust and is refused.
+with the majority). A judge with neither has no confidence to trust and is refused. A stage may
+be a jury (``[[juries]]``): its confidence is its verdict's (the share of its members' votes for
+the verdict; Dawid–Skene's posterior), and its cost its members'.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import CascadeConfig, JudgeConfig
+from ..config import CascadeConfig
 from ..errors import ConfigError, UserInputError
 from ..outputs.files import atomic_write_text
 from ..planning import RunOptions, build_plan
@@ -60,6 +62,10 @@ def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
     carries no distribution and no samples)."""
     if judgment.get("status") != "scored":
         return None, None
+    jury = judgment.get("jury")
+    if jury:
+        value = judgment.get("label") if judgment.get("label") is not None else judgment.get("score")
+        return value, jury.get("confidence")
     distribution = judgment.get("score_distribution")
     if distribution:
         total = sum(distribution.values())
@@ -76,7 +82,9 @@ def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
     return value, None
 
 
-def _stages(options: CascadeOptions) -> tuple[CascadeConfig, list[JudgeConfig]]:
+def _stages(options: CascadeOptions) -> tuple[CascadeConfig, list[str]]:
+    """The stages' names: judges that give a confidence (logprobs or samples), or juries (their
+    verdict's confidence: the members' agreement, or Dawid–Skene's posterior)."""
     from ..config import load_config
 
     config = load_config(options.config)
@@ -84,17 +92,18 @@ def _stages(options: CascadeOptions) -> tuple[CascadeConfig, list[JudgeConfig]]:
         raise ConfigError(f"{options.config}: no [cascade] section (stages, target_agreement, confidence)")
     plan = build_plan(RunOptions(input=options.input, config=options.config, prompts=list(options.prompts), offline=options.offline))
     judges = {j.name: j for j in plan.judges}
-    stages = []
+    juries = {j.name for j in plan.juries}
     for index, name in enumerate(config.cascade.stages):
         judge = judges.get(name)
-        if judge is None:
-            raise ConfigError(f"{options.config}: cascade.stages[{index}]: no judge named {name!r}")
-        if not judge.logprobs and judge.samples < 2:
-            raise ConfigError(f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2")
-        stages.append(judge)
+        if judge is None and name not in juries:
+            raise ConfigError(f"{options.config}: cascade.stages[{index}]: no judge or jury named {name!r}")
+        if judge is not None and not judge.logprobs and judge.samples < 2:
+            raise ConfigError(
+                f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2 (or make it a jury)"
+            )
     if options.rubric not in plan.available_rubrics:
         raise UserInputError(f"--rubric {options.rubric!r}: no such rubric")
-    return config.cascade, stages
+    return config.cascade, list(config.cascade.stages)
 
 
 async def _judge(options: CascadeOptions, records: dict[str, bytes], ids: Iterable[str], judge: str, out: Path) -> dict[str, dict[str, Any]]:
@@ -116,7 +125,8 @@ async def _judge(options: CascadeOptions, records: dict[str, bytes], ids: Iterab
     with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
         for text in fh:
             row = json.loads(text)
-            rows[row["transcript_id"]] = row
+            if row["judge"] == judge:  # a jury's run holds its members' rows too
+                rows[row["transcript_id"]] = row
     return rows
 
 
@@ -171,13 +181,13 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
     return OUT/cascade.json."""
     cascade, stages = _stages(options)
     records = records_by_id(options.input)
-    judged = {j.name: await _judge(options, records, records, j.name, options.out / "calibration" / j.name) for j in stages}
+    judged = {name: await _judge(options, records, records, name, options.out / "calibration" / name) for name in stages}
     if labels is not None:
-        agrees_with = _human_reference(labels, options.out / "calibration" / stages[-1].name, options.rubric)
+        agrees_with = _human_reference(labels, options.out / "calibration" / stages[-1], options.rubric)
     else:  # the strongest stage's verdict is the reference
-        references = {t: verdict(row)[0] for t, row in judged[stages[-1].name].items()}
+        references = {t: verdict(row)[0] for t, row in judged[stages[-1]].items()}
         agrees_with = {t: partial(_agrees, reference=ref) for t, ref in references.items() if ref is not None}
-    ids = sorted(t for t in judged[stages[0].name] if t in agrees_with)
+    ids = sorted(t for t in judged[stages[0]] if t in agrees_with)
     if len(ids) < 30:
         raise UserInputError(f"calibration needs at least 30 transcripts with a reference verdict; {len(ids)} have one")
     random.Random(seed).shuffle(ids)
@@ -187,7 +197,7 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
     def arrays(subset: list[str]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         confs, agrees = [], []
         for judge in stages:
-            rows = judged[judge.name]
+            rows = judged[judge]
             pairs = [verdict(rows[t]) if t in rows else (None, None) for t in subset]
             confs.append(np.array([c if c is not None else -1.0 for _, c in pairs]))
             agrees.append(np.array([v is not None and agrees_with[t](v) for (v, _), t in zip(pairs, subset, strict=True)]))
@@ -196,7 +206,7 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
     alpha, delta = 1 - cascade.target_agreement, 1 - cascade.confidence
     confs, agrees = arrays(fit)
     thresholds = calibrate_cascade(confs, agrees, alpha, delta)
-    reports = [_stage_report(judge, stage, judged[judge.name], alpha) for judge, stage in zip(stages, thresholds, strict=True)]
+    reports = [_stage_report(judge, stage, judged[judge], alpha) for judge, stage in zip(stages, thresholds, strict=True)]
     if held:
         from ..stats.selective import route
 
@@ -210,7 +220,7 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
         "rubric": options.rubric,
         "target_agreement": cascade.target_agreement,
         "confidence": cascade.confidence,
-        "reference": "human labels" if labels is not None else f"judge {stages[-1].name}",
+        "reference": "human labels" if labels is not None else f"judge {stages[-1]}",
         "calibration": {"transcripts": len(ids), "fit": len(fit), "held_out": len(held), "seed": seed},
         "stages": [asdict(r) for r in reports],
     }
@@ -218,10 +228,10 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
     return result
 
 
-def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]], alpha: float) -> StageReport:
+def _stage_report(judge: str, stage: StageThreshold, rows: dict[str, dict[str, Any]], alpha: float) -> StageReport:
     costs = [r["cost_usd"] for r in rows.values() if r.get("cost_usd") is not None]
     return StageReport(
-        judge.name,
+        judge,
         stage.threshold,
         stage.reached,
         stage.accepted,
@@ -241,7 +251,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
         thresholds = {s["judge"]: s for s in calibrated["stages"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserInputError(f"{calibration}: not a cascade.json written by harness cascade calibrate ({exc})") from None
-    if [s.name for s in stages] != list(thresholds) or calibrated.get("rubric") != options.rubric:
+    if stages != list(thresholds) or calibrated.get("rubric") != options.rubric:
         raise UserInputError(f"{calibration}: calibrated for other stages or another rubric; calibrate again")
     records = records_by_id(options.input)
     answers: dict[str, dict[str, Any]] = {}
@@ -251,8 +261,8 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
     cost_known = True
     for index, judge in enumerate(stages):
         ids = [t for t in records if t in pending]  # in file order
-        rows = await _judge(options, records, ids, judge.name, options.out / "stages" / f"{index + 1}-{judge.name}")
-        threshold = thresholds[judge.name]["threshold"]
+        rows = await _judge(options, records, ids, judge, options.out / "stages" / f"{index + 1}-{judge}")
+        threshold = thresholds[judge]["threshold"]
         passed: set[str] = set()
         for tid, row in rows.items():
             if row.get("cost_usd") is None and row.get("status") != "unscored":
@@ -263,11 +273,11 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
                 answers[tid] = {**row, "stage": index + 1}
             else:
                 passed.add(tid)
-        per_stage.append({"judge": judge.name, "judged": len(rows), "answered": len(rows) - len(passed)})
+        per_stage.append({"judge": judge, "judged": len(rows), "answered": len(rows) - len(passed)})
         pending = passed
         if not pending:
             break
-    last = stages[-1].name
+    last = stages[-1]
     for tid in sorted(pending):
         answers[tid] = {
             "transcript_id": tid,

@@ -121,9 +121,12 @@ def _scale(options: RaceOptions) -> tuple[str, float, float, list[str] | None]:
             offline=options.offline,
         )
     )
-    if len(plan.judges) != 1:
-        raise UserInputError(f"race compares with one judge; the config has {len(plan.judges)} ({', '.join(j.name for j in plan.judges)})")
-    judge = plan.judges[0].name
+    # A jury is one judge; its members are its parts, not judges of their own here.
+    members = {m for jury in plan.juries for m in jury.members}
+    judges = [j.name for j in plan.judges if j.name not in members] + [jury.name for jury in plan.juries]
+    if len(judges) != 1:
+        raise UserInputError(f"race compares with one judge (a jury counts as one); the config has {len(judges)} ({', '.join(judges)})")
+    judge = judges[0]
     if options.metric in plan.composites:
         weights = plan.composites[options.metric]
         return judge, 0.0, float(sum(weights.values())), list(weights)
