@@ -13,7 +13,7 @@ either input is a `UserInputError` whose message names the file, the line and th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -266,9 +266,10 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
     return read_metric_labels(path, run.metrics, f"the run {run.path}")
 
 
-def read_metric_labels(path: str | Path, metrics: Mapping[str, Metric], holder: str) -> Labels:
+def read_metric_labels(path: str | Path, metrics: Mapping[str, Metric], holder: str, skip: Container[str] = ()) -> Labels:
     """`read_labels` for the metrics ``metrics`` of ``holder`` (named when a label's rubric is not
-    among them): a run about to be judged reads its juries' labels so, before any judge is called."""
+    among them): a run about to be judged reads its juries' labels so, before any judge is called.
+    Rows of the rubrics in ``skip`` (known, but not judged by this run) are passed over."""
     file = Path(path)
     by_metric: dict[str, list[Label]] = {}
     kinds: dict[str, tuple[Literal["numeric", "pass_fail"], int]] = {}
@@ -283,6 +284,8 @@ def read_metric_labels(path: str | Path, metrics: Mapping[str, Metric], holder: 
             problem = first.problem if first.kind in ("extra_forbidden", "missing") else f"unexpected value {row.get(name)!r}"
             raise line_error(file, line, name, problem) from None
         metric = metrics.get(parsed.rubric)
+        if metric is None and parsed.rubric in skip:
+            continue
         if metric is None:
             known = ", ".join(metrics) or "none"
             raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of {holder} (it has: {known})")

@@ -11,7 +11,7 @@ again (``Panel.recorded``): a labels file that changed since is refused.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ class Panel:
         source = record.get("labels")
         if source is not None:
             path = Path(source["path"])
-            labels = read_human_labels(path, classes, where=f"jury {name!r}")
+            labels = read_human_labels(path, classes, where=f"jury {name!r}", others=_Anything())
             if labels.sha256 != source["sha256"]:
                 raise UserInputError(f"{where}: jury {name!r}: its labels file {path} changed since the run; judge the run again")
         return cls(
@@ -92,8 +92,16 @@ class Panel:
         )
 
 
-def read_human_labels(path: Path, classes: Sequence[Classes], where: str) -> HumanLabels:
-    """A labels file read and checked against the run's rubrics (``analysis.io.read_metric_labels``)."""
+class _Anything:
+    """Every rubric: a recorded labels file, checked when the run read it, is read for its run's rubrics."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def read_human_labels(path: Path, classes: Sequence[Classes], where: str, others: Container[str] = ()) -> HumanLabels:
+    """A labels file read and checked against the run's rubrics (``analysis.io.read_metric_labels``);
+    rows of ``others`` (rubrics this run does not judge) are passed over."""
     from ..analysis.io import Metric, read_metric_labels
 
     metrics = {c.rubric: Metric(c.rubric, "rubric", (c.lo, c.hi), c.direction) for c in classes}
@@ -103,13 +111,16 @@ def read_human_labels(path: Path, classes: Sequence[Classes], where: str) -> Hum
         raise UserInputError(f"{path}: no such labels file ({where})") from None
     except OSError as exc:
         raise UserInputError(f"{path}: cannot read the labels ({where}): {exc.strerror or exc}") from None
-    labels = read_metric_labels(path, metrics, f"this run ({where})")
+    labels = read_metric_labels(path, metrics, f"this run ({where})", others)
     by_rubric = {name: {label.transcript_id: label.value for label in rows} for name, rows in labels.by_metric.items()}
     return HumanLabels(path, hashlib.sha256(data).hexdigest(), by_rubric)
 
 
-def prepare(juries: Sequence[JuryConfig], judges: Sequence[JudgeConfig], rubrics: Sequence[Any], source: str) -> list[Panel]:
-    """The panels of a run judging ``rubrics`` (``Rubric`` s), checked; ``source`` names the config."""
+def prepare(
+    juries: Sequence[JuryConfig], judges: Sequence[JudgeConfig], rubrics: Sequence[Any], source: str, others: Container[str] = ()
+) -> list[Panel]:
+    """The panels of a run judging ``rubrics`` (``Rubric`` s), checked; ``source`` names the config;
+    labels of ``others`` (known rubrics the run does not judge) are passed over."""
     if not juries:
         return []
     models = {j.name: j.model for j in judges}
@@ -121,7 +132,7 @@ def prepare(juries: Sequence[JuryConfig], judges: Sequence[JudgeConfig], rubrics
         labels = None
         if jury.labels is not None:
             if jury.labels not in read:
-                read[jury.labels] = read_human_labels(jury.labels, classes, where=f"jury {jury.name!r}")
+                read[jury.labels] = read_human_labels(jury.labels, classes, where=f"jury {jury.name!r}", others=others)
             labels = read[jury.labels]
         for rubric in classes:
             if not rubric.numeric and jury.method in _SCORE_METHODS:

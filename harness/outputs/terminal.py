@@ -192,7 +192,9 @@ def jury_table(juries: Mapping[str, Any], console: Console) -> None:
             level = "ordinal" if "ordinal" in section else "nominal"
             alpha = section.get(level, {}).get("value")
             method = jury["method"] + (", sequential" if jury["sequential"] else "")
-            table.add_row(name, method, rubric, verdicts, "—" if alpha is None else f"{alpha:.3f} ({level})", f"{asked['not_asked']:,} of {asked['total']:,}")
+            table.add_row(
+                name, method, rubric, verdicts, "—" if alpha is None else f"{alpha:.3f} ({level})", f"{asked['not_asked']:,} of {asked['total']:,}"
+            )
     console.print(table)
     for name, jury in juries.items():
         for flag in jury["self_preference"]:

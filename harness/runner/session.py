@@ -136,7 +136,7 @@ def _juries(plan: RunPlan, rubrics: list[Rubric]) -> JuryRun | None:
     from ..jury.outputs import JuryRun
     from ..jury.panel import prepare
 
-    panels = prepare(plan.juries, plan.judges, rubrics, plan.source)
+    panels = prepare(plan.juries, plan.judges, rubrics, plan.source, others=set(plan.available_rubrics) - {r.name for r in rubrics})
     return JuryRun(panels, [Classes.of(r) for r in rubrics], {r.name: r.version for r in rubrics})
 
 
