@@ -137,7 +137,7 @@ def _table(cls: type[BaseModel], label: str) -> list[str]:
 
 
 def config_page() -> str:
-    from harness.config import CascadeConfig, HarnessConfig, JudgeConfig
+    from harness.config import CascadeConfig, HarnessConfig, JudgeConfig, JuryConfig
 
     lines = [
         "# Configuration keys",
@@ -166,6 +166,13 @@ def config_page() -> str:
         "`harness cascade calibrate` and `harness cascade run` in the judges guide.",
         "",
         *_table(CascadeConfig, "CascadeConfig"),
+        "",
+        "## A jury (`[[juries]]`, `JuryConfig`)",
+        "",
+        "A panel of the config's judges that is one judge of the run: its verdict per transcript and",
+        "rubric is a judgment of its own (see the juries guide).",
+        "",
+        *_table(JuryConfig, "JuryConfig"),
         "",
     ]
     return "\n".join(lines)

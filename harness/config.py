@@ -248,15 +248,16 @@ class JuryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    #: the jury's name in outputs, as a judge's (it may not be a judge's name)
     name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
     #: the judges' names (at least two, each once)
-    members: tuple[str, ...] = Field(min_length=2)
+    members: list[str] = Field(min_length=2)
     #: majority (plurality of labels or binned scores), mean, median, weighted (a vote weighted by
     #: each member's agreement with the human labels) or dawid_skene (confusions estimated by EM)
     method: JuryMethod = "majority"
-    #: human labels (JSONL as for ``harness agreement``): each member's agreement with them is
-    #: reported; "weighted" takes its weights from them; "dawid_skene" with ``anchored`` fixes the
-    #: labelled transcripts to them. Relative to the config file. ``harness run --jury-labels`` wins.
+    #: human labels (JSONL as for `harness agreement`): each member's agreement with them is
+    #: reported; "weighted" takes its weights from them; "dawid_skene" with `anchored` fixes the
+    #: labelled transcripts to them. Relative to the config file. `harness run --jury-labels` wins.
     labels: Path | None = None
     #: dawid_skene only: the labelled transcripts' classes are fixed to their human labels
     anchored: bool = False
@@ -266,7 +267,7 @@ class JuryConfig(BaseModel):
 
     @field_validator("members")
     @classmethod
-    def _distinct_members(cls, members: tuple[str, ...]) -> tuple[str, ...]:
+    def _distinct_members(cls, members: list[str]) -> list[str]:
         twice = [m for m in dict.fromkeys(members) if members.count(m) > 1]
         if twice:
             raise ValueError(f"judge {twice[0]!r} is named twice")

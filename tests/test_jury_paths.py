@@ -308,3 +308,8 @@ def test_the_sequential_jury_asks_fewer_members_for_the_same_verdicts(servers: S
     assert {r["judge"] for r in settled} == {"c"}
     assert len(settled) == len(SCORES) * len(RUBRICS)
     assert all(r["cost_usd"] is None and r["attempts"] == 0 for r in settled)
+
+
+def test_the_juries_guide_shows_the_table_of_paths() -> None:
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "guide" / "juries.md").read_text(encoding="utf-8")
+    assert caps.jury_table() in guide
