@@ -96,7 +96,7 @@ def verdicts(truth: np.ndarray, votes: np.ndarray, members: tuple[Member, ...], 
         rows = [Judgment(tid, RUBRIC.rubric, "1", m.name, "scored", score=float(votes[i, k])) for k, m in enumerate(members)]
         jury.observe(tid, None, rows, len(rows))
     jury.finish()
-    return {method: jury._verdicts[(method, RUBRIC.rubric)].score for method in METHODS}
+    return {method: jury.verdicts(method, RUBRIC.rubric).score for method in METHODS}
 
 
 def accuracy(truth: np.ndarray, scores: np.ndarray) -> float:

@@ -130,6 +130,10 @@ class JuryRun:
             for rubric, classes in self.classes.items():
                 self._verdicts[(panel.name, rubric)] = self._decide(panel, rubric, classes)
 
+    def verdicts(self, jury: str, rubric: str) -> Verdicts:
+        """The verdicts of ``jury`` on ``rubric`` per transcript, in output order (after ``finish``)."""
+        return self._verdicts[(jury, rubric)]
+
     def _labelled(self, panel: Panel, rubric: str) -> list[tuple[int, float | str]]:
         assert panel.labels is not None
         position = {t: i for i, t in enumerate(self.ids)}

@@ -152,5 +152,7 @@ def prepare(
                     f"{where}.labels: jury {jury.name!r} needs human labels of rubric {rubric.rubric!r} ({what}): {held} "
                     "(label it, or choose the labelled rubrics with --rubric)"
                 )
-        panels.append(Panel(jury.name, tuple(jury.members), tuple(models[m] for m in jury.members), jury.method, jury.sequential, jury.anchored, labels))
+        panels.append(
+            Panel(jury.name, tuple(jury.members), tuple(models[m] for m in jury.members), jury.method, jury.sequential, jury.anchored, labels)
+        )
     return panels
