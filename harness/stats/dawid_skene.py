@@ -78,17 +78,33 @@ def _anchor(posteriors: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return np.where(anchored[:, None], fixed, posteriors)
 
 
-def _m_step(answers: np.ndarray, posteriors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Priors and confusions from the posteriors (eqs. 2.3 and 2.4), floored at EPS."""
-    counts = np.einsum("iwk,ic->wkc", answers, posteriors)
+def _answers(votes: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per rater: the items it answered and the class it answered on each."""
+    return [(np.flatnonzero(votes[:, w] >= 0), votes[votes[:, w] >= 0, w]) for w in range(votes.shape[1])]
+
+
+def _m_step(answers: list[tuple[np.ndarray, np.ndarray]], posteriors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Priors and confusions from the posteriors (eqs. 2.3 and 2.4), floored at EPS: per rater
+    and answered class k, the posteriors of the items it answered k summed (one weighted bincount
+    per true class: items x raters x classes of work, not a one-hot tensor's square)."""
+    classes = posteriors.shape[1]
+    counts = np.zeros((len(answers), classes, classes))
+    for w, (items, given) in enumerate(answers):
+        weights = posteriors[items]
+        for c in range(classes):
+            counts[w, :, c] = np.bincount(given, weights=weights[:, c], minlength=classes)
     counts = np.maximum(counts, EPS)
     confusions = counts / counts.sum(axis=1, keepdims=True)
     return posteriors.mean(axis=0), confusions
 
 
-def _log_joint(answers: np.ndarray, priors: np.ndarray, confusions: np.ndarray) -> np.ndarray:
-    """items x classes: log p_c + sum_w log pi_{w, y_wi, c}."""
-    return np.log(np.maximum(priors, EPS))[None, :] + np.einsum("iwk,wkc->ic", answers, np.log(confusions))
+def _log_joint(answers: list[tuple[np.ndarray, np.ndarray]], n: int, priors: np.ndarray, confusions: np.ndarray) -> np.ndarray:
+    """items x classes: log p_c + sum_w log pi_{w, y_wi, c} over the raters who answered."""
+    out = np.repeat(np.log(np.maximum(priors, EPS))[None, :], n, axis=0)
+    logs = np.log(confusions)
+    for w, (items, given) in enumerate(answers):
+        out[items] += logs[w][given]
+    return out
 
 
 def _softmax(log_joint: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +136,7 @@ def dawid_skene(
         raise ValueError("every item needs at least one answer")
     if allowed is not None and (allowed.shape != (votes.shape[0], classes) or not allowed.any(axis=1).all()):
         raise ValueError("allowed must be items x classes with at least one allowed class per item")
-    answers = _one_hot(votes, classes)
+    answers = _answers(votes)
     n_answers = max(int((votes >= 0).sum()), 1)
     posteriors = _anchor(vote_shares(votes, classes), allowed)
     priors, confusions = _m_step(answers, posteriors)
@@ -128,7 +144,7 @@ def dawid_skene(
     converged = False
     iterations = 0
     for iterations in range(1, max_iter + 1):  # noqa: B007 - the count is reported
-        posteriors, item_log_lik = _softmax(_log_joint(answers, priors, confusions))
+        posteriors, item_log_lik = _softmax(_log_joint(answers, votes.shape[0], priors, confusions))
         posteriors = _anchor(posteriors, allowed)
         priors, confusions = _m_step(answers, posteriors)
         history.append(float(item_log_lik.sum()) / n_answers)
