@@ -16,7 +16,7 @@ from .version import __version__ as __version__
 
 if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and readers
     from .cache import JudgmentCache, cache_key
-    from .config import HarnessConfig, JudgeConfig, load_config
+    from .config import HarnessConfig, JudgeConfig, JuryConfig, load_config
     from .cost.estimate import Estimate, estimate_run
     from .errors import (
         BudgetExceeded,
@@ -44,7 +44,7 @@ if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and read
 
 _HOMES = {
     "harness.cache": ("JudgmentCache", "cache_key"),
-    "harness.config": ("HarnessConfig", "JudgeConfig", "load_config"),
+    "harness.config": ("HarnessConfig", "JudgeConfig", "JuryConfig", "load_config"),
     "harness.cost.estimate": ("Estimate", "estimate_run"),
     "harness.errors": (
         "BudgetExceeded",
@@ -88,6 +88,7 @@ __all__ = [
     "JudgeRequest",
     "Judgment",
     "JudgmentCache",
+    "JuryConfig",
     "OutputError",
     "RateLimited",
     "ResourceExhausted",

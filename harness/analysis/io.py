@@ -13,7 +13,7 @@ either input is a `UserInputError` whose message names the file, the line and th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -75,6 +75,21 @@ class RunData:
     outcomes: dict[tuple[str, str], dict[str, Outcome]]
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    #: summary.json's ``juries``: each jury's figures, with the labelled transcripts it was fitted on
+    juries: dict[str, Any] = field(default_factory=dict)
+
+    def fitted_on(self, judge: str, metric: str) -> set[str]:
+        """The transcripts whose human labels decided ``judge``'s verdicts on ``metric`` (a weighted
+        or anchored jury's; a composite: any of its rubrics'); empty for a judge."""
+        rubrics = (self.juries.get(judge) or {}).get("rubrics") or {}
+        sections = (
+            [rubrics[metric]]
+            if metric in rubrics
+            else list(rubrics.values())
+            if self.metrics.get(metric, None) is not None and self.metrics[metric].kind == "composite"
+            else []
+        )
+        return {t for section in sections for t in section.get("fitted_on") or ()}
 
     def outcomes_of(self, metric: str, judge: str) -> dict[str, Outcome]:
         return self.outcomes.get((metric, judge), {})
@@ -195,7 +210,9 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     interrupted = bool(summary.get("interrupted"))
     if (note := interrupted_note(summary)) is not None:
         notes.append(f"{run}: {note}")
-    return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes)
+    recorded = summary.get("juries")
+    juries: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes, juries)
 
 
 # -- labels ----------------------------------------------------------------------------------------
@@ -270,9 +287,11 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
     return parse_labels(path, run.metrics, f"the run {run.path}")
 
 
-def parse_labels(path: str | Path, metrics: Mapping[str, Metric], owner: str) -> Labels:
+def parse_labels(path: str | Path, metrics: Mapping[str, Metric], owner: str, skip: Container[str] = ()) -> Labels:
     """:func:`read_labels` against ``metrics``, before any run exists (``harness cascade calibrate``
-    checks its labels before a judge is paid); ``owner`` says whose metrics they are in errors."""
+    checks its labels before a judge is paid; a run about to be judged reads its juries' labels so,
+    before any judge is called); ``owner`` says whose metrics they are in errors. Rows of the
+    rubrics in ``skip`` (known, but not judged by this run) are passed over."""
     file = Path(path)
     by_metric: dict[str, list[Label]] = {}
     kinds: dict[str, tuple[Literal["numeric", "pass_fail"], int]] = {}
@@ -287,6 +306,8 @@ def parse_labels(path: str | Path, metrics: Mapping[str, Metric], owner: str) ->
             problem = first.problem if first.kind in ("extra_forbidden", "missing") else f"unexpected value {row.get(name)!r}"
             raise line_error(file, line, name, problem) from None
         metric = metrics.get(parsed.rubric)
+        if metric is None and parsed.rubric in skip:
+            continue
         if metric is None:
             known = ", ".join(metrics) or "none"
             raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of {owner} (it has: {known})")

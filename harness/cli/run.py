@@ -45,6 +45,13 @@ def run(
     shard: Annotated[
         str | None, typer.Option("--shard", help="i/n: judge only the i-th of n round-robin slices of the transcripts (join with harness merge).")
     ] = None,
+    jury_labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--jury-labels",
+            help="Human labels (JSONL, as for harness agreement) for the config's [[juries]]: weights, anchors, members' agreement.",
+        ),
+    ] = None,
 ) -> None:
     """Judge transcripts and write the judgments, each transcript's results and a summary."""
     from ..outputs.terminal import run_in_terminal
@@ -63,6 +70,7 @@ def run(
         max_cost=max_cost,
         format=format.value,
         shard=shard,
+        jury_labels=jury_labels,
         **judge_fields(judge),
     )
     with stdin_as_file(transcripts) as options.input:

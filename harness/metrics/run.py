@@ -11,7 +11,7 @@ import math
 import statistics
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,14 +152,24 @@ def cost_note(priced: bool, usage_unknown: int) -> str:
 
 
 class RunTotals:
-    """Everything summary.json reports, accumulated judgment by judgment."""
+    """Everything summary.json reports, accumulated judgment by judgment. A jury's verdicts
+    (``add_jury``) have score and composite series like a judge's; its calls, tokens and cost are
+    its members', counted once, as theirs."""
 
-    def __init__(self, scales: Mapping[str, tuple[float, float]], judges: list[JudgeConfig], composites: Mapping[str, Mapping[str, float]]) -> None:
+    def __init__(
+        self,
+        scales: Mapping[str, tuple[float, float]],
+        judges: list[JudgeConfig],
+        composites: Mapping[str, Mapping[str, float]],
+        juries: Sequence[str] = (),
+    ) -> None:
         """``scales``: each rubric's scale, in the run's order (all a summary needs of a rubric: a
-        merge reads them back from summary.json's ``rubric_scales``)."""
+        merge reads them back from summary.json's ``rubric_scales``); ``juries``: the juries' names,
+        whose series follow the judges'."""
         self.rubrics = list(scales)
         self.bounds = {name: (float(lo), float(hi)) for name, (lo, hi) in scales.items()}
         self.judges = judges
+        self.juries = list(juries)
         self.composites = list(composites)
         self.transcripts = 0
         self.scores: dict[tuple[str, str], _Series] = defaultdict(_Series)
@@ -200,6 +210,17 @@ class RunTotals:
             series.values.append(result.value)
         else:
             series.unscored[result.missing.cause if result.missing is not None else "unknown"] += 1
+
+    def add_jury(self, j: Judgment) -> None:
+        """A jury's verdict: its score series only (its members' judgments carry the calls and cost)."""
+        series = self.scores[(j.rubric, j.judge)]
+        if j.status == "scored":
+            if j.score is not None:
+                series.values.append(j.score)
+        elif j.status == "unscored":
+            series.unscored[j.reason or "unknown"] += 1
+        else:
+            series.failed[j.reason or "unknown"] += 1
 
     def add(self, j: Judgment) -> None:
         self.status_counts[j.status] += 1
@@ -265,16 +286,14 @@ class RunTotals:
     def summary(self, *, wall_time_s: float, extra: Mapping[str, Any]) -> dict[str, Any]:
         cost = self._cost_section()
         judges = {j.name: self.judge_stats[j.name].as_dict(cost["by_judge"][j.name], j.has_prices) for j in self.judges}
+        names = [j.name for j in self.judges] + self.juries
         return {
             **extra,
             "transcripts": self.transcripts,
             "judgments": dict(sorted(self.status_counts.items())),
-            "rubrics": {
-                rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict(self.bounds[rubric]) for judge in self.judges}
-                for rubric in self.rubrics
-            },
+            "rubrics": {rubric: {name: self.scores[(rubric, name)].as_dict(self.bounds[rubric]) for name in names} for rubric in self.rubrics},
             "composites": {
-                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict((0.0, 1.0)) for judge in self.judges} for name in self.composites
+                composite: {name: self.composite_scores[(composite, name)].as_dict((0.0, 1.0)) for name in names} for composite in self.composites
             },
             "judges": judges,
             "judge_noise": {

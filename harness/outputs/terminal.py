@@ -99,6 +99,7 @@ REASON_WORDS = {
     "no_score": "no score in the reply",
     "empty_reply": "empty reply",
     "truncated": "reply cut off",
+    "jury_settled": "not needed by a sequential jury",
 }
 
 #: Unscored reasons that point at a judge's settings, and what to do about them.
@@ -144,6 +145,8 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
         for reason, n in problems.items():
             console.print(f"judge {name}: {n} {REPLY_PROBLEMS[reason]}")
 
+    jury_table(summary.get("juries") or {}, console)
+
     noise = summary.get("judge_noise") or {}
     if noise:
         trust = FitTable("Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)")
@@ -181,6 +184,35 @@ def summary_table(summary: Mapping[str, Any], console: Console) -> None:
     total = summary["cost_usd"]
     cost = f"cost unknown ({_cost_unknown_why(summary)})" if total is None else usd(total)
     console.print(closing_line(summary, cost), highlight=False, soft_wrap=True)
+
+
+def jury_table(juries: Mapping[str, Any], console: Console) -> None:
+    """A run's juries: per rubric their verdicts, their members' agreement, and the members a
+    sequential jury did not ask; then any member of the agents' own lineage."""
+    if not juries:
+        return
+    table = FitTable("Juries (agreement between members: Krippendorff's alpha)")
+    for column in ("jury", "method", "rubric", "verdicts", "alpha", "members not asked"):
+        table.add_column(column, justify="left" if column in ("jury", "method", "rubric") else "right", collapsible=column == "method")
+    for name, jury in juries.items():
+        asked = jury["member_judgments"]
+        verdicts = ", ".join(f"{n} {status}" for status, n in jury["verdicts"].items())
+        for rubric, section in jury["rubrics"].items():
+            level = "ordinal" if "ordinal" in section else "nominal"
+            alpha = section.get(level, {}).get("value")
+            method = jury["method"] + (", sequential" if jury["sequential"] else "")
+            table.add_row(
+                name, method, rubric, verdicts, "—" if alpha is None else f"{alpha:.3f} ({level})", f"{asked['not_asked']:,} of {asked['total']:,}"
+            )
+    console.print(table)
+    for name, jury in juries.items():
+        for flag in jury["self_preference"]:
+            console.print(
+                f"jury {name}: member {flag['member']} ({flag['model']}) is of the {flag['lineage']} lineage, as the agent of "
+                f"{flag['transcripts']:,} transcript(s) it judged: it may favour them (self-preference)",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def _cost_unknown_why(summary: Mapping[str, Any]) -> str:

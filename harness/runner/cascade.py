@@ -19,7 +19,9 @@
 
 A stage's confidence in its verdict comes from its logprobs (``logprobs = true``: the probability
 of the most likely score) or from its samples (``samples = k``: the share of samples that agree
-with the majority). A judge with neither has no confidence to trust and is refused.
+with the majority). A judge with neither has no confidence to trust and is refused. A stage may
+be a jury (``[[juries]]``): its confidence is its verdict's (the share of its members' votes for
+the verdict; Dawid–Skene's posterior), and its cost its members'.
 
 Everything a user gives (config, rubric, labels, options, the calibration file, the transcripts) is
 checked before the first judge is asked.
@@ -39,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import CascadeConfig, JudgeConfig
+from ..config import CascadeConfig, JudgeConfig, JuryConfig
 from ..errors import ConfigError, UserInputError
 from ..outputs.files import atomic_write_text
 from ..planning import RunOptions, build_plan
@@ -73,6 +75,10 @@ def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
     carries no distribution and no samples)."""
     if judgment.get("status") != "scored":
         return None, None
+    jury = judgment.get("jury")
+    if jury:
+        value = judgment.get("label") if judgment.get("label") is not None else judgment.get("score")
+        return value, jury.get("confidence")
     distribution = judgment.get("score_distribution")
     if distribution:
         total = sum(distribution.values())
@@ -94,7 +100,10 @@ class _Checked:
     """A cascade command's inputs, checked before any judge is asked."""
 
     cascade: CascadeConfig
-    stages: list[JudgeConfig]
+    #: judges that give a confidence (logprobs or samples), or juries (their verdict's confidence)
+    stages: list[JudgeConfig | JuryConfig]
+    #: the config's judges by name (a jury stage's members among them)
+    judges: dict[str, JudgeConfig]
     rubric: Rubric
     #: every rubric the config's prompts, ``--prompts`` and the built-ins give (for labels of others)
     rubrics: dict[str, Rubric]
@@ -119,13 +128,19 @@ def _check(options: CascadeOptions) -> _Checked:
         )
     )
     judges = {j.name: j for j in plan.judges}
-    stages = []
+    juries = {j.name: j for j in plan.juries}
+    stages: list[JudgeConfig | JuryConfig] = []
     for index, name in enumerate(config.cascade.stages):
         judge = judges.get(name)
         if judge is None:
-            raise ConfigError(f"{options.config}: cascade.stages[{index}]: no judge named {name!r}")
+            if name not in juries:
+                raise ConfigError(f"{options.config}: cascade.stages[{index}]: no judge or jury named {name!r}")
+            stages.append(juries[name])
+            continue
         if not judge.logprobs and judge.samples < 2:
-            raise ConfigError(f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2")
+            raise ConfigError(
+                f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2 (or make it a jury)"
+            )
         stages.append(judge)
     rubric = plan.available_rubrics.get(options.rubric)
     if rubric is None:
@@ -133,11 +148,12 @@ def _check(options: CascadeOptions) -> _Checked:
         raise UserInputError(
             f"--rubric {options.rubric!r}: no such rubric (available: {known}; a rubric of your own: prompts in the config or --prompts DIR)"
         )
-    check_logprob_rubrics(stages, [rubric])
+    asked = [judges[m] for stage in stages for m in (stage.members if isinstance(stage, JuryConfig) else [stage.name])]
+    check_logprob_rubrics(list({j.name: j for j in asked}.values()), [rubric])
     records = records_by_id(options.input)
     if not records:
         raise UserInputError(f"{options.input}: holds no transcripts")
-    return _Checked(config.cascade, stages, rubric, plan.available_rubrics, records)
+    return _Checked(config.cascade, stages, judges, rubric, plan.available_rubrics, records)
 
 
 @dataclass(slots=True)
@@ -186,7 +202,8 @@ async def _judge(
     with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
         for text in fh:
             row = json.loads(text)
-            rows[row["transcript_id"]] = row
+            if row["judge"] == judge:  # a jury's run holds its members' rows too
+                rows[row["transcript_id"]] = row
     cost = outcome.summary.get("cost_usd")
     spend.add(None if cost is None else float(cost), rows.values())
     return rows
@@ -302,7 +319,7 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
         reference="human labels" if labels is not None else f"judge {stages[-1].name}",
         calibration={"transcripts": len(ids), "fit": len(fit), "held_out": len(held), "seed": seed, **counts},
         stages=reports,
-        certifies=certificate(cascade, stages, rubric),
+        certifies=certificate(cascade, stages, rubric, checked.judges),
         cost_usd=spend.paid_usd,
         judgments=spend.judgments,
         cache_hits=spend.cache_hits,
@@ -314,7 +331,7 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
     return result
 
 
-def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]]) -> StageReport:
+def _stage_report(judge: JudgeConfig | JuryConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]]) -> StageReport:
     costs = [r["cost_usd"] for r in rows.values() if r.get("cost_usd") is not None]
     return StageReport(
         judge.name,
@@ -347,7 +364,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
     and held-out agreement; what this run paid, and the cost against the strongest judge alone)."""
     checked = _check(options)
     calibrated = read_calibration(calibration)
-    if (what := changed(calibrated.certifies, certificate(checked.cascade, checked.stages, checked.rubric))) is not None:
+    if (what := changed(calibrated.certifies, certificate(checked.cascade, checked.stages, checked.rubric, checked.judges))) is not None:
         raise UserInputError(f"--calibration {calibration}: {what}; calibrate again (harness cascade calibrate)")
     stages, records = checked.stages, checked.records
     answers: dict[str, dict[str, Any]] = {}

@@ -159,10 +159,13 @@ def _metric(options: RaceOptions) -> _Metric:
     """The judge, the metric's scale and direction, and the rubrics to judge: the plan a round will
     make, checked (judges, cache location, --concurrency, the path) before anything is judged."""
     plan = build_plan(_run_options(options, options.a))
-    if len(plan.judges) != 1:
-        raise UserInputError(f"race compares with one judge; the config has {len(plan.judges)} ({', '.join(j.name for j in plan.judges)})")
+    # A jury is one judge; its members are its parts, not judges of their own here.
+    members = {m for jury in plan.juries for m in jury.members}
+    judges = [j.name for j in plan.judges if j.name not in members] + [jury.name for jury in plan.juries]
+    if len(judges) != 1:
+        raise UserInputError(f"race compares with one judge (a jury counts as one); the config has {len(judges)} ({', '.join(judges)})")
     check_supported(plan.judges, "offline" if options.offline else "live")
-    judge = plan.judges[0].name
+    judge = judges[0]
     if options.metric in plan.composites:
         weights = plan.composites[options.metric]
         # a composite weighs each rubric's normalised score, where 1 is best: higher is better

@@ -18,7 +18,7 @@ from collections.abc import Callable, Container, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..cache.base import CacheStore
 from ..cache.location import describe, open_store
@@ -37,6 +37,9 @@ from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
 from ..transcripts.loader import ScanResult, scan
 from .engine import Runner
+
+if TYPE_CHECKING:
+    from ..jury.outputs import JuryRun
 
 
 @dataclass(slots=True)
@@ -122,6 +125,19 @@ class _Run:
     on_judgment: Callable[[Judgment], None] | None = None
     handle_signals: bool = False
     answers: Answers | None = None
+    juries: JuryRun | None = None
+
+
+def _juries(plan: RunPlan, rubrics: list[Rubric]) -> JuryRun | None:
+    """The run's juries, their labels read and checked, before anything is sent (harness/jury)."""
+    if not plan.juries:
+        return None
+    from ..jury.classes import Classes
+    from ..jury.outputs import JuryRun
+    from ..jury.panel import prepare
+
+    panels = prepare(plan.juries, plan.judges, rubrics, plan.source, others=set(plan.available_rubrics) - {r.name for r in rubrics})
+    return JuryRun(panels, [Classes.of(r) for r in rubrics], {r.name: r.version for r in rubrics})
 
 
 async def run_evaluation(
@@ -142,9 +158,12 @@ async def run_evaluation(
     out = options.out
     plan = build_plan(options)
     if not options.batch:  # a batch's own paths check at submit and export
-        check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live")
+        check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live", plan.juries)
+    else:  # a collect: its juries as the submit checked them
+        check_supported((), "batch", plan.juries)
     scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
+    juries = _juries(plan, rubrics)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
     # judge is even constructed, so nothing can call out.
@@ -155,7 +174,7 @@ async def run_evaluation(
     try:
         with collector_tuned():
             return await _judge_and_write(
-                _Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers)
+                _Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers, juries)
             )
     finally:
         lock.release()
@@ -204,7 +223,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
     plan = run.plan
     skipped = _stage_skipped(run.out, run.scanned)
     try:
-        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory)
+        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory, run.juries)
     except BaseException:
         if skipped is not None:
             skipped.discard()
@@ -357,22 +376,35 @@ def _commit(sink: OutputSink, skipped: StagedFile | None) -> set[str]:
 
 def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped: int, interrupted: bool, budget: Budget | None) -> dict[str, Any]:
     """What summary.json records about the run itself, beside its aggregates."""
+    juries = sink.juries
+    judge_models: dict[str, dict[str, Any]] = {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges}
+    if juries is not None:
+        judge_models |= {p.name: {"model": f"jury: {p.describe()}", "base_url": None, "jury": p.record()} for p in juries.panels}
     return {
         "input": str(plan.input),
         "cache": describe(plan.cache_path) if plan.cache_path else None,
         "cache_mode": plan.cache_mode,
-        "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
+        "judge_models": judge_models,
         # Each judge as it ran (read back as a JudgeConfig by `harness merge`; the key's variable, never the key).
         "judge_configs": {j.name: j.model_dump(mode="json") for j in plan.judges},
         "rubric_versions": {r.name: r.version for r in rubrics},
-        "rubric_scales": {r.name: {"scale": list(r.scale), "direction": r.direction} for r in rubrics},
+        "rubric_scales": {r.name: _scale_record(r) for r in rubrics},
         "composite_weights": sink.composites,
         "skipped_records": skipped,
         "interrupted": interrupted,
         **({"shard": str(plan.shard)} if plan.shard is not None else {}),
         "budget": None if budget is None else {"max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted},
         "judge_retirements": [r.as_dict() for r in retirements(plan.judges, plan.price_table)],
+        **({"juries": juries.report()} if juries is not None else {}),
     }
+
+
+def _scale_record(rubric: Rubric) -> dict[str, Any]:
+    """A rubric's scale and direction as summary.json records them (a label rubric's labels too)."""
+    record: dict[str, Any] = {"scale": list(rubric.scale), "direction": rubric.direction}
+    if rubric.labels is not None:
+        record["labels"] = list(rubric.labels)
+    return record
 
 
 def _verdict(totals: RunTotals, out: Path, interrupted: bool, budget: Budget | None) -> tuple[int, str]:
