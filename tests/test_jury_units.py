@@ -129,6 +129,28 @@ def test_a_jury_row_sums_its_members_and_takes_their_outcome_when_nobody_voted()
     assert jury.report()["p"]["verdicts"] == {"failed": 1, "scored": 2, "unscored": 1}
 
 
+def test_a_jury_composite_weighs_a_bounded_agent_metric_as_a_judge_does() -> None:
+    """A composite of a rubric and trajectory_f1: the agent metric is the results row's, the same
+    under every judge and jury; unscored when the row cannot say it."""
+    jury = JuryRun([Panel("p", ("a", "b"), ("m", "m"), "majority")], [Classes("r", 0.0, 1.0)], {"r": "1"})
+    rows = {t: [_member(t, "a", score=0.8), _member(t, "b", score=0.8)] for t in ("t1", "t2")}
+    for tid, judgments in rows.items():
+        jury.observe(tid, None, judgments, len(judgments))
+    jury.finish()
+    weights = {"c": {"r": 0.5, "trajectory_f1": 0.5}}
+    agent = {"t1": ({"trajectory_f1": 0.4}, {}), "t2": ({"trajectory_f1": None}, {"trajectory_f1": "no steps to match"})}
+    out = {}
+    for ordinal, (tid, judgments) in enumerate(rows.items()):
+        added = jury.rows(ordinal, {(j.rubric, j.judge): j.as_dict() for j in judgments})
+        values, why = agent[tid]
+        row = {"scores": {}, "unscored": {}, "composites": {}, "composites_unscored": {}, "agent": values, "agent_unscored": why}
+        (result,) = [r for _, r in jury.results(ordinal, row, added, weights)]
+        out[tid] = (row, result)
+    assert out["t1"][0]["composites"]["p"]["c"] == pytest.approx(0.5 * 0.8 + 0.5 * 0.4)
+    assert out["t2"][0]["composites"]["p"]["c"] is None
+    assert "trajectory_f1 unscored (no steps to match)" in out["t2"][0]["composites_unscored"]["p"]["c"]
+
+
 def test_a_jury_row_with_a_non_finite_number_is_refused() -> None:
     row = Judgment("t", "r", "1", "p", "scored", score=0.5, jury={"method": "mean", "votes": {"a": math.inf}, "settled": [], "confidence": 1.0})
     assert row.non_finite() == "jury"
