@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import ConfigError, UserInputError
-from harness.runner.cascade import CascadeOptions, calibrate, run_cascade, verdict
+from harness.workflows.cascade import CascadeOptions, calibrate, run_cascade, verdict
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_jsonl
 from tests.judge_server import prompt_text
 from tests.reliability.support import cli

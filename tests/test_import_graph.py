@@ -35,6 +35,14 @@ def test_the_run_vocabulary_is_on_the_ground_floor(graph: dict[str, set[str]]) -
     assert [(m, d) for m, deps in planning.items() for d in deps if d.startswith(above)] == []
 
 
+def test_the_workflows_sit_above_the_engine(graph: dict[str, set[str]]) -> None:
+    # A workflow (race, cascade) asks the runner for judgments; only the commands ask a workflow.
+    workflows = {m for m in graph if m.startswith("harness.workflows")}
+    assert workflows
+    users = sorted(m for m, deps in graph.items() if deps & workflows and m not in workflows)
+    assert [m for m in users if not m.startswith("harness.cli")] == []
+
+
 def test_the_graph_sees_a_cycle_when_there_is_one(tmp_path: Path) -> None:
     # The detector itself: two modules importing each other (one lazily, inside a function).
     package = tmp_path / "pkg"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import UserInputError
-from harness.runner.race import RaceOptions, race
+from harness.workflows.race import RaceOptions, race
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
 from tests.reliability.support import cli
 

@@ -216,8 +216,9 @@ def test_progress_bar_shows_every_judgment_though_it_is_updated_ten_times_a_seco
     from harness.planning import Judgment
 
     console = Console(file=io.StringIO(), force_terminal=True, width=100)
-    progress = RunProgress(5000, console)
-    with progress:
+    with RunProgress(console) as progress:
+        assert progress.on_start is not None
+        progress.on_start(5000)
         for i in range(5000):
             progress.advance(
                 Judgment("t", "r", "1", "j", "failed" if i % 10 == 0 else "scored", cached=i % 2 == 0, cost_usd=None if i % 2 == 0 else 0.001)
@@ -226,3 +227,12 @@ def test_progress_bar_shows_every_judgment_though_it_is_updated_ten_times_a_seco
         assert shown.completed < 5000  # not redrawn for every judgment
     assert shown.completed == 5000 and shown.fields["cached"] == 2500 and shown.fields["failed"] == 500
     assert shown.fields["cost"] == pytest.approx(2.5)
+
+
+def test_progress_bar_disabled_gives_the_run_no_callbacks() -> None:
+    """Without a bar (--no-progress, or not a terminal) the run counts nothing for it and none is made."""
+    from harness.outputs.terminal import RunProgress
+
+    with RunProgress(Console(file=io.StringIO()), enabled=False) as progress:
+        assert progress.on_start is None and progress.on_judgment is None
+    assert progress._progress is None

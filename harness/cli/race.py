@@ -1,4 +1,4 @@
-"""``harness race``: an anytime-valid sequential comparison of two agents (harness/runner/race.py)."""
+"""``harness race``: an anytime-valid sequential comparison of two agents (harness/workflows/race.py)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def race(
     seed: Annotated[int, typer.Option(help="Seed of the random order in which pairs are judged.")] = 0,
 ) -> None:
     """Compare agent B with agent A on one rubric, judging pairs in rounds until the answer is sure."""
-    from ..runner.race import Look, RaceOptions
-    from ..runner.race import race as run_race
+    from ..workflows.race import Look, RaceOptions
+    from ..workflows.race import race as run_race
 
     options = RaceOptions(
         a=a,
@@ -115,7 +115,7 @@ def cascade_calibrate(
     holdout: Annotated[float, typer.Option(help="Share of the transcripts held out to measure the thresholds (between 0 and 1).")] = 0.3,
 ) -> None:
     """Set each stage's confidence threshold so the cascade's agreement is guaranteed."""
-    from ..runner.cascade import CascadeOptions, calibrate
+    from ..workflows.cascade import CascadeOptions, calibrate
 
     options = CascadeOptions(transcripts, out, config, rubric, cache, offline, prompts=prompts or [])
     result = run_async(calibrate(options, labels, seed, holdout))
@@ -143,7 +143,7 @@ def cascade_run(
     concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
 ) -> None:
     """Judge transcripts through a calibrated cascade, escalating only the judgments a stage is unsure of."""
-    from ..runner.cascade import CascadeOptions, run_cascade
+    from ..workflows.cascade import CascadeOptions, run_cascade
 
     options = CascadeOptions(transcripts, out, config, rubric, cache, offline, prompts=prompts or [], concurrency=concurrency)
     summary = run_async(run_cascade(options, calibration))

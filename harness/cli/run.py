@@ -44,8 +44,9 @@ def run(
     ] = None,
 ) -> None:
     """Judge transcripts and write the judgments, each transcript's results and a summary."""
-    from ..outputs.terminal import run_in_terminal
+    from ..outputs.terminal import RunProgress, show_run
     from ..planning import RunOptions
+    from ..runner import run_evaluation
     from ..transcripts.loader import stdin_as_file
 
     options = RunOptions(
@@ -62,8 +63,9 @@ def run(
         shard=shard,
         **judge_fields(judge),
     )
-    with stdin_as_file(transcripts) as options.input:
-        outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
+    with stdin_as_file(transcripts) as options.input, RunProgress(err, options.progress) as bar:
+        outcome = asyncio.run(run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment, handle_signals=True))
+    show_run(outcome, err)
     style = "green" if outcome.exit_code == 0 else "red"
     err.print(f"[{style}]{escape(outcome.message)}[/]", highlight=False)
     if report:

@@ -1,21 +1,23 @@
 """The terminal layer: everything a command shows on screen. The library returns values; this
-module renders them with rich (a run's progress bar, notes and summary tables; the estimate).
+module renders them with rich (a run's progress bar, notes and summary tables; the estimate). It
+runs nothing: the CLI calls the library (``run_evaluation`` with :class:`RunProgress`'s callbacks),
+then hands the outcome here.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from ..planning import Judgment, RunOptions
+from ..planning import Judgment
 from .layout import FitTable, count, duration_ms, usd
 
-if TYPE_CHECKING:  # the types only: the run and the estimate are imported when they are used
+if TYPE_CHECKING:  # the types only: the terminal renders values, it makes none
     from ..cache.base import CacheStats
     from ..cache.batches import BatchRecord
     from ..cost.estimate import Estimate
@@ -27,14 +29,34 @@ SHOW_EVERY_S = 0.1
 
 
 class RunProgress:
-    """done / cached / failed / cost so far / ETA, updated as each judgment completes."""
+    """done / cached / failed / cost so far / ETA, updated as each judgment completes.
 
-    def __init__(self, total: int, console: Console, enabled: bool = True) -> None:
+    The run tells it what happens through :func:`run_evaluation`'s callbacks (:attr:`on_start`,
+    :attr:`on_judgment`); the bar is made when the run says how many judgments it will make, and
+    closed when the ``with`` block ends. Disabled (``--no-progress``, or not a terminal), it gives
+    no callbacks: no bar is made, nor ``rich.progress`` imported, and no judgment is counted for it.
+    """
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console = console
         self.enabled = enabled
         self.cached = self.failed = self.unknown = 0
         self.cost = 0.0
         self._unshown = 0
         self._next_show = 0.0
+        self._progress: Any = None
+        self._task: Any = None
+
+    @property
+    def on_start(self) -> Callable[[int], None] | None:
+        return self.start if self.enabled else None
+
+    @property
+    def on_judgment(self) -> Callable[[Judgment], None] | None:
+        return self.advance if self.enabled else None
+
+    def start(self, total: int) -> None:
+        """Make and show the bar for ``total`` judgments."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         self._progress = Progress(
@@ -45,19 +67,20 @@ class RunProgress:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            console=console,
-            disable=not enabled,
+            console=self.console,
+            disable=not self.enabled,
             transient=False,
         )
         self._task = self._progress.add_task("judging", total=total, cached=0, failed=0, cost=0.0, unknown="")
+        self._progress.start()
 
     def __enter__(self) -> RunProgress:
-        self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._show()
-        self._progress.stop()
+        if self._progress is not None:
+            self._show()
+            self._progress.stop()
 
     def advance(self, judgment: Judgment) -> None:
         if judgment.cached:
@@ -76,7 +99,7 @@ class RunProgress:
             self._show()
 
     def _show(self) -> None:
-        if self.enabled and self._unshown:
+        if self.enabled and self._unshown and self._progress is not None:
             unknown = f" + {self.unknown} unknown" if self.unknown else ""
             self._progress.update(self._task, advance=self._unshown, cached=self.cached, failed=self.failed, cost=self.cost, unknown=unknown)
             self._unshown = 0
@@ -270,34 +293,6 @@ def cache_stats_table(stats: CacheStats, console: Console) -> None:
             g["judge_model"], g["base_url"], g["rubric"], count(g["rows"]), f"{g['reply_bytes'] / 1e6:.2f}", str(g["oldest"]), str(g["newest"])
         )
     console.print(table)
-
-
-async def run_in_terminal(options: RunOptions, console: Console, *, handle_signals: bool = False) -> RunOutcome:
-    """``harness run`` on a terminal: the run with a progress bar, then its notes and tables."""
-    from ..runner.session import run_evaluation
-
-    progress: RunProgress | None = None
-
-    def start(total: int) -> None:
-        nonlocal progress
-        progress = RunProgress(total, console, options.progress).__enter__()
-
-    def advance(judgment: Judgment) -> None:
-        if progress is not None:
-            progress.advance(judgment)
-
-    # Without a bar (--no-progress, or not a terminal) nothing is drawn: no bar is made (nor
-    # rich.progress imported) and no judgment is counted for it.
-    shown = options.progress
-    try:
-        outcome = await run_evaluation(
-            options, on_start=start if shown else None, on_judgment=advance if shown else None, handle_signals=handle_signals
-        )
-    finally:
-        if progress is not None:
-            progress.__exit__()
-    show_run(outcome, console)
-    return outcome
 
 
 def show_run(outcome: RunOutcome, console: Console) -> None:

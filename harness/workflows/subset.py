@@ -16,8 +16,8 @@ from pathlib import Path
 from ..errors import RunStopped, TranscriptError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..planning import RunOptions
+from ..runner.session import RunOutcome, run_evaluation
 from ..transcripts.loader import iter_raw, parse_record
-from .session import RunOutcome, run_evaluation
 
 
 def records_by_id(path: Path) -> dict[str, bytes]:

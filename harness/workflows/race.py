@@ -41,8 +41,8 @@ from ..errors import ConfigError, OutputError, UserInputError
 from ..exit_codes import EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_OK, combined_exit
 from ..outputs.files import OutDirLock, atomic_write_text, prepare_out_dir
 from ..planning import RunOptions, build_plan
+from ..runner.session import RunOutcome
 from ..stats.sequential import PairedDifferenceCS
-from .session import RunOutcome
 from .subset import judge_subset, records_by_id
 
 Stop = Literal["decided", "within_margin", "budget", "exhausted"]
