@@ -29,10 +29,9 @@ from harness.outputs.analysis_tables import agreement_tables, compare_tables
 from harness.outputs.layout import FitTable, count, duration_ms, usd
 from harness.outputs.terminal import batch_table, cache_stats_table, closing_line, estimate_table, summary_table
 from harness.outputs.trust_tables import pairwise_table, probe_table
-from harness.planning import RunOptions
+from harness.planning import JudgeOptions, RunOptions
 from harness.suites.clmpi import evaluate_clmpi, load_weights
 from harness.suites.clustering import evaluate_clustering
-from harness.suites.common import JudgeOptions
 from harness.suites.pairwise import evaluate_pairwise
 from harness.suites.probe import evaluate_probe
 from harness.suites.render import clmpi_table, clustering_table, simulation_comparisons, simulation_table

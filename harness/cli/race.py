@@ -11,7 +11,7 @@ from rich.markup import escape
 from .common import ANALYSE, JUDGE, PromptsOpt, app, err, judge_options, run_async
 
 if TYPE_CHECKING:
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions
 
 RACE_FLAGS = ("config", "model", "base_url", "api_key_env", "concurrency", "cache", "offline")
 
@@ -35,24 +35,18 @@ def race(
     from ..workflows.race import Look, RaceOptions
     from ..workflows.race import race as run_race
 
-    options = RaceOptions(
+    options = RaceOptions.from_judge(
+        judge,
         a=a,
         b=b,
         out=out,
         metric=metric,
-        config=judge.config,
-        model=judge.model,
-        base_url=judge.base_url,
-        api_key_env=judge.api_key_env,
         prompts=prompts or [],
-        cache=judge.cache,
-        offline=judge.offline,
         alpha=alpha,
         margin=margin,
         round_size=round_size,
         max_pairs=max_pairs,
         seed=seed,
-        concurrency=judge.concurrency,
     )
 
     def show(look: Look) -> None:
@@ -86,10 +80,10 @@ cascade_app = typer.Typer(help="Judge with a cheap judge first and a strong one 
 app.add_typer(cascade_app, name="cascade", rich_help_panel=JUDGE)
 
 
-CacheOpt = Annotated[str | None, typer.Option(help="Cache: a SQLite file (default cache/judgments.sqlite) or a postgresql:// URL.")]
-OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
+#: a cascade's judge options: --config is required (it holds [cascade]) and worded for it
+CASCADE_FLAGS = ("config", "cache", "offline")
 # "\\[": help is rich markup, where a bare [cascade] is a style tag and disappears.
-CascadeConfigOpt = Annotated[Path, typer.Option(help="harness.toml with the judges and its \\[cascade] section.")]
+CASCADE_HELP = {"config": "harness.toml with the judges and its \\[cascade] section."}
 CascadeRubricOpt = Annotated[str, typer.Option(help="The rubric the cascade judges (built-in, or from the config's prompts or --prompts).")]
 
 
@@ -102,22 +96,21 @@ def _spent(result: dict[str, Any]) -> str:
 
 
 @cascade_app.command("calibrate")
+@judge_options(CASCADE_FLAGS, help=CASCADE_HELP, required=("config",))
 def cascade_calibrate(
     transcripts: Annotated[Path, typer.Argument(help="Calibration transcripts (JSONL), judged by every stage.")],
-    config: CascadeConfigOpt,
+    judge: JudgeOptions,
     rubric: CascadeRubricOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' calibration runs and cascade.json.")],
     labels: Annotated[Path | None, typer.Option(help="Human labels (JSONL: transcript_id, rubric, label) as the reference.")] = None,
     prompts: PromptsOpt = None,
-    cache: CacheOpt = None,
-    offline: OfflineOpt = False,
     seed: Annotated[int, typer.Option(help="Seed of the split into calibration and held-out transcripts.")] = 0,
     holdout: Annotated[float, typer.Option(help="Share of the transcripts held out to measure the thresholds (between 0 and 1).")] = 0.3,
 ) -> None:
     """Set each stage's confidence threshold so the cascade's agreement is guaranteed."""
     from ..workflows.cascade import CascadeOptions, calibrate
 
-    options = CascadeOptions(transcripts, out, config, rubric, cache, offline, prompts=prompts or [])
+    options = CascadeOptions.from_judge(judge, input=transcripts, out=out, rubric=rubric, prompts=prompts or [])
     result = run_async(calibrate(options, labels, seed, holdout))
     for note in result["notes"]:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
@@ -131,21 +124,19 @@ def cascade_calibrate(
 
 
 @cascade_app.command("run")
+@judge_options((*CASCADE_FLAGS, "concurrency"), help=CASCADE_HELP, required=("config",))
 def cascade_run(
     transcripts: Annotated[Path, typer.Argument(help="Transcripts to judge (JSONL).")],
-    config: CascadeConfigOpt,
+    judge: JudgeOptions,
     rubric: CascadeRubricOpt,
     calibration: Annotated[Path, typer.Option(help="cascade.json written by harness cascade calibrate.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' runs, judgments.jsonl and cascade.json.")],
     prompts: PromptsOpt = None,
-    cache: CacheOpt = None,
-    offline: OfflineOpt = False,
-    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
 ) -> None:
     """Judge transcripts through a calibrated cascade, escalating only the judgments a stage is unsure of."""
     from ..workflows.cascade import CascadeOptions, run_cascade
 
-    options = CascadeOptions(transcripts, out, config, rubric, cache, offline, prompts=prompts or [], concurrency=concurrency)
+    options = CascadeOptions.from_judge(judge, input=transcripts, out=out, rubric=rubric, prompts=prompts or [])
     summary = run_async(run_cascade(options, calibration))
     total = summary["transcripts"]
     for stage in summary["stages"]:

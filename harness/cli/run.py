@@ -11,10 +11,10 @@ import typer
 from rich.markup import escape
 
 from .choices import ExportFormat, InputFormat, OnBadRecord
-from .common import JUDGE, AsJsonOpt, app, err, judge_fields, judge_options, make_console, write_report
+from .common import JUDGE, AsJsonOpt, app, err, judge_options, make_console, write_report
 
 if TYPE_CHECKING:
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions
 
 _FORMATS = ", ".join(f.value for f in InputFormat)
 FormatOpt = Annotated[InputFormat, typer.Option("--format", metavar="FORMAT", help=f"Input format: {_FORMATS} (auto decides by content).")]
@@ -49,7 +49,8 @@ def run(
     from ..runner import run_evaluation
     from ..transcripts.loader import stdin_as_file
 
-    options = RunOptions(
+    options = RunOptions.from_judge(
+        judge,
         input=transcripts,
         out=out,
         rubrics=rubric or [],
@@ -61,7 +62,6 @@ def run(
         max_cost=max_cost,
         format=format.value,
         shard=shard,
-        **judge_fields(judge),
     )
     with stdin_as_file(transcripts) as options.input, RunProgress(err, options.progress) as bar:
         outcome = asyncio.run(run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment, handle_signals=True))
@@ -94,8 +94,8 @@ def estimate(
     from ..planning import RunOptions
     from ..transcripts.loader import stdin_as_file
 
-    options = RunOptions(
-        input=transcripts, rubrics=rubric or [], prompts=prompts or [], limit=limit, format=format.value, batch=batch, **judge_fields(judge)
+    options = RunOptions.from_judge(
+        judge, input=transcripts, rubrics=rubric or [], prompts=prompts or [], limit=limit, format=format.value, batch=batch
     )
     with stdin_as_file(transcripts) as options.input:
         result = estimate_run(options)

@@ -12,7 +12,7 @@ from .choices import ProbeKind
 from .common import SUITES, AsJsonOpt, app, err, judge_note, judge_options, make_console
 
 if TYPE_CHECKING:
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions
 
 
 ClmpiPrompts = Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the suite's rubrics (prompts/clmpi/).")]

@@ -32,7 +32,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ import numpy as np
 from ..config import CascadeConfig, JudgeConfig
 from ..errors import ConfigError, UserInputError
 from ..outputs.files import atomic_write_text
-from ..planning import RunOptions, build_plan
+from ..planning import JudgeOptions, RunOptions, build_plan
 from ..planning.plan import check_logprob_rubrics
 from ..rubrics.rubric import Rubric
 from ..stats.selective import StageThreshold, calibrate_cascade, route
@@ -55,17 +55,15 @@ HOLDOUT = 0.3
 MIN_CALIBRATION = 30
 
 
-@dataclass(slots=True)
-class CascadeOptions:
+@dataclass(kw_only=True, slots=True)
+class CascadeOptions(JudgeOptions):
+    """A cascade command's judge options (:class:`JudgeOptions`, carried into every stage's run;
+    ``config`` is required: it holds ``[cascade]``), its transcripts, output and rubric."""
+
     input: Path
     out: Path
     config: Path
     rubric: str
-    cache: Path | str | None = None
-    offline: bool = False
-    #: extra rubric directories (as ``harness run --prompts``), after the config's ``prompts``
-    prompts: list[Path] = field(default_factory=list)
-    concurrency: int | None = None
 
 
 def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
@@ -108,16 +106,7 @@ def _check(options: CascadeOptions) -> _Checked:
     config = load_config(options.config)
     if config.cascade is None:
         raise ConfigError(f"{options.config}: no [cascade] section (stages, target_agreement, confidence)")
-    plan = build_plan(
-        RunOptions(
-            input=options.input,
-            config=options.config,
-            prompts=list(options.prompts),
-            cache=options.cache,
-            offline=options.offline,
-            concurrency=options.concurrency,
-        )
-    )
+    plan = build_plan(RunOptions.from_judge(options, input=options.input))
     judges = {j.name: j for j in plan.judges}
     stages = []
     for index, name in enumerate(config.cascade.stages):
@@ -169,18 +158,7 @@ async def _judge(
     options: CascadeOptions, records: dict[str, bytes], ids: Iterable[str], judge: str, out: Path, spend: _Spend
 ) -> dict[str, dict[str, Any]]:
     """One stage's ordinary run over the transcripts ``ids`` (in file order): judgments by transcript id."""
-    run = RunOptions(
-        input=options.input,
-        out=out,
-        config=options.config,
-        prompts=list(options.prompts),
-        rubrics=[options.rubric],
-        cache=options.cache,
-        offline=options.offline,
-        concurrency=options.concurrency,
-        progress=False,
-        judges_only=[judge],
-    )
+    run = RunOptions.from_judge(options, input=options.input, out=out, rubrics=[options.rubric], progress=False, judges_only=[judge])
     outcome = await judge_subset(records, ids, out.parent / f".{out.name}.jsonl", run, f"cascade stopped: stage {judge!r}")
     rows: dict[str, dict[str, Any]] = {}
     with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
