@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import ConfigError, UserInputError
+from harness.workflows.calibration import read_calibration
 from harness.workflows.cascade import CascadeOptions, calibrate, run_cascade, verdict
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_jsonl
 from tests.judge_server import prompt_text
@@ -77,10 +79,12 @@ def test_calibrate_then_run(tmp_path: Path) -> None:
             input=tmp_path / "calib.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance", cache=cache
         )
         result = asyncio.run(calibrate(calib))
-        weak, strong = result["stages"]
-        assert weak["threshold"] == 1.0 and strong["threshold"] == 1.0
-        assert weak["guaranteed_agreement"] >= 0.9 and weak["errors"] == 0
-        assert weak["heldout_agreement"] == 1.0 and 0.5 < weak["heldout_coverage"] < 0.8  # two easy in three
+        weak, strong = result.stages
+        assert weak.threshold == 1.0 and strong.threshold == 1.0
+        assert weak.guaranteed_agreement is not None and weak.guaranteed_agreement >= 0.9 and weak.errors == 0
+        assert weak.heldout_agreement == 1.0 and weak.heldout_coverage is not None and 0.5 < weak.heldout_coverage < 0.8  # two easy in three
+        # what calibrate returns is what it wrote, read back through the same type
+        assert read_calibration(tmp_path / "cal" / "cascade.json") == result
         before = len(server.requests)
         summary = asyncio.run(
             run_cascade(
@@ -101,9 +105,10 @@ def test_calibrate_then_run(tmp_path: Path) -> None:
     # only the 9 lost transcripts are new text (the rest were judged in calibration and come from
     # the cache): the weak judge is asked about them once, and passes every one on to the strong
     assert sorted(r["body"]["model"] for r in sent) == ["strong"] * 9 + ["weak"] * 9
-    assert summary["abstained"] == 9
-    assert summary["cost_usd"] is not None and summary["strongest_alone_usd"] is not None
-    assert summary["cost_usd"] < summary["strongest_alone_usd"]
+    assert summary.abstained == 9
+    assert summary.cost_usd is not None and summary.strongest_alone_usd is not None
+    assert summary.cost_usd < summary.strongest_alone_usd
+    assert json.loads((tmp_path / "run" / "cascade.json").read_text()) == asdict(summary)
 
     # offline: the same routing from the cache
     again = asyncio.run(
@@ -119,7 +124,7 @@ def test_calibrate_then_run(tmp_path: Path) -> None:
             tmp_path / "cal" / "cascade.json",
         )
     )
-    assert again["stages"] == summary["stages"]
+    assert again.stages == summary.stages
     assert (tmp_path / "offline" / "judgments.jsonl").read_text() == (tmp_path / "run" / "judgments.jsonl").read_text()
 
 
@@ -185,9 +190,9 @@ def test_calibrate_against_human_labels(tmp_path: Path, kind: str) -> None:
             input=tmp_path / "calib.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance", cache=tmp_path / "c.sqlite"
         )
         result = asyncio.run(calibrate(options, labels=tmp_path / "human.jsonl"))
-    assert result["reference"] == "human labels"
-    weak = result["stages"][0]
-    assert weak["threshold"] == 1.0 and weak["errors"] == 0 and weak["heldout_agreement"] == 1.0
+    assert result.reference == "human labels"
+    weak = result.stages[0]
+    assert weak.threshold == 1.0 and weak.errors == 0 and weak.heldout_agreement == 1.0
 
 
 def test_a_label_off_the_scale_is_one_line(tmp_path: Path) -> None:

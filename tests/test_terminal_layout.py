@@ -25,8 +25,10 @@ from harness.cache.batches import BatchRecord
 from harness.cache.transfer import cache_stats
 from harness.cli import app
 from harness.cost.estimate import estimate_run
+from harness.metrics.schema import RunSummary
 from harness.outputs.analysis_tables import agreement_tables, compare_tables
 from harness.outputs.layout import FitTable, count, duration_ms, usd
+from harness.outputs.rundir import read_summary
 from harness.outputs.terminal import batch_table, cache_stats_table, closing_line, estimate_table, summary_table
 from harness.outputs.trust_tables import pairwise_table, probe_table
 from harness.planning import JudgeOptions, RunOptions
@@ -86,7 +88,7 @@ def tables(server: ScriptedJudgeServer, tmp_path_factory: pytest.TempPathFactory
     labels = write_jsonl(
         tmp / "labels.jsonl", [{"transcript_id": r["id"], "rubric": "relevance", "label": 0.1 + 0.07 * i} for i, r in enumerate(rows)]
     )
-    summary = json.loads((tmp / "A" / "summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(tmp / "A")
     options = JudgeOptions(config=config, no_cache=True)
     agreement = agreement_report(tmp / "A", labels, [], [], 200, 0)
     compared = compare_report(tmp / "A", tmp / "B", [], [], 0.05, 200, 0)
@@ -197,14 +199,16 @@ def test_numbers_short_with_units() -> None:
 
 def test_closing_line_is_a_sentence() -> None:
     summary: dict[str, Any] = {
+        "judge_models": {},
+        "rubric_versions": {},
         "judgments": {"scored": 81, "unscored": 3},
         "judges": {"mini": {"unscored_reasons": {"missing_input": 3}}},
         "wall_time_s": 0.8,
     }
-    assert closing_line(summary, usd(0.010698)) == "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"
+    assert closing_line(RunSummary.model_validate(summary), usd(0.010698)) == "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"
     summary["judgments"] = {"scored": 5, "unscored": 3, "failed": 2}
     summary["judges"] = {"a": {"unscored_reasons": {"missing_input": 2}}, "b": {"unscored_reasons": {"no_score_found": 1}}}
-    assert closing_line(summary, "cost unknown (a judge has no price)") == (
+    assert closing_line(RunSummary.model_validate(summary), "cost unknown (a judge has no price)") == (
         "10 judgments: 5 scored, 3 unscored (no context 2, no score found 1), 2 failed · cost unknown (a judge has no price) · 0.8 s"
     )
 

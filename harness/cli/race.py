@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -12,6 +12,8 @@ from .common import ANALYSE, JUDGE, PromptsOpt, app, err, judge_options, run_asy
 
 if TYPE_CHECKING:
     from ..planning import JudgeOptions
+    from ..workflows.calibration import Calibration
+    from ..workflows.cascade import CascadeResult
 
 RACE_FLAGS = ("config", "model", "base_url", "api_key_env", "concurrency", "cache", "offline")
 
@@ -87,11 +89,11 @@ CASCADE_HELP = {"config": "harness.toml with the judges and its \\[cascade] sect
 CascadeRubricOpt = Annotated[str, typer.Option(help="The rubric the cascade judges (built-in, or from the config's prompts or --prompts).")]
 
 
-def _spent(result: dict[str, Any]) -> str:
+def _spent(result: Calibration | CascadeResult) -> str:
     """What a cascade command paid (cache hits cost nothing), and what its judgments cost uncached."""
-    paid = "paid: unknown (no price)" if result["cost_usd"] is None else f"paid ${result['cost_usd']:.4f}"
-    hits = f" ({result['cache_hits']} of {result['judgments']} judgments from the cache)" if result["cache_hits"] else ""
-    worth = "unknown (no price)" if result["uncached_cost_usd"] is None else f"${result['uncached_cost_usd']:.4f}"
+    paid = "paid: unknown (no price)" if result.cost_usd is None else f"paid ${result.cost_usd:.4f}"
+    hits = f" ({result.cache_hits} of {result.judgments} judgments from the cache)" if result.cache_hits else ""
+    worth = "unknown (no price)" if result.uncached_cost_usd is None else f"${result.uncached_cost_usd:.4f}"
     return f"{paid}{hits}; {worth} without the cache"
 
 
@@ -112,14 +114,14 @@ def cascade_calibrate(
 
     options = CascadeOptions.from_judge(judge, input=transcripts, out=out, rubric=rubric, prompts=prompts or [])
     result = run_async(calibrate(options, labels, seed, holdout))
-    for note in result["notes"]:
+    for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    for stage in result["stages"]:
-        threshold = "never trusted" if stage["threshold"] is None else f"trusted at confidence >= {stage['threshold']:.3f}"
-        guaranteed = "" if stage["guaranteed_agreement"] is None else f", agreement >= {stage['guaranteed_agreement']:.1%} guaranteed"
-        held = "" if stage["heldout_agreement"] is None else f", {stage['heldout_agreement']:.1%} on held-out transcripts"
-        err.print(f"{escape(stage['judge'])}: {threshold}{guaranteed}{held}", highlight=False, soft_wrap=True)
-    err.print(f"{result['calibration']['transcripts']} calibration transcripts; {escape(_spent(result))}", highlight=False, soft_wrap=True)
+    for stage in result.stages:
+        threshold = "never trusted" if stage.threshold is None else f"trusted at confidence >= {stage.threshold:.3f}"
+        guaranteed = "" if stage.guaranteed_agreement is None else f", agreement >= {stage.guaranteed_agreement:.1%} guaranteed"
+        held = "" if stage.heldout_agreement is None else f", {stage.heldout_agreement:.1%} on held-out transcripts"
+        err.print(f"{escape(stage.judge)}: {threshold}{guaranteed}{held}", highlight=False, soft_wrap=True)
+    err.print(f"{result.calibration['transcripts']} calibration transcripts; {escape(_spent(result))}", highlight=False, soft_wrap=True)
     err.print(f"wrote {escape(str(out / 'cascade.json'))}", highlight=False)
 
 
@@ -137,13 +139,12 @@ def cascade_run(
     from ..workflows.cascade import CascadeOptions, run_cascade
 
     options = CascadeOptions.from_judge(judge, input=transcripts, out=out, rubric=rubric, prompts=prompts or [])
-    summary = run_async(run_cascade(options, calibration))
-    total = summary["transcripts"]
-    for stage in summary["stages"]:
-        err.print(f"{escape(stage['judge'])}: answered {stage['answered']} of the {stage['judged']} it judged", highlight=False)
-    alone = "" if summary["strongest_alone_usd"] is None else f", against about ${summary['strongest_alone_usd']:.4f} for the strongest judge alone"
+    result = run_async(run_cascade(options, calibration))
+    for stage in result.stages:
+        err.print(f"{escape(stage.judge)}: answered {stage.answered} of the {stage.judged} it judged", highlight=False)
+    alone = "" if result.strongest_alone_usd is None else f", against about ${result.strongest_alone_usd:.4f} for the strongest judge alone"
     err.print(
-        f"{total} transcripts, {summary['abstained']} abstained; {escape(_spent(summary))}{alone}; {escape(summary['guarantee'])}",
+        f"{result.transcripts} transcripts, {result.abstained} abstained; {escape(_spent(result))}{alone}; {escape(result.guarantee)}",
         highlight=False,
         soft_wrap=True,
     )

@@ -114,7 +114,7 @@ def _label_values(run: RunData, labels: Labels, metric: Metric) -> tuple[dict[st
 
 def _composite_labels(run: RunData, labels: Labels, metric: Metric) -> dict[str, float]:
     """The composite of the numeric component labels, weighted and normalised as `harness.metrics.composites` does."""
-    found = read_summary(run.path).get("composite_weights") or {}
+    found = read_summary(run.path).composite_weights or {}
     weights: Mapping[str, float] = found.get(metric.name) or {}
     if not weights or any(labels.kind.get(r) != "numeric" for r in weights):
         return {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the types only: the terminal renders values, it makes none
     from ..cache.base import CacheStats
     from ..cache.batches import BatchRecord
     from ..cost.estimate import Estimate
+    from ..metrics.schema import RunSummary
     from ..runner.session import RunOutcome
 
 
@@ -133,88 +134,86 @@ REPLY_PROBLEMS = {
 }
 
 
-def summary_table(summary: Mapping[str, Any], console: Console) -> None:
+def summary_table(summary: RunSummary, console: Console) -> None:
     scores = FitTable("Scores (mean with 95% CI)")
     for column in ("metric", "judge", "n", "mean", "95% CI", "unscored", "failed", "clamped"):
         scores.add_column(column, justify="left" if column in ("metric", "judge") else "right", collapsible=column == "judge")
-    for kind in ("rubrics", "composites"):
-        for metric, per_judge in summary[kind].items():
+    for kind, section in (("rubrics", summary.rubrics), ("composites", summary.composites)):
+        for metric, per_judge in section.items():
             for judge, s in per_judge.items():
-                ci = "—" if not s["ci95"] else f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
+                ci = "—" if not s.ci95 else f"[{s.ci95[0]:.3f}, {s.ci95[1]:.3f}]"
                 label = metric if kind == "rubrics" else f"{metric} (composite)"
-                scores.add_row(label, judge, str(s["n"]), _fmt(s["mean"]), ci, str(s["unscored"]), str(s["failed"]), str(s["clamped"]))
+                scores.add_row(label, judge, str(s.n), _fmt(s.mean), ci, str(s.unscored), str(s.failed), str(s.clamped))
     console.print(scores)
 
     judges = FitTable("Judges")
     for column in ("judge", "requests", "cache hits", "failed", "prompt tok", "compl. tok", "cost", "saved $", "latency p50 / p95 / p99"):
         judges.add_column(column, justify="left" if column == "judge" else "right", collapsible=column == "judge")
-    for name, s in summary["judges"].items():
-        lat = s["latency_ms"]
+    for name, j in summary.judges.items():
+        lat = j.latency_ms
         judges.add_row(
             name,
-            count(s["requests"]),
-            count(s["cache_hits"]),
-            count(s["failed"]),
-            count(s["prompt_tokens"]),
-            count(s["completion_tokens"]),
-            usd(s["cost_usd"]),
-            usd(s["cost_saved_usd"]),
-            " / ".join(duration_ms(lat[p]) for p in ("p50", "p95", "p99")),
+            count(j.requests),
+            count(j.cache_hits),
+            count(j.failed),
+            count(j.prompt_tokens),
+            count(j.completion_tokens),
+            usd(j.cost_usd),
+            usd(j.cost_saved_usd),
+            " / ".join(duration_ms(p) for p in (lat.p50, lat.p95, lat.p99)),
         )
     console.print(judges)
-    for name, s in summary["judges"].items():
-        problems = {reason: n for reason, n in s.get("unscored_reasons", {}).items() if reason in REPLY_PROBLEMS}
+    for name, j in summary.judges.items():
+        problems = {reason: n for reason, n in j.unscored_reasons.items() if reason in REPLY_PROBLEMS}
         for reason, n in problems.items():
             console.print(f"judge {name}: {n} {REPLY_PROBLEMS[reason]}")
 
-    noise = summary.get("judge_noise") or {}
-    if noise:
+    if summary.judge_noise:
         trust = FitTable("Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)")
         for column in ("rubric", "judge", "transcripts", "samples", "noise share", "in the mean", "mean spread"):
             trust.add_column(column, justify="left" if column in ("rubric", "judge") else "right", collapsible=column == "judge")
-        for rubric, per_judge in noise.items():
-            for judge, s in per_judge.items():
-                share, of_mean = s["noise_share"], s["noise_share_of_mean"]
+        for rubric, per_rubric in summary.judge_noise.items():
+            for judge, noise in per_rubric.items():
+                share, of_mean = noise.noise_share, noise.noise_share_of_mean
                 trust.add_row(
                     rubric,
                     judge,
-                    count(s["transcripts"]),
-                    count(s["samples"]),
+                    count(noise.transcripts),
+                    count(noise.samples),
                     "—" if share is None else f"{share:.1%}",
                     "—" if of_mean is None else f"{of_mean:.1%}",
-                    _fmt(s["mean_spread"], 4),
+                    _fmt(noise.mean_spread, 4),
                 )
         console.print(trust)
 
     perf = FitTable("Agent performance (from the transcripts)")
     for column in ("metric", "n", "mean", "p50", "p95", "p99"):
         perf.add_column(column, justify="left" if column == "metric" else "right")
-    for name, s in summary["performance"].items():
-        perf.add_row(name, count(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
+    for name, p in summary.performance.items():
+        perf.add_row(name, count(p.n), _fmt(p.mean, 1), _fmt(p.p50, 1), _fmt(p.p95, 1), _fmt(p.p99, 1))
     console.print(perf)
-    total = summary["cost_usd"]
+    total = summary.cost_usd
     cost = f"cost unknown ({_cost_unknown_why(summary)})" if total is None else usd(total)
     console.print(closing_line(summary, cost), highlight=False, soft_wrap=True)
 
 
-def _cost_unknown_why(summary: Mapping[str, Any]) -> str:
+def _cost_unknown_why(summary: RunSummary) -> str:
     """Which of the two reasons (or both) left the cost unknown: a model without a price, or replies
     whose usage is unknown (none reported, or none that could be true)."""
-    cost = summary.get("cost", {})
     why = []
-    if cost.get("unpriced_models"):
-        why.append(f"no price for model {', '.join(cost['unpriced_models'])}")
-    if unknown := cost.get("total", {}).get("usage_unknown_calls", 0):
+    if summary.cost.unpriced_models:
+        why.append(f"no price for model {', '.join(summary.cost.unpriced_models)}")
+    if unknown := summary.cost.total.usage_unknown_calls:
         why.append(f"usage unknown: {unknown}")
     return "; ".join(why) or "unknown"
 
 
-def closing_line(summary: Mapping[str, Any], cost: str) -> str:
+def closing_line(summary: RunSummary, cost: str) -> str:
     """The run in one sentence: "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"."""
-    counts = summary["judgments"]
+    counts = summary.judgments
     reasons: Counter[str] = Counter()
-    for judge in summary["judges"].values():
-        reasons.update(judge.get("unscored_reasons", {}))
+    for judge in summary.judges.values():
+        reasons.update(judge.unscored_reasons)
     parts = []
     for status in ("scored", "unscored", "failed"):
         n = counts.get(status, 0)
@@ -222,7 +221,7 @@ def closing_line(summary: Mapping[str, Any], cost: str) -> str:
             why = ", ".join(f"{REASON_WORDS.get(r, r.replace('_', ' '))}" + (f" {k}" if len(reasons) > 1 else "") for r, k in reasons.most_common())
             parts.append(f"{n:,} {status}" + (f" ({why})" if status == "unscored" and why else ""))
     total = sum(counts.values())
-    return f"{total:,} judgment{'s' if total != 1 else ''}: {', '.join(parts)} · {cost} · {summary['wall_time_s']:.1f} s"
+    return f"{total:,} judgment{'s' if total != 1 else ''}: {', '.join(parts)} · {cost} · {summary.wall_time_s:.1f} s"
 
 
 def _usd(value: float | None) -> str:
@@ -303,12 +302,12 @@ def show_run(outcome: RunOutcome, console: Console) -> None:
             console.print(f"  {err}", markup=False)
     if outcome.removed_stale:
         console.print(f"removed {', '.join(outcome.removed_stale)}: left by an earlier run, not written by this one", highlight=False)
-    budget = outcome.summary.get("budget")
+    budget = outcome.summary.budget
     if outcome.estimated_cost_usd is not None and budget is not None:
-        console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget['max_cost_usd']:g}", highlight=False)
+        console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget.max_cost_usd:g}", highlight=False)
     summary_table(outcome.summary, console)
-    for retirement in outcome.summary.get("judge_retirements") or []:  # summary.json carries them too
-        console.print(f"[yellow]warning:[/] {escape(retirement['message'])}", highlight=False, soft_wrap=True)
+    for retirement in outcome.summary.judge_retirements:  # summary.json carries them too
+        console.print(f"[yellow]warning:[/] {escape(retirement.message)}", highlight=False, soft_wrap=True)
     for error in outcome.stopped_judges:  # said once here, not once per judgment it failed
         console.print(f"[red]judge stopped:[/] {error}", highlight=False)
 

@@ -146,8 +146,8 @@ class Judged:
         return {
             "exit_code": self.outcome.exit_code,
             "message": self.outcome.message,
-            "judgments": self.outcome.summary.get("judgments"),
-            "cost_usd": self.outcome.summary.get("cost_usd"),
+            "judgments": self.outcome.summary.judgments,
+            "cost_usd": self.outcome.summary.cost_usd,
         }
 
 

@@ -66,6 +66,42 @@ class CascadeOptions(JudgeOptions):
     rubric: str
 
 
+@dataclass(slots=True)
+class StageOutcome:
+    """One stage of a cascade run: what reached it and what it answered, with what its calibration
+    says of it."""
+
+    judge: str
+    judged: int
+    answered: int
+    #: the share of all the transcripts this stage answered
+    coverage: float
+    threshold: float | None
+    guaranteed_agreement: float | None
+    heldout_agreement: float | None
+
+
+@dataclass(slots=True)
+class CascadeResult:
+    """OUT/cascade.json of ``harness cascade run``: per stage what it answered, the guarantee, and
+    what the run paid against the strongest judge alone."""
+
+    rubric: str
+    transcripts: int
+    abstained: int
+    stages: list[StageOutcome]
+    #: the guarantee in words, as the calibration certified it
+    guarantee: str
+    #: USD this run paid (cache hits cost nothing; None: a price is unknown)
+    cost_usd: float | None
+    judgments: int
+    cache_hits: int
+    #: what the judgments cost when first paid, cache hits included
+    uncached_cost_usd: float | None
+    #: what the strongest judge alone would have cost at its calibration's mean cost per judgment
+    strongest_alone_usd: float | None
+
+
 def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
     """A judgment's discrete verdict and the judge's confidence in it (None when the judgment
     carries no distribution and no samples)."""
@@ -150,9 +186,6 @@ class _Spend:
             elif self.worth_usd is not None:
                 self.worth_usd += cost or 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"cost_usd": self.paid_usd, "judgments": self.judgments, "cache_hits": self.cache_hits, "uncached_cost_usd": self.worth_usd}
-
 
 async def _judge(
     options: CascadeOptions, records: dict[str, bytes], ids: Iterable[str], judge: str, out: Path, spend: _Spend
@@ -165,8 +198,7 @@ async def _judge(
         for text in fh:
             row = json.loads(text)
             rows[row["transcript_id"]] = row
-    cost = outcome.summary.get("cost_usd")
-    spend.add(None if cost is None else float(cost), rows.values())
+    spend.add(outcome.summary.cost_usd, rows.values())
     return rows
 
 
@@ -221,9 +253,9 @@ def _split(ids: Sequence[str], holdout: float, seed: int, having: str) -> tuple[
     return order[:cut], order[cut:]
 
 
-async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: int = 0, holdout: float = HOLDOUT) -> dict[str, Any]:
+async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: int = 0, holdout: float = HOLDOUT) -> Calibration:
     """Set each stage's threshold on the calibration transcripts (``options.input``); write and
-    return OUT/cascade.json."""
+    return OUT/cascade.json (:class:`Calibration`, which ``run_cascade`` reads back)."""
     _check_holdout(holdout)
     checked = _check(options)
     cascade, stages, rubric, records = checked.cascade, checked.stages, checked.rubric, checked.records
@@ -287,9 +319,8 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
         uncached_cost_usd=spend.worth_usd,
         notes=notes,
     )
-    result = asdict(written)
-    atomic_write_text(options.out / "cascade.json", json.dumps(result, indent=2) + "\n")
-    return result
+    atomic_write_text(options.out / "cascade.json", json.dumps(asdict(written), indent=2) + "\n")
+    return written
 
 
 def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]]) -> StageReport:
@@ -319,7 +350,7 @@ def _answer(row: dict[str, Any], rubric: Rubric, stage: int) -> dict[str, Any]:
     return answer
 
 
-async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, Any]:
+async def run_cascade(options: CascadeOptions, calibration: Path) -> CascadeResult:
     """Judge ``options.input`` through the calibrated cascade; write OUT/judgments.jsonl (the answer
     each transcript got, with its ``stage``) and OUT/cascade.json (per stage: coverage, guaranteed
     and held-out agreement; what this run paid, and the cost against the strongest judge alone)."""
@@ -330,7 +361,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
     stages, records = checked.stages, checked.records
     answers: dict[str, dict[str, Any]] = {}
     pending: set[str] = set(records)
-    per_stage: list[dict[str, Any]] = []
+    per_stage: list[tuple[str, int, int]] = []  # judge, judged, answered
     spend = _Spend()
     for index, (judge, stage) in enumerate(zip(stages, calibrated.stages, strict=True)):
         ids = [t for t in records if t in pending]  # in file order
@@ -342,7 +373,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
                 answers[tid] = _answer(row, checked.rubric, index + 1)
             else:
                 passed.add(tid)
-        per_stage.append({"judge": judge.name, "judged": len(rows), "answered": len(rows) - len(passed)})
+        per_stage.append((judge.name, len(rows), len(rows) - len(passed)))
         pending = passed
         if not pending:
             break
@@ -363,24 +394,29 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
             fh.write(json.dumps(answers[tid]) + "\n")
     strongest = calibrated.stages[-1].cost_per_judgment
     thresholds = {s.judge: s for s in calibrated.stages}
-    summary = {
-        "rubric": options.rubric,
-        "transcripts": total,
-        "abstained": len(pending),
-        "stages": [
-            {
-                **stage,
-                "coverage": stage["answered"] / total,
-                "threshold": thresholds[stage["judge"]].threshold,
-                "guaranteed_agreement": thresholds[stage["judge"]].guaranteed_agreement,
-                "heldout_agreement": thresholds[stage["judge"]].heldout_agreement,
-            }
-            for stage in per_stage
+    result = CascadeResult(
+        rubric=options.rubric,
+        transcripts=total,
+        abstained=len(pending),
+        stages=[
+            StageOutcome(
+                judge=name,
+                judged=judged,
+                answered=answered,
+                coverage=answered / total,
+                threshold=thresholds[name].threshold,
+                guaranteed_agreement=thresholds[name].guaranteed_agreement,
+                heldout_agreement=thresholds[name].heldout_agreement,
+            )
+            for name, judged, answered in per_stage
         ],
         # what the guarantee states is what the calibration certified (equal to the config's, or refused above)
-        "guarantee": f"with confidence {calibrated.confidence:g}, agreement with {calibrated.reference} >= {calibrated.target_agreement:g}",
-        **spend.as_dict(),
-        "strongest_alone_usd": None if strongest is None else strongest * total,
-    }
-    atomic_write_text(options.out / "cascade.json", json.dumps(summary, indent=2) + "\n")
-    return summary
+        guarantee=f"with confidence {calibrated.confidence:g}, agreement with {calibrated.reference} >= {calibrated.target_agreement:g}",
+        cost_usd=spend.paid_usd,
+        judgments=spend.judgments,
+        cache_hits=spend.cache_hits,
+        uncached_cost_usd=spend.worth_usd,
+        strongest_alone_usd=None if strongest is None else strongest * total,
+    )
+    atomic_write_text(options.out / "cascade.json", json.dumps(asdict(result), indent=2) + "\n")
+    return result

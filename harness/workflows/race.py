@@ -222,9 +222,7 @@ def _reason(why: str) -> str:
 
 def _cost(outcome: RunOutcome) -> tuple[float | None, int]:
     """The round's cost (None when a judge has no price) and how many judgments it made."""
-    counts = outcome.summary.get("judgments") or {}
-    cost = outcome.summary.get("cost_usd")
-    return (None if cost is None else float(cost)), int(sum(counts.values()))
+    return outcome.summary.cost_usd, sum(outcome.summary.judgments.values())
 
 
 @dataclass(slots=True)

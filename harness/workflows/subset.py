@@ -54,6 +54,6 @@ async def judge_subset(
     outcome = await run_evaluation(replace(options, input=source))
     if outcome.exit_code not in accept:
         # A crash's own reason, not the message that points at the run's (internal) --out.
-        reason = outcome.summary.get("aborted") or outcome.message
+        reason = outcome.summary.aborted or outcome.message
         raise RunStopped(f"{what}: {reason}", outcome.exit_code)
     return outcome
