@@ -36,8 +36,8 @@ OUT_PRICE = 0.60
 async def run_and_show(options: RunOptions, console: Console) -> RunOutcome:
     """A run as ``harness run`` makes it: the library runs (with the progress bar on ``console``
     when ``options.progress``), then the terminal renders the outcome."""
-    from harness.outputs.terminal import RunProgress, show_run
     from harness.runner import run_evaluation
+    from harness.terminal.run import RunProgress, show_run
 
     with RunProgress(console, options.progress) as bar:
         outcome = await run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment)

@@ -43,6 +43,17 @@ def test_the_workflows_sit_above_the_engine(graph: dict[str, set[str]]) -> None:
     assert [m for m in users if not m.startswith("harness.cli")] == []
 
 
+def test_the_terminal_sits_above_the_library(graph: dict[str, set[str]]) -> None:
+    # The terminal renders what the library returns: only the commands import it, and it imports
+    # no command (so outputs/, the files a run writes, no longer reaches up into analysis or suites).
+    terminal = {m for m in graph if m.startswith("harness.terminal")}
+    assert terminal
+    assert sorted(m for m, deps in graph.items() if deps & terminal and m not in terminal and not m.startswith("harness.cli")) == []
+    assert [(m, d) for m in terminal for d in graph[m] if d.startswith("harness.cli")] == []
+    outputs_up = [(m, d) for m, deps in graph.items() if m.startswith("harness.outputs") for d in deps]
+    assert [(m, d) for m, d in outputs_up if d.startswith(("harness.analysis", "harness.suites", "harness.runner", "harness.workflows"))] == []
+
+
 def test_the_graph_sees_a_cycle_when_there_is_one(tmp_path: Path) -> None:
     # The detector itself: two modules importing each other (one lazily, inside a function).
     package = tmp_path / "pkg"

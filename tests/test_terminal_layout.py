@@ -26,11 +26,8 @@ from harness.cache.transfer import cache_stats
 from harness.cli import app
 from harness.cost.estimate import estimate_run
 from harness.metrics.schema import RunSummary
-from harness.outputs.analysis_tables import agreement_tables, compare_tables
 from harness.outputs.layout import FitTable, count, duration_ms, usd
 from harness.outputs.rundir import read_summary
-from harness.outputs.terminal import batch_table, cache_stats_table, closing_line, estimate_table, summary_table
-from harness.outputs.trust_tables import pairwise_table, probe_table
 from harness.planning import JudgeOptions, RunOptions
 from harness.suites.clmpi import evaluate_clmpi, load_weights
 from harness.suites.clustering import evaluate_clustering
@@ -38,6 +35,9 @@ from harness.suites.pairwise import evaluate_pairwise
 from harness.suites.probe import evaluate_probe
 from harness.suites.render import clmpi_table, clustering_table, simulation_comparisons, simulation_table
 from harness.suites.simulation import evaluate_simulation
+from harness.terminal.analysis import agreement_tables, compare_tables
+from harness.terminal.run import batch_table, cache_stats_table, closing_line, estimate_table, summary_table
+from harness.terminal.trust import pairwise_table, probe_table
 from tests.e2e_support import KEY, KEY_ENV, judge, write_config, write_jsonl
 from tests.scripted_judges import ScriptedJudgeServer, serving
 
@@ -215,8 +215,8 @@ def test_closing_line_is_a_sentence() -> None:
 
 def test_progress_bar_shows_every_judgment_though_it_is_updated_ten_times_a_second() -> None:
     """The bar's counts are updated at most every ``SHOW_EVERY_S``; what it shows at the end is exact."""
-    from harness.outputs.terminal import RunProgress
     from harness.planning import Judgment
+    from harness.terminal.run import RunProgress
 
     console = Console(file=io.StringIO(), force_terminal=True, width=100)
     with RunProgress(console) as progress:
@@ -234,7 +234,7 @@ def test_progress_bar_shows_every_judgment_though_it_is_updated_ten_times_a_seco
 
 def test_progress_bar_disabled_gives_the_run_no_callbacks() -> None:
     """Without a bar (--no-progress, or not a terminal) the run counts nothing for it and none is made."""
-    from harness.outputs.terminal import RunProgress
+    from harness.terminal.run import RunProgress
 
     with RunProgress(Console(file=io.StringIO()), enabled=False) as progress:
         assert progress.on_start is None and progress.on_judgment is None

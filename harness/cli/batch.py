@@ -61,7 +61,7 @@ def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float, ma
     """Collect (after waiting, with --wait); write the outputs when nothing of the plan is still out."""
     from ..batch import collect
     from ..batch import wait as wait_for
-    from ..outputs.terminal import batch_table, show_run
+    from ..terminal.run import batch_table, show_run
 
     console = make_console(stderr=True)
 
@@ -133,7 +133,7 @@ def batch_submit(
 def batch_status(judge: JudgeOptions) -> None:
     """Poll every open batch, re-attach any that a killed process left half-sent, and list them all."""
     from ..batch import batches, refresh
-    from ..outputs.terminal import batch_table
+    from ..terminal.run import batch_table
 
     path = _cache_of(judge.cache, judge.config)
     if not path.exists():

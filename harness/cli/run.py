@@ -44,9 +44,9 @@ def run(
     ] = None,
 ) -> None:
     """Judge transcripts and write the judgments, each transcript's results and a summary."""
-    from ..outputs.terminal import RunProgress, show_run
     from ..planning import RunOptions
     from ..runner import run_evaluation
+    from ..terminal.run import RunProgress, show_run
     from ..transcripts.loader import stdin_as_file
 
     options = RunOptions.from_judge(
@@ -90,8 +90,8 @@ def estimate(
 ) -> None:
     """Tell what a run would cost and how long it would take, counting tokens offline with cache hits free."""
     from ..cost.estimate import estimate_run
-    from ..outputs.terminal import estimate_table
     from ..planning import RunOptions
+    from ..terminal.run import estimate_table
     from ..transcripts.loader import stdin_as_file
 
     options = RunOptions.from_judge(

@@ -3,7 +3,7 @@
 Order matters and is the contract: check the plan, validate every transcript (a typo never costs
 money), open the cache, make the judges, judge, write outputs, then decide the exit code. The
 session prints nothing: it returns a :class:`RunOutcome`, and reports progress only through the
-optional ``on_start``/``on_judgment`` callbacks; the terminal (``outputs/terminal.py``) renders
+optional ``on_start``/``on_judgment`` callbacks; the terminal (``terminal/run.py``) renders
 both.
 """
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from ..outputs.layout import FitTable, count, duration_ms, usd
 from ..planning import Judgment
-from .layout import FitTable, count, duration_ms, usd
 
 if TYPE_CHECKING:  # the types only: the terminal renders values, it makes none
     from ..cache.base import CacheStats
