@@ -131,7 +131,9 @@ def test_offline_replay_and_shards_give_the_same_agent_figures(tmp_path: Path, s
     summary = json.loads((tmp_path / "live" / "summary.json").read_text())
     merged_summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert merged_summary["agent"] == summary["agent"]
-    assert sorted(read_jsonl(tmp_path / "merged" / "results.jsonl"), key=lambda r: r["transcript_id"]) == sorted(live, key=lambda r: r["transcript_id"])
+    assert sorted(read_jsonl(tmp_path / "merged" / "results.jsonl"), key=lambda r: r["transcript_id"]) == sorted(
+        live, key=lambda r: r["transcript_id"]
+    )
 
 
 def test_explain_export_compare_and_passk_read_the_agent_metrics(tmp_path: Path, server: JudgeServer) -> None:

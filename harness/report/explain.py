@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..agent.render import timeline
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects as iter_jsonl
-from ..agent.render import timeline
 from .aggregate import fmt_ms
 from .breakdown import composite_lines
 from .run import open_run, read_texts
