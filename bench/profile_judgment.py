@@ -38,7 +38,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("retries (tenacity / retry.py)", ("tenacity/", "harness/judges/retry.py")),
     ("cache: SQLite writer and reads", ("aiosqlite/", "sqlite3/", "harness/cache/")),
     ("output rows and summary", ("harness/outputs/", "harness/metrics/")),
-    ("reply reading and verdict", ("harness/judges/protocol.py", "harness/judges/usage.py", "harness/runner/verdict.py", "harness/rubrics/")),
+    ("reply reading and verdict", ("harness/judges/protocol.py", "harness/usage.py", "harness/runner/verdict.py", "harness/rubrics/")),
     ("HTTP judge (http.py, base.py)", ("harness/judges/",)),
     ("aiohttp request path (client, connector, parser, yarl, multidict)", ("aiohttp/", "yarl/", "multidict/", "aiohappyeyeballs/")),
     ("engine and calls (queues, workers, rate limiter)", ("harness/runner/",)),

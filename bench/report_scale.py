@@ -13,7 +13,7 @@ as much as a repeated word), fills a cache for the ``relevance`` rubric the way 
     python -m harness report OUT --config CONFIG
 
 as a child process (peak resident set from ``os.wait4``), reports the page's size, and opens the page
-in headless Chromium (Debian's /usr/bin/chromium through playwright, as tests/test_report.py does):
+in headless Chromium (Debian's /usr/bin/chromium through playwright, as tests/measure_sealed_test.py does):
 the time until the page says it is ready, and the time from a click on the last transcript's row
 to its text in the page.
 """

@@ -30,7 +30,10 @@ COMMANDS_PAGE = ROOT / "docs" / "reference" / "commands.md"
 DESCRIPTIONS = {
     ("HarnessConfig", "price_table"): "A TOML price table (the format of harness/data/prices.toml) that overrides the shipped one.",
     ("HarnessConfig", "prompts"): "Extra directories of rubric files, searched after the built-in rubrics (also `--prompts DIR`).",
-    ("HarnessConfig", "rubrics"): "The rubrics to run; default: every rubric whose inputs the transcripts can feed (also `--rubric`).",
+    (
+        "HarnessConfig",
+        "rubrics",
+    ): "The rubrics to run; default: every rubric whose inputs the transcripts can feed, except those marked `default = false` (the trajectory rubrics) (also `--rubric`).",
     ("HarnessConfig", "judges"): "The judges, one `[[judges]]` table each; keys below.",
     ("HarnessConfig", "composites"): "Composite scores as weights over rubric names, e.g. `[composites.answer_correctness]` `relevance = 0.7`.",
     ("JudgeConfig", "name"): "The judge's name in outputs; judgments are per (transcript, rubric, judge).",
@@ -55,7 +58,10 @@ DESCRIPTIONS = {
     ("JudgeConfig", "output_price_per_1m"): "USD per 1M completion tokens; default from the price table.",
     ("JudgeConfig", "cached_input_price_per_1m"): "USD per 1M prompt tokens served from the provider's prompt cache.",
     ("JudgeConfig", "cache_write_price_per_1m"): "USD per 1M prompt tokens written to the provider's prompt cache (Anthropic).",
-    ("JudgeConfig", "token_param"): "Which field carries the completion budget; default by model family (harness/judges/families.py).",
+    (
+        "JudgeConfig",
+        "token_param",
+    ): "Which field carries the completion budget; default by model family (the provider profile's, harness/providers/).",
     ("JudgeConfig", "send_temperature"): "Whether `temperature` is sent; default by model family (reasoning models: not sent).",
     ("JudgeConfig", "reasoning_effort"): "Sent as `reasoning_effort` to reasoning models.",
 }
@@ -126,13 +132,18 @@ def _default(field: Any) -> str:
 
 def _table(cls: type[BaseModel], label: str) -> list[str]:
     comments = _comments(cls)
+    # A key checked against a registry (a judge's provider: providers/) is a string to
+    # Python and a list of names to its JSON Schema: the names are what a reader needs.
+    properties = cls.model_json_schema()["properties"]
     rows = ["| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
     for name, field in cls.model_fields.items():
         text = comments.get(name) or DESCRIPTIONS.get((cls.__name__, name))
         if not text:
             raise SystemExit(f"docs/gen_reference.py: {label} key {name!r} has no description: add a #: comment in harness/config.py")
         text = re.sub(r"\s+", " ", text).replace("|", "\\|")
-        rows.append(f"| `{name}` | {_type(field.annotation)} | {_default(field)} | {_bounds(field)} | {text} |")
+        enum = properties.get(name, {}).get("enum")
+        kind = " \\| ".join(f'`"{a}"`' for a in enum) if enum else _type(field.annotation)
+        rows.append(f"| `{name}` | {kind} | {_default(field)} | {_bounds(field)} | {text} |")
     return rows
 
 

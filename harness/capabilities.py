@@ -6,8 +6,9 @@ in one line before anything is sent (``harness run``, ``batch submit``, ``batch 
 ``tests/test_matrix.py`` runs every supported cell against local servers.
 
 Families are what a judge is to the harness (``judge_family``): a chat model, an OpenAI reasoning
-model (gpt-5, o-series: ``judges/families.py``), Anthropic's Messages API, the embedded llama.cpp
-judge. Options are what a judge asks for (``judge_options``); paths are how its judgments are made.
+model (gpt-5, o-series), Anthropic's Messages API, the embedded llama.cpp judge; a provider's
+profile (``providers/``) says which, and its limits are the refusals of its rows. Options are
+what a judge asks for (``judge_options``); paths are how its judgments are made.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Literal
 
 from .config import JudgeConfig
 from .errors import ConfigError
+from .providers import PROFILES, Capability, profile_of
+from .providers import CapabilityFamily as Family
 
-Family = Literal["chat", "reasoning", "anthropic", "local"]
 Option = Literal["plain", "samples_n", "samples_requests", "logprobs", "structured"]
 PathName = Literal["live", "offline", "batch", "export", "shard", "workers", "workers_pg"]
 
@@ -58,28 +60,32 @@ PATH_LABELS: dict[PathName, str] = {
 }
 
 _BATCH: tuple[PathName, ...] = ("batch", "export")
-
-
-def _cannot(provider: str, option: str) -> str:
-    from .judges.providers import cannot
-
-    why = cannot(provider, option)
-    assert why is not None, (provider, option)
-    return why
-
-
 _ANY_PATH: tuple[PathName, ...] = PATHS
+
+#: The provider whose judges each family's cells are run with (tests/test_matrix.py).
+FAMILY_PROVIDERS: dict[Family, str] = {"chat": "openai", "reasoning": "openai", "anthropic": "anthropic", "local": "local"}
+#: The options that are a provider's capability (its profile's ``supports_*``).
+_CAPABILITIES: tuple[tuple[Option, Capability], ...] = (("structured", "structured_output"), ("logprobs", "logprobs"), ("samples_n", "n"))
+
+Refusal = tuple[tuple[Family, ...], tuple[Option, ...], tuple[PathName, ...], str]
+
+
+def _provider_limits() -> tuple[Refusal, ...]:
+    """Each family's provider's own limits, in its profile's words: an option it cannot honour is
+    refused on every path, and every option on the batch paths when it has no batch API."""
+    rows: list[Refusal] = []
+    for family in FAMILIES:
+        profile = PROFILES[FAMILY_PROVIDERS[family]]
+        rows.extend(((family,), (option,), _ANY_PATH, why) for option, capability in _CAPABILITIES if (why := profile.cannot(capability)) is not None)
+        if profile.batch_api is None:
+            rows.append(((family,), OPTIONS, _BATCH, f"{profile.title} has no batch API: use harness run"))
+    return tuple(rows)
+
 
 #: The combinations that are not supported, first match wins: (families, options, paths, why).
 #: Everything else is supported.
-REFUSED: tuple[tuple[tuple[Family, ...], tuple[Option, ...], tuple[PathName, ...], str], ...] = (
-    # A provider's own limits, in the providers table's words (judges/providers.py).
-    (("local",), ("structured",), _ANY_PATH, _cannot("local", "structured_output")),
-    (("local",), ("logprobs",), _ANY_PATH, _cannot("local", "logprobs")),
-    (("local",), ("samples_n",), _ANY_PATH, _cannot("local", "n")),
-    (("local",), OPTIONS, _BATCH, "the embedded local judge has no batch API: use harness run"),
-    (("anthropic",), ("samples_n",), _ANY_PATH, _cannot("anthropic", "n")),
-    (("anthropic",), ("logprobs",), _ANY_PATH, _cannot("anthropic", "logprobs")),
+REFUSED: tuple[Refusal, ...] = (
+    *_provider_limits(),
     (("reasoning",), ("logprobs",), _ANY_PATH, "OpenAI's reasoning models (gpt-5, o-series) refuse logprobs"),
     (("anthropic",), OPTIONS, ("export",), "batch export writes OpenAI chat-completions JSONL: an Anthropic judge uses batch submit"),
     (FAMILIES, ("samples_n",), _BATCH, 'a batch request answers one cache key, not n: use samples_via = "requests" with harness batch'),
@@ -120,13 +126,11 @@ def cell(family: Family, option: Option, path: PathName) -> Cell:
 
 
 def judge_family(judge: JudgeConfig) -> Family:
-    from .judges.families import family_of
-
-    if judge.provider == "local":
-        return "local"
-    if judge.provider == "anthropic":
-        return "anthropic"
-    return "reasoning" if family_of(judge.model).name in ("gpt-5", "o-series") else "chat"
+    """The family ``judge``'s provider puts it in, else a chat or a reasoning model by its model's family."""
+    profile = profile_of(judge)
+    if profile.capability_family is not None:
+        return profile.capability_family
+    return "reasoning" if profile.family_of(judge.model).reasoning else "chat"
 
 
 def judge_options(judge: JudgeConfig) -> tuple[Option, ...]:

@@ -27,12 +27,26 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
+from . import providers
 from .agent.records import ArgumentRule
 from .errors import ConfigError
+from .providers import ProviderProfile
 from .validation import first_problem
 
 DEFAULT_CACHE = Path("cache/judgments.sqlite")
@@ -88,6 +102,31 @@ class Sampling(BaseModel):
     logprobs: bool
 
 
+class _Registered:
+    """A provider's name, checked against the registry of provider profiles (``providers/``)
+    when a config is read, not when this module is imported: the names, the refusal ("Input should be
+    'openai', ... or 'local'") and the JSON Schema's ``enum`` are the registry's, as a ``Literal``
+    of them would give, and a provider added to the registry is accepted at once."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(_registered, json_schema_input_schema=core_schema.str_schema())
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {"enum": list(providers.PROFILES), "type": "string"}
+
+
+def _registered(value: object) -> str:
+    if not isinstance(value, str) or value not in providers.PROFILES:
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": providers.choices()})
+    return value
+
+
+#: A provider the registry knows (``providers/``): what ``JudgeConfig.provider`` holds.
+ProviderName = Annotated[str, _Registered]
+
+
 class JudgeConfig(BaseModel):
     """One judge endpoint. Its ``sampling`` (model, endpoint, temperature, max_tokens, ...) enters
     the cache key; the rest (timeouts, limits, prices, the key's variable name) does not."""
@@ -95,7 +134,7 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
-    provider: Literal["openai", "openai-sdk", "anthropic", "local"] = "openai"
+    provider: ProviderName = "openai"
     model: str
     base_url: str | None = None
     #: default OPENAI_API_KEY, or ANTHROPIC_API_KEY for ``provider = "anthropic"``
@@ -130,22 +169,22 @@ class JudgeConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _provider_defaults(cls, data: object) -> object:
-        from .judges.providers import PROVIDERS  # the providers table knows each key's variable
-
         if not isinstance(data, dict):
             return data
         data = _flattened(data)
         name = data.get("provider", "openai")
-        provider = PROVIDERS.get(name) if isinstance(name, str) else None
-        if provider is not None and provider.key_env and "api_key_env" not in data:
-            return {**data, "api_key_env": provider.key_env}
+        # a provider's profile knows its key's variable
+        profile = providers.PROFILES.get(name) if isinstance(name, str) else None
+        if profile is not None and profile.key_env and "api_key_env" not in data:
+            return {**data, "api_key_env": profile.key_env}
         return data
 
     @field_validator("structured_output")
     @classmethod
     def _structured_supported(cls, value: bool, info: ValidationInfo) -> bool:
-        if value and info.data.get("provider") == "local":
-            raise ValueError("the local judge cannot follow a JSON Schema: set structured_output = false")
+        profile = providers.PROFILES.get(info.data.get("provider", ""))
+        if value and profile is not None and (why := profile.cannot("structured_output")) is not None:
+            raise ValueError(why)
         return value
 
     #: Replies per judgment (README "Judges you can trust"): the score is their mean, a label their
@@ -167,18 +206,19 @@ class JudgeConfig(BaseModel):
         return value
 
     @property
+    def profile(self) -> ProviderProfile:
+        """Its provider's profile (providers/): URL, key variable, judge class, what it accepts."""
+        return providers.profile_of(self)
+
+    @property
     def endpoint(self) -> str:
         """The base URL actually called: configured, else the provider's variable (OPENAI_BASE_URL,
-        ANTHROPIC_BASE_URL), else the provider's default (judges/providers.py)."""
-        from .judges.providers import endpoint
-
-        return endpoint(self)
+        ANTHROPIC_BASE_URL), else the provider's default (providers/)."""
+        return providers.endpoint(self)
 
     def api_url(self, path: str) -> str:
-        """The URL of ``path`` of this judge's API: the version path added once (judges/providers.py)."""
-        from .judges.providers import api_root
-
-        return api_root(self) + path
+        """The URL of ``path`` of this judge's API: the version path added once (providers/)."""
+        return providers.api_root(self) + path
 
     @property
     def sampling(self) -> Sampling:
@@ -386,7 +426,8 @@ def check_key(key: str, variable: str) -> str | None:
 
 
 def api_key_for(judge: JudgeConfig) -> str | None:
-    """The judge's API key, read from its environment variable at call time and kept nowhere else."""
-    if judge.provider == "local":
+    """The judge's API key, read from its environment variable at call time and kept nowhere else
+    (None for a provider that reads no key)."""
+    if judge.profile.key_env is None:
         return None
     return os.environ.get(judge.api_key_env) or None

@@ -18,7 +18,8 @@ EXIT_BUDGET = 4
 EXIT_IO = 5
 #: an unexpected error inside the harness (a bug): what was done is written, the message says where
 EXIT_INTERNAL = 70
-#: `harness agreement --min-kappa/--min-spearman`: the judge agrees with the labels less than asked
+#: a gate refused: `harness agreement --min-kappa/--min-spearman` (the judge agrees with the labels less
+#: than asked) or `harness gate` (a run missed a bar or is worse than its baseline)
 EXIT_GATE = 6
 EXIT_INTERRUPTED = 130
 
@@ -30,7 +31,7 @@ EXIT_CODES = {
     EXIT_CACHE_MISSES: "--offline and some judgments were not in the cache",
     EXIT_BUDGET: "--max-cost refused or stopped the run",
     EXIT_IO: "the cache or --out could not be written or read, or the machine ran out of file descriptors or memory",
-    EXIT_GATE: "harness agreement --min-kappa/--min-spearman refused the judge",
+    EXIT_GATE: "a gate failed: harness gate (a check failed: a bar missed, or worse than the baseline); harness agreement --min-kappa/--min-spearman (the judge)",
     EXIT_INTERNAL: "internal error (a bug): what was done is written",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM)",
 }

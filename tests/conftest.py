@@ -12,8 +12,14 @@ fixture, expects ``network_guard.error`` and empties ``network_guard.blocked`` b
 
 Also: when a Hypothesis test fails, its pytest plugin imports ``hypothesis.extra._patching``,
 which imports libcst, which raises a DeprecationWarning at import time; under ``-W error`` that
-aborts the session with an INTERNALERROR hiding the real failure. Importing it once here, with the
-warning ignored, keeps failures reported (tests/stats/conftest.py does the same for its folder).
+aborts the session with an INTERNALERROR hiding the real failure. ``pytest_runtest_makereport``
+below imports it first, with the warning ignored, when a Hypothesis test has failing examples: only
+then, since the import takes more than a second (a tenth of collecting the whole suite).
+
+Third-party packages the tests use as oracles or clients (SciPy, statsmodels, scikit-learn, the
+``anthropic`` and ``openai`` SDKs, nbclient, pandas, ...) are imported inside the tests that use
+them, not at module level: collecting 2,500 tests then imports none of them, and a test whose
+package is missing fails with ``ImportError`` (never skips).
 """
 
 from __future__ import annotations
@@ -21,18 +27,28 @@ from __future__ import annotations
 import ipaddress
 import socket
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    try:
-        import hypothesis.extra._patching  # noqa: F401
-    except ImportError:  # libcst not installed: the plugin then skips patch suggestions
-        pass
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # Before Hypothesis's own hook reads the failing examples (it imports _patching then).
+    if getattr(item, "_hypothesis_failing_examples", None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                import hypothesis.extra._patching  # noqa: F401
+            except ImportError:  # libcst not installed: the plugin then skips patch suggestions
+                pass
+    return (yield)
+
+
+#: A project the tests run in a subprocess with its own settings (tests/test_pytest_plugin.py), not part of this suite.
+collect_ignore = ["pytest_plugin_project"]
 
 
 class NetworkBlocked(OSError):

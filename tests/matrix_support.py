@@ -140,9 +140,27 @@ def likert_prompts(folder: Path) -> Path:
 #: Three distinct transcripts and a fourth whose prompt repeats the first's (an in-run repeat, in
 #: another shard of two).
 def transcripts(path: Path) -> Path:
+    # t0 and t1 carry steps and a reference trajectory, so every path also writes agent metrics
+    # (the rubrics read only query and response: the prompts are unchanged)
+    calc = {"name": "calc", "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}, "required": ["expr"]}}
     rows = [
-        {"id": "t0", "query": "What is 2 + 2?", "response": "Four. [[score=4]]"},
-        {"id": "t1", "query": "Capital of France?", "response": "Lyon. [[score=2]]"},
+        {
+            "id": "t0",
+            "query": "What is 2 + 2?",
+            "response": "Four. [[score=4]]",
+            "tools": [calc],
+            "steps": [{"name": "calc", "arguments": {"expr": "2+2"}, "result": "4"}, {"name": "calc", "arguments": {"expr": "2+2"}, "result": "4"}],
+            "reference_trajectory": [{"name": "calc", "arguments": {"expr": "2+2"}}],
+            "task": "arith",
+        },
+        {
+            "id": "t1",
+            "query": "Capital of France?",
+            "response": "Lyon. [[score=2]]",
+            "tools": [calc],
+            "steps": [{"name": "search", "arguments": {"q": "capital of France"}, "error": "HTTP 503"}],
+            "reference_trajectory": [{"name": "search"}],
+        },
         {"id": "t2", "query": "Boiling point of water?", "response": "100 C at sea level. [[score=5]]"},
         {"id": "t3", "query": "What is 2 + 2?", "response": "Four. [[score=4]]"},
     ]

@@ -22,8 +22,6 @@ import tempfile
 import uuid
 from pathlib import Path
 
-import psycopg
-
 USER = "harness"
 
 
@@ -73,6 +71,8 @@ class PostgresServer:
 
     def new_database(self) -> str:
         """A fresh, empty database; its URL."""
+        import psycopg
+
         name = f"t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')

@@ -160,8 +160,13 @@ def test_explain_export_compare_and_passk_read_the_agent_metrics(tmp_path: Path,
     passk = cli("passk", str(out), "--metric", "trajectory_match", "--at-least", "1", "--k", "1,2", "--json")
     assert passk.exit_code == 0, passk.output
     doc = json.loads(passk.output)
-    means = {m["k"]: m for m in doc["means"]} if isinstance(doc.get("means"), list) else doc["means"]
-    # nav-lookup: c = 1 of n = 3; compare-ter: c = 2 of 3. pass^1 = (1/3 + 2/3)/2; pass^2 = (0 + 1/3)/2
-    assert str(means) and doc  # the figures themselves are checked below
-    flat = json.dumps(doc)
-    assert "nav-lookup" in flat and "compare-ter" in flat
+    tasks = {t["task"]: (t["n"], t["c"], t["pass_hat_k"], t["pass_at_k"]) for t in doc["tasks"]}
+    # nav-lookup: c = 1 of n = 3 (nav-run-1); compare-ter: c = 2 of 3 (runs 1 and 3).
+    # pass^2 = C(c,2)/C(3,2): 0 and 1/3; pass@2 = 1 - C(3-c,2)/C(3,2): 2/3 and 1.
+    assert tasks["nav-lookup"][:2] == (3, 1) and tasks["compare-ter"][:2] == (3, 2)
+    assert tasks["nav-lookup"][2] == pytest.approx({"1": 1 / 3, "2": 0.0})
+    assert tasks["compare-ter"][2] == pytest.approx({"1": 2 / 3, "2": 1 / 3})
+    assert tasks["nav-lookup"][3] == pytest.approx({"1": 1 / 3, "2": 2 / 3})
+    assert tasks["compare-ter"][3] == pytest.approx({"1": 2 / 3, "2": 1.0})
+    means = {m["k"]: m for m in doc["means"]}
+    assert means[2]["pass_hat_k"]["value"] == pytest.approx(1 / 6) and means[2]["pass_at_k"]["value"] == pytest.approx(5 / 6)

@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats as sp
-from sklearn import metrics as skm
 from typer.testing import CliRunner
 
 from harness.analysis.io import Metric
@@ -59,6 +57,8 @@ def tenth_bins(values: Any) -> np.ndarray:
 
 
 def scipy_ci(x: np.ndarray, y: np.ndarray, statistic: Any, seed: int = SEED, n_resamples: int = B) -> list[float]:
+    from scipy import stats as sp
+
     res = sp.bootstrap(
         (x, y), statistic, paired=True, vectorized=False, n_resamples=n_resamples, method="percentile", rng=np.random.default_rng(seed)
     )
@@ -66,6 +66,8 @@ def scipy_ci(x: np.ndarray, y: np.ndarray, statistic: Any, seed: int = SEED, n_r
 
 
 def fisher_ci(r: float, n: int) -> list[float]:
+    from scipy import stats as sp
+
     half = sp.norm.ppf(0.975) / np.sqrt(n - 3)
     return [float(np.tanh(np.arctanh(r) - half)), float(np.tanh(np.arctanh(r) + half))]
 
@@ -77,6 +79,8 @@ def pass_fail(values: Any, lower: bool = False, threshold: float = 0.5) -> np.nd
 
 def check_pass_fail(section: dict[str, Any], ref: np.ndarray, jud: np.ndarray) -> None:
     """A pass/fail section against scikit-learn and scipy.stats.bootstrap."""
+    from sklearn import metrics as skm
+
     labels = ["pass", "fail"]
     assert section["n"] == ref.size
     assert section["confusion_matrix"] == skm.confusion_matrix(ref, jud, labels=labels).tolist()
@@ -99,6 +103,9 @@ def check_pass_fail(section: dict[str, Any], ref: np.ndarray, jud: np.ndarray) -
 
 def check_numeric(section: dict[str, Any], ref: np.ndarray, jud: np.ndarray, lower: bool = False) -> None:
     """A numeric section (0..1 scale, threshold 0.5) against SciPy and scikit-learn."""
+    from scipy import stats as sp
+    from sklearn import metrics as skm
+
     n = ref.size
     assert section["n"] == n
     pr = sp.pearsonr(ref, jud)
@@ -152,6 +159,8 @@ def test_threshold_direction_and_midpoint() -> None:
 
 
 def test_batched_kappa_and_mcc_match_sklearn_per_resample() -> None:
+    from sklearn import metrics as skm
+
     rng = np.random.default_rng(3)
     for k in (2, 3, 5):
         t = rng.integers(0, k, 30)
@@ -170,6 +179,8 @@ def test_batched_kappa_and_mcc_match_sklearn_per_resample() -> None:
 
 
 def test_spearman_batch_matches_scipy_and_marks_constant_resamples() -> None:
+    from scipy import stats as sp
+
     rng = np.random.default_rng(4)
     x = np.round(rng.random(25), 1)  # ties
     y = np.round(x + rng.normal(0, 0.2, 25), 1)
@@ -181,6 +192,8 @@ def test_spearman_batch_matches_scipy_and_marks_constant_resamples() -> None:
 
 
 def test_paired_bootstrap_matches_scipy_in_several_blocks_and_drops_undefined() -> None:
+    from scipy import stats as sp
+
     rng = np.random.default_rng(5)
     x, y = rng.random(50), rng.random(50)
     stat = lambda idx: np.mean(x[idx] - y[idx], axis=-1)  # noqa: E731
@@ -202,6 +215,8 @@ def test_paired_bootstrap_matches_scipy_in_several_blocks_and_drops_undefined() 
 
 
 def test_numeric_agreement_on_random_scores_and_a_1_to_5_scale() -> None:
+    from sklearn import metrics as skm
+
     rng = np.random.default_rng(6)
     ref = np.round(rng.random(60), 2)
     jud = np.clip(np.round(ref + rng.normal(0, 0.2, 60), 2), 0, 1)
@@ -338,6 +353,8 @@ def test_agreement_pass_fail_labels_and_lower_is_better(labelled_run: dict[str, 
 
 
 def test_agreement_threshold_option_changes_pass_fail(labelled_run: dict[str, Any]) -> None:
+    from sklearn import metrics as skm
+
     result = agreement_json(labelled_run["run"], labelled_run["labels"], "--threshold", "relevance=0.7")
     rel = section(result, "relevance")
     assert rel["threshold"] == 0.7 and section(result, "hallucination")["threshold"] == 0.5
@@ -406,6 +423,8 @@ Rate the tone of the response from 1 (rude) to 5 (courteous).
 
 
 def test_custom_1_to_5_rubric_needs_its_prompts_and_bins_by_integers(tmp_path: Path) -> None:
+    from sklearn import metrics as skm
+
     prompts = tmp_path / "prompts"
     prompts.mkdir()
     (prompts / "tone.md").write_text(TONE, encoding="utf-8")

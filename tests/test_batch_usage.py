@@ -20,12 +20,12 @@ from harness.cost.prices import call_cost, with_batch_prices, with_prices
 from harness.judges.anthropic import read_message
 from harness.judges.base import JudgeReply, JudgeRequest
 from harness.judges.protocol import read_completion
-from harness.judges.usage import PROMPT_TOKEN_SLACK, Budget, Usage, checked_usage, usage_within
 from harness.planning import Job, make_entry
 from harness.planning.samples import combine_samples
 from harness.rubrics.rubric import parse_rubric
 from harness.runner import verdict
 from harness.transcripts.models import Transcript
+from harness.usage import PROMPT_TOKEN_SLACK, Budget, Usage, checked_usage, usage_within
 
 KEY = "a" * 64
 LOGPROBS = (('{"', (('{"', -0.01),)), ("4", (("4", -0.2), ("3", -1.8), ("5", -3.1))), ("}", (("}", 0.0),)))

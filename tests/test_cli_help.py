@@ -17,7 +17,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from harness.cli import COMMAND_MODULES, app
-from harness.cli.choices import ExportFormat, GateOn, InputFormat, OnBadRecord, ProbeKind
+from harness.cli.choices import AlignCandidate, ExportFormat, GateOn, InputFormat, OnBadRecord, ProbeKind
 from harness.cli.common import ALL_JUDGE_FLAGS, JUDGE_OPTIONS, HarnessGroup, judge_options
 from harness.errors import BudgetExceeded, CacheError, UserInputError
 from harness.exit_codes import EXIT_BUDGET, EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_USER_ERROR
@@ -88,6 +88,7 @@ def test_the_suites_are_named_by_what_they_do() -> None:
 
 
 def test_choices_mirror_the_library() -> None:
+    from harness.align.workflow import CANDIDATES
     from harness.analysis.gate import GateOn as LibraryGateOn
     from harness.planning.plan import RunOptions
     from harness.suites.probe import PROBES
@@ -99,9 +100,10 @@ def test_choices_mirror_the_library() -> None:
     assert [f.value for f in ProbeKind] == list(PROBES)
     assert [f.value for f in GateOn] == list(get_args(LibraryGateOn))
     assert [f.value for f in OnBadRecord] == list(get_args(get_type_hints(RunOptions)["on_bad_record"]))
+    assert [f.value for f in AlignCandidate] == list(CANDIDATES)
 
 
-@pytest.mark.parametrize("name", ["run", "clmpi", "simulation", "pairwise", "probe"])
+@pytest.mark.parametrize("name", ["run", "clmpi", "simulation", "pairwise", "probe", "align"])
 def test_judged_commands_take_the_one_bundle_of_judge_options(name: str) -> None:
     cmd = get_command(app).commands[name]  # type: ignore[attr-defined]
     options = {p.name for p in cmd.params if getattr(p, "rich_help_panel", None) == JUDGE_OPTIONS}

@@ -15,9 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats as sp
-from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
-from statsmodels.stats.multitest import multipletests
 from typer.testing import CliRunner
 
 from harness.analysis.compare import holm
@@ -31,6 +28,8 @@ LOWER = {"hallucination"}
 
 
 def test_holm_matches_statsmodels() -> None:
+    from statsmodels.stats.multitest import multipletests
+
     rng = np.random.default_rng(0)
     # (multipletests runs gc.collect() on every call, which is slow in a big test process: few calls.)
     for m in (1, 2, 7, 20, 50):
@@ -114,6 +113,9 @@ def fmt_p(p: float) -> str:
 
 def check_row(row: dict[str, Any], run_a: Path, run_b: Path, threshold: float = 0.5) -> None:
     """One compared metric against SciPy and statsmodels; returns nothing, asserts everything."""
+    from scipy import stats as sp
+    from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
     metric = row["metric"]
     sa, sb = values(run_a, metric), values(run_b, metric)
     common = [t for t in sa if t in sb]
@@ -162,6 +164,8 @@ def check_row(row: dict[str, Any], run_a: Path, run_b: Path, threshold: float = 
 
 
 def check_holm_and_verdicts(result: dict[str, Any]) -> None:
+    from statsmodels.stats.multitest import multipletests
+
     tested = [r for r in result["metrics"] if r["test"]]
     adjusted = multipletests([r["pvalue"] for r in tested], method="holm")[1]
     for r, p in zip(tested, adjusted, strict=True):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
-from statsmodels.stats.weightstats import DescrStatsW
 
 from harness.config import DEFAULT_COMPOSITES
 from harness.metrics import (
@@ -118,6 +116,9 @@ def test_first_unscored_component_is_named(rubrics: dict[str, Rubric]) -> None:
 
 @pytest.mark.parametrize("n", [2, 3, 5, 30, 500])
 def test_mean_ci_matches_scipy_and_statsmodels(n: int) -> None:
+    from scipy import stats
+    from statsmodels.stats.weightstats import DescrStatsW
+
     rng = np.random.default_rng(n)
     for _ in range(20):
         data = rng.beta(2, 5, size=n)
@@ -130,6 +131,8 @@ def test_mean_ci_matches_scipy_and_statsmodels(n: int) -> None:
 
 
 def test_mean_ci_other_confidence_matches_statsmodels() -> None:
+    from statsmodels.stats.weightstats import DescrStatsW
+
     data = np.random.default_rng(7).normal(3.0, 1.5, size=40)
     _, ci = mean_ci(data.tolist(), confidence=0.9)
     assert ci == pytest.approx(DescrStatsW(data).tconfint_mean(alpha=0.10), abs=1e-12)
@@ -160,6 +163,8 @@ def test_percentiles_match_numpy() -> None:
 
 
 def test_describe() -> None:
+    from statsmodels.stats.weightstats import DescrStatsW
+
     summary = describe([0.2, 0.4, 0.9])
     assert summary["n"] == 3
     assert summary["mean"] == pytest.approx(0.5)

@@ -16,8 +16,8 @@ from harness.config import (
     load_config,
 )
 from harness.errors import ConfigError, UserInputError
-from harness.judges.providers import root_of
 from harness.planning import RunOptions, build_plan
+from harness.providers import root_of
 
 KEY_VAR = "HARNESS_TEST_JUDGE_KEY"
 
@@ -378,7 +378,10 @@ def test_cache_modes(tmp_path: Path, kwargs: dict[str, bool], mode: str, cache: 
 def test_unknown_rubric_is_refused_listing_the_available(tmp_path: Path) -> None:
     with pytest.raises(UserInputError) as info:
         build_plan(options(tmp_path, rubrics=["relevance", "fluency"]))
-    assert str(info.value) == "unknown rubric 'fluency'; available: contextual_relevance, faithfulness, hallucination, relevance"
+    assert (
+        str(info.value)
+        == "unknown rubric 'fluency'; available: argument_correctness, contextual_relevance, error_handling, faithfulness, hallucination, relevance, step_efficiency, task_completion, task_completion_ref, tool_selection"
+    )
 
 
 def test_rubrics_asked_for_are_kept_in_order_once(tmp_path: Path) -> None:
@@ -390,7 +393,25 @@ def test_rubrics_asked_for_are_kept_in_order_once(tmp_path: Path) -> None:
 
 def test_composite_over_an_unknown_rubric_is_refused(tmp_path: Path) -> None:
     path = toml(tmp_path, "[composites.mine]\nrelevance = 0.5\nfluency = 0.5\n")
-    with pytest.raises(ConfigError, match=r"composites\.mine: unknown rubric 'fluency'"):
+    with pytest.raises(ConfigError, match=r"composites\.mine: unknown rubric or agent metric 'fluency'"):
+        build_plan(options(tmp_path, config=path))
+
+
+def test_a_composite_may_weigh_a_bounded_agent_metric_but_not_a_count(tmp_path: Path) -> None:
+    path = toml(tmp_path, "[composites.mine]\nrelevance = 0.5\ntrajectory_f1 = 0.5\n")
+    assert build_plan(options(tmp_path, config=path)).composites["mine"] == {"relevance": 0.5, "trajectory_f1": 0.5}
+    path = toml(tmp_path, "[composites.mine]\nrelevance = 0.5\nfailed_steps = 0.5\n")
+    with pytest.raises(ConfigError, match=r"composites\.mine: 'failed_steps' is a count, not a score on a scale"):
+        build_plan(options(tmp_path, config=path))
+
+
+def test_trajectory_section_is_read_and_checked(tmp_path: Path) -> None:
+    path = toml(tmp_path, '[trajectory]\nmode = "in_order"\n[trajectory.arguments.search]\nmode = "fields"\nfields = ["q"]\nfold = true\n')
+    plan = build_plan(options(tmp_path, config=path))
+    assert plan.trajectory.mode == "in_order"
+    assert plan.trajectory.arguments is not None and plan.trajectory.arguments["search"].fields == ("q",)
+    path = toml(tmp_path, '[trajectory]\nmode = "loose"\n')
+    with pytest.raises(ConfigError, match=r"trajectory\.mode"):
         build_plan(options(tmp_path, config=path))
 
 

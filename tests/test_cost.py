@@ -15,6 +15,7 @@ import tomllib
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -51,19 +52,33 @@ from tests.e2e_support import (
 )
 from tests.judge_server import JudgeServer
 
-with warnings.catch_warnings():
-    # bpe-openai reads its bundled tables with importlib.resources.open_binary, deprecated in 3.11.
-    warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)
-    import bpe_openai
+ENCODINGS = ("o200k_base", "cl100k_base")
 
-    ENCODINGS = {name: bpe_openai.get_encoding(name) for name in ("o200k_base", "cl100k_base")}
+
+@cache
+def bpe() -> Any:
+    """``bpe_openai`` itself, imported when a test first counts (it takes most of a second)."""
+    with warnings.catch_warnings():
+        # bpe-openai reads its bundled tables with importlib.resources.open_binary, deprecated in 3.11.
+        warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)
+        import bpe_openai
+
+        return bpe_openai
+
+
+@cache
+def bpe_encoding(name: str) -> Any:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)
+        return bpe().get_encoding(name)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "transcripts.jsonl"
-RUBRICS = load_rubrics()
+#: The rubrics a run that names none judges (the trajectory rubrics run only when named).
+RUBRICS = {name: rubric for name, rubric in load_rubrics().items() if rubric.default}
 #: The first line of each built-in rubric's template tells which rubric a request is for.
 RUBRIC_OF_LINE = {r.template.splitlines()[0]: name for name, r in RUBRICS.items()}
-O200K = ENCODINGS["o200k_base"]
 #: The shipped price of gpt-4o-mini, read from the data file itself.
 SHIPPED = tomllib.loads(SHIPPED_TABLE.read_text(encoding="utf-8"))["models"]
 MINI_IN, MINI_OUT = SHIPPED["gpt-4o-mini"]["input"], SHIPPED["gpt-4o-mini"]["output"]
@@ -78,10 +93,10 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- independent oracles ---------------------------------------------------------------------------
 
 
-def openai_prompt_tokens(messages: Sequence[dict[str, Any]], encoding: str = "o200k_base") -> int:
+def openai_prompt_tokens(messages: Sequence[dict[str, Any]], name: str = "o200k_base") -> int:
     """OpenAI's ``num_tokens_from_messages``: every message costs 3 + its role + its content (whole,
     not split), plus 1 + the name when there is one; 3 more prime the reply."""
-    enc = ENCODINGS[encoding]
+    enc = bpe_encoding(name)
     total = 3
     for message in messages:
         total += 3 + len(enc.encode_ordinary(message["role"])) + len(enc.encode_ordinary(message["content"]))
@@ -92,7 +107,7 @@ def openai_prompt_tokens(messages: Sequence[dict[str, Any]], encoding: str = "o2
 
 def openai_usage(messages: list[Any], reply: str) -> tuple[int, int]:
     """The server's ``usage=`` hook: counts like OpenAI does."""
-    return openai_prompt_tokens(messages), len(O200K.encode_ordinary(reply))
+    return openai_prompt_tokens(messages), len(bpe_encoding("o200k_base").encode_ordinary(reply))
 
 
 def rubric_of(request: dict[str, Any]) -> str:
@@ -205,7 +220,8 @@ _TEXT = st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=12)), m
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_TEXT)
 def test_piecewise_count_equals_whole_count(text: str) -> None:
-    for name, enc in ENCODINGS.items():
+    for name in ENCODINGS:
+        enc = bpe_encoding(name)
         assert TokenCounter(name, True).count_text(text) == len(enc.encode_ordinary(text)), (name, text)
 
 
@@ -214,7 +230,7 @@ def test_piecewise_count_equals_whole_count(text: str) -> None:
 def test_a_space_after_a_non_space_starts_a_pre_token(text: str) -> None:
     # What counting a very long line in chunks rests on, checked on bpe-openai alone.
     cuts = [i for i in range(1, len(text)) if text[i] == " " and not text[i - 1].isspace()]
-    for enc in ENCODINGS.values():
+    for enc in map(bpe_encoding, ENCODINGS):
         pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
         assert sum(len(enc.encode_ordinary(p)) for p in pieces) == len(enc.encode_ordinary(text)), text
 
@@ -224,8 +240,9 @@ def test_a_line_too_long_for_one_tokenizer_call_is_counted(tmp_path: Path) -> No
     block = "The NAV is ₹1,184.37 (up 0.42%) per https://example.com/nav/today;"
     repeats = 20_000  # 1.3M characters, ~560k tokens, on one line
     line = " ".join([block] * repeats)
-    for name, enc in ENCODINGS.items():
-        with pytest.raises((ValueError, bpe_openai.TokenLimitError)):
+    for name in ENCODINGS:
+        enc = bpe_encoding(name)
+        with pytest.raises((ValueError, bpe().TokenLimitError)):
             enc.encode_ordinary(line)
         expected = len(enc.encode_ordinary(block)) + (repeats - 1) * len(enc.encode_ordinary(" " + block))
         assert TokenCounter(name, True).count_text(line) == expected
@@ -237,7 +254,7 @@ def test_a_line_too_long_for_one_tokenizer_call_is_counted(tmp_path: Path) -> No
         assert TokenCounter(name, True).count_text(f"head\n{line}\ntail") == framed
     write_jsonl(tmp_path / "long.jsonl", [{"id": "long", "query": "What is the NAV?", "response": line}])
     estimate = estimate_run(RunOptions(input=tmp_path / "long.jsonl", model="gpt-4.1-mini", rubrics=["relevance"], no_cache=True))
-    assert estimate.judges[0].prompt_tokens > (repeats - 1) * len(O200K.encode_ordinary(" " + block))
+    assert estimate.judges[0].prompt_tokens > (repeats - 1) * len(bpe_encoding("o200k_base").encode_ordinary(" " + block))
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,6 +14,9 @@ pytestmark = [pytest.mark.local_model, pytest.mark.timeout(600)]
 
 
 def test_example_notebook_runs(tmp_path: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
     shutil.copy(ROOT / "examples" / "transcripts.jsonl", tmp_path / "transcripts.jsonl")
     notebook = nbformat.read(ROOT / "examples" / "notebook.ipynb", as_version=4)
     # the kernel imports this checkout's harness, and runs in tmp_path (its cache and runs/ stay there)

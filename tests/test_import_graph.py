@@ -36,11 +36,12 @@ def test_the_run_vocabulary_is_on_the_ground_floor(graph: dict[str, set[str]]) -
 
 
 def test_the_workflows_sit_above_the_engine(graph: dict[str, set[str]]) -> None:
-    # A workflow (race, cascade) asks the runner for judgments; only the commands ask a workflow.
+    # A workflow (race, cascade) asks the runner for judgments; only the commands ask a workflow,
+    # and align (a workflow of its own package) judges through the workflows' subset.
     workflows = {m for m in graph if m.startswith("harness.workflows")}
     assert workflows
     users = sorted(m for m, deps in graph.items() if deps & workflows and m not in workflows)
-    assert [m for m in users if not m.startswith("harness.cli")] == []
+    assert [m for m in users if not m.startswith(("harness.cli", "harness.align"))] == []
 
 
 def test_the_terminal_sits_above_the_library(graph: dict[str, set[str]]) -> None:
@@ -52,6 +53,15 @@ def test_the_terminal_sits_above_the_library(graph: dict[str, set[str]]) -> None
     assert [(m, d) for m in terminal for d in graph[m] if d.startswith("harness.cli")] == []
     outputs_up = [(m, d) for m, deps in graph.items() if m.startswith("harness.outputs") for d in deps]
     assert [(m, d) for m, d in outputs_up if d.startswith(("harness.analysis", "harness.suites", "harness.runner", "harness.workflows"))] == []
+
+
+def test_the_provider_profiles_sit_below_the_config_and_the_judges(graph: dict[str, set[str]]) -> None:
+    # The config reads the profiles (a judge's provider, key variable, URL) and the judges read the
+    # config: a profile that reached back up would knot the config and the judges together again.
+    providers = {m: deps for m, deps in graph.items() if m.startswith("harness.providers")}
+    assert providers
+    below = {d for deps in providers.values() for d in deps if not d.startswith("harness.providers")}
+    assert below == {"harness.errors", "harness.usage"}
 
 
 def test_the_graph_sees_a_cycle_when_there_is_one(tmp_path: Path) -> None:

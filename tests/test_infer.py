@@ -26,7 +26,6 @@ from tests.analysis_support import CANNOT, ScriptedJudges, make_run, record, sco
 from tests.e2e_support import read_jsonl, write_jsonl
 from tests.test_report import Opened, browser  # noqa: F401 - the Chromium fixture and page helper of the report tests
 
-ppi_py = pytest.importorskip("ppi_py")
 pytestmark = pytest.mark.timeout(120)
 N = 120
 
@@ -83,6 +82,8 @@ def _judge_predictions(run: Path) -> tuple[list[str], np.ndarray]:
 
 
 def test_uniform_design_to_corrected_mean(runs: dict[str, Any]) -> None:
+    import ppi_py
+
     run, out = runs["a"], runs["tmp"] / "uniform"
     done = invoke("labels", "sample", str(run), "--n", "60", "--seed", "3", "--out", str(out))
     assert done.exit_code == 0, done.output
@@ -289,6 +290,8 @@ def test_labels_sample_says_which_prior_labels_are_not_for_the_run(runs: dict[st
 
 
 def test_paired_comparison_and_bad_input(runs: dict[str, Any]) -> None:
+    import ppi_py
+
     tmp = runs["tmp"]
     ids = [f"t{i:03d}" for i in range(0, N, 2)]
     la, lb = _labels(tmp / "la.jsonl", runs["human_a"], ids), _labels(tmp / "lb.jsonl", runs["human_b"], ids)
@@ -367,6 +370,8 @@ def test_forest_plot_in_chromium(runs: dict[str, Any], browser: Any, tmp_path: P
 
 def test_a_composite_is_estimated_from_its_rubrics_labels(runs: dict[str, Any], scripted: ScriptedJudges) -> None:
     """answer_correctness = 0.7·relevance + 0.3·faithfulness: labelled through its rubrics' labels."""
+    import ppi_py
+
     tmp = runs["tmp"]
     rng = np.random.default_rng(3)
     ids = [f"c{i:02d}" for i in range(50)]
@@ -422,6 +427,8 @@ def test_active_from_sample_spread_and_bad_designs(runs: dict[str, Any], tmp_pat
 
 def test_pass_fail_labels_estimate_the_pass_rate(runs: dict[str, Any], tmp_path: Path) -> None:
     """Pass/fail labels: Y = 1 for pass, the judge's prediction its own pass at the threshold (0.6 here)."""
+    import ppi_py
+
     run, human = runs["a"], runs["human_a"]
     ids, _ = _judge_predictions(run)
     given = ids[::2]

@@ -21,7 +21,6 @@ from harness.stats.ppi import active_mean
 from tests.e2e_support import KEY, KEY_ENV, judge, write_config, write_jsonl
 from tests.scripted_judges import serving
 
-ppi_py = pytest.importorskip("ppi_py")
 pytestmark = pytest.mark.timeout(180)
 N = 80
 
@@ -54,6 +53,8 @@ def _predictions(pairwise: Path, judge_name: str, ids: list[str]) -> np.ndarray:
 
 
 def test_uniform_labels_correct_the_b_win_rate(judged: dict[str, Any]) -> None:
+    import ppi_py
+
     pairwise, ids, truth = judged["pairwise"], judged["ids"], judged["truth"]
     out = judged["tmp"] / "uniform"
     done = invoke("labels", "sample", str(pairwise), "--n", "40", "--seed", "2", "--out", str(out))

@@ -16,9 +16,9 @@ import pytest
 from aiohttp import web
 from typer.testing import CliRunner
 
+from harness.checks.judges import CHECK_ATTEMPTS, PROBE_REASONING_BUDGET, PROBE_TOKENS
 from harness.cli import app
 from harness.cost import staleness
-from harness.judges.check import CHECK_ATTEMPTS, PROBE_REASONING_BUDGET, PROBE_TOKENS
 from tests.anthropic_server import AnthropicServer
 from tests.judge_server import JudgeServer
 

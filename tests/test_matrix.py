@@ -413,6 +413,51 @@ def test_supported_cell(
         _two_workers(cell, servers, ref, request.getfixturevalue("postgres").new_database())
     else:
         PATHS[path](cell, servers, ref)
+    assert_agent_metrics(tmp_path)
+
+
+#: The agent metrics of the matrix transcripts (tests/matrix_support.py), worked by hand, in
+#: results.jsonl's order: t0 calls calc(2+2) twice where the reference expects it once (strict:
+#: no match; 1 of 2 calls expected, the expected one made; the second a repeat); t1's one call
+#: is to search, which the reference expects with any arguments, but it failed and is not declared,
+#: so its schema cannot be checked.
+AGENT = {
+    "t0": {
+        "trajectory_match": 0.0,
+        "trajectory_precision": 0.5,
+        "trajectory_recall": 1.0,
+        "trajectory_f1": 2 / 3,
+        "steps": 2.0,
+        "failed_steps": 0.0,
+        "undeclared_tools": 0.0,
+        "schema_violations": 0.0,
+        "repeated_calls": 1.0,
+    },
+    "t1": {
+        "trajectory_match": 1.0,
+        "trajectory_precision": 1.0,
+        "trajectory_recall": 1.0,
+        "trajectory_f1": 1.0,
+        "steps": 1.0,
+        "failed_steps": 1.0,
+        "undeclared_tools": 1.0,
+        "schema_violations": None,
+        "repeated_calls": 0.0,
+    },
+}
+
+
+def assert_agent_metrics(tmp: Path) -> None:
+    """Every results.jsonl a path wrote holds the same agent metrics (the writer computes them on
+    every path: live, offline, batch collect, import, shards and their merge, workers)."""
+    written = [p for p in tmp.rglob("results.jsonl") if ".staged" not in p.name]
+    assert written, "the path wrote no results.jsonl"
+    for path in written:
+        for row in read_jsonl(path):
+            expected = AGENT.get(row["transcript_id"])
+            assert row.get("agent") == (pytest.approx(expected) if expected is not None else None), f"{path}: {row['transcript_id']}"
+            if expected is not None and row["transcript_id"] == "t0":
+                assert row["task"] == "arith" and row["agent_steps"]["repeated_calls"] == [1]
 
 
 # --- unsupported cells: refused in one line, nothing sent ----------------------------------------

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
 import harness
@@ -42,6 +41,8 @@ def _scores(results: harness.notebook.Results) -> dict[tuple[str, str], Any]:
 
 
 def test_every_kind_of_data_gives_the_same_judgments(tmp_path: Path) -> None:
+    import pandas as pd
+
     with serve() as server:
         judges = [judge("j", server.base_url)]
         common: dict[str, Any] = {"judges": judges, "rubrics": ["relevance", "faithfulness"], "progress": False}

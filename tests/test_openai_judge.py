@@ -8,7 +8,7 @@ import json
 import socket
 import traceback
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
@@ -23,8 +23,10 @@ from harness.errors import (
     TransientJudgeError,
 )
 from harness.judges.base import JudgeReply, JudgeRequest
-from harness.judges.openai_sdk import NO_KEY, OpenAISDKJudge
-from harness.judges.usage import Usage
+from harness.usage import Usage
+
+if TYPE_CHECKING:
+    from harness.judges.openai_sdk import OpenAISDKJudge
 
 KEY_VAR = "HARNESS_TEST_OPENAI_KEY"
 KEY = "sk-test-RECOGNISABLE-7f3a9c2e5d"
@@ -87,6 +89,8 @@ def make_config(**kwargs: Any) -> JudgeConfig:
 
 @pytest.fixture
 async def judge_for() -> AsyncIterator[Callable[..., OpenAISDKJudge]]:
+    from harness.judges.openai_sdk import OpenAISDKJudge
+
     made: list[OpenAISDKJudge] = []
 
     def make(handler: Handler, **config: Any) -> OpenAISDKJudge:
@@ -175,6 +179,8 @@ async def test_default_endpoint_is_openai(judge_for: Callable[..., OpenAISDKJudg
 
 @pytest.mark.parametrize("api_key_env", ["", "HARNESS_TEST_UNSET_KEY"])
 async def test_without_a_key_a_placeholder_is_sent(judge_for: Callable[..., OpenAISDKJudge], api_key_env: str) -> None:
+    from harness.judges.openai_sdk import NO_KEY
+
     recorder = Recorder()
     await judge_for(recorder, base_url="http://127.0.0.1:1/v1", api_key_env=api_key_env).complete(REQUEST)
     assert recorder.requests[0].headers["Authorization"] == f"Bearer {NO_KEY}"
@@ -334,6 +340,8 @@ def closed_port() -> int:
 
 
 async def test_connection_refused_on_a_closed_local_port() -> None:
+    from harness.judges.openai_sdk import OpenAISDKJudge
+
     port = closed_port()
     judge = OpenAISDKJudge(make_config(base_url=f"http://127.0.0.1:{port}/v1"))
     try:
@@ -397,6 +405,8 @@ def test_network_guard_allows_loopback() -> None:
 
 
 async def test_network_guard_stops_the_sdk_reaching_out(network_guard: Any) -> None:
+    from harness.judges.openai_sdk import OpenAISDKJudge
+
     judge = OpenAISDKJudge(make_config(base_url="http://192.0.2.1:9/v1"))
     try:
         with pytest.raises(JudgeError):

@@ -14,8 +14,6 @@ from bench.ppi_coverage import simulate
 from harness.labels.design import inclusion_probabilities
 from harness.stats.ppi import active_lambda, active_mean, ppi_lambda, ppi_mean, weighted_variance
 
-ppi_py = pytest.importorskip("ppi_py")
-
 
 def _data(seed: int, n: int, big_n: int, bias: float, noise: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)

@@ -1,13 +1,15 @@
-"""The providers table (``harness/judges/providers.py``) and the one usage check (``usage.py``).
+"""The providers' profiles (``harness/providers/``) and the one usage check (``usage.py``).
 
-The table is the one home of each provider's URL, key variable, judge class, batch API, usage
-reader and what its requests accept: the config, the live judges and (at merge) the batch client
-read it. The usage check is hand-worked here on the bounds it enforces for every provider.
+A provider's profile is the one home of its URL, key variable, judge class, batch API, usage
+reader and what its requests accept: the config, the live judges, the batch clients, the
+capabilities table and ``judges check`` read it, and a new provider is one file and one registry
+entry. The usage check is hand-worked here on the bounds it enforces for every provider.
 """
 
 from __future__ import annotations
 
-import typing
+import dataclasses
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,19 +18,21 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.batch.wire import read_anthropic_result
+from harness.capabilities import check_supported, judge_family
 from harness.cli import app
-from harness.config import JudgeConfig
+from harness.config import HarnessConfig, JudgeConfig, load_config
 from harness.errors import ConfigError
 from harness.judges.anthropic import AnthropicJudge
 from harness.judges.base import Judge, JudgeRequest
 from harness.judges.http import HttpJudge
 from harness.judges.openai_aiohttp import AiohttpJudge
 from harness.judges.protocol import read_logprobs
-from harness.judges.providers import PROVIDERS, api_root, endpoint
 from harness.judges.registry import judge_class, make_judge
-from harness.judges.usage import Budget, Usage, anthropic_usage, checked_usage, llama_usage, openai_usage
+from harness.planning import RunOptions, build_plan
+from harness.providers import PROFILES, ProviderProfile, api_root, endpoint
+from harness.usage import Budget, Usage, anthropic_usage, checked_usage, llama_usage, openai_usage
 from tests.anthropic_server import AnthropicServer
-from tests.e2e_support import KEY, KEY_ENV, write_config, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, Outputs, chat_requests, serve, write_config, write_jsonl
 from tests.scripted_judges import likert_prompts
 
 pytestmark = pytest.mark.timeout(120)
@@ -47,20 +51,91 @@ def server() -> Iterator[AnthropicServer]:
         yield srv
 
 
-# -- the table -------------------------------------------------------------------------------------
+# -- the profiles ----------------------------------------------------------------------------------
 
 
-def test_the_config_knows_exactly_the_table_s_providers() -> None:
-    field = JudgeConfig.model_fields["provider"].annotation
-    assert set(typing.get_args(field)) == set(PROVIDERS)
+def test_the_config_knows_exactly_the_registry_s_providers() -> None:
+    schema = JudgeConfig.model_json_schema()["properties"]["provider"]
+    assert schema == {"default": "openai", "enum": ["openai", "openai-sdk", "anthropic", "local"], "title": "Provider", "type": "string"}
+    assert schema["enum"] == list(PROFILES)
+    with pytest.raises(ValueError, match=r"Input should be 'openai', 'openai-sdk', 'anthropic' or 'local' \[type=literal_error"):
+        JudgeConfig(name="j", model="m", provider="cohere")
 
 
-@pytest.mark.parametrize("name", sorted(PROVIDERS))
-def test_every_entry_names_a_judge_class_and_a_usage_reader(name: str) -> None:
-    provider = PROVIDERS[name]
-    assert issubclass(judge_class(provider), Judge)
-    assert provider.usage in (openai_usage, anthropic_usage, llama_usage)
-    assert (provider.default_base_url is None) == (provider.batch_api is None) == (name == "local")
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_names_a_judge_class_and_a_usage_reader(name: str) -> None:
+    profile = PROFILES[name]
+    assert profile.name == name
+    assert issubclass(judge_class(profile), Judge)
+    assert profile.usage in (openai_usage, anthropic_usage, llama_usage)
+    assert profile.in_process == (profile.batch_api is None) == (profile.key_env is None) == (not profile.priced) == (name == "local")
+
+
+def test_a_profile_is_keyword_only_and_frozen() -> None:
+    with pytest.raises(TypeError):
+        ProviderProfile("x", "X", "harness.judges.openai_aiohttp:AiohttpJudge", openai_usage, None)  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PROFILES["openai"].key_env = "OTHER"  # type: ignore[misc]
+
+
+#: A new OpenAI-compatible provider, as its own file would hold it: this and one registry entry are all it takes.
+ACME_PROFILE = """
+from harness.providers.profile import ProviderProfile
+from harness.providers.openai import MODEL_FAMILIES, bearer
+from harness.usage import openai_usage
+
+PROFILE = ProviderProfile(
+    name="acme",
+    title="Acme's chat completions",
+    judge="harness.judges.openai_aiohttp:AiohttpJudge",
+    usage=openai_usage,
+    default_base_url="https://api.acme.example/v1",
+    base_url_env="ACME_BASE_URL",
+    key_env="ACME_API_KEY",
+    auth_headers=bearer,
+    supports_structured_output=True,
+    model_families=MODEL_FAMILIES,
+)
+"""
+
+
+def test_a_new_provider_is_one_file_and_one_registry_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "acme.py").write_text(ACME_PROFILE, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("acme_provider_profile", tmp_path / "acme.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    table = {"name": "a", "provider": "acme", "model": "judge-model", "input_price_per_1m": 0.1, "output_price_per_1m": 0.2}
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.provider: Input should be 'openai', 'openai-sdk', 'anthropic' or 'local'$"):
+        load_config(write_config(tmp_path / "harness.toml", [table]))
+
+    monkeypatch.setitem(PROFILES, "acme", module.PROFILE)  # the one entry
+
+    # The config accepts it (its key variable from the profile), refusals and the schema list it.
+    judge = load_config(write_config(tmp_path / "harness.toml", [table])).judges[0]
+    assert (judge.api_key_env, judge.endpoint) == ("ACME_API_KEY", "https://api.acme.example/v1")
+    assert "'local' or 'acme'" in str(pytest.raises(ValueError, JudgeConfig, name="j", model="m", provider="cohere").value)
+    assert HarnessConfig.model_json_schema()["$defs"]["JudgeConfig"]["properties"]["provider"]["enum"][-1] == "acme"
+    # The judge factory builds its class; its limits are refused in its profile's words.
+    assert type(make_judge(judge)) is AiohttpJudge
+    with pytest.raises(ConfigError, match="Acme's chat completions returns no logprobs"):
+        make_judge(judge.model_copy(update={"logprobs": True}))
+    # The capabilities table puts it by its model; a reasoning model is one there too.
+    assert judge_family(judge) == "chat" and judge_family(judge.model_copy(update={"model": "o4-mini"})) == "reasoning"
+    check_supported([judge], "live")
+    # A whole run: its base URL and key from its own variables, its key sent as the profile says.
+    with serve() as server:
+        monkeypatch.setenv("ACME_BASE_URL", str(server.base_url))
+        monkeypatch.setenv("ACME_API_KEY", KEY)
+        config = write_config(tmp_path / "harness.toml", [table])
+        data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r", "contexts": ["c"]}])
+        out = tmp_path / "o"
+        result = CliRunner().invoke(app, ["run", str(data), "--config", str(config), "--out", str(out), "--no-progress", "--no-cache"])
+        assert result.exit_code == 0, result.output
+        requests = chat_requests(server)
+    assert requests and all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in requests)
+    rows = Outputs(out).judgments
+    assert rows and {r["status"] for r in rows} == {"scored"} and {r["judge"] for r in rows} == {"a"}
 
 
 def test_the_anthropic_judge_is_no_openai_judge() -> None:
@@ -82,6 +157,14 @@ def test_api_root_is_the_base_url_with_its_version_path(monkeypatch: pytest.Monk
     assert api_root(claude) == "http://127.0.0.1:9/v1" and claude.endpoint == "http://127.0.0.1:9"
     assert api_root(openai) == "http://127.0.0.1:8/v1"
     assert JudgeConfig(name="l", provider="local", model="smollm2").endpoint == "local"
+
+
+def test_a_bad_base_url_from_the_environment_names_the_provider_s_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "file:///etc/passwd")
+    config = write_config(tmp_path / "harness.toml", [{"name": "c", "provider": "anthropic", "model": "claude-haiku-4-5", "api_key_env": KEY_ENV}])
+    data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r"}])
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.base_url: \$ANTHROPIC_BASE_URL 'file:///etc/passwd' is not an http:// or https:// URL"):
+        build_plan(RunOptions(input=data, config=config))
 
 
 @pytest.mark.parametrize("suffix", ["", "/v1"])
@@ -115,7 +198,7 @@ def test_an_option_the_provider_cannot_honour_is_refused_before_anything_is_sent
     data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r"}])
     result = CliRunner().invoke(app, ["run", str(data), "--config", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--no-cache"])
     assert result.exit_code == 2 and server.requests == []
-    # one line naming the judge, ending in the providers table's words (capabilities.check_supported)
+    # one line naming the judge, ending in the provider profile's words (capabilities.check_supported)
     line = result.stderr.strip()
     assert "\n" not in line and "judge 'claude'" in line and line.endswith(problem.split(": ", 1)[1])
     with pytest.raises(ConfigError, match="Messages API"):

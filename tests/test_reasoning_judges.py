@@ -68,8 +68,8 @@ def test_the_family_table_shapes_each_request() -> None:
         "seed": 3,
     }
     # A gateway's prefix, an o-series model and the non-reasoning gpt-5-chat.
-    assert family_of("openai/o4-mini").name == "o-series"
-    assert family_of("gpt-5-chat-latest").name == "gpt-5-chat"
+    assert family_of(JudgeConfig(name="o", model="openai/o4-mini")).name == "o-series"
+    assert family_of(JudgeConfig(name="g", model="gpt-5-chat-latest")).name == "gpt-5-chat"
     # A model the table does not know: the judge's own settings decide, no code change.
     custom = JudgeConfig(
         name="c", model="acme-reasoner-2", token_param="max_completion_tokens", send_temperature=False, reasoning_budget=1000, reasoning_effort="low"

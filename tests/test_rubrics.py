@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent import Step, ToolSpec
 from harness.errors import RubricError
+from harness.rubrics.inputs import NAMES
 from harness.rubrics.rubric import (
     DEFAULT_SYSTEM,
     builtin_prompts_dir,
@@ -24,6 +26,17 @@ BUILTIN = {
     "hallucination": ((0.0, 1.0), "lower", ("contexts", "response")),
     "contextual_relevance": ((0.0, 1.0), "higher", ("query", "contexts")),
 }
+#: The judged trajectory rubrics (issue 35): version 1, run only when named (``default = false``).
+TRAJECTORY = {
+    "task_completion": ("query", "trajectory", "response"),
+    "task_completion_ref": ("query", "reference", "trajectory", "response"),
+    "tool_selection": ("query", "tools", "trajectory"),
+    "argument_correctness": ("query", "tools", "trajectory"),
+    "step_efficiency": ("query", "trajectory", "response"),
+    "error_handling": ("query", "trajectory", "response"),
+}
+STEPS = (Step(0, "search", {"q": "capital of France"}, turn=0, group=0, result="Paris"),)
+TOOLS = (ToolSpec(name="search", description="Web search.", parameters={"type": "object"}),)
 
 
 def resolved(
@@ -31,8 +44,10 @@ def resolved(
     response: str | None = "Paris.",
     contexts: tuple[str, ...] | None = ("Paris is the capital of France.",),
     reference: str | None = None,
+    steps: tuple[Step, ...] | None = None,
+    tools: tuple[ToolSpec, ...] | None = None,
 ) -> Resolved:
-    return Resolved("t1", query, response, contexts, reference, Performance())
+    return Resolved("t1", query, response, contexts, reference, Performance(), steps=steps, tools=tools)
 
 
 def write_rubric(directory: Path, name: str, header: str, template: str = "Q: {{query}}\nR: {{response}}\n") -> Path:
@@ -50,11 +65,17 @@ HEADER = 'name = "{name}"\nversion = "1"\nscale = [0.0, 1.0]\ninputs = ["query",
 
 def test_builtin_rubrics_load_with_their_headers() -> None:
     rubrics = load_rubrics()
-    assert set(rubrics) == set(BUILTIN)
+    assert set(rubrics) == set(BUILTIN) | set(TRAJECTORY)
+    for name, inputs in TRAJECTORY.items():
+        rubric = rubrics[name]
+        assert (rubric.version, rubric.scale, rubric.direction, rubric.inputs) == ("1", (0.0, 1.0), "higher", inputs)
+        assert (rubric.default, rubric.max_tokens, rubric.system) == (False, 64, DEFAULT_SYSTEM)
+        assert '"score"' in rubric.template and "… N steps omitted …" in rubric.template
     for name, (scale, direction, inputs) in BUILTIN.items():
         rubric = rubrics[name]
         assert rubric.name == name
         assert rubric.version == "2"  # 2: the fixed text moved before the inputs
+        assert rubric.default
         assert rubric.scale == scale
         assert (rubric.lo, rubric.hi) == scale
         assert rubric.direction == direction
@@ -72,8 +93,8 @@ def test_every_builtin_rubric_puts_its_fixed_text_before_the_transcript() -> Non
     answer format) comes first and only the inputs' short labels follow the first input."""
     prompts = builtin_prompts_dir()
     paths = sorted(prompts.glob("*.md")) + sorted(prompts.glob("*/*.md"))
-    assert len(paths) == 13
-    transcript = resolved(reference="Paris")
+    assert len(paths) == 14 + len(TRAJECTORY)
+    transcript = resolved(reference="Paris", steps=STEPS, tools=TOOLS)
     for path in paths:
         rubric = parse_rubric(path.read_text(encoding="utf-8"), str(path))
         labels = rubric.parts[2::2]  # the literals between and after the inputs
@@ -270,7 +291,8 @@ def test_bad_scale(tmp_path: Path, scale: str, field: str, problem: str) -> None
 def test_empty_inputs(tmp_path: Path) -> None:
     header = HEADER.format(name="x").replace('["query", "response"]', "[]")
     path = write_rubric(tmp_path, "x", header, "no placeholders\n")
-    assert _error(path) == f"{path}: inputs: must name at least one of query, response, contexts, reference"
+    assert _error(path) == f"{path}: inputs: must name at least one of {', '.join(NAMES)}"
+    assert NAMES == ("query", "response", "contexts", "reference", "trajectory", "tools", "reference_trajectory")
 
 
 def test_bad_direction(tmp_path: Path) -> None:
@@ -280,7 +302,9 @@ def test_bad_direction(tmp_path: Path) -> None:
 
 def test_unknown_input_name(tmp_path: Path) -> None:
     header = HEADER.format(name="x").replace('["query", "response"]', '["query", "answer"]')
-    assert _error(write_rubric(tmp_path, "x", header)).startswith(f"{tmp_path / 'x.md'}: inputs.1: ")
+    assert _error(write_rubric(tmp_path, "x", header)) == (
+        f"{tmp_path / 'x.md'}: inputs.1: unknown input 'answer'; the inputs are " + ", ".join(NAMES)
+    )
 
 
 def test_placeholder_not_listed_in_inputs(tmp_path: Path) -> None:
@@ -351,7 +375,7 @@ def test_user_directory_overrides_by_name_and_adds(tmp_path: Path) -> None:
     )
     (mine / "notes.txt").write_text("not a rubric")
     rubrics = load_rubrics([mine])
-    assert set(rubrics) == set(BUILTIN) | {"conciseness"}
+    assert set(rubrics) == set(BUILTIN) | set(TRAJECTORY) | {"conciseness"}
     assert rubrics["relevance"].version == "2-strict"
     assert rubrics["relevance"].scale == (1.0, 5.0)
     assert rubrics["relevance"].source == str(mine / "relevance.md")

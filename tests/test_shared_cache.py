@@ -19,7 +19,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from typer.testing import CliRunner
 
@@ -94,6 +93,8 @@ def setup_run(
 
 @pytest.mark.timeout(60)
 async def test_both_stores_migrate_the_same_schema_and_round_trip(location: Any) -> None:
+    import psycopg
+
     async with open_store(location) as store:
         store.put(row("a"))
         store.put(row("b", text="é ünïcode", created_at="2020-01-01T00:00:00+00:00"))
@@ -188,6 +189,8 @@ async def test_written_keys_claims_are_deleted_together_and_on_close(location: A
 
 @pytest.mark.timeout(60)
 async def test_a_claim_of_another_host_is_taken_over_only_when_its_lease_lapses(location: Any) -> None:
+    import psycopg
+
     async with open_store(location, lease_s=1.0) as store:
         await store.claim(["setup"])  # the claims table exists
         expires = time.time() + 1.0

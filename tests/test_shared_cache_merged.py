@@ -17,7 +17,6 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from typer.testing import CliRunner
 
@@ -88,6 +87,8 @@ async def test_tier_and_logprobs_round_trip_through_both_stores_and_an_export(lo
 
 @pytest.mark.timeout(60)
 async def test_main_batch_tables_work_on_postgres(postgres: Any) -> None:
+    import psycopg
+
     url = postgres.new_database()
     async with open_store(url) as store:
         store.put(judgment("k", tier="batch", logprobs=LOGPROBS))
@@ -148,6 +149,8 @@ def transcripts(path: Path, n: int) -> Path:
 
 @pytest.mark.timeout(180)
 def test_a_logprob_judgment_is_stored_in_postgres_and_replayed_offline(server: ScriptedJudgeServer, tmp_path: Path, postgres: Any) -> None:
+    import psycopg
+
     assert server.base_url
     url = postgres.new_database()
     data = transcripts(tmp_path / "t.jsonl", 8)
@@ -212,6 +215,8 @@ def sample_keys(data: Path, config: Path) -> dict[tuple[str, int], str]:
 
 
 def claims_left(location: Any) -> int:
+    import psycopg
+
     if isinstance(location, str):
         with psycopg.connect(location) as conn:
             return conn.execute("SELECT count(*) FROM claims").fetchone()[0]

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats as sps
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -185,6 +184,8 @@ def test_conversation_scores_by_hand(tmp_path: Path) -> None:
 
 
 def test_experiment_comparison_matches_scipy(tmp_path: Path) -> None:
+    from scipy import stats as sps
+
     rows = [_conv(f"e1-{i}", 1, EXPECTED, ["casual"] * (2 + i)) for i in range(3)]
     rows += [_conv(f"e5-{i}", 5, EXPECTED, ["casual", "frustrated"] * (1 + i)) for i in range(3)]
     result = evaluate_simulation(write_jsonl(tmp_path / "c.jsonl", rows), tmp_path / "out", None).as_dict()

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from harness.metrics.summary import describe, mean_ci, percentiles
 from harness.stats.intervals import mean_interval
@@ -37,12 +36,16 @@ PS = UPPER + [1 - p for p in UPPER]
 
 @pytest.mark.parametrize("df", DFS)
 def test_t_quantile_matches_scipy_to_1e_10(df: float) -> None:
+    from scipy import stats as sps
+
     for p in PS:
         got, want = t_quantile(p, df), float(sps.t.ppf(p, df))
         assert got == pytest.approx(want, rel=1e-10, abs=1e-300), (p, df)
 
 
 def test_t_quantile_on_random_points_and_known_values() -> None:
+    from scipy import stats as sps
+
     rng = random.Random(27)
     for _ in range(2000):
         df = math.exp(rng.uniform(0.0, math.log(1e7)))
@@ -61,6 +64,8 @@ def test_t_quantile_on_random_points_and_known_values() -> None:
 def test_t_quantile_far_in_the_tails_inverts_the_cdf() -> None:
     # Down to p = 1e-300, where t reaches 1e299 (df = 1) and densities underflow: the quantile's
     # upper tail probability is p again (scipy.stats.t.sf, evaluated at the answer).
+    from scipy import stats as sps
+
     for df in (1.0, 1.5, 3.0, 7.0, 30.0, 5e3, 5e4, 1e6):
         for q in (1e-20, 1e-100, 1e-300):
             t = -t_quantile(q, df)

@@ -240,7 +240,8 @@ def test_json_array_and_jsonl_give_identical_records(tmp_path: Path) -> None:
     assert [r.model_dump() for r in from_lines] == [r.model_dump() for r in from_array]
     assert [r.resolved() for r in from_lines] == [r.resolved() for r in from_array]
     assert len(from_lines) == len(RECORDS)
-    assert scan(as_lines).inputs_seen == scan(as_array).inputs_seen == {"query", "response", "contexts", "reference"}
+    # r3's messages say it made no tool call: an empty trajectory, which a trajectory rubric can judge
+    assert scan(as_lines).inputs_seen == scan(as_array).inputs_seen == {"query", "response", "contexts", "reference", "trajectory"}
 
 
 def test_json_array_lines_point_at_each_element(tmp_path: Path) -> None:
@@ -304,7 +305,7 @@ def test_messages_give_query_response_contexts_and_tool_calls() -> None:
     assert resolved.response == "Sunny in both."
     assert resolved.contexts == ("Paris: 18C", "Rome: 24C", "Sunny")
     assert resolved.performance.tool_calls == 3
-    assert resolved.present_inputs() == {"query", "response", "contexts"}
+    assert resolved.present_inputs() == {"query", "response", "contexts", "trajectory"}
     # no timing data at all: latencies are unknown, never 0
     assert (resolved.performance.total_ms, resolved.performance.llm_ms) == (None, None)
 
@@ -555,8 +556,28 @@ def test_json_array_reader_agrees_with_json_loads(
         {"id": "d", "query": "q", "response": "r", "contexts": [{"doc": 1}]},
         {"id": "e", "messages": [{"role": "user", "content": "q"}, {"role": "tool", "content": "ctx"}, {"role": "assistant", "content": "a"}]},
         {"id": "f", "messages": [{"role": "user", "content": "q"}], "response": "r"},
+        # what the transcript says about its agent: given, even empty, is present
+        {"id": "g", "query": "q", "response": "r", "steps": [], "tools": [], "reference_trajectory": []},
+        {"id": "h", "query": "q", "response": "r", "steps": [{"name": "search"}], "tools": [{"name": "search"}]},
+        {"id": "i", "query": "q", "response": "r", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]},
+        {"id": "j", "query": "q", "response": "r", "tool_calls": 2},
+        {"id": "k", "query": "q", "response": "r", "spans": [{"kind": "tool", "name": "f", "start": 1, "end": 2}]},
+        {"id": "l", "query": "q", "response": "r", "spans": [{"kind": "llm", "start": 1, "end": 2}]},
+        {"id": "m", "query": "q", "response": "r", "reference_trajectory": [{"name": "f"}]},
     ],
 )
 def test_present_inputs_without_resolving_equals_the_resolved_ones(record: dict[str, object]) -> None:
     transcript = Transcript.model_validate(record)
     assert transcript.present_inputs() == transcript.resolved().present_inputs()
+
+
+def test_present_inputs_of_agent_records() -> None:
+    def present(**fields: object) -> set[str]:
+        return set(Transcript.model_validate({"id": "a", "query": "q", "response": "r", **fields}).present_inputs())
+
+    assert present() == {"query", "response"}
+    assert present(steps=[]) == {"query", "response", "trajectory"}
+    assert present(tool_calls=2) == {"query", "response"}  # a count says nothing of the calls
+    assert present(spans=[{"kind": "tool", "name": "f", "start": 1, "end": 2}]) == {"query", "response", "trajectory"}
+    assert present(spans=[{"kind": "llm", "start": 1, "end": 2}]) == {"query", "response"}
+    assert present(tools=[], reference_trajectory=[{"any_order": [{"name": "f"}]}]) == {"query", "response", "tools", "reference_trajectory"}

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats as sp
 from typer.testing import CliRunner
 
 from harness.analysis.gate import calibration_gate
@@ -53,6 +52,8 @@ def invoke(*args: str) -> Any:
 
 @pytest.mark.timeout(120)
 def test_gate_passes_the_honest_judge_and_refuses_the_noisy_one(gated_run: dict[str, Any]) -> None:
+    from scipy import stats as sp
+
     run, labels, human = gated_run["run"], gated_run["labels"], gated_run["human"]
     rho = {}
     for name in ("honest", "noisy"):

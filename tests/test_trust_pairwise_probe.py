@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats as sp
-from statsmodels.stats.proportion import proportion_confint
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -44,6 +42,8 @@ def invoke(*args: str) -> Any:
 
 
 def check_wilson(section: dict[str, Any], count: int, n: int) -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
     assert section["count"] == count
     assert section["rate"] == pytest.approx(count / n, abs=1e-12)
     low, high = proportion_confint(count, n, alpha=0.05, method="wilson")
@@ -118,6 +118,8 @@ def probe_data(tmp_path: Path) -> tuple[Path, list[float]]:
 def test_probe_catches_the_biased_judge_and_passes_the_honest_and_the_noisy(
     server: ScriptedJudgeServer, tmp_path: Path, kind: str, rubric: str, biased: str, bias: float
 ) -> None:
+    from scipy import stats as sp
+
     assert server.base_url
     data, _ = probe_data(tmp_path)
     judges = [judge(m, server.base_url, model=m, seed=4) for m in ("honest", "noisy", biased)]

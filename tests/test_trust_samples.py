@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats as sp
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -56,6 +55,8 @@ def run(*args: str) -> Any:
 
 @pytest.mark.timeout(180)
 def test_repeated_samples_measure_an_honest_judge_steady_and_a_noisy_one_noisy(server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    from scipy import stats as sp
+
     assert server.base_url
     qualities = truths()
     data = transcripts(tmp_path / "t.jsonl", qualities)
@@ -141,6 +142,8 @@ def test_samples_via_n_ask_once_and_fall_back_when_the_endpoint_ignores_n(server
 
 @pytest.mark.timeout(180)
 def test_logprob_scores_are_the_weighted_mean_and_missing_logprobs_are_never_a_silent_fallback(server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    from scipy import stats as sp
+
     assert server.base_url
     qualities = truths(30, seed=11)
     data = transcripts(tmp_path / "t.jsonl", qualities)

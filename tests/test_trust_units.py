@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sp
 
 from harness.config import JudgeConfig
 from harness.judges.base import JudgeRequest
@@ -20,6 +19,8 @@ from harness.transcripts.models import Transcript
 
 
 def test_noise_share_against_scipy_one_way_anova_on_unbalanced_groups() -> None:
+    from scipy import stats as sp
+
     rng = np.random.default_rng(1)
     groups = [rng.normal(rng.normal(0, 2), 1.0, size=int(rng.integers(2, 7))) for _ in range(25)]
     figures = noise_share([(g.size, float(g.mean()), float(g.var(ddof=1))) for g in groups])

@@ -1,4 +1,4 @@
-"""Token usage through every provider (``harness/judges/usage.py``), and the cost lines it feeds.
+"""Token usage through every provider (``harness/usage.py``), and the cost lines it feeds.
 
 Runs go through the CLI against real servers on 127.0.0.1 (``tests/judge_server.py`` for OpenAI's
 chat completions, ``tests/anthropic_server.py`` for Anthropic's Messages API). Each issue row has its

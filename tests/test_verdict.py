@@ -14,11 +14,11 @@ from harness.cache.base import CachedJudgment
 from harness.config import JudgeConfig
 from harness.errors import FatalJudgeError, TransientJudgeError
 from harness.judges.base import JudgeReply
-from harness.judges.usage import Usage
 from harness.planning import Job, make_entry
 from harness.rubrics.rubric import parse_rubric
 from harness.runner import verdict
 from harness.transcripts.models import Transcript
+from harness.usage import Usage
 
 NUMERIC = '+++\nname = "n"\nversion = "1"\nscale = [0.0, 1.0]\ninputs = ["response"]\nmax_tokens = 64\n+++\n{{response}}\n'
 LIKERT = '+++\nname = "g"\nversion = "1"\nscale = [1, 5]\ninputs = ["response"]\nmax_tokens = 8\n+++\n{{response}}\n'

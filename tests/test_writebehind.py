@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from harness.cache import CachedJudgment, CacheStore, open_store, writebehind
@@ -62,6 +61,8 @@ def _hold_the_write(store: CacheStore) -> tuple[asyncio.Event, asyncio.Event]:
 
 def _connections(url: str) -> int:
     """Sessions on ``url``'s database other than this check's own."""
+    import psycopg
+
     with psycopg.connect(url, autocommit=True) as conn:
         found = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()
     assert found is not None
@@ -150,6 +151,8 @@ async def test_a_burst_of_puts_is_written_in_a_few_transactions(location: Any) -
 def test_a_run_whose_reply_postgres_cannot_store_ends_with_exit_5_and_one_line(tmp_path: Path, postgres: Any) -> None:
     """As a user meets it: a judge's reply holding NUL (PostgreSQL text cannot) ends the run with
     exit 5 and one line naming the cache and the reason; the outputs are written, nothing is silent."""
+    import psycopg
+
     url = postgres.new_database()
     with serve(reply=lambda body: "Score: 0.5 \x00" if "q3 " in json.dumps(body) else "Score: 0.5") as server:
         data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"t{i}", "query": f"q{i} x", "response": "r", "contexts": ["c"]} for i in range(6)])

@@ -10,8 +10,8 @@ from .records import RefItem, ToolSpec
 from .specs import AgentMetric, TrajectorySettings
 from .steps import Step
 
-NO_REFERENCE = "no reference_trajectory"
 NO_STEPS = "the transcript records no tool calls (no messages, steps, tool_calls list or tool spans)"
+TRAJECTORY = ("trajectory_match", "trajectory_precision", "trajectory_recall", "trajectory_f1")
 
 
 def agent_metrics(
@@ -20,27 +20,32 @@ def agent_metrics(
     reference: Sequence[RefItem] | None,
     settings: TrajectorySettings,
 ) -> tuple[AgentMetric, ...]:
-    """Every metric of :data:`SPECS`, in its order, for one transcript (``Resolved.steps``,
-    ``.tools``, ``.reference_trajectory``)."""
+    """The metrics of :data:`SPECS` that apply to one transcript (``Resolved.steps``, ``.tools``,
+    ``.reference_trajectory``), in their order. A metric whose input the transcript does not have
+    at all does not apply and is left out (the trajectory metrics without a reference, the checks
+    without steps); a reference with no steps to match gives unscored trajectory metrics."""
     out: list[AgentMetric] = []
-    if reference is None or steps is None:
-        why = NO_REFERENCE if reference is None else NO_STEPS
-        out += [AgentMetric(name, None, (), why) for name in ("trajectory_match", "trajectory_precision", "trajectory_recall", "trajectory_f1")]
-    else:
+    if reference is not None and steps is None:
+        out += [AgentMetric(name, None, (), NO_STEPS) for name in TRAJECTORY]
+    elif reference is not None and steps is not None:
         declared = {t.name: t for t in tools} if tools is not None else None
         m = match_trajectory(steps, reference, settings.mode, rules=settings.arguments, default=settings.default, tools=declared)  # type: ignore[arg-type]
         extra = tuple(m.extra)
+        why = None
+        if not m.matched:
+            missing = ", ".join(m.missing_calls())
+            why = (
+                f"no {settings.mode} match"
+                + (f"; expected, not made: {missing}" if missing else "")
+                + (f"; steps not expected: {', '.join(map(str, extra))}" if extra else "")
+            )
         out += [
-            AgentMetric("trajectory_match", 1.0 if m.matched else 0.0, extra, None if m.matched else f"{settings.mode}: no match"),
+            AgentMetric("trajectory_match", 1.0 if m.matched else 0.0, extra, why),
             AgentMetric("trajectory_precision", m.precision, extra),
             AgentMetric("trajectory_recall", m.recall, ()),
             AgentMetric("trajectory_f1", m.f1, extra),
         ]
-    if steps is None:
-        out += [
-            AgentMetric(name, None, (), NO_STEPS) for name in ("steps", "failed_steps", "repeated_calls", "undeclared_tools", "schema_violations")
-        ]
-    else:
+    if steps is not None:
         for check in run_checks(steps, tools):
             value = float(check.value) if check.value is not None else None
             out.append(AgentMetric(check.name, value, tuple(check.steps), check.detail))

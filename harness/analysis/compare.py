@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats as sp
 
 from ..errors import UserInputError
 from ..metrics.schema import JudgeModel
@@ -258,6 +257,8 @@ def _unpaired(a: np.ndarray, b: np.ndarray, confidence: float) -> Unpaired:
     welch = welch_ttest(b, a)
     diff = float(b.mean() - a.mean())
     se = math.sqrt(b.var(ddof=1) / b.size + a.var(ddof=1) / a.size)
+    from scipy import stats as sp  # half a second to import: paid by a comparison, not by every importer
+
     half = float(sp.t.isf((1.0 - confidence) / 2.0, welch.df)) * se
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

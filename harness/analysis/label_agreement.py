@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats as sp
 
 from ..stats import classification_report
 from ..stats.agreement import kappa_from_matrix, mcc_from_matrix
@@ -84,6 +83,8 @@ def _correlation(test: Any, x: np.ndarray, y: np.ndarray) -> tuple[dict[str, Any
 
 def pearson(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> dict[str, Any]:
     """Pearson's r, its p-value and Fisher-z interval (``scipy.stats.pearsonr``); needs 4 pairs for the interval."""
+    from scipy import stats as sp  # half a second to import: paid by an agreement report, not by every importer
+
     out, result = _correlation(sp.pearsonr, x, y)
     if result is None:
         return out
@@ -98,6 +99,8 @@ def pearson(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> dict[str,
 
 def spearman(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int | None, confidence: float) -> dict[str, Any]:
     """Spearman's rho and p-value (``scipy.stats.spearmanr``) with a paired bootstrap percentile interval."""
+    from scipy import stats as sp
+
     out, result = _correlation(sp.spearmanr, x, y)
     if result is None:
         return out

@@ -11,11 +11,16 @@ those resamples are left out of the quantiles and counted, never replaced by 0.
 The statistics are computed for a whole block of resamples at once: confusion matrices by one
 ``np.bincount`` over offset codes, and Cohen's kappa, MCC and Spearman's rho from them row-wise,
 with the same formulas as `harness.stats.agreement` (seeds/004 sections 5.1-5.2).
+
+`grouped_bootstrap` resamples *groups* instead (transcripts of one task or conversation together):
+its statistics take each resample as weights on the items (how many times each is in it), and
+`confusion_weighted`, `spearman_weighted` and `mae_weighted` compute from those weights what the
+plain statistics give on the resample written out item by item.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -26,10 +31,16 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "check_resampling",
     "confusion_batch",
+    "confusion_weighted",
+    "group_weights",
+    "grouped_bootstrap",
     "kappa_batch",
+    "mae_weighted",
     "mcc_batch",
     "paired_bootstrap",
+    "percentile_interval",
     "spearman_batch",
+    "spearman_weighted",
 ]
 
 DEFAULT_RESAMPLES = 2000
@@ -164,3 +175,111 @@ def _resample_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
 def spearman_batch(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Spearman's rho (Pearson's r of average ranks) of each resample; NaN when one side is constant."""
     return _rowwise_pearson(_resample_ranks(np.asarray(x), idx), _resample_ranks(np.asarray(y), idx))
+
+
+# -- grouped resampling: whole groups drawn, each item weighted by how often its group was drawn --------
+
+
+def group_weights(groups: np.ndarray, n_resamples: int, seed: int | None = 0, max_elements: int = MAX_ELEMENTS) -> Iterator[np.ndarray]:
+    """Resamples of *groups* (the cluster bootstrap: Davison & Hinkley 1997, section 3.8), in
+    blocks: each block is float weights of shape (rows, n), each row how many times each item is in
+    one resample. G groups are drawn with replacement and every item of a drawn group enters with
+    it, so items of one group (one task, one conversation) never count as independent.
+    ``groups`` holds each item's group code 0..G-1; ``n_resamples`` rows in all."""
+    codes = np.asarray(groups, dtype=np.int64)
+    g = int(codes.max()) + 1 if codes.size else 0
+    if int(n_resamples) != n_resamples or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    rng = np.random.default_rng(seed)
+    rows = block_rows(max(g, codes.size), max_elements)
+    for start in range(0, int(n_resamples), rows):
+        count = min(rows, int(n_resamples) - start)
+        drawn = rng.integers(0, g, (count, g))
+        drawn += (np.arange(count, dtype=np.int64) * g)[:, None]
+        per_group = np.bincount(drawn.ravel(), minlength=count * g).reshape(count, g)
+        yield per_group[:, codes].astype(np.float64)
+
+
+def percentile_interval(theta: np.ndarray, confidence: float = 0.95, null: float | None = None) -> dict[str, Any]:
+    """``{"ci", "resamples", "undefined_resamples"}`` of resampled values ``theta`` (NaN where
+    undefined: left out and counted, as in `paired_bootstrap`); with ``null``, also ``pvalue``:
+    the two-sided bootstrap p-value of the value ``null``, 2·min(share ≤ null, share ≥ null), at
+    most 1. ``ci`` (and ``pvalue``) are None when every value is undefined."""
+    defined = theta[np.isfinite(theta)]
+    out: dict[str, Any] = {"ci": None, "resamples": int(theta.size), "undefined_resamples": int(theta.size - defined.size)}
+    if null is not None:
+        out["pvalue"] = None
+    if defined.size:
+        alpha = (1.0 - confidence) / 2.0
+        low, high = np.quantile(defined, [alpha, 1.0 - alpha])
+        out["ci"] = [float(low), float(high)]
+        if null is not None:
+            out["pvalue"] = float(min(1.0, 2.0 * min(np.mean(defined <= null), np.mean(defined >= null))))
+    return out
+
+
+def grouped_bootstrap(
+    groups: np.ndarray,
+    statistic: Callable[[np.ndarray], np.ndarray],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    confidence: float = 0.95,
+    null: float | None = None,
+    max_elements: int = MAX_ELEMENTS,
+) -> dict[str, Any]:
+    """Percentile interval of ``statistic`` over `group_weights` resamples: ``statistic(weights)``
+    gets a block (rows, n) and returns one value per row, NaN where undefined. The result is
+    `percentile_interval`'s with ``groups`` (G); ``ci`` is None when G < 2."""
+    codes = np.asarray(groups, dtype=np.int64)
+    g = int(codes.max()) + 1 if codes.size else 0
+    if g < 2:
+        return {"ci": None, "resamples": 0, "undefined_resamples": 0, "groups": g, **({"pvalue": None} if null is not None else {})}
+    blocks = []
+    for weights in group_weights(codes, n_resamples, seed, max_elements):
+        block = np.asarray(statistic(weights), dtype=np.float64)
+        if block.shape != (weights.shape[0],):
+            raise ValueError(f"statistic returned shape {block.shape} for {weights.shape[0]} resamples")
+        blocks.append(block)
+    return {**percentile_interval(np.concatenate(blocks), confidence, null), "groups": g}
+
+
+def confusion_weighted(true_codes: np.ndarray, pred_codes: np.ndarray, k: int, weights: np.ndarray) -> np.ndarray:
+    """Confusion matrices (rows, k, k) of weighted items: cell (i, j) sums the weights of the items
+    coded i by the reference and j by the judge (`confusion_batch` with weights for draws)."""
+    cells = np.asarray(true_codes, dtype=np.int64) * k + np.asarray(pred_codes, dtype=np.int64)
+    onehot = np.zeros((cells.size, k * k))
+    onehot[np.arange(cells.size), cells] = 1.0
+    return (np.asarray(weights, dtype=np.float64) @ onehot).reshape(-1, k, k)
+
+
+def _weighted_ranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Average ranks (1-based, ties share their mean) of each item within each weighted resample:
+    the ranks ``scipy.stats.rankdata`` gives the resample with every item repeated weight times."""
+    distinct, codes = np.unique(np.asarray(values), return_inverse=True)
+    onehot = np.zeros((codes.size, distinct.size))
+    onehot[np.arange(codes.size), codes] = 1.0
+    counts = weights @ onehot
+    average = (np.cumsum(counts, axis=1) - counts) + (counts + 1.0) / 2.0
+    return average[:, codes]
+
+
+def spearman_weighted(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each weighted resample (Pearson's r of the average ranks, every item
+    counted weight times); NaN when one side is constant in the resample."""
+    w = np.asarray(weights, dtype=np.float64)
+    rx, ry = _weighted_ranks(x, w), _weighted_ranks(y, w)
+    total = w.sum(axis=1, keepdims=True)
+    dx = rx - np.einsum("ij,ij->i", w, rx)[:, None] / total
+    dy = ry - np.einsum("ij,ij->i", w, ry)[:, None] / total
+    cov = np.einsum("ij,ij,ij->i", w, dx, dy)
+    den = np.sqrt(np.einsum("ij,ij,ij->i", w, dx, dx) * np.einsum("ij,ij,ij->i", w, dy, dy))
+    # A side whose ranks are all equal has a sum of squares of rounding size, not exactly 0; one
+    # that is not has at least two ranks 1 apart, so a sum of squares of at least 1/2.
+    den[den <= 1e-6] = 0.0
+    return np.clip(_divide(cov, den), -1.0, 1.0)
+
+
+def mae_weighted(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Mean absolute error |y − x| of each weighted resample."""
+    w = np.asarray(weights, dtype=np.float64)
+    return _divide(w @ np.abs(np.asarray(y, dtype=np.float64) - np.asarray(x, dtype=np.float64)), w.sum(axis=1))

@@ -44,9 +44,9 @@ from ..cache.batches import BatchRecord, BatchStore, BlockWriter, Outcome, json_
 from ..cache.location import CacheLocation
 from ..errors import BatchRequestFailed, CacheError
 from ..judges.base import TRUNCATED_FINISHES, JudgeRequest
-from ..judges.usage import Usage, usage_within
 from ..planning import Job, Judgment
 from ..runner import verdict
+from ..usage import Usage, usage_within
 
 #: A settled batch: its record (collected), its result counts, and why some output was not read.
 Settled = tuple[BatchRecord, dict[str, int], list[str]]

@@ -2,7 +2,7 @@
 
 ``submit(lines)`` sends one batch (OpenAI: upload the JSONL with ``purpose=batch``, then create the
 batch from the file; Anthropic: one ``POST /v1/messages/batches``; every URL is made by
-``judges.providers.root_of``, the rule the live judges use); ``get`` polls it; ``results``
+``providers.root_of``, the rule the live judges use); ``get`` polls it; ``results``
 downloads its result lines (to a temporary file first, so a 200 MB output is never held whole);
 ``find`` looks for a batch made from an uploaded file (OpenAI only), which is how a submit
 killed between upload and creation is re-attached instead of sent again.
@@ -26,9 +26,8 @@ import aiohttp
 from ..cache.batches import Outcome
 from ..errors import BatchError
 from ..jsonlines import decode_json
-from ..judges.anthropic import ANTHROPIC_VERSION
 from ..judges.protocol import error_fields, redact
-from ..judges.providers import root_of
+from ..providers import PROFILES, root_of
 from .wire import OPENAI_ENDPOINT, Limits, read_anthropic_result, read_openai_result
 
 TIMEOUT = aiohttp.ClientTimeout(total=600, sock_connect=30)
@@ -92,7 +91,7 @@ class BatchAPI(ABC):
         self._session: aiohttp.ClientSession | None = None
 
     def url(self, path: str) -> str:
-        """``path`` of this API at the judge's base URL, by the rule the live judges use (``judges.providers.root_of``)."""
+        """``path`` of this API at the judge's base URL, by the rule the live judges use (``providers.root_of``)."""
         return root_of(self.name, self.base_url) + path
 
     @property
@@ -106,8 +105,9 @@ class BatchAPI(ABC):
             await self._session.close()
             self._session = None
 
-    @abstractmethod
-    def _headers(self) -> dict[str, str]: ...
+    def _headers(self) -> dict[str, str]:
+        """The key's headers, as the provider of the same name sends them live (``providers/``)."""
+        return PROFILES[self.name].auth_headers(self._key)
 
     async def _request(self, method: str, url: str, what: str, **kwargs: Any) -> Any:
         try:
@@ -212,9 +212,6 @@ class OpenAIBatchAPI(BatchAPI):
     max_requests = Limits.OPENAI_REQUESTS
     max_bytes = Limits.OPENAI_BYTES
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._key}"} if self._key else {}
-
     def _remote(self, detail: Any) -> Remote:
         if not isinstance(detail, dict) or not isinstance(detail.get("id"), str):
             raise BatchHTTPError(f"{self.name}: the answer is not a batch object", definite=False)
@@ -283,12 +280,6 @@ class AnthropicBatchAPI(BatchAPI):
     name = "anthropic"
     max_requests = Limits.ANTHROPIC_REQUESTS
     max_bytes = Limits.ANTHROPIC_BYTES
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": ANTHROPIC_VERSION}
-        if self._key:
-            headers["x-api-key"] = self._key
-        return headers
 
     def _remote(self, detail: Any) -> Remote:
         if not isinstance(detail, dict) or not isinstance(detail.get("id"), str):

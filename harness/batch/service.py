@@ -37,8 +37,8 @@ from ..config import JudgeConfig
 from ..errors import BatchError, ConfigError, UserInputError
 from ..jsonlines import decode_json
 from ..judges.base import JudgeRequest
-from ..judges.providers import provider_of
 from ..planning import Job, Judgment, Planner, RunOptions, RunPlan, build_plan
+from ..providers import profile_of
 from ..rubrics.rubric import Rubric
 from ..runner.session import RunOutcome, collector_tuned, run_evaluation
 from ..transcripts.loader import iter_transcripts, scan
@@ -53,8 +53,8 @@ FILE_API = "file"
 
 
 def batch_api_for(judge: JudgeConfig, forced: str | None = None) -> str:
-    """Which batch API serves ``judge``: ``forced``, else its provider's (judges/providers.py)."""
-    provider = provider_of(judge)
+    """Which batch API serves ``judge``: ``forced``, else its provider's (providers/)."""
+    provider = profile_of(judge)
     if provider.batch_api is None:
         raise ConfigError(f"judge {judge.name!r} is {provider.title}: it has no batch API (use harness run)")
     if forced is not None:

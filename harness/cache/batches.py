@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from ..errors import CacheError, ConfigError
-from ..judges.usage import Usage
+from ..usage import Usage
 from .base import COLUMNS, CachedJudgment
 from .location import CacheLocation, describe, is_postgres_url
 from .sqlitedb import T, connect, transaction

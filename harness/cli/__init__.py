@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 # Panels are listed in the order their first command is registered.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "run": ("run", "estimate", "import", "export"),
-    "analysis": ("agreement", "compare", "report", "explain", "passk"),
+    "analysis": ("agreement", "compare", "report", "explain", "passk", "gate"),
     "batch": ("batch",),
     "cache": ("merge", "cache"),
     "suites": ("clustering", "clmpi", "simulation", "pairwise", "probe"),
     "infer": ("infer", "labels"),
+    "align": ("align",),
     "race": ("race", "cascade"),
     "judges": ("judges",),
 }

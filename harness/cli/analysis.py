@@ -1,4 +1,4 @@
-"""Commands that read runs: agreement, compare, report, explain, passk."""
+"""Commands that read runs: agreement, compare, report, explain, passk, gate."""
 
 from __future__ import annotations
 
@@ -191,3 +191,80 @@ def passk(
         typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
         passk_tables(result, make_console())
+
+
+@app.command(rich_help_panel=ANALYSE)
+def gate(
+    run_dir: Annotated[Path, typer.Argument(help="The run to check, a harness run --out directory.")],
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", help="The run to compare with (the version last accepted), for --no-regression and --max-drop.")
+    ] = None,
+    min_: Annotated[
+        list[str] | None,
+        typer.Option("--min", help="NAME=X: fail unless the lower bound of NAME's mean interval is at least X (repeatable)."),
+    ] = None,
+    max_: Annotated[
+        list[str] | None,
+        typer.Option("--max", help="NAME=X: fail unless the upper bound of NAME's mean interval is at most X (lower is better; repeatable)."),
+    ] = None,
+    no_regression: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--no-regression", help="NAME: fail when the run is significantly worse than the baseline, after Holm's correction (repeatable)."
+        ),
+    ] = None,
+    max_drop: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--max-drop", help="NAME=M: fail unless the interval of the difference from the baseline stays within M on the worse side (repeatable)."
+        ),
+    ] = None,
+    success: Annotated[
+        str | None, typer.Option("--success", help="When a run of a task succeeds, for pass^K and pass@K: 'NAME>=X' or 'NAME<=X'.")
+    ] = None,
+    judge: Annotated[str | None, typer.Option(help="The judge whose scores are gated. Default: every judge of the run (pass^K: the first).")] = None,
+    alpha: Annotated[float, typer.Option(help="Each interval is at confidence 1 - alpha; the significance level of --no-regression.")] = 0.05,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write the checks as JUnit XML here (one test case per check).")] = None,
+    summary: Annotated[
+        Path | None, typer.Option("--summary", help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
+    ] = None,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the runs' custom rubric files (for their scales).")] = None,
+    input: Annotated[
+        list[Path] | None,
+        typer.Option("--input", help="The run's transcripts file (pass^K task ids), if it has moved since the run; a second is the baseline's."),
+    ] = None,
+    as_json: AsJsonOpt = False,
+) -> None:
+    """Fail the build (exit 6) when a run misses a bar or is worse than a baseline.
+
+    A bar judges the interval, not the mean: --min relevance=0.7 passes when the lower bound of
+    the mean's interval is at least 0.7. Against --baseline, --no-regression fails a significant
+    drop (paired t-test on the transcripts both runs scored, Holm's correction over these checks)
+    and --max-drop NAME=M a difference whose interval reaches past M on the worse side. NAME is a
+    rubric, a composite, a bounded agent metric, or pass^K / pass@K over tasks (with --success).
+    Writes --junit and --summary, and appends the summary to $GITHUB_STEP_SUMMARY when it is set.
+    """
+    import os
+    import time
+
+    from ..exit_codes import EXIT_GATE
+    from ..gate import GateSpec, run_gate
+    from ..gate.reports import terminal_lines, write_reports
+
+    started = time.perf_counter()
+    spec = GateSpec.from_options(min=min_, max=max_, no_regression=no_regression, max_drop=max_drop, success=success, judge=judge, alpha=alpha)
+    result = run_gate(run_dir, spec, baseline, prompts=prompts or [], inputs=input or [])
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY") or None
+    written = write_reports(
+        result, junit=junit, summary=summary, step_summary=Path(step_summary) if step_summary else None, seconds=time.perf_counter() - started
+    )
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
+    else:
+        console = make_console()
+        for line in terminal_lines(result):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for path in written:
+        err.print(f"wrote {escape(str(path))}", highlight=False, soft_wrap=True)
+    if not result.passed:
+        raise typer.Exit(EXIT_GATE)

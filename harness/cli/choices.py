@@ -53,3 +53,11 @@ class BatchApi(StrEnum):
 
     openai = "openai"
     anthropic = "anthropic"
+
+
+class AlignCandidate(StrEnum):
+    """harness.align.workflow.CANDIDATES"""
+
+    few_shot = "few-shot"
+    rewrite = "rewrite"
+    recalibration = "recalibration"

@@ -254,7 +254,10 @@ FormatOpt = Annotated[
     str, typer.Option("--format", help="Input format: auto (by content), jsonl, otel, openinference, inspect, langfuse, langsmith.")
 ]
 TranscriptsArg = Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array (as for harness run).")]
-RubricOpt = Annotated[list[str] | None, typer.Option("--rubric", help="Rubric (repeatable). Default: every rubric the transcripts can feed.")]
+RubricOpt = Annotated[
+    list[str] | None,
+    typer.Option("--rubric", help="Rubric (repeatable). Default: every rubric the transcripts can feed (trajectory rubrics only when named)."),
+]
 PromptsOpt = Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")]
 LimitOpt = Annotated[int | None, typer.Option(help="Only the first N transcripts.")]
 AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]

@@ -12,7 +12,7 @@ from rich.markup import escape
 from .common import JUDGE, AsJsonOpt, app, judge_options, make_console, run_async
 
 if TYPE_CHECKING:
-    from ..judges.check import JudgeCheck
+    from ..checks.judges import JudgeCheck
     from ..planning import JudgeOptions
 
 judges_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help="Check that the configured judges answer before a long run.")
@@ -27,7 +27,7 @@ def check(
     as_json: AsJsonOpt = False,
 ) -> None:
     """Send each judge one tiny request and read its endpoint's model list, then say what works (exit 1 when a judge is unusable)."""
-    from ..judges.check import check_judges, report_json
+    from ..checks.judges import check_judges, report_json
     from ..planning import RunOptions, build_plan
 
     options = RunOptions.from_judge(judge, input=Path("-"), judges_only=only or [])

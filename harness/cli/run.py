@@ -28,7 +28,10 @@ def run(
     judge: JudgeOptions,
     format: FormatOpt = InputFormat.auto,
     rubric: Annotated[
-        list[str] | None, typer.Option("--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed.")
+        list[str] | None,
+        typer.Option(
+            "--rubric", help="Rubric to run (repeatable). Default: every rubric the transcripts can feed (trajectory rubrics only when named)."
+        ),
     ] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
     refresh: Annotated[bool, typer.Option("--refresh", help="Ignore cache hits and overwrite them.")] = False,

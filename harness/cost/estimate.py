@@ -47,6 +47,8 @@ class Line:
     context_overflow: int = 0
     #: prompts cut to fit (truncate = "middle")
     truncated_input: int = 0
+    #: prompts whose trajectory was compacted to fit its budget or the window
+    compacted_input: int = 0
     prompt_tokens: int = 0
     completion_tokens_max: int = 0
     completion_tokens_expected: float = 0.0
@@ -161,6 +163,7 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
                     line.missing_input += 1
                 continue
             line.truncated_input += job.truncated_input
+            line.compacted_input += job.compacted_input
             assert job.request is not None
             prompt = counters[job.judge.name].count_messages(job.request.messages)
             expected = line.cached_completion_mean if line.cached_completion_mean is not None else job.request.max_tokens

@@ -85,7 +85,7 @@ def entry(model: str, user_table: PriceTable | None = None) -> tuple[str, ModelP
 def with_prices(judge: JudgeConfig, user_table: PriceTable | None = None) -> JudgeConfig:
     """The judge with prices (and its context window) filled in from the tables where its config
     gives none."""
-    if judge.provider == "local":
+    if not judge.profile.priced:
         return judge
     price = lookup(judge.model, user_table)
     if price is None:

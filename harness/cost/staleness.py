@@ -108,7 +108,7 @@ def retirements(judges: Iterable[JudgeConfig], user_table: PriceTable | None = N
     """The judges whose model the price tables list as retired or retiring soon."""
     found = []
     for judge in judges:
-        listed = entry(judge.model, user_table) if judge.provider != "local" else None
+        listed = entry(judge.model, user_table) if judge.profile.priced else None
         if listed is not None and (warning := retirement(judge.name, judge.model, listed[1].retires, listed[1].successor, on=on)) is not None:
             found.append(warning)
     return found
@@ -124,7 +124,7 @@ def stale_prices(
     day = on or today()
     found = []
     for judge in judges:
-        listed = entry(judge.model, user_table) if judge.provider != "local" else None
+        listed = entry(judge.model, user_table) if judge.profile.priced else None
         checked = listed[1].checked if listed is not None else None
         if listed is None or checked is None:
             continue

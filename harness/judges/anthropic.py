@@ -6,7 +6,8 @@ What differs from chat completions, as the API documents it:
 
 - ``POST {api root}/messages``: the base URL (``https://api.anthropic.com``, or ``ANTHROPIC_BASE_URL``)
   with its ``/v1`` (``providers.api_root``, which the Message Batches client shares)
-  with ``x-api-key`` and ``anthropic-version`` headers, not ``Authorization: Bearer``;
+  with ``x-api-key`` and ``anthropic-version`` headers, not ``Authorization: Bearer``
+  (``providers/anthropic.py``);
 - the system prompt is the top-level ``system`` field, sent as one text block; the user message
   is split after the rubric's fixed text (``JudgeRequest.fixed_prefix``), and that first block
   carries ``cache_control: ephemeral``, so the system prompt and the rubric's text are read from
@@ -31,15 +32,13 @@ from typing import Any
 
 from ..config import JudgeConfig, api_key_for
 from ..errors import MalformedReply
+from ..providers import api_root, profile_of
+from ..providers.anthropic import PROFILE
+from ..usage import anthropic_usage
 from .base import JudgeReply, JudgeRequest
 from .http import HttpJudge
 from .protocol import SCHEMA_NAME, redact
-from .providers import PROVIDERS, api_root
-from .usage import anthropic_usage
 
-#: The long-stable API version, whose Messages API takes ``temperature``. The ``anthropic`` SDK 2.10
-#: sends "2026-10-21", whose request type has no temperature at all; a judge wants temperature 0.
-ANTHROPIC_VERSION = "2023-06-01"
 _EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -62,7 +61,7 @@ def messages_body(model: str, request: JudgeRequest) -> dict[str, Any]:
     elif system:
         body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
     if request.send_temperature:
-        body["temperature"] = min(request.temperature, PROVIDERS["anthropic"].accepts.temperature_max)  # Anthropic's range is 0..1
+        body["temperature"] = min(request.temperature, PROFILE.temperature_max)  # Anthropic's range is 0..1
     if request.schema is not None:
         body["tools"] = [{"name": SCHEMA_NAME, "description": "Record your verdict.", "input_schema": dict(request.schema)}]
         body["tool_choice"] = {"type": "tool", "name": SCHEMA_NAME}
@@ -93,8 +92,7 @@ def read_message(data: Any, where: str, secret: str | None = None) -> JudgeReply
 class AnthropicJudge(HttpJudge):
     def __init__(self, config: JudgeConfig) -> None:
         key = api_key_for(config) if config.api_key_env else None
-        headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": key} if key else {})}
-        super().__init__(config, f"{api_root(config)}/messages", headers)
+        super().__init__(config, f"{api_root(config)}/messages", profile_of(config).auth_headers(key))
 
     def _body(self, request: JudgeRequest) -> dict[str, Any]:
         return messages_body(self.config.model, request)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import JudgeConfig
-from .usage import Usage, usage_within
+from ..usage import Usage, usage_within
 
 
 @dataclass(slots=True)

@@ -27,8 +27,8 @@ from typing import Any
 
 from ..config import JudgeConfig
 from ..errors import FatalJudgeError, UserInputError
+from ..usage import llama_usage
 from .base import Judge, JudgeReply, JudgeRequest
-from .usage import llama_usage
 
 _MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WORKER = Path(__file__).with_name("llama_worker.py")

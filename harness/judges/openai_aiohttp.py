@@ -15,10 +15,10 @@ from typing import Any
 
 from ..config import JudgeConfig, api_key_for
 from ..errors import JudgeError
+from ..providers import api_root, profile_of
 from .base import JudgeReply, JudgeRequest
 from .http import HttpJudge, exhausted
 from .protocol import read_completion, request_body, status_error
-from .providers import api_root
 
 __all__ = ["AiohttpJudge", "exhausted"]
 
@@ -26,7 +26,7 @@ __all__ = ["AiohttpJudge", "exhausted"]
 class AiohttpJudge(HttpJudge):
     def __init__(self, config: JudgeConfig) -> None:
         key = api_key_for(config) if config.api_key_env else None
-        super().__init__(config, f"{api_root(config)}/chat/completions", {"Authorization": f"Bearer {key}"} if key else {})
+        super().__init__(config, f"{api_root(config)}/chat/completions", profile_of(config).auth_headers(key))
 
     def _body(self, request: JudgeRequest) -> dict[str, Any]:
         return request_body(self.config.model, request)

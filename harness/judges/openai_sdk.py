@@ -14,9 +14,9 @@ import openai
 
 from ..config import JudgeConfig, api_key_for
 from ..errors import ConnectFailed, JudgeError, MalformedReply, TransientJudgeError
+from ..providers import api_root
 from .base import Judge, JudgeReply, JudgeRequest
 from .protocol import decode_json, read_completion, redact, reply_byte_cap, request_body, status_error
-from .providers import api_root
 
 #: Placeholder sent when a judge is configured with ``api_key_env = ""`` (local servers need none).
 NO_KEY = "no-key"

@@ -26,8 +26,8 @@ from typing import Any
 
 from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
 from ..jsonlines import MAX_JSON_DEPTH, decode_json, json_depth_exceeds  # noqa: F401 - the one home of untrusted JSON
+from ..usage import Usage, openai_usage
 from .base import JudgeReply, JudgeRequest, TokenAlternatives
-from .usage import Usage, openai_usage
 
 Logprobs = tuple[tuple[str, TokenAlternatives], ...]
 #: ``completion_fields``: text, usage, finish reason, the other choices' texts, logprobs, the other choices' logprobs

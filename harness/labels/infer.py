@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr
 
+from ..align.provenance import Provenance, fitted_transcripts
 from ..analysis.compare import holm
 from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
 from ..analysis.scales import parse_thresholds, passes, threshold_for
@@ -49,8 +50,9 @@ NOT_RANDOM = "labels are not a random sample: the interval is not valid"
 class _Cell:
     """One (metric, judge) of one run over its N transcripts: the judge's predictions and the human labels."""
 
-    def __init__(self, run: RunData, labels: Labels, metric: Metric, judge: str, threshold: float) -> None:
-        self.ids = run.transcripts
+    def __init__(self, run: RunData, labels: Labels, metric: Metric, judge: str, threshold: float, left_out: frozenset[str] = frozenset()) -> None:
+        # transcripts whose labels fitted or chose the judge (harness align) are outside the population
+        self.ids = tuple(t for t in run.transcripts if t not in left_out) if left_out else run.transcripts
         outcomes = run.outcomes_of(metric.name, judge)
         self.kind = labels.kind.get(metric.name) or "numeric"
         raw: dict[str, float] = {}
@@ -71,6 +73,9 @@ class _Cell:
         self.fill = float(values.mean()) if values.size else float(np.mean(metric.scale))
         self.yhat = np.array([self.scored.get(t, self.fill) for t in self.ids], dtype=np.float64)
         self.labels, self.not_in_run = _label_values(run, labels, metric)
+        self.left_out = sum(1 for t in self.labels if t in left_out)
+        if left_out:
+            self.labels = {t: v for t, v in self.labels.items() if t not in left_out}
         self.source = labels.path
         self.run = run.path
         self.metric = metric.name
@@ -208,19 +213,40 @@ def _judged_notes(cell: _Cell) -> list[str]:
     ]
 
 
+def _fitted_note(provenance: Provenance | None, cell: _Cell) -> list[str]:
+    if provenance is None:
+        return []
+    return [
+        f"judged with a rubric aligned by harness align ({provenance.path}): the {len(provenance.fitted)} transcripts whose labels "
+        f"fitted or chose it are left out of the labels ({cell.left_out} here) and of the population, because PPI++'s interval is "
+        "valid only with labels independent of the judge; the test labels and any others are used"
+    ]
+
+
 def _single(
-    run: RunData, labels: Labels, design: Design | None, alpha: float, min_labels: int, thresholds: Mapping[str | None, float], notes: list[str]
+    run: RunData,
+    labels: Labels,
+    design: Design | None,
+    alpha: float,
+    min_labels: int,
+    thresholds: Mapping[str | None, float],
+    fitted: Mapping[str, Provenance],
+    notes: list[str],
 ) -> list[dict[str, Any]]:
     sections = []
     for metric in run.metrics.values():
         per_judge = []
+        provenance = fitted.get(metric.name)
+        left_out = provenance.fitted if provenance is not None else frozenset()
         for judge in run.judges:
-            cell = _Cell(run, labels, metric, judge, threshold_for(metric, thresholds))
-            if not cell.labels and not cell.not_in_run:
+            cell = _Cell(run, labels, metric, judge, threshold_for(metric, thresholds), left_out)
+            if not cell.labels and not cell.not_in_run and not cell.left_out:
                 break
             entry = {"judge": judge, "judge_only": _judge_only(cell, alpha), **estimate(cell.ids, cell.yhat, cell.labels, design, alpha, min_labels)}
             entry["counts"].update(unscored=dict(cell.unscored), failed=dict(cell.failed), labels_not_in_run=cell.not_in_run)
-            entry["notes"] = _judged_notes(cell) + entry["notes"]
+            if provenance is not None:
+                entry["counts"].update(labels_fitted_the_judge=cell.left_out, transcripts_left_out=len(run.transcripts) - len(cell.ids))
+            entry["notes"] = _fitted_note(provenance, cell) + _judged_notes(cell) + entry["notes"]
             if (unmatched := cell.unmatched()) is not None:
                 entry["refused"] = unmatched
             per_judge.append(entry)
@@ -242,14 +268,17 @@ def _compare(
     alpha: float,
     min_labels: int,
     thresholds: Mapping[str | None, float],
+    fitted: Sequence[Mapping[str, Provenance]],
 ) -> list[dict[str, Any]]:
     rows = []
     for metric in run_a.metrics.values():
         if metric.name not in run_b.metrics:
             continue
+        made = [p for p in (fitted[0].get(metric.name), fitted[1].get(metric.name)) if p is not None]
+        left_out = frozenset().union(*(p.fitted for p in made))
         for judge in (j for j in run_a.judges if j in run_b.judges):
             threshold = threshold_for(metric, thresholds)
-            a, b = _Cell(run_a, labels[0], metric, judge, threshold), _Cell(run_b, labels[1], metric, judge, threshold)
+            a, b = _Cell(run_a, labels[0], metric, judge, threshold, left_out), _Cell(run_b, labels[1], metric, judge, threshold, left_out)
             if not (a.labels or a.not_in_run or b.labels or b.not_in_run):
                 continue  # neither labels file labels this metric
             in_b = set(b.ids)
@@ -262,6 +291,7 @@ def _compare(
             entry["counts"].update(labels_not_in_run_a=a.not_in_run, labels_not_in_run_b=b.not_in_run)
             unmatched = [f"run {side}: {n}" for side, cell in (("A", a), ("B", b)) for n in (cell.not_in_run_note(),) if n is not None]
             entry["notes"] = [f"run A: {n}" for n in _judged_notes(a)] + [f"run B: {n}" for n in _judged_notes(b)] + unmatched + entry["notes"]
+            entry["notes"] = [note for p in made for note in _fitted_note(p, a)] + entry["notes"]
             refusal = "; ".join(f"run {side}: {why}" for side, cell in (("A", a), ("B", b)) if (why := cell.unmatched()) is not None)
             if not refusal and not diff:
                 refusal = f"no transcript has a {metric.name} label in both {a.source} and {b.source}: 0 pairs of labels used"
@@ -298,9 +328,15 @@ def infer(
     alpha: float = 0.05,
     min_labels: int = MIN_LABELS,
     thresholds: Mapping[str | None, float] | None = None,
+    fitted: Sequence[Mapping[str, Provenance]] | None = None,
 ) -> dict[str, Any]:
-    """One run: per metric and judge estimates. Two runs (A, B, one labels file each): paired B − A differences."""
+    """One run: per metric and judge estimates. Two runs (A, B, one labels file each): paired B − A differences.
+
+    ``fitted`` (one mapping per run, `harness.align.provenance.fitted_transcripts`): for a metric
+    judged with an aligned rubric, the transcripts whose labels fitted or chose it; they are left
+    out of the labels and of the population."""
     thresholds = thresholds or {}
+    fitted = fitted or [{} for _ in runs]
     out: dict[str, Any] = {
         "runs": [str(r.path) for r in runs],
         "labels": [str(lab.path) for lab in labels],
@@ -312,9 +348,9 @@ def infer(
     if design is None:
         out["notes"].append(f"{NOT_RANDOM}: no design file was given or found; the estimates are shown as computed")
     if len(runs) == 1:
-        out["metrics"] = _single(runs[0], labels[0], design, alpha, min_labels, thresholds, out["notes"])
+        out["metrics"] = _single(runs[0], labels[0], design, alpha, min_labels, thresholds, fitted[0], out["notes"])
     else:
-        out["comparisons"] = _compare(runs[0], runs[1], labels, design, alpha, min_labels, thresholds)
+        out["comparisons"] = _compare(runs[0], runs[1], labels, design, alpha, min_labels, thresholds, fitted)
         out["verdicts"] = [r["verdict"] for r in out["comparisons"]]
     return out
 
@@ -331,6 +367,13 @@ def nothing_estimated(result: Mapping[str, Any]) -> str | None:
         return None
     where, first = rows[0]
     return f"every metric was refused ({where}: {first['refused']})"
+
+
+def _fitted(run: RunData, prompts: Sequence[str | Path]) -> dict[str, Provenance]:
+    """The aligned rubrics of ``run`` and the transcripts whose labels made each (a run judged with
+    an aligned rubric whose provenance is not in ``prompts`` is refused)."""
+    summary = read_summary(run.path)
+    return fitted_transcripts(run.path / "summary.json", summary.rubric_versions, summary.composite_weights or {}, prompts)
 
 
 def _find_design(run_dir: Path, labels_path: Path) -> Path | None:
@@ -365,7 +408,8 @@ def infer_report(
     labels = [read_labels(p, r) for p, r in zip(paths, runs, strict=True)]
     found = None if no_design else (Path(design_path) if design_path is not None else _find_design(runs[0].path, Path(paths[0])))
     design = read_design(found) if found is not None else None
-    result = infer(runs, labels, design, alpha, min_labels, parse_thresholds(thresholds, runs[0].metrics))
+    fitted = [_fitted(run, prompts) for run in runs]
+    result = infer(runs, labels, design, alpha, min_labels, parse_thresholds(thresholds, runs[0].metrics), fitted)
     if found is not None and design_path is None:
         result["notes"].append(f"design read from {found}")
     return result

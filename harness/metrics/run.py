@@ -8,6 +8,7 @@ percentiles: ``metrics.summary``).
 
 from __future__ import annotations
 
+import math
 import statistics
 from array import array
 from collections import Counter, defaultdict
@@ -74,7 +75,7 @@ class _Cost:
     #: answered calls whose cost is unknown (no price, or no usable usage): their sum is unknown
     unknown: int = 0
     unknown_saved: int = 0
-    #: answered calls whose reply carried no usage, or usage that could not be true (judges/usage.py)
+    #: answered calls whose reply carried no usage, or usage that could not be true (usage.py)
     usage_unknown: int = 0
 
     def add(self, j: Judgment) -> None:
@@ -130,6 +131,7 @@ class _JudgeStats:
     cached_tokens: int = 0
     prompt_cache_saved: float = 0.0
     truncated_input: int = 0
+    compacted_input: int = 0
     unscored: Counter[str] = field(default_factory=Counter)
     latencies: array = field(default_factory=lambda: array("d"))
 
@@ -142,6 +144,7 @@ class _JudgeStats:
             unscored=sum(self.unscored.values()),
             unscored_reasons=dict(sorted(self.unscored.items())),
             truncated_input=self.truncated_input,
+            compacted_input=self.compacted_input,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             reasoning_tokens=self.reasoning_tokens,
@@ -238,6 +241,9 @@ class RunTotals:
             self.reason_counts[(j.status, j.reason)] += 1
         if not j.called:
             return
+        # what the prompt was made of: a cache hit's prompt was cut or compacted the same way
+        stats.truncated_input += j.truncated_input
+        stats.compacted_input += j.compacted_input
         self.costs[(j.judge, j.rubric)].add(j)
         if j.cached:
             stats.cache_hits += 1
@@ -247,7 +253,6 @@ class RunTotals:
         stats.prompt_tokens += j.prompt_tokens or 0
         stats.completion_tokens += j.completion_tokens or 0
         stats.reasoning_tokens += j.reasoning_tokens or 0
-        stats.truncated_input += j.truncated_input
         if j.cached_tokens:
             stats.cached_tokens += j.cached_tokens
             stats.prompt_cache_saved += prompt_cache_saving(self._judge[j.judge], j.cached_tokens)
@@ -308,13 +313,14 @@ class RunTotals:
 
 def _agent_summary(name: str, series: _Series) -> AgentMetricSummary:
     spec = AGENT_SPECS[name]
-    # an unbounded metric (a count, a time) has percentiles; a bounded one, a scale
+    # an unbounded metric (a count, a time) has percentiles; a bounded one, a scale. A count's
+    # interval is cut at 0 as a bounded mean's is at its scale
     spread = percentiles(series.values) if spec.scale is None else {}
     return AgentMetricSummary.model_validate(
         {
             "scale": list(spec.scale) if spec.scale is not None else None,
             "direction": spec.direction,
-            **series.described(spec.scale),
+            **series.described(spec.scale if spec.scale is not None else (0.0, math.inf)),
             "unscored": sum(series.unscored.values()),
             "unscored_reasons": dict(sorted(series.unscored.items())),
             **spread,

@@ -121,7 +121,9 @@ class JudgeSummary(_Section):
     failed: int = 0
     unscored: int = 0
     unscored_reasons: dict[str, int] = {}
+    #: prompts cut to fit a context window, and trajectories compacted to a budget (cache hits included)
     truncated_input: int = 0
+    compacted_input: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0

@@ -39,6 +39,7 @@ class OutputSink:
         self.rubrics = {r.name: r for r in rubrics}
         self.judges = judges
         self.trajectory = trajectory or TrajectorySettings()
+        self._notes: dict[str, str] = {}
         #: what a composite may weigh: the run's rubrics and the bounded agent metrics
         self.scales: dict[str, Any] = {**{name: SPECS[name] for name in BOUNDED}, **self.rubrics}
         # A composite is computed when every rubric it weighs is part of the run.
@@ -69,6 +70,8 @@ class OutputSink:
         if agent is not None:
             values, why, behind = agent
             for name in BOUNDED:
+                if name not in values:
+                    continue  # does not apply: a composite weighing it is unscored ("not judged")
                 value = values[name]
                 component = Component("scored", value, None) if value is not None else Component("unscored", None, why.get(name))
                 for judge in self.judges:
@@ -98,6 +101,8 @@ class OutputSink:
             row["task"] = transcript.task
         if agent is not None:
             row["agent"], row["agent_unscored"], row["agent_steps"] = agent
+            if self._notes:
+                row["agent_notes"] = self._notes
         # Every number in the row is checked by now: scores in their judgment's row, composites
         # above, and timings are bounded when the transcript is read. So orjson writes it as is.
         try:
@@ -115,6 +120,8 @@ class OutputSink:
         values = {m.name: m.value for m in metrics}
         why = {m.name: m.reason for m in metrics if m.value is None and m.reason is not None}
         behind = {m.name: list(m.steps) for m in metrics if m.steps}
+        #: what a scored metric's value means in words (a mismatch's missing calls, a check's detail)
+        self._notes = {m.name: m.reason for m in metrics if m.value is not None and m.reason is not None}
         return values, why, behind
 
     def commit(self) -> None:

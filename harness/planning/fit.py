@@ -6,18 +6,24 @@ budget included) are within the judge's ``context_window``. Tokens are counted o
 is at least one UTF-8 byte, so a prompt whose bytes (plus chat framing) fit is known to fit
 without tokenizing it, which is nearly every prompt.
 
-With ``truncate = "middle"`` (rubric or judge) an overflowing prompt is cut instead: the longest
-transcript field among the rubric's inputs (a single context counts as a field) loses its middle,
-marked in place, and the prompt is counted again until it fits. For models whose tokenizer is
-unknown the count is o200k_base's (an approximation, as in the estimate).
+An overflowing prompt with a compactable input (``trajectory``: ``rubrics.inputs``) first has
+that input compacted by its own rule (``agent.render``: middle results shortened, then middle
+steps dropped; the first and last steps and every failed one kept) to a budget of characters
+worked out from the tokens the rest of the prompt leaves, counted again until it fits; whatever
+``truncate`` says, since compaction keeps what a judge of the trajectory needs. Then, with
+``truncate = "middle"`` (rubric or judge), the longest text field among the rubric's inputs (a
+single context counts as a field) loses its middle, marked in place, and the prompt is counted
+again until it fits. For models whose tokenizer is unknown the count is o200k_base's (an
+approximation, as in the estimate).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..cost.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, TokenCounter
+from ..rubrics.inputs import BY_NAME
 from ..rubrics.rubric import Rubric
 from ..transcripts.models import Resolved
 
@@ -43,6 +49,8 @@ class Fit(NamedTuple):
     #: the prompt's counted tokens, where they had to be counted
     prompt_tokens: int | None = None
     truncated: bool = False
+    #: a compactable input (the trajectory) was compacted to fit the window
+    compacted: bool = False
 
 
 def byte_bound(messages: Messages) -> int:
@@ -73,13 +81,17 @@ def fit(
     if fits_whole(byte_bound(messages), window, completion_tokens):
         return Fit(messages)
     current = transcript
+    budgets: dict[str, int] | None = None
+    compacted = False
     if truncate:  # what cannot fit whole is cut by characters first, so a 50 MB field is never tokenized
         current = _precut(transcript, rubric.inputs, max(room, 0) * MAX_TOKEN_CHARS)
         if current is not transcript:
-            messages = tuple(rubric.render(current))
+            messages = rubric.messages(current)
     tokens = counter.count_messages(messages)
+    if tokens > room and rubric.compactable:
+        messages, tokens, budgets, compacted = _compact(current, rubric, tokens, room, counter)
     if tokens <= room:
-        return Fit(messages, tokens, truncated=current is not transcript)
+        return Fit(messages, tokens, truncated=current is not transcript, compacted=compacted)
     if not truncate:
         return Fit(None, tokens)
     for _ in range(MAX_CUTS):
@@ -87,26 +99,49 @@ def fit(
         if shortened is None:
             break
         current = shortened
-        messages = tuple(rubric.render(current))
+        messages = rubric.messages(current, None, None, budgets)
         tokens = counter.count_messages(messages)
         if tokens <= room:
-            return Fit(messages, tokens, truncated=True)
+            return Fit(messages, tokens, truncated=True, compacted=compacted)
     return Fit(None, tokens)
 
 
+def _compact(transcript: Resolved, rubric: Rubric, tokens: int, room: int, counter: TokenCounter) -> tuple[Messages, int, dict[str, int], bool]:
+    """The prompt with its compactable inputs rendered to budgets of characters that bring its
+    ``tokens`` to just inside ``room``: each input's share of the room the rest of the prompt
+    leaves, in its own characters per token (less the margin), shrunk in proportion while the
+    count is over, until the inputs cannot be compacted further (their kept steps alone)."""
+    texts = {name: BY_NAME[name].render(getattr(transcript, BY_NAME[name].attr)) for name in dict.fromkeys(rubric.compactable)}
+    own = {name: counter.count_text(text) for name, text in texts.items()}
+    free = room - (tokens - sum(own.values())) - int(room * MARGIN)
+    share = max(free, 0) / max(1, sum(own.values()))
+    budgets = {name: int(len(text) * share) for name, text in texts.items()}
+    for _ in range(MAX_CUTS):
+        prompt = rubric.prompt(transcript, budgets=budgets)
+        tokens = counter.count_messages(prompt.messages)
+        if tokens <= room or not prompt.fits:
+            break
+        budgets = {name: int(budget * room / tokens * (1 - MARGIN)) for name, budget in budgets.items()}
+    return prompt.messages, tokens, budgets, bool(prompt.compacted)
+
+
 def _fields(transcript: Resolved, inputs: tuple[str, ...]) -> list[tuple[int, str, int]]:
-    """``(length, field, index within contexts or -1)`` of each input field the transcript has."""
+    """``(length, field, index within a list or -1)`` of each text field among the inputs (the
+    ``text`` and ``texts`` inputs of ``rubrics.inputs``) the transcript has."""
     fields: list[tuple[int, str, int]] = []
     for name in inputs:
-        if name == "contexts":
-            fields += [(len(c), name, i) for i, c in enumerate(transcript.contexts or ())]
-        elif (text := getattr(transcript, name)) is not None:
-            fields.append((len(text), name, -1))
+        entry = BY_NAME[name]
+        value = getattr(transcript, entry.attr)
+        if entry.kind == "texts":
+            fields += [(len(c), entry.attr, i) for i, c in enumerate(value or ())]
+        elif entry.kind == "text" and value is not None:
+            fields.append((len(value), entry.attr, -1))
     return fields
 
 
-def _text(transcript: Resolved, name: str, index: int) -> str:
-    return transcript.contexts[index] if index >= 0 and transcript.contexts else getattr(transcript, name)
+def _text(transcript: Resolved, attr: str, index: int) -> str:
+    value = getattr(transcript, attr)
+    return str(value[index] if index >= 0 else value)
 
 
 def _middle(text: str, keep: int) -> str:
@@ -115,16 +150,14 @@ def _middle(text: str, keep: int) -> str:
     return text[:head] + CUT_MARK.format(n=len(text) - keep) + text[len(text) - (keep - head) :]
 
 
-def _replace(transcript: Resolved, name: str, index: int, text: str) -> Resolved:
+def _replace(transcript: Resolved, attr: str, index: int, text: str) -> Resolved:
+    value: str | tuple[str, ...] = text
     if index >= 0:
-        contexts = list(transcript.contexts or ())
-        contexts[index] = text
-        return dataclasses.replace(transcript, contexts=tuple(contexts))
-    if name == "query":
-        return dataclasses.replace(transcript, query=text)
-    if name == "reference":
-        return dataclasses.replace(transcript, reference=text)
-    return dataclasses.replace(transcript, response=text)
+        items = list(getattr(transcript, attr))
+        items[index] = text
+        value = tuple(items)
+    changes: dict[str, Any] = {attr: value}
+    return dataclasses.replace(transcript, **changes)
 
 
 def _precut(transcript: Resolved, inputs: tuple[str, ...], limit: int) -> Resolved:

@@ -1,7 +1,8 @@
 """A transcript's jobs: one per (rubric, judge), the path ``run`` and ``estimate`` share.
 
 For each (rubric, judge): a rubric whose inputs the transcript lacks gives an ``unscored``/
-``missing_input`` judgment at once; otherwise the prompt is rendered, the request built and its
+``missing_input`` judgment at once; otherwise the prompt is rendered (a long trajectory compacted,
+``agent.render``), fitted to the judge's context window (``fit``), the request built and its
 cache key computed. Nothing here touches the network or the cache.
 """
 
@@ -19,6 +20,7 @@ from ..config import JudgeConfig, Sampling
 from ..cost.tokens import TokenCounter
 from ..judges.base import JudgeRequest
 from ..judges.families import shape_request
+from ..rubrics.inputs import Block
 from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..rubrics.rubric import Rubric
 from ..rubrics.schema import schema_for
@@ -40,6 +42,8 @@ class Job:
     #: repeated samples: this job is sample ``sample`` of ``samples`` for its (rubric, judge)
     sample: int = 0
     samples: int = 1
+    #: an input (the trajectory) was compacted by its rule to fit its budget or the window
+    compacted_input: bool = False
 
     @property
     def est_tokens(self) -> int:
@@ -56,6 +60,7 @@ class Job:
             reason=reason,
             cache_key=self.key,
             truncated_input=self.truncated_input,
+            compacted_input=self.compacted_input,
             **fields,
         )
 
@@ -155,12 +160,13 @@ class Planner:
         entry = Entry(transcript)
         jobs = entry.jobs
         blocks: dict[str, str] = {}
+        compaction: dict[str, Block] = {}
         present = transcript.present_inputs()
         missing_by_rubric = self._missing.get(present)
         if missing_by_rubric is None:  # a few kinds of transcript per input file: worked out once each
             missing_by_rubric = self._missing[present] = [rubric.missing_inputs(transcript, present) for rubric in self.rubrics]
         for rubric, pairs, missing in zip(self.rubrics, self._pairs, missing_by_rubric, strict=True):
-            messages = None if missing else tuple(rubric.render(transcript, blocks))
+            messages = None if missing else rubric.messages(transcript, blocks, compaction)
             # one count of the prompt's bytes for every judge of the rubric that has a window
             bound = byte_bound(messages) if messages is not None and self._windowed else 0
             for pair in pairs:
@@ -171,6 +177,7 @@ class Planner:
                     job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                     continue
                 sent, truncated_input = messages, False
+                compacted = bool(rubric.compactable and rubric.compacted(compaction))
                 window = judge.context_window
                 if window is not None and not fits_whole(bound, window, pair.shape.max_tokens):
                     truncate = (rubric.truncate or judge.truncate) == "middle"
@@ -191,20 +198,33 @@ class Planner:
                             reason="context_overflow",
                             prompt_tokens=fitted.prompt_tokens,
                             error=f"prompt of {fitted.prompt_tokens} tokens + {pair.shape.max_tokens} for the reply exceeds "
-                            f"the context window of {window}"
-                            + (" even with its inputs cut" if truncate else ' (truncate = "middle" cuts it to fit)'),
+                            f"the context window of {window}" + _overflow_note(rubric, truncate),
                         )
                         continue
-                    if fitted.truncated:
-                        sent, truncated_input = fitted.messages, True
+                    sent = fitted.messages
+                    truncated_input = fitted.truncated
+                    compacted = compacted or fitted.compacted
                 count = len(pair.samples)
                 for sample in pair.samples:
                     # The key is computed here, once, and carried by the job and its request: a
                     # batch line's custom_id and a batch reply's match are this key, never a recomputation.
                     key = None if sample.hasher is None else sample.hasher.key(sent)
-                    jobs.append(Job(entry, rubric, judge, sample.shape.with_messages(sent, key), key, None, truncated_input, sample.index, count))
+                    request = sample.shape.with_messages(sent, key)
+                    jobs.append(Job(entry, rubric, judge, request, key, None, truncated_input, sample.index, count, compacted))
         entry.pending = sum(1 for job in jobs if job.result is None)
         return entry
+
+
+def _overflow_note(rubric: Rubric, truncate: bool) -> str:
+    """What was tried before a prompt was found not to fit."""
+    tried = []
+    if rubric.compactable:
+        tried.append("its " + " and ".join(rubric.compactable) + " compacted to the kept steps")
+    if truncate:
+        tried.append("its inputs cut")
+    if tried:
+        return " even with " + " and ".join(tried) + ("" if truncate else ' (truncate = "middle" also cuts its text inputs)')
+    return ' (truncate = "middle" cuts it to fit)'
 
 
 def make_entry(

@@ -48,6 +48,8 @@ class Judgment:
     cache_write_tokens: int | None = None
     #: the transcript was cut in the middle to fit the judge's context window (truncate = "middle")
     truncated_input: bool = False
+    #: the trajectory was compacted by its rule (``agent.render``) to fit its budget or the window
+    compacted_input: bool = False
     #: USD of the call that answered (None: no price or no usage); see ``billed_cost_usd``
     cost_usd: float | None = None
     latency_ms: float | None = None

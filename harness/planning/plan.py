@@ -83,8 +83,12 @@ class RunPlan:
     trajectory: TrajectorySettings = field(default_factory=TrajectorySettings)
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
-        """The rubrics asked for, or by default every rubric at least one transcript can feed."""
-        chosen = self.rubrics if self.rubrics is not None else [r for _, r in sorted(self.available_rubrics.items()) if set(r.inputs) <= inputs_seen]
+        """The rubrics asked for, or by default every rubric at least one transcript can feed,
+        except those whose header says ``default = false`` (the trajectory rubrics: named only)."""
+        if self.rubrics is not None:
+            chosen = self.rubrics
+        else:
+            chosen = [r for _, r in sorted(self.available_rubrics.items()) if r.default and set(r.inputs) <= inputs_seen]
         if not chosen:
             raise UserInputError("no rubric can be fed by these transcripts (they lack the inputs every rubric needs)")
         check_logprob_rubrics(self.judges, chosen)
@@ -107,7 +111,8 @@ def check_logprob_rubrics(judges: list[JudgeConfig], rubrics: list[Rubric]) -> N
                 )
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` is on this machine: local servers (vLLM, Ollama, llama.cpp) usually take no key."""
     host = urlparse(url).hostname or ""
     if host == "localhost":
         return True
@@ -139,25 +144,27 @@ def _validated(fields: Mapping[str, object], source: str) -> JudgeConfig:
 
 
 def _check_endpoint(judge: JudgeConfig, index: int, source: str) -> None:
-    """A base URL (configured or $OPENAI_BASE_URL) must be http(s) with a host, before any call."""
-    if judge.provider == "local":
+    """A base URL (configured, or the provider's variable such as $OPENAI_BASE_URL) must be http(s)
+    with a host, before any call."""
+    profile = judge.profile
+    if profile.in_process:
         return
     url = judge.endpoint
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        origin = "base_url" if judge.base_url else "$OPENAI_BASE_URL"
+        origin = "base_url" if judge.base_url or not profile.base_url_env else f"${profile.base_url_env}"
         raise ConfigError(f"{source}: judges[{index}].base_url: {origin} {url!r} is not an http:// or https:// URL (judge {judge.name!r})")
 
 
 def _check_keys(judges: list[JudgeConfig], source: str) -> None:
     for index, judge in enumerate(judges):
-        if judge.provider == "local" or not judge.api_key_env:
+        if judge.profile.key_env is None or not judge.api_key_env:
             continue
         if key := os.environ.get(judge.api_key_env):
             if (problem := check_key(key, judge.api_key_env)) is not None:
                 raise ConfigError(f"{source}: judges[{index}].api_key_env: {problem} (judge {judge.name!r})")
             continue
-        if _is_loopback(judge.endpoint):
+        if is_loopback(judge.endpoint):
             continue  # local servers (vLLM, Ollama, llama.cpp) usually take no key
         raise ConfigError(
             f"{source}: judges[{index}].api_key_env: environment variable {judge.api_key_env} is not set (judge {judge.name!r} at {judge.endpoint})"

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from .jobs import Entry, Job
 from .judgment import Judgment
 
-#: A judgment's token counts: the parts of its call's usage (``judges/usage.py`` ``Usage``).
+#: A judgment's token counts: the parts of its call's usage (``usage.py`` ``Usage``).
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens")
 
 

@@ -92,11 +92,14 @@ def explain(
         out.append("agent metrics")
         why = row.get("agent_unscored") or {}
         behind = row.get("agent_steps") or {}
+        notes = row.get("agent_notes") or {}
         for name, value in agent.items():
             shown = f"  {name}: {_number(value)}" if value is not None else f"  {name}: — ({why.get(name, 'unknown')})"
             if behind.get(name):
                 shown += "  · steps " + ", ".join(f"[{i}]" for i in behind[name])
             out.append(shown)
+            if notes.get(name):
+                out.append(f"    {notes[name]}")
 
     lines = composite_lines(view, judgments, row.get("composites"))
     if lines:

@@ -28,9 +28,10 @@ fraction N/100 under the same rule. ``raw_score`` is the number after this conve
 it clamped to the scale, with ``clamped=True`` when that changed it.
 
 Before any rule, text inside the harness's own data delimiters is set aside: the ``<query>``,
-``<response>``, ``<reference>`` and ``<context n="…">`` blocks ``rubric.py`` wraps transcript text in
-(with the hash suffix a tag gets when the text holds it, so a transcript cannot close its block
-early). A reply that holds such a block is quoting the transcript, as a judge that echoes its
+``<response>``, ``<reference>``, ``<context n="…">``, ``<trajectory>``, ``<tools>`` and
+``<reference_trajectory>`` blocks ``rubric.py`` wraps transcript text in (one tag per input of
+``inputs.py``, with the hash suffix a tag gets when the text holds it, so a transcript cannot
+close its block early). A reply that holds such a block is quoting the transcript, as a judge that echoes its
 prompt does; a ``{"score": 1.0}`` inside the block is the transcript's, not the judge's verdict.
 
 When nothing usable is found the result is unscored, never 0: ``empty_reply`` (None or blank),
@@ -50,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from .tags import DATA_CLOSE_RE, DATA_OPEN_RE
+from .inputs import DATA_CLOSE_RE, DATA_OPEN_RE
 
 __all__ = ["ParseReason", "ParsedLabel", "ParsedScore", "parse_label", "parse_score"]
 

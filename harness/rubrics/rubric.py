@@ -12,6 +12,11 @@ message template::
     +++
     ...template with {{query}} and {{response}}...
 
+An optional ``calibration = {score = [...], human = [...]}`` maps the judge's parsed score onto the
+human scale (``harness align`` writes it: an isotonic fit, linear between its knots and constant
+beyond them); the reply's own number stays in ``raw_score``. ``rubric_text`` writes a rubric back
+as a file that ``parse_rubric`` reads to the same rubric.
+
 Rendering replaces each ``{{input}}`` in the *template* once, in a single pass, so transcript text
 is inserted verbatim whatever braces, dollar signs or fake "SCORE:" lines it holds, and is never
 itself scanned for placeholders. Each input is wrapped in ``<input>…</input>`` tags; when the text
@@ -21,22 +26,25 @@ never close its own delimiter. The suffix is deterministic, so the cache key sta
 
 from __future__ import annotations
 
+import bisect
+import json
 import math
 import re
 import tomllib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import RubricError
 from ..transcripts.models import Resolved
 from ..validation import first_problem
-from .tags import data_block
+from .inputs import BY_NAME, NAMES, Block
 
-INPUTS = ("query", "response", "contexts", "reference")
+#: The inputs a rubric may name (``inputs.py``, one entry each).
+INPUTS = NAMES
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 _HEADER = re.compile(r"\A\+\+\+[ \t]*\r?\n(.*?)\r?\n\+\+\+[ \t]*\r?\n?(.*)\Z", re.DOTALL)
 
@@ -47,6 +55,47 @@ DEFAULT_SYSTEM = (
 )
 
 
+class Calibration(BaseModel):
+    """A non-decreasing map of the judge's score onto the human scale, as knots."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: the judge's scores at the knots, strictly increasing
+    score: tuple[float, ...] = Field(min_length=1)
+    #: the human-scale value at each knot, non-decreasing
+    human: tuple[float, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _monotone(self) -> Calibration:
+        if len(self.score) != len(self.human):
+            raise ValueError(f"score and human must have one length, got {len(self.score)} and {len(self.human)}")
+        if not all(math.isfinite(v) for v in (*self.score, *self.human)):
+            raise ValueError("every knot must be a finite number")
+        if any(b <= a for a, b in zip(self.score, self.score[1:], strict=False)):
+            raise ValueError("score must be strictly increasing")
+        if any(b < a for a, b in zip(self.human, self.human[1:], strict=False)):
+            raise ValueError("human must be non-decreasing (the map is monotone)")
+        return self
+
+
+def _known_input(name: str) -> str:
+    if name not in BY_NAME:
+        raise ValueError(f"unknown input {name!r}; the inputs are " + ", ".join(NAMES))
+    return name
+
+
+Messages = tuple[dict[str, str], ...]
+
+
+class Prompt(NamedTuple):
+    """A rendered prompt: the chat messages, and the inputs compaction shortened to fit."""
+
+    messages: Messages
+    compacted: tuple[str, ...] = ()
+    #: False: an input exceeds its budget even compacted as far as its rule goes
+    fits: bool = True
+
+
 class RubricHeader(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -55,7 +104,7 @@ class RubricHeader(BaseModel):
     description: str = ""
     scale: tuple[float, float]
     direction: Literal["higher", "lower"] = "higher"
-    inputs: tuple[Literal["query", "response", "contexts", "reference"], ...]
+    inputs: tuple[Annotated[str, AfterValidator(_known_input)], ...]
     max_tokens: int | None = Field(default=None, gt=0)
     system: str = DEFAULT_SYSTEM
     #: a categorical rubric: the reply is read with ``parse_label`` and must be one of these
@@ -64,6 +113,10 @@ class RubricHeader(BaseModel):
     truncate: Literal["none", "middle"] | None = None
     #: replies per judgment; overrides the judge's ``samples``
     samples: int | None = Field(default=None, ge=1, le=100)
+    #: the judge's score mapped onto the human scale (``harness align``'s recalibration)
+    calibration: Calibration | None = None
+    #: false: run only when named (``--rubric``, ``rubrics``), not in the default set
+    default: bool = True
 
     @field_validator("version", mode="before")
     @classmethod
@@ -94,6 +147,17 @@ class RubricHeader(BaseModel):
             raise ValueError("must name at least one of " + ", ".join(INPUTS))
         return value
 
+    @model_validator(mode="after")
+    def _calibration_on_scale(self) -> RubricHeader:
+        if self.calibration is None:
+            return self
+        if self.labels is not None:
+            raise ValueError("calibration: a rubric with labels has no score to calibrate")
+        lo, hi = self.scale
+        if not all(lo <= v <= hi for v in self.calibration.human):
+            raise ValueError(f"calibration.human: every value must lie on the scale [{lo:g}, {hi:g}]")
+        return self
+
 
 @dataclass(frozen=True, slots=True)
 class Rubric:
@@ -115,6 +179,15 @@ class Rubric:
     truncate: Literal["none", "middle"] | None = None
     #: replies per judgment (None: the judge's ``samples``)
     samples: int | None = None
+    #: (judge scores, human values) knots of the score's map onto the human scale; None: no map
+    calibration: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    #: in the default set of a run that names no rubric (when its transcripts can feed it)
+    default: bool = True
+    #: the inputs compaction may shorten (``inputs.Input.compactable``), worked out once
+    compactable: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compactable", tuple(name for name in self.inputs if BY_NAME[name].compactable))
 
     @property
     def lo(self) -> float:
@@ -130,6 +203,20 @@ class Rubric:
         which the built-in rubrics put first so providers' prompt caches apply."""
         return len(self.parts[0]) if len(self.parts) > 1 else 0
 
+    def calibrated(self, score: float) -> float:
+        """``score`` through the rubric's calibration (itself without one): linear between the
+        knots, the end value beyond them (as ``numpy.interp``)."""
+        if self.calibration is None:
+            return score
+        xs, ys = self.calibration
+        at = bisect.bisect_right(xs, score)
+        if at == 0:
+            return ys[0]
+        if at == len(xs):
+            return ys[-1]
+        x0, x1, y0, y1 = xs[at - 1], xs[at], ys[at - 1], ys[at]
+        return y0 + (y1 - y0) * (score - x0) / (x1 - x0)
+
     def normalised(self, score: float) -> float:
         """The score on 0..1 where 1 is best: ``1 − normalised`` for lower-is-better rubrics."""
         unit = (score - self.lo) / (self.hi - self.lo)
@@ -141,19 +228,62 @@ class Rubric:
         return [name for name in self.inputs if name not in present]
 
     def render(self, transcript: Resolved, blocks: dict[str, str] | None = None) -> list[dict[str, str]]:
-        """The chat messages sent to the judge. Call ``missing_inputs`` first.
+        """The chat messages sent to the judge. Call ``missing_inputs`` first."""
+        return list(self.messages(transcript, blocks))
 
-        ``blocks`` memoises each input's delimited block: pass one dict for all the rubrics of a
-        transcript and each input is wrapped once, not once per rubric.
+    def messages(
+        self,
+        transcript: Resolved,
+        blocks: dict[str, str] | None = None,
+        compaction: dict[str, Block] | None = None,
+        budgets: Mapping[str, int] | None = None,
+    ) -> Messages:
+        """The chat messages sent to the judge (system, user). Call ``missing_inputs`` first.
+
+        ``blocks`` memoises each input's text: pass one dict for all the rubrics of a transcript
+        and each input is rendered once, not once per rubric. ``compaction`` receives what the
+        compaction rule did to each compactable input rendered (``compacted`` reads it).
+        ``budgets`` gives a compactable input a budget of characters other than its default (the
+        context-window guard does); a text rendered with a budget is memoised too, so pass a
+        memo of its own with budgets.
         """
         memo = {} if blocks is None else blocks
         parts = list(self.parts)
         for i in range(1, len(parts), 2):  # odd positions hold input names (re.split with a group)
             name = parts[i]
-            if name not in memo:
-                memo[name] = data_block(name, getattr(transcript, name))
-            parts[i] = memo[name]
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)}]
+            text: str | None
+            if budgets is not None and name in budgets:
+                text = memo[name] = self._render(name, transcript, compaction, budgets[name])
+            elif (text := memo.get(name)) is None:
+                entry = BY_NAME[name]
+                if entry.compact is None:  # (inline: most inputs, rendered once per transcript)
+                    text = memo[name] = entry.render(getattr(transcript, entry.attr))
+                else:
+                    text = memo[name] = self._render(name, transcript, compaction, None)
+            parts[i] = text
+        return ({"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)})
+
+    @staticmethod
+    def _render(name: str, transcript: Resolved, compaction: dict[str, Block] | None, budget: int | None) -> str:
+        entry = BY_NAME[name]
+        value = getattr(transcript, entry.attr)
+        if entry.compact is None:
+            return entry.render(value)
+        block = entry.compact(value, budget)
+        if compaction is not None:
+            compaction[name] = block
+        return block.text
+
+    def compacted(self, compaction: Mapping[str, Block]) -> tuple[str, ...]:
+        """The inputs the compaction rule shortened, as ``messages`` recorded in ``compaction``."""
+        return tuple(name for name in self.compactable if (block := compaction.get(name)) is not None and block.compacted)
+
+    def prompt(self, transcript: Resolved, budgets: Mapping[str, int] | None = None) -> Prompt:
+        """The chat messages and what compaction did to them, the compactable inputs rendered
+        within ``budgets`` where given (``planning.fit``)."""
+        compaction: dict[str, Block] = {}
+        messages = self.messages(transcript, {}, compaction, budgets)
+        return Prompt(messages, self.compacted(compaction), all(compaction[name].fits for name in self.compactable))
 
 
 #: Anything in double braces is meant as a placeholder; a single-braced input name is a typo of one.
@@ -209,7 +339,51 @@ def parse_rubric(text: str, source: str) -> Rubric:
         labels=header.labels,
         truncate=header.truncate,
         samples=header.samples,
+        calibration=None if header.calibration is None else (header.calibration.score, header.calibration.human),
+        default=header.default,
     )
+
+
+def _toml(value: object) -> str:
+    """A TOML value of the kinds a rubric header holds (text, number, list, table)."""
+    if isinstance(value, str):
+        # JSON's string escapes are TOML's, but for DEL, which TOML wants escaped and JSON leaves
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} has no TOML form in a rubric header")
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def rubric_text(rubric: Rubric, comments: Iterable[str] = ()) -> str:
+    """The rubric as a file (TOML header between ``+++`` lines, then the template) that
+    ``parse_rubric`` reads back to the same rubric; ``comments`` open the header as ``#`` lines."""
+    fields: dict[str, object] = {
+        "name": rubric.name,
+        "version": rubric.version,
+        "description": rubric.description,
+        "scale": [float(rubric.lo), float(rubric.hi)],
+        "direction": rubric.direction,
+        "inputs": list(rubric.inputs),
+    }
+    optional = {"max_tokens": rubric.max_tokens, "labels": rubric.labels, "truncate": rubric.truncate, "samples": rubric.samples}
+    fields.update({k: v for k, v in optional.items() if v is not None})
+    if rubric.system != DEFAULT_SYSTEM:
+        fields["system"] = rubric.system
+    if rubric.calibration is not None:
+        fields["calibration"] = {"score": list(rubric.calibration[0]), "human": list(rubric.calibration[1])}
+    lines = [f"# {line}" for comment in comments for line in comment.splitlines()]
+    lines += [f"{key} = {_toml(value)}" for key, value in fields.items()]
+    return "+++\n" + "\n".join(lines) + "\n+++\n" + rubric.template
 
 
 def builtin_prompts_dir() -> Path:

@@ -1,22 +1,15 @@
-"""The data tags a rendered prompt wraps each transcript input in, and how the parser finds them.
+"""The data tags a rendered prompt wraps each transcript input in.
 
 ``rubric.py`` writes ``<query>…</query>`` (a context as ``<context n="1">…</context>``); when the
 text itself holds its tag, the tag gets ``-`` and 12 hex digits of the text's hash, so a
-transcript cannot close its own block. ``parsing.py`` reads a reply's quoted blocks with the
-patterns below, built from the same names.
+transcript cannot close its own block. Each input's tag is in its registry entry
+(``inputs.py``), where the patterns ``parsing.py`` reads a reply's quoted blocks with are built.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
-
-#: The tag of each input: ``contexts`` is a list, each item tagged ``context``.
-DATA_TAGS = ("query", "response", "reference", "context")
-_NAMES = "|".join(DATA_TAGS)
-DATA_OPEN_RE = re.compile(rf'<((?:{_NAMES})(?:-[0-9a-f]{{12}})?)(?: n="[0-9]+")?>')
-DATA_CLOSE_RE = re.compile(rf"</((?:{_NAMES})(?:-[0-9a-f]{{12}})?)>")
 
 
 def tag_for(name: str, text: str) -> str:

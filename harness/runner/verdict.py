@@ -19,12 +19,12 @@ from ..cache.base import COLUMNS, CachedJudgment, CachedReply, FailedCall
 from ..cost.prices import call_cost
 from ..errors import JudgeError
 from ..judges.base import JudgeReply, TokenAlternatives
-from ..judges.usage import Usage
 from ..planning import Job, Judgment
 from ..planning.judgment import Reason
 from ..rubrics.logprob_score import logprob_score
 from ..rubrics.parsing import parse_label, parse_score
 from ..rubrics.schema import parse_structured_label, parse_structured_score
+from ..usage import Usage
 
 Logprobs = Sequence[tuple[str, TokenAlternatives]]
 
@@ -51,11 +51,13 @@ def read_reply(job: Job, text: str, logprobs: Logprobs | None = None) -> Judgmen
     if rubric.labels is not None:  # categorical rubric: one of its labels, else unscored
         label = parse_structured_label(text, rubric.labels) if structured else parse_label(text, rubric.labels)
         return job.judgment(label.status, label=label.label, reason=label.reason, raw_output=text)
+    # A rubric's calibration (``harness align``) maps the score read onto the human scale; the
+    # number read stays in raw_score.
     if job.judge.logprobs:  # G-Eval: never the text's score when the logprobs are missing
         weighted = logprob_score(logprobs, rubric.lo, rubric.hi)
         return job.judgment(
             weighted.status,
-            score=weighted.score,
+            score=weighted.score if weighted.score is None else rubric.calibrated(weighted.score),
             raw_score=weighted.score,
             reason=weighted.reason,
             raw_output=text,
@@ -64,7 +66,8 @@ def read_reply(job: Job, text: str, logprobs: Logprobs | None = None) -> Judgmen
             error="the judge's reply carried no top_logprobs" if weighted.reason == "logprobs_unavailable" else None,
         )
     parsed = parse_structured_score(text, rubric.lo, rubric.hi) if structured else parse_score(text, rubric.lo, rubric.hi)
-    return job.judgment(parsed.status, score=parsed.score, raw_score=parsed.raw_score, clamped=parsed.clamped, reason=parsed.reason, raw_output=text)
+    score = parsed.score if parsed.score is None else rubric.calibrated(parsed.score)
+    return job.judgment(parsed.status, score=score, raw_score=parsed.raw_score, clamped=parsed.clamped, reason=parsed.reason, raw_output=text)
 
 
 def _read(job: Job, text: str, logprobs: Logprobs | None, truncated: bool | int | None, completion: int | None, reasoning: int | None) -> Judgment:

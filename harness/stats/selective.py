@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import beta
 
 #: each candidate threshold admits at least this many more calibration transcripts than the last
 MIN_ACCEPT = 30
@@ -42,6 +41,8 @@ def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
     ``n``: the δ-upper quantile of Beta(errors + 1, n − errors); 1 when errors = n or n = 0."""
     if n == 0 or errors >= n:
         return 1.0
+    from scipy.stats import beta  # half a second to import: paid by a calibration, not by every importer
+
     return float(beta.ppf(1.0 - delta, errors + 1, n - errors))
 
 

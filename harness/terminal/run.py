@@ -192,6 +192,14 @@ def summary_table(summary: RunSummary, console: Console) -> None:
     for name, p in summary.performance.items():
         perf.add_row(name, count(p.n), _fmt(p.mean, 1), _fmt(p.p50, 1), _fmt(p.p95, 1), _fmt(p.p99, 1))
     console.print(perf)
+    if summary.agent:
+        steps = FitTable("What the agent did (from its steps; no judge)")
+        for column in ("metric", "n", "mean", "95% CI", "unscored"):
+            steps.add_column(column, justify="left" if column == "metric" else "right")
+        for name, a in summary.agent.items():
+            ci = "—" if not a.ci95 else f"[{a.ci95[0]:.3f}, {a.ci95[1]:.3f}]"
+            steps.add_row(name, count(a.n), _fmt(a.mean), ci, count(a.unscored))
+        console.print(steps)
     total = summary.cost_usd
     cost = f"cost unknown ({_cost_unknown_why(summary)})" if total is None else usd(total)
     console.print(closing_line(summary, cost), highlight=False, soft_wrap=True)
@@ -274,6 +282,9 @@ def estimate_table(estimate: Estimate, console: Console) -> None:
     cut = sum(line.truncated_input for line in estimate.lines)
     if cut:
         console.print(f'{cut} prompts would be cut in the middle to fit a context window (truncate = "middle")')
+    compacted = sum(line.compacted_input for line in estimate.lines)
+    if compacted:
+        console.print(f"{compacted} prompts would have their trajectory compacted to fit (first, last and failed steps kept)")
     for warning in [r.message() for r in estimate.retirements] + [p.message() for p in estimate.stale_prices]:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     unpriced = [j.judge for j in estimate.judges if not j.priced]

@@ -47,7 +47,7 @@ class ScanResult:
 
     good: int = 0
     bad: list[TranscriptError] = field(default_factory=list)
-    #: rubric inputs (query, response, contexts, reference) that at least one good record supplies
+    #: rubric inputs (``rubrics.inputs``) that at least one good record supplies
     inputs_seen: set[str] = field(default_factory=set)
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..agent.records import RefItem, StepRecord, ToolSpec
 from ..agent.steps import Step, group_by_overlap, steps_from_calls, steps_from_messages, steps_from_spans, tool_intervals
+from ..rubrics.inputs import present_inputs
 from .performance import Performance, performance_from_spans, union_ms
 
 
@@ -122,23 +123,9 @@ class Resolved:
     reference_trajectory: tuple[RefItem, ...] | None = None
 
     def present_inputs(self) -> frozenset[str]:
-        """Which rubric inputs this transcript can supply (non-empty text, at least one context)."""
-        return _present(self.query, self.response, self.reference, bool(self.contexts))
-
-
-def _present(query: str | None, response: str | None, reference: str | None, contexts: bool) -> frozenset[str]:
-    key = (bool(query and query.strip()), bool(response and response.strip()), bool(reference and reference.strip()), contexts)
-    return _PRESENT[key]
-
-
-#: Every combination of present inputs, made once: the scan and the run ask for one per transcript.
-_PRESENT = {
-    (q, r, ref, c): frozenset(name for name, on in (("query", q), ("response", r), ("reference", ref), ("contexts", c)) if on)
-    for q in (False, True)
-    for r in (False, True)
-    for ref in (False, True)
-    for c in (False, True)
-}
+        """Which rubric inputs this transcript can supply (``rubrics.inputs``: non-blank text, at
+        least one context, agent records given even when empty)."""
+        return present_inputs(self)
 
 
 class Transcript(_Strict):
@@ -204,11 +191,12 @@ class Transcript(_Strict):
         return self
 
     def present_inputs(self) -> frozenset[str]:
-        """``resolved().present_inputs()``, without resolving what the inputs do not depend on
-        (the validating scan asks it of every record)."""
-        if self.messages is not None:
+        """``resolved().present_inputs()``, without resolving when no input needs it (the
+        validating scan asks it of every record): a record with no ``messages``, no ``spans`` and
+        no ``tool_calls`` list holds each input under the attribute its resolved form has it."""
+        if self.messages is not None or self.spans or isinstance(self.tool_calls, list):
             return self.resolved().present_inputs()
-        return _present(self.query, self.response, self.reference, bool(self.contexts))
+        return present_inputs(self)
 
     def resolved(self) -> Resolved:
         """Fill query, response, contexts and tool-call count from ``messages`` where not given.

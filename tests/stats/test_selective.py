@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
-from statsmodels.stats.proportion import proportion_confint
 
 from harness.stats.selective import StageThreshold, calibrate_cascade, calibrate_stage, candidates, clopper_pearson_upper, route, step
 
@@ -14,6 +12,9 @@ from harness.stats.selective import StageThreshold, calibrate_cascade, calibrate
 @pytest.mark.parametrize(("errors", "n", "delta"), [(0, 30, 0.1), (3, 60, 0.05), (10, 100, 0.01), (29, 30, 0.2), (1, 1, 0.1)])
 def test_clopper_pearson_matches_statsmodels_and_scipy(errors: int, n: int, delta: float) -> None:
     # a one-sided (1 - δ) upper bound is the upper end of the two-sided (1 - 2δ) exact interval
+    from scipy.stats import binomtest
+    from statsmodels.stats.proportion import proportion_confint
+
     _, upper = proportion_confint(errors, n, alpha=2 * delta, method="beta")
     assert clopper_pearson_upper(errors, n, delta) == pytest.approx(upper, abs=1e-12)
     if errors < n:

@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn import metrics as skm
-from sklearn.exceptions import UndefinedMetricWarning as SkUndefined
 
 from harness.stats import UndefinedMetricWarning, cohen_kappa, matthews_corrcoef
 from harness.stats.agreement import kappa_from_matrix, mcc_from_matrix
@@ -17,6 +15,8 @@ SEED_MATRIX = np.array([[45, 3, 2], [4, 38, 3], [1, 2, 52]])
 
 
 def sk(func, *args, **kwargs):
+    from sklearn.exceptions import UndefinedMetricWarning as SkUndefined
+
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=SkUndefined)
         warnings.filterwarnings("ignore", category=RuntimeWarning)
@@ -40,6 +40,8 @@ def noisy_labels(seed):
 @pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
 @pytest.mark.parametrize("seed", range(40))
 def test_kappa_matches_sklearn(seed, weights):
+    from sklearn import metrics as skm
+
     y_true, y_pred = noisy_labels(seed)
     expected = sk(skm.cohen_kappa_score, y_true, y_pred, weights=weights)
     if np.isnan(expected):  # undefined: sklearn gives NaN, this library 0.0 with a warning
@@ -50,6 +52,8 @@ def test_kappa_matches_sklearn(seed, weights):
 
 
 def test_weighted_kappa_follows_the_given_label_order():
+    from sklearn import metrics as skm
+
     y_true, y_pred = ["lo", "mid", "hi", "hi", "mid"], ["mid", "mid", "hi", "lo", "lo"]
     order = ["lo", "mid", "hi"]
     for weights in ("linear", "quadratic"):
@@ -61,6 +65,8 @@ def test_weighted_kappa_follows_the_given_label_order():
 
 @pytest.mark.parametrize("seed", range(60))
 def test_mcc_matches_sklearn(seed):
+    from sklearn import metrics as skm
+
     y_true, y_pred = noisy_labels(seed)
     assert matthews_corrcoef(y_true, y_pred) == pytest.approx(skm.matthews_corrcoef(y_true, y_pred), **TOL)
 
@@ -68,6 +74,8 @@ def test_mcc_matches_sklearn(seed):
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=2, max_size=40))
 def test_mcc_and_kappa_property(pairs):
+    from sklearn import metrics as skm
+
     y_true, y_pred = map(list, zip(*pairs))
     sk_mcc = sk(skm.matthews_corrcoef, y_true, y_pred)
     sk_kappa = sk(skm.cohen_kappa_score, y_true, y_pred)
@@ -121,12 +129,16 @@ def test_seed_example_kappa_and_mcc():
     ],
 )
 def test_undefined_mcc_is_zero_with_a_warning(y_true, y_pred):
+    from sklearn import metrics as skm
+
     assert sk(skm.matthews_corrcoef, y_true, y_pred) == 0.0
     with pytest.warns(UndefinedMetricWarning, match="MCC is undefined"):
         assert matthews_corrcoef(y_true, y_pred) == 0.0
 
 
 def test_undefined_kappa_is_zero_with_a_warning():
+    from sklearn import metrics as skm
+
     assert np.isnan(sk(skm.cohen_kappa_score, ["x", "x"], ["x", "x"]))
     with pytest.warns(UndefinedMetricWarning, match="kappa is undefined"):
         assert cohen_kappa(["x", "x"], ["x", "x"]) == 0.0

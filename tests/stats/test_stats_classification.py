@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn import metrics as skm
-from sklearn.exceptions import UndefinedMetricWarning as SkUndefined
 
 from harness.stats import classification_report
 from harness.stats.classification import METRICS, f_beta, precision, recall
@@ -19,6 +17,8 @@ SEED_MATRIX = np.array([[45, 3, 2], [4, 38, 3], [1, 2, 52]])
 
 def sk(func, *args, **kwargs):
     """Call a scikit-learn oracle, silencing the warnings it gives on degenerate input."""
+    from sklearn.exceptions import UndefinedMetricWarning as SkUndefined
+
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=SkUndefined)
         warnings.filterwarnings("ignore", message="A single label was found", category=UserWarning)
@@ -38,6 +38,8 @@ def labels_from_matrix(cm, names):
 
 def sklearn_report(y_true, y_pred, labels, beta):
     """Every number of the report, computed with scikit-learn only."""
+    from sklearn import metrics as skm
+
     mcm = sk(skm.multilabel_confusion_matrix, y_true, y_pred, labels=labels)
     tn, fp, fn, tp = (mcm[:, a, b].astype(float) for a, b in ((0, 0), (0, 1), (1, 0), (1, 1)))
 
@@ -148,6 +150,8 @@ def test_report_matches_sklearn_property(data):
 
 
 def test_binary_report_matches_sklearn_binary_average():
+    from sklearn import metrics as skm
+
     rng = np.random.default_rng(7)
     y_true, y_pred = rng.integers(0, 2, 200), rng.integers(0, 2, 200)
     report = assert_report_matches_sklearn(y_true, y_pred)

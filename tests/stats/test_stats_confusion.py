@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn import metrics as skm
 
 from harness.stats import class_counts, confusion_matrix
 
@@ -15,6 +14,8 @@ SEEDS = range(40)
 
 def sk_confusion_matrix(*args, **kwargs):
     """The scikit-learn oracle, which warns when it sees a single label."""
+    from sklearn import metrics as skm
+
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="A single label was found", category=UserWarning)
         return skm.confusion_matrix(*args, **kwargs)
@@ -106,6 +107,8 @@ def test_confusion_matrix_rejects_a_string_as_labels():
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_class_counts_match_sklearn_multilabel_confusion_matrix(seed):
+    from sklearn import metrics as skm
+
     rng = np.random.default_rng(seed)
     k = int(rng.integers(1, 6))
     y_true, y_pred = _random_labels(rng, int(rng.integers(1, 200)), k)

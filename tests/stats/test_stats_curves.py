@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn import metrics as skm
 
 from harness.stats import (
     average_precision,
@@ -31,6 +30,8 @@ def binary_case(seed, ties=False):
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("seed", range(40))
 def test_binary_curves_and_areas_match_sklearn(seed, ties):
+    from sklearn import metrics as skm
+
     y, score = binary_case(seed, ties)
     for drop in (True, False):
         got = roc_curve(y, score, drop_intermediate=drop)
@@ -50,6 +51,8 @@ def test_binary_curves_and_areas_match_sklearn(seed, ties):
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 4)), min_size=2, max_size=30))
 def test_binary_auc_and_ap_property(pairs):
+    from sklearn import metrics as skm
+
     y = np.array([p[0] for p in pairs])
     score = np.array([p[1] for p in pairs], dtype=float)
     if 0 < y.sum() < y.size:
@@ -62,6 +65,8 @@ def test_binary_auc_and_ap_property(pairs):
 
 
 def test_string_labels_with_pos_label():
+    from sklearn import metrics as skm
+
     y, score = binary_case(3)
     names = np.array(["spam", "ham"])[1 - y]  # 1 -> "spam"
     assert roc_auc(names, score, pos_label="spam") == pytest.approx(roc_auc(y, score), abs=1e-12)
@@ -95,6 +100,8 @@ def multiclass_case(seed):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_multiclass_ovr_auc_matches_sklearn(seed):
+    from sklearn import metrics as skm
+
     y, prob = multiclass_case(seed)
     for average in ("macro", "weighted"):
         want = skm.roc_auc_score(y, prob, multi_class="ovr", average=average)

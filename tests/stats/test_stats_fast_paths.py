@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.metrics import confusion_matrix as sk_confusion_matrix
-from sklearn.metrics import roc_auc_score
 
 from harness.stats import confusion_matrix, roc_auc
 from harness.stats.confusion import encode_labels
@@ -43,6 +41,8 @@ def test_dense_integer_codes_equal_the_unique_path(arrays: list[np.ndarray]) -> 
 
 
 def test_confusion_matrix_of_random_integer_labels_matches_sklearn() -> None:
+    from sklearn.metrics import confusion_matrix as sk_confusion_matrix
+
     rng = np.random.default_rng(0)
     for lo, hi in ((0, 5), (-7, 3), (1000, 1010)):
         y = rng.integers(lo, hi, 500)
@@ -51,6 +51,8 @@ def test_confusion_matrix_of_random_integer_labels_matches_sklearn() -> None:
 
 
 def test_binary_roc_auc_fast_path_matches_sklearn_with_ties() -> None:
+    from sklearn.metrics import roc_auc_score
+
     rng = np.random.default_rng(1)
     for n in (2, 3, 10, 200, 5000):
         for decimals in (0, 1, 2, 8):

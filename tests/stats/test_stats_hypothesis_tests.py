@@ -6,9 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
-from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
-from statsmodels.stats.weightstats import ttest_ind as sm_ttest_ind
 
 from harness.stats import (
     SignificanceResult,
@@ -37,6 +34,8 @@ def assert_same_test(got, statistic, pvalue):
     st.booleans(),
 )
 def test_mcnemar_matches_statsmodels(cells, exact, correction):
+    from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
     table = np.array(cells).reshape(2, 2)
     want = sm_mcnemar(table, exact=exact, correction=correction)
     got = mcnemar(table, exact=exact, correction=correction)
@@ -46,6 +45,8 @@ def test_mcnemar_matches_statsmodels(cells, exact, correction):
 
 def test_mcnemar_is_the_documented_formula():
     # seeds/004 section 7.1: n01 = 15, n10 = 5
+    from scipy import stats
+
     table = [[50, 15], [5, 30]]
     assert mcnemar(table).statistic == pytest.approx((abs(15 - 5) - 1) ** 2 / 20, abs=1e-12)
     assert mcnemar(table, correction=False).statistic == pytest.approx(100 / 20, abs=1e-12)
@@ -79,6 +80,8 @@ def random_samples(seed):
 
 @pytest.mark.parametrize("seed", range(60))
 def test_paired_ttest_matches_scipy(seed):
+    from scipy import stats
+
     a, _, rng = random_samples(seed)
     b = a + rng.normal(0.2, 1.0, a.size)
     want = stats.ttest_rel(a, b)
@@ -89,6 +92,9 @@ def test_paired_ttest_matches_scipy(seed):
 
 @pytest.mark.parametrize("seed", range(60))
 def test_welch_ttest_matches_scipy_and_statsmodels(seed):
+    from scipy import stats
+    from statsmodels.stats.weightstats import ttest_ind as sm_ttest_ind
+
     a, b, _ = random_samples(seed)
     want = stats.ttest_ind(a, b, equal_var=False)
     got = welch_ttest(a, b)
@@ -100,6 +106,8 @@ def test_welch_ttest_matches_scipy_and_statsmodels(seed):
 @pytest.mark.parametrize("seed", range(60))
 def test_cohens_d_matches_the_student_t_identity(seed):
     # independent route: d = t_student * sqrt(1/n_a + 1/n_b), t from scipy's equal-variance t-test
+    from scipy import stats
+
     a, b, _ = random_samples(seed)
     t = stats.ttest_ind(a, b, equal_var=True).statistic
     assert cohens_d(a, b) == pytest.approx(t * math.sqrt(1 / a.size + 1 / b.size), **TOL)
@@ -126,6 +134,8 @@ def test_zero_variance_cases():
 
 def cv52_reference(diffs):
     """Dietterich (1998) written out with loops."""
+    from scipy import stats
+
     s2 = []
     for j in range(5):
         mean_j = (diffs[j][0] + diffs[j][1]) / 2

@@ -7,9 +7,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
-from statsmodels.stats.proportion import proportion_confint
-from statsmodels.stats.weightstats import DescrStatsW
 
 from harness.stats import (
     UndefinedMetricWarning,
@@ -29,6 +26,8 @@ CONFIDENCES = st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.99, 0.999])
     CONFIDENCES,
 )
 def test_proportion_intervals_match_statsmodels(case, confidence):
+    from statsmodels.stats.proportion import proportion_confint
+
     k, n = case
     for ours, method in ((normal_interval, "normal"), (wilson_interval, "wilson")):
         low, high = ours(k, n, confidence)
@@ -38,6 +37,8 @@ def test_proportion_intervals_match_statsmodels(case, confidence):
 
 
 def test_proportion_intervals_broadcast_over_arrays():
+    from statsmodels.stats.proportion import proportion_confint
+
     rng = np.random.default_rng(0)
     n = rng.integers(1, 1000, 50)
     k = rng.integers(0, n + 1)
@@ -89,6 +90,8 @@ def test_confidence_must_be_a_probability(confidence):
 
 @pytest.mark.parametrize("seed", range(60))
 def test_mean_interval_matches_statsmodels(seed):
+    from statsmodels.stats.weightstats import DescrStatsW
+
     rng = np.random.default_rng(seed)
     values = rng.normal(rng.normal(), rng.uniform(0.1, 5), int(rng.integers(2, 200)))
     confidence = float(rng.choice([0.8, 0.9, 0.95, 0.99]))
@@ -115,6 +118,8 @@ def test_mean_interval_guards():
 
 
 def _trimmed_mean(x, axis=-1):
+    from scipy import stats
+
     return stats.trim_mean(x, 0.1, axis=axis)
 
 
@@ -130,6 +135,8 @@ STATISTICS = {
 @pytest.mark.parametrize("name", list(STATISTICS))
 @pytest.mark.parametrize("seed", range(6))
 def test_bootstrap_matches_scipy(seed, name, method):
+    from scipy import stats
+
     rng = np.random.default_rng(seed)
     values = rng.lognormal(0, 1, int(rng.integers(10, 80)))
     statistic = STATISTICS[name]

@@ -1,7 +1,7 @@
 """Token usage: one value every provider's reply fills, and the one check it passes.
 
 A reply's ``usage`` is untrusted input. Each provider's dialect is read here by a small reader
-(``openai_usage``, ``anthropic_usage``, ``llama_usage``; the providers table names each judge's),
+(``openai_usage``, ``anthropic_usage``, ``llama_usage``; each provider's profile names its own),
 which only turns the provider's field names into a :class:`Usage`. Whether the numbers can be true
 is decided once, by ``checked_usage``, for every provider and for the batch path alike:
 ``Judge.complete`` applies it to every reply against the budget of the whole request (``n``
@@ -44,8 +44,8 @@ class Usage:
 
 
 class _Request(Protocol):
-    """What a budget is read from (``base.JudgeRequest``; this module imports nothing of the
-    harness, so the config and the providers table can use it)."""
+    """What a budget is read from (``judges.base.JudgeRequest``; this module imports nothing of the
+    harness, so the config and the provider profiles can use it)."""
 
     @property
     def messages(self) -> tuple[dict[str, str], ...]: ...

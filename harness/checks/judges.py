@@ -7,13 +7,15 @@ Per judge, at most three small requests, each with a timeout (``CHECK_TIMEOUT_S`
   listed, such as an Anthropic alias, is asked for by ``GET /models/{model}``): is the model known,
   its ``shutdown_date`` where given (OpenAI), its context window where the server says (vLLM's
   ``max_model_len``, ``context_length``, ``context_window``, Anthropic's ``max_input_tokens``);
-- one tiny request through the judge's own class (``registry.make_judge``), shaped as a run shapes
-  it (``families.shape_request``: a reasoning model's ``max_completion_tokens``, no temperature)
-  with the judge's structured output and logprobs, so what a run will send is verified, not
-  assumed: ``PROBE_TOKENS`` of answer and a reasoning budget of at most ``PROBE_REASONING_BUDGET``.
+- one tiny request through the judge's own class (``judges.registry.make_judge``), shaped as a run
+  shapes it (``judges.families.shape_request``: a reasoning model's ``max_completion_tokens``, no
+  temperature) with the judge's structured output and logprobs, so what a run will send is
+  verified, not assumed: ``PROBE_TOKENS`` of answer and a reasoning budget of at most
+  ``PROBE_REASONING_BUDGET``.
 
 What the tiny request cannot verify (an option the judge does not use) is inferred from the
-capabilities table (``capabilities.py``: providers and model families) and said to be inferred.
+capabilities table (``capabilities.py``: the providers' profiles and their model families) and said
+to be inferred.
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ from ..config import JudgeConfig, api_key_for, check_key
 from ..cost.prices import PriceTable, entry
 from ..cost.staleness import Retirement, retirement
 from ..errors import ConfigError, ConnectFailed, JudgeError, QuotaExhausted, RateLimited, TransientJudgeError
+from ..judges.base import JudgeReply
+from ..judges.families import family_of, shape_request
+from ..judges.protocol import decode_json, redact
+from ..judges.registry import make_judge
+from ..planning.plan import is_loopback
+from ..providers import api_root
 from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..version import __version__
-from .anthropic import ANTHROPIC_VERSION
-from .base import JudgeReply
-from .families import family_of, shape_request
-from .protocol import decode_json, redact
-from .providers import api_root
-from .registry import make_judge
 
 #: seconds one check request may take, at most (a judge's own timeout_s if shorter)
 CHECK_TIMEOUT_S = 15.0
@@ -143,11 +145,12 @@ async def check_judges(judges: list[JudgeConfig], user_table: PriceTable | None 
 def _start(judge: JudgeConfig, user_table: PriceTable | None, on: date | None) -> JudgeCheck:
     """What is known without the network: the inferred capabilities, the price table's dates."""
     result = JudgeCheck(judge.name, judge.provider, judge.model, judge.endpoint)
+    profile = judge.profile
     family = judge_family(judge)
-    shape = family_of(judge.model)
+    shape = family_of(judge)
     token_param = judge.token_param or shape.token_param
     send_temperature = judge.send_temperature if judge.send_temperature is not None else shape.send_temperature
-    if family != "local":
+    if not profile.in_process:
         shown = f"{token_param}, {'temperature' if send_temperature else 'no temperature'}"
         result.capabilities.append(Capability("request shape", True, "inferred", f"{shown} (the {shape.name} family's)"))
     options: tuple[tuple[Option, str], ...] = (("structured", "structured_output"), ("logprobs", "logprobs"), ("samples_n", "n"))
@@ -155,7 +158,7 @@ def _start(judge: JudgeConfig, user_table: PriceTable | None, on: date | None) -
         found = cell(family, option, "live")
         note = found.reason if not found.supported else FAMILY_NAMES[family]
         result.capabilities.append(Capability(name, found.supported, "inferred", note))
-    listed = entry(judge.model, user_table) if family != "local" else None
+    listed = entry(judge.model, user_table) if profile.priced else None
     if listed is not None:
         price = listed[1]
         result.retires = price.retires
@@ -175,11 +178,11 @@ async def check_judge(judge: JudgeConfig, user_table: PriceTable | None = None, 
     except ConfigError as exc:
         result.problems.append(str(exc))
         return result
-    if judge.provider == "local":
+    if judge.profile.in_process:
         result.notes.append("the embedded judge runs in this process: nothing to reach over the network (harness run --limit 1 tries it)")
         return _retired(result)
     key = api_key_for(judge)
-    if judge.api_key_env and key is None and not _loopback(judge.endpoint):
+    if judge.api_key_env and key is None and not is_loopback(judge.endpoint):
         result.key_accepted = False
         result.problems.append(f"${judge.api_key_env} is not set: nothing was sent")
         return _retired(result)
@@ -203,14 +206,7 @@ def _retired(result: JudgeCheck) -> JudgeCheck:
 
 
 def _headers(judge: JudgeConfig, key: str | None) -> dict[str, str]:
-    headers = {"User-Agent": f"harness/{__version__}"}
-    if judge.provider == "anthropic":
-        headers["anthropic-version"] = ANTHROPIC_VERSION
-        if key:
-            headers["x-api-key"] = key
-    elif key:
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
+    return {"User-Agent": f"harness/{__version__}", **judge.profile.auth_headers(key)}
 
 
 async def _get(session: aiohttp.ClientSession, url: str, key: str | None) -> _Answer:
@@ -254,8 +250,8 @@ def _error_text(answer: _Answer) -> str:
 
 async def _read_models(session: aiohttp.ClientSession, judge: JudgeConfig, key: str | None, result: JudgeCheck, on: date | None) -> None:
     root = api_root(judge)
-    # Anthropic pages its list (20 by default, at most 1000); OpenAI-compatible servers list all.
-    answer = await _get(session, f"{root}/models" + ("?limit=1000" if judge.provider == "anthropic" else ""), key)
+    # A provider that pages its list asks for the longest page (its profile's ``models_path``: Anthropic's 1000).
+    answer = await _get(session, root + judge.profile.models_path, key)
     if answer.status is None:
         result.reachable = False
         result.notes.append(f"GET /models: {answer.error}")
@@ -311,7 +307,7 @@ def _read_model(model: dict[str, Any], judge: JudgeConfig, result: JudgeCheck, o
 
 async def _probe(judge: JudgeConfig, key: str | None, result: JudgeCheck) -> None:
     """The tiny request, as the judge's own class sends it; at most ``CHECK_ATTEMPTS`` attempts."""
-    family = family_of(judge.model)
+    family = family_of(judge)
     budget = judge.reasoning_budget if judge.reasoning_budget is not None else family.reasoning_budget
     small = judge.model_copy(
         update={"timeout_s": min(CHECK_TIMEOUT_S, judge.timeout_s), "max_concurrency": 1, "reasoning_budget": min(budget, PROBE_REASONING_BUDGET)}
@@ -396,12 +392,6 @@ def _refused(judge: JudgeConfig, error: JudgeError, result: JudgeCheck) -> None:
     if status == 400:
         shape = result.capabilities[0]
         shape.accepted, shape.note = None, shape.note.split(" (")[0] + " (the endpoint refused a request of this shape)"
-
-
-def _loopback(url: str) -> bool:
-    from ..planning.plan import _is_loopback
-
-    return _is_loopback(url)
 
 
 def report_json(checks: list[JudgeCheck]) -> str:

@@ -1,0 +1,284 @@
+"""The ordered modes: ``strict`` (items and parallel groups one to one) and ``in_order``.
+
+Each returns ``(errors, pairs, missing)``: the number of errors of the best alignment (``strict``:
+missing calls plus extra steps; ``in_order``: missing calls), position → step of its pairs, and
+the missing positions. Matched means no error. A reference of plain calls against steps made one
+at a time is an edit distance or a longest common subsequence (:func:`sequence`); otherwise
+``strict`` aligns items with groups (:func:`one_to_one`) and ``in_order`` runs :class:`InOrder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import chain, product
+from typing import Any
+
+from .reference import Graph, Reading, Reference, assign
+
+
+def align(ref: Reference, graph: Graph, *, strict: bool) -> tuple[int, dict[int, int], list[int]]:
+    """``(errors, pairs, missing)`` of ``strict`` (``strict=True``) or ``in_order``."""
+    if ref.simple and all(len(g) == 1 for g in graph.groups):
+        return sequence(ref, graph, strict)
+    if strict:
+        return one_to_one(ref, graph)
+    if ref.simple and all(readings[0][0][1] for readings in ref.items):
+        owner = earliest(ref, graph)
+        if owner is not None:
+            return 0, owner, []
+    return InOrder(ref, graph).solve()
+
+
+def earliest(ref: Reference, graph: Graph) -> dict[int, int] | None:
+    """``in_order`` of plain required calls, when they fit: each group in turn takes the longest
+    run of the next calls it can hold at once. The run ends no earlier than in any embedding, so
+    this finds one whenever there is one; None when there is none."""
+    q, i, owner = len(ref.items), 0, {}
+    for group in graph.groups:
+        if i == q:
+            break
+        touch = {pos for s in group for pos in graph.by_step[s]}
+        run: dict[int, int] = {}
+        j = i
+        while j < q and j in touch:
+            trial = assign(dict.fromkeys(range(i, j + 1), True), group, graph.by_step)
+            if len(trial) <= j - i:
+                break
+            run, j = trial, j + 1
+        owner.update(run)
+        i = j
+    return owner if i == q else None
+
+
+def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:
+    """(missing + extra, pairs, missing positions) of the alignment of items with groups that
+    leaves the fewest missing calls plus extra steps, then matches the most."""
+    items, groups = ref.items, graph.groups
+    q, p = len(items), len(groups)
+    absent = [_absent(readings) for readings in items]
+    big = len(graph.steps) + len(ref.calls) + 1
+    # cost = errors * big - pairs, minimised; table[i][g] = (cost, move)
+    cost = [[0] * (p + 1) for _ in range(q + 1)]
+    move: list[list[Any]] = [[None] * (p + 1) for _ in range(q + 1)]
+    for g in range(p - 1, -1, -1):
+        cost[q][g] = cost[q][g + 1] + len(groups[g]) * big
+    for i in range(q - 1, -1, -1):
+        cost[i][p] = cost[i + 1][p] + len(absent[i]) * big
+        move[i][p] = ("skip", None)
+        for g in range(p - 1, -1, -1):
+            best: tuple[int, Any] = (cost[i + 1][g] + len(absent[i]) * big, ("skip", None))
+            alt = cost[i][g + 1] + len(groups[g]) * big
+            if alt < best[0]:
+                best = (alt, ("extra", None))
+            for reading in items[i]:
+                tiers = dict(reading)
+                owner = assign(tiers, groups[g], graph.by_step)
+                lost = [pos for pos, req in reading if req and pos not in owner]
+                errors = len(lost) + len(groups[g]) - len(owner)
+                alt = cost[i + 1][g + 1] + errors * big - len(owner)
+                if alt < best[0]:
+                    best = (alt, ("pair", (owner, lost)))
+            cost[i][g], move[i][g] = best
+    pairs: dict[int, int] = {}
+    missing: list[int] = []
+    i = g = 0
+    while i < q:
+        kind, detail = move[i][g]
+        if kind == "pair":
+            pairs.update(detail[0])
+            missing += detail[1]
+            i, g = i + 1, g + 1
+        elif kind == "skip":
+            missing += absent[i]
+            i += 1
+        else:
+            g += 1
+    errors = -(-cost[0][0] // big) if cost[0][0] > 0 else 0
+    return errors, pairs, missing
+
+
+def sequence(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, int], list[int]]:
+    """``strict`` or ``in_order`` for a reference of plain calls and steps made one at a time (item
+    ``i`` is position ``i``, group ``s`` is step ``s``): an edit distance (strict: a missing call and
+    an extra step cost one each) or a longest common subsequence (in_order: extra steps are free)
+    by dynamic programming; cost = errors × big − pairs."""
+    by_step, q, n = graph.by_step, len(ref.items), len(graph.steps)
+    required = [ref.items[i][0][0][1] for i in range(q)]
+    if all(required):
+        owner: dict[int, int] = {}
+        if strict:
+            if n == q and all(i in by_step[i] for i in range(q)):
+                return 0, {i: i for i in range(q)}, []
+        else:  # the earliest embedding, if there is one
+            i = 0
+            for s in range(n):
+                if i < q and i in by_step[s]:
+                    owner[i] = s
+                    i += 1
+            if i == q:
+                return 0, owner, []
+    big = n + q + 1
+    extra_cost = big if strict else 0
+    table = [[0] * (n + 1) for _ in range(q + 1)]
+    for s in range(n - 1, -1, -1):
+        table[q][s] = table[q][s + 1] + extra_cost
+    for i in range(q - 1, -1, -1):
+        row, below, lost = table[i], table[i + 1], big if required[i] else 0
+        row[n] = below[n] + lost
+        for s in range(n - 1, -1, -1):
+            best = row[s + 1] + extra_cost
+            if below[s] + lost < best:
+                best = below[s] + lost
+            if below[s + 1] - 1 < best and i in by_step[s]:
+                best = below[s + 1] - 1
+            row[s] = best
+    owner, missing, i, s = {}, [], 0, 0
+    while i < q:
+        here = table[i][s]
+        if s < n and here == table[i + 1][s + 1] - 1 and i in by_step[s]:
+            owner[i] = s
+            i, s = i + 1, s + 1
+        elif here == table[i + 1][s] + (big if required[i] else 0):
+            if required[i]:
+                missing.append(i)
+            i += 1
+        else:
+            s += 1
+    errors = len(missing) + (n - len(owner) if strict else 0)
+    return errors, owner, missing
+
+
+def _absent(readings: Sequence[Reading]) -> list[int]:
+    """The required positions of the item's reading with the fewest (what is missing when the
+    item is not made at all)."""
+    return min(([pos for pos, req in r if req] for r in readings), key=len)
+
+
+def _subsets(leaves: Sequence[tuple[int, bool]], by_pos: Sequence[Sequence[int]]) -> Iterator[tuple[tuple[int, bool], ...]]:
+    """The sub-multisets of ``leaves``, interchangeable calls (same steps, both required or both
+    optional) counted once."""
+    classes: dict[Any, list[tuple[int, bool]]] = {}
+    for leaf in leaves:
+        classes.setdefault((leaf[1], tuple(by_pos[leaf[0]])), []).append(leaf)
+    members = list(classes.values())
+    for counts in product(*(range(len(c) + 1) for c in members)):
+        yield tuple(chain.from_iterable(c[:k] for c, k in zip(members, counts, strict=True)))
+
+
+_State = tuple[int, int, Any]  # (group, item, None or (reading, calls of the item still to come))
+
+
+class InOrder:
+    """The dynamic programme of ``in_order``. A state is a group ``g`` not yet used, the first
+    item ``i`` not yet closed, and, when item ``i`` has begun in an earlier group, its calls still
+    to come. A move uses group ``g``: it skips item ``i`` or the group, lets item ``i`` take some
+    of the group's steps and go on, or closes items ``i..j-1`` in the group (one matching of their
+    calls with its steps), maybe beginning item ``j`` there too. Cost: missing calls, then pairs."""
+
+    def __init__(self, ref: Reference, graph: Graph) -> None:
+        self.items, self.groups, self.by_step = ref.items, graph.groups, graph.by_step
+        self.by_pos = graph.by_pos(len(ref.calls))
+        self.big = len(graph.steps) + len(ref.calls) + 1
+        self.absent = [_absent(readings) for readings in ref.items]
+        self.touch = [{pos for s in group for pos in graph.by_step[s]} for group in graph.groups]
+
+    def solve(self) -> tuple[int, dict[int, int], list[int]]:
+        start: _State = (0, 0, None)
+        memo: dict[_State, tuple[int, Any]] = {}
+        pending: dict[_State, list[Any]] = {}
+        stack = [start]
+        while stack:
+            state = stack[-1]
+            if state in memo:
+                stack.pop()
+                continue
+            moves = pending.get(state)
+            if moves is None:
+                moves = pending[state] = self._moves(state)
+                waiting = [m[3] for m in moves if m[3] is not None and m[3] not in memo]
+                if waiting:
+                    stack.extend(waiting)
+                    continue
+            best = min(moves, key=lambda m: m[0] + (memo[m[3]][0] if m[3] is not None else 0))
+            memo[state] = (best[0] + (memo[best[3]][0] if best[3] is not None else 0), best)
+            del pending[state]
+            stack.pop()
+        pairs: dict[int, int] = {}
+        missing: list[int] = []
+        state_or_none: _State | None = start
+        while state_or_none is not None:
+            _, (_, owner, lost, state_or_none) = memo[state_or_none]
+            pairs.update(owner)
+            missing += lost
+        return len(missing), pairs, missing
+
+    def _moves(self, state: _State) -> list[Any]:
+        """(cost, pairs, missing positions, next state or None at the end) of each move."""
+        g, i, carry = state
+        items, big = self.items, self.big
+        if i == len(items):
+            return [(0, {}, [], None)]
+        if g == len(self.groups):
+            lost = [pos for pos, req in carry[1] if req] if carry is not None else list(self.absent[i])
+            lost += [pos for k in range(i + 1, len(items)) for pos in self.absent[k]]
+            return [(len(lost) * big, {}, lost, None)]
+        touch = self.touch[g]
+        moves: list[Any] = []
+        if carry is None:
+            moves.append((len(self.absent[i]) * big, {}, self.absent[i], (g, i + 1, None)))
+            moves.append((0, {}, [], (g + 1, i, None)))
+            firsts = [(r, reading) for r, reading in enumerate(items[i]) if any(pos in touch for pos, _ in reading)]
+        else:
+            moves.append((0, {}, [], (g + 1, i, carry)))
+            firsts = [carry]
+        for r, calls in firsts:
+            for head in self._heads(calls, touch):
+                owner = assign(dict(head), self.groups[g], self.by_step)
+                rest = tuple(c for c in calls if c[0] not in owner)
+                if owner and rest:
+                    moves.append((-len(owner), owner, [], (g + 1, i, (r, rest))))
+            self._close(g, i, calls, moves)
+        return moves
+
+    def _heads(self, calls: Sequence[tuple[int, bool]], touch: set[int]) -> Iterator[tuple[tuple[int, bool], ...]]:
+        for head in _subsets([c for c in calls if c[0] in touch], self.by_pos):
+            if head:
+                yield head
+
+    def _close(self, g: int, i: int, first: Sequence[tuple[int, bool]], moves: list[Any]) -> None:
+        """Moves that close items ``i..j-1`` in group ``g`` (item ``i`` with calls ``first``)."""
+        items, touch, group, big = self.items, self.touch[g], self.groups[g], self.big
+
+        def touching(reading: Reading) -> bool:
+            return any(pos in touch for pos, _ in reading)
+
+        # readings of items i+1..j-1: one that matches nothing in the group is as good as the
+        # one of them with the fewest required calls; a run that ends with such an item and
+        # begins no item after it is as good as the shorter run
+        middles: list[tuple[Reading, ...]] = [()]
+        for j in range(i + 1, len(items) + 1):
+            ending = middles
+            if j - 1 > i:
+                last = [r for r in items[j - 1] if touching(r)]
+                others = [r for r in items[j - 1] if not touching(r)]
+                spare = [min(others, key=lambda r: sum(req for _, req in r))] if others else []
+                ending = [m + (r,) for m in middles for r in last]
+                middles = [m + (r,) for m in middles for r in last + spare]
+            heads: list[Any] = []
+            if j < len(items):
+                heads = [(r, reading, head) for r, reading in enumerate(items[j]) for head in self._heads(reading, touch)]
+            for closing, head in chain(((c, None) for c in ending), ((c, h) for c in middles for h in heads)):
+                calls = list(first) + [c for reading in closing for c in reading]
+                tiers = dict(calls)
+                if head is not None:
+                    tiers.update(head[2])
+                owner = assign(tiers, group, self.by_step)
+                lost = [pos for pos, req in calls if req and pos not in owner]
+                nxt: _State = (g + 1, j, None)
+                if head is not None:
+                    r, reading, _ = head
+                    rest = tuple(c for c in reading if c[0] not in owner)
+                    if len(rest) == len(reading) or not rest:
+                        continue  # as no head, or as closing item j here too
+                    nxt = (g + 1, j, (r, rest))
+                moves.append((len(lost) * big - len(owner), owner, lost, nxt))
