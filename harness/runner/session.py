@@ -3,7 +3,7 @@
 Order matters and is the contract: check the plan, validate every transcript (a typo never costs
 money), open the cache, make the judges, judge, write outputs, then decide the exit code. The
 session prints nothing: it returns a :class:`RunOutcome`, and reports progress only through the
-optional ``on_start``/``on_judgment`` callbacks; the terminal (``outputs/terminal.py``) renders
+optional ``on_start``/``on_judgment`` callbacks; the terminal (``terminal/run.py``) renders
 both.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Container, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..cache.base import CacheStore
 from ..cache.location import describe, open_store
@@ -31,6 +31,7 @@ from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, 
 from ..judges.base import Judge
 from ..judges.registry import make_judge
 from ..metrics.run import RunTotals
+from ..metrics.schema import BudgetRecord, JudgeModel, RetirementRecord, RubricScale, RunRecord, RunSummary
 from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remove_stale
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
@@ -42,7 +43,8 @@ from .engine import Runner
 @dataclass(slots=True)
 class RunOutcome:
     exit_code: int
-    summary: dict[str, Any]
+    #: what summary.json holds
+    summary: RunSummary
     message: str
     #: records passed over with ``on_bad_record="skip"`` (listed in OUT/skipped.jsonl)
     skipped: list[TranscriptError] = field(default_factory=list)
@@ -252,9 +254,8 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
     crash = crash or crash_on_close
     written = _commit(sink, skipped)
     code, crash_message = crash_exit(crash) if crash is not None else (EXIT_OK, None)
-    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget)
-    record["aborted"] = crash_message
-    summary = sink.totals.summary(wall_time_s=time.perf_counter() - run.started, extra=record)
+    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget, crash_message)
+    summary = sink.totals.summary(wall_time_s=time.perf_counter() - run.started, record=record)
     write_summary(run.out, summary)
     removed = remove_stale(run.out, written)
     if crash_message is not None:
@@ -355,24 +356,27 @@ def _commit(sink: OutputSink, skipped: StagedFile | None) -> set[str]:
     return written
 
 
-def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped: int, interrupted: bool, budget: Budget | None) -> dict[str, Any]:
+def _run_record(
+    plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped: int, interrupted: bool, budget: Budget | None, aborted: str | None
+) -> RunRecord:
     """What summary.json records about the run itself, beside its aggregates."""
-    return {
-        "input": str(plan.input),
-        "cache": describe(plan.cache_path) if plan.cache_path else None,
-        "cache_mode": plan.cache_mode,
-        "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
+    return RunRecord(
+        input=str(plan.input),
+        cache=describe(plan.cache_path) if plan.cache_path else None,
+        cache_mode=plan.cache_mode,
+        judge_models={j.name: JudgeModel(model=j.model, base_url=j.endpoint) for j in plan.judges},
         # Each judge as it ran (read back as a JudgeConfig by `harness merge`; the key's variable, never the key).
-        "judge_configs": {j.name: j.model_dump(mode="json") for j in plan.judges},
-        "rubric_versions": {r.name: r.version for r in rubrics},
-        "rubric_scales": {r.name: {"scale": list(r.scale), "direction": r.direction} for r in rubrics},
-        "composite_weights": sink.composites,
-        "skipped_records": skipped,
-        "interrupted": interrupted,
+        judge_configs={j.name: j.model_dump(mode="json") for j in plan.judges},
+        rubric_versions={r.name: r.version for r in rubrics},
+        rubric_scales={r.name: RubricScale(scale=list(r.scale), direction=r.direction) for r in rubrics},
+        composite_weights=sink.composites,
+        skipped_records=skipped,
+        interrupted=interrupted,
         **({"shard": str(plan.shard)} if plan.shard is not None else {}),
-        "budget": None if budget is None else {"max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted},
-        "judge_retirements": [r.as_dict() for r in retirements(plan.judges, plan.price_table)],
-    }
+        budget=None if budget is None else BudgetRecord(max_cost_usd=budget.limit, spent_usd=budget.spent, stopped_the_run=budget.exhausted),
+        judge_retirements=[RetirementRecord(**r.as_dict()) for r in retirements(plan.judges, plan.price_table)],
+        aborted=aborted,
+    )
 
 
 def _verdict(totals: RunTotals, out: Path, interrupted: bool, budget: Budget | None) -> tuple[int, str]:
