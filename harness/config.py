@@ -266,7 +266,7 @@ def local_judge_config() -> JudgeConfig:
 
 class CascadeConfig(BaseModel):
     """``[cascade]``: judges from cheapest to strongest, and the agreement they must guarantee
-    (harness/runner/cascade.py)."""
+    (harness/workflows/cascade.py)."""
 
     model_config = ConfigDict(extra="forbid")
 

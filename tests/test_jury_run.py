@@ -28,14 +28,13 @@ from harness.analysis.compare import compare_report
 from harness.analysis.label_agreement import agreement_report
 from harness.cli import app
 from harness.labels.infer import infer_report
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.report import build_report
 from harness.report.explain import explain
-from harness.runner.cascade import CascadeOptions, calibrate, run_cascade
-from harness.runner.race import RaceOptions, race
+from harness.workflows.cascade import CascadeOptions, calibrate, run_cascade
+from harness.workflows.race import RaceOptions, race
 from tests.analysis_support import ScriptedJudges, record
-from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, run_and_show, write_jsonl
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -109,7 +108,7 @@ def run(tmp: Path, name: str, server: ScriptedJudges, jury: dict[str, Any], shif
     cfg = config(folder / "harness.toml", server.base_url or "", jury, rubrics=list(RUBRICS))
     console = Console(file=io.StringIO(), width=200)
     opts = RunOptions(input=data, out=tmp / name, config=cfg, no_cache=True, progress=False, **options)
-    outcome = asyncio.run(run_in_terminal(opts, console))
+    outcome = asyncio.run(run_and_show(opts, console))
     assert outcome.exit_code == 0, outcome.message
     return tmp / name, console.file.getvalue()  # type: ignore[attr-defined]
 
@@ -298,17 +297,21 @@ def test_a_jury_is_a_stage_of_a_cascade(tmp_path: Path, server: ScriptedJudges) 
     lines += ["[[juries]]", 'name = "panel"', 'members = ["cheap-1", "cheap-2", "cheap-3"]', ""]
     lines += ["[cascade]", 'stages = ["panel", "strong"]', "target_agreement = 0.9", "confidence = 0.9"]
     (tmp_path / "harness.toml").write_text("\n".join(lines) + "\n")
-    options = CascadeOptions(tmp_path / "t.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance", tmp_path / "c.sqlite")
+    options = CascadeOptions(
+        input=tmp_path / "t.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance", cache=tmp_path / "c.sqlite"
+    )
     calibrated = asyncio.run(calibrate(options))
-    panel = calibrated["stages"][0]
-    assert panel["judge"] == "panel" and panel["threshold"] == 1.0  # only a unanimous jury is trusted
+    panel = calibrated.stages[0]
+    assert panel.judge == "panel" and panel.threshold == 1.0  # only a unanimous jury is trusted
     summary = asyncio.run(
         run_cascade(
-            CascadeOptions(tmp_path / "t.jsonl", tmp_path / "run", tmp_path / "harness.toml", "relevance", tmp_path / "c.sqlite"),
+            CascadeOptions(
+                input=tmp_path / "t.jsonl", out=tmp_path / "run", config=tmp_path / "harness.toml", rubric="relevance", cache=tmp_path / "c.sqlite"
+            ),
             tmp_path / "cal" / "cascade.json",
         )
     )
-    answered = {s["judge"]: s["answered"] for s in summary["stages"]}
+    answered = {s.judge: s.answered for s in summary.stages}
     assert answered == {"panel": 100, "strong": 50}
     answers = read_jsonl(tmp_path / "run" / "judgments.jsonl")
     assert {a["judge"] for a in answers if a["stage"] == 1} == {"panel"}

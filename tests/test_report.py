@@ -20,6 +20,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -39,8 +41,10 @@ from harness.report.aggregate import (
     score_histogram,
 )
 from harness.rubrics.rubric import load_rubrics
-from tests.e2e_support import judge, read_jsonl, serve, write_config, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
 from tests.judge_server import deterministic_score, prompt_text
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CHROMIUM = os.environ.get("HARNESS_TEST_CHROMIUM", "/usr/bin/chromium")
 # The flags this machine needs (python.md): no sandbox as root, no GPU, no background traffic.
@@ -776,6 +780,59 @@ def test_past_the_cap_the_best_transcripts_lose_their_texts_with_a_note(
         body = page.locator("#detail-body").text_content() or ""
         assert "left out of this page" in body and f"harness explain {run} {best}" in body and "score " in body
         assert page.locator("dialog#detail pre.query").count() == 0
+        _clean(opened)
+    finally:
+        opened.close()
+
+
+def test_agent_steps_in_the_report_as_a_timeline(browser: Any, tmp_path: Path) -> None:
+    """An agent transcript's detail view shows its steps (turn, group, call, result or error) and
+    its agent metrics; the page's data holds them as the run's input gave them."""
+    data = tmp_path / "agent_runs.jsonl"
+    data.write_text((ROOT / "examples" / "agent_runs.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    with serve() as server:
+        config = write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)], cache=str(tmp_path / "cache.sqlite"))
+        # a child process: the browser's sync API holds this thread's event loop
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                str(data),
+                "--config",
+                str(config),
+                "--rubric",
+                "relevance",
+                "--out",
+                str(tmp_path / "run"),
+                "--report",
+            ],
+            env={**os.environ, KEY_ENV: KEY},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    page_file = tmp_path / "run" / "report.html"
+    details = page_details(page_file)
+    steps = [d["texts"]["steps"] for d in details if d["texts"] and d["texts"]["steps"] and len(d["texts"]["steps"]) == 3]
+    assert steps and steps[0][2]["error"] == "scheme not found" and steps[0][2]["failed"] is True
+    opened = Opened(browser, page_file)
+    page = opened.page
+    try:
+        page.fill("#filter", "ter-run-2")
+        page.wait_for_function("document.querySelector('#row-count').textContent.startsWith('1 of')")
+        page.locator(".vrow").first.click()
+        dialog = page.locator("dialog#detail")
+        dialog.wait_for(state="visible")
+        assert dialog.get_by_text("steps (3)", exact=True).is_visible()
+        assert dialog.get_by_text("✗ scheme not found", exact=True).is_visible()
+        assert dialog.get_by_text('turn — · group 1 · get_expense_ratio({"scheme":"Axis Bluechip Fund"}) · 300 ms', exact=True).is_visible()
+        assert dialog.get_by_text("agent metrics", exact=True).is_visible()
+        assert dialog.get_by_text("repeated_calls", exact=False).first.is_visible()
+        page.screenshot(path=str(tmp_path / "report-agent-steps.png"))
         _clean(opened)
     finally:
         opened.close()

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, 
 from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
+from ..metrics.schema import JudgeModel, JurySummary, RunSummary
 from ..outputs.rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
@@ -69,19 +70,20 @@ class RunData:
     path: Path
     transcripts: tuple[str, ...]
     judges: tuple[str, ...]
-    judge_models: dict[str, Any]
+    judge_models: dict[str, JudgeModel]
     metrics: dict[str, Metric]
     #: (metric, judge) -> transcript id -> outcome; a missing id means no judgment was written.
     outcomes: dict[tuple[str, str], dict[str, Outcome]]
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
     #: summary.json's ``juries``: each jury's figures, with the labelled transcripts it was fitted on
-    juries: dict[str, Any] = field(default_factory=dict)
+    juries: dict[str, JurySummary] = field(default_factory=dict)
 
     def fitted_on(self, judge: str, metric: str) -> set[str]:
         """The transcripts whose human labels decided ``judge``'s verdicts on ``metric`` (a weighted
         or anchored jury's; a composite: any of its rubrics'); empty for a judge."""
-        rubrics = (self.juries.get(judge) or {}).get("rubrics") or {}
+        jury = self.juries.get(judge)
+        rubrics = jury.rubrics if jury is not None else {}
         sections = (
             [rubrics[metric]]
             if metric in rubrics
@@ -99,11 +101,11 @@ class RunData:
         return {t: o.score for t, o in self.outcomes_of(metric, judge).items() if o.status == "scored" and o.score is not None}
 
 
-def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_path: Path) -> tuple[dict[str, Metric], list[str]]:
+def _metrics(summary: RunSummary, prompts: Iterable[str | Path], summary_path: Path) -> tuple[dict[str, Metric], list[str]]:
     rubrics = load_rubrics(prompts)
     metrics: dict[str, Metric] = {}
     notes: list[str] = []
-    for name, version in summary["rubric_versions"].items():
+    for name, version in summary.rubric_versions.items():
         rubric = rubrics.get(name)
         if rubric is None:
             raise UserInputError(
@@ -113,12 +115,12 @@ def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_
         if (note := version_note(name, version, rubric)) is not None:
             notes.append(note)
         metrics[name] = Metric.of_rubric(rubric, str(version))
-    for name in summary.get("composites") or {}:
+    for name in summary.composites:
         if name in metrics:
             raise UserInputError(f"{summary_path}: composites.{name}: has the name of a rubric")
         metrics[name] = Metric(name, "composite", COMPOSITE_SCALE, "higher")
     # The bounded agent metrics (harness/agent/specs.py) are compared like a rubric; counts are not.
-    for name in summary.get("agent") or {}:
+    for name in summary.agent:
         spec = AGENT_SPECS.get(name)
         if spec is not None and spec.scale is not None and name not in metrics:
             metrics[name] = Metric(name, "agent", spec.scale, spec.direction)
@@ -153,7 +155,7 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     """
     run, summary = open_run_dir(path)
     metrics, notes = _metrics(summary, prompts, run / "summary.json")
-    judges = tuple(str(j) for j in summary["judge_models"])
+    judges = tuple(summary.judge_models)
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
 
     judgments = run / "judgments.jsonl"
@@ -207,12 +209,10 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
                 outcomes.setdefault((metric.name, judge), {})[tid] = outcome
     if len(set(transcripts)) != len(transcripts):
         raise UserInputError(f"{results}: transcript_id: duplicate transcript ids")
-    interrupted = bool(summary.get("interrupted"))
+    interrupted = summary.interrupted
     if (note := interrupted_note(summary)) is not None:
         notes.append(f"{run}: {note}")
-    recorded = summary.get("juries")
-    juries: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
-    return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes, juries)
+    return RunData(run, tuple(transcripts), judges, dict(summary.judge_models), metrics, outcomes, interrupted, notes, dict(summary.juries))
 
 
 # -- labels ----------------------------------------------------------------------------------------

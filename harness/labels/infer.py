@@ -119,7 +119,7 @@ def _label_values(run: RunData, labels: Labels, metric: Metric) -> tuple[dict[st
 
 def _composite_labels(run: RunData, labels: Labels, metric: Metric) -> dict[str, float]:
     """The composite of the numeric component labels, weighted and normalised as `harness.metrics.composites` does."""
-    found = read_summary(run.path).get("composite_weights") or {}
+    found = read_summary(run.path).composite_weights or {}
     weights: Mapping[str, float] = found.get(metric.name) or {}
     if not weights or any(labels.kind.get(r) != "numeric" for r in weights):
         return {}
@@ -390,7 +390,7 @@ def _fitted(run: RunData, prompts: Sequence[str | Path]) -> dict[str, Provenance
     """The aligned rubrics of ``run`` and the transcripts whose labels made each (a run judged with
     an aligned rubric whose provenance is not in ``prompts`` is refused)."""
     summary = read_summary(run.path)
-    return fitted_transcripts(run.path / "summary.json", summary["rubric_versions"], summary.get("composite_weights") or {}, prompts)
+    return fitted_transcripts(run.path / "summary.json", summary.rubric_versions, summary.composite_weights or {}, prompts)
 
 
 def _find_design(run_dir: Path, labels_path: Path) -> Path | None:

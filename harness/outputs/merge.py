@@ -29,6 +29,7 @@ from ..config import JudgeConfig
 from ..errors import UserInputError
 from ..metrics.composites import CompositeResult, Missing
 from ..metrics.run import RunTotals
+from ..metrics.schema import BudgetRecord, JuryPanelRecord, JurySummary, RunRecord, RunSummary
 from ..planning import Judgment
 from ..transcripts.performance import Performance
 from ..validation import first_problem
@@ -39,9 +40,7 @@ from .writer import write_summary
 if TYPE_CHECKING:
     from ..jury.outputs import JuryRun
 
-#: summary.json keys a run computes from its rows; the rest describe the run and must agree.
-_COMPUTED = ("transcripts", "judgments", "rubrics", "composites", "judges", "cost_usd", "cost", "performance", "wall_time_s")
-#: keys every shard must share for the merge to mean anything
+#: the record's fields every shard must share for the merge to mean anything
 _SAME = ("input", "judge_models", "rubric_versions", "rubric_scales", "composite_weights")
 _MISSING = re.compile(r"^(?P<rubric>\S+) (?P<status>\S+) \((?P<cause>.*)\)$")
 
@@ -54,18 +53,18 @@ class MergeResult:
     judgments: int
 
 
-def _shard_of(run: Path, summary: dict[str, Any]) -> tuple[int, int]:
-    spec = summary.get("shard")
+def _shard_of(run: Path, summary: RunSummary) -> tuple[int, int]:
+    spec = summary.shard
     match = re.fullmatch(r"(\d+)/(\d+)", spec) if isinstance(spec, str) else None
     if match is None:
         raise UserInputError(f"{run}: not a shard (summary.json has no shard; run with --shard i/n)")
     return int(match[1]), int(match[2])
 
 
-def _check(runs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str, Any]]]:
+def _check(runs: list[tuple[Path, RunSummary]]) -> list[tuple[Path, RunSummary]]:
     if not runs:
         raise UserInputError("merge needs the run directories of the shards")
-    by_index: dict[int, tuple[Path, dict[str, Any]]] = {}
+    by_index: dict[int, tuple[Path, RunSummary]] = {}
     count = None
     for run, summary in runs:
         index, n = _shard_of(run, summary)
@@ -75,7 +74,7 @@ def _check(runs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str
         if index in by_index:
             raise UserInputError(f"{run}: shard {index}/{n} is given twice (also {by_index[index][0]})")
         by_index[index] = (run, summary)
-        if summary.get("interrupted"):
+        if summary.interrupted:
             raise UserInputError(f"{run}: shard {index}/{n} was interrupted; rerun it to completion before merging")
     assert count is not None
     missing = [str(i) for i in range(1, count + 1) if i not in by_index]
@@ -85,7 +84,7 @@ def _check(runs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str
     first_run, first = ordered[0]
     for run, summary in ordered[1:]:
         for key in _SAME:
-            if summary.get(key) != first.get(key):
+            if getattr(summary, key) != getattr(first, key):
                 raise UserInputError(f"{run}: {key} differs from {first_run}'s: these shards are not one plan")
     return ordered
 
@@ -159,10 +158,10 @@ def _paid_first(paths: list[Path], juries: frozenset[str] = frozenset()) -> dict
 def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     ordered = _check([open_run_dir(p) for p in run_dirs])
     first_run, first = ordered[0]
-    panels = {name: model["jury"] for name, model in first["judge_models"].items() if isinstance(model, dict) and model.get("jury")}
+    panels = {name: model.jury for name, model in first.judge_models.items() if model.jury is not None}
     judges = _judges(first_run, first, panels)
-    composites: dict[str, dict[str, float]] = {name: {} for name in first["composites"]}
-    juries = _juries(panels, first, [s for _, s in ordered], ordered[0][0]) if panels else None
+    composites: dict[str, dict[str, float]] = {name: {} for name in first.composites}
+    juries = _juries(panels, first, [s for _, s in ordered], first_run) if panels else None
     totals = RunTotals(_scales(first_run, first), judges, composites, list(panels))
 
     out.mkdir(parents=True, exist_ok=True)
@@ -207,42 +206,46 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
             else:
                 fh.write(group[0])
     if juries is not None:
-        weights = {name: dict(w) for name, w in (first.get("composite_weights") or {}).items() if name in composites}
+        weights = {name: dict(w) for name, w in (first.composite_weights or {}).items() if name in composites}
         _add_juries(juries, out, judgments_file, results_file, weights, totals)
     skipped = runs[0] / "skipped.jsonl"
     if skipped.exists():  # every shard validated the whole file, so each lists the same bad records
         shutil.copyfile(skipped, out / "skipped.jsonl")
 
-    extra = {k: v for k, v in first.items() if k not in _COMPUTED and k != "shard"}
-    budgets: list[dict[str, Any]] = [s["budget"] for _, s in ordered if s.get("budget")]
+    # The first shard's record (what sections it holds that this harness does not know, too), but
+    # its shard, with the shards' budgets summed.
+    computed = set(RunSummary.model_fields) - set(RunRecord.model_fields)
+    record = first.model_dump(exclude_unset=True, exclude={*computed, "shard"})
+    budgets = [s.budget for _, s in ordered if s.budget is not None]
     if budgets:
-        extra["budget"] = {
-            "max_cost_usd": budgets[0]["max_cost_usd"],
-            "spent_usd": sum(b["spent_usd"] for b in budgets),
-            "stopped_the_run": any(b["stopped_the_run"] for b in budgets),
-        }
-    if juries is not None:
-        extra["juries"] = juries.report()
-    wall = max(float(s.get("wall_time_s") or 0.0) for _, s in ordered)
-    write_summary(out, totals.summary(wall_time_s=wall, extra=extra))
+        record["budget"] = BudgetRecord(
+            max_cost_usd=budgets[0].max_cost_usd,
+            spent_usd=sum(b.spent_usd for b in budgets),
+            stopped_the_run=any(b.stopped_the_run for b in budgets),
+        )
+    if juries is not None:  # decided again over the merged run
+        record["juries"] = {name: JurySummary.model_validate(report) for name, report in juries.report().items()}
+    wall = max(s.wall_time_s for _, s in ordered)
+    write_summary(out, totals.summary(wall_time_s=wall, record=RunRecord.model_validate(record)))
     return MergeResult(out=out, shards=len(ordered), transcripts=totals.transcripts, judgments=judgments)
 
 
-def _juries(panels: dict[str, Any], first: dict[str, Any], summaries: list[dict[str, Any]], where: Path) -> JuryRun:
+def _juries(panels: Mapping[str, JuryPanelRecord], first: RunSummary, summaries: list[RunSummary], where: Path) -> JuryRun:
     """The shards' juries, to be decided again over the merged run (a weighted or Dawid–Skene
     verdict depends on every transcript): their panels as summary.json recorded them."""
     from ..jury.classes import Classes
     from ..jury.outputs import JuryRun
     from ..jury.panel import Panel
 
-    scales = first.get("rubric_scales") or {}
-    classes = [Classes.recorded(name, scales[name]) for name in first["rubrics"]]
+    classes = [Classes.recorded(name, first.rubric_scales[name].model_dump()) for name in first.rubrics]
     juries = JuryRun(
-        [Panel.recorded(name, record, classes, str(where / "summary.json")) for name, record in panels.items()], classes, first["rubric_versions"]
+        [Panel.recorded(name, record.model_dump(), classes, str(where / "summary.json")) for name, record in panels.items()],
+        classes,
+        first.rubric_versions,
     )
     for summary in summaries:  # each shard counted the agents' models of its transcripts
-        for record in (summary.get("juries") or {}).values():
-            juries.add_agents(record.get("agent_models") or {})
+        for jury in summary.juries.values():
+            juries.add_agents(jury.agent_models)
             break
     return juries
 
@@ -264,13 +267,13 @@ def _add_juries(juries: JuryRun, out: Path, judgments: Path, results: Path, comp
         results.unlink(missing_ok=True)
 
 
-def _judges(run: Path, summary: dict[str, Any], panels: Mapping[str, Any]) -> list[JudgeConfig]:
+def _judges(run: Path, summary: RunSummary, panels: Mapping[str, Any]) -> list[JudgeConfig]:
     """The judges as the shard ran them: summary.json's ``judge_configs`` read back through
     ``JudgeConfig`` (``judge_models`` lists the juries too, ``panels``: they are no judges' configs)."""
-    recorded = summary.get("judge_configs")
+    recorded = summary.judge_configs
     where = run / "summary.json"
-    names = [name for name in summary["judge_models"] if name not in panels]
-    if not isinstance(recorded, dict) or list(recorded) != names:
+    names = [name for name in summary.judge_models if name not in panels]
+    if recorded is None or list(recorded) != names:
         raise UserInputError(f"{where}: judge_configs: missing or not the run's judges (written by an older harness? rerun the shard)")
     try:
         return [JudgeConfig.model_validate(recorded[name]) for name in names]
@@ -278,15 +281,14 @@ def _judges(run: Path, summary: dict[str, Any], panels: Mapping[str, Any]) -> li
         raise UserInputError(f"{where}: judge_configs: {first_problem(exc)}") from None
 
 
-def _scales(run: Path, summary: dict[str, Any]) -> dict[str, tuple[float, float]]:
+def _scales(run: Path, summary: RunSummary) -> dict[str, tuple[float, float]]:
     """Each rubric's scale as summary.json records it (``rubric_scales``; every shard has the same)."""
-    recorded = summary.get("rubric_scales") or {}
     scales = {}
-    for name in summary["rubrics"]:
+    for name in summary.rubrics:
         try:
-            lo, hi = recorded[name]["scale"]
+            lo, hi = summary.rubric_scales[name].scale
             scales[name] = (float(lo), float(hi))
-        except (TypeError, KeyError, ValueError):
+        except (KeyError, ValueError):
             raise UserInputError(f"{run / 'summary.json'}: rubric_scales: no scale for {name!r} (not a run of this harness?)") from None
     return scales
 

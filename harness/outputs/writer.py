@@ -19,6 +19,7 @@ from ..agent.specs import BOUNDED, SPECS, TrajectorySettings
 from ..config import JudgeConfig
 from ..metrics.composites import Component, weighted_composite
 from ..metrics.run import RunTotals
+from ..metrics.schema import RunSummary
 from ..planning import Entry, Judgment
 from ..rubrics.rubric import Rubric
 from .files import StagedFile, atomic_write_text, dumps, dumps_line
@@ -182,5 +183,6 @@ def judgment_line(judgment: Judgment) -> bytes:
         return dumps_line(judgment.as_dict())
 
 
-def write_summary(out: Path, summary: Mapping[str, Any]) -> None:
-    atomic_write_text(out / "summary.json", dumps(summary, indent=2) + "\n")
+def write_summary(out: Path, summary: RunSummary) -> None:
+    """summary.json, through its schema (``metrics/schema.py``), as ``read_summary`` reads it back."""
+    atomic_write_text(out / "summary.json", dumps(summary.as_json(), indent=2) + "\n")

@@ -27,29 +27,22 @@ from ..errors import ConfigError, UserInputError
 from ..rubrics.logprob_score import integer_scale
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
+from .options import JudgeOptions
 from .shard import Shard, parse_shard
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
 
-@dataclass(slots=True)
-class RunOptions:
-    """What ``harness run`` takes; every field has the CLI's default."""
+@dataclass(kw_only=True, slots=True)
+class RunOptions(JudgeOptions):
+    """What ``harness run`` takes: the judge options (:class:`JudgeOptions`), and what to judge and
+    how; every field has the CLI's default."""
 
     input: Path
     out: Path | None = None
-    config: Path | None = None
     rubrics: list[str] = field(default_factory=list)
-    prompts: list[Path] = field(default_factory=list)
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    concurrency: int | None = None
-    #: a SQLite file path or a postgresql:// URL
-    cache: Path | str | None = None
+    #: ignore cache hits and overwrite them
     refresh: bool = False
-    no_cache: bool = False
-    offline: bool = False
     limit: int | None = None
     on_bad_record: Literal["fail", "skip"] = "fail"
     progress: bool = True

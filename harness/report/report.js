@@ -611,9 +611,10 @@
       }
       if (p.agent) {
         out.appendChild(el("h3", { text: "agent metrics" }));
-        var facts = el("div", { class: "facts" });
-        Object.keys(p.agent).forEach(function (k) {
+        var facts = el("div", { class: "muted" });
+        Object.keys(p.agent).forEach(function (k, n) {
           var v = p.agent[k];
+          if (n) facts.appendChild(document.createTextNode(" · "));
           facts.appendChild(el("span", null, k + " ", el("b", { text: v === null ? "— (" + (p.agent_unscored[k] || "unknown") + ")" : fmt(v, 4) })));
         });
         out.appendChild(facts);

@@ -34,7 +34,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ import numpy as np
 from ..config import CascadeConfig, JudgeConfig, JuryConfig
 from ..errors import ConfigError, UserInputError
 from ..outputs.files import atomic_write_text
-from ..planning import RunOptions, build_plan
+from ..planning import JudgeOptions, RunOptions, build_plan
 from ..planning.plan import check_logprob_rubrics
 from ..rubrics.rubric import Rubric
 from ..stats.selective import StageThreshold, calibrate_cascade, route
@@ -57,17 +57,51 @@ HOLDOUT = 0.3
 MIN_CALIBRATION = 30
 
 
-@dataclass(slots=True)
-class CascadeOptions:
+@dataclass(kw_only=True, slots=True)
+class CascadeOptions(JudgeOptions):
+    """A cascade command's judge options (:class:`JudgeOptions`, carried into every stage's run;
+    ``config`` is required: it holds ``[cascade]``), its transcripts, output and rubric."""
+
     input: Path
     out: Path
     config: Path
     rubric: str
-    cache: Path | str | None = None
-    offline: bool = False
-    #: extra rubric directories (as ``harness run --prompts``), after the config's ``prompts``
-    prompts: list[Path] = field(default_factory=list)
-    concurrency: int | None = None
+
+
+@dataclass(slots=True)
+class StageOutcome:
+    """One stage of a cascade run: what reached it and what it answered, with what its calibration
+    says of it."""
+
+    judge: str
+    judged: int
+    answered: int
+    #: the share of all the transcripts this stage answered
+    coverage: float
+    threshold: float | None
+    guaranteed_agreement: float | None
+    heldout_agreement: float | None
+
+
+@dataclass(slots=True)
+class CascadeResult:
+    """OUT/cascade.json of ``harness cascade run``: per stage what it answered, the guarantee, and
+    what the run paid against the strongest judge alone."""
+
+    rubric: str
+    transcripts: int
+    abstained: int
+    stages: list[StageOutcome]
+    #: the guarantee in words, as the calibration certified it
+    guarantee: str
+    #: USD this run paid (cache hits cost nothing; None: a price is unknown)
+    cost_usd: float | None
+    judgments: int
+    cache_hits: int
+    #: what the judgments cost when first paid, cache hits included
+    uncached_cost_usd: float | None
+    #: what the strongest judge alone would have cost at its calibration's mean cost per judgment
+    strongest_alone_usd: float | None
 
 
 def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
@@ -117,16 +151,7 @@ def _check(options: CascadeOptions) -> _Checked:
     config = load_config(options.config)
     if config.cascade is None:
         raise ConfigError(f"{options.config}: no [cascade] section (stages, target_agreement, confidence)")
-    plan = build_plan(
-        RunOptions(
-            input=options.input,
-            config=options.config,
-            prompts=list(options.prompts),
-            cache=options.cache,
-            offline=options.offline,
-            concurrency=options.concurrency,
-        )
-    )
+    plan = build_plan(RunOptions.from_judge(options, input=options.input))
     judges = {j.name: j for j in plan.judges}
     juries = {j.name: j for j in plan.juries}
     stages: list[JudgeConfig | JuryConfig] = []
@@ -177,26 +202,12 @@ class _Spend:
             elif self.worth_usd is not None:
                 self.worth_usd += cost or 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"cost_usd": self.paid_usd, "judgments": self.judgments, "cache_hits": self.cache_hits, "uncached_cost_usd": self.worth_usd}
-
 
 async def _judge(
     options: CascadeOptions, records: dict[str, bytes], ids: Iterable[str], judge: str, out: Path, spend: _Spend
 ) -> dict[str, dict[str, Any]]:
     """One stage's ordinary run over the transcripts ``ids`` (in file order): judgments by transcript id."""
-    run = RunOptions(
-        input=options.input,
-        out=out,
-        config=options.config,
-        prompts=list(options.prompts),
-        rubrics=[options.rubric],
-        cache=options.cache,
-        offline=options.offline,
-        concurrency=options.concurrency,
-        progress=False,
-        judges_only=[judge],
-    )
+    run = RunOptions.from_judge(options, input=options.input, out=out, rubrics=[options.rubric], progress=False, judges_only=[judge])
     outcome = await judge_subset(records, ids, out.parent / f".{out.name}.jsonl", run, f"cascade stopped: stage {judge!r}")
     rows: dict[str, dict[str, Any]] = {}
     with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
@@ -204,8 +215,7 @@ async def _judge(
             row = json.loads(text)
             if row["judge"] == judge:  # a jury's run holds its members' rows too
                 rows[row["transcript_id"]] = row
-    cost = outcome.summary.get("cost_usd")
-    spend.add(None if cost is None else float(cost), rows.values())
+    spend.add(outcome.summary.cost_usd, rows.values())
     return rows
 
 
@@ -260,9 +270,9 @@ def _split(ids: Sequence[str], holdout: float, seed: int, having: str) -> tuple[
     return order[:cut], order[cut:]
 
 
-async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: int = 0, holdout: float = HOLDOUT) -> dict[str, Any]:
+async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: int = 0, holdout: float = HOLDOUT) -> Calibration:
     """Set each stage's threshold on the calibration transcripts (``options.input``); write and
-    return OUT/cascade.json."""
+    return OUT/cascade.json (:class:`Calibration`, which ``run_cascade`` reads back)."""
     _check_holdout(holdout)
     checked = _check(options)
     cascade, stages, rubric, records = checked.cascade, checked.stages, checked.rubric, checked.records
@@ -326,9 +336,8 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
         uncached_cost_usd=spend.worth_usd,
         notes=notes,
     )
-    result = asdict(written)
-    atomic_write_text(options.out / "cascade.json", json.dumps(result, indent=2) + "\n")
-    return result
+    atomic_write_text(options.out / "cascade.json", json.dumps(asdict(written), indent=2) + "\n")
+    return written
 
 
 def _stage_report(judge: JudgeConfig | JuryConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]]) -> StageReport:
@@ -358,7 +367,7 @@ def _answer(row: dict[str, Any], rubric: Rubric, stage: int) -> dict[str, Any]:
     return answer
 
 
-async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, Any]:
+async def run_cascade(options: CascadeOptions, calibration: Path) -> CascadeResult:
     """Judge ``options.input`` through the calibrated cascade; write OUT/judgments.jsonl (the answer
     each transcript got, with its ``stage``) and OUT/cascade.json (per stage: coverage, guaranteed
     and held-out agreement; what this run paid, and the cost against the strongest judge alone)."""
@@ -369,7 +378,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
     stages, records = checked.stages, checked.records
     answers: dict[str, dict[str, Any]] = {}
     pending: set[str] = set(records)
-    per_stage: list[dict[str, Any]] = []
+    per_stage: list[tuple[str, int, int]] = []  # judge, judged, answered
     spend = _Spend()
     for index, (judge, stage) in enumerate(zip(stages, calibrated.stages, strict=True)):
         ids = [t for t in records if t in pending]  # in file order
@@ -381,7 +390,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
                 answers[tid] = _answer(row, checked.rubric, index + 1)
             else:
                 passed.add(tid)
-        per_stage.append({"judge": judge.name, "judged": len(rows), "answered": len(rows) - len(passed)})
+        per_stage.append((judge.name, len(rows), len(rows) - len(passed)))
         pending = passed
         if not pending:
             break
@@ -402,24 +411,29 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
             fh.write(json.dumps(answers[tid]) + "\n")
     strongest = calibrated.stages[-1].cost_per_judgment
     thresholds = {s.judge: s for s in calibrated.stages}
-    summary = {
-        "rubric": options.rubric,
-        "transcripts": total,
-        "abstained": len(pending),
-        "stages": [
-            {
-                **stage,
-                "coverage": stage["answered"] / total,
-                "threshold": thresholds[stage["judge"]].threshold,
-                "guaranteed_agreement": thresholds[stage["judge"]].guaranteed_agreement,
-                "heldout_agreement": thresholds[stage["judge"]].heldout_agreement,
-            }
-            for stage in per_stage
+    result = CascadeResult(
+        rubric=options.rubric,
+        transcripts=total,
+        abstained=len(pending),
+        stages=[
+            StageOutcome(
+                judge=name,
+                judged=judged,
+                answered=answered,
+                coverage=answered / total,
+                threshold=thresholds[name].threshold,
+                guaranteed_agreement=thresholds[name].guaranteed_agreement,
+                heldout_agreement=thresholds[name].heldout_agreement,
+            )
+            for name, judged, answered in per_stage
         ],
         # what the guarantee states is what the calibration certified (equal to the config's, or refused above)
-        "guarantee": f"with confidence {calibrated.confidence:g}, agreement with {calibrated.reference} >= {calibrated.target_agreement:g}",
-        **spend.as_dict(),
-        "strongest_alone_usd": None if strongest is None else strongest * total,
-    }
-    atomic_write_text(options.out / "cascade.json", json.dumps(summary, indent=2) + "\n")
-    return summary
+        guarantee=f"with confidence {calibrated.confidence:g}, agreement with {calibrated.reference} >= {calibrated.target_agreement:g}",
+        cost_usd=spend.paid_usd,
+        judgments=spend.judgments,
+        cache_hits=spend.cache_hits,
+        uncached_cost_usd=spend.worth_usd,
+        strongest_alone_usd=None if strongest is None else strongest * total,
+    )
+    atomic_write_text(options.out / "cascade.json", json.dumps(asdict(result), indent=2) + "\n")
+    return result
