@@ -41,19 +41,18 @@ def lcs(count: int, columns: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     (*A fast algorithm for computing longest common subsequences*, CACM 20(5), 1977): for each
     column, its items in decreasing order, each extending the chain ending at the smallest item
     before it."""
-    ends: list[int] = []  # ends[k]: the smallest last item of a common subsequence of length k + 1
-    links: list[Any] = []
+    ends: list[int] = [-1]  # ends[k]: the smallest last item of a common subsequence of length k
+    links: list[Any] = [None]  # links[k]: (item, column, the link before) of that subsequence
     for c, items in enumerate(columns):
         for i in reversed(items):  # each column's items are in increasing order
             k = bisect_left(ends, i)
-            link = (i, c, links[k - 1] if k else None)
             if k == len(ends):
                 ends.append(i)
-                links.append(link)
-            else:
-                ends[k], links[k] = i, link
+                links.append((i, c, links[k - 1]))
+            elif i < ends[k]:
+                ends[k], links[k] = i, (i, c, links[k - 1])
     out = []
-    node = links[-1] if links else None
+    node = links[-1]
     while node is not None:
         out.append((node[0], node[1]))
         node = node[2]
@@ -96,19 +95,18 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
     greedy basis has the smallest ``t``-th element for every ``t`` (Gale, *Optimal assignments in
     an ordered set*, J. Comb. Theory 4, 1968)."""
     q = len(ref.items)
-    ends: list[int] = []
-    links: list[Any] = []
+    ends: list[int] = [-1]  # ends[k]: as above for a chain of k calls (ends[0]: the empty chain)
+    links: list[Any] = [None]  # links[k]: (group, its calls, the link before) of that chain
     by_step, groups = graph.by_step, graph.groups
     for g, group in enumerate(groups):
         if len(group) == 1:  # one step: Hunt and Szymanski's own update, calls in decreasing order
             for x in reversed(by_step[group[0]]):  # each list is by position
                 k = bisect_left(ends, x)
-                link = (g, (x,), links[k - 1] if k else None)
                 if k == len(ends):
                     ends.append(x)
-                    links.append(link)
-                else:
-                    ends[k], links[k] = x, link
+                    links.append((g, x, links[k - 1]))
+                elif x < ends[k]:
+                    ends[k], links[k] = x, (g, x, links[k - 1])
             continue
         reach = _reach(group, by_step)
         if not reach:
@@ -123,7 +121,7 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
             if k == last_k:
                 continue  # the run from an earlier call extends the same chain, no worse
             last_k = k
-            before = links[k - 1] if k else None
+            before = links[k - 1]
             held: dict[int, int] = {}
             run: list[int] = []
             for x in touching[a:]:
@@ -139,12 +137,12 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
                         break
         ends, links = new_ends, new_links
     owner: dict[int, int] = {}
-    node = links[-1] if links else None
+    node = links[-1]
     while node is not None:
         g, run, node = node
         group = groups[g]
-        if len(group) == 1:
-            owner[run[0]] = group[0]
+        if type(run) is int:
+            owner[run] = group[0]
             continue
         reach, held = _reach(group, by_step), {}
         for x in run:
