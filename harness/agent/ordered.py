@@ -25,7 +25,7 @@ from .reference import Graph, Reading, Reference, assign, augment
 def align(ref: Reference, graph: Graph, *, strict: bool) -> tuple[int, dict[int, int], list[int]]:
     """``(errors, pairs, missing)`` of ``strict`` (``strict=True``) or ``in_order``."""
     if ref.simple:
-        single = all(len(g) == 1 for g in graph.groups)
+        single = graph.single
         if ref.plain:
             if strict or single:
                 return common(ref, graph, strict)
@@ -64,14 +64,16 @@ def common(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, i
     other steps extra; an unpaired item is missing, an unpaired group extra), ``in_order`` with
     steps made one at a time pairs items with steps; either way the fewest errors are the most
     pairs, a longest common subsequence."""
-    groups, by_step, q = graph.groups, graph.by_step, len(ref.items)
-    columns = by_step
-    if strict and len(groups) < len(by_step):
-        columns = [by_step[g[0]] if len(g) == 1 else sorted({i for s in g for i in by_step[s]}) for g in groups]
+    by_step, q = graph.by_step, len(ref.items)
     owner: dict[int, int] = {}
-    for i, c in lcs(q, columns):
-        group = groups[c] if strict else (c,)
-        owner[i] = group[0] if len(group) == 1 else next(s for s in group if i in by_step[s])
+    if graph.single:  # a group is a step
+        owner.update(lcs(q, by_step))
+    else:
+        groups = graph.groups
+        columns = [by_step[g[0]] if len(g) == 1 else sorted({i for s in g for i in by_step[s]}) for g in groups]
+        for i, c in lcs(q, columns):
+            group = groups[c]
+            owner[i] = group[0] if len(group) == 1 else next(s for s in group if i in by_step[s])
     missing = [i for i in range(q) if i not in owner]
     return len(missing) + (len(graph.steps) - len(owner) if strict else 0), owner, missing
 
@@ -89,7 +91,7 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
     """``in_order`` of plain required calls over parallel groups: the most calls matched in order,
     a group holding any run of them that one matching can. Hunt and Szymanski's method (see
     :func:`lcs`) with a group for a column: ``ends[k]`` is the smallest last call of an ordered
-    chain of ``k + 1`` matched calls in the groups so far; a group extends the chain ending before
+    chain of ``k`` matched calls in the groups so far; a group extends the chain ending before
     each call ``x`` it may hold with the calls it can hold at once from ``x`` on, taken greedily in
     order. Greedy is optimal there: the calls one group can hold form a transversal matroid, whose
     greedy basis has the smallest ``t``-th element for every ``t`` (Gale, *Optimal assignments in

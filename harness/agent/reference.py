@@ -226,6 +226,14 @@ class Graph:
         self._groups: list[tuple[int, ...]] | None = None
 
     @property
+    def single(self) -> bool:
+        """Whether every parallel group holds one step (no two steps in a row share a group)."""
+        if self._groups is not None:
+            return len(self._groups) == len(self.steps)
+        marks = [step.group for step in self.steps]
+        return not any(a is not None and a == b for a, b in zip(marks, marks[1:], strict=False))
+
+    @property
     def groups(self) -> list[tuple[int, ...]]:
         """The steps' parallel groups in order, as step positions: a run of steps with one
         ``group``; a step without a group is a group of its own."""
