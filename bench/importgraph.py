@@ -79,3 +79,16 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the package's first-level parts (``harness.runner``, ``harness.config``):
+    an edge where any module of one imports any module of another."""
+
+    def part(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    packages: dict[str, set[str]] = {part(m): set() for m in graph}
+    for module, deps in graph.items():
+        packages[part(module)] |= {part(d) for d in deps if part(d) != part(module)}
+    return packages

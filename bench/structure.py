@@ -6,7 +6,10 @@
 
 Imports are read with ``ast`` (nothing is imported). A module's fan-out is how many other
 ``harness`` modules it imports; its fan-in, how many import it. An edge to a package means its
-``__init__``. Cycles are the strongly connected components of more than one module (Tarjan).
+``__init__``. Cycles are the strongly connected components of more than one module (Tarjan);
+knots, those of the graph between the first-level parts (``runner``, ``outputs``, ``config`` ...),
+where no module cycle need exist: parts that import each other, which a reader cannot place one
+above the other.
 ``tests/test_import_graph.py`` uses the same graph to keep the package acyclic.
 """
 
@@ -23,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.importgraph import cycles, import_graph
+from bench.importgraph import cycles, import_graph, package_graph
 
 
 def largest_functions(package: Path, most: int) -> list[tuple[int, str]]:
@@ -59,6 +62,7 @@ def main() -> int:
         "fan_in_top": sorted(((n, m) for m, n in fan_in.items()), reverse=True)[: args.most],
         "fan_out_mean": round(sum(fan_out.values()) / len(graph), 2),
         "import_cycles": [sorted(c) for c in found],
+        "package_knots": sorted(sorted(c) for c in cycles(package_graph(graph))),
         "modules_importing_the_root": root_importers,
     }
     if args.json:
@@ -77,6 +81,9 @@ def main() -> int:
     print(f"import cycles: {len(found)}")
     for c in figures["import_cycles"]:
         print("  " + " <-> ".join(c))
+    print(f"package knots: {len(figures['package_knots'])}")
+    for knot in figures["package_knots"]:
+        print("  " + " <-> ".join(knot))
     print(f"modules importing the package root: {root_importers or 'none'}")
     return 0
 

@@ -327,7 +327,7 @@ def run_harness(data: Path, config: Path, workdir: Path, tag: str, n: int, serve
             return await run_evaluation(options)
 
     outcome, wall, cpu, span = _timed(lambda: asyncio.run(bounded()))
-    scored = outcome.summary["judgments"].get("scored", 0)
+    scored = outcome.summary.judgments.get("scored", 0)
     if outcome.exit_code != 0 or scored != n:
         raise BenchError(f"harness: exit code {outcome.exit_code}, {scored} of {n} judgments scored: {outcome.message}")
     m = Measure(wall, cpu, n)

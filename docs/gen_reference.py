@@ -148,7 +148,7 @@ def _table(cls: type[BaseModel], label: str) -> list[str]:
 
 
 def config_page() -> str:
-    from harness.config import CascadeConfig, HarnessConfig, JudgeConfig
+    from harness.config import CascadeConfig, HarnessConfig, JudgeConfig, JuryConfig
 
     lines = [
         "# Configuration keys",
@@ -177,6 +177,13 @@ def config_page() -> str:
         "`harness cascade calibrate` and `harness cascade run` in the judges guide.",
         "",
         *_table(CascadeConfig, "CascadeConfig"),
+        "",
+        "## A jury (`[[juries]]`, `JuryConfig`)",
+        "",
+        "A panel of the config's judges that is one judge of the run: its verdict per transcript and",
+        "rubric is a judgment of its own (see the juries guide).",
+        "",
+        *_table(JuryConfig, "JuryConfig"),
         "",
     ]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from .version import __version__ as __version__
 
 if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and readers
     from .cache import JudgmentCache, cache_key
-    from .config import HarnessConfig, JudgeConfig, load_config
+    from .config import HarnessConfig, JudgeConfig, JuryConfig, load_config
     from .cost.estimate import Estimate, estimate_run
     from .errors import (
         BudgetExceeded,
@@ -35,8 +35,9 @@ if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and read
     )
     from .judges import Judge, JudgeReply, JudgeRequest, make_judge
     from .metrics import weighted_composite
+    from .metrics.schema import RunSummary
     from .notebook import EvaluationError, Results, aevaluate, evaluate
-    from .planning import Judgment, RunOptions
+    from .planning import JudgeOptions, Judgment, RunOptions
     from .rubrics.parsing import parse_label, parse_score
     from .rubrics.rubric import Rubric, load_rubrics
     from .runner import RunOutcome, run_evaluation
@@ -44,7 +45,7 @@ if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and read
 
 _HOMES = {
     "harness.cache": ("JudgmentCache", "cache_key"),
-    "harness.config": ("HarnessConfig", "JudgeConfig", "load_config"),
+    "harness.config": ("HarnessConfig", "JudgeConfig", "JuryConfig", "load_config"),
     "harness.cost.estimate": ("Estimate", "estimate_run"),
     "harness.errors": (
         "BudgetExceeded",
@@ -53,6 +54,7 @@ _HOMES = {
         "FatalJudgeError",
         "HarnessError",
         "JudgeError",
+        "JudgeOptions",
         "OutputError",
         "RateLimited",
         "ResourceExhausted",
@@ -63,8 +65,9 @@ _HOMES = {
     ),
     "harness.judges": ("Judge", "JudgeReply", "JudgeRequest", "make_judge"),
     "harness.metrics": ("weighted_composite",),
+    "harness.metrics.schema": ("RunSummary",),
     "harness.notebook": ("EvaluationError", "Results", "aevaluate", "evaluate"),
-    "harness.planning": ("Judgment", "RunOptions"),
+    "harness.planning": ("JudgeOptions", "Judgment", "RunOptions"),
     "harness.rubrics.parsing": ("parse_label", "parse_score"),
     "harness.rubrics.rubric": ("Rubric", "load_rubrics"),
     "harness.runner": ("RunOutcome", "run_evaluation"),
@@ -84,10 +87,12 @@ __all__ = [
     "Judge",
     "JudgeConfig",
     "JudgeError",
+    "JudgeOptions",
     "JudgeReply",
     "JudgeRequest",
     "Judgment",
     "JudgmentCache",
+    "JuryConfig",
     "OutputError",
     "RateLimited",
     "ResourceExhausted",
@@ -96,6 +101,7 @@ __all__ = [
     "RubricError",
     "RunOptions",
     "RunOutcome",
+    "RunSummary",
     "Transcript",
     "TranscriptError",
     "TransientJudgeError",

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from .config import JudgeConfig
+from .config import JudgeConfig, JuryConfig
 from .errors import ConfigError
 from .providers import PROFILES, Capability, profile_of
 from .providers import CapabilityFamily as Family
@@ -203,9 +203,34 @@ def judge_options(judge: JudgeConfig) -> tuple[Option, ...]:
     return tuple(options) or ("plain",)
 
 
-def check_supported(judges: Iterable[JudgeConfig], path: PathName) -> None:
+#: Juries (harness/jury) by kind, and the paths each kind is refused on, with why. A jury makes no
+#: request of its own: its members are judges of the run, each checked as one; its verdicts are
+#: decided when the run's rows are written (and again over every shard by ``harness merge``).
+JURY_KINDS: dict[str, str] = {
+    "per_transcript": "majority, mean or median jury",
+    "fitted": "weighted or dawid_skene jury (fitted over the whole run)",
+    "sequential": "sequential jury (majority or median, cheapest member first)",
+}
+SEQUENTIAL_BATCH_WHY = (
+    "a provider batch asks every member at once, so a sequential jury would save nothing and pay for every vote: "
+    "set sequential = false, or use harness run"
+)
+JURY_REFUSED: dict[tuple[str, PathName], str] = {("sequential", p): SEQUENTIAL_BATCH_WHY for p in _BATCH}
+
+
+def jury_kind(jury: JuryConfig) -> str:
+    if jury.sequential:
+        return "sequential"
+    return "fitted" if jury.method in ("weighted", "dawid_skene") else "per_transcript"
+
+
+def check_supported(judges: Iterable[JudgeConfig], path: PathName, juries: Iterable[JuryConfig] = ()) -> None:
     """Refuse, in one line and before anything is sent, a judge whose family and options the path
-    does not support (``ConfigError``: exit 2)."""
+    does not support, or a jury the path cannot make (``ConfigError``: exit 2)."""
+    for jury in juries:
+        why = JURY_REFUSED.get((jury_kind(jury), path))
+        if why is not None:
+            raise ConfigError(f"jury {jury.name!r} ({JURY_KINDS[jury_kind(jury)]}): {PATH_LABELS[path]} is not supported: {why}")
     for judge in judges:
         family = judge_family(judge)
         for option in judge_options(judge):
@@ -252,6 +277,17 @@ def workflow_table() -> str:
     )
     lines.append("")
     lines.extend(f"{n}. {why}." for n, why in enumerate(reasons, start=1))
+    return "\n".join(lines) + "\n"
+
+
+def jury_table() -> str:
+    """The juries' table of docs/guide/juries.md: a row per kind of jury, a column per path."""
+    header = "| jury | " + " | ".join(PATH_LABELS[p] for p in PATHS) + " |"
+    lines = [header, "|---|" + "---|" * len(PATHS)]
+    for kind, label in JURY_KINDS.items():
+        lines.append(f"| {label} | " + " | ".join("no" if (kind, p) in JURY_REFUSED else "yes" for p in PATHS) + " |")
+    lines.append("")
+    lines.append(f"no: refused in one line before anything is sent (exit 2): {SEQUENTIAL_BATCH_WHY}.")
     return "\n".join(lines) + "\n"
 
 

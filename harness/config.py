@@ -266,7 +266,7 @@ def local_judge_config() -> JudgeConfig:
 
 class CascadeConfig(BaseModel):
     """``[cascade]``: judges from cheapest to strongest, and the agreement they must guarantee
-    (harness/runner/cascade.py)."""
+    (harness/workflows/cascade.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -309,6 +309,51 @@ class TrajectoryConfig(BaseModel):
     default: ArgumentRule = Field(default_factory=ArgumentRule)
 
 
+JuryMethod = Literal["majority", "mean", "median", "weighted", "dawid_skene"]
+#: the methods whose verdict the remaining votes can be shown not to change (``sequential = true``)
+SEQUENTIAL_METHODS: tuple[JuryMethod, ...] = ("majority", "median")
+
+
+class JuryConfig(BaseModel):
+    """``[[juries]]``: a panel of the config's judges that is one judge (harness/jury). Its verdict
+    per (transcript, rubric) is a judgment row of its own, named ``name``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: the jury's name in outputs, as a judge's (it may not be a judge's name)
+    name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+    #: the judges' names (at least two, each once)
+    members: list[str] = Field(min_length=2)
+    #: majority (plurality of labels or binned scores), mean, median, weighted (a vote weighted by
+    #: each member's agreement with the human labels) or dawid_skene (confusions estimated by EM)
+    method: JuryMethod = "majority"
+    #: human labels (JSONL as for `harness agreement`): each member's agreement with them is
+    #: reported; "weighted" takes its weights from them; "dawid_skene" with `anchored` fixes the
+    #: labelled transcripts to them. Relative to the config file. `harness run --jury-labels` wins.
+    labels: Path | None = None
+    #: dawid_skene only: the labelled transcripts' classes are fixed to their human labels
+    anchored: bool = False
+    #: ask the members cheapest first and stop once the remaining votes cannot change the verdict
+    #: (majority and median); the verdicts are those of the whole jury
+    sequential: bool = False
+
+    @field_validator("members")
+    @classmethod
+    def _distinct_members(cls, members: list[str]) -> list[str]:
+        twice = [m for m in dict.fromkeys(members) if members.count(m) > 1]
+        if twice:
+            raise ValueError(f"judge {twice[0]!r} is named twice")
+        return members
+
+    @model_validator(mode="after")
+    def _method_options(self) -> JuryConfig:
+        if self.sequential and self.method not in SEQUENTIAL_METHODS:
+            raise ValueError(f"sequential: needs method majority or median (a {self.method} verdict can change with any vote)")
+        if self.anchored and self.method != "dawid_skene":
+            raise ValueError(f"anchored: only a dawid_skene jury is anchored on labels (this one is {self.method})")
+        return self
+
+
 class HarnessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -325,6 +370,8 @@ class HarnessConfig(BaseModel):
     cascade: CascadeConfig | None = None
     #: how a transcript's steps are matched with its reference_trajectory ([trajectory]: mode, arguments per tool)
     trajectory: TrajectoryConfig = Field(default_factory=TrajectoryConfig)
+    #: panels of judges, each one judge of the run ([[juries]]: name, members, method, ...)
+    juries: list[JuryConfig] = Field(default_factory=list)
 
     # Field validators, so an error names the field it is about ("judges: ...", "composites: ...").
     @field_validator("cache", mode="before")
@@ -343,6 +390,16 @@ class HarnessConfig(BaseModel):
                 raise ValueError(f"name {judge.name!r} is used by judges[{first[judge.name]}] and judges[{index}]")
             first[judge.name] = index
         return judges
+
+    @field_validator("juries")
+    @classmethod
+    def _unique_juries(cls, juries: list[JuryConfig]) -> list[JuryConfig]:
+        first: dict[str, int] = {}
+        for index, jury in enumerate(juries):
+            if jury.name in first:
+                raise ValueError(f"name {jury.name!r} is used by juries[{first[jury.name]}] and juries[{index}]")
+            first[jury.name] = index
+        return juries
 
     @field_validator("composites")
     @classmethod
@@ -399,6 +456,9 @@ def load_config(path: str | Path | None) -> HarnessConfig:
         config.cache = base / config.cache
     if config.price_table is not None and not config.price_table.is_absolute():
         config.price_table = base / config.price_table
+    config.juries = [
+        j.model_copy(update={"labels": base / j.labels}) if j.labels is not None and not j.labels.is_absolute() else j for j in config.juries
+    ]
     return config
 
 

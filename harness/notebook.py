@@ -193,7 +193,7 @@ async def aevaluate(
     finally:
         if bar is not None:
             bar.close()
-    return _read_results(run_dir, outcome.exit_code, outcome.message, outcome.summary)
+    return _read_results(run_dir, outcome.exit_code, outcome.message, outcome.summary.as_json())
 
 
 def _input_path(data: Any, run_dir: Path) -> Path:

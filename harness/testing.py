@@ -214,7 +214,7 @@ def _judged(
 ) -> Judged:
     from .notebook import _input_path
     from .planning import RunOptions
-    from .runner import run_evaluation
+    from .runner import RunOutcome, run_evaluation
 
     s = using or settings()
     name, extra = _judge_name(given, s.config)
@@ -236,17 +236,17 @@ def _judged(
             offline=s.offline,
             progress=False,
         )
-        outcome = _run_sync(lambda: run_evaluation(options))
+        outcome: RunOutcome = _run_sync(lambda: run_evaluation(options))
         rows = [json.loads(line) for line in (folder / "run" / "judgments.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    model = (outcome.summary.get("judge_models") or {}).get(name, {})
+    recorded = outcome.summary.judge_models.get(name)
     verdicts = tuple(
         Verdict(r["transcript_id"], r["status"], r.get("score"), r.get("reason"), r.get("raw_output") or r.get("error"), bool(r.get("cached")))
         for r in rows
         if r["rubric"] == rubric and r["judge"] == name
     )
-    return Judged(rubric, name, model.get("model") if isinstance(model, dict) else None, s.offline, verdicts)
+    return Judged(rubric, name, recorded.model if recorded is not None else None, s.offline, verdicts)
 
 
 def assert_judged(

@@ -20,7 +20,6 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.rubrics.rubric import load_rubrics
 from tests.e2e_support import (
@@ -28,6 +27,7 @@ from tests.e2e_support import (
     KEY_ENV,
     judge,
     read_jsonl,
+    run_and_show,
     user_prompt,
     write_config,
     write_jsonl,
@@ -94,7 +94,7 @@ def make_run(
     os.environ[KEY_ENV] = KEY
     try:
         options = RunOptions(input=folder / "transcripts.jsonl", out=out, config=folder / "harness.toml", no_cache=True, progress=False)
-        outcome = asyncio.run(run_in_terminal(options, Console(file=io.StringIO())))
+        outcome = asyncio.run(run_and_show(options, Console(file=io.StringIO())))
     finally:
         if previous is None:
             os.environ.pop(KEY_ENV, None)

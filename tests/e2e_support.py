@@ -15,9 +15,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.judge_server import JudgeServer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from harness.planning import RunOptions
+    from harness.runner import RunOutcome
 
 #: The variable the test judges read their key from; tests monkeypatch it.
 KEY_ENV = "HARNESS_E2E_KEY"
@@ -25,6 +31,18 @@ KEY = "sk-e2e-test-0123456789abcdef"
 
 IN_PRICE = 0.15
 OUT_PRICE = 0.60
+
+
+async def run_and_show(options: RunOptions, console: Console) -> RunOutcome:
+    """A run as ``harness run`` makes it: the library runs (with the progress bar on ``console``
+    when ``options.progress``), then the terminal renders the outcome."""
+    from harness.runner import run_evaluation
+    from harness.terminal.run import RunProgress, show_run
+
+    with RunProgress(console, options.progress) as bar:
+        outcome = await run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment)
+    show_run(outcome, console)
+    return outcome
 
 
 @contextmanager

@@ -21,11 +21,10 @@ from rich.console import Console
 
 from bench.agent_render import synthetic_steps
 from harness.agent.render import render_steps
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
 from harness.transcripts.models import Transcript
-from tests.e2e_support import KEY, KEY_ENV, Outputs, chat_requests, judge, replay_view, serve, user_prompt, write_config, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, Outputs, chat_requests, judge, replay_view, run_and_show, serve, user_prompt, write_config, write_jsonl
 from tests.judge_server import JudgeServer
 
 _TRAJECTORY = re.compile(r"<trajectory(?:-[0-9a-f]{12})?>\n(.*?)\n</trajectory", re.S)
@@ -99,7 +98,7 @@ async def run(tmp_path: Path, name: str, **options: Any) -> tuple[RunOutcome, Ou
         progress=False,
         **options,
     )
-    return await run_in_terminal(plan, console), Outputs(tmp_path / name)
+    return await run_and_show(plan, console), Outputs(tmp_path / name)
 
 
 def expected_long() -> float:

@@ -170,3 +170,26 @@ def test_explain_export_compare_and_passk_read_the_agent_metrics(tmp_path: Path,
     assert tasks["compare-ter"][3] == pytest.approx({"1": 2 / 3, "2": 1.0})
     means = {m["k"]: m for m in doc["means"]}
     assert means[2]["pass_hat_k"]["value"] == pytest.approx(1 / 6) and means[2]["pass_at_k"]["value"] == pytest.approx(5 / 6)
+
+
+def test_infer_corrects_an_agent_metric_with_human_labels(tmp_path: Path, server: JudgeServer) -> None:
+    """PPI++ on a success rate: the deterministic trajectory_match is the predictor, human pass/fail
+    labels of five of the six runs correct it (the humans also accept nav-run-3, whose extra failed
+    call the strict match refuses)."""
+    data, config = setup(tmp_path, server)
+    out = tmp_path / "a"
+    assert run(data, config, out).exit_code == 0
+    human = {"nav-run-1": True, "nav-run-2": False, "nav-run-3": True, "ter-run-1": True, "ter-run-2": False}
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"transcript_id": t, "rubric": "trajectory_match", "label": v}) + "\n" for t, v in human.items()))
+    result = cli("infer", str(out), "--labels", str(labels), "--min-labels", "5", "--json", "--no-save")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    section = next(m for m in doc["metrics"] if m["name"] == "trajectory_match")
+    assert section["kind"] == "agent" and section["label_kind"] == "pass_fail"
+    entry = section["judges"][0]
+    assert entry["n"] == 5 and "refused" not in entry
+    # the predictor's mean over all six runs is 3/6; on the five labelled, predictions 1,0,0,1,0 vs
+    # labels 1,0,1,1,0: the rectifier's mean is +1/5, so the corrected mean lies above 0.5
+    assert entry["judge_only"]["mean"] == pytest.approx(0.5)
+    assert entry["corrected"]["mean"] > 0.5

@@ -17,11 +17,10 @@ from harness.errors import FatalJudgeError, RateLimited, TransientJudgeError
 from harness.judges.anthropic import AnthropicJudge
 from harness.judges.base import JudgeRequest
 from harness.judges.registry import make_judge
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.rubrics.rubric import DEFAULT_SYSTEM, load_rubrics
 from tests.anthropic_server import AnthropicServer
-from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, write_config, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, run_and_show, write_config, write_jsonl
 
 if TYPE_CHECKING:
     import anthropic
@@ -197,7 +196,7 @@ async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(t
 
     async def run(name: str, **options: Any) -> Outputs:
         buffer = io.StringIO()
-        await run_in_terminal(
+        await run_and_show(
             RunOptions(
                 input=tmp_path / "transcripts.jsonl",
                 config=tmp_path / "harness.toml",

@@ -96,9 +96,9 @@ def test_a_collected_reply_is_read_as_a_live_one_truncated_bounded_and_paid_once
     assert cut["cost_usd"] == pytest.approx((90 * 0.075 + max_tokens * 0.30) / 1e6, rel=1e-12)
     assert (unknown["status"], unknown["prompt_tokens"], unknown["completion_tokens"], unknown["cost_usd"]) == ("scored", None, None, None)
     # Paid once: three calls (one of unknown cost, so the sum is unknown), the repeat saved.
-    cost = outcome.summary["cost"]["total"]
-    assert (cost["paid_usd"], cost["unknown_cost_calls"]) == (None, 1)
-    assert cost["saved_by_cache_usd"] == pytest.approx(first["cost_usd"], rel=1e-12)
+    cost = outcome.summary.cost.total
+    assert (cost.paid_usd, cost.unknown_cost_calls) == (None, 1)
+    assert cost.saved_by_cache_usd == pytest.approx(first["cost_usd"], rel=1e-12)
     rows = {r["key"]: r for r in cache_rows(tmp_path / "cache.sqlite")}
     assert len(rows) == 3 and {r["tier"] for r in rows.values()} == {"batch"} and {r["attempts"] for r in rows.values()} == {1}
     assert [bool(rows[line["custom_id"]]["truncated"]) for line in lines] == [False, True, False]

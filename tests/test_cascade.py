@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import ConfigError, UserInputError
-from harness.runner.cascade import CascadeOptions, calibrate, run_cascade, verdict
+from harness.workflows.calibration import read_calibration
+from harness.workflows.cascade import CascadeOptions, calibrate, run_cascade, verdict
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_jsonl
 from tests.judge_server import prompt_text
 from tests.reliability.support import cli
@@ -73,16 +75,22 @@ def test_calibrate_then_run(tmp_path: Path) -> None:
     with serve(choices=choices) as server:
         _config(tmp_path / "harness.toml", server.base_url)
         cache = tmp_path / "c.sqlite"
-        calib = CascadeOptions(tmp_path / "calib.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance", cache)
+        calib = CascadeOptions(
+            input=tmp_path / "calib.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance", cache=cache
+        )
         result = asyncio.run(calibrate(calib))
-        weak, strong = result["stages"]
-        assert weak["threshold"] == 1.0 and strong["threshold"] == 1.0
-        assert weak["guaranteed_agreement"] >= 0.9 and weak["errors"] == 0
-        assert weak["heldout_agreement"] == 1.0 and 0.5 < weak["heldout_coverage"] < 0.8  # two easy in three
+        weak, strong = result.stages
+        assert weak.threshold == 1.0 and strong.threshold == 1.0
+        assert weak.guaranteed_agreement is not None and weak.guaranteed_agreement >= 0.9 and weak.errors == 0
+        assert weak.heldout_agreement == 1.0 and weak.heldout_coverage is not None and 0.5 < weak.heldout_coverage < 0.8  # two easy in three
+        # what calibrate returns is what it wrote, read back through the same type
+        assert read_calibration(tmp_path / "cal" / "cascade.json") == result
         before = len(server.requests)
         summary = asyncio.run(
             run_cascade(
-                CascadeOptions(tmp_path / "data.jsonl", tmp_path / "run", tmp_path / "harness.toml", "relevance", cache),
+                CascadeOptions(
+                    input=tmp_path / "data.jsonl", out=tmp_path / "run", config=tmp_path / "harness.toml", rubric="relevance", cache=cache
+                ),
                 tmp_path / "cal" / "cascade.json",
             )
         )
@@ -97,18 +105,26 @@ def test_calibrate_then_run(tmp_path: Path) -> None:
     # only the 9 lost transcripts are new text (the rest were judged in calibration and come from
     # the cache): the weak judge is asked about them once, and passes every one on to the strong
     assert sorted(r["body"]["model"] for r in sent) == ["strong"] * 9 + ["weak"] * 9
-    assert summary["abstained"] == 9
-    assert summary["cost_usd"] is not None and summary["strongest_alone_usd"] is not None
-    assert summary["cost_usd"] < summary["strongest_alone_usd"]
+    assert summary.abstained == 9
+    assert summary.cost_usd is not None and summary.strongest_alone_usd is not None
+    assert summary.cost_usd < summary.strongest_alone_usd
+    assert json.loads((tmp_path / "run" / "cascade.json").read_text()) == asdict(summary)
 
     # offline: the same routing from the cache
     again = asyncio.run(
         run_cascade(
-            CascadeOptions(tmp_path / "data.jsonl", tmp_path / "offline", tmp_path / "harness.toml", "relevance", cache, offline=True),
+            CascadeOptions(
+                input=tmp_path / "data.jsonl",
+                out=tmp_path / "offline",
+                config=tmp_path / "harness.toml",
+                rubric="relevance",
+                cache=cache,
+                offline=True,
+            ),
             tmp_path / "cal" / "cascade.json",
         )
     )
-    assert again["stages"] == summary["stages"]
+    assert again.stages == summary.stages
     assert (tmp_path / "offline" / "judgments.jsonl").read_text() == (tmp_path / "run" / "judgments.jsonl").read_text()
 
 
@@ -119,11 +135,19 @@ def test_escalation_pays_the_strong_judge_only_for_what_is_passed_on(tmp_path: P
     with serve(choices=choices) as server:
         _config(tmp_path / "harness.toml", server.base_url)
         cache = tmp_path / "c.sqlite"
-        asyncio.run(calibrate(CascadeOptions(tmp_path / "calib.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance", cache)))
+        asyncio.run(
+            calibrate(
+                CascadeOptions(
+                    input=tmp_path / "calib.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance", cache=cache
+                )
+            )
+        )
         before = len(server.requests)
         asyncio.run(
             run_cascade(
-                CascadeOptions(tmp_path / "data.jsonl", tmp_path / "run", tmp_path / "harness.toml", "relevance", cache),
+                CascadeOptions(
+                    input=tmp_path / "data.jsonl", out=tmp_path / "run", config=tmp_path / "harness.toml", rubric="relevance", cache=cache
+                ),
                 tmp_path / "cal" / "cascade.json",
             )
         )
@@ -139,7 +163,9 @@ def test_a_stage_without_confidence_is_refused(tmp_path: Path) -> None:
         '[cascade]\nstages = ["a", "b"]\ntarget_agreement = 0.9\n'
     )
     with pytest.raises(ConfigError, match=r"cascade.stages\[0\]: judge 'a' gives no confidence"):
-        asyncio.run(calibrate(CascadeOptions(tmp_path / "calib.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance")))
+        asyncio.run(
+            calibrate(CascadeOptions(input=tmp_path / "calib.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance"))
+        )
     done = cli(
         ["cascade", "calibrate", "calib.jsonl", "--config", "harness.toml", "--rubric", "relevance", "--out", "cal"], cwd=tmp_path, env={KEY_ENV: KEY}
     )
@@ -160,11 +186,13 @@ def test_calibrate_against_human_labels(tmp_path: Path, kind: str) -> None:
             fh.write(json.dumps({"transcript_id": row["id"], "rubric": "relevance", "label": label}) + "\n")
     with serve(choices=choices) as server:
         _config(tmp_path / "harness.toml", server.base_url)
-        options = CascadeOptions(tmp_path / "calib.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance", tmp_path / "c.sqlite")
+        options = CascadeOptions(
+            input=tmp_path / "calib.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance", cache=tmp_path / "c.sqlite"
+        )
         result = asyncio.run(calibrate(options, labels=tmp_path / "human.jsonl"))
-    assert result["reference"] == "human labels"
-    weak = result["stages"][0]
-    assert weak["threshold"] == 1.0 and weak["errors"] == 0 and weak["heldout_agreement"] == 1.0
+    assert result.reference == "human labels"
+    weak = result.stages[0]
+    assert weak.threshold == 1.0 and weak.errors == 0 and weak.heldout_agreement == 1.0
 
 
 def test_a_label_off_the_scale_is_one_line(tmp_path: Path) -> None:
@@ -172,7 +200,9 @@ def test_a_label_off_the_scale_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "human.jsonl").write_text(json.dumps({"transcript_id": "t1", "rubric": "relevance", "label": 7}) + "\n")
     with serve(choices=choices) as server:
         _config(tmp_path / "harness.toml", server.base_url)
-        options = CascadeOptions(tmp_path / "calib.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance", tmp_path / "c.sqlite")
+        options = CascadeOptions(
+            input=tmp_path / "calib.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance", cache=tmp_path / "c.sqlite"
+        )
         with pytest.raises(UserInputError, match=r"human.jsonl:1: label: 7 is outside the relevance scale"):
             asyncio.run(calibrate(options, labels=tmp_path / "human.jsonl"))
 
@@ -357,7 +387,10 @@ def test_holdout_is_a_fraction_strictly_between_0_and_1(tmp_path: Path, holdout:
     assert "--holdout" in _one_line_error(done)
     with pytest.raises(UserInputError, match="--holdout"):
         asyncio.run(
-            calibrate(CascadeOptions(tmp_path / "calib.jsonl", tmp_path / "cal", tmp_path / "harness.toml", "relevance"), holdout=float(holdout))
+            calibrate(
+                CascadeOptions(input=tmp_path / "calib.jsonl", out=tmp_path / "cal", config=tmp_path / "harness.toml", rubric="relevance"),
+                holdout=float(holdout),
+            )
         )
 
 

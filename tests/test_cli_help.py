@@ -111,6 +111,50 @@ def test_judged_commands_take_the_one_bundle_of_judge_options(name: str) -> None
     assert "Judge options" in help_of(name, width=120)
 
 
+def test_a_cascade_requires_its_config_from_the_bundle() -> None:
+    result = CliRunner().invoke(app, ["cascade", "run", "in.jsonl", "--rubric", "r", "--calibration", "c.json", "--out", "o"])
+    assert result.exit_code == EXIT_USER_ERROR and "--config" in result.output
+    text = help_of("cascade", "run", width=200)
+    assert "Judge options" in text and "harness.toml with the judges and its [cascade] section." in text
+
+
+@pytest.mark.parametrize("path", [p for p, _ in commands()], ids=lambda p: " ".join(p) or "harness")
+def test_no_command_declares_a_judge_option_by_hand(path: list[str]) -> None:
+    """A flag that only ever means the judges' (--model ... --concurrency, --offline) comes from the
+    one bundle, in its panel, wherever a command takes it (``cascade run`` once declared its own)."""
+    command = dict((" ".join(p), c) for p, c in commands())[" ".join(path)]
+    judge_only = {"model", "base_url", "api_key_env", "concurrency", "no_cache", "offline"}
+    for param in command.params:
+        if param.name in judge_only:
+            assert getattr(param, "rich_help_panel", None) == JUDGE_OPTIONS, f"{' '.join(path)}: --{param.name}"
+
+
+def test_the_flags_are_the_judge_options_fields() -> None:
+    """Each flag of the bundle is a field of JudgeOptions (``prompts`` is each command's own, worded for it)."""
+    from dataclasses import fields
+
+    from harness.planning import JudgeOptions
+
+    assert [f.name for f in fields(JudgeOptions)] == [*ALL_JUDGE_FLAGS, "prompts"]
+
+
+def test_every_judge_option_is_carried_into_a_run() -> None:
+    """A workflow's runs get every judge option it was given: none is copied by hand, so none is missed."""
+    from dataclasses import fields
+
+    from harness.planning import JudgeOptions, RunOptions
+    from harness.workflows.race import RaceOptions
+
+    given = {"config": Path("h.toml"), "model": "m", "base_url": "http://127.0.0.1:1/v1", "api_key_env": "K"}
+    given |= {"concurrency": 3, "cache": "c.sqlite", "no_cache": True, "offline": True, "prompts": [Path("p")]}
+    assert {f.name for f in fields(JudgeOptions)} == set(given)
+    race = RaceOptions(a=Path("a"), b=Path("b"), out=Path("o"), metric="relevance", **given)
+    run = RunOptions.from_judge(race, input=Path("a"), rubrics=["relevance"])
+    assert {name: getattr(run, name) for name in given} == given
+    assert run.prompts is not race.prompts  # a copy: a run cannot change the race's
+    assert RunOptions.from_judge(race, input=Path("a"), offline=False).offline is False  # the caller's word wins
+
+
 def test_the_bundle_reaches_the_command_as_one_value() -> None:
     seen: list[Any] = []
     local = typer.Typer(cls=HarnessGroup)

@@ -31,7 +31,6 @@ from harness.cost.estimate import ASSUMED_LATENCY_S, Estimate, estimate_run
 from harness.cost.prices import SHIPPED_TABLE, call_cost, cost_usd, load_price_table
 from harness.cost.tokens import TokenCounter
 from harness.errors import BudgetExceeded, ConfigError
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions, build_plan, make_entry
 from harness.rubrics.rubric import load_rubrics
 from harness.runner import RunOutcome
@@ -45,6 +44,7 @@ from tests.e2e_support import (
     cache_rows,
     chat_requests,
     judge,
+    run_and_show,
     serve,
     user_prompt,
     write_config,
@@ -124,7 +124,7 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_in_terminal(RunOptions(out=out, progress=False, **options), console)
+    outcome = await run_and_show(RunOptions(out=out, progress=False, **options), console)
     return outcome, Outputs(out), buffer.getvalue()
 
 

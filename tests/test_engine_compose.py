@@ -24,11 +24,10 @@ from harness.cache.transfer import export_cache, import_cache
 from harness.cli import app
 from harness.errors import UserInputError
 from harness.exit_codes import EXIT_USER_ERROR
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.report.aggregate import Health
 from harness.runner import RunOutcome
-from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, read_jsonl, serve, write_config, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, read_jsonl, run_and_show, serve, write_config, write_jsonl
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,7 +48,7 @@ async def run(tmp_path: Path, name: str, **options: Any) -> tuple[RunOutcome, Ou
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     options.setdefault("rubrics", ["relevance"])
     console = Console(file=io.StringIO(), width=200, color_system=None)
-    outcome = await run_in_terminal(RunOptions(out=tmp_path / name, progress=False, **options), console)
+    outcome = await run_and_show(RunOptions(out=tmp_path / name, progress=False, **options), console)
     return outcome, Outputs(tmp_path / name)
 
 

@@ -35,6 +35,26 @@ def test_the_run_vocabulary_is_on_the_ground_floor(graph: dict[str, set[str]]) -
     assert [(m, d) for m, deps in planning.items() for d in deps if d.startswith(above)] == []
 
 
+def test_the_workflows_sit_above_the_engine(graph: dict[str, set[str]]) -> None:
+    # A workflow (race, cascade) asks the runner for judgments; only the commands ask a workflow,
+    # and align (a workflow of its own package) judges through the workflows' subset.
+    workflows = {m for m in graph if m.startswith("harness.workflows")}
+    assert workflows
+    users = sorted(m for m, deps in graph.items() if deps & workflows and m not in workflows)
+    assert [m for m in users if not m.startswith(("harness.cli", "harness.align"))] == []
+
+
+def test_the_terminal_sits_above_the_library(graph: dict[str, set[str]]) -> None:
+    # The terminal renders what the library returns: only the commands import it, and it imports
+    # no command (so outputs/, the files a run writes, no longer reaches up into analysis or suites).
+    terminal = {m for m in graph if m.startswith("harness.terminal")}
+    assert terminal
+    assert sorted(m for m, deps in graph.items() if deps & terminal and m not in terminal and not m.startswith("harness.cli")) == []
+    assert [(m, d) for m in terminal for d in graph[m] if d.startswith("harness.cli")] == []
+    outputs_up = [(m, d) for m, deps in graph.items() if m.startswith("harness.outputs") for d in deps]
+    assert [(m, d) for m, d in outputs_up if d.startswith(("harness.analysis", "harness.suites", "harness.runner", "harness.workflows"))] == []
+
+
 def test_the_provider_profiles_sit_below_the_config_and_the_judges(graph: dict[str, set[str]]) -> None:
     # The config reads the profiles (a judge's provider, key variable, URL) and the judges read the
     # config: a profile that reached back up would knot the config and the judges together again.

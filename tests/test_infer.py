@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.labels.design import inclusion_probabilities
+from harness.labels.design import Design, DesignRow, inclusion_probabilities, read_design
 from harness.stats.ppi import active_mean
 from tests.analysis_support import CANNOT, ScriptedJudges, make_run, record, scores
 from tests.e2e_support import read_jsonl, write_jsonl
@@ -446,3 +446,17 @@ def test_pass_fail_labels_estimate_the_pass_rate(runs: dict[str, Any], tmp_path:
     low, high = ppi_py.ppi_mean_ci(y, yhat[mask], yhat[~mask], alpha=0.05)
     assert entry["corrected"]["ci"] == pytest.approx([low[0], high[0]], abs=1e-9)
     assert entry["judge_only"]["mean"] == pytest.approx(judged.mean())
+
+
+@pytest.mark.parametrize("source", [{"run": "runs/a"}, {"pairwise": "p/pairwise.json"}])
+def test_a_design_is_written_and_read_back_through_one_type(tmp_path: Path, source: dict[str, str]) -> None:
+    rows = [DesignRow(transcript_id="t1", pi=0.5, drawn=True, uncertainty=0.2), DesignRow(transcript_id="t2", pi=1.0)]
+    made = Design(**source, strategy="active", sampling="Poisson", seed=3, n=1, drawn_count=1, eligible_count=2, floor=0.2, eligible=rows)
+    made.write(tmp_path)
+    read = read_design(tmp_path / "design.json")
+    assert read.path == tmp_path / "design.json" and read.pi == {"t1": 0.5, "t2": 1.0} and read.drawn == {"t1"}
+    (tmp_path / "again").mkdir()
+    read.write(tmp_path / "again")
+    assert (tmp_path / "again" / "design.json").read_bytes() == (tmp_path / "design.json").read_bytes()
+    written = json.loads((tmp_path / "design.json").read_text())
+    assert list(written)[:2] == ["format", *source] and "uncertainty" not in written["eligible"][1]

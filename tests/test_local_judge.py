@@ -42,7 +42,7 @@ async def test_local_judge_scores_and_replays(tmp_path: Path) -> None:
         assert json.loads(row["raw_output"])["score"] == row["raw_score"]
         assert row["prompt_tokens"] > 50 and row["completion_tokens"] > 0
         assert row["cost_usd"] == 0.0 and row["cached"] is False
-    assert outcome.summary["judges"]["local-smollm2"]["requests"] == 2
+    assert outcome.summary.judges["local-smollm2"].requests == 2
 
     # Offline replay: no model is even loaded, and the scores are the same.
     replay = await run_evaluation(

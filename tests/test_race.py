@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.errors import UserInputError
-from harness.runner.race import RaceOptions, race
+from harness.errors import ConfigError, UserInputError
+from harness.workflows.race import RaceOptions, race
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
 from tests.reliability.support import cli
 
@@ -119,6 +119,9 @@ def test_bad_options_are_one_line(tmp_path: Path) -> None:
         write_jsonl(tmp_path / "c.jsonl", [{"id": "other", "query": "q", "response": "r"}])
         with pytest.raises(UserInputError, match="share no transcript id"):
             asyncio.run(race(RaceOptions(a=a, b=tmp_path / "c.jsonl", out=tmp_path / "r", metric="relevance", config=tmp_path / "harness.toml")))
+        # the judge options every command takes: a race replays its rounds from the cache, so it needs one
+        with pytest.raises(ConfigError, match="no_cache"):
+            asyncio.run(race(RaceOptions(a=a, b=b, out=tmp_path / "r", metric="relevance", config=tmp_path / "harness.toml", no_cache=True)))
         assert server.requests == []
 
 

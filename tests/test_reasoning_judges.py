@@ -23,11 +23,10 @@ from harness.judges.base import JudgeRequest
 from harness.judges.families import family_of, shape_request
 from harness.judges.openai_aiohttp import AiohttpJudge
 from harness.judges.protocol import request_body, retry_after
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.rubrics.rubric import DEFAULT_SYSTEM
 from harness.runner import RunOutcome
-from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, serve, write_config, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, run_and_show, serve, write_config, write_jsonl
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,7 +44,7 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     options.setdefault("rubrics", ["relevance"])
     buffer = io.StringIO()
-    outcome = await run_in_terminal(RunOptions(out=out, progress=False, **options), Console(file=buffer, width=200, color_system=None))
+    outcome = await run_and_show(RunOptions(out=out, progress=False, **options), Console(file=buffer, width=200, color_system=None))
     return outcome, Outputs(out), buffer.getvalue()
 
 

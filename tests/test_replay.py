@@ -19,7 +19,6 @@ from rich.console import Console
 
 from harness.cache.location import open_store, parse_location
 from harness.errors import CacheError
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
 from tests.e2e_support import (
@@ -29,6 +28,7 @@ from tests.e2e_support import (
     cache_rows,
     judge,
     replay_view,
+    run_and_show,
     serve,
     write_config,
     write_jsonl,
@@ -67,7 +67,7 @@ async def run(tmp_path: Path, name: str, **options: Any) -> tuple[RunOutcome, Ou
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     options.setdefault("rubrics", ["relevance", "faithfulness"])
     console = Console(file=io.StringIO(), width=200, color_system=None)
-    outcome = await run_in_terminal(RunOptions(out=tmp_path / name, progress=False, **options), console)
+    outcome = await run_and_show(RunOptions(out=tmp_path / name, progress=False, **options), console)
     return outcome, Outputs(tmp_path / name)
 
 

@@ -816,10 +816,9 @@ def test_agent_steps_in_the_report_as_a_timeline(browser: Any, tmp_path: Path) -
         )
     assert done.returncode == 0, done.stderr
     page_file = tmp_path / "run" / "report.html"
-    ids = page_data(page_file)["rows"] if "rows" in page_data(page_file) else None
     details = page_details(page_file)
     steps = [d["texts"]["steps"] for d in details if d["texts"] and d["texts"]["steps"] and len(d["texts"]["steps"]) == 3]
-    assert steps and steps[0][2]["error"] == "scheme not found" and steps[0][2]["failed"] is True, ids
+    assert steps and steps[0][2]["error"] == "scheme not found" and steps[0][2]["failed"] is True
     opened = Opened(browser, page_file)
     page = opened.page
     try:

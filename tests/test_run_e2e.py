@@ -23,7 +23,6 @@ from rich.console import Console
 
 from harness.config import JudgeConfig
 from harness.errors import UserInputError
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import Endpoint, RunOptions, build_plan
 from harness.rubrics.parsing import parse_score
 from harness.rubrics.rubric import load_rubrics
@@ -40,6 +39,7 @@ from tests.e2e_support import (
     closed_port_url,
     cost,
     judge,
+    run_and_show,
     serve,
     user_prompt,
     write_config,
@@ -73,7 +73,7 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_in_terminal(RunOptions(out=out, progress=False, **options), console)
+    outcome = await run_and_show(RunOptions(out=out, progress=False, **options), console)
     return outcome, Outputs(out), buffer.getvalue()
 
 
@@ -748,6 +748,6 @@ async def test_progress_bar_on_a_terminal(tmp_path: Path, server: JudgeServer) -
         cache=tmp_path / "cache.sqlite",
         progress=True,
     )
-    outcome = await run_in_terminal(options, console)
+    outcome = await run_and_show(options, console)
     assert outcome.exit_code == 0
     assert "judging" in buffer.getvalue() and "5/5" in buffer.getvalue()

@@ -19,8 +19,8 @@ from harness.cost import staleness
 from harness.cost.prices import SHIPPED_TABLE, load_price_table, shipped_table
 from harness.cost.staleness import PRICE_MAX_AGE_DAYS, RETIREMENT_NOTICE_DAYS, retirements, stale_prices
 from harness.errors import ConfigError
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
+from tests.e2e_support import run_and_show
 from tests.judge_server import JudgeServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -213,7 +213,7 @@ async def test_a_run_warns_on_the_terminal_and_in_summary_json(
         path = config(tmp_path, ("soon", "gpt-5-mini"), base_url=server.base_url)
         out = tmp_path / "run"
         console = Console(file=io.StringIO(), width=80)
-        outcome = await run_in_terminal(RunOptions(input=EXAMPLES, out=out, config=path, limit=1, rubrics=["relevance"], progress=False), console)
+        outcome = await run_and_show(RunOptions(input=EXAMPLES, out=out, config=path, limit=1, rubrics=["relevance"], progress=False), console)
     assert outcome.exit_code == 0, outcome.message
     summary = json.loads((out / "summary.json").read_text())
     text = console.file.getvalue()  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import ConfigError, UserInputError
+from harness.planning import JudgeOptions
 from harness.suites.clmpi import (
     DEFAULT_WEIGHTS,
     accuracy,
@@ -28,7 +29,6 @@ from harness.suites.clmpi import (
     load_weights,
     quality_norm,
 )
-from harness.suites.common import JudgeOptions
 from tests.e2e_support import serve, write_jsonl
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

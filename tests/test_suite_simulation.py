@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import RubricError, UserInputError
+from harness.planning import JudgeOptions
 from harness.rubrics.rubric import parse_rubric
-from harness.suites.common import JudgeOptions
 from harness.suites.simulation import (
     ExperimentComparison,
     behavioral_variance_score,

@@ -25,18 +25,19 @@ from harness.cache.batches import BatchRecord
 from harness.cache.transfer import cache_stats
 from harness.cli import app
 from harness.cost.estimate import estimate_run
-from harness.outputs.analysis_tables import agreement_tables, compare_tables
+from harness.metrics.schema import RunSummary
 from harness.outputs.layout import FitTable, count, duration_ms, usd
-from harness.outputs.terminal import batch_table, cache_stats_table, closing_line, estimate_table, summary_table
-from harness.outputs.trust_tables import pairwise_table, probe_table
-from harness.planning import RunOptions
+from harness.outputs.rundir import read_summary
+from harness.planning import JudgeOptions, RunOptions
 from harness.suites.clmpi import evaluate_clmpi, load_weights
 from harness.suites.clustering import evaluate_clustering
-from harness.suites.common import JudgeOptions
 from harness.suites.pairwise import evaluate_pairwise
 from harness.suites.probe import evaluate_probe
 from harness.suites.render import clmpi_table, clustering_table, simulation_comparisons, simulation_table
 from harness.suites.simulation import evaluate_simulation
+from harness.terminal.analysis import agreement_tables, compare_tables
+from harness.terminal.run import batch_table, cache_stats_table, closing_line, estimate_table, summary_table
+from harness.terminal.trust import pairwise_table, probe_table
 from tests.e2e_support import KEY, KEY_ENV, judge, write_config, write_jsonl
 from tests.scripted_judges import ScriptedJudgeServer, serving
 
@@ -87,7 +88,7 @@ def tables(server: ScriptedJudgeServer, tmp_path_factory: pytest.TempPathFactory
     labels = write_jsonl(
         tmp / "labels.jsonl", [{"transcript_id": r["id"], "rubric": "relevance", "label": 0.1 + 0.07 * i} for i, r in enumerate(rows)]
     )
-    summary = json.loads((tmp / "A" / "summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(tmp / "A")
     options = JudgeOptions(config=config, no_cache=True)
     agreement = agreement_report(tmp / "A", labels, [], [], 200, 0)
     compared = compare_report(tmp / "A", tmp / "B", [], [], 0.05, 200, 0)
@@ -198,26 +199,29 @@ def test_numbers_short_with_units() -> None:
 
 def test_closing_line_is_a_sentence() -> None:
     summary: dict[str, Any] = {
+        "judge_models": {},
+        "rubric_versions": {},
         "judgments": {"scored": 81, "unscored": 3},
         "judges": {"mini": {"unscored_reasons": {"missing_input": 3}}},
         "wall_time_s": 0.8,
     }
-    assert closing_line(summary, usd(0.010698)) == "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"
+    assert closing_line(RunSummary.model_validate(summary), usd(0.010698)) == "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"
     summary["judgments"] = {"scored": 5, "unscored": 3, "failed": 2}
     summary["judges"] = {"a": {"unscored_reasons": {"missing_input": 2}}, "b": {"unscored_reasons": {"no_score_found": 1}}}
-    assert closing_line(summary, "cost unknown (a judge has no price)") == (
+    assert closing_line(RunSummary.model_validate(summary), "cost unknown (a judge has no price)") == (
         "10 judgments: 5 scored, 3 unscored (no context 2, no score found 1), 2 failed · cost unknown (a judge has no price) · 0.8 s"
     )
 
 
 def test_progress_bar_shows_every_judgment_though_it_is_updated_ten_times_a_second() -> None:
     """The bar's counts are updated at most every ``SHOW_EVERY_S``; what it shows at the end is exact."""
-    from harness.outputs.terminal import RunProgress
     from harness.planning import Judgment
+    from harness.terminal.run import RunProgress
 
     console = Console(file=io.StringIO(), force_terminal=True, width=100)
-    progress = RunProgress(5000, console)
-    with progress:
+    with RunProgress(console) as progress:
+        assert progress.on_start is not None
+        progress.on_start(5000)
         for i in range(5000):
             progress.advance(
                 Judgment("t", "r", "1", "j", "failed" if i % 10 == 0 else "scored", cached=i % 2 == 0, cost_usd=None if i % 2 == 0 else 0.001)
@@ -226,3 +230,12 @@ def test_progress_bar_shows_every_judgment_though_it_is_updated_ten_times_a_seco
         assert shown.completed < 5000  # not redrawn for every judgment
     assert shown.completed == 5000 and shown.fields["cached"] == 2500 and shown.fields["failed"] == 500
     assert shown.fields["cost"] == pytest.approx(2.5)
+
+
+def test_progress_bar_disabled_gives_the_run_no_callbacks() -> None:
+    """Without a bar (--no-progress, or not a terminal) the run counts nothing for it and none is made."""
+    from harness.terminal.run import RunProgress
+
+    with RunProgress(Console(file=io.StringIO()), enabled=False) as progress:
+        assert progress.on_start is None and progress.on_judgment is None
+    assert progress._progress is None

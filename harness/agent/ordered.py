@@ -25,7 +25,7 @@ from .reference import Graph, Reading, Reference, assign, augment
 def align(ref: Reference, graph: Graph, *, strict: bool) -> tuple[int, dict[int, int], list[int]]:
     """``(errors, pairs, missing)`` of ``strict`` (``strict=True``) or ``in_order``."""
     if ref.simple:
-        single = all(len(g) == 1 for g in graph.groups)
+        single = graph.single
         if ref.plain:
             if strict or single:
                 return common(ref, graph, strict)
@@ -41,19 +41,18 @@ def lcs(count: int, columns: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     (*A fast algorithm for computing longest common subsequences*, CACM 20(5), 1977): for each
     column, its items in decreasing order, each extending the chain ending at the smallest item
     before it."""
-    ends: list[int] = []  # ends[k]: the smallest last item of a common subsequence of length k + 1
-    links: list[Any] = []
+    ends: list[int] = [-1]  # ends[k]: the smallest last item of a common subsequence of length k
+    links: list[Any] = [None]  # links[k]: (item, column, the link before) of that subsequence
     for c, items in enumerate(columns):
         for i in reversed(items):  # each column's items are in increasing order
             k = bisect_left(ends, i)
-            link = (i, c, links[k - 1] if k else None)
             if k == len(ends):
                 ends.append(i)
-                links.append(link)
-            else:
-                ends[k], links[k] = i, link
+                links.append((i, c, links[k - 1]))
+            elif i < ends[k]:
+                ends[k], links[k] = i, (i, c, links[k - 1])
     out = []
-    node = links[-1] if links else None
+    node = links[-1]
     while node is not None:
         out.append((node[0], node[1]))
         node = node[2]
@@ -65,14 +64,16 @@ def common(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, i
     other steps extra; an unpaired item is missing, an unpaired group extra), ``in_order`` with
     steps made one at a time pairs items with steps; either way the fewest errors are the most
     pairs, a longest common subsequence."""
-    groups, by_step, q = graph.groups, graph.by_step, len(ref.items)
-    columns = by_step
-    if strict and len(groups) < len(by_step):
-        columns = [by_step[g[0]] if len(g) == 1 else sorted({i for s in g for i in by_step[s]}) for g in groups]
+    by_step, q = graph.by_step, len(ref.items)
     owner: dict[int, int] = {}
-    for i, c in lcs(q, columns):
-        group = groups[c] if strict else (c,)
-        owner[i] = group[0] if len(group) == 1 else next(s for s in group if i in by_step[s])
+    if graph.single:  # a group is a step
+        owner.update(lcs(q, by_step))
+    else:
+        groups = graph.groups
+        columns = [by_step[g[0]] if len(g) == 1 else sorted({i for s in g for i in by_step[s]}) for g in groups]
+        for i, c in lcs(q, columns):
+            group = groups[c]
+            owner[i] = group[0] if len(group) == 1 else next(s for s in group if i in by_step[s])
     missing = [i for i in range(q) if i not in owner]
     return len(missing) + (len(graph.steps) - len(owner) if strict else 0), owner, missing
 
@@ -90,25 +91,24 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
     """``in_order`` of plain required calls over parallel groups: the most calls matched in order,
     a group holding any run of them that one matching can. Hunt and Szymanski's method (see
     :func:`lcs`) with a group for a column: ``ends[k]`` is the smallest last call of an ordered
-    chain of ``k + 1`` matched calls in the groups so far; a group extends the chain ending before
+    chain of ``k`` matched calls in the groups so far; a group extends the chain ending before
     each call ``x`` it may hold with the calls it can hold at once from ``x`` on, taken greedily in
     order. Greedy is optimal there: the calls one group can hold form a transversal matroid, whose
     greedy basis has the smallest ``t``-th element for every ``t`` (Gale, *Optimal assignments in
     an ordered set*, J. Comb. Theory 4, 1968)."""
     q = len(ref.items)
-    ends: list[int] = []
-    links: list[Any] = []
+    ends: list[int] = [-1]  # ends[k]: as above for a chain of k calls (ends[0]: the empty chain)
+    links: list[Any] = [None]  # links[k]: (group, its calls, the link before) of that chain
     by_step, groups = graph.by_step, graph.groups
     for g, group in enumerate(groups):
         if len(group) == 1:  # one step: Hunt and Szymanski's own update, calls in decreasing order
             for x in reversed(by_step[group[0]]):  # each list is by position
                 k = bisect_left(ends, x)
-                link = (g, (x,), links[k - 1] if k else None)
                 if k == len(ends):
                     ends.append(x)
-                    links.append(link)
-                else:
-                    ends[k], links[k] = x, link
+                    links.append((g, x, links[k - 1]))
+                elif x < ends[k]:
+                    ends[k], links[k] = x, (g, x, links[k - 1])
             continue
         reach = _reach(group, by_step)
         if not reach:
@@ -123,7 +123,7 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
             if k == last_k:
                 continue  # the run from an earlier call extends the same chain, no worse
             last_k = k
-            before = links[k - 1] if k else None
+            before = links[k - 1]
             held: dict[int, int] = {}
             run: list[int] = []
             for x in touching[a:]:
@@ -139,12 +139,12 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
                         break
         ends, links = new_ends, new_links
     owner: dict[int, int] = {}
-    node = links[-1] if links else None
+    node = links[-1]
     while node is not None:
         g, run, node = node
         group = groups[g]
-        if len(group) == 1:
-            owner[run[0]] = group[0]
+        if type(run) is int:
+            owner[run] = group[0]
             continue
         reach, held = _reach(group, by_step), {}
         for x in run:

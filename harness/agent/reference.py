@@ -111,18 +111,18 @@ def compile_reference(
     by_pos = tuple(effective_rule(c, rules, default) for c in calls)
     # rules are numbered by value; looked up by identity first (hashing a pydantic model is slow)
     by_value: dict[ArgumentRule, int] = {}
-    by_id: dict[int, int] = {}
+    by_id: dict[int, tuple[int, bool]] = {}
     for rule in by_pos:
         if id(rule) not in by_id:
-            by_id[id(rule)] = by_value.setdefault(rule, len(by_value))
+            by_id[id(rule)] = (by_value.setdefault(rule, len(by_value)), keyed(rule))
     classes: list[Any] = []
     positions: dict[tuple[str, int], list[int]] = {}
     members: dict[Any, list[int]] = {}
     texts: dict[tuple[str, int], dict[bytes, Any]] = {}
     for pos, (call, rule) in enumerate(zip(calls, by_pos, strict=True)):
-        number = by_id[id(rule)]
+        number, is_keyed = by_id[id(rule)]
         positions.setdefault((call.name, number), []).append(pos)
-        if not keyed(rule):
+        if not is_keyed:
             classes.append(None)
             continue
         key = (call.name, number, argument_key(call.arguments, rule, reference=True))
@@ -137,16 +137,21 @@ def compile_reference(
         rule = by_pos[where[0]]
         fast = {text: (key, frozen[key]) for text, key in texts.get((name, number), {}).items()}
         whole = rule.mode == "exact" and not rule.fold
-        by_name.setdefault(name, []).append(Entry(name, number, rule, tuple(where), keyed(rule), fast, whole))
+        by_name.setdefault(name, []).append(Entry(name, number, rule, tuple(where), by_id[id(rule)][1], fast, whole))
     partition = all(len(e) == 1 and e[0].keyed for e in by_name.values())
     readings = []
     for reading in flat:
-        queues: dict[Any, list[int]] | None = None
-        if partition:
-            queues = {}
+        required = sum(req for _, req in reading)
+        queues: Mapping[Any, tuple[int, ...]] | None = None
+        if partition and required == len(calls):
+            queues = frozen  # every call, every one required: the classes themselves
+        elif partition:
+            lists: dict[Any, list[int]] = {}
             for pos, _ in sorted(reading, key=lambda c: (not c[1], c[0])):
-                queues.setdefault(classes[pos], []).append(pos)
-        readings.append((reading, sum(req for _, req in reading), {k: tuple(v) for k, v in queues.items()} if queues is not None else None))
+                lists.setdefault(classes[pos], []).append(pos)
+            queues = {k: tuple(v) for k, v in lists.items()}
+        readings.append((reading, required, queues))
+    simple = all(len(r) == 1 and len(r[0]) == 1 for r in items)
     return Reference(
         calls=tuple(calls),
         items=items,
@@ -158,8 +163,8 @@ def compile_reference(
         texts={name: e[0].fast for name, e in by_name.items() if len(e) == 1 and e[0].whole},
         partition=partition,
         readings=tuple(readings),
-        simple=all(len(r) == 1 and len(r[0]) == 1 for r in items),
-        plain=all(len(r) == 1 and len(r[0]) == 1 and r[0][0][1] for r in items),
+        simple=simple,
+        plain=simple and all(r[0][0][1] for r in items),
     )
 
 
@@ -224,6 +229,14 @@ class Graph:
         self.by_step = by_step
         self.classes = classes if ref.partition else None
         self._groups: list[tuple[int, ...]] | None = None
+
+    @property
+    def single(self) -> bool:
+        """Whether every parallel group holds one step (no two steps in a row share a group)."""
+        if self._groups is not None:
+            return len(self._groups) == len(self.steps)
+        marks = [step.group for step in self.steps]
+        return not any(a is not None and a == b for a, b in zip(marks, marks[1:], strict=False))
 
     @property
     def groups(self) -> list[tuple[int, ...]]:

@@ -10,6 +10,6 @@ Parts, in the order the command uses them:
   group-bootstrap intervals and the paired difference;
 - `provenance`: an aligned rubric's version and NAME.align.json, and the transcripts
   ``harness infer`` must leave out;
-- `workflow`: the steps, judging through the ordinary run (``runner.subset``);
+- `workflow`: the steps, judging through the ordinary run (``workflows.subset``);
 - `render`: the terminal.
 """

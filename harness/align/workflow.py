@@ -4,7 +4,7 @@ sealed test set, once, whether it now agrees with people better.
 In order: read the run (the baseline judgments), its transcripts and the labels; split the labels
 (`harness.align.split`) and write OUT/split.json; build the candidates from the fit set
 (`harness.align.candidates`); have the judge judge the select transcripts with each candidate
-that changes the prompt, through the ordinary run (``runner.subset.judge_subset``: cached,
+that changes the prompt, through the ordinary run (``workflows.subset.judge_subset``: cached,
 replayed ``--offline``, every judge family); choose the candidate with the largest gain in kappa
 over the rubric on the select set; judge the test transcripts with it alone; measure baseline and
 aligned on the test set (`harness.align.measure.measure_sealed_test`). Only when the paired interval of
@@ -36,12 +36,12 @@ from ..errors import OutputError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..jsonlines import iter_json_objects
 from ..outputs.files import atomic_write_text, dumps
-from ..planning import RunOptions, build_plan
+from ..planning import JudgeOptions, RunOptions, build_plan
 from ..rubrics.rubric import Rubric, builtin_prompts_dir, rubric_text
 from ..runner.session import RunOutcome
-from ..runner.subset import judge_subset
 from ..transcripts.loader import iter_raw, parse_record
 from ..transcripts.models import Resolved
+from ..workflows.subset import judge_subset
 from . import candidates as cand
 from .measure import Scale, SealedTest, chosen, measure_sealed_test, point_figures, primary_score
 from .provenance import ALIGN_FORMAT, sidecar_of
@@ -54,9 +54,10 @@ DEFAULT_SHARES = (0.4, 0.2, 0.4)
 DEFAULT_SHOTS = 4
 
 
-@dataclass(frozen=True)
-class AlignOptions:
-    """What ``harness align`` takes; the judge options are those of ``harness run``."""
+@dataclass(kw_only=True, slots=True)
+class AlignOptions(JudgeOptions):
+    """What ``harness align`` takes: the judge options of every judged command (:class:`JudgeOptions`,
+    carried into each of align's runs), the run, the labels and how to split and choose."""
 
     run: Path
     labels: Path
@@ -67,15 +68,6 @@ class AlignOptions:
     writer: str | None = None
     #: the run's transcripts file, when it has moved since the run
     input: Path | None = None
-    prompts: tuple[Path, ...] = ()
-    config: Path | None = None
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    concurrency: int | None = None
-    cache: Path | str | None = None
-    no_cache: bool = False
-    offline: bool = False
     seed: int = 0
     #: (fit, select, test) shares of the labels
     shares: tuple[float, float, float] = DEFAULT_SHARES
@@ -204,10 +196,9 @@ class _Spent:
     exit_code: int = EXIT_OK
 
     def add(self, outcome: RunOutcome) -> None:
-        counts = outcome.summary.get("judgments") or {}
-        cost = outcome.summary.get("cost_usd")
-        self.judgments += int(sum(counts.values()))
-        self.cost = None if self.cost is None or cost is None else self.cost + float(cost)
+        cost = outcome.summary.cost_usd
+        self.judgments += sum(outcome.summary.judgments.values())
+        self.cost = None if self.cost is None or cost is None else self.cost + cost
         self.exit_code = max(self.exit_code, outcome.exit_code)
 
 
@@ -226,18 +217,8 @@ def _check(options: AlignOptions) -> None:
 
 
 def _run_options(options: AlignOptions, **fields: Any) -> RunOptions:
-    base: dict[str, Any] = {
-        "config": options.config,
-        "model": options.model,
-        "base_url": options.base_url,
-        "api_key_env": options.api_key_env,
-        "concurrency": options.concurrency,
-        "cache": options.cache,
-        "no_cache": options.no_cache,
-        "offline": options.offline,
-        "progress": False,
-    }
-    return RunOptions(**{**base, **fields})
+    """One of align's runs: its judge options, one home for all."""
+    return RunOptions.from_judge(options, progress=False, **fields)
 
 
 @dataclass(frozen=True)
@@ -275,11 +256,12 @@ def _read(options: AlignOptions) -> _Inputs:
     if judge not in run.judges:
         raise UserInputError(f"--judge {judge!r}: not a judge of the run {run.path} (it has: {', '.join(run.judges)})")
     summary = read_summary(run.path)
-    source = options.input or (Path(summary["input"]) if isinstance(summary.get("input"), str) else None)
+    source = options.input or (Path(summary.input) if summary.input is not None else None)
     if source is None or not source.is_file():
         raise UserInputError(f"{run.path}/summary.json: input: the run's transcripts file {source} is not there; give it with --input")
     plan = build_plan(_run_options(options, input=source, prompts=list(options.prompts), judges_only=[judge]))
-    wanted = str(run.judge_models[judge].get("model")) if isinstance(run.judge_models.get(judge), dict) else None
+    recorded = run.judge_models.get(judge)
+    wanted = recorded.model if recorded is not None else None
     if wanted is not None and plan.judges[0].model != wanted:
         raise UserInputError(
             f"judge {judge!r} is model {plan.judges[0].model!r} here but the run {run.path} was judged by {wanted!r}: "

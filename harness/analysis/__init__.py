@@ -11,5 +11,5 @@ Parts:
   and over tasks (formulas in `harness.agent.passk`), and the difference of two runs.
 
 The statistics themselves come from `harness.stats`; these modules pair the data, count what
-could not be paired, and assemble JSON-ready dicts that `harness.outputs.analysis_tables` renders.
+could not be paired, and assemble JSON-ready dicts that `harness.terminal.analysis` renders.
 """

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserInputError
+from ..metrics.schema import JudgeModel
 from ..stats import bootstrap_interval, cohens_d, mcnemar, paired_ttest, welch_ttest
 from .io import Metric, Outcome, RunData, read_run
 from .resampling import DEFAULT_RESAMPLES, check_resampling
@@ -325,6 +326,10 @@ def _compare_one(
     return row
 
 
+def _model(judge: JudgeModel | None) -> str:
+    return "not in the run" if judge is None else f"{judge.model} at {judge.base_url}"
+
+
 def _p(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
@@ -367,7 +372,7 @@ def compare(
     for j in judges:
         ma, mb = run_a.judge_models.get(j), run_b.judge_models.get(j)
         if ma != mb:
-            notes.append(f"judge {j} differs between the runs ({ma} in A, {mb} in B): scores may not be comparable")
+            notes.append(f"judge {j} differs between the runs ({_model(ma)} in A, {_model(mb)} in B): scores may not be comparable")
     metrics = [m for name, m in run_a.metrics.items() if name in run_b.metrics]
     for name in run_a.metrics.keys() ^ run_b.metrics.keys():
         notes.append(f"{name} is only in run {'A' if name in run_a.metrics else 'B'}; not compared")

@@ -13,7 +13,7 @@ either input is a `UserInputError` whose message names the file, the line and th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, 
 from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
+from ..metrics.schema import JudgeModel, JurySummary, RunSummary
 from ..outputs.rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
@@ -69,12 +70,28 @@ class RunData:
     path: Path
     transcripts: tuple[str, ...]
     judges: tuple[str, ...]
-    judge_models: dict[str, Any]
+    judge_models: dict[str, JudgeModel]
     metrics: dict[str, Metric]
     #: (metric, judge) -> transcript id -> outcome; a missing id means no judgment was written.
     outcomes: dict[tuple[str, str], dict[str, Outcome]]
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    #: summary.json's ``juries``: each jury's figures, with the labelled transcripts it was fitted on
+    juries: dict[str, JurySummary] = field(default_factory=dict)
+
+    def fitted_on(self, judge: str, metric: str) -> set[str]:
+        """The transcripts whose human labels decided ``judge``'s verdicts on ``metric`` (a weighted
+        or anchored jury's; a composite: any of its rubrics'); empty for a judge."""
+        jury = self.juries.get(judge)
+        rubrics = jury.rubrics if jury is not None else {}
+        sections = (
+            [rubrics[metric]]
+            if metric in rubrics
+            else list(rubrics.values())
+            if self.metrics.get(metric, None) is not None and self.metrics[metric].kind == "composite"
+            else []
+        )
+        return {t for section in sections for t in section.get("fitted_on") or ()}
 
     def outcomes_of(self, metric: str, judge: str) -> dict[str, Outcome]:
         return self.outcomes.get((metric, judge), {})
@@ -84,11 +101,11 @@ class RunData:
         return {t: o.score for t, o in self.outcomes_of(metric, judge).items() if o.status == "scored" and o.score is not None}
 
 
-def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_path: Path) -> tuple[dict[str, Metric], list[str]]:
+def _metrics(summary: RunSummary, prompts: Iterable[str | Path], summary_path: Path) -> tuple[dict[str, Metric], list[str]]:
     rubrics = load_rubrics(prompts)
     metrics: dict[str, Metric] = {}
     notes: list[str] = []
-    for name, version in summary["rubric_versions"].items():
+    for name, version in summary.rubric_versions.items():
         rubric = rubrics.get(name)
         if rubric is None:
             raise UserInputError(
@@ -98,12 +115,12 @@ def _metrics(summary: Mapping[str, Any], prompts: Iterable[str | Path], summary_
         if (note := version_note(name, version, rubric)) is not None:
             notes.append(note)
         metrics[name] = Metric.of_rubric(rubric, str(version))
-    for name in summary.get("composites") or {}:
+    for name in summary.composites:
         if name in metrics:
             raise UserInputError(f"{summary_path}: composites.{name}: has the name of a rubric")
         metrics[name] = Metric(name, "composite", COMPOSITE_SCALE, "higher")
     # The bounded agent metrics (harness/agent/specs.py) are compared like a rubric; counts are not.
-    for name in summary.get("agent") or {}:
+    for name in summary.agent:
         spec = AGENT_SPECS.get(name)
         if spec is not None and spec.scale is not None and name not in metrics:
             metrics[name] = Metric(name, "agent", spec.scale, spec.direction)
@@ -138,7 +155,7 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     """
     run, summary = open_run_dir(path)
     metrics, notes = _metrics(summary, prompts, run / "summary.json")
-    judges = tuple(str(j) for j in summary["judge_models"])
+    judges = tuple(summary.judge_models)
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
 
     judgments = run / "judgments.jsonl"
@@ -192,10 +209,10 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
                 outcomes.setdefault((metric.name, judge), {})[tid] = outcome
     if len(set(transcripts)) != len(transcripts):
         raise UserInputError(f"{results}: transcript_id: duplicate transcript ids")
-    interrupted = bool(summary.get("interrupted"))
+    interrupted = summary.interrupted
     if (note := interrupted_note(summary)) is not None:
         notes.append(f"{run}: {note}")
-    return RunData(run, tuple(transcripts), judges, dict(summary["judge_models"]), metrics, outcomes, interrupted, notes)
+    return RunData(run, tuple(transcripts), judges, dict(summary.judge_models), metrics, outcomes, interrupted, notes, dict(summary.juries))
 
 
 # -- labels ----------------------------------------------------------------------------------------
@@ -270,9 +287,11 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
     return parse_labels(path, run.metrics, f"the run {run.path}")
 
 
-def parse_labels(path: str | Path, metrics: Mapping[str, Metric], owner: str) -> Labels:
+def parse_labels(path: str | Path, metrics: Mapping[str, Metric], owner: str, skip: Container[str] = ()) -> Labels:
     """:func:`read_labels` against ``metrics``, before any run exists (``harness cascade calibrate``
-    checks its labels before a judge is paid); ``owner`` says whose metrics they are in errors."""
+    checks its labels before a judge is paid; a run about to be judged reads its juries' labels so,
+    before any judge is called); ``owner`` says whose metrics they are in errors. Rows of the
+    rubrics in ``skip`` (known, but not judged by this run) are passed over."""
     file = Path(path)
     by_metric: dict[str, list[Label]] = {}
     kinds: dict[str, tuple[Literal["numeric", "pass_fail"], int]] = {}
@@ -287,6 +306,8 @@ def parse_labels(path: str | Path, metrics: Mapping[str, Metric], owner: str) ->
             problem = first.problem if first.kind in ("extra_forbidden", "missing") else f"unexpected value {row.get(name)!r}"
             raise line_error(file, line, name, problem) from None
         metric = metrics.get(parsed.rubric)
+        if metric is None and parsed.rubric in skip:
+            continue
         if metric is None:
             known = ", ".join(metrics) or "none"
             raise line_error(file, line, "rubric", f"{parsed.rubric!r} is not a rubric or composite of {owner} (it has: {known})")

@@ -31,6 +31,7 @@ import numpy as np
 from ..agent.passk import TaskMean, flakiness, is_flaky, mean_over_tasks, pass_at_k, pass_hat_k, undefined_reason
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
+from ..metrics.schema import RunSummary
 from ..outputs.rundir import open_run_dir, resolve_input
 from .io import read_labels, read_run
 from .resampling import DEFAULT_RESAMPLES, check_resampling
@@ -298,11 +299,11 @@ def _read_results(run: Path) -> _Rows:
     return rows
 
 
-def _tasks_from_input(run: Path, summary: Mapping[str, Any], given: Path | None, wanted: set[str]) -> dict[str, str | None]:
+def _tasks_from_input(run: Path, summary: RunSummary, given: Path | None, wanted: set[str]) -> dict[str, str | None]:
     """Transcript id -> task from the transcripts file the run read (or ``given``)."""
     from ..transcripts.loader import iter_transcripts
 
-    path = resolve_input(run, summary.get("input"), given)
+    path = resolve_input(run, summary.input, given)
     if path is None or not path.is_file():
         where = f"its input file {path} is not readable here" if path is not None else "it does not name its input file"
         raise UserInputError(f"{run}: results.jsonl has no task ids and {where}: pass --input with the transcripts file the run read")
@@ -313,7 +314,7 @@ def _tasks_from_input(run: Path, summary: Mapping[str, Any], given: Path | None,
     return found
 
 
-def _task_of(run: Path, summary: Mapping[str, Any], rows: _Rows, given_input: Path | None) -> dict[str, str | None]:
+def _task_of(run: Path, summary: RunSummary, rows: _Rows, given_input: Path | None) -> dict[str, str | None]:
     missing = {t for t in rows.ids if t not in rows.has_task}
     tasks = dict(rows.task)
     if missing:

@@ -145,7 +145,7 @@ class _Chunk:
 async def submit(options: RunOptions, *, api: str | None = None, max_requests: int | None = None) -> SubmitReport:
     """Submit every judgment of the plan that is neither cached nor held by another batch."""
     options, plan = _plan(options)
-    check_supported(plan.judges, "batch")
+    check_supported(plan.judges, "batch", plan.juries)
     assert plan.cache_path is not None
     if max_requests is not None and max_requests < 1:
         raise ConfigError("--max-requests must be at least 1")
@@ -446,7 +446,7 @@ def export(options: RunOptions, path: Path) -> ExportReport:
     """Write the plan's unanswered requests as OpenAI batch JSONL to ``path`` and hold their keys
     (one batch of api "file") until ``import`` takes the results back."""
     options, plan = _plan(options)
-    check_supported(plan.judges, "export")
+    check_supported(plan.judges, "export", plan.juries)
     assert plan.cache_path is not None
     report = ExportReport()
     chunk = _Chunk()  # spooled to a temporary file: 100,000 requests are not held in memory

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .choices import AlignCandidate
-from .common import ANALYSE, AsJsonOpt, app, judge_fields, judge_options, make_console, run_async
+from .common import ANALYSE, AsJsonOpt, app, judge_options, make_console, run_async
 
 if TYPE_CHECKING:
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions
 
 
 @app.command(rich_help_panel=ANALYSE)
@@ -64,7 +64,8 @@ def align(
         raise UserInputError(f"--split {split}: give three numbers (fit, select, test) separated by commas") from None
     if len(shares) != 3:
         raise UserInputError(f"--split {split}: give three shares (fit, select, test), each above 0, that sum to 1")
-    options = AlignOptions(
+    options = AlignOptions.from_judge(
+        judge,
         run=run_dir,
         labels=labels,
         rubric=rubric,
@@ -72,14 +73,13 @@ def align(
         judge=judge_name,
         writer=writer,
         input=input,
-        prompts=tuple(prompts or ()),
+        prompts=prompts or [],
         seed=seed,
         shares=(shares[0], shares[1], shares[2]),
         shots=shots,
         candidates=tuple(c.value for c in candidate) if candidate else CANDIDATES,
         threshold=threshold,
         resamples=resamples,
-        **judge_fields(judge),
     )
     result = run_async(run_align(options))
     if as_json:

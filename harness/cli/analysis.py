@@ -55,7 +55,7 @@ def agreement(
     from ..analysis.gate import calibration_gate
     from ..analysis.label_agreement import agreement_report
     from ..exit_codes import EXIT_GATE
-    from ..outputs.analysis_tables import agreement_tables, gate_lines
+    from ..terminal.analysis import agreement_tables, gate_lines
 
     result = agreement_report(run_dir, labels, threshold or [], prompts or [], resamples, seed)
     gated = min_kappa is not None or min_spearman is not None
@@ -97,7 +97,7 @@ def compare(
     p-values and the rubric's direction (lower hallucination is better).
     """
     from ..analysis.compare import compare_report
-    from ..outputs.analysis_tables import compare_tables
+    from ..terminal.analysis import compare_tables
 
     result = compare_report(run_a, run_b, threshold or [], prompts or [], alpha, resamples, seed)
     if as_json:
@@ -180,7 +180,7 @@ def passk(
     counted, never taken as failures.
     """
     from ..analysis.repeated import repeated_runs, success_rule
-    from ..outputs.passk_tables import passk_tables
+    from ..terminal.passk import passk_tables
 
     rule = success_rule(rubric=rubric, metric=metric, labels=labels or (), at_least=at_least, at_most=at_most, judge=judge)
     result = repeated_runs(run_dir, rule, k, prompts=prompts or [], inputs=input or [], against=against, n_resamples=resamples, seed=seed)

@@ -11,13 +11,12 @@ from rich.markup import escape
 
 from ..errors import UserInputError
 from .choices import BatchApi
-from .common import BATCH_JUDGE_FLAGS, JUDGE_OPTIONS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options, make_console
+from .common import BATCH_JUDGE_FLAGS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options, make_console
 
 if TYPE_CHECKING:
     from ..batch import BatchView
     from ..cache.batches import BatchRecord
-    from ..planning import RunOptions
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions, RunOptions
 
 batch_app = typer.Typer(
     no_args_is_help=True,
@@ -25,8 +24,9 @@ batch_app = typer.Typer(
     help="Judge through the providers' batch APIs at half price, resumable and never submitted twice.",
 )
 app.add_typer(batch_app, name="batch", rich_help_panel=SCALE)
-CacheOpt = Annotated[str | None, typer.Option("--cache", help="The SQLite cache the batches are recorded in.", rich_help_panel=JUDGE_OPTIONS)]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="harness.toml (for its cache).", rich_help_panel=JUDGE_OPTIONS)]
+#: what batch status and release take: where the batches are recorded
+LEDGER_FLAGS = ("cache", "config")
+LEDGER_HELP = {"cache": "The SQLite cache the batches are recorded in.", "config": "harness.toml (for its cache)."}
 
 WaitOpt = Annotated[bool, typer.Option("--wait", help="Poll (with backoff) until the batches end, then collect.")]
 PollOpt = Annotated[float, typer.Option("--poll-interval", help="First wait between polls, seconds (doubles up to 60).")]
@@ -38,19 +38,8 @@ def _batch_options(
 ) -> RunOptions:
     from ..planning import RunOptions
 
-    return RunOptions(
-        input=transcripts,
-        out=out,
-        config=judge.config,
-        model=judge.model,
-        base_url=judge.base_url,
-        api_key_env=judge.api_key_env,
-        cache=judge.cache,
-        rubrics=rubric or [],
-        prompts=prompts or [],
-        limit=limit,
-        batch=True,
-        progress=False,
+    return RunOptions.from_judge(
+        judge, input=transcripts, out=out, rubrics=rubric or [], prompts=prompts or [], limit=limit, batch=True, progress=False
     )
 
 
@@ -72,7 +61,7 @@ def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float, ma
     """Collect (after waiting, with --wait); write the outputs when nothing of the plan is still out."""
     from ..batch import collect
     from ..batch import wait as wait_for
-    from ..outputs.terminal import batch_table, show_run
+    from ..terminal.run import batch_table, show_run
 
     console = make_console(stderr=True)
 
@@ -140,12 +129,13 @@ def batch_submit(
 
 
 @batch_app.command("status")
-def batch_status(cache: CacheOpt = None, config: ConfigOpt = None) -> None:
+@judge_options(LEDGER_FLAGS, help=LEDGER_HELP)
+def batch_status(judge: JudgeOptions) -> None:
     """Poll every open batch, re-attach any that a killed process left half-sent, and list them all."""
     from ..batch import batches, refresh
-    from ..outputs.terminal import batch_table
+    from ..terminal.run import batch_table
 
-    path = _cache_of(cache, config)
+    path = _cache_of(judge.cache, judge.config)
     if not path.exists():
         raise UserInputError(f"{path}: no cache file (nothing was submitted with it)")
     notes = {v.record.id: v.note for v in asyncio.run(refresh(path))}
@@ -212,13 +202,13 @@ def batch_import(
 
 
 @batch_app.command("release")
+@judge_options(LEDGER_FLAGS, help=LEDGER_HELP)
 def batch_release(
     batch_id: Annotated[int, typer.Argument(help="The batch's number in `harness batch status`.")],
-    cache: CacheOpt = None,
-    config: ConfigOpt = None,
+    judge: JudgeOptions,
 ) -> None:
     """Give up a batch that was never created at the provider, so its requests may be submitted again."""
     from ..batch import release
 
-    record = release(_cache_of(cache, config), batch_id)
+    record = release(_cache_of(judge.cache, judge.config), batch_id)
     err.print(f"[green]batch {record.id} released[/]", highlight=False)

@@ -52,7 +52,7 @@ def cache_stats(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
         return
-    from ..outputs.terminal import cache_stats_table
+    from ..terminal.run import cache_stats_table
 
     cache_stats_table(result, make_console())
 

@@ -10,10 +10,11 @@ import asyncio
 import functools
 import inspect
 import sys
+import typing
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -28,9 +29,6 @@ try:  # typer 0.25+ carries its own click; before, it used click's exceptions
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[assignment]
-
-if TYPE_CHECKING:
-    from ..suites.common import JudgeOptions
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -190,7 +188,8 @@ def _option(flag: str, help: str, kind: Any) -> Any:
     return Annotated[kind, typer.Option(flag, help=help, rich_help_panel=JUDGE_OPTIONS)]
 
 
-#: Every judge option a command may take, as ``JudgeOptions`` names them, with its help text.
+#: Every judge option a command may take, by its ``JudgeOptions`` field (harness/planning/options.py),
+#: with its flag, type, default and help text: the one place they are declared.
 _JUDGE_FLAGS: dict[str, tuple[str, Any, Any, str]] = {
     "config": ("--config", Path | None, None, "harness.toml with judges, composites, cache and prompts."),
     "model": ("--model", str | None, None, "Ad-hoc judge model (an OpenAI-compatible endpoint)."),
@@ -206,13 +205,22 @@ ALL_JUDGE_FLAGS = tuple(_JUDGE_FLAGS)
 BATCH_JUDGE_FLAGS = ("config", "model", "base_url", "api_key_env", "cache")
 
 
-def judge_options(names: Sequence[str] = ALL_JUDGE_FLAGS, help: dict[str, str] | None = None) -> Callable[[F], F]:
+def _flag(name: str, help: dict[str, str] | None, required: Sequence[str]) -> _Flag:
+    flag, kind, default, text = _JUDGE_FLAGS[name]
+    if name in required:  # no default: typer asks for it (its type without None)
+        kind, default = next(k for k in typing.get_args(kind) if k is not type(None)), inspect.Parameter.empty
+    return _Flag(name, _option(flag, (help or {}).get(name, text), kind), default)
+
+
+def judge_options(names: Sequence[str] = ALL_JUDGE_FLAGS, help: dict[str, str] | None = None, required: Sequence[str] = ()) -> Callable[[F], F]:
     """Give a command the judge options ``names`` (``--config``, ``--model``, ``--base-url`` ...) and
     pass them to it as one ``judge: JudgeOptions`` argument, so the options are declared once.
 
-    The command's own signature has ``judge``; its ``--help`` shows the options in the "Judge options" panel.
+    The command's own signature has ``judge``; its ``--help`` shows the options in the "Judge
+    options" panel, in the order of ``names``, each with its help text unless ``help`` words it for
+    the command; an option in ``required`` has no default.
     """
-    flags = [_Flag(n, _option(_JUDGE_FLAGS[n][0], (help or {}).get(n, _JUDGE_FLAGS[n][3]), _JUDGE_FLAGS[n][1]), _JUDGE_FLAGS[n][2]) for n in names]
+    flags = [_flag(n, help, required) for n in names]
 
     def decorator(fn: F) -> F:
         signature = inspect.signature(fn)
@@ -223,7 +231,7 @@ def judge_options(names: Sequence[str] = ALL_JUDGE_FLAGS, help: dict[str, str] |
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            from ..suites.common import JudgeOptions
+            from ..planning import JudgeOptions
 
             values = {f.name: kwargs.pop(f.name) for f in flags}
             return fn(*args, judge=JudgeOptions(**values), **kwargs)
@@ -239,11 +247,6 @@ def _evaluated(param: inspect.Parameter, fn: Callable[..., Any]) -> inspect.Para
     if not isinstance(param.annotation, str):
         return param
     return param.replace(annotation=eval(param.annotation, fn.__globals__))
-
-
-def judge_fields(judge: JudgeOptions) -> dict[str, Any]:
-    """The judge options as ``RunOptions`` keyword arguments (``prompts`` is each command's own)."""
-    return {name: getattr(judge, name) for name in ALL_JUDGE_FLAGS}
 
 
 # Options of more than one command.

@@ -54,10 +54,10 @@ def labels_sample(
     except OSError as exc:
         raise _fail(OutputError(f"{out or run_dir}: {exc.strerror or exc}")) from None
     folder = out or (run_dir.parent if run_dir.is_file() else run_dir) / "labels"
-    for note in design["notes"]:
+    for note in design.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     err.print(
-        f"[green]drew {design['drawn_count']} of {design['eligible_count']} transcripts ({escape(design['sampling'])}); "
+        f"[green]drew {design.drawn_count} of {design.eligible_count} transcripts ({escape(design.sampling)}); "
         f"wrote {escape(str(folder))}/design.json, to_label.jsonl, to_label.csv[/]",
         highlight=False,
         soft_wrap=True,

@@ -13,7 +13,7 @@ from .common import JUDGE, AsJsonOpt, app, judge_options, make_console, run_asyn
 
 if TYPE_CHECKING:
     from ..checks.judges import JudgeCheck
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions
 
 judges_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help="Check that the configured judges answer before a long run.")
 app.add_typer(judges_app, name="judges", rich_help_panel=JUDGE)
@@ -30,9 +30,7 @@ def check(
     from ..checks.judges import check_judges, report_json
     from ..planning import RunOptions, build_plan
 
-    options = RunOptions(
-        input=Path("-"), config=judge.config, model=judge.model, base_url=judge.base_url, api_key_env=judge.api_key_env, judges_only=only or []
-    )
+    options = RunOptions.from_judge(judge, input=Path("-"), judges_only=only or [])
     plan = build_plan(options, require_keys=False)  # a missing key is reported per judge, not as an error
     checks = run_async(check_judges(plan.judges, plan.price_table))
     if as_json:

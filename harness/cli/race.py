@@ -1,9 +1,9 @@
-"""``harness race``: an anytime-valid sequential comparison of two agents (harness/runner/race.py)."""
+"""``harness race``: an anytime-valid sequential comparison of two agents (harness/workflows/race.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -11,7 +11,9 @@ from rich.markup import escape
 from .common import ANALYSE, JUDGE, PromptsOpt, app, err, judge_options, run_async
 
 if TYPE_CHECKING:
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions
+    from ..workflows.calibration import Calibration
+    from ..workflows.cascade import CascadeResult
 
 RACE_FLAGS = ("config", "model", "base_url", "api_key_env", "concurrency", "cache", "offline")
 
@@ -32,27 +34,21 @@ def race(
     seed: Annotated[int, typer.Option(help="Seed of the random order in which pairs are judged.")] = 0,
 ) -> None:
     """Compare agent B with agent A on one rubric, judging pairs in rounds until the answer is sure."""
-    from ..runner.race import Look, RaceOptions
-    from ..runner.race import race as run_race
+    from ..workflows.race import Look, RaceOptions
+    from ..workflows.race import race as run_race
 
-    options = RaceOptions(
+    options = RaceOptions.from_judge(
+        judge,
         a=a,
         b=b,
         out=out,
         metric=metric,
-        config=judge.config,
-        model=judge.model,
-        base_url=judge.base_url,
-        api_key_env=judge.api_key_env,
         prompts=prompts or [],
-        cache=judge.cache,
-        offline=judge.offline,
         alpha=alpha,
         margin=margin,
         round_size=round_size,
         max_pairs=max_pairs,
         seed=seed,
-        concurrency=judge.concurrency,
     )
 
     def show(look: Look) -> None:
@@ -86,75 +82,71 @@ cascade_app = typer.Typer(help="Judge with a cheap judge first and a strong one 
 app.add_typer(cascade_app, name="cascade", rich_help_panel=JUDGE)
 
 
-CacheOpt = Annotated[str | None, typer.Option(help="Cache: a SQLite file (default cache/judgments.sqlite) or a postgresql:// URL.")]
-OfflineOpt = Annotated[bool, typer.Option("--offline", help="Replay judgments from the cache only; no network at all.")]
+#: a cascade's judge options: --config is required (it holds [cascade]) and worded for it
+CASCADE_FLAGS = ("config", "cache", "offline")
 # "\\[": help is rich markup, where a bare [cascade] is a style tag and disappears.
-CascadeConfigOpt = Annotated[Path, typer.Option(help="harness.toml with the judges and its \\[cascade] section.")]
+CASCADE_HELP = {"config": "harness.toml with the judges and its \\[cascade] section."}
 CascadeRubricOpt = Annotated[str, typer.Option(help="The rubric the cascade judges (built-in, or from the config's prompts or --prompts).")]
 
 
-def _spent(result: dict[str, Any]) -> str:
+def _spent(result: Calibration | CascadeResult) -> str:
     """What a cascade command paid (cache hits cost nothing), and what its judgments cost uncached."""
-    paid = "paid: unknown (no price)" if result["cost_usd"] is None else f"paid ${result['cost_usd']:.4f}"
-    hits = f" ({result['cache_hits']} of {result['judgments']} judgments from the cache)" if result["cache_hits"] else ""
-    worth = "unknown (no price)" if result["uncached_cost_usd"] is None else f"${result['uncached_cost_usd']:.4f}"
+    paid = "paid: unknown (no price)" if result.cost_usd is None else f"paid ${result.cost_usd:.4f}"
+    hits = f" ({result.cache_hits} of {result.judgments} judgments from the cache)" if result.cache_hits else ""
+    worth = "unknown (no price)" if result.uncached_cost_usd is None else f"${result.uncached_cost_usd:.4f}"
     return f"{paid}{hits}; {worth} without the cache"
 
 
 @cascade_app.command("calibrate")
+@judge_options(CASCADE_FLAGS, help=CASCADE_HELP, required=("config",))
 def cascade_calibrate(
     transcripts: Annotated[Path, typer.Argument(help="Calibration transcripts (JSONL), judged by every stage.")],
-    config: CascadeConfigOpt,
+    judge: JudgeOptions,
     rubric: CascadeRubricOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' calibration runs and cascade.json.")],
     labels: Annotated[Path | None, typer.Option(help="Human labels (JSONL: transcript_id, rubric, label) as the reference.")] = None,
     prompts: PromptsOpt = None,
-    cache: CacheOpt = None,
-    offline: OfflineOpt = False,
     seed: Annotated[int, typer.Option(help="Seed of the split into calibration and held-out transcripts.")] = 0,
     holdout: Annotated[float, typer.Option(help="Share of the transcripts held out to measure the thresholds (between 0 and 1).")] = 0.3,
 ) -> None:
     """Set each stage's confidence threshold so the cascade's agreement is guaranteed."""
-    from ..runner.cascade import CascadeOptions, calibrate
+    from ..workflows.cascade import CascadeOptions, calibrate
 
-    options = CascadeOptions(transcripts, out, config, rubric, cache, offline, prompts=prompts or [])
+    options = CascadeOptions.from_judge(judge, input=transcripts, out=out, rubric=rubric, prompts=prompts or [])
     result = run_async(calibrate(options, labels, seed, holdout))
-    for note in result["notes"]:
+    for note in result.notes:
         err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    for stage in result["stages"]:
-        threshold = "never trusted" if stage["threshold"] is None else f"trusted at confidence >= {stage['threshold']:.3f}"
-        guaranteed = "" if stage["guaranteed_agreement"] is None else f", agreement >= {stage['guaranteed_agreement']:.1%} guaranteed"
-        held = "" if stage["heldout_agreement"] is None else f", {stage['heldout_agreement']:.1%} on held-out transcripts"
-        err.print(f"{escape(stage['judge'])}: {threshold}{guaranteed}{held}", highlight=False, soft_wrap=True)
-    err.print(f"{result['calibration']['transcripts']} calibration transcripts; {escape(_spent(result))}", highlight=False, soft_wrap=True)
+    for stage in result.stages:
+        threshold = "never trusted" if stage.threshold is None else f"trusted at confidence >= {stage.threshold:.3f}"
+        guaranteed = "" if stage.guaranteed_agreement is None else f", agreement >= {stage.guaranteed_agreement:.1%} guaranteed"
+        held = "" if stage.heldout_agreement is None else f", {stage.heldout_agreement:.1%} on held-out transcripts"
+        err.print(f"{escape(stage.judge)}: {threshold}{guaranteed}{held}", highlight=False, soft_wrap=True)
+    err.print(f"{result.calibration['transcripts']} calibration transcripts; {escape(_spent(result))}", highlight=False, soft_wrap=True)
     err.print(f"wrote {escape(str(out / 'cascade.json'))}", highlight=False)
 
 
 @cascade_app.command("run")
+@judge_options((*CASCADE_FLAGS, "concurrency"), help=CASCADE_HELP, required=("config",))
 def cascade_run(
     transcripts: Annotated[Path, typer.Argument(help="Transcripts to judge (JSONL).")],
-    config: CascadeConfigOpt,
+    judge: JudgeOptions,
     rubric: CascadeRubricOpt,
     calibration: Annotated[Path, typer.Option(help="cascade.json written by harness cascade calibrate.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the stages' runs, judgments.jsonl and cascade.json.")],
     prompts: PromptsOpt = None,
-    cache: CacheOpt = None,
-    offline: OfflineOpt = False,
-    concurrency: Annotated[int | None, typer.Option(help="Override every judge's max_concurrency.")] = None,
 ) -> None:
     """Judge transcripts through a calibrated cascade, escalating only the judgments a stage is unsure of."""
-    from ..runner.cascade import CascadeOptions, run_cascade
+    from ..workflows.cascade import CascadeOptions, run_cascade
 
-    options = CascadeOptions(transcripts, out, config, rubric, cache, offline, prompts=prompts or [], concurrency=concurrency)
-    summary = run_async(run_cascade(options, calibration))
-    total = summary["transcripts"]
-    for stage in summary["stages"]:
-        err.print(f"{escape(stage['judge'])}: answered {stage['answered']} of the {stage['judged']} it judged", highlight=False)
-    alone = "" if summary["strongest_alone_usd"] is None else f", against about ${summary['strongest_alone_usd']:.4f} for the strongest judge alone"
-    failed = f", {summary['failed']} failed" if summary["failed"] else ""
+    options = CascadeOptions.from_judge(judge, input=transcripts, out=out, rubric=rubric, prompts=prompts or [])
+    result = run_async(run_cascade(options, calibration))
+    for stage in result.stages:
+        err.print(f"{escape(stage.judge)}: answered {stage.answered} of the {stage.judged} it judged", highlight=False)
+    alone = "" if result.strongest_alone_usd is None else f", against about ${result.strongest_alone_usd:.4f} for the strongest judge alone"
+    failed = f", {result.failed} failed" if result.failed else ""
     err.print(
-        f"{total} transcripts, {summary['abstained']} abstained{failed}; {escape(_spent(summary))}{alone}; {escape(summary['guarantee'])}",
+        f"{result.transcripts} transcripts, {result.abstained} abstained{failed}; {escape(_spent(result))}{alone}; {escape(result.guarantee)}",
         highlight=False,
         soft_wrap=True,
     )
-    raise typer.Exit(summary["exit_code"])
+    raise typer.Exit(result.exit_code)

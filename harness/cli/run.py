@@ -11,10 +11,10 @@ import typer
 from rich.markup import escape
 
 from .choices import ExportFormat, InputFormat, OnBadRecord
-from .common import JUDGE, AsJsonOpt, app, err, judge_fields, judge_options, make_console, write_report
+from .common import JUDGE, AsJsonOpt, app, err, judge_options, make_console, write_report
 
 if TYPE_CHECKING:
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions
 
 _FORMATS = ", ".join(f.value for f in InputFormat)
 FormatOpt = Annotated[InputFormat, typer.Option("--format", metavar="FORMAT", help=f"Input format: {_FORMATS} (auto decides by content).")]
@@ -45,13 +45,22 @@ def run(
     shard: Annotated[
         str | None, typer.Option("--shard", help="i/n: judge only the i-th of n round-robin slices of the transcripts (join with harness merge).")
     ] = None,
+    jury_labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--jury-labels",
+            help="Human labels (JSONL, as for harness agreement) for the config's [[juries]]: weights, anchors, members' agreement.",
+        ),
+    ] = None,
 ) -> None:
     """Judge transcripts and write the judgments, each transcript's results and a summary."""
-    from ..outputs.terminal import run_in_terminal
     from ..planning import RunOptions
+    from ..runner import run_evaluation
+    from ..terminal.run import RunProgress, show_run
     from ..transcripts.loader import stdin_as_file
 
-    options = RunOptions(
+    options = RunOptions.from_judge(
+        judge,
         input=transcripts,
         out=out,
         rubrics=rubric or [],
@@ -63,10 +72,11 @@ def run(
         max_cost=max_cost,
         format=format.value,
         shard=shard,
-        **judge_fields(judge),
+        jury_labels=jury_labels,
     )
-    with stdin_as_file(transcripts) as options.input:
-        outcome = asyncio.run(run_in_terminal(options, err, handle_signals=True))
+    with stdin_as_file(transcripts) as options.input, RunProgress(err, options.progress) as bar:
+        outcome = asyncio.run(run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment, handle_signals=True))
+    show_run(outcome, err)
     style = "green" if outcome.exit_code == 0 else "red"
     err.print(f"[{style}]{escape(outcome.message)}[/]", highlight=False)
     if report:
@@ -91,12 +101,12 @@ def estimate(
 ) -> None:
     """Tell what a run would cost and how long it would take, counting tokens offline with cache hits free."""
     from ..cost.estimate import estimate_run
-    from ..outputs.terminal import estimate_table
     from ..planning import RunOptions
+    from ..terminal.run import estimate_table
     from ..transcripts.loader import stdin_as_file
 
-    options = RunOptions(
-        input=transcripts, rubrics=rubric or [], prompts=prompts or [], limit=limit, format=format.value, batch=batch, **judge_fields(judge)
+    options = RunOptions.from_judge(
+        judge, input=transcripts, rubrics=rubric or [], prompts=prompts or [], limit=limit, format=format.value, batch=batch
     )
     with stdin_as_file(transcripts) as options.input:
         result = estimate_run(options)

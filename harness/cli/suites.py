@@ -12,7 +12,7 @@ from .choices import ProbeKind
 from .common import SUITES, AsJsonOpt, app, err, judge_note, judge_options, make_console
 
 if TYPE_CHECKING:
-    from ..suites.common import JudgeOptions
+    from ..planning import JudgeOptions
 
 
 ClmpiPrompts = Annotated[list[Path] | None, typer.Option("--prompts", help="Directory overriding the suite's rubrics (prompts/clmpi/).")]
@@ -158,8 +158,8 @@ def pairwise(
     A verdict counts only when both orders agree (disagreement counts as a tie). Win, tie and loss
     rates with Wilson 95% CIs, and the position-bias rate: how often the verdict flips with the order.
     """
-    from ..outputs.trust_tables import pairwise_table
     from ..suites.pairwise import evaluate_pairwise
+    from ..terminal.trust import pairwise_table
 
     judge.prompts = prompts or []
     result = evaluate_pairwise(first, second, out, judge)
@@ -192,8 +192,8 @@ def probe(
 
     Per rubric and judge: the mean shift (perturbed - original) with its Student-t 95% CI.
     """
-    from ..outputs.trust_tables import probe_table
     from ..suites.probe import evaluate_probe
+    from ..terminal.trust import probe_table
 
     judge.prompts = prompts or []
     result = evaluate_probe(

@@ -26,17 +26,19 @@ import csv
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
 
 from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
 from ..analysis.scales import bins_for
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
 from ..outputs.files import atomic_write_text, dumps
+from ..outputs.rundir import read_summary
+from ..validation import first_problem
 
 __all__ = ["DESIGN_FORMAT", "Design", "collect_csv", "inclusion_probabilities", "read_design", "sample_labels"]
 
@@ -45,20 +47,72 @@ Strategy = Literal["uniform", "active"]
 UNCERTAINTIES = ("auto", "spread", "logprob", "error-model")
 
 
-@dataclass(frozen=True)
-class Design:
-    """A recorded sampling design: transcript id -> (inclusion probability, drawn?)."""
+class DesignRow(BaseModel):
+    """One eligible transcript (or pair): its inclusion probability, whether it was drawn, and the
+    judge's uncertainty it came from (active sampling of a run)."""
 
-    path: Path
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    transcript_id: StrictStr
+    pi: Annotated[float, Field(gt=0, le=1, strict=True)] | Annotated[int, Field(gt=0, le=1, strict=True)]
+    drawn: bool = False
+    uncertainty: float | None = None
+
+
+class Design(BaseModel):
+    """design.json: a recorded sampling design, as ``harness labels sample`` writes it and
+    ``harness infer`` reads it back (:func:`read_design`), through this one type. Written with
+    ``exclude_unset``: a run's design names its ``run``, a pairwise design its ``pairwise``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    format: str = DESIGN_FORMAT
+    #: the run directory sampled (``labels sample`` of a run)
+    run: str | None = None
+    #: the pairwise.json sampled (``labels sample`` of pairwise results)
+    pairwise: str | None = None
     strategy: Strategy
-    pi: dict[str, float]
-    drawn: frozenset[str]
-    seed: int
+    #: the design in words
+    sampling: str = ""
+    seed: int = 0
+    #: the sample size asked for (the expected size under Poisson sampling); read back from a file
+    #: without it, the number drawn
     n: int
+    drawn_count: int | None = None
+    eligible_count: int | None = None
+    rubrics: list[str] = []
+    judge: str | None = None
+    #: where the inclusion probabilities of active sampling came from
+    uncertainty: str | None = None
+    floor: float | None = None
+    notes: list[str] = []
+    eligible: list[DesignRow]
+    #: the file it was read from (not written)
+    path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        """A design made here is of this format; one read without ``n`` was of the number drawn."""
+        if not isinstance(data, dict):
+            return data
+        data = {"format": DESIGN_FORMAT, **data}
+        if "n" not in data and isinstance(data.get("eligible"), list):
+            data["n"] = sum(1 for row in data["eligible"] if (row.get("drawn") if isinstance(row, dict) else row.drawn) is True)
+        return data
 
     @property
-    def eligible(self) -> tuple[str, ...]:
-        return tuple(self.pi)
+    def pi(self) -> dict[str, float]:
+        """Transcript id -> inclusion probability, in the order the design lists them."""
+        return {row.transcript_id: float(row.pi) for row in self.eligible}
+
+    @property
+    def drawn(self) -> frozenset[str]:
+        return frozenset(row.transcript_id for row in self.eligible if row.drawn)
+
+    def write(self, folder: Path) -> None:
+        """``folder/design.json``."""
+        atomic_write_text(folder / "design.json", json.dumps(self.model_dump(exclude_unset=True), indent=2) + "\n")
 
 
 def inclusion_probabilities(u: np.ndarray, n: int, floor: float) -> np.ndarray:
@@ -184,7 +238,7 @@ def sample_labels(
     floor: float = 0.2,
     prior_labels: str | Path | None = None,
     prompts: Sequence[str | Path] = (),
-) -> dict[str, Any]:
+) -> Design:
     """Draw the transcripts to label and write design.json, to_label.jsonl and to_label.csv to ``out``
     (default RUN_DIR/labels); returns the design as written."""
     run = read_run(run_dir, prompts)
@@ -223,29 +277,27 @@ def sample_labels(
         sampling = f"Poisson sampling: each transcript drawn independently with its probability pi (expected {n}, drawn {int(drawn.sum())})"
     folder = Path(out) if out is not None else run.path / "labels"
     folder.mkdir(parents=True, exist_ok=True)
-    summary = json.loads((run.path / "summary.json").read_text(encoding="utf-8"))
-    texts, text_note = _transcript_texts(run, summary.get("input"))
+    texts, text_note = _transcript_texts(run, read_summary(run.path).input)
     order = [run.transcripts[i] for i in rng.permutation(big_n) if drawn[i]]
-    design = {
-        "format": DESIGN_FORMAT,
-        "run": str(run.path),
-        "strategy": strategy,
-        "sampling": sampling,
-        "seed": seed,
-        "n": n,
-        "drawn_count": int(drawn.sum()),
-        "eligible_count": big_n,
-        "rubrics": names,
-        "judge": judge,
-        "uncertainty": source,
-        "floor": floor if strategy == "active" else None,
-        "notes": [note for note in (text_note, prior_note) if note],
-        "eligible": [
-            {"transcript_id": t, "pi": float(pi[i]), "drawn": bool(drawn[i]), **({"uncertainty": float(u[i])} if u is not None else {})}
+    design = Design(
+        run=str(run.path),
+        strategy=strategy,
+        sampling=sampling,
+        seed=seed,
+        n=n,
+        drawn_count=int(drawn.sum()),
+        eligible_count=big_n,
+        rubrics=names,
+        judge=judge,
+        uncertainty=source,
+        floor=floor if strategy == "active" else None,
+        notes=[note for note in (text_note, prior_note) if note],
+        eligible=[
+            DesignRow(transcript_id=t, pi=float(pi[i]), drawn=bool(drawn[i]), **({"uncertainty": float(u[i])} if u is not None else {}))
             for i, t in enumerate(run.transcripts)
         ],
-    }
-    atomic_write_text(folder / "design.json", json.dumps(design, indent=2) + "\n")
+    )
+    design.write(folder)
     _write_to_label(folder, order, names, texts)
     return design
 
@@ -264,7 +316,7 @@ def _write_to_label(folder: Path, order: Sequence[str], rubrics: Sequence[str], 
 
 
 def read_design(path: str | Path) -> Design:
-    """Read design.json; every problem names the file and the field."""
+    """Read design.json through :class:`Design`; every problem names the file and the field."""
     file = Path(path)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
@@ -276,19 +328,16 @@ def read_design(path: str | Path) -> Design:
         raise UserInputError(f"{file}: format: not a {DESIGN_FORMAT} design file")
     if data.get("strategy") not in ("uniform", "active"):
         raise UserInputError(f"{file}: strategy: expected uniform or active, got {data.get('strategy')!r}")
-    pi: dict[str, float] = {}
-    drawn = set()
-    for i, row in enumerate(data.get("eligible") or []):
-        p = row.get("pi") if isinstance(row, dict) else None
-        tid = row.get("transcript_id") if isinstance(row, dict) else None
-        if not isinstance(tid, str) or isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
-            raise UserInputError(f"{file}: eligible[{i}]: expected transcript_id and pi in (0, 1]")
-        pi[tid] = float(p)
-        if row.get("drawn") is True:
-            drawn.add(tid)
-    if not pi:
+    try:
+        design = Design.model_validate({**data, "eligible": data.get("eligible") or []})
+    except ValidationError as exc:
+        problem = first_problem(exc, whole="document")
+        if len(problem.loc) >= 2 and problem.loc[0] == "eligible" and isinstance(problem.loc[1], int):
+            raise UserInputError(f"{file}: eligible[{problem.loc[1]}]: expected transcript_id and pi in (0, 1]") from None
+        raise UserInputError(f"{file}: {problem}") from None
+    if not design.eligible:
         raise UserInputError(f"{file}: eligible: no eligible transcripts")
-    return Design(file, data["strategy"], pi, frozenset(drawn), int(data.get("seed", 0)), int(data.get("n", len(drawn))))
+    return design.model_copy(update={"path": file})
 
 
 def collect_csv(csv_path: str | Path, out: str | Path) -> dict[str, int]:

@@ -119,7 +119,7 @@ def _label_values(run: RunData, labels: Labels, metric: Metric) -> tuple[dict[st
 
 def _composite_labels(run: RunData, labels: Labels, metric: Metric) -> dict[str, float]:
     """The composite of the numeric component labels, weighted and normalised as `harness.metrics.composites` does."""
-    found = read_summary(run.path).get("composite_weights") or {}
+    found = read_summary(run.path).composite_weights or {}
     weights: Mapping[str, float] = found.get(metric.name) or {}
     if not weights or any(labels.kind.get(r) != "numeric" for r in weights):
         return {}
@@ -202,6 +202,21 @@ def estimate(
     return out
 
 
+def _unless_fitted(run: RunData, judge: str, metric: str, labelled: set[str], path: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry``, refused when ``judge`` is a jury whose verdicts were decided by some of these very
+    labels (weights or anchors): its errors on them are not those of the other transcripts, so the
+    rectifier would be biased and the interval invalid. Labels the jury did not see are fine."""
+    seen = run.fitted_on(judge, metric) & labelled
+    if not seen:
+        return entry
+    kept: dict[str, Any] = {k: entry[k] for k in ("n", "valid", "counts", "notes") if k in entry}
+    reason = (
+        f"jury {judge} learned from {len(seen)} of these labels ({path}): a predictor fitted on the labels that correct it "
+        "gives an invalid interval; use labels it did not see (e.g. a method without labels, or labels held out of the jury's file)"
+    )
+    return {**{k: v for k, v in entry.items() if k in ("judge", "judge_only")}, **kept, "refused": reason}
+
+
 def _judged_notes(cell: _Cell) -> list[str]:
     if not cell.missing:
         return []
@@ -249,7 +264,7 @@ def _single(
             entry["notes"] = _fitted_note(provenance, cell) + _judged_notes(cell) + entry["notes"]
             if (unmatched := cell.unmatched()) is not None:
                 entry["refused"] = unmatched
-            per_judge.append(entry)
+            per_judge.append(_unless_fitted(run, judge, metric.name, set(cell.labels), labels.path, entry))
         note = cell.not_in_run_note()
         if note is not None and metric.name in labels.kind:  # a composite's labels from its rubrics': said for the rubrics
             notes.append(note)
@@ -287,6 +302,8 @@ def _compare(
             diff_hat = np.array([b.yhat[index_b[t]] - a.yhat[index_a[t]] for t in ids])
             diff = {t: b.labels[t] - a.labels[t] for t in ids if t in a.labels and t in b.labels}
             entry = estimate(ids, diff_hat, diff, design, alpha, min_labels)
+            entry = _unless_fitted(run_a, judge, metric.name, set(a.labels), labels[0].path, entry)
+            entry = _unless_fitted(run_b, judge, metric.name, set(b.labels), labels[1].path, entry)
             entry.update(metric=metric.name, direction=metric.direction, judge=judge, paired_transcripts=len(ids))
             entry["counts"].update(labels_not_in_run_a=a.not_in_run, labels_not_in_run_b=b.not_in_run)
             unmatched = [f"run {side}: {n}" for side, cell in (("A", a), ("B", b)) for n in (cell.not_in_run_note(),) if n is not None]
@@ -373,7 +390,7 @@ def _fitted(run: RunData, prompts: Sequence[str | Path]) -> dict[str, Provenance
     """The aligned rubrics of ``run`` and the transcripts whose labels made each (a run judged with
     an aligned rubric whose provenance is not in ``prompts`` is refused)."""
     summary = read_summary(run.path)
-    return fitted_transcripts(run.path / "summary.json", summary["rubric_versions"], summary.get("composite_weights") or {}, prompts)
+    return fitted_transcripts(run.path / "summary.json", summary.rubric_versions, summary.composite_weights or {}, prompts)
 
 
 def _find_design(run_dir: Path, labels_path: Path) -> Path | None:

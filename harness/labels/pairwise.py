@@ -15,7 +15,6 @@ whose verdict flipped with the order (inconsistent) or was not judged is the unc
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from ..outputs.files import atomic_write_text, dumps
 from ..stats.ppi import z_interval
 from ..suites.common import read_json
 from ..suites.pairwise import read_pairs
-from .design import DESIGN_FORMAT, inclusion_probabilities, read_design
+from .design import Design, DesignRow, inclusion_probabilities, read_design
 from .infer import MIN_LABELS, NOT_RANDOM, estimate
 
 __all__ = ["ESTIMANDS", "infer_pairwise", "is_pairwise_file", "pairwise_lines", "read_preferences", "sample_pairs"]
@@ -92,7 +91,7 @@ def read_preferences(path: str | Path, pair_ids: set[str]) -> tuple[dict[str, st
 
 def sample_pairs(
     path: str | Path, n: int, seed: int, out: str | Path | None = None, strategy: str = "uniform", judge: str | None = None, floor: float = 0.2
-) -> dict[str, Any]:
+) -> Design:
     """Draw the pairs to label; write design.json, to_label.jsonl and to_label.csv beside pairwise.json (or to ``out``)."""
     file = Path(path)
     data, pairs = _load(file)
@@ -121,23 +120,22 @@ def sample_pairs(
         sampling = f"Poisson sampling: each pair drawn independently with its probability pi (expected {n}, drawn {int(drawn.sum())})"
     folder = Path(out) if out is not None else file.parent / "labels"
     folder.mkdir(parents=True, exist_ok=True)
-    design = {
-        "format": DESIGN_FORMAT,
-        "pairwise": str(file),
-        "strategy": strategy,
-        "sampling": sampling,
-        "seed": seed,
-        "n": n,
-        "drawn_count": int(drawn.sum()),
-        "eligible_count": big_n,
-        "rubrics": ["pairwise"],
-        "judge": judge,
-        "uncertainty": "inconsistent or unjudged verdict" if strategy == "active" else None,
-        "floor": floor if strategy == "active" else None,
-        "notes": [],
-        "eligible": [{"transcript_id": p, "pi": float(pi[i]), "drawn": bool(drawn[i])} for i, p in enumerate(ids)],
-    }
-    atomic_write_text(folder / "design.json", json.dumps(design, indent=2) + "\n")
+    design = Design(
+        pairwise=str(file),
+        strategy=strategy,  # type: ignore[arg-type]  # checked above
+        sampling=sampling,
+        seed=seed,
+        n=n,
+        drawn_count=int(drawn.sum()),
+        eligible_count=big_n,
+        rubrics=["pairwise"],
+        judge=judge,
+        uncertainty="inconsistent or unjudged verdict" if strategy == "active" else None,
+        floor=floor if strategy == "active" else None,
+        notes=[],
+        eligible=[DesignRow(transcript_id=p, pi=float(pi[i]), drawn=bool(drawn[i])) for i, p in enumerate(ids)],
+    )
+    design.write(folder)
     order = [pairs[i] for i in rng.permutation(big_n) if drawn[i]]
     atomic_write_text(
         folder / "to_label.jsonl", "".join(dumps({"transcript_id": p["id"], "query": p["query"], "a": p["a"], "b": p["b"]}) + "\n" for p in order)

@@ -15,7 +15,8 @@ from typing import Literal, NamedTuple, Protocol
 
 
 class Scaled(Protocol):
-    """What a composite weighs: a rubric, or a bounded agent metric (``agent.specs.MetricSpec``)."""
+    """What a composite weighs, its score on 0..1 with 1 best: a rubric (``Rubric.normalised``), a
+    bounded agent metric (``agent.specs.MetricSpec``), or a jury's ``Classes.normalised`` in ``harness merge``."""
 
     def normalised(self, score: float) -> float: ...
 

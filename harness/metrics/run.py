@@ -2,7 +2,8 @@
 
 Each judgment and each transcript's composites are added as they are written, and only what the
 summary needs is kept: one float per score, latency and performance value. ``summary()`` turns
-them into the document (means with t-intervals, percentiles: ``metrics.summary``).
+them into the document, a :class:`~harness.metrics.schema.RunSummary` (means with t-intervals,
+percentiles: ``metrics.summary``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 import statistics
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,18 @@ from ..planning import Judgment
 from ..stats.noise import noise_share
 from ..transcripts.performance import PERFORMANCE_FIELDS, Performance
 from .composites import CompositeResult
+from .schema import (
+    AgentMetricSummary,
+    CostFigures,
+    CostSummary,
+    JudgeSummary,
+    NoiseSummary,
+    Percentiles,
+    PerformanceSummary,
+    RunRecord,
+    RunSummary,
+    ScoreSummary,
+)
 from .summary import describe, percentiles
 
 
@@ -32,20 +45,23 @@ class _Series:
     failed: Counter[str] = field(default_factory=Counter)
     clamped: int = 0
 
-    def as_dict(self, bounds: tuple[float, float] | None = None) -> dict[str, Any]:
+    def described(self, bounds: tuple[float, float] | None = None) -> dict[str, Any]:
         described = describe(self.values)
         ci = described.get("ci95")
         if bounds is not None and isinstance(ci, list):
             # A mean of values on a bounded scale cannot lie outside it: neither can its interval.
             described["ci95"] = [min(max(ci[0], bounds[0]), bounds[1]), min(max(ci[1], bounds[0]), bounds[1])]
-        return {
-            **described,
-            "unscored": sum(self.unscored.values()),
-            "unscored_reasons": dict(sorted(self.unscored.items())),
-            "failed": sum(self.failed.values()),
-            "failed_reasons": dict(sorted(self.failed.items())),
-            "clamped": self.clamped,
-        }
+        return described
+
+    def as_summary(self, bounds: tuple[float, float] | None = None) -> ScoreSummary:
+        return ScoreSummary(
+            **self.described(bounds),
+            unscored=sum(self.unscored.values()),
+            unscored_reasons=dict(sorted(self.unscored.items())),
+            failed=sum(self.failed.values()),
+            failed_reasons=dict(sorted(self.failed.items())),
+            clamped=self.clamped,
+        )
 
 
 @dataclass(slots=True)
@@ -88,18 +104,18 @@ class _Cost:
         self.unknown_saved += other.unknown_saved
         self.usage_unknown += other.usage_unknown
 
-    def as_dict(self, priced: bool) -> dict[str, Any]:
+    def figures(self, priced: bool) -> CostFigures:
         # Unknown is never zero: one call of unknown cost makes the sum unknown (null), and counted.
         known = priced and not self.unknown
-        return {
-            "paid_usd": self.paid if known else None,
-            "retried_billed_usd": self.retried_billed if known else None,
-            "billed_retries": self.billed_retries,
-            "saved_by_cache_usd": self.saved if priced and not self.unknown_saved else None,
-            "total_usd": self.paid + self.retried_billed if known else None,
-            "unknown_cost_calls": self.unknown,
-            "usage_unknown_calls": self.usage_unknown,
-        }
+        return CostFigures(
+            paid_usd=self.paid if known else None,
+            retried_billed_usd=self.retried_billed if known else None,
+            billed_retries=self.billed_retries,
+            saved_by_cache_usd=self.saved if priced and not self.unknown_saved else None,
+            total_usd=self.paid + self.retried_billed if known else None,
+            unknown_cost_calls=self.unknown,
+            usage_unknown_calls=self.usage_unknown,
+        )
 
 
 @dataclass(slots=True)
@@ -119,28 +135,28 @@ class _JudgeStats:
     unscored: Counter[str] = field(default_factory=Counter)
     latencies: array = field(default_factory=lambda: array("d"))
 
-    def as_dict(self, cost: Mapping[str, Any], priced: bool) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "calls": self.calls,
-            "cache_hits": self.cache_hits,
-            "failed": self.failed,
-            "unscored": sum(self.unscored.values()),
-            "unscored_reasons": dict(sorted(self.unscored.items())),
-            "truncated_input": self.truncated_input,
-            "compacted_input": self.compacted_input,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cached_prompt_tokens": self.cached_tokens,
-            "prompt_cache_saved_usd": self.prompt_cache_saved if cost["total_usd"] is not None else None,
-            "cost_usd": cost["total_usd"],
-            "cost_saved_usd": cost["saved_by_cache_usd"],
-            "cost_note": None if cost["total_usd"] is not None else cost_note(priced, cost["usage_unknown_calls"]),
-            "usage_unknown": cost["usage_unknown_calls"],
-            "cost_unknown_judgments": self.cost_unknown,
-            "latency_ms": percentiles(self.latencies),
-        }
+    def as_summary(self, cost: CostFigures, priced: bool) -> JudgeSummary:
+        return JudgeSummary(
+            requests=self.requests,
+            calls=self.calls,
+            cache_hits=self.cache_hits,
+            failed=self.failed,
+            unscored=sum(self.unscored.values()),
+            unscored_reasons=dict(sorted(self.unscored.items())),
+            truncated_input=self.truncated_input,
+            compacted_input=self.compacted_input,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            cached_prompt_tokens=self.cached_tokens,
+            prompt_cache_saved_usd=self.prompt_cache_saved if cost.total_usd is not None else None,
+            cost_usd=cost.total_usd,
+            cost_saved_usd=cost.saved_by_cache_usd,
+            cost_note=None if cost.total_usd is not None else cost_note(priced, cost.usage_unknown_calls),
+            usage_unknown=cost.usage_unknown_calls,
+            cost_unknown_judgments=self.cost_unknown,
+            latency_ms=Percentiles(**percentiles(self.latencies)),
+        )
 
 
 def cost_note(priced: bool, usage_unknown: int) -> str:
@@ -152,14 +168,24 @@ def cost_note(priced: bool, usage_unknown: int) -> str:
 
 
 class RunTotals:
-    """Everything summary.json reports, accumulated judgment by judgment."""
+    """Everything summary.json reports, accumulated judgment by judgment. A jury's verdicts
+    (``add_jury``) have score and composite series like a judge's; its calls, tokens and cost are
+    its members', counted once, as theirs."""
 
-    def __init__(self, scales: Mapping[str, tuple[float, float]], judges: list[JudgeConfig], composites: Mapping[str, Mapping[str, float]]) -> None:
+    def __init__(
+        self,
+        scales: Mapping[str, tuple[float, float]],
+        judges: list[JudgeConfig],
+        composites: Mapping[str, Mapping[str, float]],
+        juries: Sequence[str] = (),
+    ) -> None:
         """``scales``: each rubric's scale, in the run's order (all a summary needs of a rubric: a
-        merge reads them back from summary.json's ``rubric_scales``)."""
+        merge reads them back from summary.json's ``rubric_scales``); ``juries``: the juries' names,
+        whose series follow the judges'."""
         self.rubrics = list(scales)
         self.bounds = {name: (float(lo), float(hi)) for name, (lo, hi) in scales.items()}
         self.judges = judges
+        self.juries = list(juries)
         self.composites = list(composites)
         self.transcripts = 0
         self.scores: dict[tuple[str, str], _Series] = defaultdict(_Series)
@@ -200,6 +226,17 @@ class RunTotals:
             series.values.append(result.value)
         else:
             series.unscored[result.missing.cause if result.missing is not None else "unknown"] += 1
+
+    def add_jury(self, j: Judgment) -> None:
+        """A jury's verdict: its score series only (its members' judgments carry the calls and cost)."""
+        series = self.scores[(j.rubric, j.judge)]
+        if j.status == "scored":
+            if j.score is not None:
+                series.values.append(j.score)
+        elif j.status == "unscored":
+            series.unscored[j.reason or "unknown"] += 1
+        else:
+            series.failed[j.reason or "unknown"] += 1
 
     def add(self, j: Judgment) -> None:
         self.status_counts[j.status] += 1
@@ -245,7 +282,7 @@ class RunTotals:
         if j.latency_ms is not None and j.status != "failed":
             stats.latencies.append(j.latency_ms)
 
-    def _cost_section(self) -> dict[str, Any]:
+    def _cost_section(self) -> CostSummary:
         priced = {j.name: j.has_prices for j in self.judges}
         by_judge: dict[str, _Cost] = defaultdict(_Cost)
         for (judge, _), cost in self.costs.items():
@@ -253,48 +290,58 @@ class RunTotals:
         total = _Cost()
         for cost in by_judge.values():
             total.merge(cost)
-        return {
-            "total": total.as_dict(all(priced.values())),
-            "by_judge": {j.name: by_judge[j.name].as_dict(priced[j.name]) for j in self.judges},
-            "by_rubric": {rubric: {j.name: self.costs[(j.name, rubric)].as_dict(priced[j.name]) for j in self.judges} for rubric in self.rubrics},
-            "note": None if all(priced.values()) and not total.unknown else cost_note(all(priced.values()), total.usage_unknown),
-            #: the models of judges with no price (their cost is unknown, whatever their usage)
-            "unpriced_models": sorted({j.model for j in self.judges if not j.has_prices}),
-        }
+        return CostSummary(
+            total=total.figures(all(priced.values())),
+            by_judge={j.name: by_judge[j.name].figures(priced[j.name]) for j in self.judges},
+            by_rubric={rubric: {j.name: self.costs[(j.name, rubric)].figures(priced[j.name]) for j in self.judges} for rubric in self.rubrics},
+            note=None if all(priced.values()) and not total.unknown else cost_note(all(priced.values()), total.usage_unknown),
+            unpriced_models=sorted({j.model for j in self.judges if not j.has_prices}),
+        )
 
-    def summary(self, *, wall_time_s: float, extra: Mapping[str, Any]) -> dict[str, Any]:
+    def summary(self, *, wall_time_s: float, record: RunRecord) -> RunSummary:
+        """summary.json: ``record`` (what the run was, as it set it), then the aggregates."""
         cost = self._cost_section()
-        judges = {j.name: self.judge_stats[j.name].as_dict(cost["by_judge"][j.name], j.has_prices) for j in self.judges}
-        return {
-            **extra,
-            "transcripts": self.transcripts,
-            "judgments": dict(sorted(self.status_counts.items())),
-            "rubrics": {
-                rubric: {judge.name: self.scores[(rubric, judge.name)].as_dict(self.bounds[rubric]) for judge in self.judges}
-                for rubric in self.rubrics
-            },
-            "composites": {
-                name: {judge.name: self.composite_scores[(name, judge.name)].as_dict((0.0, 1.0)) for judge in self.judges} for name in self.composites
-            },
-            "judges": judges,
-            "judge_noise": {
-                rubric: {judge: noise_share(groups) for (r, judge), groups in sorted(self.sample_groups.items()) if r == rubric}
-                for rubric in sorted({r for r, _ in self.sample_groups})
-            },
-            "cost_usd": cost["total"]["total_usd"],
-            "cost": cost,
-            "performance": {name: {**describe(values), **percentiles(values)} for name, values in self.performance.items()},
-            "agent": {name: _agent_summary(name, series) for name, series in self.agent.items()},
-            "wall_time_s": round(wall_time_s, 3),
-        }
+        judges = {j.name: self.judge_stats[j.name].as_summary(cost.by_judge[j.name], j.has_prices) for j in self.judges}
+        computed = set(RunSummary.model_fields) - set(RunRecord.model_fields)
+        names = [j.name for j in self.judges] + self.juries
+        return RunSummary.model_validate(
+            {
+                **record.model_dump(exclude_unset=True, exclude=computed),
+                "transcripts": self.transcripts,
+                "judgments": dict(sorted(self.status_counts.items())),
+                "rubrics": {rubric: {name: self.scores[(rubric, name)].as_summary(self.bounds[rubric]) for name in names} for rubric in self.rubrics},
+                "composites": {
+                    composite: {name: self.composite_scores[(composite, name)].as_summary((0.0, 1.0)) for name in names}
+                    for composite in self.composites
+                },
+                "judges": judges,
+                "judge_noise": {
+                    rubric: {judge: NoiseSummary(**noise_share(groups)) for (r, judge), groups in sorted(self.sample_groups.items()) if r == rubric}
+                    for rubric in sorted({r for r, _ in self.sample_groups})
+                },
+                "cost_usd": cost.total.total_usd,
+                "cost": cost,
+                "performance": {
+                    name: PerformanceSummary.model_validate(describe(values) | percentiles(values)) for name, values in self.performance.items()
+                },
+                "agent": {name: _agent_summary(name, series) for name, series in self.agent.items()},
+                "wall_time_s": round(wall_time_s, 3),
+            }
+        )
 
 
-def _agent_summary(name: str, series: _Series) -> dict[str, Any]:
+def _agent_summary(name: str, series: _Series) -> AgentMetricSummary:
     spec = AGENT_SPECS[name]
-    # a count's interval is cut at 0 as a bounded mean's is at its scale
-    described = series.as_dict(spec.scale if spec.scale is not None else (0.0, math.inf))
-    for key in ("failed", "failed_reasons", "clamped"):
-        described.pop(key)
-    if spec.scale is None:
-        described.update(percentiles(series.values))
-    return {"scale": list(spec.scale) if spec.scale is not None else None, "direction": spec.direction, **described}
+    # an unbounded metric (a count, a time) has percentiles; a bounded one, a scale. A count's
+    # interval is cut at 0 as a bounded mean's is at its scale
+    spread = percentiles(series.values) if spec.scale is None else {}
+    return AgentMetricSummary.model_validate(
+        {
+            "scale": list(spec.scale) if spec.scale is not None else None,
+            "direction": spec.direction,
+            **series.described(spec.scale if spec.scale is not None else (0.0, math.inf)),
+            "unscored": sum(series.unscored.values()),
+            "unscored_reasons": dict(sorted(series.unscored.items())),
+            **spread,
+        }
+    )

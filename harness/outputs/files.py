@@ -132,6 +132,19 @@ class StagedFile:
             self.discard()
             raise OutputError(f"{self.path}: write failed: {io_problem(exc)}") from None
 
+    def swap(self) -> Path:
+        """Set the rows written so far aside (``<temp>.prev``, returned, for the caller to read
+        and remove) and start the file again empty: a rewrite of what was written."""
+        assert self._fh is not None, "swapped after commit or discard"
+        previous = self.temp.with_name(self.temp.name + ".prev")
+        try:
+            self._fh.close()
+            os.replace(self.temp, previous)
+            self._fh = self.temp.open("wb", buffering=BLOCK_BYTES)
+        except OSError as exc:
+            raise OutputError(f"{self.path}: write failed: {io_problem(exc)}") from None
+        return previous
+
     def discard(self) -> None:
         if self._fh is not None:
             try:
@@ -140,6 +153,7 @@ class StagedFile:
                 pass  # the file is being thrown away; its flush failing changes nothing
             self._fh = None
         self.temp.unlink(missing_ok=True)
+        self.temp.with_name(self.temp.name + ".prev").unlink(missing_ok=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -29,6 +29,7 @@ from ..config import JudgeConfig
 from ..errors import UserInputError
 from ..metrics.composites import CompositeResult, Missing
 from ..metrics.run import RunTotals
+from ..metrics.schema import BudgetRecord, JuryPanelRecord, JurySummary, RunRecord, RunSummary
 from ..planning import Judgment
 from ..transcripts.performance import Performance
 from ..validation import first_problem
@@ -36,9 +37,10 @@ from .files import dumps_line
 from .rundir import open_run_dir
 from .writer import write_summary
 
-#: summary.json keys a run computes from its rows; the rest describe the run and must agree.
-_COMPUTED = ("transcripts", "judgments", "rubrics", "composites", "judges", "cost_usd", "cost", "performance", "wall_time_s")
-#: keys every shard must share for the merge to mean anything
+if TYPE_CHECKING:
+    from ..jury.outputs import JuryRun
+
+#: the record's fields every shard must share for the merge to mean anything
 _SAME = ("input", "judge_models", "rubric_versions", "rubric_scales", "composite_weights")
 _MISSING = re.compile(r"^(?P<rubric>\S+) (?P<status>\S+) \((?P<cause>.*)\)$")
 
@@ -51,18 +53,18 @@ class MergeResult:
     judgments: int
 
 
-def _shard_of(run: Path, summary: dict[str, Any]) -> tuple[int, int]:
-    spec = summary.get("shard")
+def _shard_of(run: Path, summary: RunSummary) -> tuple[int, int]:
+    spec = summary.shard
     match = re.fullmatch(r"(\d+)/(\d+)", spec) if isinstance(spec, str) else None
     if match is None:
         raise UserInputError(f"{run}: not a shard (summary.json has no shard; run with --shard i/n)")
     return int(match[1]), int(match[2])
 
 
-def _check(runs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str, Any]]]:
+def _check(runs: list[tuple[Path, RunSummary]]) -> list[tuple[Path, RunSummary]]:
     if not runs:
         raise UserInputError("merge needs the run directories of the shards")
-    by_index: dict[int, tuple[Path, dict[str, Any]]] = {}
+    by_index: dict[int, tuple[Path, RunSummary]] = {}
     count = None
     for run, summary in runs:
         index, n = _shard_of(run, summary)
@@ -72,7 +74,7 @@ def _check(runs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str
         if index in by_index:
             raise UserInputError(f"{run}: shard {index}/{n} is given twice (also {by_index[index][0]})")
         by_index[index] = (run, summary)
-        if summary.get("interrupted"):
+        if summary.interrupted:
             raise UserInputError(f"{run}: shard {index}/{n} was interrupted; rerun it to completion before merging")
     assert count is not None
     missing = [str(i) for i in range(1, count + 1) if i not in by_index]
@@ -82,7 +84,7 @@ def _check(runs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, dict[str
     first_run, first = ordered[0]
     for run, summary in ordered[1:]:
         for key in _SAME:
-            if summary.get(key) != first.get(key):
+            if getattr(summary, key) != getattr(first, key):
                 raise UserInputError(f"{run}: {key} differs from {first_run}'s: these shards are not one plan")
     return ordered
 
@@ -124,7 +126,7 @@ def _interleave(paths: list[Path], key: str) -> Iterator[list[str]]:
             yield group
 
 
-def _paid_first(paths: list[Path]) -> dict[int, str]:
+def _paid_first(paths: list[Path], juries: frozenset[str] = frozenset()) -> dict[int, str]:
     """Rows to rewrite so that the paid copy of a key is its first in file order, as in a single
     run (``runner/verdict.py``, ``repeat``): when shards share a cache, whichever shard reached a
     key first paid for it and the others were served from the cache, so the paid copy may be a
@@ -137,6 +139,8 @@ def _paid_first(paths: list[Path]) -> dict[int, str]:
     for group in _interleave(paths, "transcript_id"):
         for line in group:
             row = json.loads(line)
+            if row.get("judge") in juries:  # decided again over the merged run: not copied
+                continue
             key = row.get("cache_key")
             if isinstance(key, str) and row.get("status") != "failed":
                 if key not in seen:
@@ -154,23 +158,39 @@ def _paid_first(paths: list[Path]) -> dict[int, str]:
 def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     ordered = _check([open_run_dir(p) for p in run_dirs])
     first_run, first = ordered[0]
-    judges = _judges(first_run, first)
-    composites: dict[str, dict[str, float]] = {name: {} for name in first["composites"]}
-    totals = RunTotals(_scales(first_run, first), judges, composites)
+    panels = {name: model.jury for name, model in first.judge_models.items() if model.jury is not None}
+    judges = _judges(first_run, first, panels)
+    composites: dict[str, dict[str, float]] = {name: {} for name in first.composites}
+    juries = _juries(panels, first, [s for _, s in ordered], first_run) if panels else None
+    totals = RunTotals(_scales(first_run, first), judges, composites, list(panels))
 
     out.mkdir(parents=True, exist_ok=True)
     runs = [run for run, _ in ordered]
     judgments = 0
     paths = [r / "judgments.jsonl" for r in runs]
-    moved = _paid_first(paths)
-    with (out / "judgments.jsonl").open("w", encoding="utf-8") as fh:
+    skip = frozenset(panels)
+    moved = _paid_first(paths, skip)
+    # With juries, the judges' rows go to a side file first: the juries' are decided over them all.
+    judgments_file = out / ".judgments.jsonl.merge" if juries is not None else out / "judgments.jsonl"
+    results_file = out / ".results.jsonl.merge" if juries is not None else out / "results.jsonl"
+    with judgments_file.open("w", encoding="utf-8") as fh:
         for group in _interleave(paths, "transcript_id"):
+            kept = []
+            tid = None
             for line in group:
+                row = json.loads(line)
+                tid = row["transcript_id"]
+                if row.get("judge") in skip:
+                    continue
                 line = moved.get(judgments, line)
-                totals.add(Judgment(**json.loads(line)))
+                judgment = Judgment(**json.loads(line))
+                totals.add(judgment)
+                kept.append(judgment)
                 fh.write(line)
                 judgments += 1
-    with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
+            if juries is not None and tid is not None:
+                juries.observe(str(tid), None, kept, len(kept), count_agent=False)
+    with results_file.open("w", encoding="utf-8") as fh:
         for group in _interleave([r / "results.jsonl" for r in runs], "transcript_id"):
             row = json.loads(group[0])
             for judge in judges:
@@ -179,45 +199,96 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
             totals.add_transcript(Performance(**row["performance"]))
             if isinstance(row.get("agent"), dict):
                 totals.add_agent(row["agent"], row.get("agent_unscored") or {})
-            fh.write(group[0])
+            if skip:
+                for part in ("scores", "composites", "unscored", "composites_unscored"):
+                    row[part] = {k: v for k, v in (row.get(part) or {}).items() if k not in skip}
+                fh.write(dumps_line(row).decode())
+            else:
+                fh.write(group[0])
+    if juries is not None:
+        weights = {name: dict(w) for name, w in (first.composite_weights or {}).items() if name in composites}
+        _add_juries(juries, out, judgments_file, results_file, weights, totals)
     skipped = runs[0] / "skipped.jsonl"
     if skipped.exists():  # every shard validated the whole file, so each lists the same bad records
         shutil.copyfile(skipped, out / "skipped.jsonl")
 
-    extra = {k: v for k, v in first.items() if k not in _COMPUTED and k != "shard"}
-    budgets: list[dict[str, Any]] = [s["budget"] for _, s in ordered if s.get("budget")]
+    # The first shard's record (what sections it holds that this harness does not know, too), but
+    # its shard, with the shards' budgets summed.
+    computed = set(RunSummary.model_fields) - set(RunRecord.model_fields)
+    record = first.model_dump(exclude_unset=True, exclude={*computed, "shard"})
+    budgets = [s.budget for _, s in ordered if s.budget is not None]
     if budgets:
-        extra["budget"] = {
-            "max_cost_usd": budgets[0]["max_cost_usd"],
-            "spent_usd": sum(b["spent_usd"] for b in budgets),
-            "stopped_the_run": any(b["stopped_the_run"] for b in budgets),
-        }
-    wall = max(float(s.get("wall_time_s") or 0.0) for _, s in ordered)
-    write_summary(out, totals.summary(wall_time_s=wall, extra=extra))
+        record["budget"] = BudgetRecord(
+            max_cost_usd=budgets[0].max_cost_usd,
+            spent_usd=sum(b.spent_usd for b in budgets),
+            stopped_the_run=any(b.stopped_the_run for b in budgets),
+        )
+    if juries is not None:  # decided again over the merged run
+        record["juries"] = {name: JurySummary.model_validate(report) for name, report in juries.report().items()}
+    wall = max(s.wall_time_s for _, s in ordered)
+    write_summary(out, totals.summary(wall_time_s=wall, record=RunRecord.model_validate(record)))
     return MergeResult(out=out, shards=len(ordered), transcripts=totals.transcripts, judgments=judgments)
 
 
-def _judges(run: Path, summary: dict[str, Any]) -> list[JudgeConfig]:
-    """The judges as the shard ran them: summary.json's ``judge_configs`` read back through ``JudgeConfig``."""
-    recorded = summary.get("judge_configs")
+def _juries(panels: Mapping[str, JuryPanelRecord], first: RunSummary, summaries: list[RunSummary], where: Path) -> JuryRun:
+    """The shards' juries, to be decided again over the merged run (a weighted or Dawid–Skene
+    verdict depends on every transcript): their panels as summary.json recorded them."""
+    from ..jury.classes import Classes
+    from ..jury.outputs import JuryRun
+    from ..jury.panel import Panel
+
+    classes = [Classes.recorded(name, first.rubric_scales[name].model_dump()) for name in first.rubrics]
+    juries = JuryRun(
+        [Panel.recorded(name, record.model_dump(), classes, str(where / "summary.json")) for name, record in panels.items()],
+        classes,
+        first.rubric_versions,
+    )
+    for summary in summaries:  # each shard counted the agents' models of its transcripts
+        for jury in summary.juries.values():
+            juries.add_agents(jury.agent_models)
+            break
+    return juries
+
+
+def _add_juries(juries: JuryRun, out: Path, judgments: Path, results: Path, composites: dict[str, dict[str, float]], totals: RunTotals) -> None:
+    from ..jury.outputs import rewrite
+    from .writer import judgment_line
+
+    try:
+        with (out / "judgments.jsonl").open("wb") as jfh, (out / "results.jsonl").open("wb") as rfh:
+
+            def jury_row(j: Judgment) -> None:
+                jfh.write(judgment_line(j))
+                totals.add_jury(j)
+
+            rewrite(juries, judgments, jury_row, jfh.write, results, lambda row: rfh.write(dumps_line(row)), composites, totals.add_composite)
+    finally:
+        judgments.unlink(missing_ok=True)
+        results.unlink(missing_ok=True)
+
+
+def _judges(run: Path, summary: RunSummary, panels: Mapping[str, Any]) -> list[JudgeConfig]:
+    """The judges as the shard ran them: summary.json's ``judge_configs`` read back through
+    ``JudgeConfig`` (``judge_models`` lists the juries too, ``panels``: they are no judges' configs)."""
+    recorded = summary.judge_configs
     where = run / "summary.json"
-    if not isinstance(recorded, dict) or list(recorded) != list(summary["judge_models"]):
+    names = [name for name in summary.judge_models if name not in panels]
+    if recorded is None or list(recorded) != names:
         raise UserInputError(f"{where}: judge_configs: missing or not the run's judges (written by an older harness? rerun the shard)")
     try:
-        return [JudgeConfig.model_validate(recorded[name]) for name in summary["judge_models"]]
+        return [JudgeConfig.model_validate(recorded[name]) for name in names]
     except ValidationError as exc:
         raise UserInputError(f"{where}: judge_configs: {first_problem(exc)}") from None
 
 
-def _scales(run: Path, summary: dict[str, Any]) -> dict[str, tuple[float, float]]:
+def _scales(run: Path, summary: RunSummary) -> dict[str, tuple[float, float]]:
     """Each rubric's scale as summary.json records it (``rubric_scales``; every shard has the same)."""
-    recorded = summary.get("rubric_scales") or {}
     scales = {}
-    for name in summary["rubrics"]:
+    for name in summary.rubrics:
         try:
-            lo, hi = recorded[name]["scale"]
+            lo, hi = summary.rubric_scales[name].scale
             scales[name] = (float(lo), float(hi))
-        except (TypeError, KeyError, ValueError):
+        except (KeyError, ValueError):
             raise UserInputError(f"{run / 'summary.json'}: rubric_scales: no scale for {name!r} (not a run of this harness?)") from None
     return scales
 

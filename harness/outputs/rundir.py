@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from ..errors import UserInputError
+from ..metrics.schema import RunSummary
 from ..rubrics.rubric import Rubric
 
 
-def open_run_dir(path: str | Path) -> tuple[Path, dict[str, Any]]:
+def open_run_dir(path: str | Path) -> tuple[Path, RunSummary]:
     """The run directory and its summary.json, checked."""
     run = Path(path)
     if not run.is_dir():
@@ -24,8 +24,9 @@ def open_run_dir(path: str | Path) -> tuple[Path, dict[str, Any]]:
     return run, read_summary(run)
 
 
-def read_summary(run: Path) -> dict[str, Any]:
-    """A run directory's summary.json, checked; every problem is one line naming the file."""
+def read_summary(run: Path) -> RunSummary:
+    """A run directory's summary.json, read through the schema it was written with
+    (``metrics/schema.py``); every problem is one line naming the file."""
     path = run / "summary.json"
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
@@ -35,12 +36,7 @@ def read_summary(run: Path) -> dict[str, Any]:
         raise UserInputError(f"{path}: <json>: invalid JSON ({exc})") from None
     except RecursionError:
         raise UserInputError(f"{path}: <json>: invalid JSON (nested too deeply)") from None
-    if not isinstance(summary, dict):
-        raise UserInputError(f"{path}: <record>: expected a JSON object")
-    for key in ("rubric_versions", "judge_models"):
-        if not isinstance(summary.get(key), dict):
-            raise UserInputError(f"{path}: {key}: missing or not an object (written by an older harness?)")
-    return summary
+    return RunSummary.read(path, summary)
 
 
 def resolve_input(run: Path, recorded: str | None, given: Path | None) -> Path | None:
@@ -69,7 +65,7 @@ def version_note(name: str, version: object, rubric: Rubric) -> str | None:
     )
 
 
-def interrupted_note(summary: dict[str, Any]) -> str | None:
-    if not summary.get("interrupted"):
+def interrupted_note(summary: RunSummary) -> str | None:
+    if not summary.interrupted:
         return None
     return "the run was interrupted: transcripts it did not reach are unscored (reason interrupted)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -19,9 +19,13 @@ from ..agent.specs import BOUNDED, SPECS, TrajectorySettings
 from ..config import JudgeConfig
 from ..metrics.composites import Component, weighted_composite
 from ..metrics.run import RunTotals
+from ..metrics.schema import RunSummary
 from ..planning import Entry, Judgment
 from ..rubrics.rubric import Rubric
 from .files import StagedFile, atomic_write_text, dumps, dumps_line
+
+if TYPE_CHECKING:
+    from ..jury.outputs import JuryRun
 
 
 class OutputSink:
@@ -32,6 +36,7 @@ class OutputSink:
         judges: list[JudgeConfig],
         composites: Mapping[str, Mapping[str, float]],
         trajectory: TrajectorySettings | None = None,
+        juries: JuryRun | None = None,
     ) -> None:
         out.mkdir(parents=True, exist_ok=True)
         self.out = out
@@ -43,7 +48,9 @@ class OutputSink:
         self.scales: dict[str, Any] = {**{name: SPECS[name] for name in BOUNDED}, **self.rubrics}
         # A composite is computed when every rubric it weighs is part of the run.
         self.composites = {n: dict(w) for n, w in composites.items() if all(r in self.scales for r in w)}
-        self.totals = RunTotals({r.name: r.scale for r in rubrics}, judges, self.composites)
+        #: the run's juries: their verdicts are added to the rows when the run is committed
+        self.juries = juries
+        self.totals = RunTotals({r.name: r.scale for r in rubrics}, judges, self.composites, juries.names if juries is not None else ())
         self._judgments = StagedFile(out / "judgments.jsonl")
         try:
             self._results = StagedFile(out / "results.jsonl")
@@ -109,6 +116,33 @@ class OutputSink:
         except orjson.JSONEncodeError:  # past orjson (an integer beyond 64 bits): the checked path
             line = dumps_line(row)
         self._results.write_bytes(line)
+        if self.juries is not None:
+            self.juries.observe(transcript.id, transcript.agent_model, (job.result for job in entry.jobs if job.result is not None), len(entry.jobs))
+
+    def _add_juries(self, juries: JuryRun) -> None:
+        """The rows written so far again, with the juries' verdicts added (harness/jury/outputs.py)."""
+        from ..jury.outputs import rewrite
+
+        judgments, results = self._judgments.swap(), self._results.swap()
+        try:
+
+            def jury_row(j: Judgment) -> None:
+                self._judgments.write_bytes(judgment_line(j))
+                self.totals.add_jury(j)
+
+            rewrite(
+                juries,
+                judgments,
+                jury_row,
+                self._judgments.write_bytes,
+                results,
+                lambda row: self._results.write_bytes(dumps_line(row)),
+                self.composites,
+                self.totals.add_composite,
+            )
+        finally:
+            judgments.unlink(missing_ok=True)
+            results.unlink(missing_ok=True)
 
     def _agent(self, transcript: Any) -> tuple[dict[str, float | None], dict[str, str], dict[str, list[int]]] | None:
         """The agent metrics of a transcript that says anything of its agent (its steps or a
@@ -124,7 +158,10 @@ class OutputSink:
         return values, why, behind
 
     def commit(self) -> None:
-        """Rename the rows written so far into place (over the previous run's files)."""
+        """Rename the rows written so far into place (over the previous run's files), the juries'
+        verdicts added first."""
+        if self.juries is not None:
+            self._add_juries(self.juries)
         self._judgments.commit()
         self._results.commit()
 
@@ -146,5 +183,6 @@ def judgment_line(judgment: Judgment) -> bytes:
         return dumps_line(judgment.as_dict())
 
 
-def write_summary(out: Path, summary: Mapping[str, Any]) -> None:
-    atomic_write_text(out / "summary.json", dumps(summary, indent=2) + "\n")
+def write_summary(out: Path, summary: RunSummary) -> None:
+    """summary.json, through its schema (``metrics/schema.py``), as ``read_summary`` reads it back."""
+    atomic_write_text(out / "summary.json", dumps(summary.as_json(), indent=2) + "\n")

@@ -1,6 +1,7 @@
 """The run's vocabulary, on the ground floor: every other part speaks these words.
 
-- :class:`RunOptions` (what a user asked for) → :func:`build_plan` → :class:`RunPlan` (checked);
+- :class:`RunOptions` (what a user asked for: the :class:`JudgeOptions` every judged command
+  takes, and what to judge) → :func:`build_plan` → :class:`RunPlan` (checked);
 - a transcript becomes an :class:`Entry` of :class:`Job` s, one per (rubric, judge)
   (:func:`make_entry`);
 - each job ends as one :class:`Judgment`.
@@ -13,6 +14,7 @@ outputs import it, never the other way round.
 from .endpoints import Endpoint, endpoint_id
 from .jobs import Entry, Job, Planner, estimate_tokens, make_entry
 from .judgment import NO_CALL_REASONS, Judgment, Reason, Status
+from .options import JudgeOptions
 from .plan import CacheMode, RunOptions, RunPlan, build_plan
 from .shard import Shard, parse_shard
 
@@ -22,6 +24,7 @@ __all__ = [
     "Endpoint",
     "Entry",
     "Job",
+    "JudgeOptions",
     "Judgment",
     "Planner",
     "Reason",

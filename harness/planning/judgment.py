@@ -17,8 +17,9 @@ from ..rubrics.logprob_score import LogprobReason
 from ..rubrics.parsing import ParseReason
 
 Status = Literal["scored", "unscored", "failed"]
-#: Why no call was made for a judgment: it is unscored and cost nothing.
-NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted", "context_overflow"]
+#: Why no call was made for a judgment: it is unscored and cost nothing. ``jury_settled``: a
+#: sequential jury's verdict was decided by its cheaper members' votes (harness/jury/sequential.py).
+NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted", "context_overflow", "jury_settled"]
 #: Why a reply that came back is not read: cut off at the completion budget (its text is partial).
 ReplyReason = Literal["truncated"]
 Reason = ParseReason | NoCallReason | ReplyReason | JudgeErrorKind | LogprobReason
@@ -75,6 +76,9 @@ class Judgment:
     #: probability mass the score tokens held
     score_distribution: dict[str, float] | None = None
     score_mass: float | None = None
+    #: a jury's verdict (``judge`` is the jury): {"method", "votes": member -> score or label (null:
+    #: none), "settled": members not asked, "confidence"} (harness/jury/outputs.py)
+    jury: dict[str, Any] | None = None
 
     @property
     def called(self) -> bool:
@@ -101,6 +105,10 @@ class Judgment:
             return "sample_scores"
         if self.score_distribution is not None and any(v - v != 0.0 for v in self.score_distribution.values()):
             return "score_distribution"
+        if self.jury is not None:
+            numbers = [self.jury.get("confidence"), *self.jury.get("votes", {}).values()]
+            if any(isinstance(v, float) and v - v != 0.0 for v in numbers):
+                return "jury"
         return None
 
     def as_dict(self) -> dict[str, Any]:

@@ -21,35 +21,28 @@ from ..agent.specs import BOUNDED, TrajectorySettings
 from ..agent.specs import SPECS as AGENT_METRICS
 from ..cache.base import DEFAULT_LEASE_S
 from ..cache.location import CacheLocation, is_postgres_url, parse_location
-from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, check_key, check_weights, load_config, local_judge_config
+from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, JuryConfig, check_key, check_weights, load_config, local_judge_config
 from ..cost.prices import PriceTable, load_price_table, with_batch_prices, with_prices
 from ..errors import ConfigError, UserInputError
 from ..rubrics.logprob_score import integer_scale
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
+from .options import JudgeOptions
 from .shard import Shard, parse_shard
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
 
-@dataclass(slots=True)
-class RunOptions:
-    """What ``harness run`` takes; every field has the CLI's default."""
+@dataclass(kw_only=True, slots=True)
+class RunOptions(JudgeOptions):
+    """What ``harness run`` takes: the judge options (:class:`JudgeOptions`), and what to judge and
+    how; every field has the CLI's default."""
 
     input: Path
     out: Path | None = None
-    config: Path | None = None
     rubrics: list[str] = field(default_factory=list)
-    prompts: list[Path] = field(default_factory=list)
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    concurrency: int | None = None
-    #: a SQLite file path or a postgresql:// URL
-    cache: Path | str | None = None
+    #: ignore cache hits and overwrite them
     refresh: bool = False
-    no_cache: bool = False
-    offline: bool = False
     limit: int | None = None
     on_bad_record: Literal["fail", "skip"] = "fail"
     progress: bool = True
@@ -63,8 +56,10 @@ class RunOptions:
     #: judges given in code (``harness.evaluate(judges=...)``): config entries as dicts or JudgeConfig,
     #: validated as the config file's are and added after them
     judges: list[Any] = field(default_factory=list)
-    #: run only the judges of these names (a cascade's stage); empty: every judge
+    #: run only the judges (or juries, with their members) of these names (a cascade's stage); empty: every judge
     judges_only: list[str] = field(default_factory=list)
+    #: human labels for every jury of the config (``--jury-labels``): over each jury's ``labels``
+    jury_labels: Path | None = None
 
 
 @dataclass(slots=True)
@@ -88,6 +83,10 @@ class RunPlan:
     price_table: PriceTable | None = None
     #: how steps are matched with a reference trajectory (config ``[trajectory]``)
     trajectory: TrajectorySettings = field(default_factory=TrajectorySettings)
+    #: panels of ``judges`` that are judges of their own (``[[juries]]``; harness/jury)
+    juries: list[JuryConfig] = field(default_factory=list)
+    #: where the config came from, for messages ("harness.toml", "command line")
+    source: str = "command line"
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed,
@@ -210,11 +209,15 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     names = [j.name for j in judges]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: two judges share the name {next(n for n in names if names.count(n) > 1)!r}")
+    juries = _juries(config, options, names, source)
     if options.judges_only:
-        unknown = [n for n in options.judges_only if n not in names]
+        panels = {j.name: j for j in juries}
+        unknown = [n for n in options.judges_only if n not in names and n not in panels]
         if unknown:
-            raise ConfigError(f"{source}: no judge named {unknown[0]!r} (judges: {', '.join(names)})")
-        judges = [j for j in judges if j.name in options.judges_only]
+            raise ConfigError(f"{source}: no judge named {unknown[0]!r} (judges: {', '.join([*names, *panels])})")
+        juries = [j for j in juries if j.name in options.judges_only]
+        kept = {*options.judges_only, *(m for j in juries for m in j.members)}
+        judges = [j for j in judges if j.name in kept]
     user_prices = load_price_table(config.price_table) if config.price_table else None
     judges = [(with_batch_prices if options.batch else with_prices)(j, user_prices) for j in judges]
     if options.concurrency is not None:
@@ -276,7 +279,34 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         shard=shard,
         price_table=user_prices,
         trajectory=TrajectorySettings(config.trajectory.mode, config.trajectory.arguments, config.trajectory.default),
+        juries=juries,
+        source=source,
     )
+
+
+def _juries(config: HarnessConfig, options: RunOptions, judges: list[str], source: str) -> list[JuryConfig]:
+    """The config's juries, checked against its judges: every member a judge, no jury named as a
+    judge, a sequential jury's members on no other jury; ``--jury-labels`` over each one's labels."""
+    juries = list(config.juries)
+    if options.jury_labels is not None:
+        if not juries:
+            raise ConfigError(f"--jury-labels {options.jury_labels}: the config has no [[juries]]")
+        juries = [j.model_copy(update={"labels": options.jury_labels}) for j in juries]
+    for index, jury in enumerate(juries):
+        if jury.name in judges:
+            raise ConfigError(f"{source}: juries[{index}].name: {jury.name!r} is also a judge's name")
+        unknown = [m for m in jury.members if m not in judges]
+        if unknown:
+            raise ConfigError(f"{source}: juries[{index}].members: no judge named {unknown[0]!r} (judges: {', '.join(judges)})")
+        if jury.sequential:
+            for other in juries:
+                shared = [m for m in jury.members if other is not jury and m in other.members]
+                if shared:
+                    raise ConfigError(
+                        f"{source}: juries[{index}].members: judge {shared[0]!r} of the sequential jury {jury.name!r} sits on jury {other.name!r} too "
+                        "(a sequential jury leaves members unasked; give it judges of its own)"
+                    )
+    return juries
 
 
 def _check_format(fmt: str) -> str:

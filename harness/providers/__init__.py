@@ -23,20 +23,25 @@ from typing import Protocol
 
 from ..errors import ConfigError
 from . import anthropic, local, openai, openai_sdk
+from .lineage import LINEAGES, Lineage, lineage_of, same_lineage
 from .profile import CHAT, Capability, CapabilityFamily, ModelFamily, ProviderProfile
 
 __all__ = [
     "CHAT",
+    "LINEAGES",
     "PROFILES",
     "Capability",
     "CapabilityFamily",
+    "Lineage",
     "ModelFamily",
     "ProviderProfile",
     "api_root",
     "choices",
     "endpoint",
+    "lineage_of",
     "profile_of",
     "root_of",
+    "same_lineage",
     "unsupported",
 ]
 

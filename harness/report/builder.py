@@ -30,8 +30,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects as iter_jsonl
+from ..metrics.schema import NoiseSummary
 from ..planning.judgment import NO_CALL_REASONS
 from ..transcripts import PERFORMANCE_FIELDS
 from ..version import __version__
@@ -121,7 +124,8 @@ def _fill(template: str, slots: Mapping[str, str]) -> str:
 def _metric_entry(
     view: RunView, name: str, kind: str, values: dict[str, list[float]], labels: dict[str, Counter[str]] | None = None
 ) -> dict[str, Any]:
-    section = view.summary.get("rubrics" if kind == "rubric" else "composites", {}).get(name, {})
+    per_judge_summary = (view.summary.rubrics if kind == "rubric" else view.summary.composites).get(name, {})
+    section = {judge: _json(figures) for judge, figures in per_judge_summary.items()}
     rubric = view.rubrics.get(name) if kind == "rubric" else None
     if rubric is not None and rubric.labels is not None:  # categorical: judgments per label, no score
         per_judge = {judge: (labels or {}).get(judge, Counter()) for judge in view.judges}
@@ -338,18 +342,18 @@ def _metrics(view: RunView, run: _Run) -> list[dict[str, Any]]:
 def build_data(view: RunView, run: _Run, details: dict[str, Any]) -> dict[str, Any]:
     """Everything the page shows but the transcripts' details, as one JSON-ready dict."""
     summary = view.summary
-    judges_summary = summary.get("judges") or {}
-    hits = sum(int((judges_summary.get(j) or {}).get("cache_hits") or 0) for j in view.judges)
-    calls = sum(int((judges_summary.get(j) or {}).get("calls") or 0) for j in view.judges)
-    perf_summary = summary.get("performance") or {}
+    judges_summary = {j: summary.judges[j] for j in view.judges if j in summary.judges}
+    hits = sum(s.cache_hits for s in judges_summary.values())
+    calls = sum(s.calls for s in judges_summary.values())
+    perf_summary = {name: _json(figures) for name, figures in summary.performance.items()}
     return {
         "format": 2,
         "meta": {
             "run_dir": str(view.path),
-            "input": summary.get("input"),
+            "input": summary.input,
             "input_resolved": str(view.input_path) if view.input_path else None,
             "texts_available": sum(1 for ref in run.text_refs if ref is not None),
-            "judges": [{"name": j, **(summary["judge_models"].get(j) or {})} for j in view.judges],
+            "judges": [{"name": j, **(_json(summary.judge_models.get(j)) or {})} for j in view.judges],
             "rubrics": [
                 {
                     "name": n,
@@ -364,16 +368,16 @@ def build_data(view: RunView, run: _Run, details: dict[str, Any]) -> dict[str, A
                 {"name": n, "definition": " + ".join(f"{w:g}·{r}" for r, w in ws.items()) if ws else None} for n, ws in view.composites.items()
             ],
             "weights_source": view.weights_source,
-            "transcripts": summary.get("transcripts", len(run.rows)),
-            "judgments": summary.get("judgments") or {},
-            "wall_time_s": summary.get("wall_time_s"),
-            "cost_usd": summary.get("cost_usd"),
-            "cache": summary.get("cache"),
-            "cache_mode": summary.get("cache_mode"),
+            "transcripts": summary.transcripts if "transcripts" in summary.model_fields_set else len(run.rows),
+            "judgments": summary.judgments,
+            "wall_time_s": summary.wall_time_s,
+            "cost_usd": summary.cost_usd,
+            "cache": summary.cache,
+            "cache_mode": summary.cache_mode,
             "cache_hits": hits,
             "cache_hit_rate": hits / (hits + calls) if hits + calls else None,
-            "interrupted": bool(summary.get("interrupted")),
-            "budget": summary.get("budget"),
+            "interrupted": summary.interrupted,
+            "budget": _json(summary.budget),
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "harness_version": __version__,
             "chart_js_version": CHART_JS_VERSION,
@@ -384,17 +388,18 @@ def build_data(view: RunView, run: _Run, details: dict[str, Any]) -> dict[str, A
             "agent": {f: {"stats": perf_summary.get(f), "hist": latency_histogram(run.agent[f])} for f in LATENCY_FIELDS},
             "tool_calls": {"stats": perf_summary.get("tool_calls"), "hist": count_histogram(run.tool_calls)},
             "judges": {
-                j: {"stats": (judges_summary.get(j) or {}).get("latency_ms"), "hist": latency_histogram(run.judge_latency[j])} for j in view.judges
+                j: {"stats": _json(s.latency_ms) if (s := judges_summary.get(j)) else None, "hist": latency_histogram(run.judge_latency[j])}
+                for j in view.judges
             },
         },
-        "cost": {"summary": summary.get("cost"), "judges": {j: judges_summary.get(j) for j in view.judges}},
+        "cost": {"summary": _json(summary.cost), "judges": {j: _json(judges_summary.get(j)) for j in view.judges}},
         "health": [
             {"judge": j, "rubric": r, **run.health[(j, r)].as_dict()} for j in view.judges for r in view.rubric_versions if (j, r) in run.health
         ],
         "table": {"columns": run.columns, "rows": run.rows, "queries": run.queries, "sort": _sort_column(run.columns)},
         "judgment_fields": list(JUDGMENT_FIELDS),
         "details": details,
-        "trust": {"judge_noise": _noise_rows(summary.get("judge_noise") or {}), "pairwise": [], "probes": []},
+        "trust": {"judge_noise": _noise_rows(summary.judge_noise), "pairwise": [], "probes": []},
     }
 
 
@@ -402,9 +407,18 @@ def _sort_column(columns: list[dict[str, Any]]) -> int:
     return 1 if len(columns) > 5 else 0
 
 
-def _noise_rows(noise: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _noise_rows(noise: Mapping[str, Mapping[str, NoiseSummary]]) -> list[dict[str, Any]]:
     """summary.json's ``judge_noise`` (repeated samples) as one row per rubric and judge."""
-    return [{"rubric": rubric, "judge": judge, **figures} for rubric, judges in noise.items() for judge, figures in judges.items()]
+    return [
+        {"rubric": rubric, "judge": judge, **figures.model_dump(exclude_unset=True)}
+        for rubric, judges in noise.items()
+        for judge, figures in judges.items()
+    ]
+
+
+def _json(section: BaseModel | None) -> dict[str, Any] | None:
+    """A section of summary.json as the file holds it, for the page's data."""
+    return None if section is None else section.model_dump(exclude_unset=True)
 
 
 def trust_sections(paths: Iterable[str | Path]) -> dict[str, list[dict[str, Any]]]:

@@ -44,6 +44,14 @@ def _usd(value: float | None) -> str:
     return "$" + (f"{value:.10f}".rstrip("0").rstrip(".") if value else "0")
 
 
+def _jury_line(jury: dict[str, Any]) -> str:
+    """``jury majority of votes a 0.8, b 0.7, c not asked (confidence 0.67)``: a jury's verdict traced to its members."""
+    settled = set(jury.get("settled") or ())
+    votes = ", ".join(f"{m} {'not asked' if m in settled else _number(v)}" for m, v in (jury.get("votes") or {}).items())
+    confidence = jury.get("confidence")
+    return f"jury {jury.get('method')} of votes {votes}" + ("" if confidence is None else f" (confidence {confidence:.3g})")
+
+
 def explain(
     run_dir: str | Path,
     transcript_id: str,
@@ -133,6 +141,9 @@ def explain(
         )
         if j.get("error"):
             out.append(f"    error: {j['error']}")
+        if j.get("jury"):
+            out.append(f"    {_jury_line(j['jury'])}")
+            continue
         raw = j.get("raw_output")
         if raw is None:
             out.append("    no judge reply")

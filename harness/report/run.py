@@ -17,7 +17,7 @@ Every problem with the run directory itself is a one-line :class:`UserInputError
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from ..agent.steps import Step
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
+from ..metrics.schema import RunSummary
 from ..outputs.rundir import interrupted_note, open_run_dir, resolve_input, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..transcripts import iter_transcripts
@@ -64,7 +65,7 @@ class RunView:
     """A run directory, opened: its summary, the rubrics and composites it used, where its input is."""
 
     path: Path
-    summary: dict[str, Any]
+    summary: RunSummary
     judges: list[str]
     rubric_versions: dict[str, str]
     #: rubric name -> the rubric file (for scale and direction); absent when no file was found
@@ -90,11 +91,11 @@ def clip(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
     return text[:limit] + f"\n… ({len(text) - limit:,} more characters; the input file has the whole text)"
 
 
-def _composites(summary: Mapping[str, Any], config: Path | None) -> tuple[dict[str, dict[str, float] | None], str]:
-    names = list(summary.get("composites") or {})
-    recorded = summary.get("composite_weights")
-    if isinstance(recorded, dict):
-        return {n: dict(recorded[n]) if isinstance(recorded.get(n), dict) else None for n in names}, "summary.json"
+def _composites(summary: RunSummary, config: Path | None) -> tuple[dict[str, dict[str, float] | None], str]:
+    names = list(summary.composites)
+    recorded = summary.composite_weights
+    if recorded is not None:
+        return {n: {k: float(w) for k, w in recorded[n].items()} if n in recorded else None for n in names}, "summary.json"
     known = dict(DEFAULT_COMPOSITES)
     source = "the built-in default"
     if config is not None:
@@ -122,7 +123,7 @@ def open_run(
     except HarnessError as exc:
         raise UserInputError(str(exc)) from None
     notes: list[str] = []
-    rubric_versions = {str(k): str(v) for k, v in summary["rubric_versions"].items()}
+    rubric_versions = dict(summary.rubric_versions)
     rubrics: dict[str, Rubric] = {}
     for name, version in rubric_versions.items():
         rubric = files.get(name)
@@ -135,15 +136,15 @@ def open_run(
     for name, weights in composites.items():
         if weights is None:
             notes.append(f"composite {name}: its weights are not recorded in the run; pass the run's --config to show its arithmetic")
-    input_path = resolve_input(run, summary.get("input"), Path(input) if input is not None else None)
+    input_path = resolve_input(run, summary.input, Path(input) if input is not None else None)
     if (note := interrupted_note(summary)) is not None:
         notes.append(note)
-    if summary.get("skipped_records"):
-        notes.append(f"{summary['skipped_records']} bad input record(s) were skipped (listed in skipped.jsonl)")
+    if summary.skipped_records:
+        notes.append(f"{summary.skipped_records} bad input record(s) were skipped (listed in skipped.jsonl)")
     return RunView(
         path=run,
         summary=summary,
-        judges=[str(j) for j in summary["judge_models"]],
+        judges=list(summary.judge_models),
         rubric_versions=rubric_versions,
         rubrics=rubrics,
         composites=composites,

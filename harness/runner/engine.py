@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Container
+from typing import TYPE_CHECKING
 
 from ..cache.base import CachedReply, CacheStore, FailedCall
 from ..cost.budget import Budget
@@ -42,6 +43,9 @@ from . import verdict
 from .calls import Caller, JudgeHealth
 from .choices import NChoices
 from .claims import Claims
+
+if TYPE_CHECKING:
+    from .juries import Sequencer
 
 #: Transcripts read but not yet written; bounds memory when one call is slow.
 WINDOW = 4096
@@ -99,6 +103,14 @@ class Runner:
         self._reading_done = False
         #: set when keys start waiting for another worker, or the reading ends
         self._claims_wake = asyncio.Event()
+        #: sequential juries: members asked in waves (``runner/juries.py``); a wave released by a
+        #: completed judgment goes out through ``_released``
+        self._sequencer: Sequencer | None = None
+        if any(jury.sequential for jury in plan.juries):
+            from .juries import Sequencer  # numpy and the juries' rules: only a run that has one loads them
+
+            self._sequencer = Sequencer(plan.juries, rubrics, plan.judges)
+        self._released: asyncio.Queue[list[Job] | None] = asyncio.Queue()
 
     @property
     def health(self) -> dict[str, JudgeHealth]:
@@ -120,11 +132,15 @@ class Runner:
             workers[endpoint.id] = [asyncio.create_task(self._worker(queue)) for _ in range(slots)]
         drain = asyncio.create_task(self._drain())
         waiter = asyncio.create_task(self._await_claims())
+        releaser = asyncio.create_task(self._release())
         tasks = [task for group in workers.values() for task in group]
-        tasks.append(waiter)
+        tasks += [waiter, releaser]
 
         async def main() -> None:
             await self._produce()
+            if self._sequencer is not None:
+                await self._sequencer.idle.wait()  # no sequential jury waits for a vote: nothing more to release
+            await self._released.put(None)
             self._reading_done = True
             self._claims_wake.set()
             await waiter
@@ -180,6 +196,27 @@ class Runner:
 
     async def _dispatch(self, batch: list[Entry]) -> None:
         jobs = [job for entry in batch for job in entry.jobs if job.result is None]
+        settled: list[tuple[Job, Judgment]] = []
+        if self._sequencer is not None:
+            held, settled = self._sequencer.hold(batch)
+            jobs = [job for job in jobs if id(job) not in held]
+        self._window.extend(batch)
+        self._appended.set()
+        for entry in batch:
+            for job in entry.jobs:
+                if job.result is not None:
+                    self.on_judgment(job.result)
+        for job, judgment in settled:
+            self._complete(job, judgment)
+        await self._dispatch_jobs(jobs)
+
+    async def _release(self) -> None:
+        """Send the waves of sequential juries' members that completed judgments release."""
+        while (jobs := await self._released.get()) is not None:
+            await self._dispatch_jobs(jobs)
+
+    async def _dispatch_jobs(self, jobs: list[Job]) -> None:
+        """Answer ``jobs`` from the cache where it can, else queue them for their judges."""
         to_send: list[Job] = []
         hits: dict[str, CachedReply] = {}
         failed: dict[str, FailedCall] = {}
@@ -188,12 +225,6 @@ class Runner:
             hits = await self.cache.replies([job.key for job in jobs if job.key and job.key not in uncached])
             if self.plan.cache_mode == "offline":  # a key with no judgment may have failed when asked
                 failed = await self.cache.failures([job.key for job in jobs if job.key and job.key not in hits])
-        self._window.extend(batch)
-        self._appended.set()
-        for entry in batch:
-            for job in entry.jobs:
-                if job.result is not None:
-                    self.on_judgment(job.result)
         for job in jobs:
             assert job.key is not None
             if job.key in hits:
@@ -314,6 +345,12 @@ class Runner:
         if job.sample == 0:  # repeated samples count once, as the one judgment they become
             self.on_judgment(result)
         job.entry.finished_one()
+        if self._sequencer is not None:
+            release, settled = self._sequencer.answered(job)
+            for member, judgment in settled:
+                self._complete(member, judgment)
+            if release:
+                self._released.put_nowait(release)
 
     # -- writing in input order ----------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 Order matters and is the contract: check the plan, validate every transcript (a typo never costs
 money), open the cache, make the judges, judge, write outputs, then decide the exit code. The
 session prints nothing: it returns a :class:`RunOutcome`, and reports progress only through the
-optional ``on_start``/``on_judgment`` callbacks; the terminal (``outputs/terminal.py``) renders
+optional ``on_start``/``on_judgment`` callbacks; the terminal (``terminal/run.py``) renders
 both.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Container, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..cache.base import CacheStore
 from ..cache.location import describe, open_store
@@ -31,6 +31,7 @@ from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, 
 from ..judges.base import Judge
 from ..judges.registry import make_judge
 from ..metrics.run import RunTotals
+from ..metrics.schema import BudgetRecord, JudgeModel, JuryPanelRecord, JurySummary, RetirementRecord, RubricScale, RunRecord, RunSummary
 from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remove_stale
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
@@ -38,11 +39,15 @@ from ..rubrics.rubric import Rubric
 from ..transcripts.loader import ScanResult, scan
 from .engine import Runner
 
+if TYPE_CHECKING:
+    from ..jury.outputs import JuryRun
+
 
 @dataclass(slots=True)
 class RunOutcome:
     exit_code: int
-    summary: dict[str, Any]
+    #: what summary.json holds
+    summary: RunSummary
     message: str
     #: records passed over with ``on_bad_record="skip"`` (listed in OUT/skipped.jsonl)
     skipped: list[TranscriptError] = field(default_factory=list)
@@ -122,6 +127,19 @@ class _Run:
     on_judgment: Callable[[Judgment], None] | None = None
     handle_signals: bool = False
     answers: Answers | None = None
+    juries: JuryRun | None = None
+
+
+def _juries(plan: RunPlan, rubrics: list[Rubric]) -> JuryRun | None:
+    """The run's juries, their labels read and checked, before anything is sent (harness/jury)."""
+    if not plan.juries:
+        return None
+    from ..jury.classes import Classes
+    from ..jury.outputs import JuryRun
+    from ..jury.panel import prepare
+
+    panels = prepare(plan.juries, plan.judges, rubrics, plan.source, others=set(plan.available_rubrics) - {r.name for r in rubrics})
+    return JuryRun(panels, [Classes.of(r) for r in rubrics], {r.name: r.version for r in rubrics})
 
 
 async def run_evaluation(
@@ -142,9 +160,12 @@ async def run_evaluation(
     out = options.out
     plan = build_plan(options)
     if not options.batch:  # a batch's own paths check at submit and export
-        check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live")
+        check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live", plan.juries)
+    else:  # a collect: its juries as the submit checked them
+        check_supported((), "batch", plan.juries)
     scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
+    juries = _juries(plan, rubrics)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
     # judge is even constructed, so nothing can call out.
@@ -155,7 +176,7 @@ async def run_evaluation(
     try:
         with collector_tuned():
             return await _judge_and_write(
-                _Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers)
+                _Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers, juries)
             )
     finally:
         lock.release()
@@ -204,7 +225,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
     plan = run.plan
     skipped = _stage_skipped(run.out, run.scanned)
     try:
-        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory)
+        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory, run.juries)
     except BaseException:
         if skipped is not None:
             skipped.discard()
@@ -252,9 +273,8 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
     crash = crash or crash_on_close
     written = _commit(sink, skipped)
     code, crash_message = crash_exit(crash) if crash is not None else (EXIT_OK, None)
-    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget)
-    record["aborted"] = crash_message
-    summary = sink.totals.summary(wall_time_s=time.perf_counter() - run.started, extra=record)
+    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget, crash_message)
+    summary = sink.totals.summary(wall_time_s=time.perf_counter() - run.started, record=record)
     write_summary(run.out, summary)
     removed = remove_stale(run.out, written)
     if crash_message is not None:
@@ -355,24 +375,46 @@ def _commit(sink: OutputSink, skipped: StagedFile | None) -> set[str]:
     return written
 
 
-def _run_record(plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped: int, interrupted: bool, budget: Budget | None) -> dict[str, Any]:
+def _run_record(
+    plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped: int, interrupted: bool, budget: Budget | None, aborted: str | None
+) -> RunRecord:
     """What summary.json records about the run itself, beside its aggregates."""
-    return {
-        "input": str(plan.input),
-        "cache": describe(plan.cache_path) if plan.cache_path else None,
-        "cache_mode": plan.cache_mode,
-        "judge_models": {j.name: {"model": j.model, "base_url": j.endpoint} for j in plan.judges},
+    juries = sink.juries
+    judge_models = {j.name: JudgeModel(model=j.model, base_url=j.endpoint) for j in plan.judges}
+    if juries is not None:
+        judge_models |= {
+            p.name: JudgeModel(model=f"jury: {p.describe()}", base_url=None, jury=JuryPanelRecord.model_validate(p.record())) for p in juries.panels
+        }
+    record = RunRecord(
+        input=str(plan.input),
+        cache=describe(plan.cache_path) if plan.cache_path else None,
+        cache_mode=plan.cache_mode,
+        judge_models=judge_models,
         # Each judge as it ran (read back as a JudgeConfig by `harness merge`; the key's variable, never the key).
-        "judge_configs": {j.name: j.model_dump(mode="json") for j in plan.judges},
-        "rubric_versions": {r.name: r.version for r in rubrics},
-        "rubric_scales": {r.name: {"scale": list(r.scale), "direction": r.direction} for r in rubrics},
-        "composite_weights": sink.composites,
-        "skipped_records": skipped,
-        "interrupted": interrupted,
-        **({"shard": str(plan.shard)} if plan.shard is not None else {}),
-        "budget": None if budget is None else {"max_cost_usd": budget.limit, "spent_usd": budget.spent, "stopped_the_run": budget.exhausted},
-        "judge_retirements": [r.as_dict() for r in retirements(plan.judges, plan.price_table)],
-    }
+        judge_configs={j.name: j.model_dump(mode="json") for j in plan.judges},
+        rubric_versions={r.name: r.version for r in rubrics},
+        rubric_scales={r.name: _scale_record(r) for r in rubrics},
+        composite_weights=sink.composites,
+        skipped_records=skipped,
+        interrupted=interrupted,
+        budget=None if budget is None else BudgetRecord(max_cost_usd=budget.limit, spent_usd=budget.spent, stopped_the_run=budget.exhausted),
+        judge_retirements=[RetirementRecord(**r.as_dict()) for r in retirements(plan.judges, plan.price_table)],
+        aborted=aborted,
+    )
+    # set only when they apply: an unsharded run writes no shard, a run without juries no juries section
+    update: dict[str, Any] = {}
+    if plan.shard is not None:
+        update["shard"] = str(plan.shard)
+    if juries is not None:
+        update["juries"] = {name: JurySummary.model_validate(report) for name, report in juries.report().items()}
+    return record.model_copy(update=update) if update else record
+
+
+def _scale_record(rubric: Rubric) -> RubricScale:
+    """A rubric's scale and direction as summary.json records them (a label rubric's labels too)."""
+    if rubric.labels is not None:
+        return RubricScale(scale=list(rubric.scale), direction=rubric.direction, labels=list(rubric.labels))
+    return RubricScale(scale=list(rubric.scale), direction=rubric.direction)
 
 
 def _verdict(totals: RunTotals, out: Path, interrupted: bool, budget: Budget | None) -> tuple[int, str]:

@@ -43,7 +43,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..config import check_weights
 from ..errors import ConfigError, UserInputError
-from .common import JudgeOptions, hardware_record, judge_records, pydantic_problem, read_jsonl_records, write_json
+from ..planning import JudgeOptions
+from .common import hardware_record, judge_records, pydantic_problem, read_jsonl_records, write_json
 
 COMPONENTS = ("ACC", "CON", "COH", "FLU", "EFF")
 #: seed 001, "Default Weights"

@@ -15,7 +15,7 @@ import platform
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..outputs.files import atomic_write_text, dumps
-from ..planning import RunOptions
+from ..planning import JudgeOptions, RunOptions
 from ..rubrics.rubric import builtin_prompts_dir
 from ..runner.session import RunOutcome, run_evaluation
 from ..validation import first_problem
@@ -122,21 +122,6 @@ def hardware_record() -> dict[str, Any]:
     }
 
 
-@dataclass(slots=True)
-class JudgeOptions:
-    """The judge options of ``harness run`` that a suite passes through unchanged."""
-
-    config: Path | None = None
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    concurrency: int | None = None
-    cache: Path | str | None = None
-    no_cache: bool = False
-    offline: bool = False
-    prompts: list[Path] = field(default_factory=list)
-
-
 @dataclass(frozen=True, slots=True)
 class JudgeRun:
     """How a suite's judged step ended: its exit code and closing message."""
@@ -161,8 +146,8 @@ class Judged:
         return {
             "exit_code": self.outcome.exit_code,
             "message": self.outcome.message,
-            "judgments": self.outcome.summary.get("judgments"),
-            "cost_usd": self.outcome.summary.get("cost_usd"),
+            "judgments": self.outcome.summary.judgments,
+            "cost_usd": self.outcome.summary.cost_usd,
         }
 
 
@@ -182,20 +167,9 @@ def judge_records(
     with path.open("w", encoding="utf-8") as fh:
         for record in records:
             fh.write(dumps(record) + "\n")
-    options = RunOptions(
-        input=path,
-        out=out / "judgments",
-        config=judge.config,
-        rubrics=rubrics,
-        prompts=[*([suite_prompts_dir(suite)] if suite_prompts_dir(suite).is_dir() else []), *judge.prompts],
-        model=judge.model,
-        base_url=judge.base_url,
-        api_key_env=judge.api_key_env,
-        concurrency=judge.concurrency,
-        cache=judge.cache,
-        no_cache=judge.no_cache,
-        offline=judge.offline,
-        progress=False,
+    suite_prompts = [suite_prompts_dir(suite)] if suite_prompts_dir(suite).is_dir() else []
+    options = RunOptions.from_judge(
+        judge, input=path, out=out / "judgments", rubrics=rubrics, prompts=[*suite_prompts, *judge.prompts], progress=False
     )
     outcome = asyncio.run(run_evaluation(options))
     rows = [json.loads(line) for line in (out / "judgments" / "judgments.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]

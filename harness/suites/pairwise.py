@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserInputError
+from ..planning import JudgeOptions
 from ..stats.intervals import wilson_interval
 from ..transcripts.loader import iter_transcripts, scan
-from .common import JudgeOptions, JudgeRun, read_json, read_jsonl_records, write_json
+from .common import JudgeRun, read_json, read_jsonl_records, write_json
 
 SUITE = "pairwise"
 RUBRIC = "pairwise"

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import UserInputError
+from ..planning import JudgeOptions
 from ..rubrics.rubric import Rubric
 from ..stats.hypothesis_tests import paired_ttest
 from ..stats.intervals import mean_interval
 from ..transcripts.loader import iter_transcripts, scan
 from ..transcripts.models import Resolved
-from .common import JudgeOptions, JudgeRun, write_json
+from .common import JudgeRun, write_json
 from .pairwise import _transcript_file
 
 SUITE = "probe"

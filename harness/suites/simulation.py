@@ -55,8 +55,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UserInputError
+from ..planning import JudgeOptions
 from ..stats import UndefinedMetricWarning, cohens_d, mean_interval, welch_ttest
-from .common import JudgeOptions, judge_records, pydantic_problem, read_jsonl_records, write_json
+from .common import judge_records, pydantic_problem, read_jsonl_records, write_json
 
 METRICS = ("PAS", "BVS", "ORA", "DEI", "CRRS")
 #: seed 002, section 6: fixed across experiments

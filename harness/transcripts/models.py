@@ -121,6 +121,9 @@ class Resolved:
     tools: tuple[ToolSpec, ...] | None = None
     task: str | None = None
     reference_trajectory: tuple[RefItem, ...] | None = None
+    #: the model of the agent that wrote the response (``metadata.agent_model``, else ``metadata.model``):
+    #: a jury flags its members of the same lineage (self-preference)
+    agent_model: str | None = None
 
     def present_inputs(self) -> frozenset[str]:
         """Which rubric inputs this transcript can supply (``rubrics.inputs``: non-blank text, at
@@ -226,6 +229,7 @@ class Transcript(_Strict):
             tools=tuple(self.tools) if self.tools is not None else None,
             task=self.task,
             reference_trajectory=tuple(self.reference_trajectory) if self.reference_trajectory is not None else None,
+            agent_model=_agent_model(self.metadata),
         )
 
     def _steps(self) -> tuple[Step, ...] | None:
@@ -272,6 +276,17 @@ class Transcript(_Strict):
             timings.api_ms if timings.api_ms is not None else from_spans.api_ms,
             tool_calls,
         )
+
+
+def _agent_model(metadata: dict[str, Any] | None) -> str | None:
+    """The agent's model named in a transcript's metadata (trace imports write ``model``)."""
+    if not metadata:
+        return None
+    for key in ("agent_model", "model"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
 
 
 def _has_tool_use(message: Message) -> bool:

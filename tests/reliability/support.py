@@ -18,10 +18,9 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.outputs.terminal import run_in_terminal
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
-from tests.e2e_support import KEY_ENV, Outputs
+from tests.e2e_support import KEY_ENV, Outputs, run_and_show
 
 ROOT = Path(__file__).resolve().parents[2]
 RUBRICS = ("relevance", "faithfulness", "hallucination", "contextual_relevance")
@@ -48,7 +47,7 @@ async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOut
     options.setdefault("input", tmp_path / "transcripts.jsonl")
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
-    outcome = await run_in_terminal(RunOptions(out=tmp_path / name, progress=False, **options), console)
+    outcome = await run_and_show(RunOptions(out=tmp_path / name, progress=False, **options), console)
     return outcome, Outputs(tmp_path / name), buffer.getvalue()
 
 

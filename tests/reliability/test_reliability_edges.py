@@ -230,8 +230,8 @@ def test_a_bounded_scores_interval_stays_within_its_scale() -> None:
 
     series = _Series()
     series.values.extend([1.0, 1.0, 1.0, 0.0])  # a t-interval of these reaches above 1
-    assert series.as_dict()["ci95"][1] > 1.0
-    low, high = series.as_dict((0.0, 1.0))["ci95"]
+    assert series.as_summary().ci95[1] > 1.0  # type: ignore[index]
+    low, high = series.as_summary((0.0, 1.0)).ci95  # type: ignore[misc]
     assert 0.0 <= low <= high <= 1.0
 
 

@@ -21,7 +21,9 @@
 
 A stage's confidence in its verdict comes from its logprobs (``logprobs = true``: the probability
 of the most likely score) or from its samples (``samples = k``: the share of samples that agree
-with the majority). A judge with neither has no confidence to trust and is refused.
+with the majority). A judge with neither has no confidence to trust and is refused. A stage may
+be a jury (``[[juries]]``): its confidence is its verdict's (the share of its members' votes for
+the verdict; Dawid–Skene's posterior), and its cost its members'.
 
 Everything a user gives (config, rubric, labels, options, the calibration file, the transcripts) is
 checked before the first judge is asked.
@@ -34,7 +36,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,11 +44,11 @@ from typing import Any
 import numpy as np
 
 from ..capabilities import check_supported
-from ..config import CascadeConfig, JudgeConfig
+from ..config import CascadeConfig, JudgeConfig, JuryConfig
 from ..errors import ConfigError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..outputs.files import atomic_write_text
-from ..planning import RunOptions, build_plan
+from ..planning import JudgeOptions, RunOptions, build_plan
 from ..planning.plan import check_logprob_rubrics
 from ..rubrics.rubric import Rubric
 from ..stats.selective import StageThreshold, calibrate_cascade, route
@@ -59,17 +61,55 @@ HOLDOUT = 0.3
 MIN_CALIBRATION = 30
 
 
-@dataclass(slots=True)
-class CascadeOptions:
+@dataclass(kw_only=True, slots=True)
+class CascadeOptions(JudgeOptions):
+    """A cascade command's judge options (:class:`JudgeOptions`, carried into every stage's run;
+    ``config`` is required: it holds ``[cascade]``), its transcripts, output and rubric."""
+
     input: Path
     out: Path
     config: Path
     rubric: str
-    cache: Path | str | None = None
-    offline: bool = False
-    #: extra rubric directories (as ``harness run --prompts``), after the config's ``prompts``
-    prompts: list[Path] = field(default_factory=list)
-    concurrency: int | None = None
+
+
+@dataclass(slots=True)
+class StageOutcome:
+    """One stage of a cascade run: what reached it and what it answered, with what its calibration
+    says of it."""
+
+    judge: str
+    judged: int
+    answered: int
+    #: the share of all the transcripts this stage answered
+    coverage: float
+    threshold: float | None
+    guaranteed_agreement: float | None
+    heldout_agreement: float | None
+
+
+@dataclass(slots=True)
+class CascadeResult:
+    """OUT/cascade.json of ``harness cascade run``: per stage what it answered, the guarantee, and
+    what the run paid against the strongest judge alone."""
+
+    rubric: str
+    transcripts: int
+    abstained: int
+    #: transcripts whose judgment failed at the last stage that judged them (their answer is that failure)
+    failed: int
+    stages: list[StageOutcome]
+    #: the guarantee in words, as the calibration certified it
+    guarantee: str
+    #: USD this run paid (cache hits cost nothing; None: a price is unknown)
+    cost_usd: float | None
+    judgments: int
+    cache_hits: int
+    #: what the judgments cost when first paid, cache hits included
+    uncached_cost_usd: float | None
+    #: what the strongest judge alone would have cost at its calibration's mean cost per judgment
+    strongest_alone_usd: float | None
+    #: 1 when some transcript's answer is a failed judgment, else 0 (as harness run)
+    exit_code: int = EXIT_OK
 
 
 def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
@@ -77,6 +117,10 @@ def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
     carries no distribution and no samples)."""
     if judgment.get("status") != "scored":
         return None, None
+    jury = judgment.get("jury")
+    if jury:
+        value = judgment.get("label") if judgment.get("label") is not None else judgment.get("score")
+        return value, jury.get("confidence")
     distribution = judgment.get("score_distribution")
     if distribution:
         total = sum(distribution.values())
@@ -98,7 +142,10 @@ class _Checked:
     """A cascade command's inputs, checked before any judge is asked."""
 
     cascade: CascadeConfig
-    stages: list[JudgeConfig]
+    #: judges that give a confidence (logprobs or samples), or juries (their verdict's confidence)
+    stages: list[JudgeConfig | JuryConfig]
+    #: the config's judges by name (a jury stage's members among them)
+    judges: dict[str, JudgeConfig]
     rubric: Rubric
     #: every rubric the config's prompts, ``--prompts`` and the built-ins give (for labels of others)
     rubrics: dict[str, Rubric]
@@ -112,36 +159,39 @@ def _check(options: CascadeOptions) -> _Checked:
     config = load_config(options.config)
     if config.cascade is None:
         raise ConfigError(f"{options.config}: no [cascade] section (stages, target_agreement, confidence)")
-    plan = build_plan(
-        RunOptions(
-            input=options.input,
-            config=options.config,
-            prompts=list(options.prompts),
-            cache=options.cache,
-            offline=options.offline,
-            concurrency=options.concurrency,
-        )
-    )
+    plan = build_plan(RunOptions.from_judge(options, input=options.input))
     judges = {j.name: j for j in plan.judges}
-    stages = []
+    juries = {j.name: j for j in plan.juries}
+    stages: list[JudgeConfig | JuryConfig] = []
     for index, name in enumerate(config.cascade.stages):
         judge = judges.get(name)
         if judge is None:
-            raise ConfigError(f"{options.config}: cascade.stages[{index}]: no judge named {name!r}")
+            if name not in juries:
+                raise ConfigError(f"{options.config}: cascade.stages[{index}]: no judge or jury named {name!r}")
+            stages.append(juries[name])
+            continue
         if not judge.logprobs and judge.samples < 2:
-            raise ConfigError(f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2")
+            raise ConfigError(
+                f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2 (or make it a jury)"
+            )
         stages.append(judge)
-    # every stage held to the capabilities table now: a later stage's refusal must not come after the first is paid
-    check_supported(stages, "offline" if options.offline else "live")
     rubric = plan.available_rubrics.get(options.rubric)
     if rubric is None:
         known = ", ".join(sorted(plan.available_rubrics))
         raise UserInputError(
             f"--rubric {options.rubric!r}: no such rubric (available: {known}; a rubric of your own: prompts in the config or --prompts DIR)"
         )
-    check_logprob_rubrics(stages, [rubric])
+    asked = list({j.name: j for stage in stages for j in _judges_of(stage, judges)}.values())
+    # every stage held to the capabilities table now: a later stage's refusal must not come after the first is paid
+    check_supported(asked, "offline" if options.offline else "live", [s for s in stages if isinstance(s, JuryConfig)])
+    check_logprob_rubrics(asked, [rubric])
     records = records_by_id(options.input)
-    return _Checked(config.cascade, stages, rubric, plan.available_rubrics, records)
+    return _Checked(config.cascade, stages, judges, rubric, plan.available_rubrics, records)
+
+
+def _judges_of(stage: JudgeConfig | JuryConfig, judges: dict[str, JudgeConfig]) -> list[JudgeConfig]:
+    """The judges a stage asks: a jury's members, or the judge itself."""
+    return [judges[m] for m in stage.members] if isinstance(stage, JuryConfig) else [stage]
 
 
 @dataclass(slots=True)
@@ -166,34 +216,20 @@ class _Spend:
             elif self.worth_usd is not None:
                 self.worth_usd += cost or 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"cost_usd": self.paid_usd, "judgments": self.judgments, "cache_hits": self.cache_hits, "uncached_cost_usd": self.worth_usd}
-
 
 async def _judge(
     options: CascadeOptions, records: dict[str, bytes], ids: Iterable[str], judge: str, out: Path, spend: _Spend
 ) -> dict[str, dict[str, Any]]:
     """One stage's ordinary run over the transcripts ``ids`` (in file order): judgments by transcript id."""
-    run = RunOptions(
-        input=options.input,
-        out=out,
-        config=options.config,
-        prompts=list(options.prompts),
-        rubrics=[options.rubric],
-        cache=options.cache,
-        offline=options.offline,
-        concurrency=options.concurrency,
-        progress=False,
-        judges_only=[judge],
-    )
+    run = RunOptions.from_judge(options, input=options.input, out=out, rubrics=[options.rubric], progress=False, judges_only=[judge])
     outcome = await judge_subset(records, ids, out.parent / f".{out.name}.jsonl", run, f"cascade stopped: stage {judge!r}")
     rows: dict[str, dict[str, Any]] = {}
     with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
         for text in fh:
             row = json.loads(text)
-            rows[row["transcript_id"]] = row
-    cost = outcome.summary.get("cost_usd")
-    spend.add(None if cost is None else float(cost), rows.values())
+            if row["judge"] == judge:  # a jury's run holds its members' rows too
+                rows[row["transcript_id"]] = row
+    spend.add(outcome.summary.cost_usd, rows.values())
     return rows
 
 
@@ -248,9 +284,9 @@ def _split(ids: Sequence[str], holdout: float, seed: int, having: str) -> tuple[
     return order[:cut], order[cut:]
 
 
-async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: int = 0, holdout: float = HOLDOUT) -> dict[str, Any]:
+async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: int = 0, holdout: float = HOLDOUT) -> Calibration:
     """Set each stage's threshold on the calibration transcripts (``options.input``); write and
-    return OUT/cascade.json."""
+    return OUT/cascade.json (:class:`Calibration`, which ``run_cascade`` reads back)."""
     _check_holdout(holdout)
     checked = _check(options)
     cascade, stages, rubric, records = checked.cascade, checked.stages, checked.rubric, checked.records
@@ -307,19 +343,18 @@ async def calibrate(options: CascadeOptions, labels: Path | None = None, seed: i
         reference="human labels" if labels is not None else f"judge {stages[-1].name}",
         calibration={"transcripts": len(ids), "fit": len(fit), "held_out": len(held), "seed": seed, **counts},
         stages=reports,
-        certifies=certificate(cascade, stages, rubric),
+        certifies=certificate(cascade, stages, rubric, checked.judges),
         cost_usd=spend.paid_usd,
         judgments=spend.judgments,
         cache_hits=spend.cache_hits,
         uncached_cost_usd=spend.worth_usd,
         notes=notes,
     )
-    result = asdict(written)
-    atomic_write_text(options.out / "cascade.json", json.dumps(result, indent=2) + "\n")
-    return result
+    atomic_write_text(options.out / "cascade.json", json.dumps(asdict(written), indent=2) + "\n")
+    return written
 
 
-def _stage_report(judge: JudgeConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]]) -> StageReport:
+def _stage_report(judge: JudgeConfig | JuryConfig, stage: StageThreshold, rows: dict[str, dict[str, Any]]) -> StageReport:
     # per judgment answered: a failed call has no cost to average (the budget settles it at 0)
     answered = [r for r in rows.values() if r.get("status") != "failed"]
     costs = [r["cost_usd"] for r in answered if r.get("cost_usd") is not None]
@@ -348,18 +383,18 @@ def _answer(row: dict[str, Any], rubric: Rubric, stage: int) -> dict[str, Any]:
     return answer
 
 
-async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, Any]:
+async def run_cascade(options: CascadeOptions, calibration: Path) -> CascadeResult:
     """Judge ``options.input`` through the calibrated cascade; write OUT/judgments.jsonl (the answer
     each transcript got, with its ``stage``) and OUT/cascade.json (per stage: coverage, guaranteed
     and held-out agreement; what this run paid, and the cost against the strongest judge alone)."""
     checked = _check(options)
     calibrated = read_calibration(calibration)
-    if (what := changed(calibrated.certifies, certificate(checked.cascade, checked.stages, checked.rubric))) is not None:
+    if (what := changed(calibrated.certifies, certificate(checked.cascade, checked.stages, checked.rubric, checked.judges))) is not None:
         raise UserInputError(f"--calibration {calibration}: {what}; calibrate again (harness cascade calibrate)")
     stages, records = checked.stages, checked.records
     answers: dict[str, dict[str, Any]] = {}
     pending: set[str] = set(records)
-    per_stage: list[dict[str, Any]] = []
+    per_stage: list[tuple[str, int, int]] = []  # judge, judged, answered
     spend = _Spend()
     #: the judgment each transcript passed on got at the last stage that judged it, with that stage's number
     last_made: dict[str, tuple[int, dict[str, Any]]] = {}
@@ -374,7 +409,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
             else:
                 passed.add(tid)
                 last_made[tid] = (index + 1, row)
-        per_stage.append({"judge": judge.name, "judged": len(rows), "answered": len(rows) - len(passed)})
+        per_stage.append((judge.name, len(rows), len(rows) - len(passed)))
         pending = passed
         if not pending:
             break
@@ -401,26 +436,31 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> dict[str, A
             fh.write(json.dumps(answers[tid]) + "\n")
     strongest = calibrated.stages[-1].cost_per_judgment
     thresholds = {s.judge: s for s in calibrated.stages}
-    summary = {
-        "rubric": options.rubric,
-        "transcripts": total,
-        "abstained": len(pending),
-        "failed": len(failed),
-        "stages": [
-            {
-                **stage,
-                "coverage": stage["answered"] / total,
-                "threshold": thresholds[stage["judge"]].threshold,
-                "guaranteed_agreement": thresholds[stage["judge"]].guaranteed_agreement,
-                "heldout_agreement": thresholds[stage["judge"]].heldout_agreement,
-            }
-            for stage in per_stage
+    result = CascadeResult(
+        rubric=options.rubric,
+        transcripts=total,
+        abstained=len(pending),
+        failed=len(failed),
+        stages=[
+            StageOutcome(
+                judge=name,
+                judged=judged,
+                answered=answered,
+                coverage=answered / total,
+                threshold=thresholds[name].threshold,
+                guaranteed_agreement=thresholds[name].guaranteed_agreement,
+                heldout_agreement=thresholds[name].heldout_agreement,
+            )
+            for name, judged, answered in per_stage
         ],
         # what the guarantee states is what the calibration certified (equal to the config's, or refused above)
-        "guarantee": f"with confidence {calibrated.confidence:g}, agreement with {calibrated.reference} >= {calibrated.target_agreement:g}",
-        **spend.as_dict(),
-        "strongest_alone_usd": None if strongest is None else strongest * total,
-        "exit_code": EXIT_FAILED_JUDGMENTS if failed else EXIT_OK,
-    }
-    atomic_write_text(options.out / "cascade.json", json.dumps(summary, indent=2) + "\n")
-    return summary
+        guarantee=f"with confidence {calibrated.confidence:g}, agreement with {calibrated.reference} >= {calibrated.target_agreement:g}",
+        cost_usd=spend.paid_usd,
+        judgments=spend.judgments,
+        cache_hits=spend.cache_hits,
+        uncached_cost_usd=spend.worth_usd,
+        strongest_alone_usd=None if strongest is None else strongest * total,
+        exit_code=EXIT_FAILED_JUDGMENTS if failed else EXIT_OK,
+    )
+    atomic_write_text(options.out / "cascade.json", json.dumps(asdict(result), indent=2) + "\n")
+    return result

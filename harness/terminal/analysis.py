@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from .layout import FitTable
+from ..outputs.layout import FitTable
 
 if TYPE_CHECKING:
     from ..analysis.compare import Comparison

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from .layout import FitTable
+from ..outputs.layout import FitTable
 
 if TYPE_CHECKING:
     from ..agent.passk import TaskMean

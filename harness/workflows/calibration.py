@@ -3,7 +3,8 @@
 A calibration's thresholds certify an agreement for exactly the judges, rubric and targets they
 were fitted with. :func:`certificate` is that set as one JSON-ready value: per stage the judge's
 name, provider and everything that can change its reply (``JudgeConfig.sampling``, the value the
-cache key is made from); the rubric's name, version and a digest of its text and settings; the
+cache key is made from), and for a jury (``[[juries]]``) its method, its options, a digest of its
+labels file and each member's as a judge's; the rubric's name, version and a digest of its text and settings; the
 target agreement and confidence. ``harness cascade run`` compares the certificate written at
 calibration with the one the config gives now and refuses the calibration, before anything is
 sent, once they differ (:func:`changed` says what differs, in one line). A timeout, a price or a
@@ -24,7 +25,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..config import CascadeConfig, JudgeConfig
+from ..config import CascadeConfig, JudgeConfig, JuryConfig
 from ..errors import UserInputError
 from ..rubrics.rubric import Rubric
 from ..validation import first_problem
@@ -77,13 +78,39 @@ def rubric_digest(rubric: Rubric) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
 
 
-def certificate(cascade: CascadeConfig, stages: Sequence[JudgeConfig], rubric: Rubric) -> dict[str, Any]:
-    """Everything a calibration's guarantee is about (module docstring), as JSON reads it back."""
+def _judge_record(judge: JudgeConfig) -> dict[str, Any]:
+    return {"judge": judge.name, "provider": judge.provider, **judge.sampling.model_dump()}
+
+
+def _file_digest(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return f"unreadable: {path}"
+
+
+def _stage_record(stage: JudgeConfig | JuryConfig, judges: Mapping[str, JudgeConfig]) -> dict[str, Any]:
+    if isinstance(stage, JudgeConfig):
+        return _judge_record(stage)
+    return {
+        "judge": stage.name,
+        "jury": {"method": stage.method, "anchored": stage.anchored, "sequential": stage.sequential, "labels_sha256": _file_digest(stage.labels)},
+        "members": [_judge_record(judges[m]) for m in stage.members],
+    }
+
+
+def certificate(
+    cascade: CascadeConfig, stages: Sequence[JudgeConfig | JuryConfig], rubric: Rubric, judges: Mapping[str, JudgeConfig] | None = None
+) -> dict[str, Any]:
+    """Everything a calibration's guarantee is about (module docstring), as JSON reads it back.
+    ``judges``: the config's judges by name, where a jury stage's members are found."""
     value = {
         "target_agreement": cascade.target_agreement,
         "confidence": cascade.confidence,
         "rubric": {"name": rubric.name, "version": rubric.version, "sha256": rubric_digest(rubric)},
-        "stages": [{"judge": j.name, "provider": j.provider, **j.sampling.model_dump()} for j in stages],
+        "stages": [_stage_record(stage, judges or {}) for stage in stages],
     }
     result: dict[str, Any] = json.loads(json.dumps(value))
     return result

@@ -16,8 +16,8 @@ from pathlib import Path
 from ..errors import RunStopped, TranscriptError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..planning import RunOptions
+from ..runner.session import RunOutcome, run_evaluation
 from ..transcripts.loader import iter_raw, parse_record
-from .session import RunOutcome, run_evaluation
 
 
 def records_by_id(path: Path) -> dict[str, bytes]:
@@ -57,6 +57,6 @@ async def judge_subset(
     outcome = await run_evaluation(replace(options, input=source))
     if outcome.exit_code not in accept:
         # A crash's own reason, not the message that points at the run's (internal) --out.
-        reason = outcome.summary.get("aborted") or outcome.message
+        reason = outcome.summary.aborted or outcome.message
         raise RunStopped(f"{what}: {reason}", outcome.exit_code)
     return outcome

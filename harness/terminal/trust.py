@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from .analysis_tables import DASH, _ci, _num, _p
-from .layout import FitTable
+from ..outputs.layout import FitTable
+from .analysis import DASH, _ci, _num, _p
 
 if TYPE_CHECKING:
     from ..suites.pairwise import PairwiseResult, Rate

@@ -40,9 +40,9 @@ from ..capabilities import check_supported
 from ..errors import ConfigError, OutputError, UserInputError
 from ..exit_codes import EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_OK, combined_exit
 from ..outputs.files import OutDirLock, atomic_write_text, prepare_out_dir
-from ..planning import RunOptions, build_plan
+from ..planning import JudgeOptions, RunOptions, build_plan
+from ..runner.session import RunOutcome
 from ..stats.sequential import PairedDifferenceCS
-from .session import RunOutcome
 from .subset import judge_subset, records_by_id
 
 Stop = Literal["decided", "within_margin", "budget", "exhausted"]
@@ -51,26 +51,21 @@ Stop = Literal["decided", "within_margin", "budget", "exhausted"]
 GOES_ON = (EXIT_OK, EXIT_FAILED_JUDGMENTS, EXIT_CACHE_MISSES)
 
 
-@dataclass(slots=True)
-class RaceOptions:
+@dataclass(kw_only=True, slots=True)
+class RaceOptions(JudgeOptions):
+    """A race: the judge options (:class:`JudgeOptions`, carried into every round), the two
+    transcript files and what decides."""
+
     a: Path
     b: Path
     out: Path
     #: the rubric or composite compared
     metric: str
-    config: Path | None = None
-    model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    prompts: list[Path] = field(default_factory=list)
-    cache: Path | str | None = None
-    offline: bool = False
     alpha: float = 0.05
     margin: float | None = None
     round_size: int = 20
     max_pairs: int | None = None
     seed: int = 0
-    concurrency: int | None = None
 
 
 @dataclass(slots=True)
@@ -139,19 +134,8 @@ def _run_options(
     options: RaceOptions, input: Path, out: Path | None = None, rubrics: list[str] | None = None, *, offline: bool | None = None
 ) -> RunOptions:
     """The run a round (or the final replay) is: the race's judge options, one home for all."""
-    return RunOptions(
-        input=input,
-        out=out,
-        config=options.config,
-        model=options.model,
-        base_url=options.base_url,
-        api_key_env=options.api_key_env,
-        prompts=list(options.prompts),
-        rubrics=list(rubrics or []),
-        cache=options.cache,
-        offline=options.offline if offline is None else offline,
-        concurrency=options.concurrency,
-        progress=False,
+    return RunOptions.from_judge(
+        options, input=input, out=out, rubrics=list(rubrics or []), offline=options.offline if offline is None else offline, progress=False
     )
 
 
@@ -159,10 +143,13 @@ def _metric(options: RaceOptions) -> _Metric:
     """The judge, the metric's scale and direction, and the rubrics to judge: the plan a round will
     make, checked (judges, cache location, --concurrency, the path) before anything is judged."""
     plan = build_plan(_run_options(options, options.a))
-    if len(plan.judges) != 1:
-        raise UserInputError(f"race compares with one judge; the config has {len(plan.judges)} ({', '.join(j.name for j in plan.judges)})")
+    # A jury is one judge; its members are its parts, not judges of their own here.
+    members = {m for jury in plan.juries for m in jury.members}
+    judges = [j.name for j in plan.judges if j.name not in members] + [jury.name for jury in plan.juries]
+    if len(judges) != 1:
+        raise UserInputError(f"race compares with one judge (a jury counts as one); the config has {len(judges)} ({', '.join(judges)})")
     check_supported(plan.judges, "offline" if options.offline else "live")
-    judge = plan.judges[0].name
+    judge = judges[0]
     if options.metric in plan.composites:
         weights = plan.composites[options.metric]
         # a composite weighs each rubric's normalised score, where 1 is best: higher is better
@@ -185,6 +172,8 @@ def _check(options: RaceOptions) -> None:
         raise ConfigError("--alpha must be between 0 and 1")
     if options.margin is not None and not (options.margin > 0 and math.isfinite(options.margin)):
         raise ConfigError("--margin must be a positive finite number")
+    if options.no_cache:
+        raise ConfigError("a race replays its rounds from the cache: no_cache cannot be set")
 
 
 def _check_out(out: Path) -> None:
@@ -236,9 +225,7 @@ def _reason(why: str) -> str:
 
 def _cost(outcome: RunOutcome) -> tuple[float | None, int]:
     """The round's cost (None when a judge has no price) and how many judgments it made."""
-    counts = outcome.summary.get("judgments") or {}
-    cost = outcome.summary.get("cost_usd")
-    return (None if cost is None else float(cost)), int(sum(counts.values()))
+    return outcome.summary.cost_usd, sum(outcome.summary.judgments.values())
 
 
 @dataclass(slots=True)

@@ -1,24 +1,27 @@
 """The terminal layer: everything a command shows on screen. The library returns values; this
-module renders them with rich (a run's progress bar, notes and summary tables; the estimate).
+module renders them with rich (a run's progress bar, notes and summary tables; the estimate). It
+runs nothing: the CLI calls the library (``run_evaluation`` with :class:`RunProgress`'s callbacks),
+then hands the outcome here.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from ..planning import Judgment, RunOptions
-from .layout import FitTable, count, duration_ms, usd
+from ..outputs.layout import FitTable, count, duration_ms, usd
+from ..planning import Judgment
 
-if TYPE_CHECKING:  # the types only: the run and the estimate are imported when they are used
+if TYPE_CHECKING:  # the types only: the terminal renders values, it makes none
     from ..cache.base import CacheStats
     from ..cache.batches import BatchRecord
     from ..cost.estimate import Estimate
+    from ..metrics.schema import JurySummary, RunSummary
     from ..runner.session import RunOutcome
 
 
@@ -27,14 +30,34 @@ SHOW_EVERY_S = 0.1
 
 
 class RunProgress:
-    """done / cached / failed / cost so far / ETA, updated as each judgment completes."""
+    """done / cached / failed / cost so far / ETA, updated as each judgment completes.
 
-    def __init__(self, total: int, console: Console, enabled: bool = True) -> None:
+    The run tells it what happens through :func:`run_evaluation`'s callbacks (:attr:`on_start`,
+    :attr:`on_judgment`); the bar is made when the run says how many judgments it will make, and
+    closed when the ``with`` block ends. Disabled (``--no-progress``, or not a terminal), it gives
+    no callbacks: no bar is made, nor ``rich.progress`` imported, and no judgment is counted for it.
+    """
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console = console
         self.enabled = enabled
         self.cached = self.failed = self.unknown = 0
         self.cost = 0.0
         self._unshown = 0
         self._next_show = 0.0
+        self._progress: Any = None
+        self._task: Any = None
+
+    @property
+    def on_start(self) -> Callable[[int], None] | None:
+        return self.start if self.enabled else None
+
+    @property
+    def on_judgment(self) -> Callable[[Judgment], None] | None:
+        return self.advance if self.enabled else None
+
+    def start(self, total: int) -> None:
+        """Make and show the bar for ``total`` judgments."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         self._progress = Progress(
@@ -45,19 +68,20 @@ class RunProgress:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            console=console,
-            disable=not enabled,
+            console=self.console,
+            disable=not self.enabled,
             transient=False,
         )
         self._task = self._progress.add_task("judging", total=total, cached=0, failed=0, cost=0.0, unknown="")
+        self._progress.start()
 
     def __enter__(self) -> RunProgress:
-        self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._show()
-        self._progress.stop()
+        if self._progress is not None:
+            self._show()
+            self._progress.stop()
 
     def advance(self, judgment: Judgment) -> None:
         if judgment.cached:
@@ -76,7 +100,7 @@ class RunProgress:
             self._show()
 
     def _show(self) -> None:
-        if self.enabled and self._unshown:
+        if self.enabled and self._unshown and self._progress is not None:
             unknown = f" + {self.unknown} unknown" if self.unknown else ""
             self._progress.update(self._task, advance=self._unshown, cached=self.cached, failed=self.failed, cost=self.cost, unknown=unknown)
             self._unshown = 0
@@ -99,6 +123,7 @@ REASON_WORDS = {
     "no_score": "no score in the reply",
     "empty_reply": "empty reply",
     "truncated": "reply cut off",
+    "jury_settled": "not needed by a sequential jury",
 }
 
 #: Unscored reasons that point at a judge's settings, and what to do about them.
@@ -110,97 +135,125 @@ REPLY_PROBLEMS = {
 }
 
 
-def summary_table(summary: Mapping[str, Any], console: Console) -> None:
+def summary_table(summary: RunSummary, console: Console) -> None:
     scores = FitTable("Scores (mean with 95% CI)")
     for column in ("metric", "judge", "n", "mean", "95% CI", "unscored", "failed", "clamped"):
         scores.add_column(column, justify="left" if column in ("metric", "judge") else "right", collapsible=column == "judge")
-    for kind in ("rubrics", "composites"):
-        for metric, per_judge in summary[kind].items():
+    for kind, section in (("rubrics", summary.rubrics), ("composites", summary.composites)):
+        for metric, per_judge in section.items():
             for judge, s in per_judge.items():
-                ci = "—" if not s["ci95"] else f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
+                ci = "—" if not s.ci95 else f"[{s.ci95[0]:.3f}, {s.ci95[1]:.3f}]"
                 label = metric if kind == "rubrics" else f"{metric} (composite)"
-                scores.add_row(label, judge, str(s["n"]), _fmt(s["mean"]), ci, str(s["unscored"]), str(s["failed"]), str(s["clamped"]))
+                scores.add_row(label, judge, str(s.n), _fmt(s.mean), ci, str(s.unscored), str(s.failed), str(s.clamped))
     console.print(scores)
 
     judges = FitTable("Judges")
     for column in ("judge", "requests", "cache hits", "failed", "prompt tok", "compl. tok", "cost", "saved $", "latency p50 / p95 / p99"):
         judges.add_column(column, justify="left" if column == "judge" else "right", collapsible=column == "judge")
-    for name, s in summary["judges"].items():
-        lat = s["latency_ms"]
+    for name, j in summary.judges.items():
+        lat = j.latency_ms
         judges.add_row(
             name,
-            count(s["requests"]),
-            count(s["cache_hits"]),
-            count(s["failed"]),
-            count(s["prompt_tokens"]),
-            count(s["completion_tokens"]),
-            usd(s["cost_usd"]),
-            usd(s["cost_saved_usd"]),
-            " / ".join(duration_ms(lat[p]) for p in ("p50", "p95", "p99")),
+            count(j.requests),
+            count(j.cache_hits),
+            count(j.failed),
+            count(j.prompt_tokens),
+            count(j.completion_tokens),
+            usd(j.cost_usd),
+            usd(j.cost_saved_usd),
+            " / ".join(duration_ms(p) for p in (lat.p50, lat.p95, lat.p99)),
         )
     console.print(judges)
-    for name, s in summary["judges"].items():
-        problems = {reason: n for reason, n in s.get("unscored_reasons", {}).items() if reason in REPLY_PROBLEMS}
+    for name, j in summary.judges.items():
+        problems = {reason: n for reason, n in j.unscored_reasons.items() if reason in REPLY_PROBLEMS}
         for reason, n in problems.items():
             console.print(f"judge {name}: {n} {REPLY_PROBLEMS[reason]}")
 
-    noise = summary.get("judge_noise") or {}
-    if noise:
+    jury_table(summary.juries, console)
+
+    if summary.judge_noise:
         trust = FitTable("Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)")
         for column in ("rubric", "judge", "transcripts", "samples", "noise share", "in the mean", "mean spread"):
             trust.add_column(column, justify="left" if column in ("rubric", "judge") else "right", collapsible=column == "judge")
-        for rubric, per_judge in noise.items():
-            for judge, s in per_judge.items():
-                share, of_mean = s["noise_share"], s["noise_share_of_mean"]
+        for rubric, per_rubric in summary.judge_noise.items():
+            for judge, noise in per_rubric.items():
+                share, of_mean = noise.noise_share, noise.noise_share_of_mean
                 trust.add_row(
                     rubric,
                     judge,
-                    count(s["transcripts"]),
-                    count(s["samples"]),
+                    count(noise.transcripts),
+                    count(noise.samples),
                     "—" if share is None else f"{share:.1%}",
                     "—" if of_mean is None else f"{of_mean:.1%}",
-                    _fmt(s["mean_spread"], 4),
+                    _fmt(noise.mean_spread, 4),
                 )
         console.print(trust)
 
     perf = FitTable("Agent performance (from the transcripts)")
     for column in ("metric", "n", "mean", "p50", "p95", "p99"):
         perf.add_column(column, justify="left" if column == "metric" else "right")
-    for name, s in summary["performance"].items():
-        perf.add_row(name, count(s["n"]), _fmt(s["mean"], 1), _fmt(s["p50"], 1), _fmt(s["p95"], 1), _fmt(s["p99"], 1))
+    for name, p in summary.performance.items():
+        perf.add_row(name, count(p.n), _fmt(p.mean, 1), _fmt(p.p50, 1), _fmt(p.p95, 1), _fmt(p.p99, 1))
     console.print(perf)
-    agent = summary.get("agent") or {}
-    if agent:
+    if summary.agent:
         steps = FitTable("What the agent did (from its steps; no judge)")
         for column in ("metric", "n", "mean", "95% CI", "unscored"):
             steps.add_column(column, justify="left" if column == "metric" else "right")
-        for name, s in agent.items():
-            ci = "—" if not s.get("ci95") else f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
-            steps.add_row(name, count(s["n"]), _fmt(s["mean"]), ci, count(s["unscored"]))
+        for name, a in summary.agent.items():
+            ci = "—" if not a.ci95 else f"[{a.ci95[0]:.3f}, {a.ci95[1]:.3f}]"
+            steps.add_row(name, count(a.n), _fmt(a.mean), ci, count(a.unscored))
         console.print(steps)
-    total = summary["cost_usd"]
+    total = summary.cost_usd
     cost = f"cost unknown ({_cost_unknown_why(summary)})" if total is None else usd(total)
     console.print(closing_line(summary, cost), highlight=False, soft_wrap=True)
 
 
-def _cost_unknown_why(summary: Mapping[str, Any]) -> str:
+def jury_table(juries: Mapping[str, JurySummary], console: Console) -> None:
+    """A run's juries: per rubric their verdicts, their members' agreement, and the members a
+    sequential jury did not ask; then any member of the agents' own lineage."""
+    if not juries:
+        return
+    table = FitTable("Juries (agreement between members: Krippendorff's alpha)")
+    for column in ("jury", "method", "rubric", "verdicts", "alpha", "members not asked"):
+        table.add_column(column, justify="left" if column in ("jury", "method", "rubric") else "right", collapsible=column == "method")
+    for name, jury in juries.items():
+        asked = jury.member_judgments
+        verdicts = ", ".join(f"{n} {status}" for status, n in jury.verdicts.items())
+        for rubric, section in jury.rubrics.items():
+            level = "ordinal" if "ordinal" in section else "nominal"
+            alpha = section.get(level, {}).get("value")
+            method = jury.method + (", sequential" if jury.sequential else "")
+            table.add_row(
+                name, method, rubric, verdicts, "—" if alpha is None else f"{alpha:.3f} ({level})", f"{asked.not_asked:,} of {asked.total:,}"
+            )
+    console.print(table)
+    for name, jury in juries.items():
+        for flag in jury.self_preference:
+            console.print(
+                f"jury {name}: member {flag.member} ({flag.model}) is of the {flag.lineage} lineage, as the agent of "
+                f"{flag.transcripts:,} transcript(s) it judged: it may favour them (self-preference)",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+
+def _cost_unknown_why(summary: RunSummary) -> str:
     """Which of the two reasons (or both) left the cost unknown: a model without a price, or replies
     whose usage is unknown (none reported, or none that could be true)."""
-    cost = summary.get("cost", {})
     why = []
-    if cost.get("unpriced_models"):
-        why.append(f"no price for model {', '.join(cost['unpriced_models'])}")
-    if unknown := cost.get("total", {}).get("usage_unknown_calls", 0):
+    if summary.cost.unpriced_models:
+        why.append(f"no price for model {', '.join(summary.cost.unpriced_models)}")
+    if unknown := summary.cost.total.usage_unknown_calls:
         why.append(f"usage unknown: {unknown}")
     return "; ".join(why) or "unknown"
 
 
-def closing_line(summary: Mapping[str, Any], cost: str) -> str:
+def closing_line(summary: RunSummary, cost: str) -> str:
     """The run in one sentence: "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"."""
-    counts = summary["judgments"]
+    counts = summary.judgments
     reasons: Counter[str] = Counter()
-    for judge in summary["judges"].values():
-        reasons.update(judge.get("unscored_reasons", {}))
+    for judge in summary.judges.values():
+        reasons.update(judge.unscored_reasons)
     parts = []
     for status in ("scored", "unscored", "failed"):
         n = counts.get(status, 0)
@@ -208,7 +261,7 @@ def closing_line(summary: Mapping[str, Any], cost: str) -> str:
             why = ", ".join(f"{REASON_WORDS.get(r, r.replace('_', ' '))}" + (f" {k}" if len(reasons) > 1 else "") for r, k in reasons.most_common())
             parts.append(f"{n:,} {status}" + (f" ({why})" if status == "unscored" and why else ""))
     total = sum(counts.values())
-    return f"{total:,} judgment{'s' if total != 1 else ''}: {', '.join(parts)} · {cost} · {summary['wall_time_s']:.1f} s"
+    return f"{total:,} judgment{'s' if total != 1 else ''}: {', '.join(parts)} · {cost} · {summary.wall_time_s:.1f} s"
 
 
 def _usd(value: float | None) -> str:
@@ -284,34 +337,6 @@ def cache_stats_table(stats: CacheStats, console: Console) -> None:
     console.print(table)
 
 
-async def run_in_terminal(options: RunOptions, console: Console, *, handle_signals: bool = False) -> RunOutcome:
-    """``harness run`` on a terminal: the run with a progress bar, then its notes and tables."""
-    from ..runner.session import run_evaluation
-
-    progress: RunProgress | None = None
-
-    def start(total: int) -> None:
-        nonlocal progress
-        progress = RunProgress(total, console, options.progress).__enter__()
-
-    def advance(judgment: Judgment) -> None:
-        if progress is not None:
-            progress.advance(judgment)
-
-    # Without a bar (--no-progress, or not a terminal) nothing is drawn: no bar is made (nor
-    # rich.progress imported) and no judgment is counted for it.
-    shown = options.progress
-    try:
-        outcome = await run_evaluation(
-            options, on_start=start if shown else None, on_judgment=advance if shown else None, handle_signals=handle_signals
-        )
-    finally:
-        if progress is not None:
-            progress.__exit__()
-    show_run(outcome, console)
-    return outcome
-
-
 def show_run(outcome: RunOutcome, console: Console) -> None:
     """What a finished run tells the user, except its closing message (the CLI colours that)."""
     if outcome.skipped:
@@ -320,12 +345,12 @@ def show_run(outcome: RunOutcome, console: Console) -> None:
             console.print(f"  {err}", markup=False)
     if outcome.removed_stale:
         console.print(f"removed {', '.join(outcome.removed_stale)}: left by an earlier run, not written by this one", highlight=False)
-    budget = outcome.summary.get("budget")
+    budget = outcome.summary.budget
     if outcome.estimated_cost_usd is not None and budget is not None:
-        console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget['max_cost_usd']:g}", highlight=False)
+        console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget.max_cost_usd:g}", highlight=False)
     summary_table(outcome.summary, console)
-    for retirement in outcome.summary.get("judge_retirements") or []:  # summary.json carries them too
-        console.print(f"[yellow]warning:[/] {escape(retirement['message'])}", highlight=False, soft_wrap=True)
+    for retirement in outcome.summary.judge_retirements:  # summary.json carries them too
+        console.print(f"[yellow]warning:[/] {escape(retirement.message)}", highlight=False, soft_wrap=True)
     for error in outcome.stopped_judges:  # said once here, not once per judgment it failed
         console.print(f"[red]judge stopped:[/] {error}", highlight=False)
 
