@@ -7,8 +7,8 @@ in one line before anything is sent (``harness run``, ``batch submit``, ``batch 
 
 The workflows built on the engine (``harness race``, ``harness cascade``, ``harness labels`` with
 ``harness infer``, ``harness align``) have a list of their own, ``WORKFLOW_CELLS``: each workflow
-with each family through each path it has (a live run, an ``--offline`` replay, a PostgreSQL
-cache, a run made in shards). A workflow asks the engine for its judgments, so every option a
+with each family, and a jury of judges, through each path it has (a live run, an ``--offline``
+replay, a PostgreSQL cache, a run made in shards). A workflow asks the engine for its judgments, so every option a
 judge asks for is held to the first list on that path too (``check_supported``), before the
 workflow sends anything; ``workflow_table`` renders its table and ``tests/test_matrix_workflows.py``
 runs its cells.
@@ -137,6 +137,10 @@ Workflow = Literal["race", "cascade", "infer", "align"]
 WorkflowPath = Literal["live", "offline", "postgres", "shard"]
 
 WORKFLOWS: tuple[Workflow, ...] = ("race", "cascade", "infer", "align")
+#: Who judges in a workflow's cell: a judge of a family, or a jury (``[[juries]]``, of chat models).
+WorkflowJudge = Literal["chat", "reasoning", "anthropic", "local", "jury"]
+WORKFLOW_JUDGES: tuple[WorkflowJudge, ...] = (*FAMILIES, "jury")
+WORKFLOW_JUDGE_LABELS: dict[WorkflowJudge, str] = {**{f: FAMILY_LABELS[f] for f in FAMILIES}, "jury": "jury of three chat models (majority)"}
 WORKFLOW_PATHS: tuple[WorkflowPath, ...] = ("live", "offline", "postgres", "shard")
 WORKFLOW_LABELS: dict[Workflow, str] = {
     "race": "`harness race`",
@@ -150,37 +154,44 @@ WORKFLOW_PATH_LABELS: dict[WorkflowPath, str] = {
     "postgres": "PostgreSQL cache",
     "shard": "a run made with `--shard i/n` + merge",
 }
-#: The paths a workflow does not have, and why (first match wins).
-WORKFLOW_ABSENT: tuple[tuple[tuple[Workflow, ...], tuple[WorkflowPath, ...], str], ...] = (
-    (("race",), ("shard",), "race judges pairs in rounds and decides after each, in one process: it has no --shard"),
-    (("cascade",), ("shard",), "a cascade stage judges what the one before passed on, in one process: it has no --shard"),
+#: The cells a workflow does not support, and why (first match wins): a path it does not have, or
+#: a judge it refuses in one line before anything is sent (exit 2).
+WORKFLOW_REFUSED: tuple[tuple[tuple[Workflow, ...], tuple[WorkflowJudge, ...], tuple[WorkflowPath, ...], str], ...] = (
+    (("race",), WORKFLOW_JUDGES, ("shard",), "race judges pairs in rounds and decides after each, in one process: it has no --shard"),
+    (("cascade",), WORKFLOW_JUDGES, ("shard",), "a cascade stage judges what the one before passed on, in one process: it has no --shard"),
+    (
+        ("align",),
+        ("jury",),
+        WORKFLOW_PATHS,
+        "harness align fits one judge's rubric to the labels, and refuses a jury as --judge or --writer: name one of its members",
+    ),
 )
 
 
 @dataclass(frozen=True, slots=True)
 class WorkflowCell:
     workflow: Workflow
-    family: Family
+    judge: WorkflowJudge
     path: WorkflowPath
     supported: bool
-    #: why not, for a path the workflow does not have
+    #: why not: a path the workflow does not have, or a judge it refuses
     reason: str = ""
 
 
-def _workflow_cell(workflow: Workflow, family: Family, path: WorkflowPath) -> WorkflowCell:
-    for workflows, paths, why in WORKFLOW_ABSENT:
-        if workflow in workflows and path in paths:
-            return WorkflowCell(workflow, family, path, False, why)
-    return WorkflowCell(workflow, family, path, True)
+def _workflow_cell(workflow: Workflow, judge: WorkflowJudge, path: WorkflowPath) -> WorkflowCell:
+    for workflows, judges, paths, why in WORKFLOW_REFUSED:
+        if workflow in workflows and judge in judges and path in paths:
+            return WorkflowCell(workflow, judge, path, False, why)
+    return WorkflowCell(workflow, judge, path, True)
 
 
-#: Every (workflow, family, path), in table order; every supported one is run by tests/test_matrix_workflows.py.
-WORKFLOW_CELLS: tuple[WorkflowCell, ...] = tuple(_workflow_cell(w, f, p) for w in WORKFLOWS for f in FAMILIES for p in WORKFLOW_PATHS)
-_WORKFLOW_BY_KEY = {(c.workflow, c.family, c.path): c for c in WORKFLOW_CELLS}
+#: Every (workflow, judge, path), in table order; every supported one is run by tests/test_matrix_workflows.py.
+WORKFLOW_CELLS: tuple[WorkflowCell, ...] = tuple(_workflow_cell(w, j, p) for w in WORKFLOWS for j in WORKFLOW_JUDGES for p in WORKFLOW_PATHS)
+_WORKFLOW_BY_KEY = {(c.workflow, c.judge, c.path): c for c in WORKFLOW_CELLS}
 
 
-def workflow_cell(workflow: Workflow, family: Family, path: WorkflowPath) -> WorkflowCell:
-    return _WORKFLOW_BY_KEY[(workflow, family, path)]
+def workflow_cell(workflow: Workflow, judge: WorkflowJudge, path: WorkflowPath) -> WorkflowCell:
+    return _WORKFLOW_BY_KEY[(workflow, judge, path)]
 
 
 def judge_family(judge: JudgeConfig) -> Family:
@@ -260,20 +271,20 @@ def markdown_table() -> str:
 
 
 def workflow_table() -> str:
-    """The workflows' table: a row per workflow and family, a column per path; absent paths footnoted."""
+    """The workflows' table: a row per workflow and judge (a family's, or a jury), a column per path; refusals footnoted."""
     reasons = list(dict.fromkeys(c.reason for c in WORKFLOW_CELLS if not c.supported))
     lines = ["| workflow | judge | " + " | ".join(WORKFLOW_PATH_LABELS[p] for p in WORKFLOW_PATHS) + " |", "|---|---|" + "---|" * len(WORKFLOW_PATHS)]
     for workflow in WORKFLOWS:
-        for family in FAMILIES:
+        for judge in WORKFLOW_JUDGES:
             marks = []
             for path in WORKFLOW_PATHS:
-                c = workflow_cell(workflow, family, path)
-                marks.append("yes" if c.supported else f"— ({reasons.index(c.reason) + 1})")
-            lines.append(f"| {WORKFLOW_LABELS[workflow]} | {FAMILY_LABELS[family]} | " + " | ".join(marks) + " |")
+                c = workflow_cell(workflow, judge, path)
+                marks.append("yes" if c.supported else f"no ({reasons.index(c.reason) + 1})")
+            lines.append(f"| {WORKFLOW_LABELS[workflow]} | {WORKFLOW_JUDGE_LABELS[judge]} | " + " | ".join(marks) + " |")
     lines.append("")
     lines.append(
         "yes: supported and run by `tests/test_matrix_workflows.py`; a judge option is held to the table above on each path, "
-        "and refused in one line before the workflow sends anything. —: the workflow has no such path:"
+        "and refused in one line before the workflow sends anything. no: not supported (exit 2, nothing sent):"
     )
     lines.append("")
     lines.extend(f"{n}. {why}." for n, why in enumerate(reasons, start=1))

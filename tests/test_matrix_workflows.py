@@ -94,6 +94,32 @@ def judge_table(family: str, servers: Servers, name: str = "judge", **fields: An
     return table
 
 
+#: A jury's members: chat models whose seeds shift the matrix servers' score by 0, 5 (the same
+#: score) and 1 (one step up), so their votes differ and the majority is the true score.
+JURY_SEEDS = (0, 5, 1)
+
+
+def write_judges(path: Path, family: str, servers: Servers, judges: dict[str, dict[str, Any]], cascade: str = "") -> Path:
+    """harness.toml with a judge of ``family`` for each name of ``judges`` (its fields added); for
+    the family "jury", a jury of that name whose three chat members are NAME-a, NAME-b, NAME-c."""
+    if family != "jury":
+        write_config(path, [judge_table(family, servers, name, **fields) for name, fields in judges.items()])
+    else:
+        members = {name: [f"{name}-{c}" for c in "abc"] for name in judges}
+        tables = [
+            judge_table("chat", servers, m, seed=seed, **fields)
+            for name, fields in judges.items()
+            for m, seed in zip(members[name], JURY_SEEDS, strict=True)
+        ]
+        write_config(path, tables)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.writelines(f'\n[[juries]]\nname = "{name}"\nmembers = {json.dumps(members[name])}\nmethod = "majority"\n' for name in judges)
+    if cascade:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(cascade)
+    return path
+
+
 def row(tid: str, text: str, score: int, *markers: str) -> dict[str, Any]:
     """A transcript the matrix servers score ``score`` (1..5); ``text`` makes its prompt."""
     return {"id": tid, "query": f"{text}?", "response": f"An answer to {text}. [[score={score}]]{''.join(' ' + m for m in markers)}"}
@@ -122,16 +148,16 @@ def replayed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def cells(workflow: str, timeout: int) -> list[Any]:
-    """The tested, supported cells of ``workflow`` as parameters (family, path)."""
+    """The supported cells of ``workflow`` as parameters (judge family or jury, path)."""
     params = []
     for c in caps.WORKFLOW_CELLS:
         if c.workflow != workflow or not c.supported:
             continue
-        slow = c.family == "local"
+        slow = c.judge == "local"
         marks: list[Any] = [pytest.mark.timeout(timeout * 3 if slow else timeout)]
         if slow:
             marks.append(pytest.mark.local_model)
-        params.append(pytest.param(c.family, c.path, id=f"{c.family}-{c.path}", marks=marks))
+        params.append(pytest.param(c.judge, c.path, id=f"{c.judge}-{c.path}", marks=marks))
     return params
 
 
@@ -181,7 +207,7 @@ class RaceSetup:
 
 def race_setup(tmp: Path, family: str, servers: Servers) -> RaceSetup:
     a, b = race_files(tmp, family)
-    config = write_config(tmp / "harness.toml", [judge_table(family, servers)])
+    config = write_judges(tmp / "harness.toml", family, servers, {"judge": {}})
     return RaceSetup(tmp, a, b, config, likert_prompts(tmp / "prompts"))
 
 
@@ -194,10 +220,12 @@ def race_decision(out: Path) -> dict[str, Any]:
 def assert_race_outputs_hold_its_judgments(out: Path, decision: dict[str, Any]) -> None:
     """a/ and b/ hold the pairs the rounds judged, replayed (nothing asked again), and the pairs
     both sides scored are the pairs the sequence used."""
-    a, b = read_jsonl(out / "a" / "judgments.jsonl"), read_jsonl(out / "b" / "judgments.jsonl")
+    every_a, every_b = read_jsonl(out / "a" / "judgments.jsonl"), read_jsonl(out / "b" / "judgments.jsonl")
+    assert all(r["cached"] for r in every_a + every_b if "jury" not in r), "a/ or b/ asked a judge again"
+    # the race's judge (a jury's rows: its members' are the votes it decided on)
+    a, b = [r for r in every_a if r["judge"] == decision["judge"]], [r for r in every_b if r["judge"] == decision["judge"]]
     ids_a, ids_b = {r["transcript_id"] for r in a}, {r["transcript_id"] for r in b}
-    assert ids_a == ids_b and len(ids_a) == decision["pairs_judged"], (sorted(ids_a), sorted(ids_b))
-    assert all(r["cached"] for r in a + b), "a/ or b/ asked a judge again"
+    assert ids_a == ids_b and len(ids_a) == len(a) == decision["pairs_judged"], (sorted(ids_a), sorted(ids_b))
     scored = {r["transcript_id"] for r in a if r["status"] == "scored"} & {r["transcript_id"] for r in b if r["status"] == "scored"}
     assert len(scored) == decision["looks"][-1]["pairs_used"]
     failed = sorted(r["transcript_id"] for r in a + b if r["status"] == "failed")
@@ -212,8 +240,9 @@ def live_race(servers: Servers, family: str, tmp_factory: pytest.TempPathFactory
         done = harness(servers, *setup.args("live", setup.tmp / "cache.sqlite"))
         assert done.code in (0, 1), done.output
         decision = race_decision(setup.tmp / "live")
-        # each judgment paid once: one request per judgment the rounds made (the 400 is not retried)
-        assert done.sent == decision["judgments"] == 2 * decision["pairs_judged"] if family != "local" else done.sent <= 2
+        # each judgment paid once: one request per judgment the rounds made (the 400 is not retried), a jury's by each member
+        members = len(JURY_SEEDS) if family == "jury" else 1
+        assert done.sent == decision["judgments"] == 2 * members * decision["pairs_judged"] if family != "local" else done.sent <= 2
         assert decision["unpaired"] == {"a": 1, "b": 1}
         assert f"ids with no partner in the other file, not judged: 1 of {setup.a}, 1 of {setup.b}" in done.output
         judged_faulty = family != "local" and RACE_FAULTY in {r["transcript_id"] for r in read_jsonl(setup.tmp / "live" / "b" / "judgments.jsonl")}
@@ -231,7 +260,8 @@ def test_race(family: str, path: str, servers: Servers, tmp_path_factory: pytest
     setup, live, decision = live_race(servers, family, tmp_path_factory)
     if path == "live":  # the same race again pays nothing but the failed judgment (an error is not cached), and decides the same
         again = harness(servers, *setup.args("again", setup.tmp / "cache.sqlite"))
-        assert (again.code, again.sent) == (live.code, sum(decision["pairs_not_scored"].values())), again.output
+        failed = sum(decision["pairs_not_scored"].values()) * (len(JURY_SEEDS) if family == "jury" else 1)  # a jury's members each asked again
+        assert (again.code, again.sent) == (live.code, failed), again.output
         assert race_decision(setup.tmp / "again") == decision
         return
     if path == "offline":
@@ -255,7 +285,7 @@ def test_race(family: str, path: str, servers: Servers, tmp_path_factory: pytest
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("family", caps.FAMILIES)
+@pytest.mark.parametrize("family", caps.WORKFLOW_JUDGES)
 def test_race_hostile_inputs_are_refused_before_anything_is_sent(family: str, servers: Servers, tmp_path: Path) -> None:
     setup = race_setup(tmp_path, family, servers)
     cache = tmp_path / "cache.sqlite"
@@ -288,6 +318,8 @@ CASCADE_STAGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "anthropic": ({"samples": 2, "samples_via": "requests", "temperature": 1.0}, {"samples": 3, "samples_via": "requests", "temperature": 1.0}),
     "local": ({"samples": 2, "samples_via": "requests", "temperature": 1.0}, {"samples": 3, "samples_via": "requests", "temperature": 1.0}),
+    # a jury's confidence is its members' agreement; the strong jury's members sample at another temperature (other judgments)
+    "jury": ({}, {"temperature": 0.5}),
 }
 #: calibration transcripts: enough that a stage's first threshold (30 more transcripts) fits on 70% of them
 CALIBRATION = 100
@@ -323,10 +355,8 @@ class CascadeSetup:
 
 
 def cascade_config(path: Path, family: str, servers: Servers, weak: dict[str, Any], strong: dict[str, Any]) -> Path:
-    write_config(path, [judge_table(family, servers, "weak", **weak), judge_table(family, servers, "strong", **strong)])
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write('\n[cascade]\nstages = ["weak", "strong"]\ntarget_agreement = 0.8\nconfidence = 0.8\n')
-    return path
+    cascade = '\n[cascade]\nstages = ["weak", "strong"]\ntarget_agreement = 0.8\nconfidence = 0.8\n'
+    return write_judges(path, family, servers, {"weak": weak, "strong": strong}, cascade)
 
 
 def cascade_setup(tmp: Path, family: str, servers: Servers) -> CascadeSetup:
@@ -374,7 +404,8 @@ def assert_cascade_outputs_hold_its_judgments(out: Path, data: Path) -> None:
     stages = sorted(p for p in (out / "stages").iterdir() if p.is_dir())
     passed_on = [r["id"] for r in read_jsonl(data)]
     for number, stage in enumerate(stages, start=1):
-        judged = {r["transcript_id"]: r for r in read_jsonl(stage / "judgments.jsonl")}
+        name = stage.name.split("-", 1)[1]  # N-JUDGE; a jury's run holds its members' rows too
+        judged = {r["transcript_id"]: r for r in read_jsonl(stage / "judgments.jsonl") if r["judge"] == name}
         assert sorted(judged) == sorted(passed_on), f"{stage.name} judged {sorted(judged)}, was passed {sorted(passed_on)}"
         mine = [a for a in answers if a.get("stage") == number]
         for answer in mine:
@@ -482,7 +513,7 @@ def judged(tmp: Path, family: str, servers: Servers, n: int, distinct: int, faul
         family,
         write_jsonl(tmp / "data.jsonl", rows),
         write_jsonl(tmp / "labels.jsonl", labels),
-        write_config(tmp / "harness.toml", [judge_table(family, servers)]),
+        write_judges(tmp / "harness.toml", family, servers, {"judge": {}}),
         likert_prompts(tmp / "prompts"),
     )
 
@@ -565,7 +596,7 @@ def align_setup(servers: Servers, family: str, tmp_factory: pytest.TempPathFacto
 def align_args(setup: Judged, run: Path, out: str, cache: str | Path, *extra: Any) -> list[Any]:
     return [
         "align", run, "--labels", setup.labels, "--rubric", "likert", "--config", setup.config, "--prompts", setup.prompts,
-        "--cache", cache, "--out", setup.tmp / out, "--resamples", 200, "--json", *extra,
+        "--judge", "judge", "--cache", cache, "--out", setup.tmp / out, "--resamples", 200, "--json", *extra,
     ]  # fmt: skip
 
 
@@ -673,7 +704,7 @@ def test_labels_and_infer(family: str, path: str, servers: Servers, tmp_path_fac
     key = ("infer-live", family)
     if key not in servers.kept:
         done, design, result = inferred(servers, setup, live_run, "infer-live")
-        (entry,) = result["metrics"][0]["judges"]
+        (entry,) = [e for e in result["metrics"][0]["judges"] if e["judge"] == "judge"]  # a jury's members are estimated too
         assert entry["counts"]["labels_not_in_run"] == 2 and entry["n"] + entry["counts"].get("drawn_unlabelled", 0) <= 24
         assert any("2 of the 26 likert labels" in note and "not in the run" in note for note in result["notes"]), result["notes"]
         failed = sum(entry["counts"]["failed"].values())
@@ -715,7 +746,7 @@ def hostile_labels(folder: Path, good: list[dict[str, Any]]) -> list[tuple[Path,
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("family", caps.FAMILIES)
+@pytest.mark.parametrize("family", caps.WORKFLOW_JUDGES)
 @pytest.mark.parametrize("workflow", ["cascade", "infer", "align"])
 def test_hostile_labels_are_refused_in_one_line_before_anything_is_sent(
     workflow: str, family: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
@@ -735,6 +766,7 @@ def test_hostile_labels_are_refused_in_one_line_before_anything_is_sent(
             args = ["infer", run, "--labels", labels, "--prompts", setup.prompts, "--no-design", "--no-save"]
         else:
             args = align_args(setup, run, "unused", cache)
+            args[args.index("--judge") + 1] = "judge-a" if family == "jury" else "judge"  # align refuses a jury: a member
             args[args.index("--labels") + 1] = labels
             args[args.index("--out") + 1] = out
         line = harness(servers, *args).refused(said)
@@ -797,7 +829,7 @@ def test_a_judge_option_the_path_refuses_is_refused_before_anything_is_sent(
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("family", caps.FAMILIES)
+@pytest.mark.parametrize("family", caps.WORKFLOW_JUDGES)
 @pytest.mark.parametrize("workflow", ["race", "cascade", "align"])
 def test_offline_without_the_judgments_exits_3(
     workflow: str, family: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
@@ -817,7 +849,9 @@ def test_offline_without_the_judgments_exits_3(
         done = harness(servers, *setup.calibrate("o", race.tmp / "cache.sqlite", "--offline"))
     else:
         labelled = align_setup(servers, family, tmp_path_factory)
-        done = harness(servers, *align_args(labelled, labelled.tmp / "run", "o", race.tmp / "cache.sqlite", "--offline"))
+        args = align_args(labelled, labelled.tmp / "run", "o", race.tmp / "cache.sqlite", "--offline")
+        args[args.index("--judge") + 1] = "judge-a" if family == "jury" else "judge"  # align refuses a jury: a member
+        done = harness(servers, *args)
         if family == "local":  # its alignment judges nothing (near-duplicates): there is nothing to miss
             assert (done.code, done.sent) == (0, 0), done.output
             return
@@ -827,7 +861,7 @@ def test_offline_without_the_judgments_exits_3(
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("family", caps.FAMILIES)
+@pytest.mark.parametrize("family", caps.WORKFLOW_JUDGES)
 def test_cascade_hostile_inputs_are_refused_before_anything_is_sent(
     family: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -864,8 +898,8 @@ def test_docs_workflow_table_is_the_generated_one() -> None:
 
 
 def test_every_workflow_cell_is_listed_once_and_an_absent_path_is_not_an_option() -> None:
-    keys = [(c.workflow, c.family, c.path) for c in caps.WORKFLOW_CELLS]
-    assert len(keys) == len(set(keys)) == len(caps.WORKFLOWS) * len(caps.FAMILIES) * len(caps.WORKFLOW_PATHS)
+    keys = [(c.workflow, c.judge, c.path) for c in caps.WORKFLOW_CELLS]
+    assert len(keys) == len(set(keys)) == len(caps.WORKFLOWS) * len(caps.WORKFLOW_JUDGES) * len(caps.WORKFLOW_PATHS)
     assert all(c.reason for c in caps.WORKFLOW_CELLS if not c.supported)
     # a path a workflow does not have is not an option it takes: --shard is harness run's
     from typer.main import get_command
@@ -880,3 +914,20 @@ def test_every_workflow_cell_is_listed_once_and_an_absent_path_is_not_an_option(
         if not c.supported and c.path == "shard":
             assert "--shard" not in options(root.commands[c.workflow]), c
     assert "--shard" in options(root.commands["run"]) and "--offline" in options(root.commands["race"])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("path", caps.WORKFLOW_PATHS)
+def test_align_refuses_a_jury_in_one_line_before_anything_is_sent(
+    path: str, servers: Servers, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
+    assert not caps.workflow_cell("align", "jury", path).supported  # type: ignore[arg-type]
+    setup, run, cache = family_run(servers, "jury", "live" if path == "offline" else path, tmp_path_factory, request)
+    extra = ["--offline"] if path == "offline" else []
+    for option in ("--judge", "--writer"):
+        args = align_args(setup, run, f"refused-{path}", cache, *extra)
+        if option == "--writer":
+            args[args.index("--judge") + 1] = "judge-a"
+            args += ["--writer", "judge"]
+        harness(servers, *args).refused(f"{option} 'judge': a jury (of judge-a, judge-b, judge-c)", f"with {option}")
+        assert not (setup.tmp / f"refused-{path}").exists()

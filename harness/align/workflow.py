@@ -255,6 +255,13 @@ def _read(options: AlignOptions) -> _Inputs:
     judge = options.judge or run.judges[0]
     if judge not in run.judges:
         raise UserInputError(f"--judge {judge!r}: not a judge of the run {run.path} (it has: {', '.join(run.judges)})")
+    for option, name in (("--judge", judge), ("--writer", options.writer)):
+        if name is not None and name in run.juries:
+            members = ", ".join(run.juries[name].members)
+            raise UserInputError(
+                f"{option} {name!r}: a jury (of {members}); harness align fits one judge's rubric to the labels: "
+                f"name one of its members with {option}"
+            )
     summary = read_summary(run.path)
     source = options.input or (Path(summary.input) if summary.input is not None else None)
     if source is None or not source.is_file():
