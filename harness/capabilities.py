@@ -8,10 +8,10 @@ in one line before anything is sent (``harness run``, ``batch submit``, ``batch 
 The workflows built on the engine (``harness race``, ``harness cascade``, ``harness labels`` with
 ``harness infer``, ``harness align``) have a list of their own, ``WORKFLOW_CELLS``: each workflow
 with each family, and a jury of judges, through each path it has (a live run, an ``--offline``
-replay, a PostgreSQL cache, a run made in shards). A workflow asks the engine for its judgments, so every option a
-judge asks for is held to the first list on that path too (``check_supported``), before the
-workflow sends anything; ``workflow_table`` renders its table and ``tests/test_matrix_workflows.py``
-runs its cells.
+replay, a PostgreSQL cache, a run made in shards). A workflow asks the engine for its judgments,
+so every option a judge asks for is held to the first list on that path too (``check_supported``)
+before the workflow sends anything; ``workflow_table`` renders its table and
+``tests/test_matrix_workflows.py`` runs its cells.
 
 Families are what a judge is to the harness (``judge_family``): a chat model, an OpenAI reasoning
 model (gpt-5, o-series), Anthropic's Messages API, the embedded llama.cpp judge; a provider's
