@@ -144,10 +144,14 @@ class ServerProcess:
         self.base_url = ""
         self.root = ""
 
+    def command(self) -> list[str]:
+        """The server's command line (a subclass may serve other replies)."""
+        return [sys.executable, "-m", "tests.judge_server", "--port", "0", "--latency", str(self.latency_s)]
+
     def __enter__(self) -> Self:
         self._stderr = self.log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.judge_server", "--port", "0", "--latency", str(self.latency_s)],
+            self.command(),
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

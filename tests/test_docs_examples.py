@@ -58,3 +58,9 @@ def test_example(
         monkeypatch.setenv(key, sandbox.env[key])
     for example in examples:
         example.evaluate()
+
+
+def test_readme_stays_short() -> None:
+    """The README is what a user reads to choose and to start; detail belongs in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move detail into docs/"
