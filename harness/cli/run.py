@@ -49,7 +49,7 @@ def run(
         Path | None,
         typer.Option(
             "--jury-labels",
-            help="Human labels (JSONL, as for harness agreement) for the config's [[juries]]: weights, anchors, members' agreement.",
+            help="Human labels (JSONL, as for harness agreement) for the config's \\[\\[juries]]: weights, anchors, members' agreement.",
         ),
     ] = None,
 ) -> None:
