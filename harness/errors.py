@@ -18,6 +18,10 @@
     ├── BatchError               a provider's batch API refused or broke a batch operation
     ├── CacheError               the SQLite cache could not be opened or written (disk full, read-only)
     ├── OutputError              --out could not be written, or another run holds it
+    ├── TraceServerError         a trace server (Phoenix, MLflow, Langfuse, LangSmith) failed a request
+    │   ├── ServerRateLimited    429 (retried; honours Retry-After)
+    │   ├── ServerUnavailable    5xx, timeout, connection problem (retried)
+    │   └── ServerRefused        400/401/403/404: a wrong key, project or request (never retried)
     └── ResourceExhausted        the machine ran out of file descriptors or memory (not the judge's fault)
 
 SDK, HTTP and sqlite exceptions are translated at the boundary with ``raise ... from exc``.
@@ -136,6 +140,30 @@ class CacheError(HarnessError):
 
 class OutputError(HarnessError):
     """The run's output directory could not be written, or another run is writing it."""
+
+
+class TraceServerError(HarnessError):
+    """A trace server did not do what was asked; the message names the server and quotes its answer."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ServerRateLimited(TraceServerError):
+    """429: retried after the server's Retry-After (bounded attempts)."""
+
+    def __init__(self, message: str, *, status: int | None = 429, retry_after: float | None = None) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class ServerUnavailable(TraceServerError):
+    """5xx, a timeout or a refused connection: retried with backoff (bounded attempts)."""
+
+
+class ServerRefused(TraceServerError):
+    """The server refused the request itself (wrong key, unknown project, bad request): never retried."""
 
 
 class ResourceExhausted(HarnessError):

@@ -139,6 +139,12 @@ def m009_batch_requests_by_key(db: SchemaDB) -> None:
     db.execute("DROP INDEX batch_requests_open")
 
 
+def m010_sync_cursors(db: SchemaDB) -> None:
+    # ``harness sync``: how far a continuous evaluation of a trace server got (one row per source:
+    # server, project and run settings), advanced only after a pass's verdicts are written back.
+    db.execute("CREATE TABLE sync_cursors (source TEXT PRIMARY KEY, position TEXT NOT NULL, updated_at TEXT NOT NULL)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_judgments,
     m002_parsed_score,
@@ -149,6 +155,7 @@ MIGRATIONS: list[Migration] = [
     m007_truncated_replies,
     m008_batch_reply_details,
     m009_batch_requests_by_key,
+    m010_sync_cursors,
 ]
 
 
