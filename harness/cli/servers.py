@@ -52,6 +52,7 @@ def pull(
         f"[green]wrote {escape(str(out))}[/] ({len(result.traces):,} traces, --format {result.format}, "
         f"{result.requests:,} requests, {result.seconds:.1f} s)",
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -65,7 +66,7 @@ def push(
     from ..servers.operations import push as push_run
 
     result = asyncio.run(push_run(run_dir, to, input))
-    err.print(f"[green]{escape(_pushed(result))}[/] ({result.requests:,} requests, {result.seconds:.1f} s)", highlight=False)
+    err.print(f"[green]{escape(_pushed(result))}[/] ({result.requests:,} requests, {result.seconds:.1f} s)", highlight=False, soft_wrap=True)
 
 
 @app.command(rich_help_panel=JUDGE)
@@ -108,19 +109,23 @@ def sync(
     )
     result = asyncio.run(sync_once(options, now=now))
     if result.locked_out:
-        err.print(f"[yellow]{escape(result.message)}[/]", highlight=False)
+        err.print(f"[yellow]{escape(result.message)}[/]", highlight=False, soft_wrap=True)
         raise typer.Exit(0)
     pulled = result.pulled
     if pulled is not None:
         sampled = f", {pulled.passed_over:,} outside the sample" if pulled.passed_over else ""
-        err.print(f"pulled {len(pulled.traces):,} new traces from {escape(result.source)}{sampled} into {escape(str(pulled.path))}", highlight=False)
+        err.print(
+            f"pulled {len(pulled.traces):,} new traces from {escape(result.source)}{sampled} into {escape(str(pulled.path))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     for note in result.notes:
-        err.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+        err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if result.run_message:
-        err.print(escape(result.run_message), highlight=False)
+        err.print(escape(result.run_message), highlight=False, soft_wrap=True)
     if result.pushed is not None:
-        err.print(escape(_pushed(result.pushed)), highlight=False)
+        err.print(escape(_pushed(result.pushed)), highlight=False, soft_wrap=True)
     after = result.cursor_after.shown() if result.cursor_after is not None else "not set"
     style = "green" if result.exit_code == 0 else "red"
-    err.print(f"[{style}]judged {result.judged_traces:,} traces; cursor at {after}[/]", highlight=False)
+    err.print(f"[{style}]judged {result.judged_traces:,} traces; cursor at {after}[/]", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)

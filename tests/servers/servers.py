@@ -56,8 +56,8 @@ class ServerProcess:
         self.log = workdir / "server.log"
 
     def start(self) -> ServerProcess:
-        log = self.log.open("wb")
-        self.process = subprocess.Popen(self.command, env=self.env, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with self.log.open("wb") as log:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(self.command, env=self.env, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
