@@ -11,7 +11,7 @@ Write: an assessment per verdict, ``POST /api/3.0/mlflow/traces/{trace_id}/asses
 feedback named after the rubric on the judged span (``span_id``), ``feedback.value`` the score (or
 label), ``rationale`` the judge's reply, ``source`` ``LLM_JUDGE`` with the judge's name, and the
 metadata (judge, model, cost, rubric version, run, key, fingerprint). MLflow gives assessments its
-own ids, so the trace's assessments are read first (``traces/{id}/info``): one with the verdict's
+own ids, so the trace's assessments are read first (``GET traces/{id}``, its info): one with the verdict's
 key and fingerprint is left alone, one with the key only is updated in place (PATCH).
 """
 
@@ -149,7 +149,7 @@ class MLflow(TraceServer):
         keys = {v.key for v in verdicts}
         found: dict[str, Existing] = {}
         for trace_id in sorted({v.trace_id for v in verdicts}):
-            answer = await self.http.get(f"{_TRACES_PATH}/{quote(trace_id, safe='')}/info") or {}
+            answer = await self.http.get(f"{_TRACES_PATH}/{quote(trace_id, safe='')}") or {}
             info = (answer.get("trace") or {}).get("trace_info") or {}
             for assessment in info.get("assessments") or []:
                 meta = assessment.get("metadata") or {}
