@@ -5,7 +5,7 @@ write together: the second says so and does nothing), read the cursor (``sync_cu
 cache, migration 10), pull the traces that started since it (up to ``--settle`` ago, so traces
 still being written are left for later), keep a seeded sample if asked (the same traces whatever
 the order or the machine: a hash of the seed and the trace id), cut the list to what the budget
-affords (the offline estimate of the first k traces, cached judgments free), judge them (the
+affords (the offline estimate of the first k traces at most, cached judgments free), judge them (the
 ordinary run: the cache, claims and ``--max-cost`` guard as always), write the verdicts back, and
 only then advance the cursor: past every trace handled, up to the first one that was not (stopped
 by the budget or an interrupt, or failed). A pass killed anywhere leaves the cursor where it was:
@@ -28,6 +28,7 @@ from typing import Any
 from ..cache.base import CacheStore
 from ..cache.location import open_store
 from ..errors import UserInputError
+from ..exit_codes import EXIT_BUDGET
 from ..jsonlines import iter_json_objects
 from ..planning import RunOptions, build_plan
 from .base import PulledTrace, Window
@@ -124,14 +125,17 @@ def cursor_key(source: str, name: str) -> str:
 
 
 def _budget_limit(options: RunOptions, transcripts: int) -> int:
-    """The most transcripts (from the first) whose estimated cost is within ``--max-cost``."""
+    """The most transcripts (from the first) whose cost at most (every reply using its whole token
+    budget, as the in-run guard reserves it) is within ``--max-cost``: the pass is not stopped
+    half-way by the guard, and what it leaves waits for the next pass."""
     from ..cost.estimate import estimate_run
 
     if options.max_cost is None or transcripts == 0:
         return transcripts
 
     def cost(k: int) -> float:
-        return estimate_run(replace(options, limit=k, progress=False)).cost_usd_expected or 0.0
+        estimate = estimate_run(replace(options, limit=k, progress=False))
+        return estimate.cost_usd_max if estimate.cost_usd_max is not None else estimate.cost_usd_expected or 0.0
 
     if cost(transcripts) <= options.max_cost:
         return transcripts
@@ -226,6 +230,8 @@ async def _pass(
                 result.notes.append(f"--max-cost affords {limit} of {len(order)} transcripts this pass; the rest wait for the next")
             if limit == 0:
                 unhandled_traces = {transcript_links[t].trace_id for t in order}
+                result.exit_code = EXIT_BUDGET
+                result.run_message = f"--max-cost ${run_options.max_cost:g} affords none of the {len(order)} new transcripts: nothing was judged"
             else:
                 outcome = await run(replace(run_options, limit=limit))
                 result.exit_code, result.run_message = outcome.exit_code, outcome.message

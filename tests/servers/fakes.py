@@ -277,8 +277,9 @@ class FakeLangSmith(_Fake):
         return web.json_response(items[offset : offset + limit])
 
 
-def clone_langfuse(observations: list[dict[str, Any]], tag: str, shift: timedelta) -> list[dict[str, Any]]:
-    """The observations as another run of the agent: new ids (from ``tag``), times shifted by ``shift``."""
+def clone_langfuse(observations: list[dict[str, Any]], tag: str, shift: timedelta, city: str | None = None) -> list[dict[str, Any]]:
+    """The observations as another run of the agent: new ids (from ``tag``), times shifted by
+    ``shift``, and the city asked about (Paris) replaced by ``city`` in inputs and outputs."""
     ids: dict[str, str] = {}
 
     def new(old: str | None, size: int) -> str | None:
@@ -290,6 +291,9 @@ def clone_langfuse(observations: list[dict[str, Any]], tag: str, shift: timedelt
     for o in observations:
         item = copy.deepcopy(o)
         item["id"], item["traceId"], item["parentObservationId"] = new(o["id"], 8), new(o["traceId"], 16), new(o.get("parentObservationId"), 8)
+        if city is not None:
+            for key in ("input", "output"):
+                item[key] = json.loads(json.dumps(item.get(key)).replace("Paris", city))
         for key in ("startTime", "endTime"):
             if item.get(key):
                 item[key] = (_time(item[key]) + shift).isoformat().replace("+00:00", "Z")
