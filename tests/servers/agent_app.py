@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from tests.fixtures.traces.agent_server import AgentServer
-from tests.fixtures.traces.generate import TOOL, agent_loop, weather
+from tests.fixtures.traces.generate import agent_loop, weather
 
 
 def phoenix(endpoint: str, project: str, questions: list[str], out: Path) -> list[str]:

@@ -69,7 +69,11 @@ class _Fake:
             if request.path.startswith(fault[0]) and fault[2] > 0:
                 fault[2] -= 1
                 headers = {"Retry-After": fault[3]} if fault[3] is not None else {}
-                return web.json_response({"message": "Rate limit exceeded" if fault[1] == 429 else "Internal error", "detail": "scripted fault"}, status=fault[1], headers=headers)
+                return web.json_response(
+                    {"message": "Rate limit exceeded" if fault[1] == 429 else "Internal error", "detail": "scripted fault"},
+                    status=fault[1],
+                    headers=headers,
+                )
         return await handler(request)
 
     def __enter__(self) -> _Fake:
@@ -161,7 +165,14 @@ class FakeLangfuse(_Fake):
             items = [o for o in items if _time(o["startTime"]) < _time(q["toStartTime"])]
         chunk, cursor = _page(items, q, 1000)
         # v2 returns input and output as JSON text whatever parseIoAsJson says
-        data = [{**o, "input": None if o.get("input") is None else json.dumps(o["input"]), "output": None if o.get("output") is None else json.dumps(o["output"])} for o in chunk]
+        data = [
+            {
+                **o,
+                "input": None if o.get("input") is None else json.dumps(o["input"]),
+                "output": None if o.get("output") is None else json.dumps(o["output"]),
+            }
+            for o in chunk
+        ]
         return web.json_response({"data": data, "meta": {"cursor": cursor} if cursor else {}})
 
     async def _create_scores(self, request: web.Request) -> web.Response:
@@ -170,7 +181,11 @@ class FakeLangfuse(_Fake):
             return web.json_response({"message": "Invalid request data: expected an array of scores"}, status=400)
         errors = []
         for item in body:
-            if not isinstance(item.get("name"), str) or item.get("value") is None or item.get("dataType") not in ("NUMERIC", "CATEGORICAL", "BOOLEAN", "TEXT"):
+            if (
+                not isinstance(item.get("name"), str)
+                or item.get("value") is None
+                or item.get("dataType") not in ("NUMERIC", "CATEGORICAL", "BOOLEAN", "TEXT")
+            ):
                 errors.append({"message": f"invalid score {item.get('id')!r}: name, value and dataType are required"})
                 continue
             if item["dataType"] == "NUMERIC" and not isinstance(item["value"], (int, float)):

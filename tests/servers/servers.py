@@ -57,16 +57,17 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         with self.log.open("wb") as log:  # the child keeps its own copy of the descriptor
-            self.process = subprocess.Popen(self.command, env=self.env, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command, env=self.env, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 self.stop()
                 raise AssertionError(f"{self.name} exited with {self.process.returncode} on start: {self.tail()}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(self.url + self.health_path, timeout=2) as answer:  # noqa: S310 - 127.0.0.1
-                    if answer.status == 200:
-                        return self
+            with contextlib.suppress(OSError), urllib.request.urlopen(self.url + self.health_path, timeout=2) as answer:
+                if answer.status == 200:
+                    return self
             time.sleep(0.25)
         self.stop()
         raise AssertionError(f"{self.name} did not answer within {START_TIMEOUT_S:.0f} s: {self.tail()}")
@@ -116,7 +117,18 @@ def mlflow(workdir: Path) -> ServerProcess:
         raise AssertionError("the mlflow server is missing: pip install -e '.[servers]'")
     port = free_port()
     mlflow_bin = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
-    command = [mlflow_bin, "server", "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command = [
+        mlflow_bin,
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{workdir / 'mlflow.db'}",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     env = {**os.environ, "MLFLOW_TRACKING_URI": "", "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
     return ServerProcess("mlflow", command, env, port, "/health", workdir)
 
@@ -132,7 +144,19 @@ def write_traces(kind: str, url: str, project: str, questions: list[str], out: P
     import json
 
     done = subprocess.run(
-        [sys.executable, "-m", "tests.servers.agent_app", kind, "--url", url, "--project", project, "--out", str(out), *[f"--question={q}" for q in questions]],
+        [
+            sys.executable,
+            "-m",
+            "tests.servers.agent_app",
+            kind,
+            "--url",
+            url,
+            "--project",
+            project,
+            "--out",
+            str(out),
+            *[f"--question={q}" for q in questions],
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -39,11 +39,13 @@ def _source(server: ServerProcess, experiment: str) -> str:
 
 def _trace_ids(server: ServerProcess, experiment: str) -> list[str]:
     try:
-        with urllib.request.urlopen(f"{server.url}/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}", timeout=5) as answer:  # noqa: S310
+        with urllib.request.urlopen(f"{server.url}/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}", timeout=5) as answer:
             experiment_id = json.loads(answer.read())["experiment"]["experiment_id"]
-        body = json.dumps({"locations": [{"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": experiment_id}}], "max_results": 500}).encode()
+        body = json.dumps(
+            {"locations": [{"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": experiment_id}}], "max_results": 500}
+        ).encode()
         request = urllib.request.Request(f"{server.url}/api/3.0/mlflow/traces/search", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 - 127.0.0.1
+        with urllib.request.urlopen(request, timeout=5) as answer:
             return [t["trace_id"] for t in json.loads(answer.read()).get("traces", [])]
     except OSError:
         return []
@@ -85,7 +87,18 @@ def test_verdicts_become_assessments_once(mlflow_server: ServerProcess, tmp_path
     assert cli("pull", source, "--out", tmp_path / "traces.jsonl").exit_code == 0
     with serve() as judge_server:
         config = judge_config(tmp_path, judge_server.base_url)
-        run = cli("run", tmp_path / "traces.jsonl", "--out", tmp_path / "run", "--config", config, "--cache", tmp_path / "c.sqlite", *sum((["--rubric", r] for r in RUBRICS), []), "--no-progress")
+        run = cli(
+            "run",
+            tmp_path / "traces.jsonl",
+            "--out",
+            tmp_path / "run",
+            "--config",
+            config,
+            "--cache",
+            tmp_path / "c.sqlite",
+            *sum((["--rubric", r] for r in RUBRICS), []),
+            "--no-progress",
+        )
         assert run.exit_code == 0, run.output
     rows = judgments(tmp_path / "run")
     assert len(rows) == 4
@@ -118,7 +131,20 @@ def test_an_unknown_experiment_is_one_line_with_the_servers_answer(mlflow_server
 
 
 def _sync_args(source: str, tmp: Path, config: Path, *extra: str) -> list[str | Path]:
-    return ["sync", source, "--out", tmp / "passes", "--config", config, "--cache", tmp / "c.sqlite", *sum((["--rubric", r] for r in RUBRICS), []), "--settle", "0s", *extra]
+    return [
+        "sync",
+        source,
+        "--out",
+        tmp / "passes",
+        "--config",
+        config,
+        "--cache",
+        tmp / "c.sqlite",
+        *sum((["--rubric", r] for r in RUBRICS), []),
+        "--settle",
+        "0s",
+        *extra,
+    ]
 
 
 def test_sync_passes_and_a_killed_pass_resumed(mlflow_server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,7 @@ def _roots(server: ServerProcess, project: str) -> list[dict[str, Any]]:
 
     url = f"{server.url}/v1/projects/{project}/spans/otlpv1?parent_id=null&limit=1000"
     try:
-        with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 - 127.0.0.1
+        with urllib.request.urlopen(url, timeout=5) as answer:
             return list(json.loads(answer.read())["data"])
     except OSError:
         return []
@@ -90,7 +90,18 @@ def test_verdicts_become_span_annotations_once(phoenix: ServerProcess, tmp_path:
     assert cli("pull", source, "--out", tmp_path / "traces.jsonl").exit_code == 0
     with serve() as judge_server:
         config = judge_config(tmp_path, judge_server.base_url)
-        run = cli("run", tmp_path / "traces.jsonl", "--out", tmp_path / "run", "--config", config, "--cache", tmp_path / "c.sqlite", *sum((["--rubric", r] for r in RUBRICS), []), "--no-progress")
+        run = cli(
+            "run",
+            tmp_path / "traces.jsonl",
+            "--out",
+            tmp_path / "run",
+            "--config",
+            config,
+            "--cache",
+            tmp_path / "c.sqlite",
+            *sum((["--rubric", r] for r in RUBRICS), []),
+            "--no-progress",
+        )
         assert run.exit_code == 0, run.output
     rows = judgments(tmp_path / "run")
     assert len(rows) == 4 and all(r["status"] == "scored" for r in rows)
@@ -129,7 +140,20 @@ def test_an_unknown_project_is_one_line_with_the_servers_answer(phoenix: ServerP
 
 
 def _sync_args(source: str, tmp: Path, config: Path, *extra: str) -> list[str | Path]:
-    return ["sync", source, "--out", tmp / "passes", "--config", config, "--cache", tmp / "c.sqlite", *sum((["--rubric", r] for r in RUBRICS), []), "--settle", "0s", *extra]
+    return [
+        "sync",
+        source,
+        "--out",
+        tmp / "passes",
+        "--config",
+        config,
+        "--cache",
+        tmp / "c.sqlite",
+        *sum((["--rubric", r] for r in RUBRICS), []),
+        "--settle",
+        "0s",
+        *extra,
+    ]
 
 
 def test_sync_judges_only_what_is_new_and_writes_it_back(phoenix: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -175,4 +175,6 @@ def test_langsmith_wrong_key_or_project_is_one_line(tmp_path: Path, monkeypatch:
         monkeypatch.setenv("LANGSMITH_API_KEY", "lsv2_wrong")
         wrong = cli("pull", f"langsmith://127.0.0.1:{fake.port}/weather", "--out", tmp_path / "x.jsonl")
         assert wrong.exit_code == 2
-        assert wrong.output.strip().splitlines() == [f"error: langsmith at http://127.0.0.1:{fake.port}: GET /sessions: 401: Invalid token (check the key)"]
+        assert wrong.output.strip().splitlines() == [
+            f"error: langsmith at http://127.0.0.1:{fake.port}: GET /sessions: 401: Invalid token (check the key)"
+        ]

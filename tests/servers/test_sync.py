@@ -47,7 +47,21 @@ def judged_traces(fake: FakeLangfuse) -> set[str]:
 
 def sync_args(fake: FakeLangfuse, tmp: Path, config: Path, *extra: str | Path) -> list[str | Path]:
     source = f"langfuse://127.0.0.1:{fake.port}/weather"
-    return ["sync", source, "--out", tmp / "passes", "--config", config, "--cache", tmp / "c.sqlite", "--rubric", "relevance", "--settle", "0s", *extra]
+    return [
+        "sync",
+        source,
+        "--out",
+        tmp / "passes",
+        "--config",
+        config,
+        "--cache",
+        tmp / "c.sqlite",
+        "--rubric",
+        "relevance",
+        "--settle",
+        "0s",
+        *extra,
+    ]
 
 
 def test_the_sample_is_seeded_and_the_same_traces_wherever_it_runs(tmp_path: Path) -> None:
