@@ -3,7 +3,8 @@
 - :mod:`.source`: ``KIND://HOST[:PORT]/PROJECT`` and the credentials from the environment;
 - :mod:`.http`: one HTTP client with the harness's bounded retries and one-line errors;
 - :mod:`.base`: what every server client does (check, pull a window, find and write verdicts);
-  :mod:`.phoenix`, :mod:`.mlflow`, :mod:`.langfuse`, :mod:`.langsmith` speak each public API;
+  :mod:`.phoenix`, :mod:`.mlflow`, :mod:`.langfuse`, :mod:`.langsmith` speak each public API,
+  and :mod:`.registry` finds the one a source's kind names;
 - :mod:`.verdicts`: a run's judgments tied to the traces and spans they judged;
 - :mod:`.operations`: ``harness pull`` (into the export format the trace readers read) and
   ``harness push`` (idempotent write-back);

@@ -132,23 +132,3 @@ class TraceServer(abc.ABC):
     @abc.abstractmethod
     async def write(self, verdicts: Sequence[Verdict], existing: dict[str, Existing]) -> None:
         """Write ``verdicts`` (new ones created, those in ``existing`` replaced)."""
-
-
-def server_for(http: ServerClient) -> TraceServer:
-    """The client of ``http``'s server kind."""
-    kind = http.source.kind
-    if kind == "phoenix":
-        from .phoenix import Phoenix
-
-        return Phoenix(http)
-    if kind == "mlflow":
-        from .mlflow import MLflow
-
-        return MLflow(http)
-    if kind == "langfuse":
-        from .langfuse import Langfuse
-
-        return Langfuse(http)
-    from .langsmith import LangSmith
-
-    return LangSmith(http)

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OutputError
-from .base import PulledTrace, TraceServer, Window, server_for
+from .base import PulledTrace, TraceServer, Window
 from .http import ServerClient
+from .registry import server_for
 from .source import Source, parse_source
 from .verdicts import read_verdicts
 

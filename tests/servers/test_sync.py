@@ -151,6 +151,28 @@ def test_the_cursor_lives_in_a_postgresql_cache_too(tmp_path: Path, postgres: An
 # -- the pieces ---------------------------------------------------------------------------------
 
 
+async def test_migration_10_gives_an_older_cache_its_cursors(tmp_path: Path) -> None:
+    import sqlite3
+
+    from harness.cache import open_store
+    from harness.cache.migrations import MIGRATIONS, migrate
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    assert migrate(db, MIGRATIONS[:9])[-1] == "m009_batch_requests_by_key"  # a cache written before sync
+    db.close()
+    async with open_store(path) as store:
+        assert await store.cursor("phoenix+http://h/p#default") is None
+        await store.set_cursor("phoenix+http://h/p#default", Position(1.5, "t").text())
+        await store.set_cursor("phoenix+http://h/p#default", Position(2.5, "u").text())
+        assert Position.parse(await store.cursor("phoenix+http://h/p#default")) == Position(2.5, "u")
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT name FROM _migrations WHERE version = 10").fetchone() == ("m010_sync_cursors",)
+    assert db.execute("SELECT count(*) FROM sync_cursors").fetchone() == (1,)
+    db.close()
+
+
+
 def test_sources_parse_with_their_keys_from_the_environment() -> None:
     phoenix = parse_source("phoenix://127.0.0.1:6006/my%20app", {"PHOENIX_API_KEY": "k"})
     assert (phoenix.base_url, phoenix.project, phoenix.headers) == ("http://127.0.0.1:6006", "my app", {"Authorization": "Bearer k"})
