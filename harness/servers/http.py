@@ -117,11 +117,31 @@ class ServerClient:
                 raise ServerUnavailable(
                     f"{where}: {status} with a body that is not JSON: {one_line(raw.decode('utf-8', 'replace'))}", status=status
                 ) from None
-        raise status_error(status, raw, headers, where)
+        raise status_error(status, raw, headers, where, secrets(self.source.headers))
 
 
-def status_error(status: int, raw: bytes, headers: Mapping[str, str], where: str) -> TraceServerError:
+def secrets(headers: Mapping[str, str]) -> list[str]:
+    """Every credential the request carries (whole header values, tokens, Basic's user and
+    password), longest first: a server that quotes them back is never shown saying them."""
+    import base64
+    import binascii
+
+    found: set[str] = set()
+    for value in headers.values():
+        scheme, _, token = value.partition(" ")
+        found |= {value, token}
+        if scheme.lower() == "basic":
+            try:
+                found |= set(base64.b64decode(token).decode("utf-8", "replace").split(":", 1))
+            except (binascii.Error, ValueError):
+                pass
+    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+
+
+def status_error(status: int, raw: bytes, headers: Mapping[str, str], where: str, hidden: list[str] | None = None) -> TraceServerError:
     answer = answer_text(raw)
+    for secret in hidden or []:
+        answer = answer.replace(secret, "***")
     if status == 429:
         return ServerRateLimited(f"{where}: rate limited (429): {answer}", retry_after=retry_after(headers))
     if status >= 500 or status == 408:

@@ -55,8 +55,10 @@ class _Fake:
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
 
-    def fail(self, prefix: str, status: int, times: int = 1, retry_after: str | None = None) -> None:
-        self._faults.append([prefix, status, times, retry_after])
+    def fail(self, prefix: str, status: int, times: int = 1, retry_after: str | None = None, echo: bool = False) -> None:
+        """The next ``times`` requests under ``prefix`` answer ``status``; ``echo``: quoting the
+        request's credentials back in the message, as a careless proxy does."""
+        self._faults.append([prefix, status, times, retry_after, echo])
 
     def routes(self, app: web.Application) -> None:
         raise NotImplementedError
@@ -69,8 +71,11 @@ class _Fake:
             if request.path.startswith(fault[0]) and fault[2] > 0:
                 fault[2] -= 1
                 headers = {"Retry-After": fault[3]} if fault[3] is not None else {}
+                message = "Rate limit exceeded" if fault[1] == 429 else "Internal error"
+                if fault[4]:
+                    message = f"bad credentials: {request.headers.get('Authorization') or request.headers.get('x-api-key')}"
                 return web.json_response(
-                    {"message": "Rate limit exceeded" if fault[1] == 429 else "Internal error", "detail": "scripted fault"},
+                    {"message": message, "detail": "scripted fault"},
                     status=fault[1],
                     headers=headers,
                 )

@@ -114,6 +114,20 @@ def test_langfuse_wrong_key_or_project_is_one_line(tmp_path: Path, monkeypatch: 
         assert _calls(fake, "/api/public/projects") == 2  # a refusal is never retried
 
 
+def test_a_server_quoting_the_key_back_is_never_shown_saying_it(tmp_path: Path) -> None:
+    import base64
+
+    with FakeLangfuse(observations()) as fake, FakeLangSmith(runs()) as smith:
+        fake.fail("/api/public/projects", 403, echo=True)
+        result = cli("pull", f"langfuse://127.0.0.1:{fake.port}/weather", "--out", tmp_path / "x.jsonl")
+        basic = base64.b64encode(f"{PUBLIC_KEY}:{SECRET_KEY}".encode()).decode()
+        assert result.exit_code == 2 and "bad credentials: ***" in result.output
+        assert SECRET_KEY not in result.output and PUBLIC_KEY not in result.output and basic not in result.output
+        smith.fail("/sessions", 401, echo=True)
+        result = cli("pull", f"langsmith://127.0.0.1:{smith.port}/weather", "--out", tmp_path / "x.jsonl")
+        assert result.exit_code == 2 and "bad credentials: ***" in result.output and LANGSMITH_KEY not in result.output
+
+
 def test_a_server_that_keeps_failing_is_given_up_after_bounded_attempts(tmp_path: Path) -> None:
     from harness.servers.http import MAX_ATTEMPTS
 

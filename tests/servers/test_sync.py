@@ -172,7 +172,6 @@ async def test_migration_10_gives_an_older_cache_its_cursors(tmp_path: Path) -> 
     db.close()
 
 
-
 def test_sources_parse_with_their_keys_from_the_environment() -> None:
     phoenix = parse_source("phoenix://127.0.0.1:6006/my%20app", {"PHOENIX_API_KEY": "k"})
     assert (phoenix.base_url, phoenix.project, phoenix.headers) == ("http://127.0.0.1:6006", "my app", {"Authorization": "Bearer k"})
