@@ -2,8 +2,10 @@
 
 Pull: the experiment is found by name (``experiments/get-by-name``); ``traces/search`` lists the
 traces whose ``timestamp_ms`` (the trace's start) is in the window, oldest first; ``traces/batchGet``
-returns each with its spans, as OpenTelemetry proto JSON. Each is written as the document
-``Trace.to_json()`` writes (``info`` and ``data.spans``, base64 ids, attribute values as JSON text),
+returns each with its spans, as OpenTelemetry proto JSON, when the server keeps them in its
+tracking store; otherwise (a server whose tracing goes through its artifact store, as with its
+basic-auth app) they are the trace's ``traces.json`` artifact, read through the server's artifact
+proxy. Each is written as the document ``Trace.to_json()`` writes (``info`` and ``data.spans``, base64 ids, attribute values as JSON text),
 which the ``mlflow`` reader reads as an exported file. Traces still in progress are left for a
 later pull.
 
@@ -23,13 +25,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import ServerUnavailable
+from ..errors import ServerRefused, ServerUnavailable
 from .base import Existing, PulledTrace, TraceServer, Window, epoch
 from .verdicts import Verdict
 
 _PAGE = 500
 _TRACES_PER_REQUEST = 20
 _TRACES_PATH = "/api/3.0/mlflow/traces"
+_SPANS_LOCATION, _TRACKING_STORE, _ARTIFACTS = "mlflow.trace.spansLocation", "TRACKING_STORE", "mlflow.artifactLocation"
 
 
 def _b64(hex_id: str | None) -> str | None:
@@ -115,7 +118,7 @@ class MLflow(TraceServer):
             clauses.append(f"trace.timestamp_ms >= {int(window.start_s * 1000)}")
         if window.end_s is not None:
             clauses.append(f"trace.timestamp_ms < {int(window.end_s * 1000)}")
-        infos: list[tuple[float, str]] = []
+        infos: list[tuple[float, str, dict[str, Any]]] = []
         token = None
         while True:
             body: dict[str, Any] = {
@@ -132,18 +135,34 @@ class MLflow(TraceServer):
                 start = epoch(info.get("request_time"))
                 if info.get("state") == "IN_PROGRESS" or start is None or not window.holds(start):
                     continue
-                infos.append((start, str(info["trace_id"])))
+                infos.append((start, str(info["trace_id"]), info))
             token = page.get("next_page_token")
             if not token:
                 break
-        infos.sort()
+        infos.sort(key=lambda item: (item[0], item[1]))
         for first in range(0, len(infos), _TRACES_PER_REQUEST):
             batch = infos[first : first + _TRACES_PER_REQUEST]
-            answer = await self.http.get(f"{_TRACES_PATH}/batchGet", {"trace_ids": [t for _, t in batch]}) or {}
-            by_id = {str((t.get("trace_info") or {}).get("trace_id")): t for t in answer.get("traces") or []}
-            for start, trace_id in batch:
-                if trace_id in by_id:
-                    yield PulledTrace(trace_id, start, [trace_document(by_id[trace_id])])
+            in_store = [t for _, t, info in batch if (info.get("tags") or {}).get(_SPANS_LOCATION) == _TRACKING_STORE]
+            answer = await self.http.get(f"{_TRACES_PATH}/batchGet", {"trace_ids": in_store}) if in_store else {}
+            by_id = {str((t.get("trace_info") or {}).get("trace_id")): trace_document(t) for t in (answer or {}).get("traces") or []}
+            for start, trace_id, info in batch:
+                document = by_id.get(trace_id) or (None if trace_id in in_store else await self._from_artifacts(info))
+                if document is not None:
+                    yield PulledTrace(trace_id, start, [document])
+
+    async def _from_artifacts(self, info: dict[str, Any]) -> dict[str, Any]:
+        """A trace whose spans the server keeps as an artifact (``traces.json``, ``Span.to_dict()``
+        each), as an MLflow server whose tracing goes through its artifact store does."""
+        location = str((info.get("tags") or {}).get(_ARTIFACTS, ""))
+        if not location.startswith("mlflow-artifacts:"):
+            raise ServerRefused(
+                f"mlflow at {self.source.base_url}: trace {info.get('trace_id')} keeps its spans at {location or 'no location'}, "
+                "which the tracking server does not serve (only mlflow-artifacts: locations are read)"
+            )
+        path = location.removeprefix("mlflow-artifacts:").lstrip("/")
+        data = await self.http.get(f"/api/2.0/mlflow-artifacts/artifacts/{quote(path)}/traces.json") or {}
+        spans = sorted(data.get("spans") or [], key=lambda s: (int(s.get("start_time_unix_nano") or 0), str(s.get("span_id"))))
+        return {"info": info, "data": {"spans": spans}}
 
     async def existing(self, verdicts: Sequence[Verdict]) -> dict[str, Existing]:
         keys = {v.key for v in verdicts}

@@ -98,12 +98,30 @@ def mlflow_app(tracking_uri: str, experiment: str, questions: list[str], out: Pa
                 answer = agent_loop(client, question, lambda name, args, call_id: get_weather(**args))
                 root.set_outputs({"answer": answer})
             trace_ids.append(root.trace_id)
-    if hasattr(mlflow, "flush_trace_async_logging"):
-        mlflow.flush_trace_async_logging()
+    mlflow.flush_trace_async_logging()
     with out.open("w", encoding="utf-8") as fh:
         for trace_id in trace_ids:
-            fh.write(mlflow.get_trace(trace_id).to_json() + "\n")
+            fh.write(_exported(mlflow, trace_id).to_json() + "\n")
     return trace_ids
+
+
+def _exported(mlflow, trace_id: str, timeout_s: float = 120.0):  # type: ignore[no-untyped-def]
+    """The trace as the server holds it, once it has every span (the SDK exports asynchronously:
+    until then the server answers that the trace is not fully exported, or has fewer spans)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    problem: object = "no trace"
+    while True:
+        try:
+            trace = mlflow.get_trace(trace_id, silent=True, flush=True)
+        except Exception as exc:  # noqa: BLE001 - the SDK's "not fully exported yet" and the like: asked again
+            trace, problem = None, exc
+        if trace is not None and len(trace.data.spans) >= 4:  # the agent, two model calls, the tool
+            return trace
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"trace {trace_id} was not complete on the server within {timeout_s:.0f} s: {problem}")
+        time.sleep(0.2)
 
 
 def main(argv: list[str] | None = None) -> None:

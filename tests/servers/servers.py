@@ -4,10 +4,11 @@ Each runs as a child process in its own temporary directory on free ports, is wa
 wall-clock limit (``START_TIMEOUT_S``; a server that does not answer by then fails the test with
 its log), and is stopped (SIGTERM, then SIGKILL) when the ``with`` block ends.
 
+MLflow runs its basic-auth app (``MLFLOW_USER``/``MLFLOW_PASSWORD``), so the key path is real too.
 Phoenix (``arize-phoenix``) pins packages that conflict with the harness's own test dependencies
 (anthropic < 2, through pydantic-ai), so it is installed in its own virtual environment,
 ``.venvs/phoenix`` at the repository root (``.ci/run`` makes it; ``HARNESS_PHOENIX_PYTHON`` names
-another interpreter). MLflow installs beside the harness (the ``servers`` extra). A missing server
+another interpreter). MLflow installs beside the harness (the ``test`` extra). A missing server
 fails the test with the command that installs it: these tests never skip.
 """
 
@@ -23,7 +24,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 START_TIMEOUT_S = 180.0
@@ -112,30 +115,30 @@ def phoenix(workdir: Path) -> ServerProcess:
     return ServerProcess("phoenix", [phoenix_python(), "-m", "phoenix.server.main", "serve"], env, port, "/healthz", workdir)
 
 
-def mlflow(workdir: Path) -> ServerProcess:
+#: The MLflow server runs its basic-auth app: every request needs these (MLFLOW_TRACKING_USERNAME/_PASSWORD).
+MLFLOW_USER, MLFLOW_PASSWORD = "admin", "harness-test-password-1"
+
+
+def mlflow(workdir: Path, auth: bool = True) -> ServerProcess:
     if shutil.which("mlflow") is None and not (Path(sys.executable).parent / "mlflow").exists():
-        raise AssertionError("the mlflow server is missing: pip install -e '.[servers]'")
+        raise AssertionError("the mlflow server is missing: pip install -e '.[test]' (mlflow[auth])")
     port = free_port()
     mlflow_bin = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
-    command = [
-        mlflow_bin,
-        "server",
-        "--backend-store-uri",
-        f"sqlite:///{workdir / 'mlflow.db'}",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": "", "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    command = [mlflow_bin, "server", *(["--app-name", "basic-auth"] if auth else []), "--backend-store-uri", f"sqlite:///{workdir / 'mlflow.db'}"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env |= {
+        "DO_NOT_TRACK": "1",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "MLFLOW_AUTH_ADMIN_PASSWORD": MLFLOW_PASSWORD,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "harness-tests",
+    }
     return ServerProcess("mlflow", command, env, port, "/health", workdir)
 
 
 @contextlib.contextmanager
-def temporary_server(kind: str):  # type: ignore[no-untyped-def]
-    with tempfile.TemporaryDirectory(prefix=f"harness-{kind}-") as tmp, (phoenix if kind == "phoenix" else mlflow)(Path(tmp)) as server:
+def temporary_server(kind: str, **options: Any) -> Iterator[ServerProcess]:
+    with tempfile.TemporaryDirectory(prefix=f"harness-{kind}-") as tmp, (phoenix if kind == "phoenix" else mlflow)(Path(tmp), **options) as server:
         yield server
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.e2e_support import KEY, KEY_ENV, serve
-from tests.servers.servers import ROOT, ServerProcess, temporary_server, write_traces
+from tests.servers.servers import MLFLOW_PASSWORD, MLFLOW_USER, ROOT, ServerProcess, temporary_server, write_traces
 from tests.servers.support import QUESTIONS, RUBRICS, cached_keys, chat_prompts, cli, judge_config, judgments, records, wait_for
 from tests.traces.support import deadline
 
@@ -33,18 +33,34 @@ def mlflow_server() -> Iterator[ServerProcess]:
         yield server
 
 
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's basic auth, where the harness, the MLflow SDK and its client all read it."""
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", MLFLOW_USER)
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", MLFLOW_PASSWORD)
+
+
+def _auth() -> dict[str, str]:
+    import base64
+
+    return {"Authorization": "Basic " + base64.b64encode(f"{MLFLOW_USER}:{MLFLOW_PASSWORD}".encode()).decode()}
+
+
 def _source(server: ServerProcess, experiment: str) -> str:
     return f"mlflow://127.0.0.1:{server.port}/{experiment}"
 
 
 def _trace_ids(server: ServerProcess, experiment: str) -> list[str]:
     try:
-        with urllib.request.urlopen(f"{server.url}/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}", timeout=5) as answer:
+        url = f"{server.url}/api/2.0/mlflow/experiments/get-by-name?experiment_name={experiment}"
+        with urllib.request.urlopen(urllib.request.Request(url, headers=_auth()), timeout=5) as answer:
             experiment_id = json.loads(answer.read())["experiment"]["experiment_id"]
         body = json.dumps(
             {"locations": [{"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": experiment_id}}], "max_results": 500}
         ).encode()
-        request = urllib.request.Request(f"{server.url}/api/3.0/mlflow/traces/search", data=body, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{server.url}/api/3.0/mlflow/traces/search", data=body, headers={"Content-Type": "application/json", **_auth()}
+        )
         with urllib.request.urlopen(request, timeout=5) as answer:
             return [t["trace_id"] for t in json.loads(answer.read()).get("traces", [])]
     except OSError:
@@ -77,6 +93,36 @@ def test_a_pulled_trace_is_the_transcript_of_the_exported_file(mlflow_server: Se
     from harness.traces import detect_format
 
     assert detect_format(tmp_path / "auto.jsonl") == "mlflow"  # --format auto knows the file
+
+
+def test_spans_from_the_tracking_store_or_from_the_artifact_are_the_same_transcripts(mlflow_server: ServerProcess, tmp_path: Path) -> None:
+    """MLflow keeps a trace's spans in its tracking store (``traces/batchGet``) or, when the store
+    did not take them, only as the trace's ``traces.json`` artifact: both are read, into the same
+    transcripts."""
+    import asyncio
+
+    from harness.servers.base import Window
+    from harness.servers.mlflow import MLflow
+    from harness.servers.operations import connect
+
+    experiment = f"store-{uuid.uuid4().hex[:8]}"
+    write_traces("mlflow", mlflow_server.url, experiment, QUESTIONS, tmp_path / "exported.jsonl")
+
+    async def both() -> tuple[list[Any], list[Any]]:
+        async with connect(_source(mlflow_server, experiment)) as server:
+            assert isinstance(server, MLflow)
+            pulled = [trace.documents[0] async for trace in server.pull(Window())]
+            return pulled, [await server._from_artifacts(document["info"]) for document in pulled]
+
+    from_store, from_artifacts = asyncio.run(both())
+    assert all(d["info"]["tags"].get("mlflow.trace.spansLocation") == "TRACKING_STORE" for d in from_store)
+    for name, documents in (("store.jsonl", from_store), ("artifacts.jsonl", from_artifacts)):
+        (tmp_path / name).write_text("".join(json.dumps(d) + "\n" for d in documents), encoding="utf-8")
+    assert (
+        records(tmp_path / "artifacts.jsonl", "mlflow")
+        == records(tmp_path / "store.jsonl", "mlflow")
+        == records(tmp_path / "exported.jsonl", "mlflow")
+    )
 
 
 def test_verdicts_become_assessments_once(mlflow_server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,11 +169,19 @@ def test_verdicts_become_assessments_once(mlflow_server: ServerProcess, tmp_path
     assert len(_assessments(mlflow_server, ids)) == 4
 
 
-def test_an_unknown_experiment_is_one_line_with_the_servers_answer(mlflow_server: ServerProcess, tmp_path: Path) -> None:
+def test_an_unknown_experiment_or_a_wrong_password_is_one_line_with_the_servers_answer(
+    mlflow_server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     result = cli("pull", _source(mlflow_server, "no-such-experiment"), "--out", tmp_path / "x.jsonl")
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "404: Could not find experiment with name 'no-such-experiment'" in lines[0]
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "not-the-password")
+    result = cli("push", tmp_path, "--to", _source(mlflow_server, "Default"))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "401: You are not authenticated." in lines[0] and lines[0].endswith("(check the key)")
+    assert "not-the-password" not in result.output
 
 
 def _sync_args(source: str, tmp: Path, config: Path, *extra: str) -> list[str | Path]:
