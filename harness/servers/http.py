@@ -135,7 +135,7 @@ def secrets(headers: Mapping[str, str]) -> list[str]:
                 found |= set(base64.b64decode(token).decode("utf-8", "replace").split(":", 1))
             except (binascii.Error, ValueError):
                 pass
-    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+    return sorted((s for s in found if len(s) >= 4), key=lambda s: (-len(s), s))
 
 
 def status_error(status: int, raw: bytes, headers: Mapping[str, str], where: str, hidden: list[str] | None = None) -> TraceServerError:

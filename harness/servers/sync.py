@@ -33,7 +33,7 @@ from ..jsonlines import iter_json_objects
 from ..planning import RunOptions, build_plan
 from .base import PulledTrace, Window
 from .operations import PullResult, PushResult, connect, pull_into, push_with
-from .source import parse_source
+from .source import Source, parse_source
 from .verdicts import links
 
 #: Judgments whose reason says the judge was never asked: their transcript is not handled yet.
@@ -196,7 +196,7 @@ async def sync_once(options: SyncOptions, *, run: Callable[[RunOptions], Any] | 
 
 
 async def _pass(
-    options: SyncOptions, source: Any, store: CacheStore, key: str, result: SyncResult, run: Callable[[RunOptions], Any], now: float
+    options: SyncOptions, source: Source, store: CacheStore, key: str, result: SyncResult, run: Callable[[RunOptions], Any], now: float
 ) -> None:
     current = Position.parse(await store.cursor(key))
     result.cursor_before = current
@@ -240,6 +240,11 @@ async def _pass(
                 result.judged_traces = len({transcript_links[t].trace_id for t in order[:limit]} - unhandled_traces)
                 with contextlib.suppress(UserInputError):  # a run with no verdict to write (none scored)
                     result.pushed = await push_with(server, run_options.out)  # type: ignore[arg-type]
+    if not kept:  # a pass that found nothing new leaves no directory behind (cron runs it often)
+        traces_file.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            pass_dir.rmdir()
+        result.pass_dir = None
     new = advance(pulled.traces, unhandled_traces, window.end_s or now, current)
     if new is not None and new != current:
         await store.set_cursor(key, new.text())

@@ -127,6 +127,7 @@ def test_overlapping_passes_never_judge_or_write_twice(tmp_path: Path) -> None:
         # the lock is released: the next pass runs (and finds nothing new)
         later = asyncio.run(sync_once(options(tmp_path / "c")))
         assert not later.locked_out and later.pulled is not None and later.pulled.traces == []
+        assert later.pass_dir is None and not (tmp_path / "c").exists() or not any((tmp_path / "c").iterdir())
 
 
 def test_the_cursor_lives_in_a_postgresql_cache_too(tmp_path: Path, postgres: Any) -> None:
