@@ -20,6 +20,10 @@
     ├── OutputError              --out could not be written, or another run holds it
     ├── RunStopped               a workflow's run (a race's round, a cascade's stage) ended with an
     │                            exit code the workflow cannot go on from: it exits with that code
+    ├── TraceServerError         a trace server (Phoenix, MLflow, Langfuse, LangSmith) failed a request
+    │   ├── ServerRateLimited    429 (retried; honours Retry-After)
+    │   ├── ServerUnavailable    5xx, timeout, connection problem (retried)
+    │   └── ServerRefused        400/401/403/404: a wrong key, project or request (never retried)
     └── ResourceExhausted        the machine ran out of file descriptors or memory (not the judge's fault)
 
 SDK, HTTP and sqlite exceptions are translated at the boundary with ``raise ... from exc``.
@@ -148,6 +152,30 @@ class RunStopped(HarnessError):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class TraceServerError(HarnessError):
+    """A trace server did not do what was asked; the message names the server and quotes its answer."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ServerRateLimited(TraceServerError):
+    """429: retried after the server's Retry-After (bounded attempts)."""
+
+    def __init__(self, message: str, *, status: int | None = 429, retry_after: float | None = None) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class ServerUnavailable(TraceServerError):
+    """5xx, a timeout or a refused connection: retried with backoff (bounded attempts)."""
+
+
+class ServerRefused(TraceServerError):
+    """The server refused the request itself (wrong key, unknown project, bad request): never retried."""
 
 
 class ResourceExhausted(HarnessError):

@@ -13,8 +13,9 @@ EXIT_FAILED_JUDGMENTS = 1
 EXIT_USER_ERROR = 2
 EXIT_CACHE_MISSES = 3
 EXIT_BUDGET = 4
-#: the cache or --out could not be read or written (disk full, read-only, locked by another run),
-#: or the machine ran out of file descriptors or memory
+#: the cache, --out or a trace server could not be read or written (disk full, read-only, locked by
+#: another run, a server down or rate-limiting past the retries), or the machine ran out of file
+#: descriptors or memory
 EXIT_IO = 5
 #: an unexpected error inside the harness (a bug): what was done is written, the message says where
 EXIT_INTERNAL = 70
@@ -27,10 +28,10 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES = {
     EXIT_OK: "all judgments done",
     EXIT_FAILED_JUDGMENTS: "some judgments failed (the count is printed)",
-    EXIT_USER_ERROR: "bad input, config or option; harness infer: labels that allow no estimate (every metric refused)",
+    EXIT_USER_ERROR: "bad input, config or option, or a trace server refused the key, project or request; harness infer: labels that allow no estimate (every metric refused)",
     EXIT_CACHE_MISSES: "--offline and some judgments were not in the cache",
     EXIT_BUDGET: "--max-cost refused or stopped the run",
-    EXIT_IO: "the cache or --out could not be written or read, or the machine ran out of file descriptors or memory",
+    EXIT_IO: "the cache, --out or a trace server could not be written or read, or the machine ran out of file descriptors or memory",
     EXIT_GATE: "a gate failed: harness gate (a check failed: a bar missed, or worse than the baseline); harness agreement --min-kappa/--min-spearman (the judge)",
     EXIT_INTERNAL: "internal error (a bug): what was done is written",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM)",
@@ -40,12 +41,25 @@ EXIT_CODES = {
 def exit_code_for(exc: HarnessError) -> int:
     """The documented exit code of a HarnessError that stopped a command: the one mapping the CLI
     (``cli/common.fail``) and the Python API (``harness.evaluate``) share."""
-    from .errors import BatchError, BudgetExceeded, CacheError, JudgeError, OutputError, ResourceExhausted, RunStopped, UserInputError
+    from .errors import (
+        BatchError,
+        BudgetExceeded,
+        CacheError,
+        JudgeError,
+        OutputError,
+        ResourceExhausted,
+        RunStopped,
+        ServerRefused,
+        TraceServerError,
+        UserInputError,
+    )
 
     if isinstance(exc, RunStopped):  # a workflow's run: its own code
         return exc.exit_code
     if isinstance(exc, BudgetExceeded):
         return EXIT_BUDGET
+    if isinstance(exc, TraceServerError):  # a wrong key or project is the user's; a server down or busy, I/O
+        return EXIT_USER_ERROR if isinstance(exc, ServerRefused) else EXIT_IO
     if isinstance(exc, CacheError | OutputError | ResourceExhausted):
         return EXIT_IO
     if isinstance(exc, BatchError | JudgeError):  # the provider refused: as a run whose judgments failed

@@ -105,6 +105,7 @@ async def test_main_batch_tables_work_on_postgres(postgres: Any) -> None:
             "m008_batch_reply_details",
             "m009_batch_requests_by_key",
             "m010_failed_calls",
+            "m011_sync_cursors",
         ]
         indexes = {n for (n,) in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'batch_requests'")}
         assert "batch_requests_open" not in indexes and indexes  # the primary key's index stays

@@ -231,6 +231,16 @@ class CacheStore(abc.ABC):
         store does not hold, and keys whose judgment it was given (the claim is deleted after the
         row), are left alone."""
 
+    # -- sync cursors (harness sync) ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def cursor(self, source: str) -> str | None:
+        """How far ``harness sync`` of ``source`` got (its position text), or None before its first pass."""
+
+    @abc.abstractmethod
+    async def set_cursor(self, source: str, position: str) -> None:
+        """Record ``source``'s position, committed before this returns."""
+
     # -- maintenance (harness cache ...) --------------------------------------------------------
 
     @abc.abstractmethod

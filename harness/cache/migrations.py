@@ -159,6 +159,12 @@ def m010_failed_calls(db: SchemaDB) -> None:
     )
 
 
+def m011_sync_cursors(db: SchemaDB) -> None:
+    # ``harness sync``: how far a continuous evaluation of a trace server got (one row per source:
+    # server, project and run settings), advanced only after a pass's verdicts are written back.
+    db.execute("CREATE TABLE sync_cursors (source TEXT PRIMARY KEY, position TEXT NOT NULL, updated_at TEXT NOT NULL)")
+
+
 MIGRATIONS: list[Migration] = [
     m001_judgments,
     m002_parsed_score,
@@ -170,6 +176,7 @@ MIGRATIONS: list[Migration] = [
     m008_batch_reply_details,
     m009_batch_requests_by_key,
     m010_failed_calls,
+    m011_sync_cursors,
 ]
 
 

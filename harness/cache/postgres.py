@@ -270,6 +270,31 @@ class PostgresCache(WriteBehindStore):
         await conn.execute(f"SELECT key {OUR_CLAIMS_ON_KEYS} ORDER BY key FOR UPDATE", (self.owner, keys))
         await conn.execute(f"DELETE {OUR_CLAIMS_ON_KEYS}", (self.owner, keys))
 
+    # -- sync cursors -----------------------------------------------------------------------------
+
+    async def cursor(self, source: str) -> str | None:
+        try:
+            async with self._lock:
+                cursor = await self.db.execute("SELECT position FROM sync_cursors WHERE source = %s", (source,))
+                row = await cursor.fetchone()
+        except psycopg.Error as exc:
+            raise self._error("read failed", exc) from exc
+        return row[0] if row else None
+
+    async def set_cursor(self, source: str, position: str) -> None:
+        if self.read_only:
+            raise CacheError("the cache is read-only")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        try:
+            async with self._lock:
+                await self.db.execute(
+                    "INSERT INTO sync_cursors (source, position, updated_at) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (source) DO UPDATE SET position = EXCLUDED.position, updated_at = EXCLUDED.updated_at",
+                    (source, position, now),
+                )
+        except psycopg.Error as exc:
+            raise self._error("write failed", exc) from exc
+
     # -- maintenance ----------------------------------------------------------------------------
 
     async def stats(self) -> CacheStats:

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -381,6 +382,28 @@ class JudgmentCache(WriteBehindStore):
     async def _renew(self) -> None:
         expires = time.time() + self.lease_s
         await self._in_tx(lambda db: db.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", (expires, self.owner)))
+
+    # -- sync cursors -----------------------------------------------------------------------------
+
+    async def cursor(self, source: str) -> str | None:
+        try:
+            rows = await self.db.execute_fetchall("SELECT position FROM sync_cursors WHERE source = ?", (source,))
+        except sqlite3.DatabaseError as exc:
+            raise self._error("read failed", exc) from exc
+        return next((position for (position,) in rows), None)
+
+    async def set_cursor(self, source: str, position: str) -> None:
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        try:
+            await self._in_tx(
+                lambda db: db.execute(
+                    "INSERT INTO sync_cursors (source, position, updated_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT(source) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at",
+                    (source, position, now),
+                )
+            )
+        except sqlite3.DatabaseError as exc:
+            raise self._error("write failed", exc) from exc
 
     # -- maintenance ----------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # Panels are listed in the order their first command is registered.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "run": ("run", "estimate", "import", "export"),
+    "servers": ("pull", "push", "sync"),
     "analysis": ("agreement", "compare", "report", "explain", "passk", "gate"),
     "batch": ("batch",),
     "cache": ("merge", "cache"),

@@ -17,6 +17,7 @@ class InputFormat(StrEnum):
     inspect = "inspect"
     langsmith = "langsmith"
     langfuse = "langfuse"
+    mlflow = "mlflow"
 
 
 class ExportFormat(StrEnum):

@@ -251,7 +251,7 @@ def _evaluated(param: inspect.Parameter, fn: Callable[..., Any]) -> inspect.Para
 
 # Options of more than one command.
 FormatOpt = Annotated[
-    str, typer.Option("--format", help="Input format: auto (by content), jsonl, otel, openinference, inspect, langfuse, langsmith.")
+    str, typer.Option("--format", help="Input format: auto (by content), jsonl, otel, openinference, inspect, langfuse, langsmith, mlflow.")
 ]
 TranscriptsArg = Annotated[Path, typer.Argument(help="Transcripts: JSONL, or a JSON array (as for harness run).")]
 RubricOpt = Annotated[

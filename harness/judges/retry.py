@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..errors import RateLimited, TransientJudgeError
+from ..errors import RateLimited, ServerRateLimited, ServerUnavailable, TransientJudgeError
 
 #: Longest wait honoured from a Retry-After header; a server asking for more gets this and a retry.
 MAX_RETRY_AFTER_S = 60.0
@@ -27,7 +27,9 @@ MAX_RETRY_AFTER_S = 60.0
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 20.0
 #: What is retried; anything else (fatal errors, bugs, cancellation) goes up at once.
-RETRIED = (RateLimited, TransientJudgeError)
+RETRIED: tuple[type[BaseException], ...] = (RateLimited, TransientJudgeError)
+#: What a trace server's request retries (``harness.servers``): the same waits, its own errors.
+SERVER_RETRIED: tuple[type[BaseException], ...] = (ServerRateLimited, ServerUnavailable)
 T = TypeVar("T")
 
 
@@ -40,7 +42,7 @@ def backoff_s(failed: int) -> float:
 def wait_s(exc: BaseException, failed: int) -> float:
     """Seconds to wait after ``exc`` ended the ``failed``-th attempt."""
     # NaN (a "Retry-After: nan" header parses as a float) would make the sleep meaningless.
-    if isinstance(exc, RateLimited) and exc.retry_after is not None and not math.isnan(exc.retry_after):
+    if isinstance(exc, RateLimited | ServerRateLimited) and exc.retry_after is not None and not math.isnan(exc.retry_after):
         return min(max(exc.retry_after, 0.0), MAX_RETRY_AFTER_S)
     return backoff_s(failed)
 
@@ -57,16 +59,17 @@ async def call_with_retries(
     max_attempts: int,
     attempts: Attempts,
     sleep: Callable[[float], Awaitable[None]] | None = None,
+    retried: tuple[type[BaseException], ...] = RETRIED,
 ) -> T:
     """Run ``attempt`` until it succeeds, fails fatally or ``max_attempts`` is used up; the last
-    error is raised as it was."""
+    error is raised as it was. ``retried``: the errors worth another attempt (a judge's by default)."""
     made = 0
     while True:
         made += 1
         attempts.count += 1
         try:
             return await attempt()
-        except RETRIED as exc:
+        except retried as exc:
             if made >= max_attempts:
                 raise
             delay = wait_s(exc, made)

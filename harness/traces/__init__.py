@@ -7,6 +7,7 @@ Readers (each turns a file into transcript records the loader validates like JSO
 - ``inspect``: Inspect AI eval logs, ``.eval`` or ``.json`` (:mod:`.inspect_log`)
 - ``langsmith``: LangSmith run export, one run per line or a JSON array (:mod:`.langsmith`)
 - ``langfuse``: Langfuse trace export, traces with their observations (:mod:`.langfuse`)
+- ``mlflow``: MLflow traces as ``Trace.to_json()`` writes them (:mod:`.mlflow`)
 
 :func:`detect_format` decides ``auto`` by content; :func:`iter_records` is what the loader calls.
 Write-back lives in :mod:`.export` (OTel ``gen_ai.evaluation.result`` events, CSV, Parquet) and

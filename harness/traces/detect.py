@@ -3,7 +3,8 @@
 Only the head of the file is read: a zip is an Inspect ``.eval`` log; JSON whose first object holds
 ``resourceSpans`` is OTLP (OpenInference when an ``openinference.span.kind`` attribute appears,
 else OTel GenAI); an object with ``eval`` and ``samples``/``status`` is an Inspect ``.json`` log; an
-object with ``run_type`` and ``dotted_order``/``trace_id`` a LangSmith run; one with
+object with ``info`` (``trace_location``, ``mlflow.`` attributes) an MLflow trace; one with
+``run_type`` and ``dotted_order``/``trace_id`` a LangSmith run; one with
 ``observations``, or observations (``parentObservationId``, in the head or, after a large trace
 input, the tail), Langfuse. Anything else is the harness's own JSONL/JSON array, whose
 reader then reports any problem with file, line and field.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-FORMATS = ("auto", "jsonl", "otel", "openinference", "inspect", "langsmith", "langfuse")
+FORMATS = ("auto", "jsonl", "otel", "openinference", "inspect", "langsmith", "langfuse", "mlflow")
 TRACE_FORMATS = FORMATS[2:]
 _HEAD = 1 << 16
 _ZIP = b"PK\x03\x04"
@@ -40,6 +41,8 @@ def detect_format(path: str | Path) -> str:
         return "openinference" if b'"openinference.span.kind"' in head else "otel"
     if _has_key(head, "eval") and (_has_key(head, "samples") or _has_key(head, "status")) and _has_key(head, "version"):
         return "inspect"
+    if _has_key(head, "trace_location") or (_has_key(head, "info") and b'"mlflow.' in head):
+        return "mlflow"
     if _has_key(head, "run_type") and (_has_key(head, "dotted_order") or _has_key(head, "trace_id")):
         return "langsmith"
     if _has_key(head, "observations") or _has_key(head, "parentObservationId") or _has_key(head, "isRootObservation"):

@@ -50,12 +50,19 @@ def _langfuse(path: Path) -> Iterator[Extracted]:
     return read_traces(path)
 
 
+def _mlflow(path: Path) -> Iterator[Extracted]:
+    from .mlflow import read_traces
+
+    return read_traces(path)
+
+
 READERS: dict[str, Callable[[Path], Iterator[Extracted]]] = {
     "otel": _otlp("otel"),
     "openinference": _otlp("openinference"),
     "inspect": _inspect,
     "langsmith": _langsmith,
     "langfuse": _langfuse,
+    "mlflow": _mlflow,
 }
 
 

@@ -1,0 +1,171 @@
+"""A run's verdicts as a trace server receives them: each judgment tied to the trace and span it judged.
+
+A run's ``judgments.jsonl`` says what was judged (transcript, rubric, judge, score or label, the
+judge's reply, cost); the run's input (``summary.json``'s ``input``, a file ``harness pull`` wrote or
+any trace export) says which trace and span each transcript came from, in the metadata its reader
+kept (``trace_id``/``span_id``; LangSmith's ``langsmith_trace_id``/``run_id``). Only verdicts are
+written: a scored judgment (a score or a categorical label). An unscored or failed one is counted
+and left out, so a server never shows an absence of verdict as one.
+
+Each verdict has a :attr:`Verdict.key`, the same whatever run wrote it (trace, span, rubric, judge),
+which servers that take ids are given; and a :attr:`Verdict.fingerprint` of what it says, so a
+write that finds a verdict with that key and fingerprint adds nothing (idempotent) and one whose
+fingerprint differs (a new rubric version, a new judge model) replaces it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserInputError
+from ..jsonlines import iter_json_objects
+from ..traces.reader import iter_records, resolve_format
+
+#: the namespace of verdict keys (uuid5): fixed forever, or every written verdict would be written again
+NAMESPACE = uuid.UUID("5f0c1d2e-8a47-4c4e-9f67-3e1f1b6a9c21")
+#: what identifies the harness's verdicts on a server (annotator, source, feedback source)
+SOURCE = "harness"
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """Where a transcript came from on its server."""
+
+    trace_id: str
+    span_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    transcript_id: str
+    trace_id: str
+    span_id: str | None
+    rubric: str
+    rubric_version: str
+    judge: str
+    judge_model: str | None
+    score: float | None
+    label: str | None
+    #: the judge's reply: its reasoning and its verdict
+    reason: str | None
+    cost_usd: float | None
+    run: str
+
+    @property
+    def key(self) -> str:
+        """A UUID from (trace, span, rubric, judge): one verdict per judge and rubric on a span."""
+        return str(uuid.uuid5(NAMESPACE, json.dumps([self.trace_id, self.span_id, self.rubric, self.judge])))
+
+    @property
+    def fingerprint(self) -> str:
+        content = [self.score, self.label, self.reason, self.rubric_version, self.judge_model, self.cost_usd]
+        return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def metadata(self) -> dict[str, Any]:
+        """What every server keeps beside the score (flat, JSON-safe)."""
+        meta: dict[str, Any] = {
+            "source": SOURCE,
+            "harness_key": self.key,
+            "harness_fingerprint": self.fingerprint,
+            "rubric": self.rubric,
+            "rubric_version": self.rubric_version,
+            "judge": self.judge,
+            "transcript_id": self.transcript_id,
+            "run": self.run,
+        }
+        if self.judge_model is not None:
+            meta["judge_model"] = self.judge_model
+        if self.cost_usd is not None:
+            meta["cost_usd"] = self.cost_usd
+        return meta
+
+
+@dataclass(slots=True)
+class RunVerdicts:
+    verdicts: list[Verdict] = field(default_factory=list)
+    #: judgments left out, by why: "unscored", "failed", "no trace" (the transcript names none)
+    left_out: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, why: str) -> None:
+        self.left_out[why] = self.left_out.get(why, 0) + 1
+
+
+def links(path: Path, fmt: str = "auto") -> dict[str, Link]:
+    """``transcript id -> Link`` of the transcripts a trace file holds (read by its reader)."""
+    out: dict[str, Link] = {}
+    for _, text, error in iter_records(path, resolve_format(path, fmt)) if fmt != "jsonl" else ():
+        if error is not None:
+            continue
+        record = json.loads(text)
+        meta = record.get("metadata") or {}
+        trace = meta.get("trace_id") or meta.get("langsmith_trace_id")
+        span = meta.get("span_id") or meta.get("run_id")
+        if isinstance(trace, str):
+            out[str(record["id"])] = Link(trace, span if isinstance(span, str) else None)
+    return out
+
+
+def run_summary(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserInputError(f"{run_dir}: not a finished run directory (summary.json: {exc})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def read_verdicts(run_dir: Path, input: Path | None = None, input_format: str = "auto") -> RunVerdicts:
+    """The verdicts of the run in ``run_dir``; ``input`` is its trace file when it has moved."""
+    summary = run_summary(run_dir)
+    source = input or (Path(summary["input"]) if summary.get("input") else None)
+    if source is None or not source.is_file():
+        raise UserInputError(f"{run_dir}: the run's input {source} is not there; give it with --input")
+    transcript_links = links(source, input_format)
+    if not transcript_links:
+        raise UserInputError(f"{source}: no transcript names its trace (write back needs a run over pulled or exported traces)")
+    models = summary.get("judge_models") or {}
+    result = RunVerdicts()
+    for row in _rows(run_dir):
+        link = transcript_links.get(str(row.get("transcript_id")))
+        if row.get("status") != "scored" or (row.get("score") is None and row.get("label") is None):
+            result.skip(str(row.get("status") or "unscored"))
+            continue
+        if link is None:
+            result.skip("no trace")
+            continue
+        result.verdicts.append(
+            Verdict(
+                transcript_id=str(row["transcript_id"]),
+                trace_id=link.trace_id,
+                span_id=link.span_id,
+                rubric=str(row["rubric"]),
+                rubric_version=str(row.get("rubric_version") or ""),
+                judge=str(row["judge"]),
+                judge_model=_model(models, str(row["judge"])),
+                score=float(row["score"]) if row.get("score") is not None else None,
+                label=row.get("label"),
+                reason=row.get("raw_output"),
+                cost_usd=row.get("cost_usd"),
+                run=run_dir.name,
+            )
+        )
+    return result
+
+
+def _model(models: Any, judge: str) -> str | None:
+    entry = models.get(judge) if isinstance(models, dict) else None
+    model = entry.get("model") if isinstance(entry, dict) else entry
+    return model if isinstance(model, str) else None
+
+
+def _rows(run_dir: Path) -> Iterator[dict[str, Any]]:
+    path = run_dir / "judgments.jsonl"
+    if not path.is_file():
+        raise UserInputError(f"{run_dir}: not a run directory (no judgments.jsonl)")
+    for _, row in iter_json_objects(path):
+        yield row

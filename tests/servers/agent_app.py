@@ -1,0 +1,141 @@
+"""A small tool-using agent that writes its traces into a trace server with the server's own SDK.
+
+Run as a separate process by the trace-server tests (``python -m tests.servers.agent_app``), as a
+team's application would run: the SDKs' global instrumentation never touches the test process.
+The agent asks the scripted model of ``tests/fixtures/traces/agent_server.py`` (over 127.0.0.1),
+which calls the ``get_weather`` tool once, then answers with the tool's result.
+
+- ``phoenix``: OpenInference's OpenAI instrumentation and its tracer's ``agent``/``tool`` spans,
+  exported over OTLP/HTTP to Phoenix (project from the ``openinference.project.name`` resource
+  attribute, as ``phoenix.otel.register`` sets it) and, the same spans, to an OTLP JSON file.
+- ``mlflow``: ``mlflow.start_span`` (AGENT), a CHAT_MODEL span per model call with its messages,
+  tools and reply, and ``@mlflow.trace`` (TOOL) for the tool, logged to an MLflow tracking server;
+  each trace is also written as ``Trace.to_json()``, one a line.
+
+It prints one JSON line: the trace ids it wrote, in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tests.fixtures.traces.agent_server import AgentServer
+from tests.fixtures.traces.generate import agent_loop, weather
+
+
+def phoenix(endpoint: str, project: str, questions: list[str], out: Path) -> list[str]:
+    import openai
+    from openinference.instrumentation import OITracer, TraceConfig
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent", "openinference.project.name": project}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(out))))
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    tracer = OITracer(provider.get_tracer("weather-agent"), config=TraceConfig())
+    trace_ids: list[str] = []
+
+    @tracer.tool(name="get_weather")
+    def get_weather(city: str) -> str:
+        return weather(city)
+
+    @tracer.agent(name="weather_agent")
+    def run_agent(question: str) -> str:
+        from opentelemetry import trace
+
+        trace_ids.append(format(trace.get_current_span().get_span_context().trace_id, "032x"))
+        return agent_loop(client, question, lambda name, args, call_id: get_weather(**args))
+
+    with AgentServer() as base_url:
+        client = openai.OpenAI(base_url=base_url, api_key="test")
+        for question in questions:
+            run_agent(question)
+    provider.shutdown()
+    return trace_ids
+
+
+def mlflow_app(tracking_uri: str, experiment: str, questions: list[str], out: Path) -> list[str]:
+    import mlflow
+    import openai
+    from mlflow.entities import SpanType
+
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_experiment(experiment)
+
+    @mlflow.trace(span_type=SpanType.TOOL, name="get_weather")
+    def get_weather(city: str) -> str:
+        return weather(city)
+
+    class TracedChat:
+        """The OpenAI client's chat calls, each a CHAT_MODEL span with its request and reply."""
+
+        def __init__(self, client: openai.OpenAI) -> None:
+            self.client = client
+            self.chat = self
+            self.completions = self
+
+        def create(self, **request):
+            with mlflow.start_span("chat.completions", span_type=SpanType.CHAT_MODEL) as span:
+                span.set_inputs(request)
+                reply = self.client.chat.completions.create(**request)
+                span.set_outputs(reply.model_dump(exclude_none=True))
+                return reply
+
+    trace_ids = []
+    with AgentServer() as base_url:
+        client = TracedChat(openai.OpenAI(base_url=base_url, api_key="test"))
+        for question in questions:
+            with mlflow.start_span("weather_agent", span_type=SpanType.AGENT) as root:
+                root.set_inputs({"question": question})
+                answer = agent_loop(client, question, lambda name, args, call_id: get_weather(**args))
+                root.set_outputs({"answer": answer})
+            trace_ids.append(root.trace_id)
+    mlflow.flush_trace_async_logging()
+    with out.open("w", encoding="utf-8") as fh:
+        for trace_id in trace_ids:
+            fh.write(_exported(mlflow, trace_id).to_json() + "\n")
+    return trace_ids
+
+
+def _exported(mlflow, trace_id: str, timeout_s: float = 120.0):  # type: ignore[no-untyped-def]
+    """The trace as the server holds it, once it has every span (the SDK exports asynchronously:
+    until then the server answers that the trace is not fully exported, or has fewer spans)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    problem: object = "no trace"
+    while True:
+        try:
+            trace = mlflow.get_trace(trace_id, silent=True, flush=True)
+        except Exception as exc:  # noqa: BLE001 - the SDK's "not fully exported yet" and the like: asked again
+            trace, problem = None, exc
+        if trace is not None and len(trace.data.spans) >= 4:  # the agent, two model calls, the tool
+            return trace
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"trace {trace_id} was not complete on the server within {timeout_s:.0f} s: {problem}")
+        time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("server", choices=("phoenix", "mlflow"))
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--project", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--question", action="append", required=True)
+    args = parser.parse_args(argv)
+    write = phoenix if args.server == "phoenix" else mlflow_app
+    ids = write(args.url, args.project, args.question, args.out)
+    sys.stdout.write(json.dumps(ids) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Shared pieces of the trace-server tests: the judge, the CLI, polling a server, comparing transcripts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.traces.reader import iter_records
+from tests.e2e_support import KEY, KEY_ENV, judge, write_config
+
+T = TypeVar("T")
+QUESTIONS = ["What is the weather in Paris?", "Should I take an umbrella in Paris today?"]
+RUBRICS = ["relevance", "faithfulness"]
+
+
+def cli(*args: str | Path) -> Any:
+    """``harness ARGS`` through typer's runner; stderr apart from stdout."""
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def judge_config(tmp: Path, base_url: str) -> Path:
+    return write_config(tmp / "harness.toml", [judge("judge", base_url, max_concurrency=4)])
+
+
+def judge_env(monkeypatch: Any) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+def wait_for(probe: Callable[[], T | None], timeout_s: float = 60.0, what: str = "the server") -> T:
+    """``probe()`` until it returns something truthy (servers ingest asynchronously)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not get there within {timeout_s:.0f} s")
+        time.sleep(0.25)
+
+
+def records(path: Path, fmt: str) -> list[dict[str, Any]]:
+    out = []
+    for _, text, error in iter_records(path, fmt):
+        assert error is None, error
+        out.append(json.loads(text))
+    return out
+
+
+def to_microseconds(record: dict[str, Any]) -> dict[str, Any]:
+    """A transcript with its span and step times to the microsecond (Phoenix stores microseconds)."""
+    copy = json.loads(json.dumps(record))
+    for timed in [*(copy.get("spans") or []), *(copy.get("steps") or [])]:
+        for key in ("start", "end"):
+            if timed.get(key) is not None:
+                timed[key] = round(timed[key], 6)
+    if copy.get("timings", {}).get("total_ms") is not None:
+        copy["timings"]["total_ms"] = round(copy["timings"]["total_ms"], 2)
+    return copy
+
+
+def judgments(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "judgments.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def cached_keys(cache: Path) -> set[str]:
+    if not cache.exists():
+        return set()
+    db = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
+    try:
+        return {k for (k,) in db.execute("SELECT key FROM judgments")}
+    except sqlite3.OperationalError:
+        return set()
+    finally:
+        db.close()
+
+
+def chat_prompts(server: Any) -> list[str]:
+    return [json.dumps(r["body"]["messages"], sort_keys=True) for r in server.requests if r["path"] == "/v1/chat/completions"]
