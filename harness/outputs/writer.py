@@ -9,6 +9,7 @@ into place, so a run that fails to start leaves the previous run's files exactly
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +23,25 @@ from ..metrics.run import RunTotals
 from ..metrics.schema import RunSummary
 from ..planning import Entry, Judgment
 from ..rubrics.rubric import Rubric
+from ..transcripts.models import Resolved
 from .files import StagedFile, atomic_write_text, dumps, dumps_line
 
 if TYPE_CHECKING:
     from ..jury.outputs import JuryRun
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """A transcript's agent metrics as results.jsonl holds them (``agent``, ``agent_unscored``,
+    ``agent_steps``, ``agent_notes``)."""
+
+    values: dict[str, float | None]
+    #: why each None value cannot be said
+    unscored: dict[str, str]
+    #: the indices of the steps behind each value
+    steps: dict[str, list[int]]
+    #: a scored value in words (a mismatch's missing calls, a check's detail)
+    notes: dict[str, str]
 
 
 class OutputSink:
@@ -43,7 +59,6 @@ class OutputSink:
         self.rubrics = {r.name: r for r in rubrics}
         self.judges = judges
         self.trajectory = trajectory or TrajectorySettings()
-        self._notes: dict[str, str] = {}
         #: what a composite may weigh: the run's rubrics and the bounded agent metrics
         self.scales: dict[str, Any] = {**{name: SPECS[name] for name in BOUNDED}, **self.rubrics}
         # A composite is computed when every rubric it weighs is part of the run.
@@ -74,7 +89,7 @@ class OutputSink:
             components[j.judge][j.rubric] = Component(j.status, j.score, j.reason)
         agent = self._agent(transcript)
         if agent is not None:
-            values, why, behind = agent
+            values, why = agent.values, agent.unscored
             for name in BOUNDED:
                 if name not in values:
                     continue  # does not apply: a composite weighing it is unscored ("not judged")
@@ -106,9 +121,9 @@ class OutputSink:
         if transcript.task is not None:
             row["task"] = transcript.task
         if agent is not None:
-            row["agent"], row["agent_unscored"], row["agent_steps"] = agent
-            if self._notes:
-                row["agent_notes"] = self._notes
+            row["agent"], row["agent_unscored"], row["agent_steps"] = agent.values, agent.unscored, agent.steps
+            if agent.notes:
+                row["agent_notes"] = agent.notes
         # Every number in the row is checked by now: scores in their judgment's row, composites
         # above, and timings are bounded when the transcript is read. So orjson writes it as is.
         try:
@@ -144,18 +159,18 @@ class OutputSink:
             judgments.unlink(missing_ok=True)
             results.unlink(missing_ok=True)
 
-    def _agent(self, transcript: Any) -> tuple[dict[str, float | None], dict[str, str], dict[str, list[int]]] | None:
+    def _agent(self, transcript: Resolved) -> AgentRow | None:
         """The agent metrics of a transcript that says anything of its agent (its steps or a
-        reference): values, the reasons of those that cannot be said, and the steps behind each."""
+        reference), as its results row holds them; None when it says nothing."""
         if transcript.steps is None and transcript.reference_trajectory is None:
             return None
         metrics = agent_metrics(transcript.steps, transcript.tools, transcript.reference_trajectory, self.trajectory)
-        values = {m.name: m.value for m in metrics}
-        why = {m.name: m.reason for m in metrics if m.value is None and m.reason is not None}
-        behind = {m.name: list(m.steps) for m in metrics if m.steps}
-        #: what a scored metric's value means in words (a mismatch's missing calls, a check's detail)
-        self._notes = {m.name: m.reason for m in metrics if m.value is not None and m.reason is not None}
-        return values, why, behind
+        return AgentRow(
+            values={m.name: m.value for m in metrics},
+            unscored={m.name: m.reason for m in metrics if m.value is None and m.reason is not None},
+            steps={m.name: list(m.steps) for m in metrics if m.steps},
+            notes={m.name: m.reason for m in metrics if m.value is not None and m.reason is not None},
+        )
 
     def commit(self) -> None:
         """Rename the rows written so far into place (over the previous run's files), the juries'
