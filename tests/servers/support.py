@@ -83,3 +83,22 @@ def cached_keys(cache: Path) -> set[str]:
 
 def chat_prompts(server: Any) -> list[str]:
     return [json.dumps(r["body"]["messages"], sort_keys=True) for r in server.requests if r["path"] == "/v1/chat/completions"]
+
+
+def sync_args(source: str, tmp: Path, config: Path, *extra: str) -> list[str | Path]:
+    """``harness sync`` on ``source`` into ``tmp/passes`` with the cache ``tmp/c.sqlite``, the
+    test rubrics and no settling time."""
+    return [
+        "sync",
+        source,
+        "--out",
+        tmp / "passes",
+        "--config",
+        config,
+        "--cache",
+        tmp / "c.sqlite",
+        *sum((["--rubric", r] for r in RUBRICS), []),
+        "--settle",
+        "0s",
+        *extra,
+    ]

@@ -21,7 +21,7 @@ import pytest
 
 from tests.e2e_support import KEY, KEY_ENV, serve
 from tests.servers.servers import MLFLOW_PASSWORD, MLFLOW_USER, ROOT, ServerProcess, temporary_server, write_traces
-from tests.servers.support import QUESTIONS, RUBRICS, cached_keys, chat_prompts, cli, judge_config, judgments, records, wait_for
+from tests.servers.support import QUESTIONS, RUBRICS, cached_keys, chat_prompts, cli, judge_config, judgments, records, sync_args, wait_for
 from tests.traces.support import deadline
 
 pytestmark = pytest.mark.timeout(600)
@@ -184,23 +184,6 @@ def test_an_unknown_experiment_or_a_wrong_password_is_one_line_with_the_servers_
     assert "not-the-password" not in result.output
 
 
-def _sync_args(source: str, tmp: Path, config: Path, *extra: str) -> list[str | Path]:
-    return [
-        "sync",
-        source,
-        "--out",
-        tmp / "passes",
-        "--config",
-        config,
-        "--cache",
-        tmp / "c.sqlite",
-        *sum((["--rubric", r] for r in RUBRICS), []),
-        "--settle",
-        "0s",
-        *extra,
-    ]
-
-
 def test_sync_passes_and_a_killed_pass_resumed(mlflow_server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     experiment = f"sync-{uuid.uuid4().hex[:8]}"
@@ -209,7 +192,7 @@ def test_sync_passes_and_a_killed_pass_resumed(mlflow_server: ServerProcess, tmp
     cache = tmp_path / "c.sqlite"
     with serve(latency_s=0.3) as judge_server:
         config = judge_config(tmp_path, judge_server.base_url)
-        args = [str(a) for a in _sync_args(source, tmp_path, config, "--concurrency", "1")]
+        args = [str(a) for a in sync_args(source, tmp_path, config, "--concurrency", "1")]
         child = subprocess.Popen(
             [sys.executable, "-m", "harness", *args],
             cwd=ROOT,
@@ -225,14 +208,14 @@ def test_sync_passes_and_a_killed_pass_resumed(mlflow_server: ServerProcess, tmp
             child.wait(30)
         cached_at_kill = cached_keys(cache)
         asked_before = chat_prompts(judge_server)
-        resumed = cli(*_sync_args(source, tmp_path, config))
+        resumed = cli(*sync_args(source, tmp_path, config))
         assert resumed.exit_code == 0, resumed.output
         asked_after = chat_prompts(judge_server)[len(asked_before) :]
         assert len(asked_after) == 10 - len(cached_at_kill) and len(set(asked_before) | set(asked_after)) == 10
         assert "10 assessments written, 0 updated, 0 already there" in resumed.output
 
         write_traces("mlflow", mlflow_server.url, experiment, ["Is it windy in Paris?"], tmp_path / "b.jsonl")
-        later = cli(*_sync_args(source, tmp_path, config))
+        later = cli(*sync_args(source, tmp_path, config))
         assert later.exit_code == 0 and "pulled 1 new traces" in later.output and "2 assessments written" in later.output
         assert len(chat_prompts(judge_server)) == len(asked_before) + len(asked_after) + 2
     assert len(_assessments(mlflow_server, _trace_ids(mlflow_server, experiment))) == 12

@@ -20,7 +20,19 @@ import pytest
 
 from tests.e2e_support import KEY, KEY_ENV, serve
 from tests.servers.servers import ROOT, ServerProcess, temporary_server, write_traces
-from tests.servers.support import QUESTIONS, RUBRICS, cached_keys, chat_prompts, cli, judge_config, judgments, records, to_microseconds, wait_for
+from tests.servers.support import (
+    QUESTIONS,
+    RUBRICS,
+    cached_keys,
+    chat_prompts,
+    cli,
+    judge_config,
+    judgments,
+    records,
+    sync_args,
+    to_microseconds,
+    wait_for,
+)
 from tests.traces.support import deadline
 
 pytestmark = pytest.mark.timeout(600)
@@ -139,23 +151,6 @@ def test_an_unknown_project_is_one_line_with_the_servers_answer(phoenix: ServerP
     assert not (tmp_path / "x.jsonl").exists()
 
 
-def _sync_args(source: str, tmp: Path, config: Path, *extra: str) -> list[str | Path]:
-    return [
-        "sync",
-        source,
-        "--out",
-        tmp / "passes",
-        "--config",
-        config,
-        "--cache",
-        tmp / "c.sqlite",
-        *sum((["--rubric", r] for r in RUBRICS), []),
-        "--settle",
-        "0s",
-        *extra,
-    ]
-
-
 def test_sync_judges_only_what_is_new_and_writes_it_back(phoenix: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     project = f"sync-{uuid.uuid4().hex[:8]}"
@@ -163,19 +158,19 @@ def test_sync_judges_only_what_is_new_and_writes_it_back(phoenix: ServerProcess,
     _written(phoenix, project, QUESTIONS, tmp_path / "a.jsonl")
     with serve() as judge_server:
         config = judge_config(tmp_path, judge_server.base_url)
-        first = cli(*_sync_args(source, tmp_path, config))
+        first = cli(*sync_args(source, tmp_path, config))
         assert first.exit_code == 0, first.output
         assert "pulled 2 new traces" in first.output and "4 span annotations written" in first.output
         assert "judged 2 traces" in first.output
         assert len(chat_prompts(judge_server)) == 4
 
         _written(phoenix, project, ["Is it windy in Paris?"], tmp_path / "b.jsonl")
-        second = cli(*_sync_args(source, tmp_path, config))
+        second = cli(*sync_args(source, tmp_path, config))
         assert second.exit_code == 0, second.output
         assert "pulled 1 new traces" in second.output and "2 span annotations written, 0 updated, 0 already there" in second.output
         assert len(chat_prompts(judge_server)) == 6  # only the new trace was judged
 
-        third = cli(*_sync_args(source, tmp_path, config))
+        third = cli(*sync_args(source, tmp_path, config))
         assert third.exit_code == 0 and "pulled 0 new traces" in third.output and len(chat_prompts(judge_server)) == 6
     spans = [r["span_id"] for r in _roots(phoenix, project)]
     assert len(_annotations(phoenix, project, spans)) == 6
@@ -190,7 +185,7 @@ def test_a_killed_sync_pass_resumes_without_paying_twice(phoenix: ServerProcess,
     cache = tmp_path / "c.sqlite"
     with serve(latency_s=0.3) as judge_server:
         config = judge_config(tmp_path, judge_server.base_url)
-        args = [str(a) for a in _sync_args(source, tmp_path, config, "--concurrency", "1")]
+        args = [str(a) for a in sync_args(source, tmp_path, config, "--concurrency", "1")]
         child = subprocess.Popen(
             [sys.executable, "-m", "harness", *args],
             cwd=ROOT,
@@ -208,7 +203,7 @@ def test_a_killed_sync_pass_resumes_without_paying_twice(phoenix: ServerProcess,
         asked_before = chat_prompts(judge_server)
         assert 3 <= len(cached_at_kill) < 12 and not list((tmp_path / "passes").glob("*/run/summary.json"))
 
-        resumed = cli(*_sync_args(source, tmp_path, config))
+        resumed = cli(*sync_args(source, tmp_path, config))
         assert resumed.exit_code == 0, resumed.output
         asked_after = chat_prompts(judge_server)[len(asked_before) :]
     # the resumed pass asked only what the killed one had not cached
@@ -218,5 +213,5 @@ def test_a_killed_sync_pass_resumes_without_paying_twice(phoenix: ServerProcess,
     spans = [r["span_id"] for r in _roots(phoenix, project)]
     assert len(_annotations(phoenix, project, spans)) == 12
     # and the next pass finds nothing new: the cursor moved past them after the write-back
-    again = cli(*_sync_args(source, tmp_path, config))
+    again = cli(*sync_args(source, tmp_path, config))
     assert "pulled 0 new traces" in again.output and len(_annotations(phoenix, project, spans)) == 12
