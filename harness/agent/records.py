@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .steps import Step, parse_arguments
+from .steps import Step, parse_arguments, result_text
 
 
 class _Strict(BaseModel):
@@ -57,8 +57,6 @@ class StepRecord(_Strict):
         return self
 
     def step(self, index: int) -> Step:
-        from .steps import _text
-
         parsed, raw, problem = parse_arguments(self.arguments)
         failed = bool(self.failed) or self.error is not None
         return Step(
@@ -67,7 +65,7 @@ class StepRecord(_Strict):
             parsed,
             raw,
             problem,
-            result=_text(self.result),
+            result=result_text(self.result),
             failed=failed,
             error=self.error,
             turn=self.turn,

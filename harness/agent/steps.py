@@ -89,7 +89,7 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
     return value, None, None
 
 
-def _text(value: Any) -> str | None:
+def result_text(value: Any) -> str | None:
     """A tool result's text: a string, text parts joined, or other JSON shown as canonical JSON."""
     if value is None:
         return None
@@ -182,7 +182,7 @@ def steps_from_messages(messages: Sequence[Any]) -> tuple[Step, ...]:
         if role == "user" and isinstance(content, list):
             for p in content:
                 if p.type == "tool_result":
-                    b.result(_get(p, "tool_use_id"), _text(_get(p, "content")), bool(_get(p, "is_error")))
+                    b.result(_get(p, "tool_use_id"), result_text(_get(p, "content")), bool(_get(p, "is_error")))
     return tuple(b.steps)
 
 
