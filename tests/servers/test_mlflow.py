@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -101,6 +102,7 @@ def test_spans_from_the_tracking_store_or_from_the_artifact_are_the_same_transcr
     transcripts."""
     import asyncio
 
+    from harness.errors import ServerRefused
     from harness.servers.base import Window
     from harness.servers.mlflow import MLflow
     from harness.servers.operations import connect
@@ -108,11 +110,23 @@ def test_spans_from_the_tracking_store_or_from_the_artifact_are_the_same_transcr
     experiment = f"store-{uuid.uuid4().hex[:8]}"
     write_traces("mlflow", mlflow_server.url, experiment, QUESTIONS, tmp_path / "exported.jsonl")
 
+    async def artifact(server: MLflow, info: dict[str, Any]) -> Any:
+        # The SDK uploads traces.json after the trace is logged: wait for it, up to 60 s, as
+        # wait_for waits for every other asynchronous ingestion.
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                return await server._from_artifacts(info)
+            except ServerRefused as exc:
+                if "404" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.25)
+
     async def both() -> tuple[list[Any], list[Any]]:
         async with connect(_source(mlflow_server, experiment)) as server:
             assert isinstance(server, MLflow)
             pulled = [trace.documents[0] async for trace in server.pull(Window())]
-            return pulled, [await server._from_artifacts(document["info"]) for document in pulled]
+            return pulled, [await artifact(server, document["info"]) for document in pulled]
 
     from_store, from_artifacts = asyncio.run(both())
     assert all(d["info"]["tags"].get("mlflow.trace.spansLocation") == "TRACKING_STORE" for d in from_store)
