@@ -20,7 +20,7 @@ from harness.cli import app
 from harness.errors import UserInputError
 from harness.metrics.schema import RunSummary
 from harness.outputs.files import dumps
-from harness.outputs.rundir import read_summary
+from harness.rundir import read_summary
 from tests.e2e_support import KEY, KEY_ENV, judge, serve, write_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ from harness.cli import app
 from harness.cost.estimate import estimate_run
 from harness.metrics.schema import RunSummary
 from harness.outputs.layout import FitTable, count, duration_ms, usd
-from harness.outputs.rundir import read_summary
+from harness.rundir import read_summary
 from harness.planning import JudgeOptions, RunOptions
 from harness.suites.clmpi import evaluate_clmpi, load_weights
 from harness.suites.clustering import evaluate_clustering

@@ -243,7 +243,7 @@ class _Inputs:
 def _read(options: AlignOptions) -> _Inputs:
     """Read and check the run, its judge and rubric, the labels and the labelled transcripts."""
     from ..config import load_config
-    from ..outputs.rundir import read_summary
+    from ..rundir import read_summary
 
     config_prompts = list(load_config(options.config).prompts) if options.config is not None else []
     prompts = [*config_prompts, *options.prompts]

@@ -24,7 +24,7 @@ from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..metrics.schema import JudgeModel, JurySummary, RunSummary
-from ..outputs.rundir import interrupted_note, open_run_dir, version_note
+from ..rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
 

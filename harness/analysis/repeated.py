@@ -32,7 +32,7 @@ from ..agent.passk import TaskMean, flakiness, is_flaky, mean_over_tasks, pass_a
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..metrics.schema import RunSummary
-from ..outputs.rundir import open_run_dir, resolve_input
+from ..rundir import open_run_dir, resolve_input
 from .io import read_labels, read_run
 from .resampling import DEFAULT_RESAMPLES, check_resampling
 

@@ -37,7 +37,7 @@ from ..analysis.scales import bins_for
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
 from ..outputs.files import atomic_write_text, dumps
-from ..outputs.rundir import read_summary
+from ..rundir import read_summary
 from ..validation import first_problem
 
 __all__ = ["DESIGN_FORMAT", "Design", "collect_csv", "inclusion_probabilities", "read_design", "sample_labels"]

@@ -35,7 +35,7 @@ from ..analysis.compare import holm
 from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
 from ..analysis.scales import parse_thresholds, passes, threshold_for
 from ..errors import UserInputError
-from ..outputs.rundir import read_summary
+from ..rundir import read_summary
 from ..stats.ppi import MeanEstimate, active_mean, ppi_mean, weighted_variance, z_interval
 from .design import Design, read_design
 

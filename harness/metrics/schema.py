@@ -1,7 +1,7 @@
 """summary.json's schema: the one set of types a run writes and every reader reads back.
 
 :class:`RunSummary` is made by ``RunTotals.summary`` (``metrics/run.py``), written by
-``outputs/writer.write_summary`` and read back by ``outputs/rundir.read_summary`` (analysis,
+``outputs/writer.write_summary`` and read back by ``rundir.read_summary`` (analysis,
 report, explain, merge, labels), so a renderer reads attributes and a field renamed in one place
 fails the type check instead of a table at run time. The file holds the run's record
 (:class:`RunRecord`: what ran, on what, and how it ended), then the aggregates of its judgments.

@@ -34,7 +34,7 @@ from ..planning import Judgment
 from ..transcripts.performance import Performance
 from ..validation import first_problem
 from .files import dumps_line
-from .rundir import open_run_dir
+from ..rundir import open_run_dir
 from .writer import write_summary
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from ..agent.steps import Step
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
 from ..metrics.schema import RunSummary
-from ..outputs.rundir import interrupted_note, open_run_dir, resolve_input, version_note
+from ..rundir import interrupted_note, open_run_dir, resolve_input, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..transcripts import iter_transcripts
 

@@ -1,4 +1,7 @@
-"""Reading back what a run wrote: the one way into a run directory for analysis and the report.
+"""Reading back what a run wrote: the one way into a run directory for analysis, the report and merge.
+
+It sits low, beside the summary.json schema it reads (``metrics/schema.py``): the writers
+(``outputs/``) and the readers (``analysis/``, ``report/``, ``labels/``) both stand on it.
 
 ``open_run_dir`` checks the directory and its summary.json; ``resolve_input`` finds the
 transcripts file the run read; ``version_note`` and
@@ -11,9 +14,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import UserInputError
-from ..metrics.schema import RunSummary
-from ..rubrics.rubric import Rubric
+from .errors import UserInputError
+from .metrics.schema import RunSummary
+from .rubrics.rubric import Rubric
 
 
 def open_run_dir(path: str | Path) -> tuple[Path, RunSummary]:
