@@ -8,7 +8,7 @@
 It writes N realistic transcripts (a query, a response of about 80 words, 3 contexts of about 60
 words; the words drawn from a seeded RNG, so no two transcripts share a line and the token
 memo only helps where the harness means it to: a transcript's text recurring across rubrics, and
-the rubric templates) to a temporary JSONL, then times ``harness.cost.estimate.estimate_run`` with
+the rubric templates) to a temporary JSONL, then times ``harness.runner.estimate.estimate_run`` with
 judge model gpt-4o-mini, the 4 built-in rubrics and no cache: validation scan, rendering, cache
 keys and offline token counting, exactly what the CLI does. The token memo is emptied before each
 run, so every run starts cold.
@@ -39,9 +39,9 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` importable
     sys.path.insert(0, str(ROOT))
 
 from harness.cost import tokens
-from harness.cost.estimate import estimate_run
 from harness.planning import RunOptions
 from harness.rubrics.rubric import load_rubrics
+from harness.runner.estimate import estimate_run
 from harness.transcripts import iter_transcripts
 
 with warnings.catch_warnings():

@@ -17,7 +17,6 @@ from .version import __version__ as __version__
 if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and readers
     from .cache import JudgmentCache, cache_key
     from .config import HarnessConfig, JudgeConfig, JuryConfig, load_config
-    from .cost.estimate import Estimate, estimate_run
     from .errors import (
         BudgetExceeded,
         CacheError,
@@ -41,12 +40,12 @@ if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and read
     from .rubrics.parsing import parse_label, parse_score
     from .rubrics.rubric import Rubric, load_rubrics
     from .runner import RunOutcome, run_evaluation
+    from .runner.estimate import Estimate, estimate_run
     from .transcripts import Transcript, iter_transcripts, scan
 
 _HOMES = {
     "harness.cache": ("JudgmentCache", "cache_key"),
     "harness.config": ("HarnessConfig", "JudgeConfig", "JuryConfig", "load_config"),
-    "harness.cost.estimate": ("Estimate", "estimate_run"),
     "harness.errors": (
         "BudgetExceeded",
         "CacheError",
@@ -71,6 +70,7 @@ _HOMES = {
     "harness.rubrics.parsing": ("parse_label", "parse_score"),
     "harness.rubrics.rubric": ("Rubric", "load_rubrics"),
     "harness.runner": ("RunOutcome", "run_evaluation"),
+    "harness.runner.estimate": ("Estimate", "estimate_run"),
     "harness.transcripts": ("Transcript", "iter_transcripts", "scan"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}

@@ -27,13 +27,13 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.config import JudgeConfig
-from harness.cost.estimate import ASSUMED_LATENCY_S, Estimate, estimate_run
 from harness.cost.prices import SHIPPED_TABLE, call_cost, cost_usd, load_price_table
 from harness.cost.tokens import TokenCounter
 from harness.errors import BudgetExceeded, ConfigError
 from harness.planning import RunOptions, build_plan, make_entry
 from harness.rubrics.rubric import load_rubrics
 from harness.runner import RunOutcome
+from harness.runner.estimate import ASSUMED_LATENCY_S, Estimate, estimate_run
 from harness.transcripts import iter_transcripts
 from tests.e2e_support import (
     IN_PRICE,

@@ -15,7 +15,6 @@ import pytest
 from rich.console import Console
 
 from harness.config import JudgeConfig, load_config
-from harness.cost.estimate import estimate_run
 from harness.cost.prices import call_cost, lookup, with_prices
 from harness.cost.tokens import TokenCounter
 from harness.errors import ConfigError, FatalJudgeError
@@ -26,6 +25,7 @@ from harness.judges.protocol import request_body, retry_after
 from harness.planning import RunOptions
 from harness.rubrics.rubric import DEFAULT_SYSTEM
 from harness.runner import RunOutcome
+from harness.runner.estimate import estimate_run
 from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, run_and_show, serve, write_config, write_jsonl
 
 pytestmark = pytest.mark.timeout(120)

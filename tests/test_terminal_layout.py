@@ -24,11 +24,11 @@ from harness.analysis.label_agreement import agreement_report
 from harness.cache.batches import BatchRecord
 from harness.cache.transfer import cache_stats
 from harness.cli import app
-from harness.cost.estimate import estimate_run
 from harness.metrics.schema import RunSummary
 from harness.outputs.layout import FitTable, count, duration_ms, usd
-from harness.rundir import read_summary
 from harness.planning import JudgeOptions, RunOptions
+from harness.rundir import read_summary
+from harness.runner.estimate import estimate_run
 from harness.suites.clmpi import evaluate_clmpi, load_weights
 from harness.suites.clustering import evaluate_clustering
 from harness.suites.pairwise import evaluate_pairwise

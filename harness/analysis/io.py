@@ -24,8 +24,8 @@ from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..metrics.schema import JudgeModel, JurySummary, RunSummary
-from ..rundir import interrupted_note, open_run_dir, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
+from ..rundir import interrupted_note, open_run_dir, version_note
 from ..validation import first_problem
 
 __all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "parse_labels", "read_labels", "read_run"]

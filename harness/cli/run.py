@@ -100,8 +100,8 @@ def estimate(
     batch: Annotated[bool, typer.Option("--batch", help="Price at the providers' batch rates (harness batch submit).")] = False,
 ) -> None:
     """Tell what a run would cost and how long it would take, counting tokens offline with cache hits free."""
-    from ..cost.estimate import estimate_run
     from ..planning import RunOptions
+    from ..runner.estimate import estimate_run
     from ..terminal.run import estimate_table
     from ..transcripts.loader import stdin_as_file
 

@@ -31,10 +31,10 @@ from ..metrics.composites import CompositeResult, Missing
 from ..metrics.run import RunTotals
 from ..metrics.schema import BudgetRecord, JuryPanelRecord, JurySummary, RunRecord, RunSummary
 from ..planning import Judgment
+from ..rundir import open_run_dir
 from ..transcripts.performance import Performance
 from ..validation import first_problem
 from .files import dumps_line
-from ..rundir import open_run_dir
 from .writer import write_summary
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from ..agent.steps import Step
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
 from ..metrics.schema import RunSummary
-from ..rundir import interrupted_note, open_run_dir, resolve_input, version_note
 from ..rubrics.rubric import Rubric, load_rubrics
+from ..rundir import interrupted_note, open_run_dir, resolve_input, version_note
 from ..transcripts import iter_transcripts
 
 #: A text field longer than this is cut in the report (the input file keeps it whole).

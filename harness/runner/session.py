@@ -24,7 +24,6 @@ from ..cache.base import CacheStore
 from ..cache.location import describe, open_store
 from ..capabilities import check_supported
 from ..cost.budget import Budget
-from ..cost.estimate import estimate_scanned
 from ..cost.staleness import retirements
 from ..errors import BudgetExceeded, CacheError, ConfigError, FatalJudgeError, OutputError, ResourceExhausted, TranscriptError, UserInputError
 from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_OK
@@ -38,6 +37,7 @@ from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
 from ..transcripts.loader import ScanResult, scan
 from .engine import Runner
+from .estimate import estimate_scanned
 
 if TYPE_CHECKING:
     from ..jury.outputs import JuryRun

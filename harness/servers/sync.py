@@ -128,7 +128,7 @@ def _budget_limit(options: RunOptions, transcripts: int) -> int:
     """The most transcripts (from the first) whose cost at most (every reply using its whole token
     budget, as the in-run guard reserves it) is within ``--max-cost``: the pass is not stopped
     half-way by the guard, and what it leaves waits for the next pass."""
-    from ..cost.estimate import estimate_run
+    from ..runner.estimate import estimate_run
 
     if options.max_cost is None or transcripts == 0:
         return transcripts

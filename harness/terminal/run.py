@@ -20,8 +20,8 @@ from ..planning import Judgment
 if TYPE_CHECKING:  # the types only: the terminal renders values, it makes none
     from ..cache.base import CacheStats
     from ..cache.batches import BatchRecord
-    from ..cost.estimate import Estimate
     from ..metrics.schema import JurySummary, RunSummary
+    from ..runner.estimate import Estimate
     from ..runner.session import RunOutcome
 
 
