@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import TranscriptError, UserInputError
+from harness.rubrics.inputs import inputs_of, present_inputs
 from harness.transcripts import Transcript, iter_transcripts, scan, union_ms
 from harness.transcripts import raw as raw_reader
 from harness.transcripts.loader import iter_raw
@@ -305,7 +306,7 @@ def test_messages_give_query_response_contexts_and_tool_calls() -> None:
     assert resolved.response == "Sunny in both."
     assert resolved.contexts == ("Paris: 18C", "Rome: 24C", "Sunny")
     assert resolved.performance.tool_calls == 3
-    assert resolved.present_inputs() == {"query", "response", "contexts", "trajectory"}
+    assert present_inputs(resolved) == {"query", "response", "contexts", "trajectory"}
     # no timing data at all: latencies are unknown, never 0
     assert (resolved.performance.total_ms, resolved.performance.llm_ms) == (None, None)
 
@@ -335,7 +336,7 @@ def test_messages_without_tools_have_no_contexts_and_zero_tool_calls() -> None:
     resolved = record.resolved()
     assert resolved.contexts is None
     assert resolved.performance.tool_calls == 0
-    assert "contexts" not in resolved.present_inputs()
+    assert "contexts" not in present_inputs(resolved)
 
 
 def test_messages_without_a_user_message_is_an_error(tmp_path: Path) -> None:
@@ -568,12 +569,12 @@ def test_json_array_reader_agrees_with_json_loads(
 )
 def test_present_inputs_without_resolving_equals_the_resolved_ones(record: dict[str, object]) -> None:
     transcript = Transcript.model_validate(record)
-    assert transcript.present_inputs() == transcript.resolved().present_inputs()
+    assert inputs_of(transcript) == present_inputs(transcript.resolved())
 
 
 def test_present_inputs_of_agent_records() -> None:
     def present(**fields: object) -> set[str]:
-        return set(Transcript.model_validate({"id": "a", "query": "q", "response": "r", **fields}).present_inputs())
+        return set(inputs_of(Transcript.model_validate({"id": "a", "query": "q", "response": "r", **fields})))
 
     assert present() == {"query", "response"}
     assert present(steps=[]) == {"query", "response", "trajectory"}

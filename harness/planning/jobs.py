@@ -20,7 +20,7 @@ from ..config import JudgeConfig, Sampling
 from ..cost.tokens import TokenCounter
 from ..judges.base import JudgeRequest
 from ..judges.families import shape_request
-from ..rubrics.inputs import Block
+from ..rubrics.inputs import Block, present_inputs
 from ..rubrics.logprob_score import TOP_LOGPROBS
 from ..rubrics.rubric import Rubric
 from ..rubrics.schema import schema_for
@@ -161,7 +161,7 @@ class Planner:
         jobs = entry.jobs
         blocks: dict[str, str] = {}
         compaction: dict[str, Block] = {}
-        present = transcript.present_inputs()
+        present = present_inputs(transcript)
         missing_by_rubric = self._missing.get(present)
         if missing_by_rubric is None:  # a few kinds of transcript per input file: worked out once each
             missing_by_rubric = self._missing[present] = [rubric.missing_inputs(transcript, present) for rubric in self.rubrics]

@@ -14,7 +14,7 @@ within a budget of characters and says what the rule did:
 
 Everything else derives from :data:`INPUTS`: the rubric header's allowed ``inputs`` and the
 template's placeholder check (``rubric.py``), the data tags a reply's quoted blocks are found by
-(``DATA_OPEN_RE``), ``present_inputs`` (``Resolved.present_inputs``, the scan's ``inputs_seen``)
+(``DATA_OPEN_RE``), ``present_inputs`` (the planner's, and through `inputs_of` the scan's ``inputs_seen``)
 and which fields the context-window guard may shorten (``planning.fit``: ``text`` and ``texts``
 inputs are cut in the middle, a ``compactable`` input is given a smaller budget). Adding an input
 is adding one entry (and, for a new kind of value, the attribute on ``Resolved``).
@@ -26,10 +26,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from ..agent.render import TRAJECTORY_CHARS, render_reference, render_steps, render_tools
 from .tags import data_block
+
+if TYPE_CHECKING:  # the registry reads a transcript's attributes; the transcript knows no rubric
+    from ..transcripts.models import Transcript
 
 Kind = Literal["text", "texts", "record"]
 
@@ -140,5 +143,14 @@ def _presence() -> Callable[[Any], frozenset[str]]:
 
 #: The inputs a transcript can supply: ``present_inputs(transcript) -> frozenset of names``. It
 #: reads the inputs' attributes, so it answers alike for a ``Resolved`` and for a ``Transcript``
-#: whose inputs need no resolving (``Transcript.present_inputs``).
+#: whose inputs need no resolving (`inputs_of`).
 present_inputs = _presence()
+
+
+def inputs_of(transcript: Transcript) -> frozenset[str]:
+    """``present_inputs(transcript.resolved())``, without resolving when no input needs it (the
+    validating scan asks it of every record): a record with no ``messages``, no ``spans`` and no
+    ``tool_calls`` list holds each input under the attribute its resolved form has it."""
+    if transcript.messages is not None or transcript.spans or isinstance(transcript.tool_calls, list):
+        return present_inputs(transcript.resolved())
+    return present_inputs(transcript)

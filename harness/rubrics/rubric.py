@@ -41,7 +41,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from ..errors import RubricError
 from ..transcripts.models import Resolved
 from ..validation import first_problem
-from .inputs import BY_NAME, NAMES, Block
+from .inputs import BY_NAME, NAMES, Block, present_inputs
 
 #: The inputs a rubric may name (``inputs.py``, one entry each).
 INPUTS = NAMES
@@ -223,8 +223,8 @@ class Rubric:
         return 1.0 - unit if self.direction == "lower" else unit
 
     def missing_inputs(self, transcript: Resolved, present: frozenset[str] | None = None) -> list[str]:
-        """Inputs this rubric needs that the transcript lacks (``present``: its present_inputs())."""
-        present = transcript.present_inputs() if present is None else present
+        """Inputs this rubric needs that the transcript lacks (``present``: its present_inputs)."""
+        present = present_inputs(transcript) if present is None else present
         return [name for name in self.inputs if name not in present]
 
     def render(self, transcript: Resolved, blocks: dict[str, str] | None = None) -> list[dict[str, str]]:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from ..errors import TranscriptError, UserInputError
 from ..jsonlines import check_readable_file
+from ..rubrics.inputs import inputs_of
 from ..validation import first_problem
 from .models import Transcript
 from .raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
@@ -157,7 +158,7 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, for
         records = itertools.islice(records, max(limit, 0))  # reads no record past the limit
     for _, record in records:
         result.good += 1
-        result.inputs_seen |= record.present_inputs()
+        result.inputs_seen |= inputs_of(record)
     if result.good == 0 and not result.bad:
         raise UserInputError(f"{path}: holds no transcripts")
     return result

@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..agent.records import RefItem, StepRecord, ToolSpec
 from ..agent.steps import Step, group_by_overlap, steps_from_calls, steps_from_messages, steps_from_spans, tool_intervals
-from ..rubrics.inputs import present_inputs
 from .performance import Performance, performance_from_spans, union_ms
 
 
@@ -125,11 +124,6 @@ class Resolved:
     #: a jury flags its members of the same lineage (self-preference)
     agent_model: str | None = None
 
-    def present_inputs(self) -> frozenset[str]:
-        """Which rubric inputs this transcript can supply (``rubrics.inputs``: non-blank text, at
-        least one context, agent records given even when empty)."""
-        return present_inputs(self)
-
 
 class Transcript(_Strict):
     id: str
@@ -192,14 +186,6 @@ class Transcript(_Strict):
         if self.messages is not None and not any(m.role == "user" and not _only_tool_results(m) for m in self.messages) and self.query is None:
             raise ValueError("`messages` has no user message to take the query from")
         return self
-
-    def present_inputs(self) -> frozenset[str]:
-        """``resolved().present_inputs()``, without resolving when no input needs it (the
-        validating scan asks it of every record): a record with no ``messages``, no ``spans`` and
-        no ``tool_calls`` list holds each input under the attribute its resolved form has it."""
-        if self.messages is not None or self.spans or isinstance(self.tool_calls, list):
-            return self.resolved().present_inputs()
-        return present_inputs(self)
 
     def resolved(self) -> Resolved:
         """Fill query, response, contexts and tool-call count from ``messages`` where not given.
