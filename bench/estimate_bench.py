@@ -42,7 +42,7 @@ from harness.cost import tokens
 from harness.planning import RunOptions
 from harness.rubrics.rubric import load_rubrics
 from harness.runner.estimate import estimate_run
-from harness.transcripts import iter_transcripts
+from harness.traces.loader import iter_transcripts
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from harness.config import local_judge_config
 from harness.judges.local import model_path
 from harness.planning import RunOptions, build_plan, make_entry
-from harness.transcripts import iter_transcripts, scan
+from harness.traces.loader import iter_transcripts, scan
 
 EXAMPLE = ROOT / "examples" / "transcripts.jsonl"
 SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]}

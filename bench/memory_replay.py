@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness`` and ``bench``
 
 from bench.offline_replay import offline_run_argv, store_judgments
 from harness.planning import RunOptions, build_plan, make_entry
-from harness.transcripts import iter_transcripts
+from harness.traces.loader import iter_transcripts
 
 TARGET_MB = 500
 RUBRIC = "relevance"

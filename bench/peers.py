@@ -215,7 +215,7 @@ def render_bodies(data: Path, config: Path, out: Path) -> Path:
     """The request bodies ``harness run`` sends for ``data`` (same rendering), one JSON a line."""
     from harness.judges.protocol import request_body
     from harness.planning import RunOptions, build_plan, make_entry
-    from harness.transcripts import iter_transcripts
+    from harness.traces.loader import iter_transcripts
 
     plan = build_plan(RunOptions(input=data, config=config, rubrics=["relevance"]), require_keys=False)
     assert plan.rubrics is not None

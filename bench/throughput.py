@@ -64,7 +64,7 @@ from bench.offline_replay import offline_run_argv, store_judgments
 from harness.judges.protocol import request_body
 from harness.planning import RunOptions, build_plan, make_entry
 from harness.runner import run_evaluation
-from harness.transcripts import iter_transcripts
+from harness.traces.loader import iter_transcripts
 
 RUBRICS = ("relevance", "faithfulness", "hallucination", "contextual_relevance")
 MODEL = "gpt-4o-mini"

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.traces.importer import import_traces
-from harness.transcripts import scan
+from harness.traces.loader import scan
 
 FIXTURE = ROOT / "tests" / "fixtures" / "traces" / "otel_genai.jsonl"
 

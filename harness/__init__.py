@@ -41,7 +41,8 @@ if _typing.TYPE_CHECKING:  # what the lazy names are, for type checkers and read
     from .rubrics.rubric import Rubric, load_rubrics
     from .runner import RunOutcome, run_evaluation
     from .runner.estimate import Estimate, estimate_run
-    from .transcripts import Transcript, iter_transcripts, scan
+    from .traces.loader import iter_transcripts, scan
+    from .transcripts import Transcript
 
 _HOMES = {
     "harness.cache": ("JudgmentCache", "cache_key"),
@@ -71,7 +72,8 @@ _HOMES = {
     "harness.rubrics.rubric": ("Rubric", "load_rubrics"),
     "harness.runner": ("RunOutcome", "run_evaluation"),
     "harness.runner.estimate": ("Estimate", "estimate_run"),
-    "harness.transcripts": ("Transcript", "iter_transcripts", "scan"),
+    "harness.traces.loader": ("iter_transcripts", "scan"),
+    "harness.transcripts": ("Transcript",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -34,7 +34,7 @@ from harness.planning import RunOptions, build_plan, make_entry
 from harness.rubrics.rubric import load_rubrics
 from harness.runner import RunOutcome
 from harness.runner.estimate import ASSUMED_LATENCY_S, Estimate, estimate_run
-from harness.transcripts import iter_transcripts
+from harness.traces.loader import iter_transcripts
 from tests.e2e_support import (
     IN_PRICE,
     KEY,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.transcripts import iter_transcripts, scan
+from harness.traces.loader import iter_transcripts, scan
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "transcripts.jsonl"
 

@@ -21,7 +21,7 @@ from harness.errors import MalformedReply, UserInputError
 from harness.jsonlines import iter_json_objects
 from harness.judges.protocol import REDACTED, decode_json, read_completion, redact
 from harness.rubrics.rubric import INPUTS, parse_rubric
-from harness.transcripts.loader import iter_transcripts, scan
+from harness.traces.loader import iter_transcripts, scan
 from harness.usage import Budget, checked_usage, openai_usage
 
 pytestmark = pytest.mark.timeout(300)

@@ -203,7 +203,7 @@ def harness(*args: str) -> Iterator[subprocess.Popen[str]]:
 def sample_keys(data: Path, config: Path) -> dict[tuple[str, int], str]:
     """(transcript id, sample) -> cache key, as the run computes them."""
     from harness.planning import RunOptions, build_plan, make_entry
-    from harness.transcripts.loader import iter_transcripts
+    from harness.traces.loader import iter_transcripts
 
     plan = build_plan(RunOptions(input=data, config=config))
     rubrics = plan.select_rubrics({"query", "response"})

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from harness.errors import TranscriptError, UserInputError
 from harness.rubrics.inputs import inputs_of, present_inputs
-from harness.transcripts import Transcript, iter_transcripts, scan, union_ms
+from harness.traces.loader import iter_raw, iter_transcripts, scan
+from harness.transcripts import Transcript, union_ms
 from harness.transcripts import raw as raw_reader
-from harness.transcripts.loader import iter_raw
 
 GOOD = {"id": "a", "query": "What is 2+2?", "response": "4"}
 

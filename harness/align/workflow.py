@@ -39,7 +39,7 @@ from ..outputs.files import atomic_write_text, dumps
 from ..planning import JudgeOptions, RunOptions, build_plan
 from ..rubrics.rubric import Rubric, builtin_prompts_dir, rubric_text
 from ..runner.session import RunOutcome
-from ..transcripts.loader import iter_raw, parse_record
+from ..traces.loader import iter_raw, parse_record
 from ..transcripts.models import Resolved
 from ..workflows.subset import judge_subset
 from . import candidates as cand

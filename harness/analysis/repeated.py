@@ -301,7 +301,7 @@ def _read_results(run: Path) -> _Rows:
 
 def _tasks_from_input(run: Path, summary: RunSummary, given: Path | None, wanted: set[str]) -> dict[str, str | None]:
     """Transcript id -> task from the transcripts file the run read (or ``given``)."""
-    from ..transcripts.loader import iter_transcripts
+    from ..traces.loader import iter_transcripts
 
     path = resolve_input(run, summary.input, given)
     if path is None or not path.is_file():

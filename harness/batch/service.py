@@ -41,7 +41,7 @@ from ..planning import Job, Judgment, Planner, RunOptions, RunPlan, build_plan
 from ..providers import profile_of
 from ..rubrics.rubric import Rubric
 from ..runner.session import RunOutcome, collector_tuned, run_evaluation
-from ..transcripts.loader import iter_transcripts, scan
+from ..traces.loader import iter_transcripts, scan
 from .collected import Collected, Downloaded, Settled, settle_downloads
 from .providers import BatchAPI, BatchHTTPError, Remote, make_api
 from .wire import anthropic_line, openai_line, read_openai_result

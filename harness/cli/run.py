@@ -57,7 +57,7 @@ def run(
     from ..planning import RunOptions
     from ..runner import run_evaluation
     from ..terminal.run import RunProgress, show_run
-    from ..transcripts.loader import stdin_as_file
+    from ..traces.loader import stdin_as_file
 
     options = RunOptions.from_judge(
         judge,
@@ -103,7 +103,7 @@ def estimate(
     from ..planning import RunOptions
     from ..runner.estimate import estimate_run
     from ..terminal.run import estimate_table
-    from ..transcripts.loader import stdin_as_file
+    from ..traces.loader import stdin_as_file
 
     options = RunOptions.from_judge(
         judge, input=transcripts, rubrics=rubric or [], prompts=prompts or [], limit=limit, format=format.value, batch=batch

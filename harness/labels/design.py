@@ -217,7 +217,7 @@ def _transcript_texts(run: RunData, summary_input: str | None) -> tuple[dict[str
     """Transcript id -> query, response, contexts and reference from the run's input file, when it is readable."""
     if not summary_input or not Path(summary_input).is_file():
         return {}, f"the run's input file ({summary_input}) is not readable here: to_label holds transcript ids only"
-    from ..transcripts.loader import iter_transcripts
+    from ..traces.loader import iter_transcripts
 
     out: dict[str, dict[str, Any]] = {}
     for _, record in iter_transcripts(summary_input, on_bad="skip"):

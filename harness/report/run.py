@@ -28,7 +28,7 @@ from ..errors import HarnessError, UserInputError
 from ..metrics.schema import RunSummary
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..rundir import interrupted_note, open_run_dir, resolve_input, version_note
-from ..transcripts import iter_transcripts
+from ..traces.loader import iter_transcripts
 
 #: A text field longer than this is cut in the report (the input file keeps it whole).
 MAX_TEXT_CHARS = 20_000

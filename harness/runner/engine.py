@@ -38,7 +38,7 @@ from ..judges.base import Judge
 from ..planning import Endpoint, Entry, Job, Judgment, Planner, RunPlan
 from ..planning.samples import collapse_samples
 from ..rubrics.rubric import Rubric
-from ..transcripts.loader import iter_transcripts
+from ..traces.loader import iter_transcripts
 from . import verdict
 from .calls import Caller, JudgeHealth
 from .choices import NChoices

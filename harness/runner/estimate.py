@@ -25,7 +25,8 @@ from ..cost.prices import call_cost, prompt_cache_saving
 from ..cost.staleness import Retirement, StalePrice, retirements, stale_prices
 from ..cost.tokens import TokenCounter
 from ..planning import Endpoint, Entry, Planner, RunOptions, RunPlan, build_plan
-from ..transcripts import ScanResult, Transcript, iter_transcripts, scan
+from ..traces.loader import ScanResult, iter_transcripts, scan
+from ..transcripts import Transcript
 
 #: Shortest prefix the providers cache (OpenAI: 1,024 tokens; Anthropic: 1,024, Haiku 2,048).
 MIN_CACHEABLE_TOKENS = 1024

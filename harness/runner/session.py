@@ -35,7 +35,7 @@ from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remo
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
-from ..transcripts.loader import ScanResult, scan
+from ..traces.loader import ScanResult, scan
 from .engine import Runner
 from .estimate import estimate_scanned
 

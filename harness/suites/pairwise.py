@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import UserInputError
 from ..planning import JudgeOptions
 from ..stats.intervals import wilson_interval
-from ..transcripts.loader import iter_transcripts, scan
+from ..traces.loader import iter_transcripts, scan
 from .common import JudgeRun, read_json, read_jsonl_records, write_json
 
 SUITE = "pairwise"

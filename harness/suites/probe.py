@@ -28,7 +28,7 @@ from ..planning import JudgeOptions
 from ..rubrics.rubric import Rubric
 from ..stats.hypothesis_tests import paired_ttest
 from ..stats.intervals import mean_interval
-from ..transcripts.loader import iter_transcripts, scan
+from ..traces.loader import iter_transcripts, scan
 from ..transcripts.models import Resolved
 from .common import JudgeRun, write_json
 from .pairwise import _transcript_file

@@ -1,6 +1,9 @@
-"""Bring your own traces: read agent traces in the formats teams already keep, write verdicts back.
+"""Transcript files in every format: the harness's JSONL and the agent traces teams already keep
+(read in), verdicts (written back).
 
-Readers (each turns a file into transcript records the loader validates like JSONL):
+:mod:`.loader` reads any of them (``iter_transcripts``, ``scan``: validation, duplicate ids,
+``--on-bad-record``), dispatching a trace format to its reader. Readers (each turns a file into
+transcript records the loader validates like JSONL):
 
 - ``otel``: OTLP JSON with the OpenTelemetry GenAI semantic conventions (:mod:`.otel_genai`)
 - ``openinference``: OTLP JSON with OpenInference attributes (:mod:`.openinference`)

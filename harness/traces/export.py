@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
-from ..transcripts import iter_transcripts
+from .loader import iter_transcripts
 
 EXPORT_FORMATS = ("otel", "csv", "parquet")
 EVENT_NAME = "gen_ai.evaluation.result"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TranscriptError
-from ..transcripts.loader import OnBad, iter_checked
+from .loader import OnBad, iter_checked
 from .reader import oversized, resolve_format
 
 

@@ -1,7 +1,7 @@
 """From a trace file to the loader's raw records, one per transcript found.
 
 Each reader yields :class:`~.records.Extracted` values; this module turns them into
-:class:`~harness.transcripts.loader.RawRecord` (JSON text, or the error of a trace with no query or
+:class:`~harness.traces.loader.RawRecord` (JSON text, or the error of a trace with no query or
 response) so validation, duplicate ids and ``--on-bad-record`` work exactly as for JSONL.
 """
 

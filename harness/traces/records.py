@@ -2,7 +2,7 @@
 
 A reader turns one trace (or one agent invocation, or one Inspect sample) into a ``dict`` with the
 fields of :class:`~harness.transcripts.models.Transcript`, and hands it to the loader as a
-:class:`~harness.transcripts.loader.RawRecord`, so the records are validated exactly like JSONL.
+:class:`~harness.traces.loader.RawRecord`, so the records are validated exactly like JSONL.
 The agent's tool calls become the transcript's ``steps`` (built by :mod:`.steps` from the model
 calls and the tools' runs the reader finds), and the tools the trace declares its ``tools``.
 A trace in which no query or response can be found becomes a record carrying its

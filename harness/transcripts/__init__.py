@@ -1,8 +1,12 @@
-"""Transcripts: the pydantic record users supply, its streaming reader, and its performance metrics."""
+"""Transcripts: the pydantic record users supply, its raw JSON records, and its performance metrics.
 
-from .loader import MAX_RECORD_BYTES, ScanResult, iter_transcripts, scan
+Reading a file of them (JSONL or a trace format: ``iter_transcripts``, ``scan``) is
+:mod:`harness.traces.loader`, above both this record and the trace readers it dispatches to.
+"""
+
 from .models import Message, Resolved, Span, Timings, Transcript
 from .performance import PERFORMANCE_FIELDS, Performance, performance_from_spans, union_ms
+from .raw import MAX_RECORD_BYTES
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -10,12 +14,9 @@ __all__ = [
     "Message",
     "Performance",
     "Resolved",
-    "ScanResult",
     "Span",
     "Timings",
     "Transcript",
-    "iter_transcripts",
     "performance_from_spans",
-    "scan",
     "union_ms",
 ]

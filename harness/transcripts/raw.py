@@ -1,6 +1,6 @@
 """Records from a JSON file, one at a time: JSONL lines or the elements of one top-level array.
 
-The bottom of transcript reading: :mod:`harness.transcripts.loader` validates what this yields, and
+The bottom of transcript reading: :mod:`harness.traces.loader` validates what this yields, and
 the trace readers (:mod:`harness.traces`) use it for exports that are JSONL or a JSON array.
 """
 

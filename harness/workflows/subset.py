@@ -17,7 +17,7 @@ from ..errors import RunStopped, TranscriptError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..planning import RunOptions
 from ..runner.session import RunOutcome, run_evaluation
-from ..transcripts.loader import iter_raw, parse_record
+from ..traces.loader import iter_raw, parse_record
 
 
 def records_by_id(path: Path) -> dict[str, bytes]:

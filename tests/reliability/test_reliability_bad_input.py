@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import TranscriptError
-from harness.transcripts import MAX_RECORD_BYTES, scan
+from harness.traces.loader import scan
+from harness.transcripts import MAX_RECORD_BYTES
 from harness.transcripts import raw as raw_reader
 from tests.e2e_support import (
     KEY,

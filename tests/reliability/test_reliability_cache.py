@@ -18,7 +18,7 @@ import pytest
 from harness.cache import MIGRATIONS, migrate
 from harness.cache import keys as cache_keys
 from harness.planning import RunOptions, build_plan, make_entry
-from harness.transcripts import iter_transcripts
+from harness.traces.loader import iter_transcripts
 from tests.e2e_support import (
     KEY,
     KEY_ENV,

@@ -15,7 +15,7 @@ from harness.jsonlines import iter_json_objects
 from harness.judges.protocol import REDACTED, decode_json, redact
 from harness.outputs.files import dumps
 from harness.rubrics.rubric import parse_rubric
-from harness.transcripts.loader import scan
+from harness.traces.loader import scan
 from harness.usage import Budget, checked_usage, openai_usage
 from tests.e2e_support import KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
 from tests.reliability.support import cli, transcripts

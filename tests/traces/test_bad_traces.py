@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import TranscriptError, UserInputError
-from harness.transcripts import iter_transcripts, scan
+from harness.traces.loader import iter_transcripts, scan
 from tests.traces.support import INSPECT_JSON, LANGSMITH, OTEL, deadline
 
 ENV = {"COLUMNS": "400", "NO_COLOR": "1"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.traces import detect_format
-from harness.transcripts import iter_transcripts, scan
+from harness.traces.loader import iter_transcripts, scan
 from tests.traces.support import (
     INSPECT_EVAL,
     INSPECT_JSON,

@@ -168,7 +168,7 @@ def test_import_writes_what_run_reads(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, ["import", str(OTEL), "--out", str(target)], env=ENV)
     assert result.exit_code == 0, result.output
     assert "3 transcripts from otel, 0 skipped" in result.output
-    from harness.transcripts import iter_transcripts
+    from harness.traces.loader import iter_transcripts
 
     imported = [t for _, t in iter_transcripts(target, format="jsonl")]
     direct = [t for _, t in iter_transcripts(OTEL)]

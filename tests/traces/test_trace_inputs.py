@@ -16,8 +16,8 @@ from harness.cli import app
 from harness.errors import TranscriptError
 from harness.jsonlines import MAX_INPUT_DEPTH, MAX_RECORD_BYTES, json_depth_exceeds
 from harness.traces import detect_format
+from harness.traces.loader import iter_transcripts
 from harness.traces.reader import extracted
-from harness.transcripts import iter_transcripts
 from tests.traces.support import INSPECT_JSON, LANGFUSE, LANGSMITH, OPENINFERENCE, OTEL, deadline
 
 ENV = {"COLUMNS": "400", "NO_COLOR": "1"}

@@ -19,9 +19,9 @@ import pytest
 
 from harness.agent.steps import Step
 from harness.traces.importer import import_traces
+from harness.traces.loader import iter_transcripts
 from harness.traces.reader import extracted
 from harness.traces.steps import Executed, Requested, Result, Turn, assemble, declared, tool_spec
-from harness.transcripts import iter_transcripts
 from harness.transcripts.models import Transcript
 from tests.fixtures.traces.agent_server import SCRIPT
 from tests.traces.support import (

@@ -22,9 +22,10 @@ from pydantic import ValidationError
 from ..errors import TranscriptError, UserInputError
 from ..jsonlines import check_readable_file
 from ..rubrics.inputs import inputs_of
+from ..transcripts.models import Transcript
+from ..transcripts.raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 from ..validation import first_problem
-from .models import Transcript
-from .raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
+from .reader import iter_records, resolve_format
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -74,8 +75,6 @@ def iter_raw(path: str | Path, format: str = "auto") -> Iterator[RawRecord]:
     path = Path(path)
     check_readable_file(path)
     if format != "jsonl":
-        from ..traces.reader import iter_records, resolve_format
-
         format = resolve_format(path, format)
         if format != "jsonl":
             yield from (RawRecord(line, text, error) for line, text, error in iter_records(path, format))  # type: ignore[arg-type]
