@@ -1,6 +1,7 @@
 """The import graph of a package, read with ``ast``: which of its modules import which.
 
-Used by ``tests/test_import_graph.py`` (the package stays acyclic) and ``bench/structure.py``;
+Used by ``tests/test_import_graph.py`` (the package stays acyclic, its parts in their declared
+layers) and ``bench/structure.py``;
 it imports nothing from ``harness``, so it reads any tree, even one that does not import.
 Every import counts, including those inside functions and under ``TYPE_CHECKING``: a lazy import
 hides a cycle from the interpreter, not from a reader. Importing ``pkg.mod`` or ``from pkg import
@@ -84,11 +85,22 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """The graph between the package's first-level parts (``harness.runner``, ``harness.config``):
     an edge where any module of one imports any module of another."""
-
-    def part(module: str) -> str:
-        return ".".join(module.split(".")[:2])
-
     packages: dict[str, set[str]] = {part(m): set() for m in graph}
     for module, deps in graph.items():
         packages[part(module)] |= {part(d) for d in deps if part(d) != part(module)}
     return packages
+
+
+def part(module: str) -> str:
+    """The first-level part a module belongs to: ``harness.runner.engine`` -> ``harness.runner``."""
+    return ".".join(module.split(".")[:2])
+
+
+def up_arrows(graph: dict[str, set[str]], layers: list[str]) -> list[tuple[str, str]]:
+    """Imports that point up: ``(module, imported)`` where the imported module's part comes later in
+    ``layers`` (first-level parts, lowest first) than the importer's. Every part must be listed."""
+    rank = {name: i for i, name in enumerate(layers)}
+    missing = sorted({part(m) for m in graph} - set(rank))
+    if missing:
+        raise ValueError(f"parts not placed in a layer: {', '.join(missing)}")
+    return sorted((m, d) for m, deps in graph.items() for d in deps if rank[part(d)] > rank[part(m)])

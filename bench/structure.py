@@ -9,8 +9,10 @@ Imports are read with ``ast`` (nothing is imported). A module's fan-out is how m
 ``__init__``. Cycles are the strongly connected components of more than one module (Tarjan);
 knots, those of the graph between the first-level parts (``runner``, ``outputs``, ``config`` ...),
 where no module cycle need exist: parts that import each other, which a reader cannot place one
-above the other.
-``tests/test_import_graph.py`` uses the same graph to keep the package acyclic.
+above the other. Up-arrows are imports that point against `LAYERS`, the declared order of the parts
+(lowest first): a module may import only from its own part or from a part listed before it.
+``tests/test_import_graph.py`` uses the same graph to keep the package acyclic, its knots and its
+up-arrows at 0.
 """
 
 from __future__ import annotations
@@ -26,7 +28,71 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.importgraph import cycles, import_graph, package_graph
+from bench.importgraph import cycles, import_graph, package_graph, up_arrows
+
+#: The first-level parts of ``harness/``, lowest first; each imports only parts listed before it.
+#: A new part is placed here (the test fails until it is). Read bottom-up, by floor:
+LAYERS: list[str] = [
+    # the ground: one exception tree, exit codes, pydantic's first problem, the version, one
+    # Usage value, JSON lines, the formulas (stats/)
+    "errors",
+    "exit_codes",
+    "validation",
+    "version",
+    "usage",
+    "jsonlines",
+    "stats",
+    # an agent's steps and their metrics: what config, transcripts and trace readers all speak
+    "agent",
+    # provider profiles, then the config that reads them and what each judge can do
+    "providers",
+    "config",
+    "capabilities",
+    # judges, the cache in front of them, tokens and prices (cost/)
+    "judges",
+    "cache",
+    "cost",
+    # the transcript record, the rubrics that read it, the files of either (traces/: JSONL, traces)
+    "transcripts",
+    "rubrics",
+    "traces",
+    # the run's vocabulary (plan, jobs, judgments), its aggregates and summary.json, the run
+    # directory read back
+    "planning",
+    "metrics",
+    "rundir",
+    # agreement and comparison of runs, juries (which use agreement), the files a run writes
+    "analysis",
+    "jury",
+    "outputs",
+    # readers of finished runs: the HTML report, the CI gate
+    "report",
+    "gate",
+    # the engine and one whole run (with the estimate, which plans as a run does)
+    "runner",
+    # above the engine: provider batches, judge checks, trace servers, suites, workflows, align,
+    # labels, the notebook API
+    "batch",
+    "checks",
+    "servers",
+    "suites",
+    "workflows",
+    "align",
+    "labels",
+    "notebook",
+    # what users call: the terminal's rendering, the pytest helpers, the package root, the command
+    "terminal",
+    "testing",
+    "pytest_plugin",
+    "",
+    "cli",
+    "__main__",
+]
+
+
+def layer_order(package: str = "harness") -> list[str]:
+    """`LAYERS` as module names (``""`` is the package root, ``harness/__init__.py``)."""
+    return [f"{package}.{name}" if name else package for name in LAYERS]
 
 
 def largest_functions(package: Path, most: int) -> list[tuple[int, str]]:
@@ -63,6 +129,7 @@ def main() -> int:
         "fan_out_mean": round(sum(fan_out.values()) / len(graph), 2),
         "import_cycles": [sorted(c) for c in found],
         "package_knots": sorted(sorted(c) for c in cycles(package_graph(graph))),
+        "up_arrows": [list(arrow) for arrow in up_arrows(graph, layer_order())],
         "modules_importing_the_root": root_importers,
     }
     if args.json:
@@ -84,6 +151,9 @@ def main() -> int:
     print(f"package knots: {len(figures['package_knots'])}")
     for knot in figures["package_knots"]:
         print("  " + " <-> ".join(knot))
+    print(f"up-arrows (imports against the declared layers): {len(figures['up_arrows'])}")
+    for module, imported in figures["up_arrows"]:
+        print(f"  {module} -> {imported}")
     print(f"modules importing the package root: {root_importers or 'none'}")
     return 0
 

@@ -1,4 +1,5 @@
-"""The package's import graph: acyclic, and no module imports the package root.
+"""The package's import graph: acyclic, no knot between its parts, every import pointing down the
+declared layers (``bench/structure.py`` ``LAYERS``), and no module importing the package root.
 
 The graph is read from the source with ``ast`` (``bench/importgraph.py``), every import counted,
 including those inside functions: a lazy import hides a cycle from the interpreter, not from a
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.importgraph import cycles, import_graph
+from bench.importgraph import cycles, import_graph, package_graph, part, up_arrows
+from bench.structure import LAYERS, layer_order
 
 PACKAGE = Path(__file__).resolve().parent.parent / "harness"
 
@@ -21,6 +23,36 @@ def graph() -> dict[str, set[str]]:
 
 def test_the_package_has_no_import_cycle(graph: dict[str, set[str]]) -> None:
     assert cycles(graph) == []
+
+
+def test_no_two_parts_import_each_other(graph: dict[str, set[str]]) -> None:
+    # A knot (parts importing each other, through any modules) leaves no order to read them in.
+    assert cycles(package_graph(graph)) == []
+
+
+def test_every_import_points_down_the_declared_layers(graph: dict[str, set[str]]) -> None:
+    # Each part imports only from itself and the parts listed before it in LAYERS, lazy imports too.
+    assert up_arrows(graph, layer_order()) == []
+
+
+def test_the_layers_list_every_part_once(graph: dict[str, set[str]]) -> None:
+    # A new part must be placed in LAYERS (up_arrows refuses an unplaced one); a removed part leaves it.
+    assert len(LAYERS) == len(set(LAYERS))
+    assert sorted(layer_order()) == sorted({part(m) for m in graph})
+
+
+def test_an_import_against_the_layers_is_seen(tmp_path: Path) -> None:
+    # The counter itself: a lower part importing a higher one, lazily, is one up-arrow.
+    package = tmp_path / "pkg"
+    (package / "low").mkdir(parents=True)
+    (package / "high").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("def f():\n    from ..high import g\n    return g\n")
+    (package / "high" / "__init__.py").write_text("from ..low import f\ng = f\n")
+    graph = import_graph(package)
+    assert up_arrows(graph, ["pkg.low", "pkg.high", "pkg"]) == [("pkg.low", "pkg.high")]
+    assert up_arrows(graph, ["pkg.high", "pkg.low", "pkg"]) == [("pkg.high", "pkg.low")]
+    assert cycles(package_graph(graph)) == [{"pkg.low", "pkg.high"}]
 
 
 def test_no_module_imports_the_package_root(graph: dict[str, set[str]]) -> None:
