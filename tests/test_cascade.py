@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import ConfigError, UserInputError
-from harness.workflows.calibration import read_calibration
+from harness.workflows.calibration import read_calibration, read_cascade_result
 from harness.workflows.cascade import CascadeOptions, calibrate, run_cascade, verdict
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_jsonl
 from tests.judge_server import prompt_text
@@ -109,6 +109,12 @@ def test_calibrate_then_run(tmp_path: Path) -> None:
     assert summary.cost_usd is not None and summary.strongest_alone_usd is not None
     assert summary.cost_usd < summary.strongest_alone_usd
     assert json.loads((tmp_path / "run" / "cascade.json").read_text()) == asdict(summary)
+    # read back through the type it was written from; given as --calibration, it is named for what it is
+    assert read_cascade_result(tmp_path / "run" / "cascade.json") == summary
+    with pytest.raises(UserInputError, match=r"is the cascade.json of harness cascade run \(what a run answered\), not of harness cascade calibrate"):
+        read_calibration(tmp_path / "run" / "cascade.json")
+    with pytest.raises(UserInputError, match=r"cascade.json: not a cascade.json written by harness cascade run \(.*\)"):
+        read_cascade_result(tmp_path / "cal" / "cascade.json")
 
     # offline: the same routing from the cache
     again = asyncio.run(

@@ -11,7 +11,9 @@ sent, once they differ (:func:`changed` says what differs, in one line). A timeo
 concurrency limit is not part of it: changing those does not change a verdict.
 
 :class:`Calibration` and :class:`StageReport` are what ``calibrate`` writes and what ``run`` reads
-back, through the same types.
+back, through the same types; :class:`CascadeResult` (with :class:`StageOutcome`) is the
+cascade.json ``run`` writes, read back by :func:`read_cascade_result` (and recognised when it is
+given as ``--calibration`` by mistake).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..config import CascadeConfig, JudgeConfig, JuryConfig
 from ..errors import UserInputError
+from ..exit_codes import EXIT_OK
 from ..rubrics.rubric import Rubric
 from ..validation import first_problem
 
@@ -139,7 +142,48 @@ def changed(certified: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class StageOutcome:
+    """One stage of a cascade run: what reached it and what it answered, with what its calibration
+    says of it."""
+
+    judge: str
+    judged: int
+    answered: int
+    #: the share of all the transcripts this stage answered
+    coverage: float
+    threshold: float | None
+    guaranteed_agreement: float | None
+    heldout_agreement: float | None
+
+
+@dataclass(slots=True)
+class CascadeResult:
+    """OUT/cascade.json of ``harness cascade run``: per stage what it answered, the guarantee, and
+    what the run paid against the strongest judge alone."""
+
+    rubric: str
+    transcripts: int
+    abstained: int
+    #: transcripts whose judgment failed at the last stage that judged them (their answer is that failure)
+    failed: int
+    stages: list[StageOutcome]
+    #: the guarantee in words, as the calibration certified it
+    guarantee: str
+    #: USD this run paid (cache hits cost nothing; None: a price is unknown)
+    cost_usd: float | None
+    judgments: int
+    cache_hits: int
+    #: what the judgments cost when first paid, cache hits included
+    uncached_cost_usd: float | None
+    #: what the strongest judge alone would have cost at its calibration's mean cost per judgment
+    strongest_alone_usd: float | None
+    #: 1 when some transcript's answer is a failed judgment, else 0 (as harness run)
+    exit_code: int = EXIT_OK
+
+
 _READ = TypeAdapter(Calibration)
+_READ_RESULT = TypeAdapter(CascadeResult)
 
 
 def read_calibration(path: Path) -> Calibration:
@@ -159,9 +203,36 @@ def read_calibration(path: Path) -> Calibration:
         raw = json.loads(text)
     except ValueError as exc:
         raise UserInputError(f"{where}: not a cascade.json written by harness cascade calibrate (invalid JSON: {exc})") from None
+    if _is_run_result(raw):
+        raise UserInputError(f"{where}: is the cascade.json of harness cascade run (what a run answered), not of harness cascade calibrate")
     if isinstance(raw, dict) and "stages" in raw and "certifies" not in raw:
         raise UserInputError(f"{where}: written by an older harness, before a calibration recorded what it certifies; calibrate again")
     try:
         return _READ.validate_python(raw)
     except ValidationError as exc:
         raise UserInputError(f"{where}: not a cascade.json written by harness cascade calibrate ({first_problem(exc, whole='document')})") from None
+
+
+def _is_run_result(raw: Any) -> bool:
+    try:
+        _READ_RESULT.validate_python(raw)
+    except ValidationError:
+        return False
+    return True
+
+
+def read_cascade_result(path: Path) -> CascadeResult:
+    """OUT/cascade.json of ``harness cascade run``, read back through the type it was written from;
+    every problem is one line naming the file."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such file (harness cascade run --out writes it)") from None
+    except OSError as exc:
+        raise UserInputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UserInputError(f"{path}: not a cascade.json written by harness cascade run (invalid JSON: {exc})") from None
+    try:
+        return _READ_RESULT.validate_python(raw)
+    except ValidationError as exc:
+        raise UserInputError(f"{path}: not a cascade.json written by harness cascade run ({first_problem(exc, whole='document')})") from None

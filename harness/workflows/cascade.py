@@ -52,7 +52,7 @@ from ..planning import JudgeOptions, RunOptions, build_plan
 from ..planning.plan import check_logprob_rubrics
 from ..rubrics.rubric import Rubric
 from ..stats.selective import StageThreshold, calibrate_cascade, route
-from .calibration import Calibration, StageReport, certificate, changed, read_calibration
+from .calibration import Calibration, CascadeResult, StageOutcome, StageReport, certificate, changed, read_calibration
 from .subset import judge_subset, records_by_id
 
 #: the share of calibration transcripts held out to measure what the thresholds give
@@ -70,46 +70,6 @@ class CascadeOptions(JudgeOptions):
     out: Path
     config: Path
     rubric: str
-
-
-@dataclass(slots=True)
-class StageOutcome:
-    """One stage of a cascade run: what reached it and what it answered, with what its calibration
-    says of it."""
-
-    judge: str
-    judged: int
-    answered: int
-    #: the share of all the transcripts this stage answered
-    coverage: float
-    threshold: float | None
-    guaranteed_agreement: float | None
-    heldout_agreement: float | None
-
-
-@dataclass(slots=True)
-class CascadeResult:
-    """OUT/cascade.json of ``harness cascade run``: per stage what it answered, the guarantee, and
-    what the run paid against the strongest judge alone."""
-
-    rubric: str
-    transcripts: int
-    abstained: int
-    #: transcripts whose judgment failed at the last stage that judged them (their answer is that failure)
-    failed: int
-    stages: list[StageOutcome]
-    #: the guarantee in words, as the calibration certified it
-    guarantee: str
-    #: USD this run paid (cache hits cost nothing; None: a price is unknown)
-    cost_usd: float | None
-    judgments: int
-    cache_hits: int
-    #: what the judgments cost when first paid, cache hits included
-    uncached_cost_usd: float | None
-    #: what the strongest judge alone would have cost at its calibration's mean cost per judgment
-    strongest_alone_usd: float | None
-    #: 1 when some transcript's answer is a failed judgment, else 0 (as harness run)
-    exit_code: int = EXIT_OK
 
 
 def verdict(judgment: dict[str, Any]) -> tuple[Any, float | None]:
