@@ -77,7 +77,7 @@ def labels_collect(
     except HarnessError as exc:
         raise _fail(exc) from None
     err.print(
-        f"[green]wrote {counts['labels']} labels to {escape(str(out))}[/] ({counts['blank']} rows left blank: not written)",
+        f"[green]wrote {counts.labels} labels to {escape(str(out))}[/] ({counts.blank} rows left blank: not written)",
         highlight=False,
         soft_wrap=True,
     )

@@ -26,6 +26,7 @@ import csv
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,7 +41,7 @@ from ..outputs.files import atomic_write_text, dumps
 from ..rundir import read_summary
 from ..validation import first_problem
 
-__all__ = ["DESIGN_FORMAT", "Design", "collect_csv", "inclusion_probabilities", "read_design", "sample_labels"]
+__all__ = ["DESIGN_FORMAT", "Collected", "Design", "collect_csv", "inclusion_probabilities", "read_design", "sample_labels"]
 
 DESIGN_FORMAT = "harness-label-design/1"
 Strategy = Literal["uniform", "active"]
@@ -340,7 +341,15 @@ def read_design(path: str | Path) -> Design:
     return design.model_copy(update={"path": file})
 
 
-def collect_csv(csv_path: str | Path, out: str | Path) -> dict[str, int]:
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """What ``harness labels collect`` wrote: labels written, and rows left blank (not written)."""
+
+    labels: int
+    blank: int
+
+
+def collect_csv(csv_path: str | Path, out: str | Path) -> Collected:
     """Turn a filled to_label.csv into labels JSONL (the ``harness agreement`` format); blank labels are counted, not written."""
     file = Path(csv_path)
     rows: list[str] = []
@@ -366,4 +375,4 @@ def collect_csv(csv_path: str | Path, out: str | Path) -> dict[str, int]:
     except FileNotFoundError:
         raise UserInputError(f"{file}: no such file") from None
     atomic_write_text(Path(out), "".join(rows))
-    return {"labels": len(rows), "blank": blank}
+    return Collected(labels=len(rows), blank=blank)
