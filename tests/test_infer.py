@@ -460,3 +460,62 @@ def test_a_design_is_written_and_read_back_through_one_type(tmp_path: Path, sour
     assert (tmp_path / "again" / "design.json").read_bytes() == (tmp_path / "design.json").read_bytes()
     written = json.loads((tmp_path / "design.json").read_text())
     assert list(written)[:2] == ["format", *source] and "uncertainty" not in written["eligible"][1]
+
+
+GOLDEN = Path(__file__).resolve().parent / "fixtures" / "infer_json"
+
+
+def _infer_json_cases(runs: dict[str, Any], tmp_path: Path) -> dict[str, str]:
+    """``harness infer --json`` on each shape its result takes (design, refusals, pairs, active, pass/fail),
+    with the temporary directories replaced by ``<tmp>`` and ``<out>``."""
+    run, other, human = runs["a"], runs["b"], runs["human_a"]
+    cases: dict[str, list[str]] = {}
+    assert invoke("labels", "sample", str(run), "--n", "60", "--seed", "2", "--out", str(tmp_path / "u")).exit_code == 0
+    drawn = _drawn(json.loads((tmp_path / "u" / "design.json").read_text()))
+    labels = _labels(tmp_path / "u" / "labels.jsonl", human, drawn[:-1])
+    cases["uniform"] = [str(run), "--labels", str(labels), "--design", str(tmp_path / "u" / "design.json")]
+    few = _labels(tmp_path / "u" / "few.jsonl", human, drawn[:5])
+    cases["too_few"] = [str(run), "--labels", str(few), "--design", str(tmp_path / "u" / "design.json")]
+    strangers = [{"transcript_id": f"x{i:03d}", "rubric": "relevance", "label": 0.5} for i in range(30)]
+    some = write_jsonl(
+        tmp_path / "some.jsonl", [*({"transcript_id": t, "rubric": "relevance", "label": human[t]} for t in sorted(human)[:100]), *strangers]
+    )
+    cases["strangers"] = [str(run), "--labels", str(some), "--no-design"]
+    none = write_jsonl(tmp_path / "none.jsonl", strangers)
+    cases["none_matching"] = [str(run), "--labels", str(none), "--no-design"]
+    ids = sorted(human)[::2]
+    la, lb = _labels(tmp_path / "la.jsonl", human, ids), _labels(tmp_path / "lb.jsonl", runs["human_b"], ids)
+    cases["pair"] = [str(run), str(other), "--labels", str(la), "--labels", str(lb), "--no-design"]
+    cases["pair_none_matching"] = [str(run), str(other), "--labels", str(none), "--labels", str(lb), "--no-design"]
+    prior = _labels(tmp_path / "prior.jsonl", human, [f"t{i:03d}" for i in range(100, 120)])
+    active = ["--strategy", "active", "--uncertainty", "error-model", "--labels", str(prior)]
+    assert invoke("labels", "sample", str(run), "--n", "50", "--seed", "5", *active, "--out", str(tmp_path / "a")).exit_code == 0
+    labels = _labels(tmp_path / "a" / "labels.jsonl", human, _drawn(json.loads((tmp_path / "a" / "design.json").read_text())))
+    cases["active"] = [str(run), "--labels", str(labels), "--design", str(tmp_path / "a" / "design.json")]
+    rows = [{"transcript_id": t, "rubric": "relevance", "label": "pass" if human[t] >= 0.6 else "fail"} for t in sorted(human)[::2]]
+    cases["pass_fail"] = [
+        str(run),
+        "--labels",
+        str(write_jsonl(tmp_path / "pf.jsonl", rows) or tmp_path / "pf.jsonl"),
+        "--threshold",
+        "0.6",
+        "--no-design",
+    ]
+    out = {}
+    for name, args in cases.items():
+        done = invoke("infer", *args, "--json", "--no-save")
+        assert done.exit_code in (0, 2), done.output
+        out[name] = done.stdout.replace(str(tmp_path), "<out>").replace(str(runs["tmp"]), "<tmp>")
+    return out
+
+
+def test_the_infer_json_is_unchanged_byte_for_byte(runs: dict[str, Any], tmp_path: Path) -> None:
+    # The typed result (labels/schema.py InferResult) prints what the dicts it replaced printed: the
+    # files were written by the dict version (HARNESS_WRITE_GOLDEN=1 writes them again).
+    found = _infer_json_cases(runs, tmp_path)
+    if os.environ.get("HARNESS_WRITE_GOLDEN"):
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        for name, text in found.items():
+            (GOLDEN / f"{name}.json").write_text(text, encoding="utf-8")
+    for name, text in found.items():
+        assert text == (GOLDEN / f"{name}.json").read_text(encoding="utf-8"), name
