@@ -65,13 +65,12 @@ LAYERS: list[str] = [
     "analysis",
     "jury",
     "outputs",
-    # readers of finished runs: the HTML report, the CI gate
-    "report",
+    # the CI gate, a reader of finished runs
     "gate",
     # the engine and one whole run (with the estimate, which plans as a run does)
     "runner",
     # above the engine: provider batches, judge checks, trace servers, suites, workflows, align,
-    # labels, the notebook API
+    # labels; the HTML report (it shows what labels' infer wrote), the notebook API
     "batch",
     "checks",
     "servers",
@@ -79,6 +78,7 @@ LAYERS: list[str] = [
     "workflows",
     "align",
     "labels",
+    "report",
     "notebook",
     # what users call: the terminal's rendering, the pytest helpers, the package root, the command
     "terminal",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,6 +12,9 @@ from rich.markup import escape
 from ..errors import HarnessError, OutputError, UserInputError
 from .common import ANALYSE, app, err, make_console
 from .common import fail as _fail
+
+if TYPE_CHECKING:
+    from ..labels.schema import InferResult
 
 labels_app = typer.Typer(no_args_is_help=True, help="Choose the transcripts a human labels (with a recorded design), and collect the labels.")
 app.add_typer(labels_app, name="labels", rich_help_panel=ANALYSE)
@@ -128,19 +131,19 @@ def infer(
     try:
         result = infer_report(run_dirs, labels, design, alpha, min_labels, threshold or [], prompts or [], no_design)
         if save and len(run_dirs) == 1:
-            atomic_write_text(run_dirs[0] / "inference.json", json.dumps(result, indent=2, allow_nan=False) + "\n")
+            atomic_write_text(run_dirs[0] / "inference.json", json.dumps(result.as_json(), indent=2, allow_nan=False) + "\n")
     except HarnessError as exc:
         raise _fail(exc) from None
     except OSError as exc:
         raise _fail(OutputError(f"{run_dirs[0]}/inference.json: {exc.strerror or exc}")) from None
     if as_json:
-        typer.echo(json.dumps(result, indent=2, allow_nan=False))
+        typer.echo(json.dumps(result.as_json(), indent=2, allow_nan=False))
     else:
         infer_tables(result, make_console())
     _estimated_something(result)
 
 
-def _estimated_something(result: dict[str, Any]) -> None:
+def _estimated_something(result: InferResult | dict[str, Any]) -> None:
     """Exit 2 (bad input) when the labels allowed no estimate at all: a script must not read success."""
     from ..labels.infer import nothing_estimated
 

@@ -25,7 +25,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy.special import ndtr
@@ -38,8 +38,11 @@ from ..errors import UserInputError
 from ..rundir import read_summary
 from ..stats.ppi import MeanEstimate, active_mean, ppi_mean, weighted_variance, z_interval
 from .design import Design, read_design
+from .schema import Comparison, Counts, DesignRef, Estimate, Estimated, InferResult, JudgeOnly, JudgeRow, MetricSection
 
 __all__ = ["MIN_LABELS", "NOT_RANDOM", "infer", "infer_report", "nothing_estimated"]
+
+_Row = TypeVar("_Row", Estimated, JudgeRow)
 
 MIN_LABELS = 20
 #: Below this λ the judge is said to add nothing.
@@ -136,25 +139,23 @@ def _composite_labels(run: RunData, labels: Labels, metric: Metric) -> dict[str,
     return out
 
 
-def _judge_only(cell: _Cell, alpha: float) -> dict[str, Any]:
+def _judge_only(cell: _Cell, alpha: float) -> JudgeOnly:
     values = np.array(list(cell.scored.values()))
     if values.size < 2:
-        return {"mean": float(values.mean()) if values.size else None, "ci": None, "n": int(values.size)}
+        return JudgeOnly(mean=float(values.mean()) if values.size else None, ci=None, n=int(values.size))
     mean, se = float(values.mean()), float(values.std() / math.sqrt(values.size))
-    return {"mean": mean, "ci": list(z_interval(mean, se, alpha)), "n": int(values.size)}
+    return JudgeOnly(mean=mean, ci=list(z_interval(mean, se, alpha)), n=int(values.size))
 
 
-def _summary(est: MeanEstimate) -> dict[str, Any]:
-    return {"mean": est.estimate, "ci": list(est.ci), "se": est.se}
+def _summary(est: MeanEstimate) -> Estimate:
+    return Estimate(mean=est.estimate, ci=list(est.ci), se=est.se)
 
 
-def estimate(
-    ids: Sequence[str], yhat: np.ndarray, labels: Mapping[str, float], design: Design | None, alpha: float, min_labels: int
-) -> dict[str, Any]:
+def estimate(ids: Sequence[str], yhat: np.ndarray, labels: Mapping[str, float], design: Design | None, alpha: float, min_labels: int) -> Estimated:
     """Judge predictions on ``ids`` plus labels under ``design`` -> the corrected, human-only and effective-labels figures."""
     labelled = [t for t in ids if t in labels]
     notes: list[str] = []
-    counts: dict[str, Any] = {"N": len(ids), "labelled_in_run": len(labelled)}
+    counts = Counts(N=len(ids), labelled_in_run=len(labelled))
     valid = design is not None
     if design is not None and not set(ids) <= set(design.pi):
         notes.append(f"{NOT_RANDOM} (the design {design.path} does not list {len(set(ids) - set(design.pi))} of the run's transcripts)")
@@ -163,7 +164,8 @@ def estimate(
         outside = [t for t in labelled if t not in design.drawn]
         unanswered = [t for t in ids if t in design.drawn and t not in labels]
         labelled = [t for t in labelled if t in design.drawn]
-        counts.update(outside_design=len(outside), drawn=sum(1 for t in ids if t in design.drawn), drawn_unlabelled=len(unanswered))
+        counts.outside_design, counts.drawn = len(outside), sum(1 for t in ids if t in design.drawn)
+        counts.drawn_unlabelled = len(unanswered)
         if outside:
             notes.append(f"{len(outside)} labels are on transcripts the design did not draw: not used (they would make the sample non-random)")
         if unanswered:
@@ -174,9 +176,9 @@ def estimate(
     elif design is None:
         notes.append(f"{NOT_RANDOM} (no recorded design: write one with harness labels sample)")
     n = len(labelled)
-    out: dict[str, Any] = {"n": n, "valid": valid, "counts": counts, "notes": notes}
+    out = Estimated(n=n, valid=valid, counts=counts, notes=notes)
     if n < min_labels:
-        out["refused"] = f"{n} labels used: fewer than {min_labels}, too few for the normal interval to be trusted"
+        out.refused = f"{n} labels used: fewer than {min_labels}, too few for the normal interval to be trusted"
         return out
     used = set(labelled)
     mask = np.array([t in used for t in ids])
@@ -186,35 +188,35 @@ def estimate(
         y = np.array([labels.get(t, 0.0) for t in ids])
         corrected, human = active_mean(y, yhat, pi, mask, alpha), active_mean(y, yhat, pi, mask, alpha, lam=0.0)
         sigma2 = weighted_variance(y_l, pi[mask])
-        out["estimator"] = "active inference (IPW, Zrnic & Candes 2024)"
+        out.estimator = "active inference (IPW, Zrnic & Candes 2024)"
     else:
         if mask.all():
-            out["refused"] = "every transcript is labelled: there is nothing for the judge to add (the human mean is exact)"
+            out.refused = "every transcript is labelled: there is nothing for the judge to add (the human mean is exact)"
             return out
         corrected = ppi_mean(y_l, yhat[mask], yhat[~mask], alpha)
         human = ppi_mean(y_l, yhat[mask], yhat[~mask], alpha, lam=0.0)
         sigma2 = float(np.var(y_l))
-        out["estimator"] = "PPI++ (Angelopoulos, Duchi & Zrnic 2023)"
+        out.estimator = "PPI++ (Angelopoulos, Duchi & Zrnic 2023)"
     effective = sigma2 / corrected.se**2 if corrected.se > 0 else None
-    out.update(corrected=_summary(corrected), human_only=_summary(human), **{"lambda": corrected.lam, "effective_labels": effective})
-    if corrected.lam < LAMBDA_NOTHING:
-        notes.append(f"lambda = {corrected.lam:.3f}: the judge adds nothing here; the corrected estimate is the human-only one")
+    out.corrected, out.human_only, out.lam, out.effective_labels = _summary(corrected), _summary(human), corrected.lam, effective
+    if corrected.lam < LAMBDA_NOTHING:  # out holds a copy of ``notes`` (pydantic copies the list it is given)
+        out.notes.append(f"lambda = {corrected.lam:.3f}: the judge adds nothing here; the corrected estimate is the human-only one")
     return out
 
 
-def _unless_fitted(run: RunData, judge: str, metric: str, labelled: set[str], path: Path, entry: dict[str, Any]) -> dict[str, Any]:
+def _unless_fitted(run: RunData, judge: str, metric: str, labelled: set[str], path: Path, entry: _Row) -> _Row:
     """``entry``, refused when ``judge`` is a jury whose verdicts were decided by some of these very
     labels (weights or anchors): its errors on them are not those of the other transcripts, so the
     rectifier would be biased and the interval invalid. Labels the jury did not see are fine."""
     seen = run.fitted_on(judge, metric) & labelled
     if not seen:
         return entry
-    kept: dict[str, Any] = {k: entry[k] for k in ("n", "valid", "counts", "notes") if k in entry}
+    kept = {k: v for k, v in entry.given().items() if k in ("judge", "judge_only", "n", "valid", "counts", "notes")}
     reason = (
         f"jury {judge} learned from {len(seen)} of these labels ({path}): a predictor fitted on the labels that correct it "
         "gives an invalid interval; use labels it did not see (e.g. a method without labels, or labels held out of the jury's file)"
     )
-    return {**{k: v for k, v in entry.items() if k in ("judge", "judge_only")}, **kept, "refused": reason}
+    return type(entry)(**kept, refused=reason)
 
 
 def _judged_notes(cell: _Cell) -> list[str]:
@@ -247,7 +249,7 @@ def _single(
     thresholds: Mapping[str | None, float],
     fitted: Mapping[str, Provenance],
     notes: list[str],
-) -> list[dict[str, Any]]:
+) -> list[MetricSection]:
     sections = []
     for metric in run.metrics.values():
         per_judge = []
@@ -257,13 +259,15 @@ def _single(
             cell = _Cell(run, labels, metric, judge, threshold_for(metric, thresholds), left_out)
             if not cell.labels and not cell.not_in_run and not cell.left_out:
                 break
-            entry = {"judge": judge, "judge_only": _judge_only(cell, alpha), **estimate(cell.ids, cell.yhat, cell.labels, design, alpha, min_labels)}
-            entry["counts"].update(unscored=dict(cell.unscored), failed=dict(cell.failed), labels_not_in_run=cell.not_in_run)
+            found = estimate(cell.ids, cell.yhat, cell.labels, design, alpha, min_labels)
+            entry = JudgeRow(judge=judge, judge_only=_judge_only(cell, alpha), **found.given())
+            counts = entry.counts
+            counts.unscored, counts.failed, counts.labels_not_in_run = dict(cell.unscored), dict(cell.failed), cell.not_in_run
             if provenance is not None:
-                entry["counts"].update(labels_fitted_the_judge=cell.left_out, transcripts_left_out=len(run.transcripts) - len(cell.ids))
-            entry["notes"] = _fitted_note(provenance, cell) + _judged_notes(cell) + entry["notes"]
+                counts.labels_fitted_the_judge, counts.transcripts_left_out = cell.left_out, len(run.transcripts) - len(cell.ids)
+            entry.notes = _fitted_note(provenance, cell) + _judged_notes(cell) + entry.notes
             if (unmatched := cell.unmatched()) is not None:
-                entry["refused"] = unmatched
+                entry.refused = unmatched
             per_judge.append(_unless_fitted(run, judge, metric.name, set(cell.labels), labels.path, entry))
         note = cell.not_in_run_note()
         if note is not None and metric.name in labels.kind:  # a composite's labels from its rubrics': said for the rubrics
@@ -271,7 +275,7 @@ def _single(
         if per_judge:
             derived = metric.name not in labels.kind
             label_kind = labels.kind.get(metric.name) or "numeric"
-            sections.append({**metric.as_dict(), "label_kind": label_kind, "labels_from_rubrics": derived, "judges": per_judge})
+            sections.append(MetricSection(**metric.as_dict(), label_kind=label_kind, labels_from_rubrics=derived, judges=per_judge))
     return sections
 
 
@@ -284,7 +288,7 @@ def _compare(
     min_labels: int,
     thresholds: Mapping[str | None, float],
     fitted: Sequence[Mapping[str, Provenance]],
-) -> list[dict[str, Any]]:
+) -> list[Comparison]:
     rows = []
     for metric in run_a.metrics.values():
         if metric.name not in run_b.metrics:
@@ -301,40 +305,43 @@ def _compare(
             index_a, index_b = {t: i for i, t in enumerate(a.ids)}, {t: i for i, t in enumerate(b.ids)}
             diff_hat = np.array([b.yhat[index_b[t]] - a.yhat[index_a[t]] for t in ids])
             diff = {t: b.labels[t] - a.labels[t] for t in ids if t in a.labels and t in b.labels}
-            entry = estimate(ids, diff_hat, diff, design, alpha, min_labels)
-            entry = _unless_fitted(run_a, judge, metric.name, set(a.labels), labels[0].path, entry)
-            entry = _unless_fitted(run_b, judge, metric.name, set(b.labels), labels[1].path, entry)
-            entry.update(metric=metric.name, direction=metric.direction, judge=judge, paired_transcripts=len(ids))
-            entry["counts"].update(labels_not_in_run_a=a.not_in_run, labels_not_in_run_b=b.not_in_run)
+            found = estimate(ids, diff_hat, diff, design, alpha, min_labels)
+            found = _unless_fitted(run_a, judge, metric.name, set(a.labels), labels[0].path, found)
+            found = _unless_fitted(run_b, judge, metric.name, set(b.labels), labels[1].path, found)
+            entry = Comparison(**found.given(), metric=metric.name, direction=metric.direction, judge=judge, paired_transcripts=len(ids))
+            entry.counts.labels_not_in_run_a, entry.counts.labels_not_in_run_b = a.not_in_run, b.not_in_run
             unmatched = [f"run {side}: {n}" for side, cell in (("A", a), ("B", b)) for n in (cell.not_in_run_note(),) if n is not None]
-            entry["notes"] = [f"run A: {n}" for n in _judged_notes(a)] + [f"run B: {n}" for n in _judged_notes(b)] + unmatched + entry["notes"]
-            entry["notes"] = [note for p in made for note in _fitted_note(p, a)] + entry["notes"]
+            entry.notes = [f"run A: {n}" for n in _judged_notes(a)] + [f"run B: {n}" for n in _judged_notes(b)] + unmatched + entry.notes
+            entry.notes = [note for p in made for note in _fitted_note(p, a)] + entry.notes
             refusal = "; ".join(f"run {side}: {why}" for side, cell in (("A", a), ("B", b)) if (why := cell.unmatched()) is not None)
             if not refusal and not diff:
                 refusal = f"no transcript has a {metric.name} label in both {a.source} and {b.source}: 0 pairs of labels used"
             if refusal:
-                entry["refused"] = refusal
+                entry.refused = refusal
             rows.append(entry)
-    tested = [r for r in rows if "corrected" in r]
-    pvalues = [2 * float(ndtr(-abs(r["corrected"]["mean"]) / r["corrected"]["se"])) if r["corrected"]["se"] > 0 else 1.0 for r in tested]
-    for r, p, adjusted in zip(tested, pvalues, holm(pvalues) if pvalues else [], strict=True):
-        r.update(pvalue=p, pvalue_holm=float(adjusted))
+    tested = [(r, r.corrected) for r in rows if r.corrected is not None]
+    pvalues = [2 * float(ndtr(-abs(c.mean) / c.se)) if c.se > 0 else 1.0 for _, c in tested]
+    for (r, _), p, adjusted in zip(tested, pvalues, holm(pvalues) if pvalues else [], strict=True):
+        r.pvalue, r.pvalue_holm = p, float(adjusted)
     for r in rows:
-        r["verdict"] = _verdict(r, alpha)
+        r.verdict = _verdict(r, alpha)
     return rows
 
 
-def _verdict(row: Mapping[str, Any], alpha: float) -> str:
-    name = f"{row['metric']} (judge {row['judge']}{', lower is better' if row['direction'] == 'lower' else ''})"
-    if "refused" in row:
-        return f"not estimated on {name}: {row['refused']}"
-    c = row["corrected"]
-    numbers = f"{c['mean']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] corrected with {row['n']} labels, p={row['pvalue']:.3g} (Holm-adjusted {row['pvalue_holm']:.3g})"
-    if not row["valid"]:
+def _verdict(row: Comparison, alpha: float) -> str:
+    name = f"{row.metric} (judge {row.judge}{', lower is better' if row.direction == 'lower' else ''})"
+    if row.refused is not None:
+        return f"not estimated on {name}: {row.refused}"
+    c = row.corrected
+    assert c is not None and row.pvalue is not None and row.pvalue_holm is not None  # an estimate that was not refused
+    numbers = (
+        f"{c.mean:+.3f} [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}] corrected with {row.n} labels, p={row.pvalue:.3g} (Holm-adjusted {row.pvalue_holm:.3g})"
+    )
+    if not row.valid:
         numbers += f"; {NOT_RANDOM}"
-    if row["pvalue_holm"] >= alpha:
+    if row.pvalue_holm >= alpha:
         return f"no significant difference on {name}: {numbers}"
-    better = (c["mean"] > 0) == (row["direction"] == "higher")
+    better = (c.mean > 0) == (row.direction == "higher")
     return f"B is {'better' if better else 'worse'} than A on {name}: {numbers}"
 
 
@@ -346,7 +353,7 @@ def infer(
     min_labels: int = MIN_LABELS,
     thresholds: Mapping[str | None, float] | None = None,
     fitted: Sequence[Mapping[str, Provenance]] | None = None,
-) -> dict[str, Any]:
+) -> InferResult:
     """One run: per metric and judge estimates. Two runs (A, B, one labels file each): paired B − A differences.
 
     ``fitted`` (one mapping per run, `harness.align.provenance.fitted_transcripts`): for a metric
@@ -354,36 +361,39 @@ def infer(
     out of the labels and of the population."""
     thresholds = thresholds or {}
     fitted = fitted or [{} for _ in runs]
-    out: dict[str, Any] = {
-        "runs": [str(r.path) for r in runs],
-        "labels": [str(lab.path) for lab in labels],
-        "alpha": alpha,
-        "min_labels": min_labels,
-        "design": None if design is None else {"path": str(design.path), "strategy": design.strategy, "seed": design.seed, "n": design.n},
-        "notes": [note for r in runs for note in r.notes],
-    }
+    out = InferResult(
+        runs=[str(r.path) for r in runs],
+        labels=[str(lab.path) for lab in labels],
+        alpha=alpha,
+        min_labels=min_labels,
+        design=None if design is None else DesignRef(path=str(design.path), strategy=design.strategy, seed=design.seed, n=design.n),
+        notes=[note for r in runs for note in r.notes],
+    )
     if design is None:
-        out["notes"].append(f"{NOT_RANDOM}: no design file was given or found; the estimates are shown as computed")
+        out.notes.append(f"{NOT_RANDOM}: no design file was given or found; the estimates are shown as computed")
     if len(runs) == 1:
-        out["metrics"] = _single(runs[0], labels[0], design, alpha, min_labels, thresholds, fitted[0], out["notes"])
+        out.metrics = _single(runs[0], labels[0], design, alpha, min_labels, thresholds, fitted[0], out.notes)
     else:
-        out["comparisons"] = _compare(runs[0], runs[1], labels, design, alpha, min_labels, thresholds, fitted)
-        out["verdicts"] = [r["verdict"] for r in out["comparisons"]]
+        out.comparisons = _compare(runs[0], runs[1], labels, design, alpha, min_labels, thresholds, fitted)
+        out.verdicts = [r.verdict or "" for r in out.comparisons]
     return out
 
 
-def nothing_estimated(result: Mapping[str, Any]) -> str | None:
-    """Why a result of `infer` or `infer_pairwise` estimates nothing (every metric and judge refused,
-    or no metric labelled), else None. ``harness infer`` then exits 2 (docs/reference/exit-codes.md)."""
-    rows = [(f"{s['name']} / {r['judge']}", r) for s in result.get("metrics", []) for r in s["judges"]]
-    rows += [(f"{r['metric']} / {r['judge']}", r) for r in result.get("comparisons", [])]
-    rows += [(f"{j['judge']} {r['estimand']}", r) for j in result.get("judges", []) for r in j["estimands"]]
+def nothing_estimated(result: InferResult | Mapping[str, Any]) -> str | None:
+    """Why a result of `infer` or `infer_pairwise` (a dict) estimates nothing (every metric and judge
+    refused, or no metric labelled), else None. ``harness infer`` then exits 2 (docs/reference/exit-codes.md)."""
+    rows: list[tuple[str, str | None]]
+    if isinstance(result, InferResult):
+        rows = [(f"{s.name} / {r.judge}", r.refused) for s in result.metrics or [] for r in s.judges]
+        rows += [(f"{r.metric} / {r.judge}", r.refused) for r in result.comparisons or []]
+    else:
+        rows = [(f"{j['judge']} {r['estimand']}", r.get("refused")) for j in result.get("judges", []) for r in j["estimands"]]
     if not rows:
         return "no metric of the runs is labelled in both labels files"
-    if any("refused" not in row for _, row in rows):
+    if any(refused is None for _, refused in rows):
         return None
     where, first = rows[0]
-    return f"every metric was refused ({where}: {first['refused']})"
+    return f"every metric was refused ({where}: {first})"
 
 
 def _fitted(run: RunData, prompts: Sequence[str | Path]) -> dict[str, Provenance]:
@@ -409,7 +419,7 @@ def infer_report(
     thresholds: Sequence[str] = (),
     prompts: Sequence[str | Path] = (),
     no_design: bool = False,
-) -> dict[str, Any]:
+) -> InferResult:
     """`infer` from paths, as ``harness infer`` runs it; the design is ``design_path``, else design.json
     beside the labels file, else RUN_DIR/labels/design.json (``no_design`` ignores any)."""
     if not 1 <= len(run_dirs) <= 2:
@@ -428,5 +438,5 @@ def infer_report(
     fitted = [_fitted(run, prompts) for run in runs]
     result = infer(runs, labels, design, alpha, min_labels, parse_thresholds(thresholds, runs[0].metrics), fitted)
     if found is not None and design_path is None:
-        result["notes"].append(f"design read from {found}")
+        result.notes.append(f"design read from {found}")
     return result

@@ -185,7 +185,7 @@ def infer_pairwise(
             fill = float(judged.mean()) if judged.size else 0.0
             yhat = np.array([value[verdicts[p]] if p in verdicts else fill for p in ids])
             labels = {p: value[v] for p, v in prefs.items()}
-            result = estimate(ids, yhat, labels, design, alpha, min_labels)
+            result = estimate(ids, yhat, labels, design, alpha, min_labels).model_dump(by_alias=True, exclude_unset=True)
             if unknown and not prefs:
                 result["refused"] = unmatched
             mean = float(judged.mean()) if judged.size else None

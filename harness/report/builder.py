@@ -505,7 +505,7 @@ def _write_page(view: RunView, tmp: Path, max_bytes: int, extra: dict[str, list[
         run.notes.extend(inference_notes)
         data = build_data(view, run, {"where": writer.where, "chunks": writer.chunks, "left_out": left_out})
         data["trust"].update(extra)
-        data["inference"] = inference
+        data["inference"] = None if inference is None else inference.as_json()
         blob = dumps(data).replace("<", "\\u003c")
         fh.write(_fill(tail, {**assets, "DATA": blob}))
     return run
