@@ -14,7 +14,7 @@ missing positions; matched means no error. Which algorithm:
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import chain, product
 from typing import Any
@@ -29,7 +29,7 @@ def align(ref: Reference, graph: Graph, *, strict: bool) -> tuple[int, dict[int,
         if ref.plain:
             if strict or single:
                 return common(ref, graph, strict)
-            return chains(ref, graph)
+            return increasing(ref, graph) or chains(ref, graph)
         if single:
             return sequence(ref, graph, strict)
     return one_to_one(ref, graph) if strict else InOrder(ref, graph).solve()
@@ -41,6 +41,23 @@ def lcs(count: int, columns: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     (*A fast algorithm for computing longest common subsequences*, CACM 20(5), 1977): for each
     column, its items in decreasing order, each extending the chain ending at the smallest item
     before it."""
+    # The common case: taking in each column its smallest item after the last one taken leaves
+    # no column that may be matched unused. That is a longest common subsequence (one item per
+    # such column, the most there can be) and the one the method below finds: the chain of
+    # length k it keeps is the one with the smallest last item, which this greedy chain is.
+    out: list[tuple[int, int]] = []
+    last = -1
+    for c, items in enumerate(columns):
+        if items:
+            if items[-1] <= last:
+                break
+            if items[0] > last:
+                last = items[0]
+            else:
+                last = items[bisect_right(items, last)]
+            out.append((last, c))
+    else:
+        return out
     ends: list[int] = [-1]  # ends[k]: the smallest last item of a common subsequence of length k
     links: list[Any] = [None]  # links[k]: (item, column, the link before) of that subsequence
     for c, items in enumerate(columns):
@@ -85,6 +102,40 @@ def _reach(group: Sequence[int], by_step: Sequence[Sequence[int]]) -> dict[int, 
         for pos in by_step[s]:
             out.setdefault(pos, []).append(s)
     return out
+
+
+def increasing(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]] | None:
+    """:func:`chains` in the common case where it needs no search: every step may be matched to at
+    most one call, and the calls of each group are distinct and all after the previous groups'.
+    Then every such call extends the one longest chain (each group's run is all its calls, which
+    it holds at once, a step each), so the answer pairs each call with its step. None otherwise."""
+    by_step = graph.by_step
+    owner: dict[int, int] = {}
+    last = -1
+    for group in graph.groups:
+        if len(group) == 1:
+            calls = by_step[group[0]]
+            if calls:
+                if len(calls) > 1 or calls[0] <= last:
+                    return None
+                last = calls[0]
+                owner[last] = group[0]
+            continue
+        held = [(calls[0], s) for s in group if (calls := by_step[s])]
+        if not held:
+            continue
+        if any(len(by_step[s]) > 1 for _, s in held):
+            return None
+        held.sort()
+        previous = last
+        for x, s in held:
+            if x <= previous:
+                return None  # a call before the chain's end, or two steps of the group for one call
+            owner[x] = s
+            previous = x
+        last = previous
+    missing = [i for i in range(len(ref.items)) if i not in owner]
+    return len(missing), owner, missing
 
 
 def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:

@@ -235,30 +235,30 @@ class Graph:
             by_step.append(sorted(found) if len(entries) > 1 else found)
         self.by_step = by_step
         self.classes = classes if ref.partition else None
-        self._groups: list[tuple[int, ...]] | None = None
+        self._groups: list[list[int]] | None = None
 
     @property
     def single(self) -> bool:
         """Whether every parallel group holds one step (no two steps in a row share a group)."""
-        if self._groups is not None:
-            return len(self._groups) == len(self.steps)
-        marks = [step.group for step in self.steps]
-        return not any(a is not None and a == b for a, b in zip(marks, marks[1:], strict=False))
+        return len(self.groups) == len(self.steps)
 
     @property
-    def groups(self) -> list[tuple[int, ...]]:
+    def groups(self) -> list[list[int]]:
         """The steps' parallel groups in order, as step positions: a run of steps with one
         ``group``; a step without a group is a group of its own."""
         if self._groups is None:
             groups: list[list[int]] = []
+            current: list[int] = []
             previous: int | None = None
             for s, step in enumerate(self.steps):
-                if groups and step.group is not None and step.group == previous:
-                    groups[-1].append(s)
+                mark = step.group
+                if mark is not None and mark == previous:
+                    current.append(s)
                 else:
-                    groups.append([s])
-                previous = step.group
-            self._groups = [tuple(g) for g in groups]
+                    current = [s]
+                    groups.append(current)
+                previous = mark
+            self._groups = groups
         return self._groups
 
     def by_pos(self, count: int) -> list[list[int]]:
