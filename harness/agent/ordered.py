@@ -153,7 +153,18 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
     by_step, groups = graph.by_step, graph.groups
     for g, group in enumerate(groups):
         if len(group) == 1:  # one step: Hunt and Szymanski's own update, calls in decreasing order
-            for x in reversed(by_step[group[0]]):  # each list is by position
+            calls = by_step[group[0]]
+            if len(calls) == 1:  # the usual step: one call it may be matched to
+                x = calls[0]
+                if x > ends[-1]:
+                    links.append((g, x, links[-1]))
+                    ends.append(x)
+                else:
+                    k = bisect_left(ends, x)
+                    if x < ends[k]:
+                        ends[k], links[k] = x, (g, x, links[k - 1])
+                continue
+            for x in reversed(calls):  # each list is by position
                 k = bisect_left(ends, x)
                 if k == len(ends):
                     ends.append(x)
@@ -161,12 +172,30 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
                 elif x < ends[k]:
                     ends[k], links[k] = x, (g, x, links[k - 1])
             continue
-        reach = _reach(group, by_step)
-        if not reach:
-            continue
-        touching = sorted(reach)
-        # each call with a step of its own: any of them fit at once, no matching needed
-        free = all(len(v) == 1 for v in reach.values()) and len({v[0] for v in reach.values()}) == len(reach)
+        held_calls = [by_step[s] for s in group]
+        reach: dict[int, list[int]] = {}
+        if all(len(c) <= 1 for c in held_calls):
+            touching = sorted([c[0] for c in held_calls if c])
+            if not touching:
+                continue
+            # each call with a step of its own: any of them fit at once, no matching needed
+            free = len(set(touching)) == len(touching)
+            if free and touching[0] > ends[-1]:
+                # all after the longest chain: each run below begins at its end, and the first
+                # (all the calls) is the longest, so the update is to extend it by them
+                before = links[-1]
+                for r, x in enumerate(touching):
+                    ends.append(x)
+                    links.append((g, tuple(touching[: r + 1]), before))
+                continue
+        else:
+            free = False
+        if not free:
+            reach = _reach(group, by_step)
+            if not reach:
+                continue
+            touching = sorted(reach)
+            free = all(len(v) == 1 for v in reach.values()) and len({v[0] for v in reach.values()}) == len(reach)
         new_ends, new_links = list(ends), list(links)
         last_k = -1
         for a, first in enumerate(touching):
