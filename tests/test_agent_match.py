@@ -763,3 +763,71 @@ def test_step_indices_are_reported() -> None:
     made = [Step(7, "a", {}, group=0), Step(9, "b", {}, group=1)]
     got = match_trajectory(made, [call("b")], "superset")
     assert got.pairs == ((0, 9),) and got.extra == (7,)
+
+
+# ---------------------------------------------------------------------------------------------
+# The shortcuts of the ordered modes give the searches' answers, pairs included
+
+RULE = st.sampled_from(
+    [
+        None,
+        ArgumentRule(),
+        ArgumentRule(fold=True),
+        ArgumentRule(mode="ignore"),
+        ArgumentRule(mode="fields", fields=("x",)),
+        ArgumentRule(tolerance=0.5),
+    ]
+)
+
+
+@st.composite
+def plain_case(draw: st.DrawFn) -> tuple[list[Step], list[RefItem], dict[str, ArgumentRule]]:
+    """A plain reference, argument rules for some tools, and steps that mostly follow the
+    reference (so that the shortcuts apply) with calls swapped, repeated, left out or added, and
+    runs of them made in one message (a parallel group)."""
+    items: list[RefItem] = draw(st.lists(st.builds(RefCall, name=NAME, arguments=ARG), max_size=10))
+    made = []
+    for i, c in enumerate(items):
+        if draw(st.integers(0, 5)) > 0:
+            made.append((c.name, c.arguments))
+        if draw(st.integers(0, 6)) == 0:
+            made.append(draw(st.tuples(NAME, ARG)))
+        if made and draw(st.integers(0, 8)) == 0:
+            j = draw(st.integers(0, len(made) - 1))
+            made[-1], made[j] = made[j], made[-1]
+        if i and draw(st.integers(0, 10)) == 0:
+            made.append((items[i - 1].name, items[i - 1].arguments))  # type: ignore[union-attr]
+    steps, group = [], -1
+    for s, (name, args) in enumerate(made):
+        if s == 0 or draw(st.integers(0, 3)) > 0:
+            group += 1
+        steps.append(step(s, name, {} if args is None else args, group=group))
+    rules = {name: rule for name in draw(st.lists(NAME, unique=True, max_size=2)) if (rule := draw(RULE)) is not None}
+    return steps, items, rules
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plain_case())
+def test_ordered_shortcuts_give_the_searches_answers(case: tuple[list[Step], list[RefItem], dict[str, ArgumentRule]]) -> None:
+    """strict and in_order on plain lists: the greedy chain, the increasing runs and the direct
+    extensions of the longest chain give exactly what the searches give (errors, pairs, missing),
+    under argument rules (keyed or pairwise) and with parallel groups."""
+    from harness.agent import ordered
+    from harness.agent.reference import Graph
+
+    steps, items, rules = case
+    ref = compile_reference(items, rules=rules)
+    for strict in (True, False):
+        fast = ordered.align(ref, Graph(steps, ref), strict=strict)
+        assert fast == ordered.align(ref, Graph(steps, ref), strict=strict, shortcut=False), strict
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 12), max_size=3).map(lambda c: sorted(set(c))), max_size=14))
+def test_greedy_chain_is_the_longest_common_subsequence_found(columns: list[list[int]]) -> None:
+    from harness.agent.ordered import greedy, lcs
+
+    full = lcs(13, columns, shortcut=False)
+    found = greedy(columns)
+    assert found is None or found == full
+    assert lcs(13, columns) == full

@@ -171,7 +171,9 @@ def compile_reference(
     )
 
 
-def _step_class(step: Step, entry: Entry, tools: Mapping[str, ToolSpec] | None, members: Mapping[Any, tuple[int, ...]]) -> tuple[int | None, tuple[int, ...]]:
+def _step_class(
+    step: Step, entry: Entry, tools: Mapping[str, ToolSpec] | None, members: Mapping[Any, tuple[int, ...]]
+) -> tuple[int | None, tuple[int, ...]]:
     """The class of a step under a keyed rule (``(name, rule number, key of its arguments)``) as
     its class id (None when no reference call is in it) and the positions in it."""
     rule = entry.rule
