@@ -19,19 +19,21 @@ import json
 import math
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from scipy.optimize import linear_sum_assignment
 
 from harness.agent.arguments import arguments_match, canonical, equal, fast_key
 from harness.agent.match import (
     MAX_READINGS,
     MODES,
+    ReferenceCache,
     TrajectoryMatch,
     call_scores,
     compile_reference,
@@ -831,3 +833,87 @@ def test_greedy_chain_is_the_longest_common_subsequence_found(columns: list[list
     found = greedy(columns)
     assert found is None or found == full
     assert lcs(13, columns) == full
+
+
+# ---------------------------------------------------------------------------------------------
+# A run compiles each distinct reference once
+
+
+EXAMPLE_RUNS = Path(__file__).resolve().parent.parent / "examples" / "agent_runs.jsonl"
+
+
+def test_reference_cache_compiles_each_distinct_reference_once() -> None:
+    """References read separately but saying the same share one compilation; what tells them
+    apart (arguments' values, types and key order, optional, rules, the tools under a schema rule)
+    does not."""
+    cache = ReferenceCache()
+    base = [{"name": "a", "arguments": {"x": 1, "y": "b"}}, {"any_order": [{"name": "b"}, {"name": "c", "optional": True}]}]
+    parse = TypeAdapter(list[RefItem]).validate_python
+    first = cache.compile(parse(base))
+    for _ in range(5):
+        assert cache.compile(parse(json.loads(json.dumps(base)))) is first
+    assert (cache.misses, cache.hits) == (1, 5)
+    variants = [
+        [{"name": "a", "arguments": {"y": "b", "x": 1}}, base[1]],  # key order: written in missing calls
+        [{"name": "a", "arguments": {"x": 1.0, "y": "b"}}, base[1]],
+        [{"name": "a", "arguments": {"x": True, "y": "b"}}, base[1]],
+        [{"name": "a", "arguments": {"x": 1, "y": "b"}, "optional": True}, base[1]],
+        [{"name": "a", "arguments": {"x": 1, "y": "b"}, "match": {"mode": "ignore"}}, base[1]],
+        [base[0], {"one_of": [{"name": "b"}, {"name": "c", "optional": True}]}],
+    ]
+    for items in variants:
+        assert cache.compile(parse(items)) is not first
+    assert cache.misses == 1 + len(variants)
+    assert cache.compile(parse(base), rules={"a": ArgumentRule(fold=True)}) is not first
+    assert cache.compile(parse(base), default=ArgumentRule(mode="ignore")) is not first
+    # tools are read by a schema rule only: without one they are not part of the key
+    one = {"a": ToolSpec(name="a", parameters={"type": "object"})}
+    other = {"a": ToolSpec(name="a", parameters={"type": "object", "required": ["x"]})}
+    assert cache.compile(parse(base), tools=one) is first
+    schema = {"a": ArgumentRule(mode="schema")}
+    assert cache.compile(parse(base), rules=schema, tools=one) is not cache.compile(parse(base), rules=schema, tools=other)
+    assert cache.compile(parse(base), rules=schema, tools=one) is cache.compile(parse(base), rules=schema, tools=dict(one))
+    small = ReferenceCache(maxsize=2)
+    for items in variants:
+        small.compile(parse(items))
+    assert len(small) == 2 and small.misses == len(variants)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(made_steps(max_size=7), REFERENCES, st.sampled_from([None, {"a": ArgumentRule(fold=True)}, {"b": ArgumentRule(mode="schema")}]))
+def test_a_cached_reference_gives_the_same_answers(steps: list[Step], items: list[RefItem], rules: dict[str, ArgumentRule] | None) -> None:
+    tools = {"b": ToolSpec(name="b", parameters={"type": "object", "properties": {"x": {"type": "integer"}}})}
+    cache = ReferenceCache()
+    cache.compile([_shuffle(item, random.Random(0)) for item in items], rules=rules, tools=tools)  # another entry
+    for mode in MODES:
+        want = match_trajectory(steps, items, mode, rules=rules, tools=tools)
+        for _ in range(2):
+            got = match_trajectory(steps, cache.compile(items, rules=rules, tools=tools), mode)
+            assert got == want and got.missing_calls() == want.missing_calls()
+
+
+def test_agent_metrics_compile_a_task_reference_once() -> None:
+    """The run path (the output sink's agent metrics): the six runs of the example file hold two
+    references; each is compiled once, and every metric is what compiling per transcript gives."""
+    from harness.agent.metrics import agent_metrics
+    from harness.agent.specs import TrajectorySettings
+    from harness.transcripts.models import Transcript
+
+    transcripts = [Transcript.model_validate_json(line).resolved() for line in EXAMPLE_RUNS.read_text().splitlines()]
+    for settings_ in (TrajectorySettings(), TrajectorySettings("in_order", {"get_nav": ArgumentRule(mode="schema")})):
+        cache = ReferenceCache()
+        for t in transcripts:
+            want = agent_metrics(t.steps, t.tools, t.reference_trajectory, settings_)
+            assert agent_metrics(t.steps, t.tools, t.reference_trajectory, settings_, cache) == want
+        assert (cache.misses, cache.hits) == (2, 4)
+
+
+def test_the_output_sink_keeps_one_reference_cache(tmp_path: Path) -> None:
+    from harness.outputs.writer import OutputSink
+    from harness.transcripts.models import Transcript
+
+    sink = OutputSink(tmp_path, [], [], {})
+    for line in EXAMPLE_RUNS.read_text().splitlines():
+        sink._agent(Transcript.model_validate_json(line).resolved())
+    assert (sink.references.misses, sink.references.hits) == (2, 4)
+    sink.discard()

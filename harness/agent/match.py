@@ -69,10 +69,20 @@ from typing import Any, Literal, get_args
 
 from . import ordered
 from .records import ArgumentRule, RefCall, RefItem, ToolSpec
-from .reference import MAX_READINGS, Graph, Reading, Reference, assign, compile_reference
+from .reference import MAX_READINGS, Graph, Reading, Reference, ReferenceCache, assign, compile_reference
 from .steps import Step
 
-__all__ = ["MAX_READINGS", "MODES", "Mode", "Reference", "TrajectoryMatch", "call_scores", "compile_reference", "match_trajectory"]
+__all__ = [
+    "MAX_READINGS",
+    "MODES",
+    "Mode",
+    "Reference",
+    "ReferenceCache",
+    "TrajectoryMatch",
+    "call_scores",
+    "compile_reference",
+    "match_trajectory",
+]
 
 Mode = Literal["strict", "unordered", "subset", "superset", "in_order"]
 MODES: tuple[Mode, ...] = get_args(Mode)

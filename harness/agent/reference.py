@@ -11,7 +11,7 @@ the most required calls.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, product
 from typing import Any
@@ -169,6 +169,68 @@ def compile_reference(
         simple=simple,
         plain=simple and all(r[0][0][1] for r in items),
     )
+
+
+def _rule_key(rule: ArgumentRule | None) -> Hashable:
+    return None if rule is None else tuple([getattr(rule, name) for name in type(rule).model_fields])
+
+
+def _item_key(item: RefItem, rules: list[ArgumentRule]) -> Hashable:
+    """What a reference item says, exactly: ``repr`` tells ``1`` from ``1.0`` and ``True``, a list
+    from a tuple, and keeps the order of an object's keys (a missing call is written in it)."""
+    if isinstance(item, RefCall):
+        if item.match is not None:
+            rules.append(item.match)
+        return (item.name, None if item.arguments is None else repr(item.arguments), item.optional, _rule_key(item.match))
+    children = item.any_order if isinstance(item, AnyOrder) else item.one_of
+    return (type(item).__name__, tuple([_item_key(child, rules) for child in children]), item.optional)
+
+
+class ReferenceCache:
+    """Compiled references by what they say, so that a run compiles each distinct reference once
+    (the transcripts of a task usually carry the same one): :meth:`compile` is
+    :func:`compile_reference`, the answer kept for the next equal reference under equal rules.
+    The tools are part of the key only when a ``schema`` rule may read them (otherwise they are
+    not read, and the reference is compiled without them). Keeps the ``maxsize`` references used
+    last; ``hits`` and ``misses`` (= compilations) count the calls."""
+
+    def __init__(self, maxsize: int = 1024) -> None:
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+        self._compiled: dict[Hashable, Reference] = {}
+
+    def __len__(self) -> int:
+        return len(self._compiled)
+
+    def compile(
+        self,
+        reference: Sequence[RefItem],
+        *,
+        rules: Mapping[str, ArgumentRule] | None = None,
+        default: ArgumentRule | None = None,
+        tools: Mapping[str, ToolSpec] | None = None,
+    ) -> Reference:
+        used: list[ArgumentRule] = [default] if default is not None else []
+        items = tuple([_item_key(item, used) for item in reference])
+        named = tuple(sorted((name, _rule_key(rule)) for name, rule in rules.items())) if rules else None
+        if rules:
+            used += rules.values()
+        schema = any(rule.mode == "schema" for rule in used)
+        if not schema:
+            tools = None
+        declared = tuple(sorted((name, repr(spec.parameters)) for name, spec in tools.items())) if tools is not None else None
+        key = (items, named, _rule_key(default), declared)
+        found = self._compiled.pop(key, None)  # popped and put back: the last used is last
+        if found is None:
+            self.misses += 1
+            found = compile_reference(reference, rules=rules, default=default, tools=tools)
+            if len(self._compiled) >= self.maxsize:
+                del self._compiled[next(iter(self._compiled))]
+        else:
+            self.hits += 1
+        self._compiled[key] = found
+        return found
 
 
 def _step_class(
