@@ -19,19 +19,21 @@ import json
 import math
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from scipy.optimize import linear_sum_assignment
 
 from harness.agent.arguments import arguments_match, canonical, equal, fast_key
 from harness.agent.match import (
     MAX_READINGS,
     MODES,
+    ReferenceCache,
     TrajectoryMatch,
     call_scores,
     compile_reference,
@@ -763,3 +765,155 @@ def test_step_indices_are_reported() -> None:
     made = [Step(7, "a", {}, group=0), Step(9, "b", {}, group=1)]
     got = match_trajectory(made, [call("b")], "superset")
     assert got.pairs == ((0, 9),) and got.extra == (7,)
+
+
+# ---------------------------------------------------------------------------------------------
+# The shortcuts of the ordered modes give the searches' answers, pairs included
+
+RULE = st.sampled_from(
+    [
+        None,
+        ArgumentRule(),
+        ArgumentRule(fold=True),
+        ArgumentRule(mode="ignore"),
+        ArgumentRule(mode="fields", fields=("x",)),
+        ArgumentRule(tolerance=0.5),
+    ]
+)
+
+
+@st.composite
+def plain_case(draw: st.DrawFn) -> tuple[list[Step], list[RefItem], dict[str, ArgumentRule]]:
+    """A plain reference, argument rules for some tools, and steps that mostly follow the
+    reference (so that the shortcuts apply) with calls swapped, repeated, left out or added, and
+    runs of them made in one message (a parallel group)."""
+    items: list[RefItem] = draw(st.lists(st.builds(RefCall, name=NAME, arguments=ARG), max_size=10))
+    made = []
+    for i, c in enumerate(items):
+        if draw(st.integers(0, 5)) > 0:
+            made.append((c.name, c.arguments))
+        if draw(st.integers(0, 6)) == 0:
+            made.append(draw(st.tuples(NAME, ARG)))
+        if made and draw(st.integers(0, 8)) == 0:
+            j = draw(st.integers(0, len(made) - 1))
+            made[-1], made[j] = made[j], made[-1]
+        if i and draw(st.integers(0, 10)) == 0:
+            made.append((items[i - 1].name, items[i - 1].arguments))  # type: ignore[union-attr]
+    steps, group = [], -1
+    for s, (name, args) in enumerate(made):
+        if s == 0 or draw(st.integers(0, 3)) > 0:
+            group += 1
+        steps.append(step(s, name, {} if args is None else args, group=group))
+    rules = {name: rule for name in draw(st.lists(NAME, unique=True, max_size=2)) if (rule := draw(RULE)) is not None}
+    return steps, items, rules
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plain_case())
+def test_ordered_shortcuts_give_the_searches_answers(case: tuple[list[Step], list[RefItem], dict[str, ArgumentRule]]) -> None:
+    """strict and in_order on plain lists: the greedy chain, the increasing runs and the direct
+    extensions of the longest chain give exactly what the searches give (errors, pairs, missing),
+    under argument rules (keyed or pairwise) and with parallel groups."""
+    from harness.agent import ordered
+    from harness.agent.reference import Graph
+
+    steps, items, rules = case
+    ref = compile_reference(items, rules=rules)
+    for strict in (True, False):
+        fast = ordered.align(ref, Graph(steps, ref), strict=strict)
+        assert fast == ordered.align(ref, Graph(steps, ref), strict=strict, shortcut=False), strict
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 12), max_size=3).map(lambda c: sorted(set(c))), max_size=14))
+def test_greedy_chain_is_the_longest_common_subsequence_found(columns: list[list[int]]) -> None:
+    from harness.agent.ordered import greedy, lcs
+
+    full = lcs(13, columns, shortcut=False)
+    found = greedy(columns)
+    assert found is None or found == full
+    assert lcs(13, columns) == full
+
+
+# ---------------------------------------------------------------------------------------------
+# A run compiles each distinct reference once
+
+
+EXAMPLE_RUNS = Path(__file__).resolve().parent.parent / "examples" / "agent_runs.jsonl"
+
+
+def test_reference_cache_compiles_each_distinct_reference_once() -> None:
+    """References read separately but saying the same share one compilation; what tells them
+    apart (arguments' values, types and key order, optional, rules, the tools under a schema rule)
+    does not."""
+    cache = ReferenceCache()
+    base = [{"name": "a", "arguments": {"x": 1, "y": "b"}}, {"any_order": [{"name": "b"}, {"name": "c", "optional": True}]}]
+    parse = TypeAdapter(list[RefItem]).validate_python
+    first = cache.compile(parse(base))
+    for _ in range(5):
+        assert cache.compile(parse(json.loads(json.dumps(base)))) is first
+    assert (cache.misses, cache.hits) == (1, 5)
+    variants = [
+        [{"name": "a", "arguments": {"y": "b", "x": 1}}, base[1]],  # key order: written in missing calls
+        [{"name": "a", "arguments": {"x": 1.0, "y": "b"}}, base[1]],
+        [{"name": "a", "arguments": {"x": True, "y": "b"}}, base[1]],
+        [{"name": "a", "arguments": {"x": 1, "y": "b"}, "optional": True}, base[1]],
+        [{"name": "a", "arguments": {"x": 1, "y": "b"}, "match": {"mode": "ignore"}}, base[1]],
+        [base[0], {"one_of": [{"name": "b"}, {"name": "c", "optional": True}]}],
+    ]
+    for items in variants:
+        assert cache.compile(parse(items)) is not first
+    assert cache.misses == 1 + len(variants)
+    assert cache.compile(parse(base), rules={"a": ArgumentRule(fold=True)}) is not first
+    assert cache.compile(parse(base), default=ArgumentRule(mode="ignore")) is not first
+    # tools are read by a schema rule only: without one they are not part of the key
+    one = {"a": ToolSpec(name="a", parameters={"type": "object"})}
+    other = {"a": ToolSpec(name="a", parameters={"type": "object", "required": ["x"]})}
+    assert cache.compile(parse(base), tools=one) is first
+    schema = {"a": ArgumentRule(mode="schema")}
+    assert cache.compile(parse(base), rules=schema, tools=one) is not cache.compile(parse(base), rules=schema, tools=other)
+    assert cache.compile(parse(base), rules=schema, tools=one) is cache.compile(parse(base), rules=schema, tools=dict(one))
+    small = ReferenceCache(maxsize=2)
+    for items in variants:
+        small.compile(parse(items))
+    assert len(small) == 2 and small.misses == len(variants)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(made_steps(max_size=7), REFERENCES, st.sampled_from([None, {"a": ArgumentRule(fold=True)}, {"b": ArgumentRule(mode="schema")}]))
+def test_a_cached_reference_gives_the_same_answers(steps: list[Step], items: list[RefItem], rules: dict[str, ArgumentRule] | None) -> None:
+    tools = {"b": ToolSpec(name="b", parameters={"type": "object", "properties": {"x": {"type": "integer"}}})}
+    cache = ReferenceCache()
+    cache.compile([_shuffle(item, random.Random(0)) for item in items], rules=rules, tools=tools)  # another entry
+    for mode in MODES:
+        want = match_trajectory(steps, items, mode, rules=rules, tools=tools)
+        for _ in range(2):
+            got = match_trajectory(steps, cache.compile(items, rules=rules, tools=tools), mode)
+            assert got == want and got.missing_calls() == want.missing_calls()
+
+
+def test_agent_metrics_compile_a_task_reference_once() -> None:
+    """The run path (the output sink's agent metrics): the six runs of the example file hold two
+    references; each is compiled once, and every metric is what compiling per transcript gives."""
+    from harness.agent.metrics import agent_metrics
+    from harness.agent.specs import TrajectorySettings
+    from harness.transcripts.models import Transcript
+
+    transcripts = [Transcript.model_validate_json(line).resolved() for line in EXAMPLE_RUNS.read_text().splitlines()]
+    for settings_ in (TrajectorySettings(), TrajectorySettings("in_order", {"get_nav": ArgumentRule(mode="schema")})):
+        cache = ReferenceCache()
+        for t in transcripts:
+            want = agent_metrics(t.steps, t.tools, t.reference_trajectory, settings_)
+            assert agent_metrics(t.steps, t.tools, t.reference_trajectory, settings_, cache) == want
+        assert (cache.misses, cache.hits) == (2, 4)
+
+
+def test_the_output_sink_keeps_one_reference_cache(tmp_path: Path) -> None:
+    from harness.outputs.writer import OutputSink
+    from harness.transcripts.models import Transcript
+
+    sink = OutputSink(tmp_path, [], [], {})
+    for line in EXAMPLE_RUNS.read_text().splitlines():
+        sink._agent(Transcript.model_validate_json(line).resolved())
+    assert (sink.references.misses, sink.references.hits) == (2, 4)
+    sink.discard()

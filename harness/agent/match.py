@@ -69,10 +69,20 @@ from typing import Any, Literal, get_args
 
 from . import ordered
 from .records import ArgumentRule, RefCall, RefItem, ToolSpec
-from .reference import MAX_READINGS, Graph, Reading, Reference, assign, compile_reference
+from .reference import MAX_READINGS, Graph, Reading, Reference, ReferenceCache, assign, compile_reference
 from .steps import Step
 
-__all__ = ["MAX_READINGS", "MODES", "Mode", "Reference", "TrajectoryMatch", "call_scores", "compile_reference", "match_trajectory"]
+__all__ = [
+    "MAX_READINGS",
+    "MODES",
+    "Mode",
+    "Reference",
+    "ReferenceCache",
+    "TrajectoryMatch",
+    "call_scores",
+    "compile_reference",
+    "match_trajectory",
+]
 
 Mode = Literal["strict", "unordered", "subset", "superset", "in_order"]
 MODES: tuple[Mode, ...] = get_args(Mode)
@@ -162,6 +172,8 @@ def _count(queues: Mapping[Any, tuple[int, ...]], step_classes: Sequence[Any]) -
     owner: dict[int, int] = {}
     taken: dict[Any, int] = {}
     for s, key in enumerate(step_classes):
+        if key is None:
+            continue
         queue = queues.get(key)
         if queue is not None:
             used = taken.get(key, 0)
@@ -213,9 +225,9 @@ def match_trajectory(
     return TrajectoryMatch(
         mode=mode,
         matched=matched,
-        pairs=tuple(sorted((pos, steps[s].index) for pos, s in owner.items())),
+        pairs=tuple(sorted([(pos, steps[s].index) for pos, s in owner.items()])),
         missing=tuple(sorted(missing)),
-        extra=tuple(steps[s].index for s in range(n) if s not in used),
+        extra=tuple([step.index for s, step in enumerate(steps) if s not in used]),
         precision=precision,
         recall=recall,
         f1=f1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .checks import run_checks
-from .match import match_trajectory
+from .match import ReferenceCache, match_trajectory
 from .records import RefItem, ToolSpec
 from .specs import AgentMetric, TrajectorySettings
 from .steps import Step
@@ -19,17 +19,23 @@ def agent_metrics(
     tools: Sequence[ToolSpec] | None,
     reference: Sequence[RefItem] | None,
     settings: TrajectorySettings,
+    references: ReferenceCache | None = None,
 ) -> tuple[AgentMetric, ...]:
     """The metrics of :data:`SPECS` that apply to one transcript (``Resolved.steps``, ``.tools``,
     ``.reference_trajectory``), in their order. A metric whose input the transcript does not have
     at all does not apply and is left out (the trajectory metrics without a reference, the checks
-    without steps); a reference with no steps to match gives unscored trajectory metrics."""
+    without steps); a reference with no steps to match gives unscored trajectory metrics.
+    ``references``: where the run keeps its compiled references (each distinct one compiled once)."""
     out: list[AgentMetric] = []
     if reference is not None and steps is None:
         out += [AgentMetric(name, None, (), NO_STEPS) for name in TRAJECTORY]
     elif reference is not None and steps is not None:
         declared = {t.name: t for t in tools} if tools is not None else None
-        m = match_trajectory(steps, reference, settings.mode, rules=settings.arguments, default=settings.default, tools=declared)  # type: ignore[arg-type]
+        if references is not None:
+            compiled = references.compile(reference, rules=settings.arguments, default=settings.default, tools=declared)
+            m = match_trajectory(steps, compiled, settings.mode)  # type: ignore[arg-type]
+        else:
+            m = match_trajectory(steps, reference, settings.mode, rules=settings.arguments, default=settings.default, tools=declared)  # type: ignore[arg-type]
         extra = tuple(m.extra)
         why = None
         if not m.matched:

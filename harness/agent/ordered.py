@@ -5,7 +5,9 @@ missing calls plus extra steps; ``in_order``: missing calls), its pairs (positio
 missing positions; matched means no error. Which algorithm:
 
 - a plain list of required calls: a longest common subsequence (:func:`common`; ``in_order`` over
-  parallel groups: :func:`chains`);
+  parallel groups: :func:`chains`), found without a search in the common case where matching the
+  earliest possible call at each step leaves nothing better (:func:`greedy`, :func:`increasing`,
+  and :func:`chains` extending its longest chain directly): the same answer, pairs included;
 - a list of calls, some optional, against steps made one at a time: an edit distance or a longest
   common subsequence by a table (:func:`sequence`);
 - otherwise ``strict`` aligns items with groups (:func:`one_to_one`) and ``in_order`` runs the
@@ -14,7 +16,7 @@ missing positions; matched means no error. Which algorithm:
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import chain, product
 from typing import Any
@@ -22,25 +24,49 @@ from typing import Any
 from .reference import Graph, Reading, Reference, assign, augment
 
 
-def align(ref: Reference, graph: Graph, *, strict: bool) -> tuple[int, dict[int, int], list[int]]:
-    """``(errors, pairs, missing)`` of ``strict`` (``strict=True``) or ``in_order``."""
+def align(ref: Reference, graph: Graph, *, strict: bool, shortcut: bool = True) -> tuple[int, dict[int, int], list[int]]:
+    """``(errors, pairs, missing)`` of ``strict`` (``strict=True``) or ``in_order``. ``shortcut``:
+    take the shortcuts for plain lists (:func:`greedy`, :func:`increasing`), which give the same
+    answers as the searches (False for the tests that check so)."""
     if ref.simple:
         single = graph.single
         if ref.plain:
             if strict or single:
-                return common(ref, graph, strict)
-            return chains(ref, graph)
+                return common(ref, graph, strict, shortcut=shortcut)
+            found = increasing(ref, graph) if shortcut else None
+            return found if found is not None else chains(ref, graph, shortcut=shortcut)
         if single:
             return sequence(ref, graph, strict)
     return one_to_one(ref, graph) if strict else InOrder(ref, graph).solve()
 
 
-def lcs(count: int, columns: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+def greedy(columns: Sequence[Sequence[int]]) -> list[tuple[int, int]] | None:
+    """:func:`lcs` in the common case, or None: taking in each column its smallest item after the
+    last one taken leaves no column that may be matched unused. That is a longest common
+    subsequence (one item per such column, the most there can be), and the one Hunt and
+    Szymanski's method finds: the chain of each length it keeps is the one with the smallest last
+    item, which the greedy chain is."""
+    out: list[tuple[int, int]] = []
+    last = -1
+    for c, items in enumerate(columns):
+        if items:
+            if items[-1] <= last:
+                return None
+            last = items[0] if items[0] > last else items[bisect_right(items, last)]
+            out.append((last, c))
+    return out
+
+
+def lcs(count: int, columns: Sequence[Sequence[int]], *, shortcut: bool = True) -> list[tuple[int, int]]:
     """A longest common subsequence of items ``0..count-1`` and ``columns`` (``columns[c]``: the
     items column ``c`` may be matched to, in increasing order), as (item, column) pairs: Hunt and Szymanski's method
     (*A fast algorithm for computing longest common subsequences*, CACM 20(5), 1977): for each
     column, its items in decreasing order, each extending the chain ending at the smallest item
-    before it."""
+    before it. ``shortcut``: try :func:`greedy` first (the same answer; False for the tests)."""
+    if shortcut:
+        found = greedy(columns)
+        if found is not None:
+            return found
     ends: list[int] = [-1]  # ends[k]: the smallest last item of a common subsequence of length k
     links: list[Any] = [None]  # links[k]: (item, column, the link before) of that subsequence
     for c, items in enumerate(columns):
@@ -59,7 +85,7 @@ def lcs(count: int, columns: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     return out[::-1]
 
 
-def common(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, int], list[int]]:
+def common(ref: Reference, graph: Graph, strict: bool, *, shortcut: bool = True) -> tuple[int, dict[int, int], list[int]]:
     """Plain required calls: ``strict`` pairs items with groups in order (a pair leaves the group's
     other steps extra; an unpaired item is missing, an unpaired group extra), ``in_order`` with
     steps made one at a time pairs items with steps; either way the fewest errors are the most
@@ -67,11 +93,11 @@ def common(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, i
     by_step, q = graph.by_step, len(ref.items)
     owner: dict[int, int] = {}
     if graph.single:  # a group is a step
-        owner.update(lcs(q, by_step))
+        owner.update(lcs(q, by_step, shortcut=shortcut))
     else:
         groups = graph.groups
         columns = [by_step[g[0]] if len(g) == 1 else sorted({i for s in g for i in by_step[s]}) for g in groups]
-        for i, c in lcs(q, columns):
+        for i, c in lcs(q, columns, shortcut=shortcut):
             group = groups[c]
             owner[i] = group[0] if len(group) == 1 else next(s for s in group if i in by_step[s])
     missing = [i for i in range(q) if i not in owner]
@@ -87,7 +113,41 @@ def _reach(group: Sequence[int], by_step: Sequence[Sequence[int]]) -> dict[int, 
     return out
 
 
-def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:
+def increasing(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]] | None:
+    """:func:`chains` in the common case where it needs no search: every step may be matched to at
+    most one call, and the calls of each group are distinct and all after the previous groups'.
+    Then every such call extends the one longest chain (each group's run is all its calls, which
+    it holds at once, a step each), so the answer pairs each call with its step. None otherwise."""
+    by_step = graph.by_step
+    owner: dict[int, int] = {}
+    last = -1
+    for group in graph.groups:
+        if len(group) == 1:
+            calls = by_step[group[0]]
+            if calls:
+                if len(calls) > 1 or calls[0] <= last:
+                    return None
+                last = calls[0]
+                owner[last] = group[0]
+            continue
+        held = [(calls[0], s) for s in group if (calls := by_step[s])]
+        if not held:
+            continue
+        if any(len(by_step[s]) > 1 for _, s in held):
+            return None
+        held.sort()
+        previous = last
+        for x, s in held:
+            if x <= previous:
+                return None  # a call before the chain's end, or two steps of the group for one call
+            owner[x] = s
+            previous = x
+        last = previous
+    missing = [i for i in range(len(ref.items)) if i not in owner]
+    return len(missing), owner, missing
+
+
+def chains(ref: Reference, graph: Graph, *, shortcut: bool = True) -> tuple[int, dict[int, int], list[int]]:
     """``in_order`` of plain required calls over parallel groups: the most calls matched in order,
     a group holding any run of them that one matching can. Hunt and Szymanski's method (see
     :func:`lcs`) with a group for a column: ``ends[k]`` is the smallest last call of an ordered
@@ -95,14 +155,26 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
     each call ``x`` it may hold with the calls it can hold at once from ``x`` on, taken greedily in
     order. Greedy is optimal there: the calls one group can hold form a transversal matroid, whose
     greedy basis has the smallest ``t``-th element for every ``t`` (Gale, *Optimal assignments in
-    an ordered set*, J. Comb. Theory 4, 1968)."""
+    an ordered set*, J. Comb. Theory 4, 1968). ``shortcut``: extend the longest chain directly
+    where the search would (the same answer; False for the tests)."""
     q = len(ref.items)
     ends: list[int] = [-1]  # ends[k]: as above for a chain of k calls (ends[0]: the empty chain)
     links: list[Any] = [None]  # links[k]: (group, its calls, the link before) of that chain
     by_step, groups = graph.by_step, graph.groups
     for g, group in enumerate(groups):
         if len(group) == 1:  # one step: Hunt and Szymanski's own update, calls in decreasing order
-            for x in reversed(by_step[group[0]]):  # each list is by position
+            calls = by_step[group[0]]
+            if shortcut and len(calls) == 1:  # the usual step: one call it may be matched to
+                x = calls[0]
+                if x > ends[-1]:
+                    links.append((g, x, links[-1]))
+                    ends.append(x)
+                else:
+                    k = bisect_left(ends, x)
+                    if x < ends[k]:
+                        ends[k], links[k] = x, (g, x, links[k - 1])
+                continue
+            for x in reversed(calls):  # each list is by position
                 k = bisect_left(ends, x)
                 if k == len(ends):
                     ends.append(x)
@@ -110,12 +182,30 @@ def chains(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]
                 elif x < ends[k]:
                     ends[k], links[k] = x, (g, x, links[k - 1])
             continue
-        reach = _reach(group, by_step)
-        if not reach:
-            continue
-        touching = sorted(reach)
-        # each call with a step of its own: any of them fit at once, no matching needed
-        free = all(len(v) == 1 for v in reach.values()) and len({v[0] for v in reach.values()}) == len(reach)
+        held_calls = [by_step[s] for s in group]
+        reach: dict[int, list[int]] = {}
+        if all(len(c) <= 1 for c in held_calls):
+            touching = sorted([c[0] for c in held_calls if c])
+            if not touching:
+                continue
+            # each call with a step of its own: any of them fit at once, no matching needed
+            free = len(set(touching)) == len(touching)
+            if shortcut and free and touching[0] > ends[-1]:
+                # all after the longest chain: each run below begins at its end, and the first
+                # (all the calls) is the longest, so the update is to extend it by them
+                before = links[-1]
+                for r, x in enumerate(touching):
+                    ends.append(x)
+                    links.append((g, tuple(touching[: r + 1]), before))
+                continue
+        else:
+            free = False
+        if not free:
+            reach = _reach(group, by_step)
+            if not reach:
+                continue
+            touching = sorted(reach)
+            free = all(len(v) == 1 for v in reach.values()) and len({v[0] for v in reach.values()}) == len(reach)
         new_ends, new_links = list(ends), list(links)
         last_k = -1
         for a, first in enumerate(touching):

@@ -11,7 +11,7 @@ the most required calls.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator, Mapping, Sequence
+from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, product
 from typing import Any
@@ -39,8 +39,8 @@ class Entry:
     positions: tuple[int, ...]
     #: the rule is keyed (an equivalence)
     keyed: bool
-    #: keyed: the fast key (:func:`~.arguments.fast_key`) of a call's arguments → (class, positions)
-    fast: Mapping[bytes, tuple[Any, tuple[int, ...]]]
+    #: keyed: the fast key (:func:`~.arguments.fast_key`) of a call's arguments → (class id, positions)
+    fast: Mapping[bytes, tuple[int, tuple[int, ...]]]
     #: the fast key is the JSON text of the whole arguments (``exact``, no folding)
     whole: bool
 
@@ -53,20 +53,21 @@ class Reference:
     #: per top-level item, its readings
     items: tuple[tuple[Reading, ...], ...]
     tools: Mapping[str, ToolSpec] | None
-    #: per position: its rule, and its class ``(name, rule number, key)`` when the rule is keyed
+    #: per position: its rule, and its class id when the rule is keyed (the first position of the
+    #: class ``(name, rule number, key)``: an int, cheap to hash where a nested key is not)
     rules: tuple[ArgumentRule, ...]
-    classes: tuple[Any, ...]
+    classes: tuple[int | None, ...]
     #: per tool name, one entry per rule its calls are read by
     by_name: Mapping[str, tuple[Entry, ...]]
-    #: keyed positions by class
+    #: keyed positions by class ``(name, rule number, key)``; their class id is the first
     members: Mapping[Any, tuple[int, ...]]
     #: per tool name read by one ``exact`` rule without folding: its calls' JSON texts (Entry.fast)
-    texts: Mapping[str, Mapping[bytes, tuple[Any, tuple[int, ...]]]]
+    texts: Mapping[str, Mapping[bytes, tuple[int, tuple[int, ...]]]]
     #: every tool name has one rule, keyed: a step belongs to one class and matching is counting
     partition: bool
     #: every reading of the whole reference: its calls, how many are required, and (with a
-    #: partition) its calls by class, required first, each kind by position
-    readings: tuple[tuple[Reading, int, Mapping[Any, tuple[int, ...]] | None], ...]
+    #: partition) its calls by class id, required first, each kind by position
+    readings: tuple[tuple[Reading, int, Mapping[int, tuple[int, ...]] | None], ...]
     #: every item is one call with one reading
     simple: bool
     #: simple, and no call is optional
@@ -115,7 +116,7 @@ def compile_reference(
     for rule in by_pos:
         if id(rule) not in by_id:
             by_id[id(rule)] = (by_value.setdefault(rule, len(by_value)), keyed(rule))
-    classes: list[Any] = []
+    classes: list[int | None] = []
     positions: dict[tuple[str, int], list[int]] = {}
     members: dict[Any, list[int]] = {}
     texts: dict[tuple[str, int], dict[bytes, Any]] = {}
@@ -126,8 +127,9 @@ def compile_reference(
             classes.append(None)
             continue
         key = (call.name, number, argument_key(call.arguments, rule, reference=True))
-        classes.append(key)
-        members.setdefault(key, []).append(pos)
+        where = members.setdefault(key, [])
+        where.append(pos)
+        classes.append(where[0])
         text = fast_key(call.arguments, rule) if call.arguments is not None else None
         if text is not None:
             texts.setdefault((call.name, number), {})[text] = key
@@ -135,16 +137,17 @@ def compile_reference(
     by_name: dict[str, list[Entry]] = {}
     for (name, number), where in positions.items():
         rule = by_pos[where[0]]
-        fast = {text: (key, frozen[key]) for text, key in texts.get((name, number), {}).items()}
+        fast = {text: (frozen[key][0], frozen[key]) for text, key in texts.get((name, number), {}).items()}
         whole = rule.mode == "exact" and not rule.fold
         by_name.setdefault(name, []).append(Entry(name, number, rule, tuple(where), by_id[id(rule)][1], fast, whole))
     partition = all(len(e) == 1 and e[0].keyed for e in by_name.values())
+    by_class = {p[0]: p for p in frozen.values()}
     readings = []
     for reading in flat:
         required = sum(req for _, req in reading)
         queues: Mapping[Any, tuple[int, ...]] | None = None
         if partition and required == len(calls):
-            queues = frozen  # every call, every one required: the classes themselves
+            queues = by_class  # every call, every one required: the classes themselves
         elif partition:
             lists: dict[Any, list[int]] = {}
             for pos, _ in sorted(reading, key=lambda c: (not c[1], c[0])):
@@ -168,20 +171,88 @@ def compile_reference(
     )
 
 
-def _step_key(step: Step, entry: Entry, tools: Mapping[str, ToolSpec] | None) -> Any:
-    """The class of a step under a keyed rule: ``(name, rule number, key of its arguments)``."""
+def _rule_key(rule: ArgumentRule | None) -> Hashable:
+    return None if rule is None else tuple([getattr(rule, name) for name in type(rule).model_fields])
+
+
+def _item_key(item: RefItem, rules: list[ArgumentRule]) -> Hashable:
+    """What a reference item says, exactly: ``repr`` tells ``1`` from ``1.0`` and ``True``, a list
+    from a tuple, and keeps the order of an object's keys (a missing call is written in it)."""
+    if isinstance(item, RefCall):
+        if item.match is not None:
+            rules.append(item.match)
+        return (item.name, None if item.arguments is None else repr(item.arguments), item.optional, _rule_key(item.match))
+    children = item.any_order if isinstance(item, AnyOrder) else item.one_of
+    return (type(item).__name__, tuple([_item_key(child, rules) for child in children]), item.optional)
+
+
+class ReferenceCache:
+    """Compiled references by what they say, so that a run compiles each distinct reference once
+    (the transcripts of a task usually carry the same one): :meth:`compile` is
+    :func:`compile_reference`, the answer kept for the next equal reference under equal rules.
+    The tools are part of the key only when a ``schema`` rule may read them (otherwise they are
+    not read, and the reference is compiled without them). Keeps the ``maxsize`` references used
+    last; ``hits`` and ``misses`` (= compilations) count the calls."""
+
+    def __init__(self, maxsize: int = 1024) -> None:
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+        self._compiled: dict[Hashable, Reference] = {}
+
+    def __len__(self) -> int:
+        return len(self._compiled)
+
+    def compile(
+        self,
+        reference: Sequence[RefItem],
+        *,
+        rules: Mapping[str, ArgumentRule] | None = None,
+        default: ArgumentRule | None = None,
+        tools: Mapping[str, ToolSpec] | None = None,
+    ) -> Reference:
+        used: list[ArgumentRule] = [default] if default is not None else []
+        items = tuple([_item_key(item, used) for item in reference])
+        named = tuple(sorted((name, _rule_key(rule)) for name, rule in rules.items())) if rules else None
+        if rules:
+            used += rules.values()
+        schema = any(rule.mode == "schema" for rule in used)
+        if not schema:
+            tools = None
+        declared = tuple(sorted((name, repr(spec.parameters)) for name, spec in tools.items())) if tools is not None else None
+        key = (items, named, _rule_key(default), declared)
+        found = self._compiled.pop(key, None)  # popped and put back: the last used is last
+        if found is None:
+            self.misses += 1
+            found = compile_reference(reference, rules=rules, default=default, tools=tools)
+            if len(self._compiled) >= self.maxsize:
+                del self._compiled[next(iter(self._compiled))]
+        else:
+            self.hits += 1
+        self._compiled[key] = found
+        return found
+
+
+def _step_class(
+    step: Step, entry: Entry, tools: Mapping[str, ToolSpec] | None, members: Mapping[Any, tuple[int, ...]]
+) -> tuple[int | None, tuple[int, ...]]:
+    """The class of a step under a keyed rule (``(name, rule number, key of its arguments)``) as
+    its class id (None when no reference call is in it) and the positions in it."""
     rule = entry.rule
     if rule.mode == "ignore":
-        return (entry.name, entry.number, ())
-    parsed = step.arguments_error is None
-    arguments = {} if step.arguments is None else step.arguments
-    if parsed and entry.fast:
-        hit = entry.fast.get(fast_key(arguments, rule))  # type: ignore[arg-type]
-        if hit is not None:
-            return hit[0]
-    spec = tools.get(step.name) if tools else None
-    schema = spec.parameters if spec is not None else None
-    return (entry.name, entry.number, argument_key(arguments, rule, parsed=parsed, schema=schema))
+        key: Any = (entry.name, entry.number, ())
+    else:
+        parsed = step.arguments_error is None
+        arguments = {} if step.arguments is None else step.arguments
+        if parsed and entry.fast:
+            hit = entry.fast.get(fast_key(arguments, rule))  # type: ignore[arg-type]
+            if hit is not None:
+                return hit
+        spec = tools.get(step.name) if tools else None
+        schema = spec.parameters if spec is not None else None
+        key = (entry.name, entry.number, argument_key(arguments, rule, parsed=parsed, schema=schema))
+    where = members.get(key, ())
+    return (where[0] if where else None), where
 
 
 class Graph:
@@ -193,8 +264,8 @@ class Graph:
         self.steps = steps
         #: per step, the positions it may be matched to, in increasing order
         by_step: list[Sequence[int]] = []
-        #: with a partition, each step's class (None: no reference call has its name)
-        classes: list[Any] = []
+        #: with a partition, each step's class id (None: no reference call is in its class)
+        classes: list[int | None] = []
         by_name, members, calls, tools, texts = ref.by_name, ref.members, ref.calls, ref.tools, ref.texts
         dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
         for step in steps:
@@ -217,41 +288,41 @@ class Graph:
                 classes.append(None)
                 continue
             found: list[int] = []
-            key = None
+            cid = None
             for entry in entries:
                 if entry.keyed:
-                    key = _step_key(step, entry, tools)
-                    found += members.get(key, ())
+                    cid, where = _step_class(step, entry, tools, members)
+                    found += where
                 else:
                     found += [p for p in entry.positions if arguments_match(step, calls[p], entry.rule, tools)]
-            classes.append(key if len(entries) == 1 else None)
+            classes.append(cid if len(entries) == 1 else None)
             by_step.append(sorted(found) if len(entries) > 1 else found)
         self.by_step = by_step
         self.classes = classes if ref.partition else None
-        self._groups: list[tuple[int, ...]] | None = None
+        self._groups: list[list[int]] | None = None
 
     @property
     def single(self) -> bool:
         """Whether every parallel group holds one step (no two steps in a row share a group)."""
-        if self._groups is not None:
-            return len(self._groups) == len(self.steps)
-        marks = [step.group for step in self.steps]
-        return not any(a is not None and a == b for a, b in zip(marks, marks[1:], strict=False))
+        return len(self.groups) == len(self.steps)
 
     @property
-    def groups(self) -> list[tuple[int, ...]]:
+    def groups(self) -> list[list[int]]:
         """The steps' parallel groups in order, as step positions: a run of steps with one
         ``group``; a step without a group is a group of its own."""
         if self._groups is None:
             groups: list[list[int]] = []
+            current: list[int] = []
             previous: int | None = None
             for s, step in enumerate(self.steps):
-                if groups and step.group is not None and step.group == previous:
-                    groups[-1].append(s)
+                mark = step.group
+                if mark is not None and mark == previous:
+                    current.append(s)
                 else:
-                    groups.append([s])
-                previous = step.group
-            self._groups = [tuple(g) for g in groups]
+                    current = [s]
+                    groups.append(current)
+                previous = mark
+            self._groups = groups
         return self._groups
 
     def by_pos(self, count: int) -> list[list[int]]:

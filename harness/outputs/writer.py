@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..agent.match import ReferenceCache
 from ..agent.metrics import agent_metrics
 from ..agent.specs import BOUNDED, SPECS, TrajectorySettings
 from ..config import JudgeConfig
@@ -59,6 +60,8 @@ class OutputSink:
         self.rubrics = {r.name: r for r in rubrics}
         self.judges = judges
         self.trajectory = trajectory or TrajectorySettings()
+        #: the run's compiled reference trajectories: each distinct one is compiled once
+        self.references = ReferenceCache()
         #: what a composite may weigh: the run's rubrics and the bounded agent metrics
         self.scales: dict[str, Any] = {**{name: SPECS[name] for name in BOUNDED}, **self.rubrics}
         # A composite is computed when every rubric it weighs is part of the run.
@@ -164,7 +167,7 @@ class OutputSink:
         reference), as its results row holds them; None when it says nothing."""
         if transcript.steps is None and transcript.reference_trajectory is None:
             return None
-        metrics = agent_metrics(transcript.steps, transcript.tools, transcript.reference_trajectory, self.trajectory)
+        metrics = agent_metrics(transcript.steps, transcript.tools, transcript.reference_trajectory, self.trajectory, self.references)
         return AgentRow(
             values={m.name: m.value for m in metrics},
             unscored={m.name: m.reason for m in metrics if m.value is None and m.reason is not None},
