@@ -23,7 +23,7 @@ RACE_FLAGS = ("config", "model", "base_url", "api_key_env", "concurrency", "cach
 def race(
     a: Annotated[Path, typer.Argument(help="Agent A's transcripts (JSONL).")],
     b: Annotated[Path, typer.Argument(help="Agent B's transcripts (JSONL), paired with A's by id.")],
-    metric: Annotated[str, typer.Option("--metric", help="The rubric or composite to compare.")],
+    metric: Annotated[str, typer.Option("--metric", help="The rubric, composite or bounded agent metric (trajectory_f1, ...: no judge) to compare.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for a/, b/, sequence.jsonl and race.json.")],
     judge: JudgeOptions,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
