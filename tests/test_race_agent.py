@@ -16,7 +16,7 @@ from harness.cli import app
 from harness.errors import UserInputError
 from harness.stats.sequential import PairedDifferenceCS
 from harness.workflows.race import RaceOptions, race
-from tests.e2e_support import KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
+from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -137,3 +137,31 @@ def test_race_on_an_agent_metric_from_the_command_line(tmp_path: Path) -> None:
     assert "after 20 of 30 pairs: 0 judgments, $0.0000" in done.output
     decision = json.loads((tmp_path / "race" / "race.json").read_text())
     assert (decision["judge"], decision["cost_usd"], decision["pairs_judged"]) == (None, 0.0, 20)
+
+
+def test_a_composite_of_a_rubric_and_an_agent_metric_judges_only_the_rubric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relevance is judged (0.5 on both sides, by the test judge's marker), trajectory_f1 comes
+    with the run (A 1/2, B 1): the composite's B − A is 1/4 on every pair, one request per side and
+    pair, none for the agent metric."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    a, b = _sides(tmp_path, 60)
+    for path, side in ((a, "a"), (b, "b")):  # other texts: B's judgments are not A's from the cache
+        rows = read_jsonl(path)
+        write_jsonl(path, [{**r, "query": r["query"] + f" [[score=0.5]] {side}"} for r in rows])
+    with serve() as server:
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url)], {"both": {"relevance": 0.5, "trajectory_f1": 0.5}})
+        result = asyncio.run(
+            race(RaceOptions(a=a, b=b, out=tmp_path / "race", metric="both", config=tmp_path / "harness.toml", cache=tmp_path / "c.sqlite"))
+        )
+        sent = len(server.requests)
+    assert (result.stop, result.better, result.judge) == ("decided", "B", "j")
+    assert sent == result.judgments == 2 * result.pairs_judged
+    assert {r["rubric"] for r in read_jsonl(tmp_path / "race" / "a" / "judgments.jsonl")} == {"relevance"}
+    assert result.looks[-1].mean == pytest.approx(0.25)
+
+
+def test_a_composite_of_agent_metrics_only_is_refused_in_one_line(tmp_path: Path) -> None:
+    a, b = _sides(tmp_path, 5)
+    write_config(tmp_path / "harness.toml", [], {"path": {"trajectory_f1": 0.5, "trajectory_match": 0.5}})
+    with pytest.raises(UserInputError, match="--metric 'path': the composite weighs only agent metrics"):
+        asyncio.run(race(RaceOptions(a=a, b=b, out=tmp_path / "race", metric="path", config=tmp_path / "harness.toml")))
