@@ -12,7 +12,10 @@ Vocabulary:
 - **turn**: the assistant message (model turn) that made the call, counted from 0;
 - **group**: the parallel group: calls made in one assistant message, or whose spans overlap in
   time, share a group; groups are numbered in order from 0;
-- **call_id**: the id that links a call and its result (``tool_call_id``, ``tool_use_id``).
+- **call_id**: the id that links a call and its result (``tool_call_id``, ``tool_use_id``);
+- **span_id**: the span of a trace that recorded the call's run (an OTel ``execute_tool`` span,
+  an OpenInference TOOL span), when the steps came from one: ``harness export`` puts what is found
+  about the step on that span.
 
 A step's ``arguments`` are the parsed JSON (``None`` when there were none, or they were not valid
 JSON: then ``arguments_error`` says why and ``arguments_raw`` keeps the text as written).
@@ -46,6 +49,8 @@ class Step:
     call_id: str | None = None
     start_s: float | None = None
     end_s: float | None = None
+    #: the id of the trace span of the call's run (hex), when the steps came from a trace
+    span_id: str | None = None
 
     @property
     def duration_ms(self) -> float | None:
@@ -61,7 +66,7 @@ class Step:
             out["arguments"] = self.arguments_raw
         elif self.arguments is not None:
             out["arguments"] = self.arguments
-        for key in ("result", "error", "turn", "group", "call_id"):
+        for key in ("result", "error", "turn", "group", "call_id", "span_id"):
             value = getattr(self, key)
             if value is not None:
                 out["id" if key == "call_id" else key] = value
