@@ -17,6 +17,11 @@ Vocabulary:
   an OpenInference TOOL span), when the steps came from one: ``harness export`` puts what is found
   about the step on that span.
 
+A result goes to the call with its id; a result with no id to the oldest call not yet answered. A
+result whose id no call has (an orphan), or whose call already has a result (a duplicate: a tool
+message repeated, or a second answer to one call), is dropped: the step keeps its first result,
+and a duplicate never goes to another call, which would give that call a result it never had.
+
 A step's ``arguments`` are the parsed JSON (``None`` when there were none, or they were not valid
 JSON: then ``arguments_error`` says why and ``arguments_raw`` keeps the text as written).
 """
@@ -126,7 +131,8 @@ def _failed(message: Any) -> bool:
 
 
 class _Builder:
-    """Collects steps in call order and attaches results by id, else to the oldest unanswered call."""
+    """Collects steps in call order and attaches results by id, else (no id) to the oldest
+    unanswered call; orphan and duplicate results are dropped (the module docstring's rule)."""
 
     def __init__(self) -> None:
         self.steps: list[Step] = []
@@ -146,14 +152,16 @@ class _Builder:
         self._open.append(index)
 
     def result(self, call_id: str | None, text: str | None, failed: bool) -> bool:
-        """Attach a result; False when no call is waiting for it (an orphan result)."""
-        index = self._by_id.get(call_id) if call_id is not None else None
-        if index is None or index not in self._open:
-            if call_id is not None and index is None:
+        """Attach a result; False when it is dropped: no call has its id (an orphan), its call
+        already has a result (a duplicate), or it has no id and every call is answered."""
+        if call_id is not None:
+            index = self._by_id.get(call_id)
+            if index is None or index not in self._open:
                 return False
-            if not self._open:
-                return False
+        elif self._open:
             index = self._open[0]
+        else:
+            return False
         self._open.remove(index)
         self.steps[index] = replace(self.steps[index], result=text, failed=failed, error=text if failed else None)
         return True
