@@ -93,18 +93,18 @@ class ExportResult:
 
 @dataclass(frozen=True, slots=True)
 class TraceLink:
-    """Where a transcript read from a trace is: its trace and span, and its steps (each with the
-    span of its tool's run, when the trace recorded one)."""
+    """A transcript of the run's input: its trace and span when it was read from a trace (else
+    None), and its steps (each with the span of its tool's run, when the trace recorded one)."""
 
-    trace_id: str
-    span_id: str
+    trace_id: str | None
+    span_id: str | None
     steps: tuple[Step, ...] = ()
     #: the end of the transcript's last span: when a created step span of unknown time is put
     last_end_s: float | None = None
 
     @property
-    def ids(self) -> tuple[str, str]:
-        return self.trace_id, self.span_id
+    def ids(self) -> tuple[str, str] | None:
+        return (self.trace_id, self.span_id) if self.trace_id is not None and self.span_id is not None else None
 
 
 @dataclass(slots=True)
@@ -133,16 +133,18 @@ def _run_input(run_dir: Path, given: Path | None) -> Path | None:
 
 
 def trace_links(input_path: Path | None, input_format: str) -> dict[str, TraceLink]:
-    """``transcript id -> TraceLink`` for transcripts read from traces."""
+    """``transcript id -> TraceLink`` for every transcript of the run's input (its trace ids when
+    it was read from a trace)."""
     if input_path is None or not input_path.is_file():
         return {}
     links = {}
     for _, record in iter_transcripts(input_path, on_bad="skip", format=input_format):
         meta = record.metadata or {}
-        if isinstance(meta.get("trace_id"), str) and isinstance(meta.get("span_id"), str):
-            steps = record.resolved().steps or ()
-            last = max((span.end_s for span in record.spans or ()), default=None)
-            links[record.id] = TraceLink(meta["trace_id"], meta["span_id"], steps, last)
+        trace_id, span_id = meta.get("trace_id"), meta.get("span_id")
+        linked = isinstance(trace_id, str) and isinstance(span_id, str)
+        steps = record.resolved().steps or ()
+        last = max((span.end_s for span in record.spans or ()), default=None)
+        links[record.id] = TraceLink(trace_id if linked else None, span_id if linked else None, steps, last)
     return links
 
 
@@ -330,14 +332,14 @@ class _Placer:
 
     def place(self, row: dict[str, Any], now_ns: int) -> tuple[tuple[str, str] | None, Step | None]:
         link = self.links.get(row["transcript_id"])
-        if row.get("kind") != STEP_FINDING:
-            return (link.ids if link is not None else None), None
         if link is None:
             return None, None
+        if row.get("kind") != STEP_FINDING:
+            return link.ids, None
         index = row["step"]
         step = link.steps[index] if 0 <= index < len(link.steps) else None
-        if step is None:  # the input no longer holds the step: on the transcript's span
-            return link.ids, None
+        if link.trace_id is None or step is None:  # no trace, or the input no longer holds the step
+            return link.ids, step
         if step.span_id is not None:
             return (link.trace_id, step.span_id), step
         span_id = step_span_id(link, index)
@@ -376,7 +378,7 @@ def write_otel(rows: Iterator[dict[str, Any]], links: Mapping[str, TraceLink], o
 def _table_rows(rows: Iterator[dict[str, Any]], links: Mapping[str, TraceLink]) -> Iterator[dict[str, Any]]:
     for row in rows:
         link = links.get(row["transcript_id"])
-        trace_id, span_id = link.ids if link is not None else (None, None)
+        trace_id, span_id = (link.ids if link is not None else None) or (None, None)
         yield {**{c: row.get(c) for c in COLUMNS}, "trace_id": trace_id, "span_id": span_id, "kind": row.get("kind", JUDGMENT)}
 
 

@@ -250,3 +250,33 @@ def _same_as_the_otel_sdk(span: dict[str, Any]) -> None:
     FileSpanExporter(stream=stream).export([readable])
     (sdk,) = [s for rs in json.loads(stream.getvalue())["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
     assert sdk == span
+
+
+def test_findings_of_a_transcript_with_no_trace_are_unlinked_and_make_no_span(tmp_path: Path) -> None:
+    record = {
+        "id": "plain",
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "timeout", "is_error": True},
+            {"role": "assistant", "content": "I could not find out."},
+        ],
+    }
+    (tmp_path / "t.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    (tmp_path / "evaluations.spans.otlp.jsonl").write_text("an earlier export's spans\n", encoding="utf-8")
+    options = RunOptions(input=tmp_path / "t.jsonl", out=tmp_path / "run", agent_only=True, progress=False)
+    assert asyncio.run(asyncio.wait_for(run_evaluation(options), timeout=60)).exit_code == 0
+    with deadline(60):
+        done = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--out", str(tmp_path / "evaluations.otlp.jsonl")], env=ENV)
+    assert done.exit_code == 0, done.output
+    assert "1 step findings, 0 on their step's span" in done.output
+    records = [
+        r for d in read_jsonl(tmp_path / "evaluations.otlp.jsonl") for rl in d["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]
+    ]
+    (finding,) = [r for r in records if _attrs(r)["harness.kind"] == "agent_step_finding"]
+    assert "traceId" not in finding and _attrs(finding)["gen_ai.evaluation.explanation"] == "step 0 (weather): the call failed: timeout"
+    assert not (tmp_path / "evaluations.spans.otlp.jsonl").exists()  # the stale file is not left to be mistaken for this export's
