@@ -33,7 +33,7 @@ def race(
     max_pairs: Annotated[int | None, typer.Option(help="Judge at most this many pairs.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random order in which pairs are judged.")] = 0,
 ) -> None:
-    """Compare agent B with agent A on one rubric, judging pairs in rounds until the answer is sure."""
+    """Compare agent B with agent A on one rubric, composite or agent metric, in rounds of pairs until the answer is sure."""
     from ..workflows.race import Look, RaceOptions
     from ..workflows.race import race as run_race
 
