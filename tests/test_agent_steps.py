@@ -175,3 +175,48 @@ def test_step_as_dict_round_trips_through_a_steps_list() -> None:
     steps = resolve(openai_record()).steps
     again = resolve({"id": "r", "query": "q", "response": "r", "steps": [s.as_dict() for s in steps]}).steps
     assert again == steps
+
+
+def test_a_second_result_for_an_answered_call_is_dropped_not_given_to_another_call() -> None:
+    """c1 is answered twice (a repeated tool message); c2 is still waiting when the duplicate
+    comes. The duplicate is dropped: c1 keeps its first result and c2 gets only its own, later."""
+    record = {
+        "id": "dup",
+        "messages": [
+            {"role": "user", "content": "Weather in Paris and Rome."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+                    {"id": "c2", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Rome"}'}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+            {"role": "tool", "tool_call_id": "c1", "content": "timeout", "is_error": True},
+            {"role": "assistant", "content": "Paris is 18C; Rome unknown."},
+        ],
+    }
+    steps = resolve(record).steps
+    assert [(s.call_id, s.result, s.failed, s.error) for s in steps] == [("c1", "18C", False, None), ("c2", None, False, None)]
+    # c2's own result, arriving after the duplicate, is still c2's
+    record["messages"].insert(4, {"role": "tool", "tool_call_id": "c2", "content": "21C"})
+    steps = resolve(record).steps
+    assert [(s.call_id, s.result) for s in steps] == [("c1", "18C"), ("c2", "21C")]
+
+
+def test_a_result_without_an_id_goes_to_the_oldest_unanswered_call_and_is_dropped_when_none_is() -> None:
+    record = {
+        "id": "anon",
+        "messages": [
+            {"role": "user", "content": "Two lookups."},
+            {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "a", "arguments": "{}"}}]},
+            {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "b", "arguments": "{}"}}]},
+            {"role": "tool", "content": "first"},
+            {"role": "tool", "content": "second"},
+            {"role": "tool", "content": "third: nobody asked"},
+            {"role": "assistant", "content": "done"},
+        ],
+    }
+    steps = resolve(record).steps
+    assert [(s.name, s.result) for s in steps] == [("a", "first"), ("b", "second")]

@@ -114,7 +114,7 @@ def test_bad_options_are_one_line(tmp_path: Path) -> None:
     a, b = _sides(tmp_path, 5, [0.2], [0.9])
     with serve() as server:
         write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
-        with pytest.raises(UserInputError, match="no such rubric or composite"):
+        with pytest.raises(UserInputError, match="no such rubric, composite or agent metric"):
             asyncio.run(race(RaceOptions(a=a, b=b, out=tmp_path / "r", metric="nope", config=tmp_path / "harness.toml")))
         write_jsonl(tmp_path / "c.jsonl", [{"id": "other", "query": "q", "response": "r"}])
         with pytest.raises(UserInputError, match="share no transcript id"):
@@ -216,7 +216,7 @@ def test_outputs_hold_exactly_the_judgments_the_decision_used(tmp_path: Path) ->
         (["--margin", "inf"], 2, "--margin must be a positive finite number"),
         (["--alpha", "nan"], 2, "--alpha must be between 0 and 1"),
         (["--concurrency", "0"], 2, "--concurrency must be at least 1"),
-        (["--metric", "hallucination", "--metric", "nope"], 2, "--metric 'nope': no such rubric or composite"),
+        (["--metric", "hallucination", "--metric", "nope"], 2, "--metric 'nope': no such rubric, composite or agent metric"),
     ],
 )
 def test_bad_options_are_refused_before_anything_is_sent(tmp_path: Path, args: list[str], code: int, message: str) -> None:

@@ -48,6 +48,8 @@ class StepRecord(_Strict):
     id: str | None = None
     start: float | datetime | None = None
     end: float | datetime | None = None
+    #: the trace span of the call's run (what ``harness import`` keeps from a trace)
+    span_id: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _times(self) -> StepRecord:
@@ -73,6 +75,7 @@ class StepRecord(_Strict):
             call_id=self.id,
             start_s=_seconds(self.start),
             end_s=_seconds(self.end),
+            span_id=self.span_id,
         )
 
 

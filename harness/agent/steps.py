@@ -12,7 +12,15 @@ Vocabulary:
 - **turn**: the assistant message (model turn) that made the call, counted from 0;
 - **group**: the parallel group: calls made in one assistant message, or whose spans overlap in
   time, share a group; groups are numbered in order from 0;
-- **call_id**: the id that links a call and its result (``tool_call_id``, ``tool_use_id``).
+- **call_id**: the id that links a call and its result (``tool_call_id``, ``tool_use_id``);
+- **span_id**: the span of a trace that recorded the call's run (an OTel ``execute_tool`` span,
+  an OpenInference TOOL span), when the steps came from one: ``harness export`` puts what is found
+  about the step on that span.
+
+A result goes to the call with its id; a result with no id to the oldest call not yet answered. A
+result whose id no call has (an orphan), or whose call already has a result (a duplicate: a tool
+message repeated, or a second answer to one call), is dropped: the step keeps its first result,
+and a duplicate never goes to another call, which would give that call a result it never had.
 
 A step's ``arguments`` are the parsed JSON (``None`` when there were none, or they were not valid
 JSON: then ``arguments_error`` says why and ``arguments_raw`` keeps the text as written).
@@ -46,6 +54,8 @@ class Step:
     call_id: str | None = None
     start_s: float | None = None
     end_s: float | None = None
+    #: the id of the trace span of the call's run (hex), when the steps came from a trace
+    span_id: str | None = None
 
     @property
     def duration_ms(self) -> float | None:
@@ -61,7 +71,7 @@ class Step:
             out["arguments"] = self.arguments_raw
         elif self.arguments is not None:
             out["arguments"] = self.arguments
-        for key in ("result", "error", "turn", "group", "call_id"):
+        for key in ("result", "error", "turn", "group", "call_id", "span_id"):
             value = getattr(self, key)
             if value is not None:
                 out["id" if key == "call_id" else key] = value
@@ -121,7 +131,8 @@ def _failed(message: Any) -> bool:
 
 
 class _Builder:
-    """Collects steps in call order and attaches results by id, else to the oldest unanswered call."""
+    """Collects steps in call order and attaches results by id, else (no id) to the oldest
+    unanswered call; orphan and duplicate results are dropped (the module docstring's rule)."""
 
     def __init__(self) -> None:
         self.steps: list[Step] = []
@@ -141,14 +152,16 @@ class _Builder:
         self._open.append(index)
 
     def result(self, call_id: str | None, text: str | None, failed: bool) -> bool:
-        """Attach a result; False when no call is waiting for it (an orphan result)."""
-        index = self._by_id.get(call_id) if call_id is not None else None
-        if index is None or index not in self._open:
-            if call_id is not None and index is None:
+        """Attach a result; False when it is dropped: no call has its id (an orphan), its call
+        already has a result (a duplicate), or it has no id and every call is answered."""
+        if call_id is not None:
+            index = self._by_id.get(call_id)
+            if index is None or index not in self._open:
                 return False
-            if not self._open:
-                return False
+        elif self._open:
             index = self._open[0]
+        else:
+            return False
         self._open.remove(index)
         self.steps[index] = replace(self.steps[index], result=text, failed=failed, error=text if failed else None)
         return True

@@ -23,7 +23,7 @@ RACE_FLAGS = ("config", "model", "base_url", "api_key_env", "concurrency", "cach
 def race(
     a: Annotated[Path, typer.Argument(help="Agent A's transcripts (JSONL).")],
     b: Annotated[Path, typer.Argument(help="Agent B's transcripts (JSONL), paired with A's by id.")],
-    metric: Annotated[str, typer.Option("--metric", help="The rubric or composite to compare.")],
+    metric: Annotated[str, typer.Option("--metric", help="The rubric, composite or bounded agent metric (trajectory_f1, ...: no judge) to compare.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for a/, b/, sequence.jsonl and race.json.")],
     judge: JudgeOptions,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
@@ -33,7 +33,7 @@ def race(
     max_pairs: Annotated[int | None, typer.Option(help="Judge at most this many pairs.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random order in which pairs are judged.")] = 0,
 ) -> None:
-    """Compare agent B with agent A on one rubric, judging pairs in rounds until the answer is sure."""
+    """Compare agent B with agent A on one rubric, composite or agent metric, in rounds of pairs until the answer is sure."""
     from ..workflows.race import Look, RaceOptions
     from ..workflows.race import race as run_race
 

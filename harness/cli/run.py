@@ -164,6 +164,12 @@ def export(
     err.print(
         f"[green]wrote {escape(str(result.path))}[/] ({result.judgments:,} judgments, {result.linked:,} linked to their trace and span"
         + (f"; {result.agent_metrics:,} agent metrics" if result.agent_metrics else "")
+        + (f"; {result.step_findings:,} step findings, {result.step_findings_linked:,} on their step's span" if result.step_findings else "")
         + ")",
         highlight=False,
     )
+    if result.spans_path is not None:
+        err.print(
+            f"[green]wrote {escape(str(result.spans_path))}[/] ({result.created_spans:,} execute_tool spans for steps whose trace recorded no run)",
+            highlight=False,
+        )

@@ -60,6 +60,10 @@ class RunOptions(JudgeOptions):
     judges_only: list[str] = field(default_factory=list)
     #: human labels for every jury of the config (``--jury-labels``): over each jury's ``labels``
     jury_labels: Path | None = None
+    #: judge no rubric: only the deterministic agent metrics are computed (``harness race`` on an
+    #: agent metric). No judge is made, keyed or asked and no cache is opened: nothing is sent, it
+    #: costs nothing, and offline is the same run.
+    agent_only: bool = False
 
 
 @dataclass(slots=True)
@@ -93,6 +97,8 @@ class RunPlan:
         except those whose header says ``default = false`` (the trajectory rubrics: named only)."""
         if self.rubrics is not None:
             chosen = self.rubrics
+            if not chosen:  # an agent-only run: none asked for, none judged
+                return []
         else:
             chosen = [r for _, r in sorted(self.available_rubrics.items()) if r.default and set(r.inputs) <= inputs_seen]
         if not chosen:
@@ -196,8 +202,13 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     if options.config is None and (options.base_url or options.api_key_env) and not options.model:
         raise ConfigError("--base-url and --api-key-env describe an ad-hoc judge: give --model too")
 
+    if options.agent_only and options.rubrics:
+        raise ConfigError(f"an agent-only run judges no rubric; it was given --rubric {options.rubrics[0]}")
+
     config: HarnessConfig = load_config(options.config)
     source = str(options.config) if options.config else "command line"
+    if options.agent_only:
+        return _agent_only_plan(options, config, source)
     judges = list(config.judges)
     for index, given in enumerate(options.judges):
         fields = given.model_dump() if isinstance(given, JudgeConfig) else given
@@ -280,6 +291,27 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         price_table=user_prices,
         trajectory=TrajectorySettings(config.trajectory.mode, config.trajectory.arguments, config.trajectory.default),
         juries=juries,
+        source=source,
+    )
+
+
+def _agent_only_plan(options: RunOptions, config: HarnessConfig, source: str) -> RunPlan:
+    """The plan of a run that judges nothing: no judge, no rubric, no cache; the transcripts'
+    agent metrics with the config's ``[trajectory]`` settings."""
+    return RunPlan(
+        input=options.input,
+        out=options.out,
+        judges=[],
+        rubrics=[],
+        available_rubrics=load_rubrics([*config.prompts, *options.prompts]),
+        composites={},
+        cache_path=None,
+        cache_mode="offline" if options.offline else "off",
+        limit=options.limit,
+        on_bad_record=options.on_bad_record,
+        format=_check_format(options.format),
+        shard=parse_shard(options.shard) if options.shard is not None else None,
+        trajectory=TrajectorySettings(config.trajectory.mode, config.trajectory.arguments, config.trajectory.default),
         source=source,
     )
 

@@ -125,6 +125,7 @@ def _run(s: MlflowSpan) -> Executed:
         error=s.error,
         start_s=s.start_s,
         end_s=s.end_s,
+        span_id=s.span_id,
     )
 
 

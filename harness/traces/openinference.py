@@ -138,6 +138,7 @@ def _run(s: TraceSpan) -> Executed:
         call_id=_id(attrs.get("tool_call.id")),
         start_s=s.start_s,
         end_s=s.end_s,
+        span_id=s.span_id,
     )
 
 

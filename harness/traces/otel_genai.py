@@ -184,6 +184,7 @@ def _run(s: TraceSpan) -> Executed:
         call_id=_id(attrs.get("gen_ai.tool.call.id")),
         start_s=s.start_s,
         end_s=s.end_s,
+        span_id=s.span_id,
     )
 
 

@@ -73,6 +73,8 @@ class Executed:
     call_id: str | None = None
     start_s: float | None = None
     end_s: float | None = None
+    #: the span that recorded the run (OTLP readers), kept on the step
+    span_id: str | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -210,6 +212,7 @@ def assemble(turns: Sequence[Turn], runs: Iterable[Executed]) -> tuple[Step, ...
                 call_id=entry.call_id or (run.call_id if run else None),
                 start_s=run.start_s if run else None,
                 end_s=run.end_s if run else None,
+                span_id=run.span_id if run else None,
             )
         )
     return tuple(steps)

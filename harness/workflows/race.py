@@ -11,6 +11,12 @@ composite (:mod:`harness.stats.sequential`). It stops at the first of:
   matters);
 - ``budget``: ``max_pairs`` pairs were judged; ``exhausted``: every pair was judged.
 
+The metric may also be a bounded agent metric (``trajectory_f1``, ...: :data:`harness.agent.specs.BOUNDED`),
+computed from each transcript's steps with no judge: each round is then an agent-only run
+(``RunOptions.agent_only``), which makes no judge, opens no cache and sends nothing, so the race
+costs $0 and offline is the same race. A count (``steps``, ...) has no upper bound, which the
+sequence needs, and is refused.
+
 The sequence is valid at every look, so stopping on it keeps the error rate at α. A pair where
 either side is not scored (unscored, failed, or offline not in the cache) does not enter the
 sequence; such pairs are counted and reported, since leaving them out is valid only if they are
@@ -36,6 +42,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..agent.metrics import TRAJECTORY
+from ..agent.specs import BOUNDED
+from ..agent.specs import SPECS as AGENT_METRICS
 from ..capabilities import check_supported
 from ..errors import ConfigError, OutputError, UserInputError
 from ..exit_codes import EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_OK, combined_exit
@@ -59,7 +68,7 @@ class RaceOptions(JudgeOptions):
     a: Path
     b: Path
     out: Path
-    #: the rubric or composite compared
+    #: the rubric, composite or bounded agent metric compared
     metric: str
     alpha: float = 0.05
     margin: float | None = None
@@ -84,7 +93,8 @@ class Look:
 @dataclass(slots=True)
 class RaceResult:
     metric: str
-    judge: str
+    #: None for an agent metric: no judge was asked
+    judge: str | None
     #: "higher" or "lower": which way the metric is better (a composite is higher-is-better)
     direction: Literal["higher", "lower"]
     alpha: float
@@ -121,27 +131,56 @@ class RaceResult:
 
 @dataclass(frozen=True, slots=True)
 class _Metric:
-    judge: str
+    #: None for an agent metric
+    judge: str | None
     lo: float
     hi: float
     direction: Literal["higher", "lower"]
-    #: the rubrics judged: the metric itself, or a composite's
+    #: the rubrics judged: the metric itself, or a composite's (none for an agent metric)
     rubrics: list[str]
-    composite: bool
+    kind: Literal["rubric", "composite", "agent"]
 
 
 def _run_options(
-    options: RaceOptions, input: Path, out: Path | None = None, rubrics: list[str] | None = None, *, offline: bool | None = None
+    options: RaceOptions,
+    input: Path,
+    out: Path | None = None,
+    metric: _Metric | None = None,
+    *,
+    offline: bool | None = None,
 ) -> RunOptions:
-    """The run a round (or the final replay) is: the race's judge options, one home for all."""
+    """The run a round (or the final replay) is: the race's judge options, one home for all; for
+    an agent metric, an agent-only run (nothing judged)."""
     return RunOptions.from_judge(
-        options, input=input, out=out, rubrics=list(rubrics or []), offline=options.offline if offline is None else offline, progress=False
+        options,
+        input=input,
+        out=out,
+        rubrics=list(metric.rubrics) if metric is not None else [],
+        agent_only=metric is not None and metric.kind == "agent",
+        offline=options.offline if offline is None else offline,
+        progress=False,
     )
+
+
+def _agent_metric(name: str) -> _Metric:
+    """A bounded agent metric as the race compares it; a count is refused in one line."""
+    spec = AGENT_METRICS[name]
+    if spec.scale is None:
+        raise UserInputError(
+            f"--metric {name!r}: an agent metric that counts ({spec.description}) has no upper bound, which the "
+            f"race's confidence sequence needs; race a bounded one ({', '.join(BOUNDED)})"
+        )
+    lo, hi = spec.scale
+    return _Metric(None, lo, hi, spec.direction, [], "agent")
 
 
 def _metric(options: RaceOptions) -> _Metric:
     """The judge, the metric's scale and direction, and the rubrics to judge: the plan a round will
-    make, checked (judges, cache location, --concurrency, the path) before anything is judged."""
+    make, checked (judges, cache location, --concurrency, the path) before anything is judged. An
+    agent metric (a name no rubric or composite takes) needs no judge: nothing of one is checked."""
+    names = build_plan(_run_options(options, options.a), require_keys=False)
+    if options.metric not in names.composites and options.metric not in names.available_rubrics and options.metric in AGENT_METRICS:
+        return _agent_metric(options.metric)
     plan = build_plan(_run_options(options, options.a))
     # A jury is one judge; its members are its parts, not judges of their own here.
     members = {m for jury in plan.juries for m in jury.members}
@@ -152,15 +191,22 @@ def _metric(options: RaceOptions) -> _Metric:
     judge = judges[0]
     if options.metric in plan.composites:
         weights = plan.composites[options.metric]
+        # the rubrics it weighs are judged; the agent metrics it weighs come with every run
+        rubrics = [name for name in weights if name in plan.available_rubrics]
+        if not rubrics:
+            raise UserInputError(
+                f"--metric {options.metric!r}: the composite weighs only agent metrics ({', '.join(weights)}), which a race "
+                "compares with no judge one at a time; race one of them"
+            )
         # a composite weighs each rubric's normalised score, where 1 is best: higher is better
-        return _Metric(judge, 0.0, float(sum(weights.values())), "higher", list(weights), True)
+        return _Metric(judge, 0.0, float(sum(weights.values())), "higher", rubrics, "composite")
     rubric = plan.available_rubrics.get(options.metric)
     if rubric is None:
-        known = sorted(plan.available_rubrics) + sorted(plan.composites)
-        raise UserInputError(f"--metric {options.metric!r}: no such rubric or composite (known: {', '.join(known)})")
+        known = sorted(plan.available_rubrics) + sorted(plan.composites) + list(BOUNDED)
+        raise UserInputError(f"--metric {options.metric!r}: no such rubric, composite or agent metric (known: {', '.join(known)})")
     if rubric.labels is not None:
         raise UserInputError(f"--metric {options.metric!r}: a label rubric has no mean to compare; choose a scored rubric")
-    return _Metric(judge, float(rubric.lo), float(rubric.hi), rubric.direction, [options.metric], False)
+    return _Metric(judge, float(rubric.lo), float(rubric.hi), rubric.direction, [options.metric], "rubric")
 
 
 def _check(options: RaceOptions) -> None:
@@ -194,25 +240,34 @@ async def _judge(
     ids: list[str],
     source: Path,
     out: Path,
-    rubrics: list[str],
+    metric: _Metric,
     what: str,
     *,
     offline: bool | None = None,
 ) -> RunOutcome:
-    run = _run_options(options, source, out, rubrics, offline=offline)
+    run = _run_options(options, source, out, metric, offline=offline)
     return await judge_subset(records, ids, source, run, what, accept=GOES_ON)
 
 
-def _values(out: Path, judge: str, metric: str, composite: bool) -> dict[str, tuple[float | None, str]]:
-    """transcript id -> (value, why not scored) from a run directory's results.jsonl."""
+def _values(out: Path, metric: _Metric, name: str) -> dict[str, tuple[float | None, str]]:
+    """transcript id -> (value, why not scored, as the race counts it) from a run directory's results.jsonl."""
     values: dict[str, tuple[float | None, str]] = {}
     with (out / "results.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
-            group = "composites" if composite else "scores"
-            value = row[group].get(judge, {}).get(metric)
-            why = row["composites_unscored" if composite else "unscored"].get(judge, {}).get(metric, "")
-            values[row["transcript_id"]] = (value, why)
+            if metric.kind == "agent":
+                agent = row.get("agent") or {}
+                if name in agent:
+                    value, why = agent[name], f"unscored ({(row.get('agent_unscored') or {}).get(name, '')})"
+                else:  # results.jsonl leaves out a metric that does not apply to the transcript
+                    value, why = None, "does not apply (no reference_trajectory)" if name in TRAJECTORY else "does not apply (no steps)"
+                values[row["transcript_id"]] = (value, why)
+                continue
+            assert metric.judge is not None
+            composite = metric.kind == "composite"
+            value = row["composites" if composite else "scores"].get(metric.judge, {}).get(name)
+            why = row["composites_unscored" if composite else "unscored"].get(metric.judge, {}).get(name, "")
+            values[row["transcript_id"]] = (value, _reason(why))
     return values
 
 
@@ -253,7 +308,7 @@ class _Tally:
         for tid in batch:
             (sa, why_a), (sb, why_b) = va[tid], vb[tid]
             if sa is None or sb is None:
-                reason = _reason(why_a if sa is None else why_b)
+                reason = why_a if sa is None else why_b
                 self.not_scored[reason] = self.not_scored.get(reason, 0) + 1
                 continue
             xs_a.append(sa)
@@ -312,10 +367,10 @@ async def _race(
     while len(tally.judged) < limit:
         batch = order[len(tally.judged) : min(len(tally.judged) + options.round_size, limit)]
         what = f"race stopped in round {len(looks) + 1}: judging"
-        tally.paid(await _judge(options, a, batch, work / "a.jsonl", work / "round-a", metric.rubrics, f"{what} A"))
-        tally.paid(await _judge(options, b, batch, work / "b.jsonl", work / "round-b", metric.rubrics, f"{what} B"))
-        va = _values(work / "round-a", metric.judge, options.metric, metric.composite)
-        vb = _values(work / "round-b", metric.judge, options.metric, metric.composite)
+        tally.paid(await _judge(options, a, batch, work / "a.jsonl", work / "round-a", metric, f"{what} A"))
+        tally.paid(await _judge(options, b, batch, work / "b.jsonl", work / "round-b", metric, f"{what} B"))
+        va = _values(work / "round-a", metric, options.metric)
+        vb = _values(work / "round-b", metric, options.metric)
         xs_a, xs_b = tally.pairs(batch, va, vb)
         interval = cs.update(xs_a, xs_b) if xs_a else cs.interval()
         mean = sum(tally.diffs) / len(tally.diffs) if tally.diffs else None
@@ -338,7 +393,7 @@ async def _race(
     for side, records in (("a", a), ("b", b)):
         ids = [tid for tid in records if tid in judged]
         source = options.out / f"{side}.jsonl"
-        await _judge(options, records, ids, source, options.out / side, metric.rubrics, f"race stopped writing {side}/", offline=True)
+        await _judge(options, records, ids, source, options.out / side, metric, f"race stopped writing {side}/", offline=True)
     verdict, better = _verdict(stop, looks[-1], options.margin, metric.direction)
     result = RaceResult(
         metric=options.metric,
