@@ -192,6 +192,15 @@ def run_two_workers(options: Callable[[str], RunOptions], names: tuple[str, str]
     assert len(outcomes) == 2 and all(isinstance(o, RunOutcome) and o.exit_code == 0 for o in outcomes.values()), outcomes
 
 
+def batch_guide_table(name: str) -> str:
+    """What docs/guide/batch.md holds between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``
+    (each there once): a table ``python -m harness.capabilities`` generates."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "guide" / "batch.md").read_text(encoding="utf-8")
+    begin, end = f"<!-- {name}:begin -->\n", f"<!-- {name}:end -->"
+    assert page.count(begin) == 1 and page.count(end) == 1
+    return page.split(begin, 1)[1].split(end, 1)[0]
+
+
 def live_url(servers: Servers, family: str) -> str:
     url = servers.anthropic.base_url if family == "anthropic" else servers.openai.base_url
     assert url is not None

@@ -36,13 +36,12 @@ from tests.matrix_support import (
     RUBRICS,
     Servers,
     answer_export,
+    batch_guide_table,
     likert_prompts,
     live_url,
     run_two_workers,
     transcripts,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 OPTION_FIELDS: dict[str, dict[str, Any]] = {
     "plain": {},
@@ -466,11 +465,9 @@ def test_local_judge_live_then_offline_replay(tmp_path: Path) -> None:
 
 
 def test_docs_table_is_the_generated_one() -> None:
-    readme = (ROOT / "docs" / "guide" / "batch.md").read_text(encoding="utf-8")
-    begin, end = "<!-- capabilities:begin -->\n", "<!-- capabilities:end -->"
-    assert readme.count(begin) == 1 and readme.count(end) == 1
-    table = readme.split(begin, 1)[1].split(end, 1)[0]
-    assert table == caps.markdown_table(), "docs/guide/batch.md's table is stale: paste `python -m harness.capabilities` between the markers"
+    assert batch_guide_table("capabilities") == caps.markdown_table(), (
+        "docs/guide/batch.md's table is stale: paste `python -m harness.capabilities` between the markers"
+    )
 
 
 def test_every_cell_is_listed_once_and_every_refusal_says_why() -> None:

@@ -29,7 +29,7 @@ import pytest
 from harness import capabilities as caps
 from harness.cli import app
 from tests.e2e_support import read_jsonl, write_config, write_jsonl
-from tests.matrix_support import Servers
+from tests.matrix_support import Servers, batch_guide_table
 from tests.workflow_support import (
     ALIGN_FAULTY,
     ALIGN_N,
@@ -529,15 +529,11 @@ def test_cascade_hostile_inputs_are_refused_before_anything_is_sent(
 
 # --- the docs' table --------------------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def test_docs_workflow_table_is_the_generated_one() -> None:
-    page = (ROOT / "docs" / "guide" / "batch.md").read_text(encoding="utf-8")
-    begin, end = "<!-- workflows:begin -->\n", "<!-- workflows:end -->"
-    assert page.count(begin) == 1 and page.count(end) == 1
-    table = page.split(begin, 1)[1].split(end, 1)[0]
-    assert table == caps.workflow_table(), "docs/guide/batch.md's workflow table is stale: paste `python -m harness.capabilities` between the markers"
+    assert batch_guide_table("workflows") == caps.workflow_table(), (
+        "docs/guide/batch.md's workflow table is stale: paste `python -m harness.capabilities` between the markers"
+    )
 
 
 def test_every_workflow_cell_is_listed_once_and_an_absent_path_is_not_an_option() -> None:
