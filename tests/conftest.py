@@ -13,7 +13,7 @@ fixture, expects ``network_guard.error`` and empties ``network_guard.blocked`` b
 Every test also runs with the judges' test key in ``$HARNESS_E2E_KEY`` (``tests.e2e_support``'s
 ``KEY_ENV`` and ``KEY``) and without the caller's OpenAI and Anthropic endpoint and key variables
 (``judge_env``): a judge reaches only the local server its test names. A module-scoped fixture,
-set up before any test's, sets the key itself (``pytest.MonkeyPatch.context()``).
+set up before any test's, sets the key itself (``with tests.e2e_support.judge_key():``).
 
 The local servers most modules judge against are fixtures here, one definition each:
 ``judge_server`` (a ``JudgeServer`` per test), ``scripted_server`` (a ``ScriptedJudgeServer``
@@ -29,7 +29,7 @@ then, since the import takes more than a second (a tenth of collecting the whole
 
 Third-party packages the tests use as oracles or clients (SciPy, statsmodels, scikit-learn, the
 ``anthropic`` and ``openai`` SDKs, nbclient, pandas, ...) are imported inside the tests that use
-them, not at module level: collecting 2,500 tests then imports none of them, and a test whose
+them, not at module level: collecting the suite (3,400 tests) then imports none of them, and a test whose
 package is missing fails with ``ImportError`` (never skips).
 """
 
