@@ -58,7 +58,6 @@ if str(ROOT) not in sys.path:  # run as a script: make ``harness``, ``bench`` an
     sys.path.insert(0, str(ROOT))
 
 import aiohttp
-import openai
 
 from bench.offline_replay import offline_run_argv, store_judgments
 from harness.judges.protocol import request_body
@@ -340,6 +339,8 @@ def run_harness(data: Path, config: Path, workdir: Path, tag: str, n: int, serve
 
 def run_sdk(url: str, bodies: Sequence[dict[str, Any]], concurrency: int, server: ServerProcess, timeout_s: float) -> Measure:
     """The plain openai SDK: a semaphore and gather, nothing else."""
+    import openai  # here, not at the top: the SDK takes a second to import, and tests import this module
+
     before = server.reset()
 
     async def main() -> list[str | None]:
@@ -752,6 +753,8 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM behaves like Ctrl-C: unwind through every finally, so the server is always stopped.
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
     signal.signal(signal.SIGTERM, _interrupt)
+    import openai  # for its version; imported where used (see run_sdk)
+
     results: list[Result] = []
     version, fingerprint = harness_version()
     _say(

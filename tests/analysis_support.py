@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,8 @@ from rich.console import Console
 from harness.planning import RunOptions
 from harness.rubrics.rubric import load_rubrics
 from tests.e2e_support import (
-    KEY,
-    KEY_ENV,
     judge,
+    judge_key,
     read_jsonl,
     run_and_show,
     user_prompt,
@@ -90,16 +88,9 @@ def make_run(
         top["prompts"] = [str(p) for p in prompts]
     write_config(folder / "harness.toml", [judge(j, server.base_url, model=j, max_attempts=1) for j in judges], **top)
     out = tmp / name
-    previous = os.environ.get(KEY_ENV)
-    os.environ[KEY_ENV] = KEY
-    try:
+    with judge_key():  # also from module-scoped fixtures
         options = RunOptions(input=folder / "transcripts.jsonl", out=out, config=folder / "harness.toml", no_cache=True, progress=False)
         outcome = asyncio.run(run_and_show(options, Console(file=io.StringIO())))
-    finally:
-        if previous is None:
-            os.environ.pop(KEY_ENV, None)
-        else:
-            os.environ[KEY_ENV] = previous
     assert outcome.exit_code in (0, 1), outcome.message
     return out
 

@@ -10,6 +10,17 @@ would retry quietly). Same idea as pydantic-ai's ``ALLOW_MODEL_REQUESTS = False`
 A test that means to try a blocked address (the guard's own test) takes the ``network_guard``
 fixture, expects ``network_guard.error`` and empties ``network_guard.blocked`` before it ends.
 
+Every test also runs with the judges' test key in ``$HARNESS_E2E_KEY`` (``tests.e2e_support``'s
+``KEY_ENV`` and ``KEY``) and without the caller's OpenAI and Anthropic endpoint and key variables
+(``judge_env``): a judge reaches only the local server its test names. A module-scoped fixture,
+set up before any test's, sets the key itself (``with tests.e2e_support.judge_key():``).
+
+The local servers most modules judge against are fixtures here, one definition each:
+``judge_server`` (a ``JudgeServer`` per test), ``scripted_server`` (a ``ScriptedJudgeServer``
+per module), ``scripted`` (``ScriptedJudges`` per module), ``anthropic_server`` and
+``batch_server`` (per test) and ``matrix_servers`` (tests/matrix_support.py's live and batch
+servers, per module). A module that needs a server set up differently defines its own.
+
 Also: when a Hypothesis test fails, its pytest plugin imports ``hypothesis.extra._patching``,
 which imports libcst, which raises a DeprecationWarning at import time; under ``-W error`` that
 aborts the session with an INTERNALERROR hiding the real failure. ``pytest_runtest_makereport``
@@ -18,7 +29,7 @@ then, since the import takes more than a second (a tenth of collecting the whole
 
 Third-party packages the tests use as oracles or clients (SciPy, statsmodels, scikit-learn, the
 ``anthropic`` and ``openai`` SDKs, nbclient, pandas, ...) are imported inside the tests that use
-them, not at module level: collecting 2,500 tests then imports none of them, and a test whose
+them, not at module level: collecting the suite (3,400 tests) then imports none of them, and a test whose
 package is missing fails with ``ImportError`` (never skips).
 """
 
@@ -29,9 +40,17 @@ import socket
 import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.analysis_support import ScriptedJudges
+    from tests.anthropic_server import AnthropicServer
+    from tests.batch_server import BatchServer
+    from tests.judge_server import JudgeServer
+    from tests.matrix_support import Servers
+    from tests.scripted_judges import ScriptedJudgeServer
 
 
 @pytest.hookimpl(wrapper=True)
@@ -106,6 +125,72 @@ def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[NetworkGuard]:
     yield guard
     if guard.blocked:
         pytest.fail(f"test tried to reach the network: {', '.join(guard.blocked)}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def judge_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.e2e_support import KEY, KEY_ENV
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# The servers' modules are imported inside the fixtures: conftest.py is imported before any test
+# module, and a run that needs none of them (tests/stats) does not pay for aiohttp and the harness.
+@pytest.fixture
+def judge_server() -> Iterator[JudgeServer]:
+    """A ``tests.judge_server.JudgeServer`` with its defaults (echo mode), for one test."""
+    from tests.e2e_support import serve
+
+    with serve() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def scripted_server() -> Iterator[ScriptedJudgeServer]:
+    """A ``tests.scripted_judges.ScriptedJudgeServer`` for a module's tests."""
+    from tests.scripted_judges import serving
+
+    with serving() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[ScriptedJudges]:
+    """``tests.analysis_support.ScriptedJudges`` (replies from its ``table``) for a module's tests."""
+    from tests.analysis_support import ScriptedJudges
+
+    with ScriptedJudges() as server:
+        yield server
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[AnthropicServer]:
+    """A ``tests.anthropic_server.AnthropicServer`` (the Messages API) for one test."""
+    from tests.anthropic_server import AnthropicServer
+
+    with AnthropicServer() as server:
+        yield server
+
+
+@pytest.fixture
+def batch_server() -> Iterator[BatchServer]:
+    """A ``tests.batch_server.BatchServer`` taking the test key, for one test."""
+    from tests.batch_server import BatchServer
+    from tests.e2e_support import KEY
+
+    with BatchServer(key=KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def matrix_servers() -> Iterator[Servers]:
+    """tests/matrix_support.py's live servers and the batch server answering as they do, for a module."""
+    from tests.matrix_support import running_servers
+
+    with running_servers() as servers:
+        yield servers
 
 
 @pytest.fixture(scope="session")

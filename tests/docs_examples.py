@@ -23,11 +23,9 @@ keys, so the commands are the user's own and only the endpoint behind them diffe
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +33,8 @@ from typing import Any
 
 from sybil import Document, Example
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+
+from tests.e2e_support import harness_env
 
 ROOT = Path(__file__).resolve().parents[1]
 #: every page whose examples are run
@@ -55,15 +55,8 @@ class Sandbox:
 
 def make_sandbox(directory: Path, openai_url: str, anthropic_url: str) -> Sandbox:
     shutil.copytree(ROOT / "examples", directory / "examples")
-    bin_dir = directory / ".bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "harness"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m harness "$@"\n', encoding="utf-8")
-    shim.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "HARNESS_"))}
-    env.update(
-        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
-        PYTHONPATH=str(ROOT),
+    env = harness_env(
+        directory / ".bin",
         COLUMNS="80",
         TERM="dumb",
         NO_COLOR="1",

@@ -9,8 +9,10 @@ and the rows of the SQLite cache.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from harness.runner import RunOutcome
 
 #: The variable the test judges read their key from; tests monkeypatch it.
+ROOT = Path(__file__).resolve().parents[1]
 KEY_ENV = "HARNESS_E2E_KEY"
 KEY = "sk-e2e-test-0123456789abcdef"
 
@@ -43,6 +46,31 @@ async def run_and_show(options: RunOptions, console: Console) -> RunOutcome:
         outcome = await run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment)
     show_run(outcome, console)
     return outcome
+
+
+def harness_env(bin_dir: Path, drop: tuple[str, ...] = ("OPENAI_", "ANTHROPIC_", "HARNESS_"), **variables: str) -> dict[str, str]:
+    """The environment of shell commands that call ``harness`` as a user would: a ``harness`` shim
+    in ``bin_dir`` (made here; it runs this interpreter's ``-m harness``) first on PATH, this
+    checkout on PYTHONPATH, none of the caller's variables whose names start with ``drop``, then
+    ``variables``."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / "harness"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m harness "$@"\n', encoding="utf-8")
+    shim.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(ROOT), **variables)
+    return env
+
+
+@contextmanager
+def judge_key() -> Iterator[None]:
+    """``$KEY_ENV`` set to ``KEY`` within the block and put back after it: for a module-scoped
+    fixture that runs the harness, since it is set up before conftest.py's ``judge_env``."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(KEY_ENV, KEY)
+        yield
 
 
 @contextmanager

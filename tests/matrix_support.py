@@ -12,19 +12,25 @@ any path can be compared with the live run's:
   on the order requests arrive in (a live run's order is not a batch's).
 - ``openai_answer`` / ``anthropic_answer``: what those servers would answer, for
   ``BatchServer(openai_answer=..., anthropic_answer=...)`` and for the export + import path.
+- ``run_two_workers``: two runs at once on one cache (the workers path of test_matrix.py and
+  test_jury_paths.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.planning import RunOptions
+from harness.runner.session import RunOutcome, run_evaluation
 from tests.anthropic_server import AnthropicServer
 from tests.batch_server import BatchServer
 from tests.e2e_support import KEY
@@ -162,6 +168,37 @@ def running_servers() -> Iterator[Servers]:
         batch.stop()
         anthropic.stop()
         openai.stop()
+
+
+def run_two_workers(options: Callable[[str], RunOptions], names: tuple[str, str] = ("w1", "w2")) -> None:
+    """Runs ``options(name)`` for both names at once, each on its own thread and event loop (two
+    processes sharing one cache, as far as the cache can tell), started together by a barrier, and
+    asserts both ended with exit code 0."""
+    start = threading.Barrier(2)
+    outcomes: dict[str, RunOutcome | BaseException] = {}
+
+    def worker(name: str) -> None:
+        start.wait()
+        try:
+            outcomes[name] = asyncio.run(run_evaluation(options(name)))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            outcomes[name] = exc
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(outcomes) == 2 and all(isinstance(o, RunOutcome) and o.exit_code == 0 for o in outcomes.values()), outcomes
+
+
+def batch_guide_table(name: str) -> str:
+    """What docs/guide/batch.md holds between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``
+    (each there once): a table ``python -m harness.capabilities`` generates."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "guide" / "batch.md").read_text(encoding="utf-8")
+    begin, end = f"<!-- {name}:begin -->\n", f"<!-- {name}:end -->"
+    assert page.count(begin) == 1 and page.count(end) == 1
+    return page.split(begin, 1)[1].split(end, 1)[0]
 
 
 def live_url(servers: Servers, family: str) -> str:

@@ -27,7 +27,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
-from scipy.optimize import linear_sum_assignment
 
 from harness.agent.arguments import arguments_match, canonical, equal, fast_key
 from harness.agent.match import (
@@ -442,6 +441,8 @@ def _check_witness(got: TrajectoryMatch, steps: Sequence[Step], items: Sequence[
 @given(st.lists(st.tuples(NAME, ARG), max_size=12), st.lists(st.tuples(NAME, ARG), max_size=12))
 def test_matched_calls_equal_linear_sum_assignment(made: list[Any], expected: list[Any]) -> None:
     """On plain lists, the number of matched calls is scipy's optimal assignment's."""
+    from scipy.optimize import linear_sum_assignment
+
     steps = [step(i, n, {} if a is None else a) for i, (n, a) in enumerate(made)]
     items = [call(n, a) for n, a in expected]
     got = match_trajectory(steps, items, "unordered")

@@ -24,7 +24,7 @@ from harness.agent.render import render_steps
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
 from harness.transcripts.models import Transcript
-from tests.e2e_support import KEY, KEY_ENV, Outputs, chat_requests, judge, replay_view, run_and_show, serve, user_prompt, write_config, write_jsonl
+from tests.e2e_support import Outputs, chat_requests, judge, replay_view, run_and_show, serve, user_prompt, write_config, write_jsonl
 from tests.judge_server import JudgeServer
 
 _TRAJECTORY = re.compile(r"<trajectory(?:-[0-9a-f]{12})?>\n(.*?)\n</trajectory", re.S)
@@ -73,12 +73,6 @@ RECORDS: list[dict[str, Any]] = [
     {"id": "plain", "query": "Hi?", "response": "Hello."},
     {"id": "no-calls", "messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]},
 ]
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 @pytest.fixture

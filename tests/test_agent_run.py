@@ -34,7 +34,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config
+from tests.e2e_support import judge, read_jsonl, serve, write_config
 from tests.judge_server import JudgeServer
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent_runs.jsonl"
@@ -59,11 +59,6 @@ NAMES = (
     "undeclared_tools",
     "schema_violations",
 )
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 @pytest.fixture(scope="module")

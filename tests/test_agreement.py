@@ -9,7 +9,6 @@ classification metrics, MAE). Bins are computed with decimal rounding, not the h
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
@@ -245,16 +244,6 @@ def test_undefined_statistics_are_none_with_a_note_never_zero() -> None:
 
 
 # -- end to end: a real run with two judges --------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def scripted() -> Iterator[ScriptedJudges]:
-    server = ScriptedJudges()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats as sp
-from sklearn.isotonic import IsotonicRegression
-from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, recall_score
 
 from bench.align_simulation import simulate
 from harness.align import candidates as cand
@@ -40,6 +37,8 @@ SHARES = (0.4, 0.2, 0.4)
 
 @pytest.mark.parametrize("seed", range(40))
 def test_isotonic_regression_equals_scikit_learn(seed: int) -> None:
+    from sklearn.isotonic import IsotonicRegression
+
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 80))
     x = np.round(rng.uniform(0, 1, n), int(rng.integers(1, 3)))  # ties
@@ -67,6 +66,9 @@ def test_pool_adjacent_violators_by_hand() -> None:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_weighted_statistics_equal_the_resample_written_out(seed: int) -> None:
+    from scipy import stats as sp
+    from sklearn.metrics import cohen_kappa_score
+
     rng = np.random.default_rng(seed)
     n = int(rng.integers(4, 40))
     x, y = rng.integers(0, 5, n), rng.integers(0, 5, n)
@@ -115,6 +117,8 @@ def test_grouped_bootstrap_interval_and_pvalue() -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_pass_fail_figures_equal_scikit_learn(seed: int) -> None:
+    from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, recall_score
+
     rng = np.random.default_rng(seed)
     n = 60
     human = ["pass" if v else "fail" for v in rng.random(n) < 0.4]
@@ -131,6 +135,9 @@ def test_pass_fail_figures_equal_scikit_learn(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_numeric_figures_equal_scikit_learn_and_scipy(seed: int) -> None:
+    from scipy import stats as sp
+    from sklearn.metrics import cohen_kappa_score
+
     rng = np.random.default_rng(seed)
     human = rng.integers(1, 6, 50).astype(float)
     scores = np.clip(human + rng.normal(0, 1.2, 50), 1, 5)
@@ -333,6 +340,8 @@ def test_rewrite_cases_and_record_come_from_fit_disagreements_only() -> None:
 
 
 def test_recalibration_is_the_isotonic_map_and_the_run_applies_it() -> None:
+    from sklearn.isotonic import IsotonicRegression
+
     base = load_rubrics()["relevance"]
     scores, human = np.array([0.1, 0.1, 0.5, 0.9, 0.9]), np.array([0.0, 1.0, 0.0, 1.0, 1.0])
     made = cand.recalibrated_rubric(base, scores, human)

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.rubrics.rubric import load_rubrics
 from tests.align_support import AlignJudgeServer, right, setup
-from tests.e2e_support import KEY, KEY_ENV, chat_requests, read_jsonl, user_prompt
+from tests.e2e_support import chat_requests, read_jsonl, user_prompt
 
 pytestmark = pytest.mark.timeout(300)
 N, LABELLED = 240, 200
@@ -29,18 +27,8 @@ N, LABELLED = 240, 200
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[AlignJudgeServer]:
-    previous = os.environ.get(KEY_ENV)
-    os.environ[KEY_ENV] = KEY
-    srv = AlignJudgeServer()
-    srv.start()
-    try:
+    with AlignJudgeServer() as srv:
         yield srv
-    finally:
-        srv.stop()
-        if previous is None:
-            os.environ.pop(KEY_ENV, None)
-        else:
-            os.environ[KEY_ENV] = previous
 
 
 def invoke(*args: str) -> Any:
@@ -76,6 +64,8 @@ def _truth(tid: str) -> str:
 
 
 def test_the_known_effect_is_found_on_the_sealed_test_set(aligned: dict[str, Any]) -> None:
+    from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score
+
     result = aligned["result"]
     assert result["chosen"] == "few-shot" and result["improved"] is True and result["exit_code"] == 0
     assert result["verdict"].startswith("improved: Cohen's kappa +")

@@ -29,37 +29,24 @@ pytestmark = pytest.mark.timeout(120)
 MESSAGES = ({"role": "system", "content": "You are a judge. " * 20}, {"role": "user", "content": "Rate this. [[score=0.7]]"})
 
 
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    srv = AnthropicServer()
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-
-
-def config(server: AnthropicServer, **fields: Any) -> JudgeConfig:
-    return JudgeConfig(name="claude", provider="anthropic", model="claude-haiku-4-5", base_url=server.base_url, api_key_env=KEY_ENV, **fields)
+def config(anthropic_server: AnthropicServer, **fields: Any) -> JudgeConfig:
+    return JudgeConfig(
+        name="claude", provider="anthropic", model="claude-haiku-4-5", base_url=anthropic_server.base_url, api_key_env=KEY_ENV, **fields
+    )
 
 
 # -- the server, checked with the real SDK ------------------------------------------------------------
 
 
 @pytest.fixture
-def client(server: AnthropicServer) -> Iterator[anthropic.Anthropic]:
+def client(anthropic_server: AnthropicServer) -> Iterator[anthropic.Anthropic]:
     import anthropic
 
-    with anthropic.Anthropic(api_key=KEY, base_url=server.base_url, max_retries=0) as sdk:
+    with anthropic.Anthropic(api_key=KEY, base_url=anthropic_server.base_url, max_retries=0) as sdk:
         yield sdk
 
 
-def test_the_sdk_talks_to_the_server(server: AnthropicServer, client: anthropic.Anthropic) -> None:
+def test_the_sdk_talks_to_the_server(anthropic_server: AnthropicServer, client: anthropic.Anthropic) -> None:
     import anthropic
 
     message = client.messages.create(
@@ -71,7 +58,7 @@ def test_the_sdk_talks_to_the_server(server: AnthropicServer, client: anthropic.
     assert message.content[0].type == "text" and message.content[0].text == "Score: 0.7"
     assert message.stop_reason == "end_turn"
     assert message.usage.cache_creation_input_tokens == 4 and message.usage.cache_read_input_tokens == 0
-    sent = server.requests[0]["headers"]
+    sent = anthropic_server.requests[0]["headers"]
     # What the SDK sends, the server takes: its version header, and its key as a Bearer token (the
     # harness sends the documented x-api-key instead; the server takes either, as the API does).
     assert sent["anthropic-version"] == anthropic._constants.ANTHROPIC_API_VERSION == "2026-10-21"
@@ -104,7 +91,7 @@ def test_the_sdk_reads_the_servers_errors_as_its_own(client: anthropic.Anthropic
     assert info.value.request_id is not None and info.value.request_id.startswith("req_")
 
 
-def test_the_server_refuses_what_the_api_refuses(server: AnthropicServer, client: anthropic.Anthropic) -> None:
+def test_the_server_refuses_what_the_api_refuses(anthropic_server: AnthropicServer, client: anthropic.Anthropic) -> None:
     import anthropic
 
     with pytest.raises(anthropic.BadRequestError, match="top-level `system` parameter"):
@@ -126,8 +113,8 @@ def test_the_server_refuses_what_the_api_refuses(server: AnthropicServer, client
 # -- the provider -----------------------------------------------------------------------------------
 
 
-async def test_the_provider_sends_the_native_request_and_reads_usage(server: AnthropicServer) -> None:
-    judge = make_judge(config(server))
+async def test_the_provider_sends_the_native_request_and_reads_usage(anthropic_server: AnthropicServer) -> None:
+    judge = make_judge(config(anthropic_server))
     assert isinstance(judge, AnthropicJudge)
     request = JudgeRequest(MESSAGES, 64, 0.0)
     try:
@@ -135,7 +122,7 @@ async def test_the_provider_sends_the_native_request_and_reads_usage(server: Ant
         second = await judge.complete(request)
     finally:
         await judge.aclose()
-    sent = server.requests[0]
+    sent = anthropic_server.requests[0]
     assert sent["path"] == "/v1/messages"
     assert sent["headers"]["x-api-key"] == KEY and "authorization" not in sent["headers"]
     assert sent["body"]["system"] == [{"type": "text", "text": MESSAGES[0]["content"], "cache_control": {"type": "ephemeral"}}]
@@ -150,8 +137,8 @@ async def test_the_provider_sends_the_native_request_and_reads_usage(server: Ant
     assert first.completion_tokens == 2 and first.finish_reason == "end_turn"
 
 
-async def test_the_provider_classifies_anthropics_errors(server: AnthropicServer) -> None:
-    judge = AnthropicJudge(config(server))
+async def test_the_provider_classifies_anthropics_errors(anthropic_server: AnthropicServer) -> None:
+    judge = AnthropicJudge(config(anthropic_server))
     kinds = {}
     try:
         for marker in ("429", "529", "500", "400"):
@@ -165,7 +152,7 @@ async def test_the_provider_classifies_anthropics_errors(server: AnthropicServer
     assert type(kinds["529"]) is TransientJudgeError and "529" in str(kinds["529"]) and "Overloaded" in str(kinds["529"])
     assert type(kinds["500"]) is TransientJudgeError
     assert isinstance(kinds["400"], FatalJudgeError) and "injected fault" in str(kinds["400"])
-    keyless = AnthropicJudge(config(server).model_copy(update={"api_key_env": ""}))
+    keyless = AnthropicJudge(config(anthropic_server).model_copy(update={"api_key_env": ""}))
     try:
         with pytest.raises(FatalJudgeError, match="HTTP 401: x-api-key header is required"):
             await keyless.complete(JudgeRequest(MESSAGES, 8, 0.0))
@@ -176,7 +163,7 @@ async def test_the_provider_classifies_anthropics_errors(server: AnthropicServer
 # -- a whole run ------------------------------------------------------------------------------------
 
 
-async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(tmp_path: Path, server: AnthropicServer) -> None:
+async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(tmp_path: Path, anthropic_server: AnthropicServer) -> None:
     write_jsonl(
         tmp_path / "transcripts.jsonl",
         [
@@ -188,7 +175,7 @@ async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(t
         "name": "claude",
         "provider": "anthropic",
         "model": "claude-haiku-4-5",
-        "base_url": server.base_url,
+        "base_url": anthropic_server.base_url,
         "api_key_env": KEY_ENV,
         "max_concurrency": 1,
     }
@@ -223,7 +210,7 @@ async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(t
     # The breakpoint sits after the rubric's fixed text, so the system prompt and that text are the
     # cached prefix: the same for both transcripts, and all of the prompt but the transcript's part.
     rubric = load_rubrics()["relevance"]
-    body = server.requests[0]["body"]
+    body = anthropic_server.requests[0]["body"]
     assert body["system"] == [{"type": "text", "text": DEFAULT_SYSTEM}]
     fixed, rest = body["messages"][0]["content"]
     assert fixed == {"type": "text", "text": rubric.parts[0], "cache_control": {"type": "ephemeral"}}
@@ -242,8 +229,8 @@ async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(t
 
 
 async def test_claude_cut_at_max_tokens_is_truncated(tmp_path: Path) -> None:
-    with AnthropicServer(reply=lambda body: "I think the score is probably about 0.8 overall") as server:
-        judge = AnthropicJudge(config(server))
+    with AnthropicServer(reply=lambda body: "I think the score is probably about 0.8 overall") as anthropic_server:
+        judge = AnthropicJudge(config(anthropic_server))
         try:
             reply = await judge.complete(JudgeRequest(MESSAGES, 4, 0.0))
         finally:
@@ -251,14 +238,14 @@ async def test_claude_cut_at_max_tokens_is_truncated(tmp_path: Path) -> None:
     assert reply.truncated and reply.finish_reason == "max_tokens" and reply.text == "I think the score"
 
 
-async def test_structured_output_is_a_forced_tool(server: AnthropicServer) -> None:
+async def test_structured_output_is_a_forced_tool(anthropic_server: AnthropicServer) -> None:
     schema = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"], "additionalProperties": False}
-    judge = AnthropicJudge(config(server))
+    judge = AnthropicJudge(config(anthropic_server))
     try:
         reply = await judge.complete(JudgeRequest(MESSAGES, 64, 0.0, schema=schema))
     finally:
         await judge.aclose()
-    body = server.requests[0]["body"]
+    body = anthropic_server.requests[0]["body"]
     assert body["tools"][0]["input_schema"] == schema and body["tool_choice"] == {"type": "tool", "name": "record_score"}
     assert reply.text == '{"score": 0.7}'
 
@@ -269,8 +256,8 @@ def test_an_anthropic_judge_reads_its_own_key_variable_and_url() -> None:
 
 
 async def test_a_key_quoted_back_in_a_reply_is_masked() -> None:
-    with AnthropicServer(reply=lambda body: f"my key is {KEY} Score: 0.5") as server:
-        judge = AnthropicJudge(config(server))
+    with AnthropicServer(reply=lambda body: f"my key is {KEY} Score: 0.5") as anthropic_server:
+        judge = AnthropicJudge(config(anthropic_server))
         try:
             reply = await judge.complete(JudgeRequest(MESSAGES, 64, 0.0))
         finally:

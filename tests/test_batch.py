@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +30,6 @@ from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, read_jsonl, rep
 ROOT = Path(__file__).resolve().parent.parent
 # gpt-4o-mini in harness/data/prices.toml: live 0.15 / 0.60, batch 0.075 / 0.30 USD per 1M tokens.
 MODEL = "gpt-4o-mini"
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-
-
-@pytest.fixture
-def server() -> Iterator[BatchServer]:
-    with BatchServer(key=KEY) as s:
-        yield s
 
 
 def transcripts(tmp_path: Path, n: int, marker: dict[int, str] | None = None) -> Path:
@@ -71,9 +59,9 @@ def batch_rows(cache: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(60)
-def test_openai_batch_end_to_end_split_collect_price_and_replay(tmp_path: Path, server: BatchServer) -> None:
+def test_openai_batch_end_to_end_split_collect_price_and_replay(tmp_path: Path, batch_server: BatchServer) -> None:
     data = transcripts(tmp_path, 12, {3: "[[score=0.25]]"})
-    cfg = config(tmp_path, server.base_url or "")
+    cfg = config(tmp_path, batch_server.base_url or "")
     opts = options(tmp_path, data, cfg)
     report = asyncio.run(hb.submit(opts, max_requests=10))
     # 12 transcripts × 2 rubrics = 24 requests, split at 10 per batch: 10 + 10 + 4.
@@ -81,11 +69,11 @@ def test_openai_batch_end_to_end_split_collect_price_and_replay(tmp_path: Path, 
     assert [b.requests for b in report.batches] == [10, 10, 4]
     rows = batch_rows(tmp_path / "cache.sqlite")
     assert [r["status"] for r in rows] == ["validating"] * 3 and all(r["remote_id"] and r["input_file_id"] for r in rows)
-    assert server.created == 3
+    assert batch_server.created == 3
 
     # A second submit sends nothing: every key is held by a recorded batch.
     again = asyncio.run(hb.submit(opts, max_requests=10))
-    assert (again.sent, again.skipped, server.created) == (0, 24, 3)
+    assert (again.sent, again.skipped, batch_server.created) == (0, 24, 3)
 
     # First collect: the batches are still in progress; nothing downloaded, no outputs yet.
     first = asyncio.run(hb.collect(opts))
@@ -107,10 +95,10 @@ def test_openai_batch_end_to_end_split_collect_price_and_replay(tmp_path: Path, 
         assert j["cached"] is False and j["attempts"] == 1
     rows = cache_rows(tmp_path / "cache.sqlite")
     assert len(rows) == 24 and {r["tier"] for r in rows} == {"batch"}
-    assert sorted(server.custom_ids) == sorted(r["key"] for r in rows)  # custom_id is the cache key
+    assert sorted(batch_server.custom_ids) == sorted(r["key"] for r in rows)  # custom_id is the cache key
 
     # --offline replays the same scores, raw replies and batch prices; no network.
-    server.stop()
+    batch_server.stop()
     replay = asyncio.run(run_evaluation(options(tmp_path, data, cfg, out="replay", offline=True)))
     assert replay.exit_code == 0
     again_rows = Outputs(tmp_path / "replay").judgments
@@ -120,9 +108,9 @@ def test_openai_batch_end_to_end_split_collect_price_and_replay(tmp_path: Path, 
 
 @pytest.mark.timeout(60)
 def test_partial_failures_and_expiry_are_failed_with_the_providers_reason(tmp_path: Path) -> None:
-    with BatchServer(key=KEY, expire_after=6) as server:
+    with BatchServer(key=KEY, expire_after=6) as batch_server:
         data = transcripts(tmp_path, 5, {1: "[[fault:400]]"})
-        cfg = config(tmp_path, server.base_url or "")
+        cfg = config(tmp_path, batch_server.base_url or "")
         opts = options(tmp_path, data, cfg)
         asyncio.run(hb.submit(opts))
         asyncio.run(hb.wait(tmp_path / "cache.sqlite", first_s=0.01))
@@ -147,9 +135,9 @@ def test_partial_failures_and_expiry_are_failed_with_the_providers_reason(tmp_pa
 @pytest.mark.timeout(60)
 def test_a_batch_that_fails_validation_fails_its_requests_with_the_errors(tmp_path: Path) -> None:
     # The server's limit (3 per file) is below what the harness was told (10): the batch fails validation.
-    with BatchServer(key=KEY, max_requests=3) as server:
+    with BatchServer(key=KEY, max_requests=3) as batch_server:
         data = transcripts(tmp_path, 3)
-        cfg = config(tmp_path, server.base_url or "")
+        cfg = config(tmp_path, batch_server.base_url or "")
         opts = options(tmp_path, data, cfg)
         asyncio.run(hb.submit(opts, max_requests=10))
         asyncio.run(hb.wait(tmp_path / "cache.sqlite", first_s=0.01))
@@ -162,9 +150,9 @@ def test_a_batch_that_fails_validation_fails_its_requests_with_the_errors(tmp_pa
 
 @pytest.mark.timeout(60)
 def test_anthropic_message_batches_out_of_order_with_errors_and_expiry(tmp_path: Path) -> None:
-    with BatchServer(key=KEY, expire_after=8) as server:
+    with BatchServer(key=KEY, expire_after=8) as batch_server:
         data = transcripts(tmp_path, 6, {0: "[[fault:400]]", 2: "[[score=0.5]]"})
-        cfg = config(tmp_path, server.base_url or "", model="claude-3-5-haiku-20241022")
+        cfg = config(tmp_path, batch_server.base_url or "", model="claude-3-5-haiku-20241022")
         opts = options(tmp_path, data, cfg)
         report = asyncio.run(hb.submit(opts, api="anthropic"))
         assert report.sent == 12 and [b.api for b in report.batches] == ["anthropic"]
@@ -184,13 +172,13 @@ def test_anthropic_message_batches_out_of_order_with_errors_and_expiry(tmp_path:
 
 @pytest.mark.timeout(60)
 def test_anthropic_validation_error_releases_the_claim(tmp_path: Path) -> None:
-    with BatchServer(key=KEY, max_requests=2) as server:
+    with BatchServer(key=KEY, max_requests=2) as batch_server:
         data = transcripts(tmp_path, 3)
-        cfg = config(tmp_path, server.base_url or "")
+        cfg = config(tmp_path, batch_server.base_url or "")
         opts = options(tmp_path, data, cfg)
         with pytest.raises(BatchError, match="at most 2 items"):
             asyncio.run(hb.submit(opts, api="anthropic"))
-        assert server.created == 0
+        assert batch_server.created == 0
     rows = batch_rows(tmp_path / "cache.sqlite")
     assert [r["status"] for r in rows] == ["released"]
     with BatchStore(tmp_path / "cache.sqlite") as store:
@@ -246,12 +234,12 @@ def test_a_bad_import_line_names_the_file_and_line(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(120)
 def test_kill_9_between_submit_and_collect_reattaches_and_never_resubmits(tmp_path: Path) -> None:
-    server = subprocess.Popen(
+    batch_server = subprocess.Popen(
         [sys.executable, "-m", "tests.batch_server", "--polls", "1000000", "--key", KEY], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
     try:
-        assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
+        assert batch_server.stdout is not None
+        base_url = batch_server.stdout.readline().strip()
         data = transcripts(tmp_path, 5)
         cfg = config(tmp_path, base_url)
         env = {**os.environ, KEY_ENV: KEY}
@@ -316,10 +304,10 @@ def test_kill_9_between_submit_and_collect_reattaches_and_never_resubmits(tmp_pa
         with urllib.request.urlopen(base_url.removesuffix("/v1") + "/_stats", timeout=10) as answer:
             assert json.load(answer) == {"created": 1, "requests_received": 5}
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=10)
-        if server.stdout is not None:
-            server.stdout.close()
+        batch_server.send_signal(signal.SIGTERM)
+        batch_server.wait(timeout=10)
+        if batch_server.stdout is not None:
+            batch_server.stdout.close()
 
 
 def test_estimate_batch_prices_at_batch_rates_by_hand(tmp_path: Path) -> None:
@@ -353,9 +341,9 @@ def test_a_model_without_batch_prices_keeps_its_own_prices() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_submit_killed_between_upload_and_creation_is_reattached_or_created_once(tmp_path: Path, server: BatchServer) -> None:
+def test_a_submit_killed_between_upload_and_creation_is_reattached_or_created_once(tmp_path: Path, batch_server: BatchServer) -> None:
     data = transcripts(tmp_path, 2)
-    cfg = config(tmp_path, server.base_url or "")
+    cfg = config(tmp_path, batch_server.base_url or "")
     opts = options(tmp_path, data, cfg)
     cache = tmp_path / "cache.sqlite"
     asyncio.run(hb.submit(opts, max_requests=2))  # two batches of 2
@@ -367,8 +355,8 @@ def test_a_submit_killed_between_upload_and_creation_is_reattached_or_created_on
     db.commit()
     db.close()
     uploaded_only = batch_rows(cache)[1]["input_file_id"]
-    server.batches = {k: b for k, b in server.batches.items() if b["input_file_id"] != uploaded_only}
-    created = server.created
+    batch_server.batches = {k: b for k, b in batch_server.batches.items() if b["input_file_id"] != uploaded_only}
+    created = batch_server.created
     # A fresh record is left alone (its process may still be working) ...
     views = asyncio.run(hb.refresh(cache))
     assert [v.note for v in views] == ["being submitted by another process"] * 2
@@ -377,7 +365,7 @@ def test_a_submit_killed_between_upload_and_creation_is_reattached_or_created_on
     assert [v.note for v in views] == ["re-attached", "created from its uploaded file"]
     rows = batch_rows(cache)
     assert rows[0]["remote_id"] == remote_1 and rows[1]["remote_id"]
-    assert server.created == created + 1  # only the batch that never existed was created
+    assert batch_server.created == created + 1  # only the batch that never existed was created
 
 
 def test_claims_from_many_connections_at_once_never_share_a_key(tmp_path: Path) -> None:
@@ -413,11 +401,11 @@ def test_a_refused_upload_releases_its_keys_and_says_why_in_one_line(tmp_path: P
 
     from harness.cli import app
 
-    with BatchServer(key="sk-the-right-one") as server:
+    with BatchServer(key="sk-the-right-one") as batch_server:
         data = transcripts(tmp_path, 2)
-        cfg = config(tmp_path, server.base_url or "")
+        cfg = config(tmp_path, batch_server.base_url or "")
         result = CliRunner().invoke(app, ["batch", "submit", str(data), "--config", str(cfg)])
-        assert server.created == 0 and server.files == {}
+        assert batch_server.created == 0 and batch_server.files == {}
     assert result.exit_code == 1
     message = result.stderr.strip()
     assert "HTTP 401" in message and "released" in message and "Traceback" not in message and KEY not in message
@@ -439,28 +427,28 @@ def test_an_anthropic_batch_killed_mid_creation_is_unconfirmed_until_released(tm
 
 
 @pytest.mark.timeout(60)
-def test_a_later_submit_sends_only_what_no_batch_holds(tmp_path: Path, server: BatchServer) -> None:
+def test_a_later_submit_sends_only_what_no_batch_holds(tmp_path: Path, batch_server: BatchServer) -> None:
     data = transcripts(tmp_path, 12)
-    cfg = config(tmp_path, server.base_url or "")
+    cfg = config(tmp_path, batch_server.base_url or "")
     first = asyncio.run(hb.submit(options(tmp_path, data, cfg, limit=3), max_requests=10))
     assert first.sent == 6
     second = asyncio.run(hb.submit(options(tmp_path, data, cfg), max_requests=10))
     # The first 10 planned requests hold 6 already submitted: that batch carries the other 4.
     assert (second.sent, second.skipped) == (18, 6) and [b.requests for b in second.batches] == [4, 10, 4]
-    sent = [json.loads(line)["custom_id"] for b in server.batches.values() for line in server.files[b["input_file_id"]].splitlines()]
+    sent = [json.loads(line)["custom_id"] for b in batch_server.batches.values() for line in batch_server.files[b["input_file_id"]].splitlines()]
     assert len(sent) == len(set(sent)) == 24
 
 
 @pytest.mark.timeout(60)
 def test_a_batch_cancelled_at_the_provider_fails_the_unprocessed_requests(tmp_path: Path) -> None:
-    with BatchServer(key=KEY, expire_after=3, polls=100) as server:
+    with BatchServer(key=KEY, expire_after=3, polls=100) as batch_server:
         data = transcripts(tmp_path, 3)
-        cfg = config(tmp_path, server.base_url or "")
+        cfg = config(tmp_path, batch_server.base_url or "")
         opts = options(tmp_path, data, cfg)
         report = asyncio.run(hb.submit(opts))
         # Someone cancels it in the provider's console (the harness has no cancel command).
         request = urllib.request.Request(
-            f"{server.base_url}/batches/{report.batches[0].remote_id}/cancel", method="POST", headers={"Authorization": f"Bearer {KEY}"}
+            f"{batch_server.base_url}/batches/{report.batches[0].remote_id}/cancel", method="POST", headers={"Authorization": f"Bearer {KEY}"}
         )
         urllib.request.urlopen(request, timeout=10).close()
         asyncio.run(hb.wait(tmp_path / "cache.sqlite", first_s=0.01))
@@ -478,9 +466,9 @@ def test_wait_shows_progress_and_max_wait_stops_waiting_not_the_batch(tmp_path: 
 
     from harness.cli import app
 
-    with BatchServer(key=KEY, polls=10_000) as server:
+    with BatchServer(key=KEY, polls=10_000) as batch_server:
         data = transcripts(tmp_path, 2)
-        cfg = config(tmp_path, server.base_url or "")
+        cfg = config(tmp_path, batch_server.base_url or "")
         args = [
             "batch",
             "submit",
@@ -504,14 +492,14 @@ def test_wait_shows_progress_and_max_wait_stops_waiting_not_the_batch(tmp_path: 
 
 
 @pytest.mark.timeout(60)
-def test_a_bad_transcript_stops_submit_before_anything_is_sent(tmp_path: Path, server: BatchServer) -> None:
+def test_a_bad_transcript_stops_submit_before_anything_is_sent(tmp_path: Path, batch_server: BatchServer) -> None:
     from typer.testing import CliRunner
 
     from harness.cli import app
 
     data = write_jsonl(tmp_path / "data.jsonl", [{"id": "a", "query": "q", "response": "r"}, {"id": "b", "query": "q", "respnse": "typo"}])
-    cfg = config(tmp_path, server.base_url or "")
+    cfg = config(tmp_path, batch_server.base_url or "")
     result = CliRunner().invoke(app, ["batch", "submit", str(data), "--config", str(cfg)])
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and "data.jsonl:2" in result.stderr and "respnse" in result.stderr
-    assert server.created == 0 and server.files == {}
+    assert batch_server.created == 0 and batch_server.files == {}

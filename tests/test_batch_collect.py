@@ -34,11 +34,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4o-mini"  # prices.toml: batch 0.075 in / 0.30 out per 1M tokens
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-
-
 def setup(tmp_path: Path, rows: list[dict[str, Any]], base_url: str = "http://127.0.0.1:9/v1") -> tuple[Path, Path]:
     data = write_jsonl(tmp_path / "data.jsonl", rows)
     judge = {"name": "mini", "model": MODEL, "base_url": base_url, "api_key_env": KEY_ENV}

@@ -14,7 +14,6 @@ Batches, Anthropic Message Batches under /v1, their errors included):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +25,14 @@ from harness.cache.batches import BatchStore
 from harness.planning import RunOptions
 from harness.runner.session import run_evaluation
 from tests.batch_server import BatchServer
-from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, replay_view, write_config, write_jsonl
+from tests.e2e_support import KEY_ENV, Outputs, cache_rows, replay_view, write_config, write_jsonl
 
 RUBRICS = ["relevance", "faithfulness"]
 
 
 @pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(providers, "RETRY_DELAYS_S", (0.01, 0.01, 0.01))
-
-
-@pytest.fixture
-def server() -> Iterator[BatchServer]:
-    with BatchServer(key=KEY) as s:
-        yield s
 
 
 def transcripts(tmp_path: Path, n: int) -> Path:
@@ -64,12 +56,12 @@ def submit_and_collect(opts: RunOptions, cache: Path, **kw: Any) -> hb.CollectRe
 
 
 @pytest.mark.timeout(90)
-def test_a_reasoning_judge_with_effort_seed_and_samples_collects_every_judgment_and_replays(tmp_path: Path, server: BatchServer) -> None:
+def test_a_reasoning_judge_with_effort_seed_and_samples_collects_every_judgment_and_replays(tmp_path: Path, batch_server: BatchServer) -> None:
     # gpt-5-mini: max_completion_tokens = rubric budget + 4096 and no temperature; reasoning_effort,
     # a seed (seed + i per sample) and samples = 2 all enter the key. The old collect recomputed
     # keys without them and failed every judgment "batch: not submitted in any batch".
     data = transcripts(tmp_path, 5)
-    cfg = config(tmp_path, server.base_url or "", model="gpt-5-mini", reasoning_effort="low", seed=7, samples=2)
+    cfg = config(tmp_path, batch_server.base_url or "", model="gpt-5-mini", reasoning_effort="low", seed=7, samples=2)
     opts = options(tmp_path, data, cfg)
     report = submit_and_collect(opts, tmp_path / "cache.sqlite")
     assert report.outcome is not None and report.outcome.exit_code == 0
@@ -77,23 +69,23 @@ def test_a_reasoning_judge_with_effort_seed_and_samples_collects_every_judgment_
     # One judgment per (transcript, rubric): the mean of its two samples.
     assert len(judged) == 5 * 2 and {j["status"] for j in judged} == {"scored"}, {j.get("error") for j in judged}
     # Each request went once, as the reasoning model wants it (the server refuses max_tokens or a temperature).
-    assert len(server.custom_ids) == 20 == len(set(server.custom_ids))
-    assert sorted(server.custom_ids) == sorted(r["key"] for r in cache_rows(tmp_path / "cache.sqlite"))
+    assert len(batch_server.custom_ids) == 20 == len(set(batch_server.custom_ids))
+    assert sorted(batch_server.custom_ids) == sorted(r["key"] for r in cache_rows(tmp_path / "cache.sqlite"))
     # The keys the run computes are the ones the batch wrote: --offline replays all of them.
-    server.stop()
+    batch_server.stop()
     replay = asyncio.run(run_evaluation(options(tmp_path, data, cfg, out="replay", offline=True)))
     assert replay.exit_code == 0
     assert replay_view(Outputs(tmp_path / "replay").judgments) == replay_view(judged)
 
 
 @pytest.mark.timeout(90)
-def test_structured_output_judge_through_export_and_import_matches_by_custom_id(tmp_path: Path, server: BatchServer) -> None:
+def test_structured_output_judge_through_export_and_import_matches_by_custom_id(tmp_path: Path, batch_server: BatchServer) -> None:
     # The exported file's custom_ids are the run's keys (schema in the key); the imported output
     # lines are matched by them alone.
     import json
 
     data = transcripts(tmp_path, 3)
-    cfg = config(tmp_path, server.base_url or "", structured_output=True)
+    cfg = config(tmp_path, batch_server.base_url or "", structured_output=True)
     opts = options(tmp_path, data, cfg)
     requests_file = tmp_path / "requests.jsonl"
     assert hb.export(opts, requests_file).exported == 6
@@ -113,16 +105,16 @@ def test_structured_output_judge_through_export_and_import_matches_by_custom_id(
 
 
 @pytest.mark.timeout(60)
-def test_the_readme_anthropic_judge_submits_under_v1(tmp_path: Path, server: BatchServer) -> None:
+def test_the_readme_anthropic_judge_submits_under_v1(tmp_path: Path, batch_server: BatchServer) -> None:
     # provider = "anthropic" with the server's root as base URL, as https://api.anthropic.com is
     # configured: the live judge posts to {root}/v1/messages, and the batch client must use
     # {root}/v1/messages/batches (it posted to {root}/messages/batches and got a 404).
     data = transcripts(tmp_path, 3)
-    cfg = config(tmp_path, server.root, provider="anthropic", model="claude-haiku-4-5")
+    cfg = config(tmp_path, batch_server.root, provider="anthropic", model="claude-haiku-4-5")
     opts = options(tmp_path, data, cfg)
     report = submit_and_collect(opts, tmp_path / "cache.sqlite")
     assert report.outcome is not None and report.outcome.exit_code == 0
-    assert "/v1/messages/batches" in server.paths and not any(p.startswith("/messages") for p in server.paths)
+    assert "/v1/messages/batches" in batch_server.paths and not any(p.startswith("/messages") for p in batch_server.paths)
     judged = Outputs(tmp_path / "out").judgments
     assert len(judged) == 6 and {j["status"] for j in judged} == {"scored"}
 
@@ -130,13 +122,13 @@ def test_the_readme_anthropic_judge_submits_under_v1(tmp_path: Path, server: Bat
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("fault", ["500", "cut"])
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
-def test_a_download_is_retried(tmp_path: Path, server: BatchServer, fault: str, api: str) -> None:
+def test_a_download_is_retried(tmp_path: Path, batch_server: BatchServer, fault: str, api: str) -> None:
     data = transcripts(tmp_path, 4)
-    cfg = config(tmp_path, server.base_url or "")
+    cfg = config(tmp_path, batch_server.base_url or "")
     opts = options(tmp_path, data, cfg)
-    server.download_faults = [fault, fault]
+    batch_server.download_faults = [fault, fault]
     report = submit_and_collect(opts, tmp_path / "cache.sqlite", api=api)
-    assert server.downloads == 3  # two faults, then the file
+    assert batch_server.downloads == 3  # two faults, then the file
     assert report.outcome is not None and report.outcome.exit_code == 0
     assert [problems for _, _, problems in report.downloaded] == [[]]
     assert {j["status"] for j in Outputs(tmp_path / "out").judgments} == {"scored"}
@@ -147,18 +139,23 @@ def _held(cache: Path) -> set[str]:
         return store.pending_keys()
 
 
-@pytest.mark.timeout(60)
-def test_an_output_cut_mid_line_keeps_the_complete_lines_and_frees_the_rest(tmp_path: Path, server: BatchServer) -> None:
-    data = transcripts(tmp_path, 5)
-    cfg = config(tmp_path, server.base_url or "")
-    opts = options(tmp_path, data, cfg)
+def _completed(tmp_path: Path, batch_server: BatchServer, n: int) -> tuple[RunOptions, Path, dict[str, Any]]:
+    """n transcripts submitted and their batch completed, not collected: the options, the cache and
+    the server's record of the batch (its output file is the test's to damage)."""
+    opts = options(tmp_path, transcripts(tmp_path, n), config(tmp_path, batch_server.base_url or ""))
     cache = tmp_path / "cache.sqlite"
     asyncio.run(hb.submit(opts))
     asyncio.run(hb.wait(cache, first_s=0.01))
-    (batch,) = server.batches.values()
-    body = server.files[batch["output_file_id"]]
+    (batch,) = batch_server.batches.values()
+    return opts, cache, batch
+
+
+@pytest.mark.timeout(60)
+def test_an_output_cut_mid_line_keeps_the_complete_lines_and_frees_the_rest(tmp_path: Path, batch_server: BatchServer) -> None:
+    opts, cache, batch = _completed(tmp_path, batch_server, 5)
+    body = batch_server.files[batch["output_file_id"]]
     lines = body.splitlines(keepends=True)
-    server.files[batch["output_file_id"]] = b"".join(lines[:7]) + lines[7][:40]  # 7 whole lines, then a part
+    batch_server.files[batch["output_file_id"]] = b"".join(lines[:7]) + lines[7][:40]  # 7 whole lines, then a part
     report = asyncio.run(hb.collect(opts))
     ((record, counts, problems),) = report.downloaded
     assert (counts["succeeded"], counts["failed"]) == (7, 3)
@@ -179,17 +176,11 @@ def test_an_output_cut_mid_line_keeps_the_complete_lines_and_frees_the_rest(tmp_
 
 
 @pytest.mark.timeout(60)
-def test_an_expired_output_file_fails_its_requests_with_the_reason_and_frees_them(tmp_path: Path, server: BatchServer) -> None:
-    data = transcripts(tmp_path, 3)
-    cfg = config(tmp_path, server.base_url or "")
-    opts = options(tmp_path, data, cfg)
-    cache = tmp_path / "cache.sqlite"
-    asyncio.run(hb.submit(opts))
-    asyncio.run(hb.wait(cache, first_s=0.01))
-    (batch,) = server.batches.values()
-    del server.files[batch["output_file_id"]]  # OpenAI deletes batch files after their expiry
+def test_an_expired_output_file_fails_its_requests_with_the_reason_and_frees_them(tmp_path: Path, batch_server: BatchServer) -> None:
+    opts, cache, batch = _completed(tmp_path, batch_server, 3)
+    del batch_server.files[batch["output_file_id"]]  # OpenAI deletes batch files after their expiry
     report = asyncio.run(hb.collect(opts))
-    assert server.downloads == 0  # a 404 is answered before any body, and not retried
+    assert batch_server.downloads == 0  # a 404 is answered before any body, and not retried
     ((_, counts, problems),) = report.downloaded
     assert counts["failed"] == 6 and "HTTP 404" in problems[0]
     judged = Outputs(tmp_path / "out").judgments
@@ -200,13 +191,13 @@ def test_an_expired_output_file_fails_its_requests_with_the_reason_and_frees_the
 
 
 @pytest.mark.timeout(60)
-def test_a_download_failing_on_every_attempt_fails_its_requests_truthfully(tmp_path: Path, server: BatchServer) -> None:
+def test_a_download_failing_on_every_attempt_fails_its_requests_truthfully(tmp_path: Path, batch_server: BatchServer) -> None:
     data = transcripts(tmp_path, 2)
-    cfg = config(tmp_path, server.base_url or "")
+    cfg = config(tmp_path, batch_server.base_url or "")
     opts = options(tmp_path, data, cfg)
-    server.download_faults = ["500"] * 10
+    batch_server.download_faults = ["500"] * 10
     report = submit_and_collect(opts, tmp_path / "cache.sqlite")
-    assert server.downloads == 4  # the first try and len(RETRY_DELAYS_S) retries
+    assert batch_server.downloads == 4  # the first try and len(RETRY_DELAYS_S) retries
     ((_, counts, problems),) = report.downloaded
     assert counts["failed"] == 4 and "HTTP 500" in problems[0] and "after 4 attempts" in problems[0]
     assert report.outcome is not None and report.outcome.exit_code == 1  # judgments did fail, with the reason

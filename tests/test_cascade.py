@@ -57,12 +57,6 @@ def _config(path: Path, url: str) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
 def test_verdict_and_confidence_from_samples_and_logprobs() -> None:
     assert verdict({"status": "scored", "sample_scores": [0.8, 0.8, 0.2]}) == (0.8, pytest.approx(2 / 3))
     assert verdict({"status": "scored", "score_distribution": {"1": 0.1, "4": 0.6, "5": 0.3}}) == (4.0, pytest.approx(0.6))

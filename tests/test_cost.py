@@ -37,8 +37,6 @@ from harness.runner.estimate import ASSUMED_LATENCY_S, Estimate, estimate_run
 from harness.traces.loader import iter_transcripts
 from tests.e2e_support import (
     IN_PRICE,
-    KEY,
-    KEY_ENV,
     OUT_PRICE,
     Outputs,
     cache_rows,
@@ -82,12 +80,6 @@ RUBRIC_OF_LINE = {r.template.splitlines()[0]: name for name, r in RUBRICS.items(
 #: The shipped price of gpt-4o-mini, read from the data file itself.
 SHIPPED = tomllib.loads(SHIPPED_TABLE.read_text(encoding="utf-8"))["models"]
 MINI_IN, MINI_OUT = SHIPPED["gpt-4o-mini"]["input"], SHIPPED["gpt-4o-mini"]["output"]
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 # -- independent oracles ---------------------------------------------------------------------------

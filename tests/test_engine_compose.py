@@ -27,19 +27,13 @@ from harness.exit_codes import EXIT_USER_ERROR
 from harness.planning import RunOptions
 from harness.report.aggregate import Health
 from harness.runner import RunOutcome
-from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, read_jsonl, run_and_show, serve, write_config, write_jsonl
+from tests.e2e_support import Outputs, cache_rows, chat_requests, judge, read_jsonl, run_and_show, serve, write_config, write_jsonl
 
 pytestmark = pytest.mark.timeout(120)
 
 #: The reply a llama.cpp-like server gives to the marked transcript: longer than its 64-token budget.
 LONG = "Score: 0.9 because " + "word " * 200
 MARK = "[[long]]"
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 async def run(tmp_path: Path, name: str, **options: Any) -> tuple[RunOutcome, Outputs]:

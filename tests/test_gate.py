@@ -18,11 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import junitparser
 import numpy as np
 import pytest
-from scipy import stats as sp
-from statsmodels.stats.multitest import multipletests
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -109,6 +106,8 @@ def values(run: Path, metric: str, judge: str) -> dict[str, float]:
 
 
 def t_interval(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    from scipy import stats as sp
+
     if np.ptp(x) == 0:
         return float(x[0]), float(x[0])
     low, high = sp.t.interval(confidence, x.size - 1, loc=x.mean(), scale=sp.sem(x))
@@ -161,6 +160,9 @@ def test_bars_on_rubrics_composites_and_agent_metrics(runs: dict[str, Path]) -> 
 
 
 def test_noise_passes_and_a_regression_fails_against_the_baseline(runs: dict[str, Path]) -> None:
+    from scipy import stats as sp
+    from statsmodels.stats.multitest import multipletests
+
     checks = [
         "--no-regression",
         "relevance",
@@ -208,6 +210,8 @@ def test_noise_passes_and_a_regression_fails_against_the_baseline(runs: dict[str
 def test_passk_over_tasks(runs: dict[str, Path]) -> None:
     """pass^2 of trajectory_match >= 1: BASE matches everywhere (pass^2 = 1 on every task); in
     REGRESSED transcript i of the 40 misses when i % 3 == 0, so task t has c of its 4 runs."""
+    from scipy import stats as sp
+
     out = gate_json(runs["REGRESSED"], "--success", "trajectory_match>=1", "--min", "pass^2=0.3", "--min", "pass@2=0.8", code=6)
     want_hat, want_at = [], []
     for t in range(10):
@@ -233,6 +237,8 @@ def test_passk_over_tasks(runs: dict[str, Path]) -> None:
 
 
 def test_reports_junit_markdown_and_the_github_step_summary(runs: dict[str, Path]) -> None:
+    import junitparser
+
     tmp = runs["tmp"]
     step = tmp / "step_summary.md"
     step.write_text("earlier step\n", encoding="utf-8")
@@ -360,6 +366,8 @@ def test_every_json_field_is_documented(runs: dict[str, Path]) -> None:
 def test_decide_at_the_edges() -> None:
     """Too few values fail, saying why; values that do not vary are exact; a check that cannot be
     tested stays out of Holm's family."""
+    from statsmodels.stats.multitest import multipletests
+
     from harness.gate import Check, CheckData, decide
 
     bar = Check("min", "relevance", None, "higher", 0.5)

@@ -14,13 +14,10 @@ sends the judge no request.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e_support import KEY, KEY_ENV, judge, write_config, write_jsonl
-from tests.scripted_judges import ScriptedJudgeServer, serving
+from tests.e2e_support import KEY, KEY_ENV, harness_env, judge, write_config, write_jsonl
+from tests.scripted_judges import ScriptedJudgeServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "guide" / "ci.md"
@@ -96,32 +93,20 @@ class Repo:
         return subprocess.run(["bash", "-e", "-c", command], cwd=self.path, env=self.env, capture_output=True, text=True, timeout=300, check=False)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedJudgeServer]:
-    with serving() as srv:
-        yield srv
-
-
-def checkout(tmp: Path, name: str, server: ScriptedJudgeServer, candidate_shift: float, cache_from: Path | None) -> Repo:
+def checkout(tmp: Path, name: str, scripted_server: ScriptedJudgeServer, candidate_shift: float, cache_from: Path | None) -> Repo:
     repo = tmp / name
     (repo / "evals").mkdir(parents=True)
     base = [0.70 + 0.25 * ((i * 7) % N) / N for i in range(N)]
     write_jsonl(repo / "evals" / "baseline.jsonl", transcripts(base, "Baseline"))
     cand = [q + candidate_shift + (0.01 if i % 2 else -0.01) for i, q in enumerate(base)]
     write_jsonl(repo / "evals" / "candidate.jsonl", transcripts(cand, "Candidate"))
-    assert server.base_url is not None
-    write_config(repo / "harness.toml", [judge("honest", server.base_url, model="honest")], rubrics=list(RUBRICS))
+    assert scripted_server.base_url is not None
+    write_config(repo / "harness.toml", [judge("honest", scripted_server.base_url, model="honest")], rubrics=list(RUBRICS))
     if cache_from is not None:  # actions/cache restoring its path
         shutil.copytree(cache_from / "cache", repo / "cache")
-    bin_dir = repo.parent / f"{name}-bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "harness"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m harness "$@"\n', encoding="utf-8")
-    shim.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "HARNESS_", "GITHUB_"))}
-    env.update(
-        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
-        PYTHONPATH=str(ROOT),
+    env = harness_env(
+        repo.parent / f"{name}-bin",
+        ("OPENAI_", "ANTHROPIC_", "HARNESS_", "GITHUB_"),
         COLUMNS="100",
         NO_COLOR="1",
         CI="true",
@@ -131,8 +116,8 @@ def checkout(tmp: Path, name: str, server: ScriptedJudgeServer, candidate_shift:
     return Repo(repo, env)
 
 
-def chat_count(server: ScriptedJudgeServer) -> int:
-    return sum(1 for r in server.requests if r["path"] == "/v1/chat/completions")
+def chat_count(scripted_server: ScriptedJudgeServer) -> int:
+    return sum(1 for r in scripted_server.requests if r["path"] == "/v1/chat/completions")
 
 
 def run_all(repo: Repo, commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
@@ -157,13 +142,13 @@ def test_the_cache_step_covers_what_the_job_reads() -> None:
     assert job["cache"]["paths"] == ["cache/"] and job["artifacts"]["reports"]["junit"] == "gate.xml"
 
 
-def test_github_workflow_pays_once_and_gates(server: ScriptedJudgeServer, tmp_path: Path) -> None:
+def test_github_workflow_pays_once_and_gates(scripted_server: ScriptedJudgeServer, tmp_path: Path) -> None:
     commands, _ = github_steps()
-    first = checkout(tmp_path, "first", server, 0.0, None)
-    before = chat_count(server)
+    first = checkout(tmp_path, "first", scripted_server, 0.0, None)
+    before = chat_count(scripted_server)
     done = run_all(first, commands)
     assert [d.returncode for d in done] == [0] * len(commands), [d.stderr for d in done]
-    paid = chat_count(server) - before
+    paid = chat_count(scripted_server) - before
     assert paid == 2 * N * len(RUBRICS)  # both runs' transcripts, every rubric, once
     gate_out = done[-1].stdout
     assert gate_out.rstrip().endswith("gate passed (3 checks)")
@@ -173,11 +158,11 @@ def test_github_workflow_pays_once_and_gates(server: ScriptedJudgeServer, tmp_pa
     assert (root.get("tests"), root.get("failures")) == ("3", "0")
 
     # The next job on the same transcripts: a fresh checkout, the cache restored. Nothing is paid.
-    second = checkout(tmp_path, "second", server, 0.0, first.path)
-    before = chat_count(server)
+    second = checkout(tmp_path, "second", scripted_server, 0.0, first.path)
+    before = chat_count(scripted_server)
     done = run_all(second, commands)
     assert [d.returncode for d in done] == [0] * len(commands)
-    assert chat_count(server) == before
+    assert chat_count(scripted_server) == before
     for run in ("baseline", "candidate"):
         stats = json.loads((second.path / "runs" / run / "summary.json").read_text(encoding="utf-8"))["judges"]["honest"]
         assert (stats["calls"], stats["cache_hits"]) == (0, N * len(RUBRICS))
@@ -186,11 +171,11 @@ def test_github_workflow_pays_once_and_gates(server: ScriptedJudgeServer, tmp_pa
 
     # A regressed candidate: only its transcripts are paid (the baseline's come from the cache), and
     # the gate stops the job with exit 6, its failures in the JUnit XML and the step summary.
-    third = checkout(tmp_path, "third", server, -0.15, second.path)
-    before = chat_count(server)
+    third = checkout(tmp_path, "third", scripted_server, -0.15, second.path)
+    before = chat_count(scripted_server)
     done = run_all(third, commands)
     assert [d.returncode for d in done] == [0] * (len(commands) - 1) + [6]
-    assert chat_count(server) - before == N * len(RUBRICS)
+    assert chat_count(scripted_server) - before == N * len(RUBRICS)
     root = ET.parse(third.path / "gate.xml").getroot()
     failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]
     assert failed == [
@@ -200,14 +185,14 @@ def test_github_workflow_pays_once_and_gates(server: ScriptedJudgeServer, tmp_pa
     assert "❌ harness gate FAILED (2 of 3 checks)" in Path(third.env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
 
 
-def test_gitlab_job_pays_nothing_with_its_cache(server: ScriptedJudgeServer, tmp_path: Path) -> None:
+def test_gitlab_job_pays_nothing_with_its_cache(scripted_server: ScriptedJudgeServer, tmp_path: Path) -> None:
     lines, _ = gitlab_script()
-    first = checkout(tmp_path, "gl-first", server, 0.0, None)
+    first = checkout(tmp_path, "gl-first", scripted_server, 0.0, None)
     done = run_all(first, lines)
     assert [d.returncode for d in done] == [0] * len(lines), [d.stderr for d in done]
     assert (first.path / "gate.md").read_text(encoding="utf-8").startswith("### ✅ harness gate passed (3 checks)")
-    second = checkout(tmp_path, "gl-second", server, 0.0, first.path)
-    before = chat_count(server)
+    second = checkout(tmp_path, "gl-second", scripted_server, 0.0, first.path)
+    before = chat_count(scripted_server)
     done = run_all(second, lines)
     assert [d.returncode for d in done] == [0] * len(lines)
-    assert chat_count(server) == before
+    assert chat_count(scripted_server) == before

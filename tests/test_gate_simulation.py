@@ -21,7 +21,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from scipy import stats as sp
 
 from harness.agent.passk import pass_hat_k
 from harness.gate import Check, CheckData, decide
@@ -40,6 +39,8 @@ def _rate(pairs: int, fails: Callable[[np.random.Generator], bool], seed: int) -
 
 def _not_above(rate: float, bound: float) -> None:
     """The observed rate is not significantly above ``bound`` (one-sided binomial, p > 0.001)."""
+    from scipy import stats as sp
+
     count = round(rate * PAIRS)
     p = sp.binom.sf(count - 1, PAIRS, bound)
     assert p > 0.001, f"rate {rate:.4f} is above the stated {bound} (binomial p={p:.2g})"
@@ -61,6 +62,8 @@ def _difference(kind: str, metric: str, candidate: np.ndarray, base: np.ndarray,
 
 def _t_power(ncp: float, crit: float) -> float:
     """P(T > crit) for Student's t with N - 1 df and noncentrality ``ncp``."""
+    from scipy import stats as sp
+
     return float(sp.nct.sf(crit, N - 1, ncp))
 
 
@@ -90,6 +93,8 @@ def test_noise_fails_one_no_regression_check_about_half_alpha() -> None:
 def test_a_real_regression_fails_the_gate_with_the_t_tests_power() -> None:
     """relevance truly 0.06 lower, two other metrics unchanged: Holm tests the smallest p at
     alpha / 3 first, so the gate fails at least as often as a one-sided t at alpha / 6."""
+    from scipy import stats as sp
+
     delta = -0.06
 
     def fails(rng: np.random.Generator) -> bool:
@@ -111,6 +116,8 @@ def test_a_real_regression_fails_the_gate_with_the_t_tests_power() -> None:
 
 @pytest.mark.parametrize(("delta", "label"), [(-0.05, "at the margin"), (0.0, "no difference")])
 def test_a_margin_passes_a_drop_at_the_margin_at_most_half_alpha(delta: float, label: str) -> None:
+    from scipy import stats as sp
+
     margin = 0.05
 
     def passes(rng: np.random.Generator) -> bool:
@@ -128,6 +135,8 @@ def test_a_margin_passes_a_drop_at_the_margin_at_most_half_alpha(delta: float, l
 
 @pytest.mark.parametrize(("mean", "label"), [(0.6, "on the bar"), (0.7, "above the bar")])
 def test_a_bar_passes_a_run_on_the_bar_at_most_half_alpha(mean: float, label: str) -> None:
+    from scipy import stats as sp
+
     bar = 0.6
 
     def passes(rng: np.random.Generator) -> bool:

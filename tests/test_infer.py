@@ -11,7 +11,6 @@ import csv
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +27,6 @@ from tests.test_report import Opened, browser  # noqa: F401 - the Chromium fixtu
 
 pytestmark = pytest.mark.timeout(120)
 N = 120
-
-
-@pytest.fixture(scope="module")
-def scripted() -> Iterator[ScriptedJudges]:
-    server = ScriptedJudges()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _runs(tmp: Path, scripted: ScriptedJudges, name: str, shift: float) -> tuple[Path, dict[str, float]]:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -31,9 +29,13 @@ from harness.cli import app
 from harness.outputs.merge import merge_runs
 from harness.planning import RunOptions
 from harness.runner.session import RunOutcome, run_evaluation
-from tests.batch_server import BatchServer
-from tests.e2e_support import KEY, KEY_ENV, read_jsonl, write_jsonl
-from tests.matrix_support import MatrixAnthropicServer, MatrixOpenAIServer, answer_export, anthropic_answer, likert_prompts, openai_answer
+from tests.e2e_support import KEY_ENV, read_jsonl, write_jsonl
+from tests.matrix_support import (
+    Servers,
+    answer_export,
+    likert_prompts,
+    run_two_workers,
+)
 
 RUBRICS = ("likert", "likert_long")
 #: (name, seed, input and output USD per 1M): the members, cheapest first
@@ -47,38 +49,6 @@ KINDS: dict[str, dict[str, Any]] = {
 #: A jury row's fields every path must give as the live run gave them.
 JURY_FIELDS = ("transcript_id", "rubric", "judge", "status", "score", "reason", "jury")
 MEMBER_FIELDS = ("transcript_id", "rubric", "judge", "status", "score", "reason", "raw_output", "prompt_tokens", "completion_tokens")
-
-
-@dataclass
-class Servers:
-    openai: MatrixOpenAIServer
-    batch: BatchServer
-    live: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def sent(self) -> int:
-        return len(self.openai.requests) + self.batch.requests_received
-
-    def contacted(self) -> int:
-        return len(self.openai.requests) + len(self.batch.paths)
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[Servers]:
-    openai = MatrixOpenAIServer()
-    openai.start()
-    anthropic = MatrixAnthropicServer()
-    batch = BatchServer(key=KEY, openai_answer=partial(openai_answer, openai), anthropic_answer=partial(anthropic_answer, anthropic))
-    batch.start()
-    try:
-        yield Servers(openai, batch)
-    finally:
-        batch.stop()
-        openai.stop()
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def _toml(value: Any) -> str:
@@ -139,17 +109,17 @@ def members(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return view([r for r in rows if r["judge"] != "panel"], MEMBER_FIELDS)
 
 
-def live(servers: Servers, kind: str, tmp_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def live(matrix_servers: Servers, kind: str, tmp_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """The live run of a kind of jury, once per module: what every path must give."""
-    if kind not in servers.live:
+    if kind not in matrix_servers.kept:
         cell = Cell(kind, tmp_factory.mktemp(f"live-{kind}"))
-        assert servers.openai.base_url
-        _, rows = cell.run(cell.config(servers.openai.base_url, str(cell.tmp / "cache.sqlite")), "out")
+        assert matrix_servers.openai.base_url
+        _, rows = cell.run(cell.config(matrix_servers.openai.base_url, str(cell.tmp / "cache.sqlite")), "out")
         verdicts = juries(rows)
         assert len(verdicts) == len(SCORES) * len(RUBRICS)
         assert all(v["status"] == "scored" for v in verdicts)
-        servers.live[kind] = rows
-    return servers.live[kind]
+        matrix_servers.kept[kind] = rows
+    return matrix_servers.kept[kind]
 
 
 def assert_same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
@@ -157,36 +127,36 @@ def assert_same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
     assert members(got) == members(want)
 
 
-def replays(cell: Cell, servers: Servers, config: Path, rows: list[dict[str, Any]], cache: str | None = None) -> None:
-    before = servers.sent()
+def replays(cell: Cell, matrix_servers: Servers, config: Path, rows: list[dict[str, Any]], cache: str | None = None) -> None:
+    before = matrix_servers.sent()
     _, replay = cell.run(config, "replay", offline=True, **({"cache": cache} if cache else {}))
-    assert servers.sent() == before
+    assert matrix_servers.sent() == before
     assert_same(replay, rows)
 
 
-def path_live(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    assert servers.openai.base_url
-    config = cell.config(servers.openai.base_url, str(cell.tmp / "cache.sqlite"))
+def path_live(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    assert matrix_servers.openai.base_url
+    config = cell.config(matrix_servers.openai.base_url, str(cell.tmp / "cache.sqlite"))
     _, rows = cell.run(config, "out")
     assert_same(rows, ref)
-    before = servers.sent()
+    before = matrix_servers.sent()
     _, again = cell.run(config, "again")  # all cached: nothing is paid twice
-    assert servers.sent() == before
+    assert matrix_servers.sent() == before
     assert_same(again, rows)
 
 
-def path_offline(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    assert servers.openai.base_url
-    config = cell.config(servers.openai.base_url, str(cell.tmp / "cache.sqlite"))
+def path_offline(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    assert matrix_servers.openai.base_url
+    config = cell.config(matrix_servers.openai.base_url, str(cell.tmp / "cache.sqlite"))
     _, rows = cell.run(config, "out")
-    replays(cell, servers, config, rows)
+    replays(cell, matrix_servers, config, rows)
     assert_same(rows, ref)
 
 
-def path_batch(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    assert servers.batch.base_url
-    config = cell.config(servers.batch.base_url, str(cell.tmp / "cache.sqlite"))
-    live_before = len(servers.openai.requests)
+def path_batch(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    assert matrix_servers.batch.base_url
+    config = cell.config(matrix_servers.batch.base_url, str(cell.tmp / "cache.sqlite"))
+    live_before = len(matrix_servers.openai.requests)
     report = asyncio.run(hb.submit(cell.options(config, "out")))
     assert report.sent > 0
     asyncio.run(hb.wait(cell.tmp / "cache.sqlite", first_s=0.01, timeout_s=20))
@@ -194,29 +164,29 @@ def path_batch(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
     assert collected.outcome is not None and collected.outcome.exit_code == 0
     rows = read_jsonl(cell.tmp / "out" / "judgments.jsonl")
     assert_same(rows, ref)
-    assert len(servers.openai.requests) == live_before
-    replays(cell, servers, config, rows)
+    assert len(matrix_servers.openai.requests) == live_before
+    replays(cell, matrix_servers, config, rows)
 
 
-def path_export(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    assert servers.openai.base_url
-    config = cell.config(servers.openai.base_url, str(cell.tmp / "cache.sqlite"))
-    before = servers.contacted()
+def path_export(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    assert matrix_servers.openai.base_url
+    config = cell.config(matrix_servers.openai.base_url, str(cell.tmp / "cache.sqlite"))
+    before = matrix_servers.contacted()
     requests, output = cell.tmp / "requests.jsonl", cell.tmp / "output.jsonl"
     exported = hb.export(cell.options(config, None), requests).exported
-    assert answer_export(servers.openai, requests, output) == exported
+    assert answer_export(matrix_servers.openai, requests, output) == exported
     hb.import_results(cell.options(config, "out"), [output])
     collected = asyncio.run(hb.collect(cell.options(config, "out")))
     assert collected.outcome is not None and collected.outcome.exit_code == 0
     rows = read_jsonl(cell.tmp / "out" / "judgments.jsonl")
     assert_same(rows, ref)
-    assert servers.contacted() == before
-    replays(cell, servers, config, rows)
+    assert matrix_servers.contacted() == before
+    replays(cell, matrix_servers, config, rows)
 
 
-def path_shard(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    assert servers.openai.base_url
-    config = cell.config(servers.openai.base_url, str(cell.tmp / "cache.sqlite"))
+def path_shard(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    assert matrix_servers.openai.base_url
+    config = cell.config(matrix_servers.openai.base_url, str(cell.tmp / "cache.sqlite"))
     for i in (1, 2):
         cell.run(config, f"s{i}", shard=f"{i}/2")
     merge_runs([cell.tmp / "s1", cell.tmp / "s2"], cell.tmp / "merged")
@@ -227,31 +197,16 @@ def path_shard(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
     whole = json.loads((cell.tmp / "s1" / "summary.json").read_text(encoding="utf-8"))
     assert set(summary["juries"]["panel"]) == set(whole["juries"]["panel"])
     assert summary["juries"]["panel"]["verdicts"] == {"scored": len(SCORES) * len(RUBRICS)}
-    replays(cell, servers, config, rows)
+    replays(cell, matrix_servers, config, rows)
 
 
-def _two_workers(cell: Cell, servers: Servers, ref: list[dict[str, Any]], cache: str) -> None:
-    assert servers.openai.base_url
-    config = cell.config(servers.openai.base_url, cache)
-    start = threading.Barrier(2)
-    outcomes: dict[str, RunOutcome | BaseException] = {}
-
-    def worker(name: str) -> None:
-        start.wait()
-        try:
-            outcomes[name] = asyncio.run(run_evaluation(cell.options(config, name)))
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            outcomes[name] = exc
-
-    threads = [threading.Thread(target=worker, args=(name,)) for name in ("w1", "w2")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert all(isinstance(o, RunOutcome) and o.exit_code == 0 for o in outcomes.values()), outcomes
+def _two_workers(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]], cache: str) -> None:
+    assert matrix_servers.openai.base_url
+    config = cell.config(matrix_servers.openai.base_url, cache)
+    run_two_workers(partial(cell.options, config))
     for name in ("w1", "w2"):
         assert_same(read_jsonl(cell.tmp / name / "judgments.jsonl"), ref)
-    replays(cell, servers, config, read_jsonl(cell.tmp / "w1" / "judgments.jsonl"), cache)
+    replays(cell, matrix_servers, config, read_jsonl(cell.tmp / "w1" / "judgments.jsonl"), cache)
 
 
 PATHS = {
@@ -260,7 +215,7 @@ PATHS = {
     "batch": path_batch,
     "export": path_export,
     "shard": path_shard,
-    "workers": lambda cell, servers, ref: _two_workers(cell, servers, ref, str(cell.tmp / "cache.sqlite")),
+    "workers": lambda cell, matrix_servers, ref: _two_workers(cell, matrix_servers, ref, str(cell.tmp / "cache.sqlite")),
 }
 
 
@@ -268,35 +223,35 @@ PATHS = {
 @pytest.mark.parametrize("path", caps.PATHS)
 @pytest.mark.parametrize("kind", list(caps.JURY_KINDS))
 def test_a_jury_goes_through_every_path(
-    kind: str, path: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    kind: str, path: str, matrix_servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> None:
     if (kind, path) in caps.JURY_REFUSED:
-        return _refused(kind, path, servers, tmp_path)
-    ref = live(servers, kind, tmp_path_factory)
+        return _refused(kind, path, matrix_servers, tmp_path)
+    ref = live(matrix_servers, kind, tmp_path_factory)
     cell = Cell(kind, tmp_path)
     if path == "workers_pg":
-        _two_workers(cell, servers, ref, request.getfixturevalue("postgres").new_database())
+        _two_workers(cell, matrix_servers, ref, request.getfixturevalue("postgres").new_database())
     else:
-        PATHS[path](cell, servers, ref)
+        PATHS[path](cell, matrix_servers, ref)
 
 
-def _refused(kind: str, path: str, servers: Servers, tmp_path: Path) -> None:
+def _refused(kind: str, path: str, matrix_servers: Servers, tmp_path: Path) -> None:
     cell = Cell(kind, tmp_path)
-    assert servers.batch.base_url
-    config = cell.config(servers.batch.base_url, str(cell.tmp / "cache.sqlite"))
+    assert matrix_servers.batch.base_url
+    config = cell.config(matrix_servers.batch.base_url, str(cell.tmp / "cache.sqlite"))
     common = [str(cell.data), "--config", str(config), "--prompts", str(cell.prompts), *sum((["--rubric", r] for r in RUBRICS), [])]
     argv = ["batch", "submit", *common] if path == "batch" else ["batch", "export", *common, "--to", str(tmp_path / "requests.jsonl")]
-    before = servers.contacted()
+    before = matrix_servers.contacted()
     result = CliRunner().invoke(app, argv, env={**os.environ, "COLUMNS": "400"})
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2, result.output
     assert len(lines) == 1 and caps.SEQUENTIAL_BATCH_WHY in lines[0], result.output
-    assert servers.contacted() == before
+    assert matrix_servers.contacted() == before
     assert not (tmp_path / "requests.jsonl").exists()
 
 
-def test_the_sequential_jury_asks_fewer_members_for_the_same_verdicts(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> None:
-    whole, sequential = live(servers, "per_transcript", tmp_path_factory), live(servers, "sequential", tmp_path_factory)
+def test_the_sequential_jury_asks_fewer_members_for_the_same_verdicts(matrix_servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> None:
+    whole, sequential = live(matrix_servers, "per_transcript", tmp_path_factory), live(matrix_servers, "sequential", tmp_path_factory)
     strip = [{k: v for k, v in r.items() if k != "jury"} for r in juries(whole)]
     assert [{k: v for k, v in r.items() if k != "jury"} for r in juries(sequential)] == strip
     for full, seq in zip(juries(whole), juries(sequential), strict=True):

@@ -15,7 +15,6 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from harness.report.explain import explain
 from harness.workflows.cascade import CascadeOptions, calibrate, run_cascade
 from harness.workflows.race import RaceOptions, race
 from tests.analysis_support import ScriptedJudges, record
-from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, run_and_show, write_jsonl
+from tests.e2e_support import judge, read_jsonl, run_and_show, write_jsonl
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -42,22 +41,6 @@ N = 40
 MODELS = {"a": "gpt-4o-mini", "b": "claude-haiku-4-5", "c": "llama-3.1-8b"}
 RUBRICS = ("relevance", "faithfulness")
 PRICES = {"a": 0.15, "b": 1.0, "c": 0.05}
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedJudges]:
-    scripted = ScriptedJudges()
-    scripted.start()
-    try:
-        yield scripted
-    finally:
-        scripted.stop()
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 def truth(i: int) -> float:
@@ -99,13 +82,13 @@ def config(path: Path, url: str, jury: dict[str, Any] | None = None, extra_judge
     return path
 
 
-def run(tmp: Path, name: str, server: ScriptedJudges, jury: dict[str, Any], shift: float = 0.0, **options: Any) -> tuple[Path, str]:
-    server.table = table(shift)
+def run(tmp: Path, name: str, scripted: ScriptedJudges, jury: dict[str, Any], shift: float = 0.0, **options: Any) -> tuple[Path, str]:
+    scripted.table = table(shift)
     folder = tmp / f"{name}-input"
     folder.mkdir(parents=True, exist_ok=True)
     data = transcripts(folder / "t.jsonl")
     labels(folder / "labels.jsonl")
-    cfg = config(folder / "harness.toml", server.base_url or "", jury, rubrics=list(RUBRICS))
+    cfg = config(folder / "harness.toml", scripted.base_url or "", jury, rubrics=list(RUBRICS))
     console = Console(file=io.StringIO(), width=200)
     opts = RunOptions(input=data, out=tmp / name, config=cfg, no_cache=True, progress=False, **options)
     outcome = asyncio.run(run_and_show(opts, console))
@@ -121,8 +104,8 @@ def _bin(score: float) -> int:
     return int(np.floor(score * 10 + 0.5 + 1e-9))
 
 
-def test_the_jury_is_a_judge_of_the_run(tmp_path: Path, server: ScriptedJudges) -> None:
-    out, shown = run(tmp_path, "run", server, {"method": "majority", "labels": "labels.jsonl"})
+def test_the_jury_is_a_judge_of_the_run(tmp_path: Path, scripted: ScriptedJudges) -> None:
+    out, shown = run(tmp_path, "run", scripted, {"method": "majority", "labels": "labels.jsonl"})
     rows = rows_of(out)
     by = {(r["transcript_id"], r["rubric"], r["judge"]): r for r in rows}
     assert len(rows) == N * len(RUBRICS) * 4
@@ -181,10 +164,10 @@ def test_the_jury_is_a_judge_of_the_run(tmp_path: Path, server: ScriptedJudges) 
     assert report.path.exists() and "panel" in report.path.read_text(encoding="utf-8")
 
 
-def test_compare_infer_and_race_take_the_jury_as_a_judge(tmp_path: Path, server: ScriptedJudges) -> None:
+def test_compare_infer_and_race_take_the_jury_as_a_judge(tmp_path: Path, scripted: ScriptedJudges) -> None:
     jury = {"method": "median", "labels": "labels.jsonl"}
-    a, _ = run(tmp_path, "a", server, jury)
-    b, _ = run(tmp_path, "b", server, jury, shift=0.2)
+    a, _ = run(tmp_path, "a", scripted, jury)
+    b, _ = run(tmp_path, "b", scripted, jury, shift=0.2)
     comparison = compare_report(a, b, n_resamples=200)
     rows = [r for r in comparison.metrics if r.judge == "panel"]
     assert {r.metric for r in rows} == {"relevance", "faithfulness", "answer_correctness"}
@@ -200,16 +183,16 @@ def test_compare_infer_and_race_take_the_jury_as_a_judge(tmp_path: Path, server:
     # race: the jury is the config's one judge (its members are its parts)
     folder = tmp_path / "race"
     folder.mkdir()
-    server.table = {**table(), **{(t, r, m): v for (t, r, m), v in table(0.2).items()}}
-    cfg = config(folder / "harness.toml", server.base_url or "", jury | {"labels": str(tmp_path / "a-input" / "labels.jsonl")})
+    scripted.table = {**table(), **{(t, r, m): v for (t, r, m), v in table(0.2).items()}}
+    cfg = config(folder / "harness.toml", scripted.base_url or "", jury | {"labels": str(tmp_path / "a-input" / "labels.jsonl")})
     result = asyncio.run(
         race(RaceOptions(a=tmp_path / "a-input" / "t.jsonl", b=tmp_path / "a-input" / "t.jsonl", out=folder / "out", metric="relevance", config=cfg))
     )
     assert result.judge == "panel" and result.pairs_judged > 0
 
 
-def test_infer_refuses_a_jury_fitted_on_its_labels(tmp_path: Path, server: ScriptedJudges) -> None:
-    out, _ = run(tmp_path, "w", server, {"method": "weighted", "labels": "labels.jsonl"})
+def test_infer_refuses_a_jury_fitted_on_its_labels(tmp_path: Path, scripted: ScriptedJudges) -> None:
+    out, _ = run(tmp_path, "w", scripted, {"method": "weighted", "labels": "labels.jsonl"})
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     section = summary["juries"]["panel"]["rubrics"]["relevance"]
     assert sorted(section["fitted_on"]) == [f"t{i:02d}" for i in range(0, N, 2)]
@@ -251,48 +234,50 @@ def _cli(argv: list[str]) -> tuple[int, list[str]]:
     ],
 )
 def test_a_bad_jury_is_refused_in_one_line_before_anything_is_sent(
-    tmp_path: Path, server: ScriptedJudges, jury: dict[str, Any], expected: str
+    tmp_path: Path, scripted: ScriptedJudges, jury: dict[str, Any], expected: str
 ) -> None:
     labels(tmp_path / "only-relevance.jsonl", rubrics=("relevance",))
     write_jsonl(tmp_path / "bad.jsonl", [{"transcript_id": "t00", "rubric": "relevance", "label": "maybe"}])
     data = transcripts(tmp_path / "t.jsonl")
     fields = {"method": "majority"} | jury
     lines = [f"{k} = {json.dumps(v)}" for k, v in fields.items() if k not in ("name", "members")]
-    cfg = config(tmp_path / "harness.toml", server.base_url or "", None, rubrics=list(RUBRICS))
+    cfg = config(tmp_path / "harness.toml", scripted.base_url or "", None, rubrics=list(RUBRICS))
     head = ["", "[[juries]]", f'name = "{jury.get("name", "panel")}"', f"members = {json.dumps(jury.get('members', ['a', 'b', 'c']))}"]
     cfg.write_text(cfg.read_text(encoding="utf-8") + "\n".join(head + lines) + "\n", encoding="utf-8")
-    before = len(server.requests)
+    before = len(scripted.requests)
     code, output = _cli(["run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--no-progress"])
     assert code == 2, output
     assert len(output) == 1 and expected in output[0], output
-    assert len(server.requests) == before
+    assert len(scripted.requests) == before
     assert not (tmp_path / "out" / "judgments.jsonl").exists()
 
 
-def test_jury_labels_option_needs_a_jury(tmp_path: Path, server: ScriptedJudges) -> None:
+def test_jury_labels_option_needs_a_jury(tmp_path: Path, scripted: ScriptedJudges) -> None:
     data = transcripts(tmp_path / "t.jsonl")
-    cfg = config(tmp_path / "harness.toml", server.base_url or "", None)
+    cfg = config(tmp_path / "harness.toml", scripted.base_url or "", None)
     code, output = _cli(["run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--jury-labels", str(labels(tmp_path / "l.jsonl"))])
     assert code == 2 and len(output) == 1 and "the config has no [[juries]]" in output[0], output
 
 
-def test_a_jury_is_a_stage_of_a_cascade(tmp_path: Path, server: ScriptedJudges) -> None:
+def test_a_jury_is_a_stage_of_a_cascade(tmp_path: Path, scripted: ScriptedJudges) -> None:
     """Three cheap members agree on two transcripts in three (the jury is sure) and split on the
     rest; the strong judge (three samples, always agreeing) answers only those."""
     n = 150  # the strong stage must see enough of the jury's unsure transcripts to be certified
-    server.table = {}
+    scripted.table = {}
     rows = []
     for i in range(n):
         tid, q = f"t{i:03d}", (i % 10) / 10
         rows.append(record(tid))
         split = i % 3 == 0
         for model, offset in (("cheap-1", 0.0), ("cheap-2", 0.3 if split else 0.0), ("cheap-3", 0.6 if split else 0.0)):
-            server.table[(tid, "relevance", model)] = round(min(1.0, q + offset), 1)
-        server.table[(tid, "relevance", "strong")] = q
+            scripted.table[(tid, "relevance", model)] = round(min(1.0, q + offset), 1)
+        scripted.table[(tid, "relevance", "strong")] = q
     write_jsonl(tmp_path / "t.jsonl", rows)
     lines = []
     for name, price, samples in (("cheap-1", 0.1, 1), ("cheap-2", 0.1, 1), ("cheap-3", 0.1, 1), ("strong", 5.0, 3)):
-        fields = judge(name, server.base_url or "", model=name, input_price_per_1m=price, output_price_per_1m=price, samples=samples, max_attempts=1)
+        fields = judge(
+            name, scripted.base_url or "", model=name, input_price_per_1m=price, output_price_per_1m=price, samples=samples, max_attempts=1
+        )
         lines += ["[[judges]]"] + [f"{k} = {json.dumps(v)}" for k, v in fields.items()] + [""]
     lines += ["[[juries]]", 'name = "panel"', 'members = ["cheap-1", "cheap-2", "cheap-3"]', ""]
     lines += ["[cascade]", 'stages = ["panel", "strong"]', "target_agreement = 0.9", "confidence = 0.9"]
@@ -318,12 +303,12 @@ def test_a_jury_is_a_stage_of_a_cascade(tmp_path: Path, server: ScriptedJudges) 
     assert all(a["jury"]["confidence"] == 1.0 for a in answers if a["stage"] == 1)
 
 
-def test_the_sequential_jury_matches_the_whole_jury_on_every_transcript(tmp_path: Path, server: ScriptedJudges) -> None:
+def test_the_sequential_jury_matches_the_whole_jury_on_every_transcript(tmp_path: Path, scripted: ScriptedJudges) -> None:
     """Cheapest first (c, then a, then b): on the transcripts where c and a agree, b is not asked."""
-    whole, _ = run(tmp_path, "whole", server, {"method": "majority"})
-    before = len(server.requests)
-    seq, shown = run(tmp_path, "seq", server, {"method": "majority", "sequential": True})
-    asked = len(server.requests) - before
+    whole, _ = run(tmp_path, "whole", scripted, {"method": "majority"})
+    before = len(scripted.requests)
+    seq, shown = run(tmp_path, "seq", scripted, {"method": "majority", "sequential": True})
+    asked = len(scripted.requests) - before
     verdict = lambda rows: [(r["transcript_id"], r["rubric"], r["status"], r["score"]) for r in rows]  # noqa: E731
     assert verdict(rows_of(seq, "panel")) == verdict(rows_of(whole, "panel"))
     settled = [r for r in rows_of(seq) if r["reason"] == "jury_settled"]
@@ -336,22 +321,22 @@ def test_the_sequential_jury_matches_the_whole_jury_on_every_transcript(tmp_path
     assert f"{agree:,} of {N * 2 * 3:,}" in shown
 
 
-def test_members_of_one_sequential_jury_sit_on_no_other(tmp_path: Path, server: ScriptedJudges) -> None:
+def test_members_of_one_sequential_jury_sit_on_no_other(tmp_path: Path, scripted: ScriptedJudges) -> None:
     data = transcripts(tmp_path / "t.jsonl")
-    cfg = config(tmp_path / "harness.toml", server.base_url or "", {"method": "majority", "sequential": True})
+    cfg = config(tmp_path / "harness.toml", scripted.base_url or "", {"method": "majority", "sequential": True})
     cfg.write_text(cfg.read_text(encoding="utf-8") + '\n[[juries]]\nname = "other"\nmembers = ["a", "b"]\n', encoding="utf-8")
     code, output = _cli(["run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out")])
     assert code == 2 and "sits on jury 'other' too" in output[0], output
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_dawid_skene_jury_in_a_run_matches_the_library(tmp_path: Path, server: ScriptedJudges, seed: int) -> None:
+def test_dawid_skene_jury_in_a_run_matches_the_library(tmp_path: Path, scripted: ScriptedJudges, seed: int) -> None:
     """The run's Dawid–Skene verdicts are crowd-kit's on the members' binned votes (same start, same steps)."""
     import pandas as pd
     from crowdkit.aggregation import DawidSkene
 
     rng = random.Random(seed)
-    out, _ = run(tmp_path, "ds", server, {"method": "dawid_skene"}, shift=rng.choice([0.0, 0.1]))
+    out, _ = run(tmp_path, "ds", scripted, {"method": "dawid_skene"}, shift=rng.choice([0.0, 0.1]))
     by = {(r["transcript_id"], r["rubric"], r["judge"]): r for r in rows_of(out)}
     data = pd.DataFrame(
         [(f"t{i:02d}", m, _bin(by[(f"t{i:02d}", "relevance", m)]["score"])) for i in range(N) for m in MODELS], columns=["task", "worker", "label"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,7 @@ from harness.jury.sequential import votes_needed
 from harness.planning import RunOptions
 from harness.runner.session import run_evaluation
 from tests.analysis_support import CANNOT, ScriptedJudges, record
-from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, write_jsonl
+from tests.e2e_support import judge, read_jsonl, write_jsonl
 
 SCALE = Classes("r", 1.0, 5.0)
 LABELS = Classes("r", 0.0, 1.0, labels=("good", "fair", "poor"))
@@ -99,34 +98,19 @@ def test_asking_in_waves_asks_no_more_than_one_at_a_time() -> None:
 N = 30
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedJudges]:
-    scripted = ScriptedJudges()
-    scripted.start()
-    try:
-        yield scripted
-    finally:
-        scripted.stop()
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-
-
-def _setup(tmp: Path, server: ScriptedJudges, method: str, sequential: bool, name: str) -> Path:
+def _setup(tmp: Path, scripted: ScriptedJudges, method: str, sequential: bool, name: str) -> Path:
     """x (cheapest, three samples), y (no score on every fifth transcript), z (dearest)."""
-    server.table = {}
+    scripted.table = {}
     for i in range(N):
         tid, q = f"t{i:02d}", (i % 11) / 10
-        server.table[(tid, "relevance", "x")] = q
-        server.table[(tid, "relevance", "y")] = CANNOT if i % 5 == 0 else round(min(1.0, q + (0.1 if i % 3 == 0 else 0.0)), 1)
-        server.table[(tid, "relevance", "z")] = round(max(0.0, q - (0.2 if i % 4 == 0 else 0.0)), 1)
+        scripted.table[(tid, "relevance", "x")] = q
+        scripted.table[(tid, "relevance", "y")] = CANNOT if i % 5 == 0 else round(min(1.0, q + (0.1 if i % 3 == 0 else 0.0)), 1)
+        scripted.table[(tid, "relevance", "z")] = round(max(0.0, q - (0.2 if i % 4 == 0 else 0.0)), 1)
     write_jsonl(tmp / "t.jsonl", [record(f"t{i:02d}") for i in range(N)])
     lines = [f'cache = "{tmp / name}.sqlite"', 'rubrics = ["relevance"]']
     for model, price, samples in (("x", 0.05, 3), ("y", 0.2, 1), ("z", 3.0, 1)):
         fields = judge(
-            model, server.base_url or "", model=model, input_price_per_1m=price, output_price_per_1m=price, samples=samples, max_attempts=1
+            model, scripted.base_url or "", model=model, input_price_per_1m=price, output_price_per_1m=price, samples=samples, max_attempts=1
         )
         lines += ["", "[[judges]]"] + [f"{k} = {json.dumps(v)}" for k, v in fields.items()]
     lines += ["", "[[juries]]", 'name = "panel"', 'members = ["z", "y", "x"]', f'method = "{method}"', f"sequential = {str(sequential).lower()}"]
@@ -142,12 +126,12 @@ def _run(tmp: Path, config: Path, out: str, **kw: object) -> list[dict]:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("method", ["majority", "median"])
-def test_in_a_run_the_sequential_verdicts_are_the_whole_jurys(tmp_path: Path, server: ScriptedJudges, method: str) -> None:
-    whole = _run(tmp_path, _setup(tmp_path, server, method, False, "whole"), "whole")
-    before = len(server.requests)
-    config = _setup(tmp_path, server, method, True, "seq")
+def test_in_a_run_the_sequential_verdicts_are_the_whole_jurys(tmp_path: Path, scripted: ScriptedJudges, method: str) -> None:
+    whole = _run(tmp_path, _setup(tmp_path, scripted, method, False, "whole"), "whole")
+    before = len(scripted.requests)
+    config = _setup(tmp_path, scripted, method, True, "seq")
     seq = _run(tmp_path, config, "seq")
-    sent = len(server.requests) - before
+    sent = len(scripted.requests) - before
 
     def jury(rows: list[dict]) -> list[tuple]:
         return [(r["transcript_id"], r["status"], r["score"], r["reason"]) for r in rows if r["judge"] == "panel"]
@@ -160,8 +144,8 @@ def test_in_a_run_the_sequential_verdicts_are_the_whole_jurys(tmp_path: Path, se
     asked = [r for r in seq if r["judge"] != "panel" and r["reason"] != "jury_settled"]
     assert sent == sum(3 if r["judge"] == "x" else 1 for r in asked)
     # the same decisions replayed from the cache, with no network
-    before = len(server.requests)
+    before = len(scripted.requests)
     replay = _run(tmp_path, config, "replay", offline=True)
-    assert len(server.requests) == before
+    assert len(scripted.requests) == before
     assert jury(replay) == jury(seq)
     assert [r["reason"] for r in replay if r["judge"] != "panel"] == [r["reason"] for r in seq if r["judge"] != "panel"]

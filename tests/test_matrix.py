@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from harness.cli import app
 from harness.outputs.merge import merge_runs
 from harness.planning import RunOptions
 from harness.runner.session import RunOutcome, run_evaluation
-from tests.e2e_support import KEY, KEY_ENV, read_jsonl, write_config
+from tests.e2e_support import KEY_ENV, read_jsonl, write_config
 from tests.matrix_support import (
     DISTINCT_PROMPTS,
     FAMILY_JUDGE,
@@ -37,13 +36,12 @@ from tests.matrix_support import (
     RUBRICS,
     Servers,
     answer_export,
+    batch_guide_table,
     likert_prompts,
     live_url,
-    running_servers,
+    run_two_workers,
     transcripts,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 OPTION_FIELDS: dict[str, dict[str, Any]] = {
     "plain": {},
@@ -89,17 +87,6 @@ COMPARED = (
     "score_distribution",
     "score_mass",
 )
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[Servers]:
-    with running_servers() as running:
-        yield running
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 @dataclass
@@ -163,19 +150,19 @@ def replay_view(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k not in ("latency_ms", "attempts", "billed_retries", "cached")} for r in ordered]
 
 
-def live_reference(servers: Servers, family: str, option: str, tmp_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def live_reference(matrix_servers: Servers, family: str, option: str, tmp_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """The live run of (family, option), once per module: the judgments every path must give."""
-    ref = servers.live_refs.get((family, option))
+    ref = matrix_servers.live_refs.get((family, option))
     if ref is None:
         cell = Cell(family, option, tmp_factory.mktemp(f"live-{family}-{option}"))
-        cfg = cell.config(live_url(servers, family), str(cell.tmp / "cache.sqlite"))
-        before = servers.sent()
-        billed = servers.billed(family)
+        cfg = cell.config(live_url(matrix_servers, family), str(cell.tmp / "cache.sqlite"))
+        before = matrix_servers.sent()
+        billed = matrix_servers.billed(family)
         paid_before = len(billed)
         outcome, ref = cell.run(cfg, "out")
         assert_scored(ref)
         assert outcome.exit_code == 0, outcome.message
-        assert servers.sent() - before == cell.expected_requests
+        assert matrix_servers.sent() - before == cell.expected_requests
         # The judgments carry exactly the usage the server reported, priced by hand.
         paid = [r for r in ref if not r["cached"]]
         reported = billed[paid_before:]
@@ -192,7 +179,7 @@ def live_reference(servers: Servers, family: str, option: str, tmp_factory: pyte
                 f"(prompt {row['prompt_tokens']}, completion {row['completion_tokens']}, cache reads {row['cached_tokens']}, "
                 f"cache writes {row['cache_write_tokens']})"
             )
-        servers.live_refs[(family, option)] = ref
+        matrix_servers.live_refs[(family, option)] = ref
     return ref
 
 
@@ -222,47 +209,47 @@ def assert_scored(rows: list[dict[str, Any]]) -> None:
 # --- the paths ----------------------------------------------------------------------------------
 
 
-def path_live(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
-    before = servers.sent()
+def path_live(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    cfg = cell.config(live_url(matrix_servers, cell.family), str(cell.tmp / "cache.sqlite"))
+    before = matrix_servers.sent()
     outcome, rows = cell.run(cfg, "out")
     assert outcome.exit_code == 0, outcome.message
-    assert servers.sent() - before == cell.expected_requests
+    assert matrix_servers.sent() - before == cell.expected_requests
     assert_scored(rows)
     assert_same(view(rows), view(ref))
     # The same command again pays nothing and says the same.
     outcome, again = cell.run(cfg, "again")
-    assert servers.sent() - before == cell.expected_requests
+    assert matrix_servers.sent() - before == cell.expected_requests
     assert_same(view(again), view(rows))
 
 
-def path_offline(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
+def path_offline(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    cfg = cell.config(live_url(matrix_servers, cell.family), str(cell.tmp / "cache.sqlite"))
     outcome, live_rows = cell.run(cfg, "live")
     assert outcome.exit_code == 0, outcome.message
-    before = servers.sent()
+    before = matrix_servers.sent()
     outcome, rows = cell.run(cfg, "replay", offline=True)
     assert outcome.exit_code == 0, outcome.message
-    assert servers.sent() == before
+    assert matrix_servers.sent() == before
     assert_same(replay_view(rows), replay_view(live_rows))
     assert_same(view(rows), view(ref))
 
 
-def _assert_replays(cell: Cell, servers: Servers, cfg: Path, rows: list[dict[str, Any]], cache: str | None = None) -> None:
-    before = servers.sent()
+def _assert_replays(cell: Cell, matrix_servers: Servers, cfg: Path, rows: list[dict[str, Any]], cache: str | None = None) -> None:
+    before = matrix_servers.sent()
     outcome, replay = cell.run(cfg, "replay", offline=True, **({"cache": cache} if cache else {}))
     assert outcome.exit_code == 0, outcome.message
-    assert servers.sent() == before
+    assert matrix_servers.sent() == before
     assert_same(replay_view(replay), replay_view(rows))
 
 
-def path_batch(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
+def path_batch(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
     # Anthropic's base URL is the API's root (https://api.anthropic.com), OpenAI's ends in /v1.
-    url = servers.batch.root if cell.family == "anthropic" else servers.batch.base_url
+    url = matrix_servers.batch.root if cell.family == "anthropic" else matrix_servers.batch.base_url
     assert url is not None
     cfg = cell.config(url, str(cell.tmp / "cache.sqlite"))
-    live_before = len(servers.openai.requests) + len(servers.anthropic.requests)
-    received = servers.batch.requests_received
+    live_before = len(matrix_servers.openai.requests) + len(matrix_servers.anthropic.requests)
+    received = matrix_servers.batch.requests_received
     report = asyncio.run(hb.submit(cell.options(cfg, "out")))
     assert report.sent == cell.expected_requests
     asyncio.run(hb.wait(cell.tmp / "cache.sqlite", first_s=0.01, timeout_s=20))
@@ -272,20 +259,20 @@ def path_batch(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
     assert_scored(rows)
     assert collected.outcome.exit_code == 0, collected.outcome.message
     assert_same(view(rows), view(ref, BATCH_FACTOR))
-    assert servers.batch.requests_received - received == cell.expected_requests
-    assert len(servers.openai.requests) + len(servers.anthropic.requests) == live_before
+    assert matrix_servers.batch.requests_received - received == cell.expected_requests
+    assert len(matrix_servers.openai.requests) + len(matrix_servers.anthropic.requests) == live_before
     # Submitted again: everything is cached, nothing is sent.
     assert asyncio.run(hb.submit(cell.options(cfg, "out2"))).sent == 0
-    _assert_replays(cell, servers, cfg, rows)
+    _assert_replays(cell, matrix_servers, cfg, rows)
 
 
-def path_export(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
-    before = servers.contacted()
+def path_export(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    cfg = cell.config(live_url(matrix_servers, cell.family), str(cell.tmp / "cache.sqlite"))
+    before = matrix_servers.contacted()
     requests, output = cell.tmp / "requests.jsonl", cell.tmp / "output.jsonl"
     report = hb.export(cell.options(cfg, None), requests)
     assert report.exported == cell.expected_requests
-    assert answer_export(servers.openai, requests, output) == cell.expected_requests
+    assert answer_export(matrix_servers.openai, requests, output) == cell.expected_requests
     totals = hb.import_results(cell.options(cfg, "out"), [output])
     assert (totals["succeeded"], totals["failed"]) == (cell.expected_requests, 0)
     collected = asyncio.run(hb.collect(cell.options(cfg, "out")))
@@ -294,55 +281,40 @@ def path_export(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None
     assert_scored(rows)
     assert collected.outcome.exit_code == 0, collected.outcome.message
     assert_same(view(rows), view(ref, BATCH_FACTOR))
-    assert servers.contacted() == before
+    assert matrix_servers.contacted() == before
     assert hb.export(cell.options(cfg, None), cell.tmp / "again.jsonl").exported == 0
-    _assert_replays(cell, servers, cfg, rows)
+    _assert_replays(cell, matrix_servers, cfg, rows)
 
 
-def path_shard(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
-    before = servers.sent()
+def path_shard(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    cfg = cell.config(live_url(matrix_servers, cell.family), str(cell.tmp / "cache.sqlite"))
+    before = matrix_servers.sent()
     for i in (1, 2):
         outcome, _ = cell.run(cfg, f"s{i}", shard=f"{i}/2")
         assert outcome.exit_code == 0, outcome.message
     merge_runs([cell.tmp / "s1", cell.tmp / "s2"], cell.tmp / "merged")
     rows = read_jsonl(cell.tmp / "merged" / "judgments.jsonl")
-    assert servers.sent() - before == cell.expected_requests
+    assert matrix_servers.sent() - before == cell.expected_requests
     assert_scored(rows)
     # README: the merged judgments equal an unsharded run's, but for what is measured (latency).
     assert_same([{k: v for k, v in r.items() if k != "latency_ms"} for r in rows], [{k: v for k, v in r.items() if k != "latency_ms"} for r in ref])
-    _assert_replays(cell, servers, cfg, rows)
+    _assert_replays(cell, matrix_servers, cfg, rows)
 
 
-def _two_workers(cell: Cell, servers: Servers, ref: list[dict[str, Any]], cache: str) -> None:
-    cfg = cell.config(live_url(servers, cell.family), cache)
-    before = servers.sent()
-    start = threading.Barrier(2)
-    outcomes: dict[str, RunOutcome | BaseException] = {}
-
-    def worker(name: str) -> None:
-        start.wait()
-        try:
-            outcomes[name] = asyncio.run(run_evaluation(cell.options(cfg, name)))
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            outcomes[name] = exc
-
-    threads = [threading.Thread(target=worker, args=(name,)) for name in ("w1", "w2")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert all(isinstance(o, RunOutcome) and o.exit_code == 0 for o in outcomes.values()), outcomes
-    assert servers.sent() - before == cell.expected_requests
+def _two_workers(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]], cache: str) -> None:
+    cfg = cell.config(live_url(matrix_servers, cell.family), cache)
+    before = matrix_servers.sent()
+    run_two_workers(partial(cell.options, cfg))
+    assert matrix_servers.sent() - before == cell.expected_requests
     for name in ("w1", "w2"):
         rows = read_jsonl(cell.tmp / name / "judgments.jsonl")
         assert_scored(rows)
         assert_same(view(rows), view(ref))
-    _assert_replays(cell, servers, cfg, read_jsonl(cell.tmp / "w1" / "judgments.jsonl"), cache)
+    _assert_replays(cell, matrix_servers, cfg, read_jsonl(cell.tmp / "w1" / "judgments.jsonl"), cache)
 
 
-def path_workers(cell: Cell, servers: Servers, ref: list[dict[str, Any]]) -> None:
-    _two_workers(cell, servers, ref, str(cell.tmp / "cache.sqlite"))
+def path_workers(cell: Cell, matrix_servers: Servers, ref: list[dict[str, Any]]) -> None:
+    _two_workers(cell, matrix_servers, ref, str(cell.tmp / "cache.sqlite"))
 
 
 PATHS = {"live": path_live, "offline": path_offline, "batch": path_batch, "export": path_export, "shard": path_shard, "workers": path_workers}
@@ -362,15 +334,21 @@ def _params() -> list[Any]:
 
 @pytest.mark.parametrize(("family", "option", "path"), _params())
 def test_supported_cell(
-    family: str, option: str, path: str, servers: Servers, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    family: str,
+    option: str,
+    path: str,
+    matrix_servers: Servers,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> None:
-    ref = live_reference(servers, family, option, tmp_path_factory)
+    ref = live_reference(matrix_servers, family, option, tmp_path_factory)
     assert_scored(ref)
     cell = Cell(family, option, tmp_path)
     if path == "workers_pg":
-        _two_workers(cell, servers, ref, request.getfixturevalue("postgres").new_database())
+        _two_workers(cell, matrix_servers, ref, request.getfixturevalue("postgres").new_database())
     else:
-        PATHS[path](cell, servers, ref)
+        PATHS[path](cell, matrix_servers, ref)
     assert_agent_metrics(tmp_path)
 
 
@@ -421,8 +399,12 @@ def assert_agent_metrics(tmp: Path) -> None:
 # --- unsupported cells: refused in one line, nothing sent ----------------------------------------
 
 
-def _argv(cell: Cell, path: str, servers: Servers) -> list[str]:
-    url = (servers.batch.root if cell.family == "anthropic" else servers.batch.base_url) if path == "batch" else live_url(servers, cell.family)
+def _argv(cell: Cell, path: str, matrix_servers: Servers) -> list[str]:
+    url = (
+        (matrix_servers.batch.root if cell.family == "anthropic" else matrix_servers.batch.base_url)
+        if path == "batch"
+        else live_url(matrix_servers, cell.family)
+    )
     cache = "postgresql://nobody@127.0.0.1:1/none" if path == "workers_pg" else str(cell.tmp / "cache.sqlite")
     cfg = cell.config(url, cache)
     common = [str(cell.data), "--config", str(cfg), "--prompts", str(cell.prompts), *sum((["--rubric", r] for r in RUBRICS), [])]
@@ -439,10 +421,10 @@ def _argv(cell: Cell, path: str, servers: Servers) -> list[str]:
     ("family", "option", "path"),
     [pytest.param(c.family, c.option, c.path, id=f"{c.family}-{c.option}-{c.path}") for c in caps.CELLS if not c.supported],
 )
-def test_unsupported_cell_is_refused_before_anything_is_sent(family: str, option: str, path: str, servers: Servers, tmp_path: Path) -> None:
+def test_unsupported_cell_is_refused_before_anything_is_sent(family: str, option: str, path: str, matrix_servers: Servers, tmp_path: Path) -> None:
     cell = Cell(family, option, tmp_path)
-    argv = _argv(cell, path, servers)
-    before = servers.contacted()
+    argv = _argv(cell, path, matrix_servers)
+    before = matrix_servers.contacted()
     result = CliRunner().invoke(app, argv, env={**os.environ, "COLUMNS": "400"})
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2, result.output
@@ -452,7 +434,7 @@ def test_unsupported_cell_is_refused_before_anything_is_sent(family: str, option
         expected = "cannot follow a JSON Schema"  # the config itself refuses it, naming the field
     assert expected in lines[0], lines[0]
     assert "Traceback" not in result.output
-    assert servers.contacted() == before
+    assert matrix_servers.contacted() == before
     assert not (tmp_path / "out" / "judgments.jsonl").exists()
     assert not (tmp_path / "requests.jsonl").exists()
 
@@ -483,11 +465,9 @@ def test_local_judge_live_then_offline_replay(tmp_path: Path) -> None:
 
 
 def test_docs_table_is_the_generated_one() -> None:
-    readme = (ROOT / "docs" / "guide" / "batch.md").read_text(encoding="utf-8")
-    begin, end = "<!-- capabilities:begin -->\n", "<!-- capabilities:end -->"
-    assert readme.count(begin) == 1 and readme.count(end) == 1
-    table = readme.split(begin, 1)[1].split(end, 1)[0]
-    assert table == caps.markdown_table(), "docs/guide/batch.md's table is stale: paste `python -m harness.capabilities` between the markers"
+    assert batch_guide_table("capabilities") == caps.markdown_table(), (
+        "docs/guide/batch.md's table is stale: paste `python -m harness.capabilities` between the markers"
+    )
 
 
 def test_every_cell_is_listed_once_and_every_refusal_says_why() -> None:

@@ -30,12 +30,6 @@ RECORDS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
 def _scores(results: harness.notebook.Results) -> dict[tuple[str, str], Any]:
     return {(j["transcript_id"], j["rubric"]): (j["status"], j["score"]) for j in results.judgments}
 

@@ -8,7 +8,6 @@ from itertools import combinations
 
 import numpy as np
 import pytest
-from scipy import stats as sp
 
 from harness.agent.passk import flakiness, is_flaky, mean_over_tasks, pass_at_k, pass_hat_k, undefined_reason
 
@@ -84,6 +83,8 @@ def test_the_plug_in_convention_is_biased_and_this_one_is_not() -> None:
     # Exactly, by summing over the binomial distribution of c: n = 5, k = 3, p = 0.5.
     # E[(c/n)^k] = sum_c C(5, c) / 32 * (c/5)^3 = (5*1 + 10*8 + 10*27 + 5*64 + 125) / (32 * 125) = 0.2,
     # while p^k = 0.125; E[C(c, 3) / C(5, 3)] = 0.125 exactly.
+    from scipy import stats as sp
+
     n, k, p = 5, 3, 0.5
     weights = sp.binom.pmf(np.arange(n + 1), n, p)
     plug_in = sum(w * (c / n) ** k for c, w in enumerate(weights))
@@ -100,6 +101,8 @@ def test_the_plug_in_convention_is_biased_and_this_one_is_not() -> None:
 
 
 def test_mean_over_tasks_against_scipy() -> None:
+    from scipy import stats as sp
+
     rng = np.random.default_rng(3)
     values = rng.uniform(0, 1, 37)
     got = mean_over_tasks(values, 0.9, 999, seed=11)

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats as sp
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -111,6 +110,8 @@ def passk_json(*args: Any) -> dict[str, Any]:
 
 
 def bootstrap(values: list[float]) -> list[float]:
+    from scipy import stats as sp
+
     res = sp.bootstrap((np.array(values),), np.mean, n_resamples=RESAMPLES, method="percentile", random_state=np.random.default_rng(SEED))
     return [res.confidence_interval.low, res.confidence_interval.high]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +35,6 @@ from tests.e2e_support import KEY, KEY_ENV, Outputs, chat_requests, serve, write
 from tests.scripted_judges import likert_prompts
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    for variable in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(variable, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as srv:
-        yield srv
 
 
 # -- the profiles ----------------------------------------------------------------------------------
@@ -124,15 +110,15 @@ def test_a_new_provider_is_one_file_and_one_registry_entry(tmp_path: Path, monke
     assert judge_family(judge) == "chat" and judge_family(judge.model_copy(update={"model": "o4-mini"})) == "reasoning"
     check_supported([judge], "live")
     # A whole run: its base URL and key from its own variables, its key sent as the profile says.
-    with serve() as server:
-        monkeypatch.setenv("ACME_BASE_URL", str(server.base_url))
+    with serve() as anthropic_server:
+        monkeypatch.setenv("ACME_BASE_URL", str(anthropic_server.base_url))
         monkeypatch.setenv("ACME_API_KEY", KEY)
         config = write_config(tmp_path / "harness.toml", [table])
         data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r", "contexts": ["c"]}])
         out = tmp_path / "o"
         result = CliRunner().invoke(app, ["run", str(data), "--config", str(config), "--out", str(out), "--no-progress", "--no-cache"])
         assert result.exit_code == 0, result.output
-        requests = chat_requests(server)
+        requests = chat_requests(anthropic_server)
     assert requests and all(r["headers"]["Authorization"] == f"Bearer {KEY}" for r in requests)
     rows = Outputs(out).judgments
     assert rows and {r["status"] for r in rows} == {"scored"} and {r["judge"] for r in rows} == {"a"}
@@ -168,14 +154,16 @@ def test_a_bad_base_url_from_the_environment_names_the_provider_s_variable(tmp_p
 
 
 @pytest.mark.parametrize("suffix", ["", "/v1"])
-async def test_the_live_anthropic_judge_posts_to_the_api_root_s_messages(server: AnthropicServer, suffix: str) -> None:
-    assert server.base_url
-    judge = make_judge(JudgeConfig(name="c", provider="anthropic", model="claude-haiku-4-5", base_url=server.base_url + suffix, api_key_env=KEY_ENV))
+async def test_the_live_anthropic_judge_posts_to_the_api_root_s_messages(anthropic_server: AnthropicServer, suffix: str) -> None:
+    assert anthropic_server.base_url
+    judge = make_judge(
+        JudgeConfig(name="c", provider="anthropic", model="claude-haiku-4-5", base_url=anthropic_server.base_url + suffix, api_key_env=KEY_ENV)
+    )
     try:
         reply = await judge.complete(JudgeRequest(({"role": "user", "content": "Rate. [[score=0.7]]"},), 16, 0.0))
     finally:
         await judge.aclose()
-    assert reply.text == "Score: 0.7" and server.requests[0]["path"] == "/v1/messages"
+    assert reply.text == "Score: 0.7" and anthropic_server.requests[0]["path"] == "/v1/messages"
 
 
 @pytest.mark.parametrize(
@@ -189,15 +177,15 @@ async def test_the_live_anthropic_judge_posts_to_the_api_root_s_messages(server:
     ],
 )
 def test_an_option_the_provider_cannot_honour_is_refused_before_anything_is_sent(
-    server: AnthropicServer, tmp_path: Path, fields: dict[str, Any], problem: str
+    anthropic_server: AnthropicServer, tmp_path: Path, fields: dict[str, Any], problem: str
 ) -> None:
-    assert server.base_url
-    table = {"name": "claude", "provider": "anthropic", "model": "claude-haiku-4-5", "base_url": server.base_url, "api_key_env": KEY_ENV}
+    assert anthropic_server.base_url
+    table = {"name": "claude", "provider": "anthropic", "model": "claude-haiku-4-5", "base_url": anthropic_server.base_url, "api_key_env": KEY_ENV}
     prompts = likert_prompts(tmp_path)  # a whole-number scale, which logprobs need
     config = write_config(tmp_path / "harness.toml", [{**table, **fields}], rubrics=["likert"], prompts=[str(prompts)])
     data = write_jsonl(tmp_path / "t.jsonl", [{"id": "a", "query": "q", "response": "r"}])
     result = CliRunner().invoke(app, ["run", str(data), "--config", str(config), "--out", str(tmp_path / "o"), "--no-progress", "--no-cache"])
-    assert result.exit_code == 2 and server.requests == []
+    assert result.exit_code == 2 and anthropic_server.requests == []
     # one line naming the judge, ending in the provider profile's words (capabilities.check_supported)
     line = result.stderr.strip()
     assert "\n" not in line and "judge 'claude'" in line and line.endswith(problem.split(": ", 1)[1])

@@ -22,12 +22,6 @@ from tests.reliability.support import cli
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
 def _sides(tmp_path: Path, n: int, a_scores: list[float], b_scores: list[float]) -> tuple[Path, Path]:
     rng = random.Random(1)
     a = [{"id": f"t{i}", "query": f"q{i} [[score={rng.choice(a_scores)}]]", "response": "r"} for i in range(n)]

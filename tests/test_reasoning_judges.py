@@ -26,15 +26,9 @@ from harness.planning import RunOptions
 from harness.rubrics.rubric import DEFAULT_SYSTEM
 from harness.runner import RunOutcome
 from harness.runner.estimate import estimate_run
-from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, run_and_show, serve, write_config, write_jsonl
+from tests.e2e_support import KEY_ENV, Outputs, cache_rows, chat_requests, judge, run_and_show, serve, write_config, write_jsonl
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 async def run(tmp_path: Path, name: str = "out", **options: Any) -> tuple[RunOutcome, Outputs, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from harness.terminal.analysis import agreement_tables, compare_tables
 from harness.terminal.run import batch_table, cache_stats_table, closing_line, estimate_table, summary_table
 from harness.terminal.trust import pairwise_table, probe_table
 from tests.e2e_support import KEY, KEY_ENV, judge, write_config, write_jsonl
-from tests.scripted_judges import ScriptedJudgeServer, serving
+from tests.scripted_judges import ScriptedJudgeServer
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LONG = "gpt-4o-mini-2024-07-18:api.example.com"  # a judge name as wide as real ones get
@@ -55,15 +55,9 @@ def render(draw: Render, width: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedJudgeServer]:
-    with serving() as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def tables(server: ScriptedJudgeServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Render]:
+def tables(scripted_server: ScriptedJudgeServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Render]:
     """name → a function drawing that table from a real result."""
-    assert server.base_url
+    assert scripted_server.base_url
     mp = pytest.MonkeyPatch()
     mp.setenv(KEY_ENV, KEY)
     tmp = tmp_path_factory.mktemp("layout")
@@ -79,7 +73,9 @@ def tables(server: ScriptedJudgeServer, tmp_path_factory: pytest.TempPathFactory
     worse = [{**r, "response": r["response"].replace("quality=", "quality=0"), "query": r["query"].replace("quality=", "quality=0")} for r in rows]
     a = write_jsonl(tmp / "a.jsonl", [{k: v for k, v in r.items() if v is not None} for r in rows])
     b = write_jsonl(tmp / "b.jsonl", [{k: v for k, v in r.items() if v is not None} for r in worse])
-    config = write_config(tmp / "harness.toml", [judge("honest", server.base_url, model="honest"), judge(LONG, server.base_url, model="noisy")])
+    config = write_config(
+        tmp / "harness.toml", [judge("honest", scripted_server.base_url, model="honest"), judge(LONG, scripted_server.base_url, model="noisy")]
+    )
     cache = tmp / "cache.sqlite"
     runner = CliRunner()
     for name, data in (("A", a), ("B", b)):

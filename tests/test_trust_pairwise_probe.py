@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +19,10 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.exit_codes import EXIT_USER_ERROR
-from tests.e2e_support import KEY, KEY_ENV, chat_requests, judge, write_config, write_jsonl
-from tests.scripted_judges import PRIMACY_BONUS, PRIMACY_MARGIN, VERBOSITY_BONUS, ScriptedJudgeServer, serving
+from tests.e2e_support import chat_requests, judge, write_config, write_jsonl
+from tests.scripted_judges import PRIMACY_BONUS, PRIMACY_MARGIN, VERBOSITY_BONUS, ScriptedJudgeServer
 
 N = 40
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedJudgeServer]:
-    with serving() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def invoke(*args: str) -> Any:
@@ -51,19 +39,19 @@ def check_wilson(section: dict[str, Any], count: int, n: int) -> None:
 
 
 @pytest.mark.timeout(180)
-def test_pairwise_finds_the_honest_verdicts_and_the_primacy_judges_position_bias(server: ScriptedJudgeServer, tmp_path: Path) -> None:
-    assert server.base_url
+def test_pairwise_finds_the_honest_verdicts_and_the_primacy_judges_position_bias(scripted_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    assert scripted_server.base_url
     rng = np.random.default_rng(5)
     qa = [round(float(v), 1) for v in rng.integers(1, 10, N) / 10]
     qb = [round(float(v), 1) for v in rng.integers(1, 10, N) / 10]
     ids = [f"p{i:02d}" for i in range(N)]
     a = write_jsonl(tmp_path / "a.jsonl", [{"id": t, "query": f"Q {t}?", "response": f"A says. quality={q}"} for t, q in zip(ids, qa, strict=True)])
     b = write_jsonl(tmp_path / "b.jsonl", [{"id": t, "query": f"Q {t}?", "response": f"B says. quality={q}"} for t, q in zip(ids, qb, strict=True)])
-    config = write_config(tmp_path / "harness.toml", [judge(m, server.base_url, model=m) for m in ("honest", "primacy")])
-    before = len(chat_requests(server))
+    config = write_config(tmp_path / "harness.toml", [judge(m, scripted_server.base_url, model=m) for m in ("honest", "primacy")])
+    before = len(chat_requests(scripted_server))
     result = invoke("pairwise", str(a), str(b), "--out", str(tmp_path / "out"), "--config", str(config), "--no-cache", "--json")
     assert result.exit_code == 0, result.output
-    assert len(chat_requests(server)) - before == N * 2 * 2  # both orders, two judges
+    assert len(chat_requests(scripted_server)) - before == N * 2 * 2  # both orders, two judges
     data = json.loads(result.stdout)
     assert data == json.loads((tmp_path / "out" / "pairwise.json").read_text())
 
@@ -116,13 +104,13 @@ def probe_data(tmp_path: Path) -> tuple[Path, list[float]]:
     [("verbosity", "relevance", "verbose", VERBOSITY_BONUS), ("position", "faithfulness", "primacy", -PRIMACY_BONUS)],
 )
 def test_probe_catches_the_biased_judge_and_passes_the_honest_and_the_noisy(
-    server: ScriptedJudgeServer, tmp_path: Path, kind: str, rubric: str, biased: str, bias: float
+    scripted_server: ScriptedJudgeServer, tmp_path: Path, kind: str, rubric: str, biased: str, bias: float
 ) -> None:
     from scipy import stats as sp
 
-    assert server.base_url
+    assert scripted_server.base_url
     data, _ = probe_data(tmp_path)
-    judges = [judge(m, server.base_url, model=m, seed=4) for m in ("honest", "noisy", biased)]
+    judges = [judge(m, scripted_server.base_url, model=m, seed=4) for m in ("honest", "noisy", biased)]
     config = write_config(tmp_path / "harness.toml", judges)
     out = tmp_path / "out"
     result = invoke(

@@ -5,7 +5,6 @@ against the scripted judges."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from tests.e2e_support import KEY, KEY_ENV, judge, write_config, write_jsonl
+from tests.e2e_support import judge, judge_key, write_config, write_jsonl
 from tests.scripted_judges import ScriptedJudgeServer
 from tests.test_report import Opened, _clean, browser  # noqa: F401 - the browser fixture
 from tests.test_trust_pairwise_probe import probe_data
@@ -28,11 +27,7 @@ def invoke(*args: str) -> Any:
 @pytest.fixture(scope="module")
 def trusted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("trust-report")
-    previous = os.environ.get(KEY_ENV)
-    os.environ[KEY_ENV] = KEY
-    server = ScriptedJudgeServer()
-    server.start()
-    try:
+    with judge_key(), ScriptedJudgeServer() as server:
         assert server.base_url
         data, _ = probe_data(tmp)
         judges = [judge(m, server.base_url, model=m, samples=4, seed=1, temperature=1.0) for m in ("honest", "noisy", "primacy")]
@@ -60,12 +55,6 @@ def trusted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         )
         invoke("infer", str(tmp / "run"), "--labels", str(labels), "--no-design")
         invoke("report", str(tmp / "run"), "--trust", str(tmp / "pairwise" / "pairwise.json"), "--trust", str(tmp / "probe" / "probe.json"))
-    finally:
-        server.stop()
-        if previous is None:
-            os.environ.pop(KEY_ENV, None)
-        else:
-            os.environ[KEY_ENV] = previous
     yield {"tmp": tmp}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +19,11 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, chat_requests, judge, write_config, write_jsonl
-from tests.scripted_judges import NOISE_SD, ScriptedJudgeServer, likert_prompts, score_distribution, serving
+from tests.e2e_support import Outputs, cache_rows, chat_requests, judge, write_config, write_jsonl
+from tests.scripted_judges import NOISE_SD, ScriptedJudgeServer, likert_prompts, score_distribution
 
 N = 40
 K = 5
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedJudgeServer]:
-    with serving() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def truths(n: int = N, seed: int = 3) -> list[float]:
@@ -54,18 +42,18 @@ def run(*args: str) -> Any:
 
 
 @pytest.mark.timeout(180)
-def test_repeated_samples_measure_an_honest_judge_steady_and_a_noisy_one_noisy(server: ScriptedJudgeServer, tmp_path: Path) -> None:
+def test_repeated_samples_measure_an_honest_judge_steady_and_a_noisy_one_noisy(scripted_server: ScriptedJudgeServer, tmp_path: Path) -> None:
     from scipy import stats as sp
 
-    assert server.base_url
+    assert scripted_server.base_url
     qualities = truths()
     data = transcripts(tmp_path / "t.jsonl", qualities)
-    judges = [judge(name, server.base_url, model=name, samples=K, seed=1, temperature=1.0) for name in ("honest", "noisy")]
+    judges = [judge(name, scripted_server.base_url, model=name, samples=K, seed=1, temperature=1.0) for name in ("honest", "noisy")]
     config = write_config(tmp_path / "harness.toml", judges, cache=str(tmp_path / "cache.sqlite"), rubrics=["relevance"])
-    before = len(chat_requests(server))
+    before = len(chat_requests(scripted_server))
     result = run(str(data), "--config", str(config), "--out", str(tmp_path / "a"))
     assert result.exit_code == 0, result.output
-    requests = chat_requests(server)[before:]
+    requests = chat_requests(scripted_server)[before:]
     assert len(requests) == N * K * 2  # k requests per judgment, each its own
     assert sorted({r["body"]["seed"] for r in requests}) == [1, 2, 3, 4, 5]  # sample i asks with seed + i
     assert len(cache_rows(tmp_path / "cache.sqlite")) == N * K * 2  # each cached
@@ -111,18 +99,18 @@ def test_repeated_samples_measure_an_honest_judge_steady_and_a_noisy_one_noisy(s
 
 
 @pytest.mark.timeout(180)
-def test_samples_via_n_ask_once_and_fall_back_when_the_endpoint_ignores_n(server: ScriptedJudgeServer, tmp_path: Path) -> None:
-    assert server.base_url
+def test_samples_via_n_ask_once_and_fall_back_when_the_endpoint_ignores_n(scripted_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    assert scripted_server.base_url
     data = transcripts(tmp_path / "t.jsonl", truths(10))
     judges = [
-        judge("noisy", server.base_url, model="noisy", samples=K, samples_via="n", seed=1, temperature=1.0),
-        judge("plain", server.base_url, model="nologprobs", samples=3, samples_via="n", temperature=1.0),
+        judge("noisy", scripted_server.base_url, model="noisy", samples=K, samples_via="n", seed=1, temperature=1.0),
+        judge("plain", scripted_server.base_url, model="nologprobs", samples=3, samples_via="n", temperature=1.0),
     ]
     config = write_config(tmp_path / "harness.toml", judges, cache=str(tmp_path / "cache.sqlite"), rubrics=["relevance"])
-    before = len(chat_requests(server))
+    before = len(chat_requests(scripted_server))
     result = run(str(data), "--config", str(config), "--out", str(tmp_path / "a"))
     assert result.exit_code == 0, result.output
-    requests = chat_requests(server)[before:]
+    requests = chat_requests(scripted_server)[before:]
     by_model = {m: [r for r in requests if r["body"]["model"] == m] for m in ("noisy", "nologprobs")}
     assert len(by_model["noisy"]) == 10 and {r["body"]["n"] for r in by_model["noisy"]} == {K}
     # An endpoint that answers one choice to n = 3: the other two samples are asked one by one.
@@ -141,23 +129,25 @@ def test_samples_via_n_ask_once_and_fall_back_when_the_endpoint_ignores_n(server
 
 
 @pytest.mark.timeout(180)
-def test_logprob_scores_are_the_weighted_mean_and_missing_logprobs_are_never_a_silent_fallback(server: ScriptedJudgeServer, tmp_path: Path) -> None:
+def test_logprob_scores_are_the_weighted_mean_and_missing_logprobs_are_never_a_silent_fallback(
+    scripted_server: ScriptedJudgeServer, tmp_path: Path
+) -> None:
     from scipy import stats as sp
 
-    assert server.base_url
+    assert scripted_server.base_url
     qualities = truths(30, seed=11)
     data = transcripts(tmp_path / "t.jsonl", qualities)
     prompts = likert_prompts(tmp_path)
     judges = [
-        judge("geval", server.base_url, model="honest", logprobs=True),
-        judge("bare", server.base_url, model="nologprobs", logprobs=True),
-        judge("argmax", server.base_url, model="honest"),
+        judge("geval", scripted_server.base_url, model="honest", logprobs=True),
+        judge("bare", scripted_server.base_url, model="nologprobs", logprobs=True),
+        judge("argmax", scripted_server.base_url, model="honest"),
     ]
     config = write_config(tmp_path / "harness.toml", judges, cache=str(tmp_path / "cache.sqlite"), rubrics=["likert"], prompts=[str(prompts)])
-    before = len(chat_requests(server))
+    before = len(chat_requests(scripted_server))
     result = run(str(data), "--config", str(config), "--out", str(tmp_path / "a"))
     assert result.exit_code == 0, result.output
-    bodies = [r["body"] for r in chat_requests(server)[before:]]
+    bodies = [r["body"] for r in chat_requests(scripted_server)[before:]]
     assert all(b["logprobs"] is True and b["top_logprobs"] == 20 for b in bodies if b["model"] == "nologprobs")
     assert all("logprobs" not in b for b in bodies if b["model"] == "honest" and "top_logprobs" not in b)
     rows = Outputs(tmp_path / "a").by_key()
@@ -187,10 +177,10 @@ def test_logprob_scores_are_the_weighted_mean_and_missing_logprobs_are_never_a_s
     assert {k: (r["status"], r["score"]) for k, r in replay.items()} == {k: (r["status"], r["score"]) for k, r in rows.items()}
 
 
-def test_logprobs_on_a_fractional_scale_is_a_one_line_config_error(server: ScriptedJudgeServer, tmp_path: Path) -> None:
-    assert server.base_url
+def test_logprobs_on_a_fractional_scale_is_a_one_line_config_error(scripted_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    assert scripted_server.base_url
     data = transcripts(tmp_path / "t.jsonl", truths(2))
-    config = write_config(tmp_path / "harness.toml", [judge("geval", server.base_url, logprobs=True)], rubrics=["relevance"])
+    config = write_config(tmp_path / "harness.toml", [judge("geval", scripted_server.base_url, logprobs=True)], rubrics=["relevance"])
     result = run(str(data), "--config", str(config), "--out", str(tmp_path / "a"), "--no-cache")
     assert result.exit_code == 2
     line = result.stderr.strip()
@@ -200,22 +190,22 @@ def test_logprobs_on_a_fractional_scale_is_a_one_line_config_error(server: Scrip
 
 
 @pytest.mark.timeout(180)
-def test_raising_k_reuses_the_plain_judgment_as_sample_0(server: ScriptedJudgeServer, tmp_path: Path) -> None:
-    assert server.base_url
+def test_raising_k_reuses_the_plain_judgment_as_sample_0(scripted_server: ScriptedJudgeServer, tmp_path: Path) -> None:
+    assert scripted_server.base_url
     data = transcripts(tmp_path / "t.jsonl", truths(6))
     cache = str(tmp_path / "cache.sqlite")
-    plain = write_config(tmp_path / "one.toml", [judge("noisy", server.base_url, model="noisy", seed=1)], cache=cache, rubrics=["relevance"])
+    plain = write_config(tmp_path / "one.toml", [judge("noisy", scripted_server.base_url, model="noisy", seed=1)], cache=cache, rubrics=["relevance"])
     assert run(str(data), "--config", str(plain), "--out", str(tmp_path / "one")).exit_code == 0
     three = write_config(
-        tmp_path / "three.toml", [judge("noisy", server.base_url, model="noisy", seed=1, samples=3)], cache=cache, rubrics=["relevance"]
+        tmp_path / "three.toml", [judge("noisy", scripted_server.base_url, model="noisy", seed=1, samples=3)], cache=cache, rubrics=["relevance"]
     )
     estimate = CliRunner().invoke(app, ["estimate", str(data), "--config", str(three), "--cache", cache, "--json"])
     assert estimate.exit_code == 0, estimate.output
     line = json.loads(estimate.stdout)["lines"][0]
     assert (line["requests"], line["cache_hits"]) == (6 * 2, 6)  # the estimate plans the same k jobs: sample 0 is a hit
-    before = len(chat_requests(server))
+    before = len(chat_requests(scripted_server))
     assert run(str(data), "--config", str(three), "--out", str(tmp_path / "three")).exit_code == 0
-    assert len(chat_requests(server)) - before == 6 * 2  # only samples 1 and 2 were asked
+    assert len(chat_requests(scripted_server)) - before == 6 * 2  # only samples 1 and 2 were asked
     first = Outputs(tmp_path / "one").by_key()
     rows = Outputs(tmp_path / "three").by_key()
     for key, row in rows.items():

@@ -11,7 +11,6 @@ without alternatives is never scored from the sampled token.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +19,11 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from tests.anthropic_server import AnthropicServer
-from tests.e2e_support import KEY, KEY_ENV, Outputs, chat_requests, cost, judge, write_config, write_jsonl
+from tests.e2e_support import KEY_ENV, Outputs, chat_requests, cost, judge, write_config, write_jsonl
 from tests.judge_server import JudgeServer
 from tests.scripted_judges import likert_prompts
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-
-
-@pytest.fixture
-def server() -> Iterator[JudgeServer]:
-    with JudgeServer() as srv:
-        yield srv
 
 
 def run(*args: str) -> Any:
@@ -58,16 +46,16 @@ REPLY = "Score: 0.75 " + " ".join(["because"] * 28)
 
 
 def test_an_n_request_reports_the_usage_of_all_its_choices_never_0(tmp_path: Path) -> None:
-    with JudgeServer(reply=lambda body: REPLY) as server:
-        assert server.base_url
+    with JudgeServer(reply=lambda body: REPLY) as judge_server:
+        assert judge_server.base_url
         config = write_config(
             tmp_path / "harness.toml",
-            [judge("mini", server.base_url, samples=5, samples_via="n", temperature=1.0, max_tokens=64)],
+            [judge("mini", judge_server.base_url, samples=5, samples_via="n", temperature=1.0, max_tokens=64)],
             rubrics=["relevance"],
         )
         result = run(str(transcripts(tmp_path / "t.jsonl", ["What is the NAV?", "Is it up?"])), "--config", str(config), "--out", str(tmp_path / "o"))
         assert result.exit_code == 0, result.output
-        sent = chat_requests(server)
+        sent = chat_requests(judge_server)
     assert [r["body"]["n"] for r in sent] == [5, 5]  # one request per judgment, all five choices in it
     out = Outputs(tmp_path / "o")
     rows = out.judgments
@@ -87,11 +75,11 @@ def test_an_n_request_reports_the_usage_of_all_its_choices_never_0(tmp_path: Pat
 
 def test_an_n_request_whose_usage_cannot_be_true_is_unknown_not_0(tmp_path: Path) -> None:
     # 5 choices of 30 tokens each, but usage says 5 x 81 completion tokens: more than 5 x (64 + 16).
-    with JudgeServer(reply=lambda body: REPLY, usage=lambda messages, text: (50, 5 * 81)) as server:
-        assert server.base_url
+    with JudgeServer(reply=lambda body: REPLY, usage=lambda messages, text: (50, 5 * 81)) as judge_server:
+        assert judge_server.base_url
         config = write_config(
             tmp_path / "harness.toml",
-            [judge("mini", server.base_url, samples=5, samples_via="n", temperature=1.0, max_tokens=64)],
+            [judge("mini", judge_server.base_url, samples=5, samples_via="n", temperature=1.0, max_tokens=64)],
             rubrics=["relevance"],
         )
         result = run(str(transcripts(tmp_path / "t.jsonl", ["What is the NAV?"])), "--config", str(config), "--out", str(tmp_path / "o"))
@@ -113,9 +101,9 @@ def test_anthropic_usage_that_cannot_be_true_is_unknown_counted_and_never_billed
         "Is it right? [[score=0.5]] [[usage:10:100000]]",  # 100,000 output tokens against max_tokens = 64
         "Is it right? [[score=0.5]]",  # true usage
     ]
-    with AnthropicServer() as server:
-        assert server.base_url
-        table = {"name": "claude", "provider": "anthropic", "model": "claude-haiku-4-5", "base_url": server.base_url}
+    with AnthropicServer() as judge_server:
+        assert judge_server.base_url
+        table = {"name": "claude", "provider": "anthropic", "model": "claude-haiku-4-5", "base_url": judge_server.base_url}
         config = write_config(tmp_path / "harness.toml", [{**table, "api_key_env": KEY_ENV, "max_tokens": 64}], rubrics=["relevance"])
         result = run(str(transcripts(tmp_path / "t.jsonl", queries)), "--config", str(config), "--out", str(tmp_path / "o"), "--max-cost", "1")
     assert result.exit_code == 0, result.output
@@ -138,9 +126,11 @@ def test_anthropic_usage_that_cannot_be_true_is_unknown_counted_and_never_billed
 # -- why a cost is unknown ---------------------------------------------------------------------------------
 
 
-def test_the_summary_says_no_price_for_a_model_when_replies_carried_usage(server: JudgeServer, tmp_path: Path) -> None:
-    assert server.base_url
-    config = write_config(tmp_path / "harness.toml", [judge("house", server.base_url, model="house-model-7b", prices=False)], rubrics=["relevance"])
+def test_the_summary_says_no_price_for_a_model_when_replies_carried_usage(judge_server: JudgeServer, tmp_path: Path) -> None:
+    assert judge_server.base_url
+    config = write_config(
+        tmp_path / "harness.toml", [judge("house", judge_server.base_url, model="house-model-7b", prices=False)], rubrics=["relevance"]
+    )
     result = run(str(transcripts(tmp_path / "t.jsonl", ["a?", "b?", "c?"])), "--config", str(config), "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output
     assert all(r["prompt_tokens"] > 0 and r["cost_usd"] is None for r in Outputs(tmp_path / "o").judgments)
@@ -151,9 +141,9 @@ def test_the_summary_says_no_price_for_a_model_when_replies_carried_usage(server
     assert summary["judges"]["house"]["cost_note"] == "no price configured: cost unknown (null), not 0"
 
 
-def test_the_summary_says_usage_unknown_when_a_priced_reply_carried_none(server: JudgeServer, tmp_path: Path) -> None:
-    assert server.base_url
-    config = write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)], rubrics=["relevance"])
+def test_the_summary_says_usage_unknown_when_a_priced_reply_carried_none(judge_server: JudgeServer, tmp_path: Path) -> None:
+    assert judge_server.base_url
+    config = write_config(tmp_path / "harness.toml", [judge("mini", judge_server.base_url)], rubrics=["relevance"])
     result = run(str(transcripts(tmp_path / "t.jsonl", ["a?", "b? [[fault:nousage]]"])), "--config", str(config), "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output
     assert "cost unknown (usage unknown: 1)" in said(result) and "no price" not in said(result)
@@ -172,25 +162,27 @@ def _tgi_choices(body: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]] |
 
 
 def test_tokens_without_alternatives_are_logprobs_unavailable_never_the_sampled_token(tmp_path: Path) -> None:
-    with JudgeServer(choices=_tgi_choices) as server:
-        assert server.base_url
+    with JudgeServer(choices=_tgi_choices) as judge_server:
+        assert judge_server.base_url
         prompts = likert_prompts(tmp_path)
-        config = write_config(tmp_path / "harness.toml", [judge("tgi", server.base_url, logprobs=True)], rubrics=["likert"], prompts=[str(prompts)])
+        config = write_config(
+            tmp_path / "harness.toml", [judge("tgi", judge_server.base_url, logprobs=True)], rubrics=["likert"], prompts=[str(prompts)]
+        )
         result = run(str(transcripts(tmp_path / "t.jsonl", ["a?", "b?"])), "--config", str(config), "--out", str(tmp_path / "o"))
         assert result.exit_code == 0, result.output
-        assert all(r["body"]["top_logprobs"] == 20 for r in chat_requests(server))
+        assert all(r["body"]["top_logprobs"] == 20 for r in chat_requests(judge_server))
     rows = Outputs(tmp_path / "o").judgments
     assert [(r["status"], r["reason"], r["score"]) for r in rows] == [("unscored", "logprobs_unavailable", None)] * 2
     assert all(r["raw_output"] == '{"score": 4}' for r in rows)  # readable, and still not scored from the text
 
 
-def test_reply_usage_in_the_raw_judgments_matches_what_the_server_sent(server: JudgeServer, tmp_path: Path) -> None:
+def test_reply_usage_in_the_raw_judgments_matches_what_the_server_sent(judge_server: JudgeServer, tmp_path: Path) -> None:
     """The plain path: one request, one choice, usage as the server reported it (word counts)."""
-    assert server.base_url
-    config = write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)], rubrics=["relevance"])
+    assert judge_server.base_url
+    config = write_config(tmp_path / "harness.toml", [judge("mini", judge_server.base_url)], rubrics=["relevance"])
     result = run(str(transcripts(tmp_path / "t.jsonl", ["What is the NAV? [[score=0.5]]"])), "--config", str(config), "--out", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output
-    (sent,) = chat_requests(server)
+    (sent,) = chat_requests(judge_server)
     (row,) = Outputs(tmp_path / "o").judgments
     assert row["prompt_tokens"] == sum(len(m["content"].split()) + 4 for m in sent["body"]["messages"])
     assert row["completion_tokens"] == len(json.dumps({"score": 0.5}).split())

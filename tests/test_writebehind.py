@@ -278,7 +278,6 @@ def test_a_key_that_repeats_while_its_write_is_pending_is_paid_once(location: An
     monkeypatch.setattr(writebehind, "WRITE_WINDOW_S", 5.0)  # the run's end waits it out once (flush)
     monkeypatch.setattr(engine, "WINDOW", 4)
     monkeypatch.setattr(engine, "BATCH", 2)
-    monkeypatch.setenv(KEY_ENV, KEY)
     records = [{"id": f"t{i}", "query": f"q{i} x", "response": "r"} for i in range(10)]
     records.append({**records[0], "id": "again"})
     data = write_jsonl(tmp_path / "d.jsonl", records)

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from scipy.special import ndtr
 
 from ..align.provenance import Provenance, fitted_transcripts
 from ..analysis.compare import holm
@@ -289,6 +288,8 @@ def _compare(
     thresholds: Mapping[str | None, float],
     fitted: Sequence[Mapping[str, Provenance]],
 ) -> list[Comparison]:
+    from scipy.special import ndtr  # here, not at the top: 0.2 s to import, for every importer
+
     rows = []
     for metric in run_a.metrics.values():
         if metric.name not in run_b.metrics:

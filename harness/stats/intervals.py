@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from scipy.special import ndtr, ndtri, stdtrit
 
 from ._common import (
     UndefinedMetricWarning,
@@ -86,6 +85,9 @@ def mean_interval(values: Any, confidence: float = 0.95) -> tuple[float, float]:
     (``scipy.special.stdtrit``, what ``scipy.stats.t`` calls) is used instead: a run often has few items, where 1.96 gives intervals
     that are too narrow; the two agree as n grows. Needs at least two values.
     """
+    # scipy.special here, not at the top: 0.2 s to import, for every importer of harness.stats.
+    from scipy.special import stdtrit
+
     x = as_1d_float(values, "values", min_size=2)
     c = check_confidence(confidence)
     # t.isf(q, df) = -stdtrit(df, q): the same cephes routine scipy.stats.t calls, without importing
@@ -133,6 +135,8 @@ def _bca_levels(theta_hat: float, theta_b: np.ndarray, theta_jack: np.ndarray, a
     U^2)^1.5) with U the jackknife deviations. Zero jackknife spread means no acceleration (a = 0).
     Returns None when z0 is infinite (every resample on one side of theta_hat).
     """
+    from scipy.special import ndtr, ndtri  # imported here: see mean_interval
+
     share = (np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)) / (2.0 * theta_b.size)
     z0 = float(ndtri(share))
     if not math.isfinite(z0):

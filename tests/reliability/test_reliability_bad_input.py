@@ -12,7 +12,7 @@ import json
 import re
 import subprocess
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,6 @@ from tests.e2e_support import (
     cache_rows,
     chat_requests,
     judge,
-    serve,
     write_config,
     write_jsonl,
 )
@@ -35,12 +34,6 @@ from tests.judge_server import JudgeServer
 from tests.reliability.support import cli, transcripts
 
 GOOD = transcripts(3)
-
-
-@pytest.fixture
-def server() -> Iterator[JudgeServer]:
-    with serve() as srv:
-        yield srv
 
 
 def lines(path: Path, *rows: dict | str | bytes) -> None:
@@ -108,12 +101,12 @@ def assert_one_clean_line(result: subprocess.CompletedProcess[str], pattern: str
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_transcripts_file(tmp_path: Path, server: JudgeServer, case: str) -> None:
-    assert server.base_url
+def test_bad_transcripts_file(tmp_path: Path, judge_server: JudgeServer, case: str) -> None:
+    assert judge_server.base_url
     write, pattern = CASES[case]
     path = tmp_path / "transcripts.jsonl"
     write(path)
-    write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+    write_config(tmp_path / "harness.toml", [judge("j", judge_server.base_url)])
 
     result = cli(
         ["run", "transcripts.jsonl", "--config", "harness.toml", "--out", "out", "--cache", "cache.sqlite", "--no-progress"],
@@ -122,7 +115,7 @@ def test_bad_transcripts_file(tmp_path: Path, server: JudgeServer, case: str) ->
     )
 
     assert_one_clean_line(result, pattern.format(file=re.escape("transcripts.jsonl")))
-    assert server.count() == 0
+    assert judge_server.count() == 0
     assert not (tmp_path / "out" / "judgments.jsonl").exists()
     assert not (tmp_path / "cache.sqlite").exists() or cache_rows(tmp_path / "cache.sqlite") == []
 
@@ -147,23 +140,23 @@ def test_bad_transcripts_file(tmp_path: Path, server: JudgeServer, case: str) ->
     ],
     ids=["unknown-judge-key", "unknown-top-level-key", "bad-composite", "missing-api-key-variable"],
 )
-def test_bad_config(tmp_path: Path, server: JudgeServer, config: str, pattern: str) -> None:
+def test_bad_config(tmp_path: Path, judge_server: JudgeServer, config: str, pattern: str) -> None:
     write_jsonl(tmp_path / "transcripts.jsonl", GOOD)
-    (tmp_path / "harness.toml").write_text(config.format(url=server.base_url), encoding="utf-8")
+    (tmp_path / "harness.toml").write_text(config.format(url=judge_server.base_url), encoding="utf-8")
 
     result = cli(["run", "transcripts.jsonl", "--config", "harness.toml", "--out", "out", "--no-progress"], cwd=tmp_path)
 
     assert_one_clean_line(result, pattern.format(file=re.escape("harness.toml")))
-    assert server.count() == 0
+    assert judge_server.count() == 0
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
 
 
-def test_a_ten_megabyte_response_is_judged_and_a_refusing_judge_is_a_failed_judgment(tmp_path: Path, server: JudgeServer) -> None:
+def test_a_ten_megabyte_response_is_judged_and_a_refusing_judge_is_a_failed_judgment(tmp_path: Path, judge_server: JudgeServer) -> None:
     """Accepted by the reader and sent; this server takes at most 1 MiB (aiohttp's default), as a
     real judge's context window would refuse it: one failed judgment with the HTTP error, no crash."""
-    assert server.base_url
+    assert judge_server.base_url
     lines(tmp_path / "transcripts.jsonl", big_response(10 * 1000 * 1000), GOOD[0])
-    write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+    write_config(tmp_path / "harness.toml", [judge("j", judge_server.base_url)])
 
     result = cli(
         ["run", "transcripts.jsonl", "--config", "harness.toml", "--out", "out", "--cache", "cache.sqlite", "--rubric", "relevance", "--no-progress"],
@@ -176,7 +169,7 @@ def test_a_ten_megabyte_response_is_judged_and_a_refusing_judge_is_a_failed_judg
     rows = [json.loads(line) for line in (tmp_path / "out" / "judgments.jsonl").read_text().splitlines()]
     assert [(j["transcript_id"], j["status"]) for j in rows] == [("big", "failed"), ("t0", "scored")]
     assert rows[0]["reason"] == "fatal" and "HTTP 413" in rows[0]["error"] and rows[0]["attempts"] == 1
-    assert len(chat_requests(server)) == 2
+    assert len(chat_requests(judge_server)) == 2
 
 
 @pytest.mark.parametrize("form", ["jsonl", "json-array"])

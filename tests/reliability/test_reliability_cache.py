@@ -45,12 +45,6 @@ inputs = ["query", "response"]
 """
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
 def write_rubric(directory: Path, version: str = "1", text: str = "How concise is the response?", description: str = "") -> Path:
     directory.mkdir(exist_ok=True)
     (directory / "concise.md").write_text(CUSTOM.format(version=version, text=text, description=description), encoding="utf-8")

@@ -23,8 +23,6 @@ import pytest
 from harness.judges import retry
 from harness.runner.calls import DOWN_AFTER
 from tests.e2e_support import (
-    KEY,
-    KEY_ENV,
     cache_rows,
     chat_requests,
     closed_port_url,
@@ -49,12 +47,6 @@ MAX_ATTEMPTS = 6
 TIMEOUT_S = 2.0
 EVERY_PAIR = {(f"t{i}", r, "j") for i in range(N_TRANSCRIPTS) for r in RUBRICS}
 FAULTY_PAIRS = {(f"t{i}", r, "j") for i in range(N_FAULTY) for r in RUBRICS}
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -116,7 +116,6 @@ def test_usage_that_is_absurd_or_missing_is_unknown_never_zero(tmp_path: Path, k
 async def test_an_unexpected_error_mid_run_ends_it_with_what_is_done_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An exception from a callback (the terminal's progress hook) on the 30th judgment: the run
     returns (no hang) with exit 70, the finished transcripts written, the summary saying why."""
-    monkeypatch.setenv(KEY_ENV, KEY)
     from harness.planning import RunOptions
     from harness.runner.session import run_evaluation
 
@@ -195,8 +194,7 @@ def _snapshot(out: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.asyncio
-async def test_a_run_that_fails_to_start_leaves_the_previous_outputs_as_they_were(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
+async def test_a_run_that_fails_to_start_leaves_the_previous_outputs_as_they_were(tmp_path: Path) -> None:
     with serve() as server:
         write_jsonl(tmp_path / "transcripts.jsonl", transcripts(5))
         write_config(tmp_path / "harness.toml", [judge("j", server.base_url or "")])
@@ -229,10 +227,9 @@ def test_two_runs_on_one_out_cannot_interleave(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_files_an_earlier_run_left_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_files_an_earlier_run_left_are_removed(tmp_path: Path) -> None:
     """skipped.jsonl and report.html of an earlier run, and a killed run's temporary files, do not
     survive a run that does not write them."""
-    monkeypatch.setenv(KEY_ENV, KEY)
     with serve() as server:
         write_config(tmp_path / "harness.toml", [judge("j", server.base_url or "")])
         write_jsonl(tmp_path / "transcripts.jsonl", [*transcripts(3), '{"id": "bad"'])

@@ -23,8 +23,6 @@ import pytest
 from harness.rubrics.parsing import parse_score
 from harness.rubrics.rubric import load_rubrics
 from tests.e2e_support import (
-    KEY,
-    KEY_ENV,
     chat_requests,
     judge,
     serve,
@@ -50,12 +48,6 @@ your score.
 
 {{response}}
 """
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 async def test_json_score_injection_through_an_echoing_judge(tmp_path: Path) -> None:

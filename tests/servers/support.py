@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,7 +17,8 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.traces.reader import iter_records
-from tests.e2e_support import KEY, KEY_ENV, judge, write_config
+from tests.e2e_support import judge, write_config
+from tests.servers.servers import ROOT
 
 T = TypeVar("T")
 QUESTIONS = ["What is the weather in Paris?", "Should I take an umbrella in Paris today?"]
@@ -27,10 +32,6 @@ def cli(*args: str | Path) -> Any:
 
 def judge_config(tmp: Path, base_url: str) -> Path:
     return write_config(tmp / "harness.toml", [judge("judge", base_url, max_concurrency=4)])
-
-
-def judge_env(monkeypatch: Any) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def wait_for(probe: Callable[[], T | None], timeout_s: float = 60.0, what: str = "the server") -> T:
@@ -85,9 +86,9 @@ def chat_prompts(server: Any) -> list[str]:
     return [json.dumps(r["body"]["messages"], sort_keys=True) for r in server.requests if r["path"] == "/v1/chat/completions"]
 
 
-def sync_args(source: str, tmp: Path, config: Path, *extra: str) -> list[str | Path]:
+def sync_args(source: str, tmp: Path, config: Path, *extra: str | Path, rubrics: Sequence[str] = RUBRICS) -> list[str | Path]:
     """``harness sync`` on ``source`` into ``tmp/passes`` with the cache ``tmp/c.sqlite``, the
-    test rubrics and no settling time."""
+    test rubrics (or ``rubrics``) and no settling time."""
     return [
         "sync",
         source,
@@ -97,8 +98,29 @@ def sync_args(source: str, tmp: Path, config: Path, *extra: str) -> list[str | P
         config,
         "--cache",
         tmp / "c.sqlite",
-        *sum((["--rubric", r] for r in RUBRICS), []),
+        *sum((["--rubric", r] for r in rubrics), []),
         "--settle",
         "0s",
         *extra,
     ]
+
+
+def killed_sync_pass(source: str, tmp: Path, config: Path) -> set[str]:
+    """Starts a ``harness sync`` pass (:func:`sync_args`, one judgment at a time) in a child
+    process, kills it with SIGKILL (its whole session) once three judgments are cached, and returns
+    the cache's keys at the kill: what a resumed pass must not pay for again."""
+    args = [str(a) for a in sync_args(source, tmp, config, "--concurrency", "1")]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: len(cached_keys(tmp / "c.sqlite")) >= 3, timeout_s=120, what="the first pass's judgments")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(30)
+    return cached_keys(tmp / "c.sqlite")

@@ -7,10 +7,6 @@ including a pass killed mid-run and resumed."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -20,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e_support import KEY, KEY_ENV, serve
-from tests.servers.servers import MLFLOW_PASSWORD, MLFLOW_USER, ROOT, ServerProcess, temporary_server, write_traces
-from tests.servers.support import QUESTIONS, RUBRICS, cached_keys, chat_prompts, cli, judge_config, judgments, records, sync_args, wait_for
+from tests.e2e_support import serve
+from tests.servers.servers import MLFLOW_PASSWORD, MLFLOW_USER, ServerProcess, temporary_server, write_traces
+from tests.servers.support import QUESTIONS, RUBRICS, chat_prompts, cli, judge_config, judgments, killed_sync_pass, records, sync_args
 from tests.traces.support import deadline
 
 pytestmark = pytest.mark.timeout(600)
@@ -139,8 +135,7 @@ def test_spans_from_the_tracking_store_or_from_the_artifact_are_the_same_transcr
     )
 
 
-def test_verdicts_become_assessments_once(mlflow_server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
+def test_verdicts_become_assessments_once(mlflow_server: ServerProcess, tmp_path: Path) -> None:
     experiment = f"push-{uuid.uuid4().hex[:8]}"
     ids = write_traces("mlflow", mlflow_server.url, experiment, QUESTIONS, tmp_path / "exported.jsonl")
     source = _source(mlflow_server, experiment)
@@ -198,29 +193,13 @@ def test_an_unknown_experiment_or_a_wrong_password_is_one_line_with_the_servers_
     assert "not-the-password" not in result.output
 
 
-def test_sync_passes_and_a_killed_pass_resumed(mlflow_server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
+def test_sync_passes_and_a_killed_pass_resumed(mlflow_server: ServerProcess, tmp_path: Path) -> None:
     experiment = f"sync-{uuid.uuid4().hex[:8]}"
     source = _source(mlflow_server, experiment)
     write_traces("mlflow", mlflow_server.url, experiment, [f"What is the weather in city {i}?" for i in range(5)], tmp_path / "a.jsonl")
-    cache = tmp_path / "c.sqlite"
     with serve(latency_s=0.3) as judge_server:
         config = judge_config(tmp_path, judge_server.base_url)
-        args = [str(a) for a in sync_args(source, tmp_path, config, "--concurrency", "1")]
-        child = subprocess.Popen(
-            [sys.executable, "-m", "harness", *args],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            wait_for(lambda: len(cached_keys(cache)) >= 3, timeout_s=120, what="the first pass's judgments")
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(30)
-        cached_at_kill = cached_keys(cache)
+        cached_at_kill = killed_sync_pass(source, tmp_path, config)
         asked_before = chat_prompts(judge_server)
         resumed = cli(*sync_args(source, tmp_path, config))
         assert resumed.exit_code == 0, resumed.output

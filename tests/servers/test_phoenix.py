@@ -6,10 +6,6 @@ back as span annotations and read back through Phoenix's own client; continuous 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.e2e_support import KEY, KEY_ENV, serve
-from tests.servers.servers import ROOT, ServerProcess, temporary_server, write_traces
+from tests.e2e_support import serve
+from tests.servers.servers import ServerProcess, temporary_server, write_traces
 from tests.servers.support import (
     QUESTIONS,
     RUBRICS,
-    cached_keys,
     chat_prompts,
     cli,
     judge_config,
     judgments,
+    killed_sync_pass,
     records,
     sync_args,
     to_microseconds,
@@ -94,8 +90,7 @@ def test_a_pulled_trace_is_the_transcript_of_the_exported_file(phoenix: ServerPr
     assert result.exit_code == 0 and records(tmp_path / "none.jsonl", "openinference") == []
 
 
-def test_verdicts_become_span_annotations_once(phoenix: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
+def test_verdicts_become_span_annotations_once(phoenix: ServerProcess, tmp_path: Path) -> None:
     project = f"push-{uuid.uuid4().hex[:8]}"
     _written(phoenix, project, QUESTIONS, tmp_path / "exported.jsonl")
     source = _source(phoenix, project)
@@ -151,8 +146,7 @@ def test_an_unknown_project_is_one_line_with_the_servers_answer(phoenix: ServerP
     assert not (tmp_path / "x.jsonl").exists()
 
 
-def test_sync_judges_only_what_is_new_and_writes_it_back(phoenix: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
+def test_sync_judges_only_what_is_new_and_writes_it_back(phoenix: ServerProcess, tmp_path: Path) -> None:
     project = f"sync-{uuid.uuid4().hex[:8]}"
     source = _source(phoenix, project)
     _written(phoenix, project, QUESTIONS, tmp_path / "a.jsonl")
@@ -176,30 +170,14 @@ def test_sync_judges_only_what_is_new_and_writes_it_back(phoenix: ServerProcess,
     assert len(_annotations(phoenix, project, spans)) == 6
 
 
-def test_a_killed_sync_pass_resumes_without_paying_twice(phoenix: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
+def test_a_killed_sync_pass_resumes_without_paying_twice(phoenix: ServerProcess, tmp_path: Path) -> None:
     project = f"kill-{uuid.uuid4().hex[:8]}"
     source = _source(phoenix, project)
     questions = [f"What is the weather in city {i}?" for i in range(6)]
     _written(phoenix, project, questions, tmp_path / "a.jsonl")
-    cache = tmp_path / "c.sqlite"
     with serve(latency_s=0.3) as judge_server:
         config = judge_config(tmp_path, judge_server.base_url)
-        args = [str(a) for a in sync_args(source, tmp_path, config, "--concurrency", "1")]
-        child = subprocess.Popen(
-            [sys.executable, "-m", "harness", *args],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            wait_for(lambda: len(cached_keys(cache)) >= 3, timeout_s=120, what="the first pass's judgments")
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(30)
-        cached_at_kill = cached_keys(cache)
+        cached_at_kill = killed_sync_pass(source, tmp_path, config)
         asked_before = chat_prompts(judge_server)
         assert 3 <= len(cached_at_kill) < 12 and not list((tmp_path / "passes").glob("*/run/summary.json"))
 

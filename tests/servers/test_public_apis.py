@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e_support import KEY, KEY_ENV, serve
+from tests.e2e_support import serve
 from tests.servers.fakes import LANGSMITH_KEY, PUBLIC_KEY, SECRET_KEY, FakeLangfuse, FakeLangSmith
 from tests.servers.support import RUBRICS, cli, judge_config, judgments, records
 from tests.traces.support import LANGFUSE, LANGSMITH
@@ -33,7 +33,6 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
     monkeypatch.setenv("LANGSMITH_API_KEY", LANGSMITH_KEY)
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def _judge(tmp: Path, traces: Path) -> Path:

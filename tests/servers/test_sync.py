@@ -16,7 +16,8 @@ from harness.planning import RunOptions
 from harness.servers.base import PulledTrace, parse_duration, parse_when
 from harness.servers.source import parse_source
 from harness.servers.sync import Position, SyncOptions, advance, cursor_key, parse_sample, sampled, sync_once
-from tests.e2e_support import KEY, KEY_ENV, serve
+from tests.e2e_support import serve
+from tests.servers import support
 from tests.servers.fakes import PUBLIC_KEY, SECRET_KEY, FakeLangfuse, clone_langfuse
 from tests.servers.support import chat_prompts, cli, judge_config
 from tests.traces.support import LANGFUSE
@@ -28,7 +29,6 @@ pytestmark = pytest.mark.timeout(180)
 def keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 def many_traces(n: int) -> list[dict[str, Any]]:
@@ -46,22 +46,7 @@ def judged_traces(fake: FakeLangfuse) -> set[str]:
 
 
 def sync_args(fake: FakeLangfuse, tmp: Path, config: Path, *extra: str | Path) -> list[str | Path]:
-    source = f"langfuse://127.0.0.1:{fake.port}/weather"
-    return [
-        "sync",
-        source,
-        "--out",
-        tmp / "passes",
-        "--config",
-        config,
-        "--cache",
-        tmp / "c.sqlite",
-        "--rubric",
-        "relevance",
-        "--settle",
-        "0s",
-        *extra,
-    ]
+    return support.sync_args(f"langfuse://127.0.0.1:{fake.port}/weather", tmp, config, *extra, rubrics=["relevance"])
 
 
 def test_the_sample_is_seeded_and_the_same_traces_wherever_it_runs(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.metrics import cohen_kappa_score
 
 from harness.jury.classes import Classes
 from harness.jury.methods import log_odds_weights, plurality, verdicts
@@ -162,6 +161,8 @@ def test_partial_anchors_keep_the_posterior_on_the_allowed_classes() -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_members_kappas_match_sklearn(seed: int) -> None:
+    from sklearn.metrics import cohen_kappa_score
+
     rng = np.random.default_rng(seed)
     classes = Classes("r", 1.0, 5.0)  # bins 1..5
     truth = rng.integers(1, 6, 80).astype(float)

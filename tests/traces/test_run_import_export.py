@@ -11,23 +11,17 @@ import io
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.planning import RunOptions
 from harness.runner import run_evaluation
 from harness.traces.export import EVENT_NAME
-from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config
+from tests.e2e_support import judge, read_jsonl, serve, write_config
 from tests.test_report import page_data, page_details
 from tests.traces.support import INSPECT_EVAL, OTEL, QUESTIONS, TOOL_RESULT, deadline, raw_spans
 
 ENV = {"COLUMNS": "400", "NO_COLOR": "1"}
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 async def _run(tmp_path: Path, base_url: str, source: Path, fmt: str) -> Path:
