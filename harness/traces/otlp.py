@@ -185,7 +185,10 @@ def read_traces(path: Path) -> Iterator[Trace]:
                     except (TypeError, ValueError) as exc:
                         raise TranscriptError(str(path), line, where, f"not an OTLP span ({exc})") from None
                     traces.setdefault(span.trace_id, Trace(span.trace_id, [])).spans.append(span)
-    yield from traces.values()
+    # each trace let go once yielded: what the import has left to hold (and the garbage
+    # collector to scan, again and again, while the rest is converted) shrinks as it goes
+    for trace_id in list(traces):
+        yield traces.pop(trace_id)
 
 
 def span_transcript(
