@@ -377,6 +377,17 @@ def test_what_a_calibration_does_not_certify_may_change(tmp_path: Path) -> None:
     assert "with confidence 0.9, agreement with human labels >= 0.9" in done.stderr
 
 
+def test_an_agent_metric_is_refused_in_one_line_before_anything_is_sent(tmp_path: Path) -> None:
+    """A deterministic agent metric has no judge to cascade: refused by name, nothing asked."""
+    _transcripts(tmp_path / "calib.jsonl", 40)
+    with serve(choices=choices) as server:
+        _config(tmp_path / "harness.toml", server.base_url)
+        done = _harness([*CALIBRATE[:6], "trajectory_f1", *CALIBRATE[7:]], tmp_path)
+        assert not server.requests
+    assert "'trajectory_f1': an agent metric" in _one_line_error(done)
+    assert done.returncode == 2
+
+
 @pytest.mark.parametrize("holdout", ["nan", "2", "-0.5", "0", "1", "inf", "0.999"])
 def test_holdout_is_a_fraction_strictly_between_0_and_1(tmp_path: Path, holdout: str) -> None:
     _transcripts(tmp_path / "calib.jsonl", 300)

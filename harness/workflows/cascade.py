@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from ..agent.specs import SPECS
 from ..capabilities import check_supported
 from ..config import CascadeConfig, JudgeConfig, JuryConfig
 from ..errors import ConfigError, UserInputError
@@ -135,6 +136,10 @@ def _check(options: CascadeOptions) -> _Checked:
                 f"{options.config}: cascade.stages[{index}]: judge {name!r} gives no confidence: set logprobs = true or samples >= 2 (or make it a jury)"
             )
         stages.append(judge)
+    if options.rubric in SPECS and options.rubric not in plan.available_rubrics:
+        raise UserInputError(
+            f"--rubric {options.rubric!r}: an agent metric, computed from the transcripts' steps with no judge: there is nothing to cascade (every run reports it)"
+        )
     rubric = plan.available_rubrics.get(options.rubric)
     if rubric is None:
         known = ", ".join(sorted(plan.available_rubrics))
