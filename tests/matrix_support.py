@@ -22,18 +22,18 @@ import asyncio
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.planning import RunOptions
 from harness.runner.session import RunOutcome, run_evaluation
 from tests.anthropic_server import AnthropicServer
 from tests.batch_server import BatchServer
-from tests.e2e_support import KEY
+from tests.e2e_support import KEY, read_jsonl
 from tests.judge_server import JudgeServer, reasoning_model_refusal
 from tests.scripted_judges import _logprob_content, _tokens, score_distribution
 
@@ -168,6 +168,32 @@ def running_servers() -> Iterator[Servers]:
         batch.stop()
         anthropic.stop()
         openai.stop()
+
+
+class CellRuns:
+    """A cell's runs, for a dataclass that sets ``tmp``, ``data`` (its transcripts) and ``prompts``
+    (its rubric folder) and names its ``rubrics``: the options of a run into ``tmp/out`` and the
+    run itself (test_matrix.py's and test_jury_paths.py's cells)."""
+
+    tmp: Path
+    data: Path
+    prompts: Path
+    rubrics: ClassVar[Sequence[str]]
+
+    def options(self, config: Path, out: str | None, **kw: Any) -> RunOptions:
+        return RunOptions(
+            input=self.data,
+            out=None if out is None else self.tmp / out,
+            config=config,
+            rubrics=list(self.rubrics),
+            prompts=[self.prompts],
+            progress=False,
+            **kw,
+        )
+
+    def run(self, config: Path, out: str, **kw: Any) -> tuple[RunOutcome, list[dict[str, Any]]]:
+        outcome = asyncio.run(run_evaluation(self.options(config, out, **kw)))
+        return outcome, read_jsonl(self.tmp / out / "judgments.jsonl")
 
 
 def run_two_workers(options: Callable[[str], RunOptions], names: tuple[str, str] = ("w1", "w2")) -> None:

@@ -27,10 +27,10 @@ from harness import batch as hb
 from harness import capabilities as caps
 from harness.cli import app
 from harness.outputs.merge import merge_runs
-from harness.planning import RunOptions
-from harness.runner.session import RunOutcome, run_evaluation
+from harness.runner.session import RunOutcome
 from tests.e2e_support import KEY_ENV, read_jsonl, write_jsonl
 from tests.matrix_support import (
+    CellRuns,
     Servers,
     answer_export,
     likert_prompts,
@@ -56,7 +56,8 @@ def _toml(value: Any) -> str:
 
 
 @dataclass
-class Cell:
+class Cell(CellRuns):
+    rubrics = RUBRICS
     kind: str
     tmp: Path
     data: Path = field(init=False)
@@ -80,21 +81,10 @@ class Cell:
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path
 
-    def options(self, config: Path, out: str | None, **kw: Any) -> RunOptions:
-        return RunOptions(
-            input=self.data,
-            out=None if out is None else self.tmp / out,
-            config=config,
-            rubrics=list(RUBRICS),
-            prompts=[self.prompts],
-            progress=False,
-            **kw,
-        )
-
     def run(self, config: Path, out: str, **kw: Any) -> tuple[RunOutcome, list[dict[str, Any]]]:
-        outcome = asyncio.run(run_evaluation(self.options(config, out, **kw)))
+        outcome, rows = super().run(config, out, **kw)
         assert outcome.exit_code == 0, outcome.message
-        return outcome, read_jsonl(self.tmp / out / "judgments.jsonl")
+        return outcome, rows
 
 
 def view(rows: list[dict[str, Any]], fields: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -26,14 +26,13 @@ from harness import batch as hb
 from harness import capabilities as caps
 from harness.cli import app
 from harness.outputs.merge import merge_runs
-from harness.planning import RunOptions
-from harness.runner.session import RunOutcome, run_evaluation
 from tests.e2e_support import KEY_ENV, read_jsonl, write_config
 from tests.matrix_support import (
     DISTINCT_PROMPTS,
     FAMILY_JUDGE,
     REASONING_TOKENS,
     RUBRICS,
+    CellRuns,
     Servers,
     answer_export,
     batch_guide_table,
@@ -90,8 +89,10 @@ COMPARED = (
 
 
 @dataclass
-class Cell:
+class Cell(CellRuns):
     """One cell's files: its transcripts, rubrics and a config for its judge."""
+
+    rubrics = RUBRICS
 
     family: str
     option: str
@@ -110,21 +111,6 @@ class Cell:
         if self.family != "local":
             table |= {"base_url": base_url, "api_key_env": KEY_ENV, "max_attempts": 2}
         return write_config(self.tmp / name, [table], cache=cache)
-
-    def options(self, config: Path, out: str | None, **kw: Any) -> RunOptions:
-        return RunOptions(
-            input=self.data,
-            out=None if out is None else self.tmp / out,
-            config=config,
-            rubrics=list(RUBRICS),
-            prompts=[self.prompts],
-            progress=False,
-            **kw,
-        )
-
-    def run(self, config: Path, out: str, **kw: Any) -> tuple[RunOutcome, list[dict[str, Any]]]:
-        outcome = asyncio.run(run_evaluation(self.options(config, out, **kw)))
-        return outcome, read_jsonl(self.tmp / out / "judgments.jsonl")
 
     @property
     def expected_requests(self) -> int:

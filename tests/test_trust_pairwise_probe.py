@@ -113,23 +113,9 @@ def test_probe_catches_the_biased_judge_and_passes_the_honest_and_the_noisy(
     judges = [judge(m, scripted_server.base_url, model=m, seed=4) for m in ("honest", "noisy", biased)]
     config = write_config(tmp_path / "harness.toml", judges)
     out = tmp_path / "out"
-    result = invoke(
-        "probe",
-        kind,
-        str(data),
-        "--rubric",
-        rubric,
-        "--sample",
-        "30",
-        "--seed",
-        "2",
-        "--out",
-        str(out),
-        "--config",
-        str(config),
-        "--no-cache",
-        "--json",
-    )
+    # the same probe twice: once as JSON, once as the table
+    probe_args = ("probe", kind, str(data), "--rubric", rubric, "--sample", "30", "--seed", "2", "--config", str(config), "--no-cache")
+    result = invoke(*probe_args, "--out", str(out), "--json")
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert found["eligible"] == N and found["sampled"] == 30
@@ -159,22 +145,7 @@ def test_probe_catches_the_biased_judge_and_passes_the_honest_and_the_noisy(
     assert noisy["pvalue"] == pytest.approx(sp.ttest_rel(probe, orig).pvalue, abs=1e-9)
     assert noisy["changed"] == 30 and noisy["moved"] is False  # noisy, but not moved by the perturbation
 
-    table = invoke(
-        "probe",
-        kind,
-        str(data),
-        "--rubric",
-        rubric,
-        "--sample",
-        "30",
-        "--seed",
-        "2",
-        "--out",
-        str(tmp_path / "o2"),
-        "--config",
-        str(config),
-        "--no-cache",
-    )
+    table = invoke(*probe_args, "--out", str(tmp_path / "o2"))
     assert table.exit_code == 0 and "YES" in table.stdout
 
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.traces.reader import iter_records
-from tests.e2e_support import judge, write_config
+from tests.e2e_support import judge, serve, write_config
 from tests.servers.servers import ROOT
 
 T = TypeVar("T")
@@ -32,6 +32,17 @@ def cli(*args: str | Path) -> Any:
 
 def judge_config(tmp: Path, base_url: str) -> Path:
     return write_config(tmp / "harness.toml", [judge("judge", base_url, max_concurrency=4)])
+
+
+def judged_run(tmp: Path, traces: Path) -> Path:
+    """``harness run`` on ``traces`` against a local judge server, with the test rubrics and the
+    cache ``tmp/c.sqlite``; the run's folder (``tmp/run``)."""
+    with serve() as judge_server:
+        config = judge_config(tmp, judge_server.base_url)
+        rubrics = sum((["--rubric", r] for r in RUBRICS), [])
+        run = cli("run", traces, "--out", tmp / "run", "--config", config, "--cache", tmp / "c.sqlite", *rubrics, "--no-progress")
+        assert run.exit_code == 0, run.output
+    return tmp / "run"
 
 
 def wait_for(probe: Callable[[], T | None], timeout_s: float = 60.0, what: str = "the server") -> T:

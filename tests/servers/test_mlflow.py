@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e_support import serve
 from tests.servers.servers import MLFLOW_PASSWORD, MLFLOW_USER, ServerProcess, temporary_server, write_traces
-from tests.servers.support import QUESTIONS, RUBRICS, chat_prompts, cli, judge_config, judgments, killed_sync_pass, records, sync_args
+from tests.servers.support import QUESTIONS, chat_prompts, cli, judge_config, judged_run, judgments, killed_sync_pass, records, sync_args
 from tests.traces.support import deadline
 
 pytestmark = pytest.mark.timeout(600)
@@ -140,22 +140,7 @@ def test_verdicts_become_assessments_once(mlflow_server: ServerProcess, tmp_path
     ids = write_traces("mlflow", mlflow_server.url, experiment, QUESTIONS, tmp_path / "exported.jsonl")
     source = _source(mlflow_server, experiment)
     assert cli("pull", source, "--out", tmp_path / "traces.jsonl").exit_code == 0
-    with serve() as judge_server:
-        config = judge_config(tmp_path, judge_server.base_url)
-        run = cli(
-            "run",
-            tmp_path / "traces.jsonl",
-            "--out",
-            tmp_path / "run",
-            "--config",
-            config,
-            "--cache",
-            tmp_path / "c.sqlite",
-            *sum((["--rubric", r] for r in RUBRICS), []),
-            "--no-progress",
-        )
-        assert run.exit_code == 0, run.output
-    rows = judgments(tmp_path / "run")
+    rows = judgments(judged_run(tmp_path, tmp_path / "traces.jsonl"))
     assert len(rows) == 4
 
     first = cli("push", tmp_path / "run", "--to", source)

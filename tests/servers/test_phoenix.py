@@ -18,10 +18,10 @@ from tests.e2e_support import serve
 from tests.servers.servers import ServerProcess, temporary_server, write_traces
 from tests.servers.support import (
     QUESTIONS,
-    RUBRICS,
     chat_prompts,
     cli,
     judge_config,
+    judged_run,
     judgments,
     killed_sync_pass,
     records,
@@ -95,22 +95,7 @@ def test_verdicts_become_span_annotations_once(phoenix: ServerProcess, tmp_path:
     _written(phoenix, project, QUESTIONS, tmp_path / "exported.jsonl")
     source = _source(phoenix, project)
     assert cli("pull", source, "--out", tmp_path / "traces.jsonl").exit_code == 0
-    with serve() as judge_server:
-        config = judge_config(tmp_path, judge_server.base_url)
-        run = cli(
-            "run",
-            tmp_path / "traces.jsonl",
-            "--out",
-            tmp_path / "run",
-            "--config",
-            config,
-            "--cache",
-            tmp_path / "c.sqlite",
-            *sum((["--rubric", r] for r in RUBRICS), []),
-            "--no-progress",
-        )
-        assert run.exit_code == 0, run.output
-    rows = judgments(tmp_path / "run")
+    rows = judgments(judged_run(tmp_path, tmp_path / "traces.jsonl"))
     assert len(rows) == 4 and all(r["status"] == "scored" for r in rows)
 
     first = cli("push", tmp_path / "run", "--to", source)

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e_support import serve
 from tests.servers.fakes import LANGSMITH_KEY, PUBLIC_KEY, SECRET_KEY, FakeLangfuse, FakeLangSmith
-from tests.servers.support import RUBRICS, cli, judge_config, judgments, records
+from tests.servers.support import cli, judged_run, judgments, records
 from tests.traces.support import LANGFUSE, LANGSMITH
 
 pytestmark = pytest.mark.timeout(120)
@@ -33,15 +32,6 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", PUBLIC_KEY)
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET_KEY)
     monkeypatch.setenv("LANGSMITH_API_KEY", LANGSMITH_KEY)
-
-
-def _judge(tmp: Path, traces: Path) -> Path:
-    with serve() as judge_server:
-        config = judge_config(tmp, judge_server.base_url)
-        rubrics = sum((["--rubric", r] for r in RUBRICS), [])
-        run = cli("run", traces, "--out", tmp / "run", "--config", config, "--cache", tmp / "c.sqlite", *rubrics, "--no-progress")
-        assert run.exit_code == 0, run.output
-    return tmp / "run"
 
 
 def _calls(fake: Any, prefix: str) -> int:
@@ -69,7 +59,7 @@ def test_langfuse_scores_are_written_once_and_replaced_when_a_verdict_changes(tm
     with FakeLangfuse(observations()) as fake:
         source = f"langfuse://127.0.0.1:{fake.port}/weather"
         assert cli("pull", source, "--out", tmp_path / "traces.jsonl").exit_code == 0
-        run_dir = _judge(tmp_path, tmp_path / "traces.jsonl")
+        run_dir = judged_run(tmp_path, tmp_path / "traces.jsonl")
         rows = judgments(run_dir)
         fake.fail("/api/public/scores", 429, times=1, retry_after="0.05")
         first = cli("push", run_dir, "--to", source)
@@ -155,7 +145,7 @@ def test_langsmith_pull_push_and_feedback_read_back_through_the_sdk(tmp_path: Pa
         assert pulled == records(LANGSMITH, "langsmith")
         assert all(len(r["steps"]) == 1 for r in pulled)
 
-        run_dir = _judge(tmp_path, tmp_path / "traces.jsonl")
+        run_dir = judged_run(tmp_path, tmp_path / "traces.jsonl")
         rows = judgments(run_dir)
         fake.fail("/feedback", 429, times=1, retry_after="0.05")
         first = cli("push", run_dir, "--to", source)
