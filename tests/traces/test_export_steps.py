@@ -18,7 +18,7 @@ from harness.cli import app
 from harness.planning import RunOptions
 from harness.runner import run_evaluation
 from harness.traces.export import EVENT_NAME
-from harness.transcripts import iter_transcripts
+from harness.traces.loader import iter_transcripts
 from tests.e2e_support import read_jsonl
 from tests.traces.support import deadline
 
