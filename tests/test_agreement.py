@@ -9,6 +9,7 @@ classification metrics, MAE). Bins are computed with decimal rounding, not the h
 from __future__ import annotations
 
 import json
+import os
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
@@ -505,3 +506,70 @@ def test_bad_run_directories_and_options(labelled_run: dict[str, Any], tmp_path:
     assert f"{damaged / 'judgments.jsonl'}:3: status: expected scored, unscored or failed" in one_line_error(
         invoke("agreement", str(damaged), "--labels", labels)
     )
+
+
+# -- the --json output, byte for byte --------------------------------------------------------------
+
+GOLDEN = Path(__file__).resolve().parent / "fixtures" / "agreement_json"
+
+
+def _agreement_cases(labelled_run: dict[str, Any], tmp: Path, as_json: bool = True) -> dict[str, str]:
+    """``harness agreement`` (``--json``, or the tables) on every shape its result takes, with the
+    temporary paths masked."""
+    run, labels = str(labelled_run["run"]), str(labelled_run["labels"])
+    few = write_jsonl(
+        tmp / "few.jsonl",
+        [
+            {"transcript_id": "t03", "rubric": "relevance", "label": 0.5},
+            {"transcript_id": "t04", "rubric": "relevance", "label": 0.7},
+            {"transcript_id": "t05", "rubric": "relevance", "label": 0.2},
+            {"transcript_id": "t03", "rubric": "hallucination", "label": "pass"},
+            {"transcript_id": "ghost", "rubric": "answer_correctness", "label": 0.4},
+            {"transcript_id": "phantom", "rubric": "answer_correctness", "label": 0.6},
+        ],
+    )
+    single = write_jsonl(
+        tmp / "single.jsonl",
+        [
+            {"transcript_id": "t06", "rubric": "relevance", "label": 0.9},
+            {"transcript_id": "t07", "rubric": "hallucination", "label": True},
+            {"transcript_id": "t08", "rubric": "hallucination", "label": False},
+            {"transcript_id": "ghost", "rubric": "hallucination", "label": "fail"},
+        ],
+    )
+    options = ["--json"] * as_json + ["--resamples", str(B), "--seed", str(SEED)]
+    cases = {
+        "default": [run, "--labels", labels],
+        "gated": [run, "--labels", labels, "--threshold", "relevance=0.7", "--min-kappa", "0.3", "--min-spearman", "0.3"],
+        "gated_ci_lower": [run, "--labels", labels, "--threshold", "0.4", "--min-kappa", "0.99", "--gate-on", "ci-lower"],
+        "few": [run, "--labels", str(few)],
+        "single": [run, "--labels", str(single)],
+    }
+    out = {}
+    for name, args in cases.items():
+        done = CliRunner().invoke(app, ["agreement", *args, *options], env={"COLUMNS": "200"})
+        assert done.exit_code in (0, 6), done.output
+        out[name if as_json else f"{name}.txt"] = done.stdout.replace(str(tmp), "<out>").replace(str(labelled_run["tmp"]), "<tmp>")
+    return out
+
+
+def test_the_agreement_json_is_unchanged_byte_for_byte(labelled_run: dict[str, Any], tmp_path: Path) -> None:
+    # The files were written by the dict version of label_agreement (HARNESS_WRITE_GOLDEN=1 writes
+    # them again): a typed result must print the same bytes.
+    found = _agreement_cases(labelled_run, tmp_path)
+    if os.environ.get("HARNESS_WRITE_GOLDEN"):
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        for name, text in found.items():
+            (GOLDEN / f"{name}.json").write_text(text, encoding="utf-8")
+    for name, text in found.items():
+        assert text == (GOLDEN / f"{name}.json").read_text(encoding="utf-8"), name
+
+
+def test_the_agreement_tables_are_unchanged(labelled_run: dict[str, Any], tmp_path: Path) -> None:
+    # The terminal reads the same result: its text is pinned beside the JSON.
+    found = _agreement_cases(labelled_run, tmp_path, as_json=False)
+    if os.environ.get("HARNESS_WRITE_GOLDEN"):
+        for name, text in found.items():
+            (GOLDEN / name).write_text(text, encoding="utf-8")
+    for name, text in found.items():
+        assert text == (GOLDEN / name).read_text(encoding="utf-8"), name
