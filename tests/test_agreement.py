@@ -220,28 +220,30 @@ def test_numeric_agreement_on_random_scores_and_a_1_to_5_scale() -> None:
     rng = np.random.default_rng(6)
     ref = np.round(rng.random(60), 2)
     jud = np.clip(np.round(ref + rng.normal(0, 0.2, 60), 2), 0, 1)
-    check_numeric(numeric_agreement(ref, jud, RELEVANCE, 0.5, B, SEED), ref, jud)
-    check_numeric(numeric_agreement(ref, jud, HALLUCINATION, 0.5, B, SEED), ref, jud, lower=True)
+    check_numeric(numeric_agreement(ref, jud, RELEVANCE, 0.5, B, SEED).as_json(), ref, jud)
+    check_numeric(numeric_agreement(ref, jud, HALLUCINATION, 0.5, B, SEED).as_json(), ref, jud, lower=True)
     likert_ref = rng.integers(1, 6, 50).astype(float)
     likert_jud = np.clip(likert_ref + rng.integers(-1, 2, 50), 1, 5)
     section = numeric_agreement(likert_ref, likert_jud, LIKERT, 3.0, B, SEED)
-    assert section["weighted_kappa"]["bins"] == [1.0, 2.0, 3.0, 4.0, 5.0]
-    assert section["weighted_kappa"]["value"] == pytest.approx(skm.cohen_kappa_score(likert_ref, likert_jud, weights="quadratic"), abs=1e-12)
-    check_pass_fail(section["pass_fail"], pass_fail(likert_ref, threshold=3.0), pass_fail(likert_jud, threshold=3.0))
+    assert section.weighted_kappa is not None and section.pass_fail is not None
+    assert section.weighted_kappa.bins == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert section.weighted_kappa.value == pytest.approx(skm.cohen_kappa_score(likert_ref, likert_jud, weights="quadratic"), abs=1e-12)
+    check_pass_fail(section.pass_fail.as_json(), pass_fail(likert_ref, threshold=3.0), pass_fail(likert_jud, threshold=3.0))
 
 
 def test_undefined_statistics_are_none_with_a_note_never_zero() -> None:
     ref = np.array([0.9, 0.8, 0.7, 0.95])
     jud = np.array([0.6, 0.6, 0.6, 0.6])  # constant judge: every pass
     section = numeric_agreement(ref, jud, RELEVANCE, 0.5, 50, 0)
-    assert section["pearson"]["value"] is None and "all equal" in section["pearson"]["notes"][0]
-    assert section["spearman"]["value"] is None
-    pf = section["pass_fail"]
-    assert pf["kappa"]["value"] is None and "undefined" in pf["kappa"]["notes"][0]
-    assert pf["mcc"]["value"] is None and pf["mcc"]["ci"] is None
+    assert section.pearson.value is None and "all equal" in section.pearson.notes[0]
+    assert section.spearman.value is None
+    pf = section.pass_fail
+    assert pf is not None
+    assert pf.kappa.value is None and "undefined" in pf.kappa.notes[0]
+    assert pf.mcc.value is None and pf.mcc.ci is None
     assert pass_fail_agreement([], []) is None
     small = numeric_agreement(np.array([0.1, 0.5, 0.9]), np.array([0.2, 0.4, 0.9]), RELEVANCE, 0.5, 50, 0)
-    assert small["pearson"]["ci"] is None and "at least 4 pairs" in small["pearson"]["notes"][-1]
+    assert small.pearson.ci is None and "at least 4 pairs" in small.pearson.notes[-1]
 
 
 # -- end to end: a real run with two judges --------------------------------------------------------

@@ -145,13 +145,14 @@ def test_the_jury_is_a_judge_of_the_run(tmp_path: Path, scripted: ScriptedJudges
     assert section["interval"]["value"] == pytest.approx(krippendorff.alpha(reliability_data=votes, level_of_measurement="interval"), abs=1e-9)
     # each member's agreement with the humans is harness agreement's, on the same run and labels
     agreed = agreement_report(out, tmp_path / "run-input" / "labels.jsonl", n_resamples=200)
-    relevance = next(m for m in agreed["metrics"] if m["metric"] == "relevance")
-    for entry in relevance["judges"]:
-        mine = section["humans"][entry["judge"]]
-        assert mine["n"] == entry["n"]
-        assert mine["mae"] == pytest.approx(entry["mae"])
-        assert mine["weighted_kappa"]["value"] == pytest.approx(entry["weighted_kappa"]["value"])
-        assert mine["spearman"]["value"] == pytest.approx(entry["spearman"]["value"])
+    relevance = next(m for m in agreed.metrics if m.metric == "relevance")
+    for entry in relevance.judges:
+        mine = section["humans"][entry.judge]
+        assert entry.weighted_kappa is not None and entry.spearman is not None
+        assert mine["n"] == entry.n
+        assert mine["mae"] == pytest.approx(entry.mae)
+        assert mine["weighted_kappa"]["value"] == pytest.approx(entry.weighted_kappa.value)
+        assert mine["spearman"]["value"] == pytest.approx(entry.spearman.value)
     # the gpt-4o-mini member shares the agent's lineage (gpt-4o) on every transcript; the others do not
     flags = summary["juries"]["panel"]["self_preference"]
     assert flags == [{"member": "a", "model": "gpt-4o-mini", "lineage": "OpenAI GPT", "agent_models": ["gpt-4o"], "transcripts": N}]

@@ -35,6 +35,21 @@ import numpy as np
 from ..stats import classification_report
 from ..stats.agreement import kappa_from_matrix, mcc_from_matrix
 from ..stats.confusion import confusion_matrix
+from .agreement_schema import (
+    AgreementResult,
+    Bootstrap,
+    Correlation,
+    Estimate,
+    JudgePair,
+    JudgeRow,
+    LabelCounts,
+    MetricAgreement,
+    NumericAgreement,
+    PairCounts,
+    PassFailAgreement,
+    PassFailReport,
+    WeightedKappa,
+)
 from .io import Labels, Metric, RunData, read_labels, read_run
 from .resampling import (
     DEFAULT_RESAMPLES,
@@ -64,62 +79,59 @@ def _constant(name: str, values: np.ndarray) -> str | None:
     return f"undefined: the {name} values are all equal" if np.ptp(values) == 0 else None
 
 
-def _correlation(test: Any, x: np.ndarray, y: np.ndarray) -> tuple[dict[str, Any], Any]:
-    """The section ``{"value", "ci", "pvalue", "notes"}`` of a correlation, and ``test(x, y)``'s result
-    (its warnings added to the notes); the result is None, and the notes say why, when the
-    correlation is undefined: fewer than 2 pairs, or either side constant."""
-    out: dict[str, Any] = {"value": None, "ci": None, "pvalue": None, "notes": []}
+def _correlation(test: Any, x: np.ndarray, y: np.ndarray) -> tuple[list[str], Any]:
+    """The notes of a correlation, and ``test(x, y)``'s result (its warnings added to the notes); the
+    result is None, and the notes say why, when the correlation is undefined: fewer than 2 pairs,
+    or either side constant."""
     if x.size < 2:
-        out["notes"].append("undefined: needs at least 2 pairs")
-        return out, None
+        return ["undefined: needs at least 2 pairs"], None
     problem = _constant("reference", x) or _constant("judge", y)
     if problem:
-        out["notes"].append(problem)
-        return out, None
+        return [problem], None
     result, notes = _captured(test, x, y)
-    out["notes"].extend(notes)
-    return out, result
+    return notes, result
 
 
-def pearson(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> dict[str, Any]:
+def _undefined(notes: list[str]) -> Correlation:
+    return Correlation(value=None, ci=None, pvalue=None, notes=notes)
+
+
+def pearson(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> Correlation:
     """Pearson's r, its p-value and Fisher-z interval (``scipy.stats.pearsonr``); needs 4 pairs for the interval."""
     from scipy import stats as sp  # half a second to import: paid by an agreement report, not by every importer
 
-    out, result = _correlation(sp.pearsonr, x, y)
+    notes, result = _correlation(sp.pearsonr, x, y)
     if result is None:
-        return out
-    out.update(value=float(result.statistic), pvalue=float(result.pvalue))
+        return _undefined(notes)
+    ci = None
     if x.size >= 4:
         low, high = result.confidence_interval(confidence)
-        out["ci"] = [float(low), float(high)]
+        ci = [float(low), float(high)]
     else:
-        out["notes"].append("no interval: the Fisher-z interval needs at least 4 pairs")
-    return out
+        notes.append("no interval: the Fisher-z interval needs at least 4 pairs")
+    return Correlation(value=float(result.statistic), ci=ci, pvalue=float(result.pvalue), notes=notes)
 
 
-def spearman(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int | None, confidence: float) -> dict[str, Any]:
+def spearman(x: np.ndarray, y: np.ndarray, n_resamples: int, seed: int | None, confidence: float) -> Correlation:
     """Spearman's rho and p-value (``scipy.stats.spearmanr``) with a paired bootstrap percentile interval."""
     from scipy import stats as sp
 
-    out, result = _correlation(sp.spearmanr, x, y)
+    notes, result = _correlation(sp.spearmanr, x, y)
     if result is None:
-        return out
+        return _undefined(notes)
     pvalue = float(result.pvalue)
-    out.update(value=float(result.statistic), pvalue=pvalue if np.isfinite(pvalue) else None)
-    boot = paired_bootstrap(x.size, lambda idx: spearman_batch(x, y, idx), n_resamples, seed, confidence)
-    out["ci"] = boot["ci"]
-    out["bootstrap"] = boot
-    return out
+    boot = Bootstrap(**paired_bootstrap(x.size, lambda idx: spearman_batch(x, y, idx), n_resamples, seed, confidence))
+    return Correlation(value=float(result.statistic), ci=boot.ci, pvalue=pvalue if np.isfinite(pvalue) else None, notes=notes, bootstrap=boot)
 
 
-def _estimate(value_problem: tuple[float, str | None], boot: Mapping[str, Any]) -> dict[str, Any]:
+def _estimate(value_problem: tuple[float, str | None], boot: Mapping[str, Any]) -> Estimate:
     value, problem = value_problem
-    return {
-        "value": None if problem else value,
-        "ci": boot["ci"],
-        "bootstrap": dict(boot),
-        "notes": [problem.replace("; reported as 0.0", "")] if problem else [],
-    }
+    return Estimate(
+        value=None if problem else value,
+        ci=boot["ci"],
+        bootstrap=Bootstrap(**boot),
+        notes=[problem.replace("; reported as 0.0", "")] if problem else [],
+    )
 
 
 def pass_fail_agreement(
@@ -128,7 +140,7 @@ def pass_fail_agreement(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
     confidence: float = 0.95,
-) -> dict[str, Any] | None:
+) -> PassFailAgreement | None:
     """Pass/fail labels against pass/fail judgments: confusion matrix, full report, kappa and MCC with intervals.
 
     Rows of the confusion matrix are the reference (human, or the first judge), columns the judge,
@@ -144,14 +156,14 @@ def pass_fail_agreement(
     cm = report.confusion_matrix
     kappa = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(codes_ref, codes_jud, 2, idx)), n_resamples, seed, confidence)
     mcc = paired_bootstrap(ref.size, lambda idx: mcc_batch(confusion_batch(codes_ref, codes_jud, 2, idx)), n_resamples, seed, confidence)
-    return {
-        "n": int(ref.size),
-        "labels": list(PASS_FAIL),
-        "confusion_matrix": cm.tolist(),
-        "report": report.as_dict(),
-        "kappa": _estimate(kappa_from_matrix(cm), kappa),
-        "mcc": _estimate(mcc_from_matrix(cm), mcc),
-    }
+    return PassFailAgreement(
+        n=int(ref.size),
+        labels=list(PASS_FAIL),
+        confusion_matrix=cm.tolist(),
+        report=PassFailReport(**report.as_dict()),
+        kappa=_estimate(kappa_from_matrix(cm), kappa),
+        mcc=_estimate(mcc_from_matrix(cm), mcc),
+    )
 
 
 def weighted_kappa(
@@ -161,7 +173,7 @@ def weighted_kappa(
     n_resamples: int,
     seed: int | None,
     confidence: float,
-) -> dict[str, Any] | None:
+) -> WeightedKappa | None:
     """Quadratic-weighted kappa of the scores binned on the metric's scale, with a bootstrap interval."""
     if reference.size == 0:
         return None
@@ -169,7 +181,15 @@ def weighted_kappa(
     ref, jud = bins.codes(reference), bins.codes(judged)
     cm = confusion_matrix(ref, jud, labels=range(bins.count))
     boot = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(ref, jud, bins.count, idx), "quadratic"), n_resamples, seed, confidence)
-    return {"weights": "quadratic", **bins.as_dict(), **_estimate(kappa_from_matrix(cm, "quadratic"), boot), "confusion_matrix": cm.tolist()}
+    estimate = _estimate(kappa_from_matrix(cm, "quadratic"), boot)
+    return WeightedKappa(
+        weights="quadratic",
+        rule=bins.rule,
+        step=bins.step,
+        bins=bins.values(),
+        **estimate.given(),
+        confusion_matrix=cm.tolist(),
+    )
 
 
 def numeric_agreement(
@@ -180,23 +200,21 @@ def numeric_agreement(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
     confidence: float = 0.95,
-) -> dict[str, Any]:
+) -> NumericAgreement:
     """Numeric scores against numeric references on ``metric``'s scale (see the module docstring)."""
     x = np.asarray(reference, dtype=np.float64)
     y = np.asarray(judged, dtype=np.float64)
-    return {
-        "n": int(x.size),
-        "pearson": pearson(x, y, confidence),
-        "spearman": spearman(x, y, n_resamples, seed, confidence),
-        "mae": float(np.mean(np.abs(y - x))) if x.size else None,
-        "weighted_kappa": weighted_kappa(x, y, metric, n_resamples, seed, confidence),
-        "pass_fail": pass_fail_agreement(
-            pass_fail_labels(x, metric, threshold), pass_fail_labels(y, metric, threshold), n_resamples, seed, confidence
-        ),
-    }
+    return NumericAgreement(
+        n=int(x.size),
+        pearson=pearson(x, y, confidence),
+        spearman=spearman(x, y, n_resamples, seed, confidence),
+        mae=float(np.mean(np.abs(y - x))) if x.size else None,
+        weighted_kappa=weighted_kappa(x, y, metric, n_resamples, seed, confidence),
+        pass_fail=pass_fail_agreement(pass_fail_labels(x, metric, threshold), pass_fail_labels(y, metric, threshold), n_resamples, seed, confidence),
+    )
 
 
-def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) -> tuple[dict[str, Any], list[tuple[Any, float]]]:
+def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) -> tuple[LabelCounts, list[tuple[Any, float]]]:
     """Counts of what happened to each label, and the (label value, judge score) pairs."""
     outcomes = run.outcomes_of(metric, judge)
     in_run = set(run.transcripts) | set(outcomes)
@@ -218,17 +236,17 @@ def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) 
         else:
             unscored[outcome.reason or "unknown"] += 1
     labelled = {label.transcript_id for label in labels}
-    counts = {
-        "labels": len(labels),
-        "paired": len(pairs),
-        "not_in_run": not_in_run,
-        "no_judgment": no_judgment,
-        "unscored": sum(unscored.values()),
-        "unscored_reasons": dict(sorted(unscored.items())),
-        "failed": sum(failed.values()),
-        "failed_reasons": dict(sorted(failed.items())),
-        "scored_without_label": sum(1 for t, o in outcomes.items() if o.status == "scored" and t not in labelled),
-    }
+    counts = LabelCounts(
+        labels=len(labels),
+        paired=len(pairs),
+        not_in_run=not_in_run,
+        no_judgment=no_judgment,
+        unscored=sum(unscored.values()),
+        unscored_reasons=dict(sorted(unscored.items())),
+        failed=sum(failed.values()),
+        failed_reasons=dict(sorted(failed.items())),
+        scored_without_label=sum(1 for t, o in outcomes.items() if o.status == "scored" and t not in labelled),
+    )
     return counts, pairs
 
 
@@ -241,14 +259,14 @@ def judge_pair_agreement(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
     confidence: float = 0.95,
-) -> dict[str, Any]:
+) -> JudgePair:
     """Two judges of one run on the transcripts both scored; ``first`` takes the reference's place."""
     a, b = run.scored(metric.name, first), run.scored(metric.name, second)
     common = [t for t in run.transcripts if t in a and t in b]
     common += sorted((a.keys() & b.keys()) - set(common))
     section = numeric_agreement([a[t] for t in common], [b[t] for t in common], metric, threshold, n_resamples, seed, confidence)
-    counts = {"both_scored": len(common), "only_first_scored": len(a.keys() - b.keys()), "only_second_scored": len(b.keys() - a.keys())}
-    return {"judges": [first, second], "counts": counts, **section}
+    counts = PairCounts(both_scored=len(common), only_first_scored=len(a.keys() - b.keys()), only_second_scored=len(b.keys() - a.keys()))
+    return JudgePair(judges=[first, second], counts=counts, **section.given())
 
 
 def agreement(
@@ -258,53 +276,60 @@ def agreement(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
     confidence: float = 0.95,
-) -> dict[str, Any]:
-    """Agreement of each judge with the labels, per metric, and between judges (a JSON-ready dict).
+) -> AgreementResult:
+    """Agreement of each judge with the labels, per metric, and between judges.
 
     ``thresholds`` maps a metric name (or None, for every metric) to its pass/fail threshold; see
-    `harness.analysis.scales`. Shape: ``{"run", "labels", "label_rows", "confidence",
-    "resamples", "seed", "notes", "metrics": [{"metric", "kind", "scale", "direction",
-    "threshold", "label_kind", "labels", "judges": [{"judge", "counts", ...}], "between_judges":
-    [...]}]}``; the per-judge sections are those of `numeric_agreement` (numeric labels) or
-    ``{"pass_fail": pass_fail_agreement(...)}`` (pass/fail labels).
+    `harness.analysis.scales`. The per-judge rows hold `numeric_agreement`'s fields (numeric
+    labels) or ``n`` and `pass_fail_agreement`'s section (pass/fail labels); see
+    `harness.analysis.agreement_schema`.
     """
     thresholds = thresholds or {}
-    sections = []
+    sections: list[MetricAgreement] = []
     for metric in run.metrics.values():
         metric_labels = labels.by_metric.get(metric.name, [])
         if not metric_labels and len(run.judges) < 2:
             continue
         threshold = threshold_for(metric, thresholds)
         kind = labels.kind.get(metric.name)
-        per_judge = []
+        per_judge: list[JudgeRow] = []
         for judge in run.judges if metric_labels else ():
             counts, pairs = _label_counts(run, metric_labels, metric.name, judge)
-            entry: dict[str, Any] = {"judge": judge, "counts": counts}
             ref = [p[0] for p in pairs]
             scores = np.array([p[1] for p in pairs], dtype=np.float64)
             if kind == "numeric":
-                entry.update(numeric_agreement(ref, scores, metric, threshold, n_resamples, seed, confidence))
+                section = numeric_agreement(ref, scores, metric, threshold, n_resamples, seed, confidence)
+                per_judge.append(JudgeRow(judge=judge, counts=counts, **section.given()))
             else:
-                entry["n"] = len(pairs)
-                entry["pass_fail"] = pass_fail_agreement(ref, pass_fail_labels(scores, metric, threshold), n_resamples, seed, confidence)
-            per_judge.append(entry)
+                pass_fail = pass_fail_agreement(ref, pass_fail_labels(scores, metric, threshold), n_resamples, seed, confidence)
+                per_judge.append(JudgeRow(judge=judge, counts=counts, n=len(pairs), pass_fail=pass_fail))
         between = [
             judge_pair_agreement(run, metric, a, b, threshold, n_resamples, seed, confidence) for a, b in itertools.combinations(run.judges, 2)
         ]
-        info = {("metric" if k == "name" else k): v for k, v in metric.as_dict().items()}
         sections.append(
-            {**info, "threshold": threshold, "label_kind": kind, "labels": len(metric_labels), "judges": per_judge, "between_judges": between}
+            MetricAgreement(
+                metric=metric.name,
+                kind=metric.kind,
+                scale=list(metric.scale),
+                direction=metric.direction,
+                version=metric.version,
+                threshold=threshold,
+                label_kind=kind,
+                labels=len(metric_labels),
+                judges=per_judge,
+                between_judges=between,
+            )
         )
-    return {
-        "run": str(run.path),
-        "labels": str(labels.path),
-        "label_rows": labels.rows,
-        "confidence": confidence,
-        "resamples": n_resamples,
-        "seed": seed,
-        "notes": list(run.notes),
-        "metrics": sections,
-    }
+    return AgreementResult(
+        run=str(run.path),
+        labels=str(labels.path),
+        label_rows=labels.rows,
+        confidence=confidence,
+        resamples=n_resamples,
+        seed=seed,
+        notes=list(run.notes),
+        metrics=sections,
+    )
 
 
 def agreement_report(
@@ -315,7 +340,7 @@ def agreement_report(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int | None = 0,
     confidence: float = 0.95,
-) -> dict[str, Any]:
+) -> AgreementResult:
     """`agreement` from paths and ``--threshold`` texts, as ``harness agreement`` runs it."""
     check_resampling(n_resamples, seed)
     run = read_run(run_dir, prompts)

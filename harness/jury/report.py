@@ -101,9 +101,10 @@ def human_agreement(
         judged = np.array([p[1] for p in pairs], dtype=np.float64)
         entry: dict[str, Any] = {"n": len(pairs), **({"in_sample": True} if name in in_sample else {})}
         if pairs and isinstance(ref[0], str):
-            entry["pass_fail"] = pass_fail_agreement([str(r) for r in ref], pass_fail_labels(judged, metric, threshold), RESAMPLES)
+            found = pass_fail_agreement([str(r) for r in ref], pass_fail_labels(judged, metric, threshold), RESAMPLES)
+            entry["pass_fail"] = found.as_json() if found else None
         elif pairs:
-            section = numeric_agreement(np.asarray(ref, dtype=np.float64), judged, metric, threshold, RESAMPLES)
+            section = numeric_agreement(np.asarray(ref, dtype=np.float64), judged, metric, threshold, RESAMPLES).as_json()
             entry.update({k: section[k] for k in ("spearman", "mae", "weighted_kappa", "pass_fail")})
         out[name] = entry
     return out

@@ -1,8 +1,9 @@
 """Terminal tables for ``harness agreement`` and ``harness compare``.
 
-``compare`` renders the typed `harness.analysis.compare.Comparison` (whose ``as_dict()`` is what
-``--json`` prints); ``agreement`` still renders the JSON-ready dict of `harness.analysis`.
-Undefined values show as an em dash.
+Both render typed results by attribute: ``compare`` the `harness.analysis.compare.Comparison`
+(whose ``as_dict()`` is what ``--json`` prints), ``agreement`` the
+`harness.analysis.agreement_schema.AgreementResult` (whose ``as_json()`` is). Undefined values
+show as an em dash.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.console import Console
 from ..outputs.layout import FitTable
 
 if TYPE_CHECKING:
+    from ..analysis.agreement_schema import AgreementResult, Correlation, Estimate, LabelCounts, MetricAgreement, PassFailAgreement, WeightedKappa
     from ..analysis.compare import Comparison
 
 __all__ = ["agreement_tables", "compare_tables"]
@@ -32,15 +34,11 @@ def _ci(ci: Sequence[float] | None, digits: int = 3, sign: bool = False) -> str:
     return DASH if not ci else f"[{_num(ci[0], digits, sign)}, {_num(ci[1], digits, sign)}]"
 
 
-def _est(section: Mapping[str, Any] | None, key: str | None = None) -> str:
-    """``value [low, high]`` of an estimate dict (or of ``section[key]``)."""
-    if section is None:
+def _est(est: Correlation | Estimate | WeightedKappa | None) -> str:
+    """``value [low, high]`` of an estimate."""
+    if est is None or est.value is None:
         return DASH
-    est = section if key is None else section.get(key)
-    if not est or est.get("value") is None:
-        return DASH
-    ci = est.get("ci")
-    return _num(est["value"]) + (f" {_ci(ci)}" if ci else "")
+    return _num(est.value) + (f" {_ci(est.ci)}" if est.ci else "")
 
 
 def _p(p: float | None) -> str:
@@ -53,32 +51,31 @@ def _reasons(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
-def _threshold_text(metric: Mapping[str, Any]) -> str:
-    op = "<=" if metric["direction"] == "lower" else ">="
-    return f"pass when score {op} {metric['threshold']:g}"
+def _threshold_text(metric: MetricAgreement) -> str:
+    op = "<=" if metric.direction == "lower" else ">="
+    return f"pass when score {op} {metric.threshold:g}"
 
 
-def _not_paired(judge: str, counts: Mapping[str, Any]) -> str | None:
+def _not_paired(judge: str, counts: LabelCounts) -> str | None:
     parts = []
-    if counts["unscored"]:
-        parts.append(f"{counts['unscored']} unscored ({_reasons(counts['unscored_reasons'])})")
-    if counts["failed"]:
-        parts.append(f"{counts['failed']} failed ({_reasons(counts['failed_reasons'])})")
-    if counts["no_judgment"]:
-        parts.append(f"{counts['no_judgment']} with no judgment in the run")
-    if counts["not_in_run"]:
-        parts.append(f"{counts['not_in_run']} for transcripts not in the run")
+    if counts.unscored:
+        parts.append(f"{counts.unscored} unscored ({_reasons(counts.unscored_reasons)})")
+    if counts.failed:
+        parts.append(f"{counts.failed} failed ({_reasons(counts.failed_reasons)})")
+    if counts.no_judgment:
+        parts.append(f"{counts.no_judgment} with no judgment in the run")
+    if counts.not_in_run:
+        parts.append(f"{counts.not_in_run} for transcripts not in the run")
     if not parts:
         return None
-    return f"  {judge}: {counts['labels'] - counts['paired']} of {counts['labels']} labels not paired: " + "; ".join(parts)
+    return f"  {judge}: {counts.labels - counts.paired} of {counts.labels} labels not paired: " + "; ".join(parts)
 
 
-def _pass_fail_cells(pf: Mapping[str, Any] | None) -> list[str]:
+def _pass_fail_cells(pf: PassFailAgreement | None) -> list[str]:
     if pf is None:
         return [DASH] * 5
-    report = pf["report"]
-    (pp, pf_), (fp, ff) = pf["confusion_matrix"]
-    return [_num(report["accuracy"]), _num(report["per_class"]["f1"][0]), _est(pf, "kappa"), _est(pf, "mcc"), f"{pp} {pf_} / {fp} {ff}"]
+    (pp, pf_), (fp, ff) = pf.confusion_matrix
+    return [_num(pf.report.accuracy), _num(pf.report.per_class["f1"][0]), _est(pf.kappa), _est(pf.mcc), f"{pp} {pf_} / {fp} {ff}"]
 
 
 def _table(title: str, columns: Sequence[str], left: Sequence[str] = ("judge", "judges", "metric", "class", "test")) -> FitTable:
@@ -88,86 +85,86 @@ def _table(title: str, columns: Sequence[str], left: Sequence[str] = ("judge", "
     return table
 
 
-def _report_table(title: str, pf: Mapping[str, Any], console: Console) -> None:
+def _report_table(title: str, pf: PassFailAgreement, console: Console) -> None:
     """The full classification report of a pass/fail comparison: per class and averaged."""
-    report = pf["report"]
+    report = pf.report
     metrics = ("precision", "recall", "f1", "specificity", "fpr", "fnr", "jaccard")
     table = _table(title, ("class", *metrics, "support"))
-    for i, label in enumerate(report["labels"]):
-        table.add_row(label, *(_num(report["per_class"][m][i]) for m in metrics), str(report["support"][i]))
-    for avg in ("macro", "micro", "weighted"):
-        table.add_row(avg, *(_num(report[avg][m]) for m in metrics), str(sum(report["support"])))
+    for i, label in enumerate(report.labels):
+        table.add_row(label, *(_num(report.per_class[m][i]) for m in metrics), str(report.support[i]))
+    for name, avg in (("macro", report.macro), ("micro", report.micro), ("weighted", report.weighted)):
+        table.add_row(name, *(_num(avg[m]) for m in metrics), str(sum(report.support)))
     console.print(table)
     console.print(
-        f"  accuracy {_num(report['accuracy'])}, error rate {_num(report['error_rate'])}, balanced accuracy "
-        f"{_num(report['balanced_accuracy'])}, kappa {_est(pf, 'kappa')}, MCC {_est(pf, 'mcc')}",
+        f"  accuracy {_num(report.accuracy)}, error rate {_num(report.error_rate)}, balanced accuracy "
+        f"{_num(report.balanced_accuracy)}, kappa {_est(pf.kappa)}, MCC {_est(pf.mcc)}",
         highlight=False,
     )
-    for warning in report["warnings"]:
+    for warning in report.warnings:
         console.print(f"  {warning}", highlight=False)
 
 
-def _agreement_metric(metric: Mapping[str, Any], console: Console) -> None:
-    scale = f"{metric['scale'][0]:g}..{metric['scale'][1]:g}, {metric['direction']} is better"
-    head = f"{metric['metric']} ({metric['kind']}, {scale}; {_threshold_text(metric)})"
-    numeric = metric["label_kind"] == "numeric"
-    if metric["judges"]:
-        console.print(f"[bold]{head}[/]: {metric['labels']} {'numeric' if numeric else 'pass/fail'} labels", highlight=False)
+def _agreement_metric(metric: MetricAgreement, console: Console) -> None:
+    scale = f"{metric.scale[0]:g}..{metric.scale[1]:g}, {metric.direction} is better"
+    head = f"{metric.metric} ({metric.kind}, {scale}; {_threshold_text(metric)})"
+    numeric = metric.label_kind == "numeric"
+    if metric.judges:
+        console.print(f"[bold]{head}[/]: {metric.labels} {'numeric' if numeric else 'pass/fail'} labels", highlight=False)
         if numeric:
             table = _table("Scores against numeric labels", ("judge", "n", "Pearson r [CI]", "Spearman rho [CI]", "MAE", "weighted kappa [CI]"))
-            for j in metric["judges"]:
-                table.add_row(j["judge"], str(j["n"]), _est(j["pearson"]), _est(j["spearman"]), _num(j["mae"]), _est(j["weighted_kappa"]))
+            for j in metric.judges:
+                table.add_row(j.judge, str(j.n), _est(j.pearson), _est(j.spearman), _num(j.mae), _est(j.weighted_kappa))
             console.print(table)
-            wk = next((j["weighted_kappa"] for j in metric["judges"] if j["weighted_kappa"]), None)
+            wk = next((j.weighted_kappa for j in metric.judges if j.weighted_kappa), None)
             if wk:
-                console.print(f"  weighted kappa: quadratic weights on {len(wk['bins'])} bins, {wk['rule']}", highlight=False)
+                console.print(f"  weighted kappa: quadratic weights on {len(wk.bins)} bins, {wk.rule}", highlight=False)
         table = _table(
             "Pass/fail against the labels" + (" (both thresholded)" if numeric else ""),
             ("judge", "n", "accuracy", "F1 pass", "kappa [CI]", "MCC [CI]", "matrix"),
         )
-        for j in metric["judges"]:
-            table.add_row(j["judge"], str(j["n"]), *_pass_fail_cells(j["pass_fail"]))
+        for j in metric.judges:
+            table.add_row(j.judge, str(j.n), *_pass_fail_cells(j.pass_fail))
         console.print(table)
         console.print("  matrix: rows = labels, columns = judge, order pass, fail: pp pf / fp ff", highlight=False)
         if not numeric:
-            for j in metric["judges"]:
-                if j["pass_fail"]:
-                    _report_table(f"Classification report, judge {j['judge']}", j["pass_fail"], console)
-        for j in metric["judges"]:
-            line = _not_paired(j["judge"], j["counts"])
+            for j in metric.judges:
+                if j.pass_fail:
+                    _report_table(f"Classification report, judge {j.judge}", j.pass_fail, console)
+        for j in metric.judges:
+            line = _not_paired(j.judge, j.counts)
             if line:
                 console.print(line, highlight=False)
-    if metric["between_judges"]:
+    if metric.between_judges:
         table = _table(
             f"{head}: between judges, on transcripts both scored",
             ("judges", "n", "Pearson r [CI]", "Spearman rho [CI]", "MAE", "weighted kappa [CI]", "same pass/fail", "kappa [CI]"),
         )
-        for pair in metric["between_judges"]:
-            pf = pair["pass_fail"]
+        for pair in metric.between_judges:
+            pf = pair.pass_fail
             table.add_row(
-                " vs ".join(pair["judges"]),
-                str(pair["n"]),
-                _est(pair["pearson"]),
-                _est(pair["spearman"]),
-                _num(pair["mae"]),
-                _est(pair["weighted_kappa"]),
-                _num(pf["report"]["accuracy"]) if pf else DASH,
-                _est(pf, "kappa"),
+                " vs ".join(pair.judges),
+                str(pair.n),
+                _est(pair.pearson),
+                _est(pair.spearman),
+                _num(pair.mae),
+                _est(pair.weighted_kappa),
+                _num(pf.report.accuracy) if pf else DASH,
+                _est(pf.kappa if pf else None),
             )
         console.print(table)
 
 
-def agreement_tables(result: Mapping[str, Any], console: Console) -> None:
+def agreement_tables(result: AgreementResult, console: Console) -> None:
     """Render `harness.analysis.label_agreement.agreement_report`'s result."""
     console.print(
-        f"Agreement of {result['run']} with {result['labels']} ({result['label_rows']} labels; "
-        f"{result['confidence']:.0%} intervals, {result['resamples']} bootstrap resamples of transcripts, "
-        f"seed {result['seed']})",
+        f"Agreement of {result.run} with {result.labels} ({result.label_rows} labels; "
+        f"{result.confidence:.0%} intervals, {result.resamples} bootstrap resamples of transcripts, "
+        f"seed {result.seed})",
         highlight=False,
     )
-    for metric in result["metrics"]:
+    for metric in result.metrics:
         _agreement_metric(metric, console)
-    for note in result["notes"]:
+    for note in result.notes:
         console.print(f"note: {note}", highlight=False)
 
 
