@@ -354,3 +354,26 @@ def test_dawid_skene_jury_in_a_run_matches_the_library(tmp_path: Path, scripted:
         if (row >= best - 1e-6).sum() > 1:
             continue  # a tie: the jury's rule (the lower bin) decides, crowd-kit's column order would
         assert by[(tid, "relevance", "panel")]["score"] == pytest.approx(row.idxmax() / 10)
+
+
+JURY_GOLDEN = Path(__file__).resolve().parent / "fixtures" / "jury_summary"
+
+
+@pytest.mark.parametrize(
+    ("name", "jury"),
+    [
+        ("majority_labels", {"method": "majority", "labels": "labels.jsonl"}),
+        ("weighted_in_sample", {"method": "weighted", "labels": "labels.jsonl"}),
+        ("median_no_labels", {"method": "median"}),
+    ],
+)
+def test_the_jury_summary_is_unchanged_byte_for_byte(tmp_path: Path, scripted: ScriptedJudges, name: str, jury: dict[str, Any]) -> None:
+    # summary.json's juries section (alpha, pair kappas, agreement with humans: jury/report.py) as
+    # the dict version wrote it (HARNESS_WRITE_GOLDEN=1 writes it again): a typed one writes the same.
+    out, _ = run(tmp_path, name, scripted, jury)
+    found = json.dumps(json.loads((out / "summary.json").read_text(encoding="utf-8"))["juries"], indent=2).replace(str(tmp_path), "<tmp>") + "\n"
+    path = JURY_GOLDEN / f"{name}.json"
+    if os.environ.get("HARNESS_WRITE_GOLDEN"):
+        JURY_GOLDEN.mkdir(parents=True, exist_ok=True)
+        path.write_text(found, encoding="utf-8")
+    assert found == path.read_text(encoding="utf-8")
