@@ -241,8 +241,8 @@ class JuryRun:
             for rubric, classes in self.classes.items():
                 votes = self.votes(panel, rubric)
                 verdict = self._verdicts[(panel.name, rubric)]
-                section: dict[str, Any] = {"classes": classes.as_dict(), **alpha_section(votes, classes, panel.members)}
-                section["pairs"] = pair_kappas(votes, classes, panel.members)
+                section: dict[str, Any] = {"classes": classes.as_dict(), **alpha_section(votes, classes, panel.members).as_json()}
+                section["pairs"] = [pair.as_json() for pair in pair_kappas(votes, classes, panel.members)]
                 if verdict.detail:
                     section[panel.method] = _named(verdict.detail, panel.members)
                 if (panel.name, rubric) in self._fitted:
@@ -250,7 +250,7 @@ class JuryRun:
                 if panel.labels is not None and classes.numeric and panel.labels.of(rubric):
                     columns = {m: votes[:, i] for i, m in enumerate(panel.members)} | {panel.name: verdict.score}
                     in_sample = [panel.name] if panel.uses_labels else []
-                    section["humans"] = human_agreement(panel.labels.of(rubric), self.ids, columns, classes, in_sample)
+                    section["humans"] = human_agreement(panel.labels.of(rubric), self.ids, columns, classes, in_sample).as_json()
                 rubrics[rubric] = section
             settled = sum(self._settled[m] for m in panel.members)
             member_judgments = len(self.ids) * len(self.classes) * len(panel.members)
@@ -258,7 +258,7 @@ class JuryRun:
                 **{k: v for k, v in panel.record().items() if k != "member_models"},
                 "verdicts": dict(sorted(self._counts[panel.name].items())),
                 "member_judgments": {"total": member_judgments, "not_asked": settled, "asked": member_judgments - settled},
-                "self_preference": self_preference(panel, self._agents),
+                "self_preference": [flag.model_dump(exclude_unset=True) for flag in self_preference(panel, self._agents)],
                 "agent_models": {UNKNOWN_AGENT if m is None else m: n for m, n in sorted(self._agents.items(), key=lambda kv: str(kv[0]))},
                 "rubrics": rubrics,
             }

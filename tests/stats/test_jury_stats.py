@@ -169,16 +169,16 @@ def test_members_kappas_match_sklearn(seed: int) -> None:
     votes = np.column_stack([np.where(rng.random(80) < 0.7, truth, rng.integers(1, 6, 80)) for _ in range(3)]).astype(float)
     votes[rng.random(votes.shape) < 0.15] = np.nan
     for pair in pair_kappas(votes, classes, ["a", "b", "c"]):
-        i, j = ("abc".index(m) for m in pair["members"])
+        i, j = ("abc".index(m) for m in pair.members)
         both = ~np.isnan(votes[:, i]) & ~np.isnan(votes[:, j])
         expected = cohen_kappa_score(votes[both, i], votes[both, j], weights="quadratic", labels=[1.0, 2.0, 3.0, 4.0, 5.0])
-        assert pair["n"] == both.sum()
-        assert pair["kappa"] == pytest.approx(expected, abs=1e-9)
+        assert pair.n == both.sum()
+        assert pair.kappa == pytest.approx(expected, abs=1e-9)
     labelled = Classes("r", 0.0, 1.0, labels=("yes", "no", "unsure"))
     codes = np.column_stack([rng.integers(0, 3, 50) for _ in range(2)]).astype(float)
     (pair,) = pair_kappas(codes, labelled, ["a", "b"])
-    assert pair["weights"] is None
-    assert pair["kappa"] == pytest.approx(cohen_kappa_score(codes[:, 0], codes[:, 1]), abs=1e-9)
+    assert pair.weights is None
+    assert pair.kappa == pytest.approx(cohen_kappa_score(codes[:, 0], codes[:, 1]), abs=1e-9)
 
 
 def test_members_alpha_matches_the_package_on_scores_and_bins() -> None:
@@ -188,11 +188,13 @@ def test_members_alpha_matches_the_package_on_scores_and_bins() -> None:
     votes = np.clip(truth[:, None] + rng.normal(0, 0.1, (60, 4)), 0, 1)
     votes[rng.random(votes.shape) < 0.1] = np.nan
     section = alpha_section(votes, classes, ["a", "b", "c", "d"])
-    assert section["interval"]["value"] == pytest.approx(_oracle_alpha(votes.T, "interval"), abs=1e-9)
+    assert section.interval is not None and section.ordinal is not None and section.alpha_without is not None
+    assert section.interval.value == pytest.approx(_oracle_alpha(votes.T, "interval"), abs=1e-9)
     bins = classes.codes(votes).astype(float)
     bins[bins < 0] = np.nan
-    assert section["ordinal"]["value"] == pytest.approx(_oracle_alpha(bins.T, "ordinal"), abs=1e-9)
-    assert section["alpha_without"]["a"] == pytest.approx(_oracle_alpha(bins[:, 1:].T, "ordinal"), abs=1e-9)
+    assert section.ordinal.value == pytest.approx(_oracle_alpha(bins.T, "ordinal"), abs=1e-9)
+    assert section.alpha_without.level == "ordinal"
+    assert (section.alpha_without.model_extra or {})["a"] == pytest.approx(_oracle_alpha(bins[:, 1:].T, "ordinal"), abs=1e-9)
 
 
 # -- the methods, by hand ---------------------------------------------------------------------------
