@@ -10,12 +10,24 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from harness.analysis.agreement_schema import (
+    AgreementResult,
+    Bootstrap,
+    Correlation,
+    Estimate,
+    JudgeRow,
+    LabelCounts,
+    MetricAgreement,
+    PassFailAgreement,
+    PassFailReport,
+    WeightedKappa,
+)
 from harness.analysis.gate import calibration_gate
 from harness.cli import app
 from harness.errors import UserInputError
@@ -98,27 +110,76 @@ def test_gate_exit_codes_on_estimate_and_on_ci_lower(gated_run: dict[str, Any], 
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_gate_on_hand_made_results() -> None:
-    def result(kappa: float | None, ci: list[float] | None, rho: float | None = None) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "judge": "j",
-            "weighted_kappa": {"value": kappa, "ci": ci, "notes": [] if kappa is not None else ["constant labels"]},
-        }
-        if rho is not None:
-            entry["spearman"] = {"value": rho, "ci": [rho - 0.1, rho + 0.1]}
-        return {"metrics": [{"metric": "m", "judges": [entry]}]}
+def _estimate(value: float | None, ci: list[float] | None, notes: list[str] | None = None) -> Estimate:
+    return Estimate(value=value, ci=ci, bootstrap=Bootstrap(ci=ci, resamples=10, undefined_resamples=0), notes=notes or [])
 
-    assert calibration_gate(result(0.7, [0.55, 0.8]), 0.6, None)["passed"] is True
-    assert calibration_gate(result(0.7, [0.55, 0.8]), 0.6, None, "ci-lower")["passed"] is False
-    assert calibration_gate(result(0.6, [0.5, 0.7]), 0.6, None)["passed"] is True  # the floor itself passes
+
+def _made(label_kind: Literal["numeric", "pass_fail"], row: JudgeRow) -> AgreementResult:
+    """A result of one metric and one judge, the other sections empty."""
+    metric = MetricAgreement(
+        metric="m",
+        kind="rubric",
+        scale=[0.0, 1.0],
+        direction="higher",
+        version="1",
+        threshold=0.5,
+        label_kind=label_kind,
+        labels=row.n,
+        judges=[row],
+        between_judges=[],
+    )
+    return AgreementResult(run="r", labels="l", label_rows=row.n, confidence=0.95, resamples=10, seed=0, notes=[], metrics=[metric])
+
+
+COUNTS = LabelCounts(
+    labels=10, paired=10, not_in_run=0, no_judgment=0, unscored=0, unscored_reasons={}, failed=0, failed_reasons={}, scored_without_label=0
+)
+
+
+def test_gate_on_hand_made_results() -> None:
+    def result(kappa: float | None, ci: list[float] | None, rho: float | None = None) -> AgreementResult:
+        estimate = _estimate(kappa, ci, [] if kappa is not None else ["constant labels"])
+        weighted = WeightedKappa(weights="quadratic", rule="tenths", step=0.1, bins=[0.0, 1.0], **estimate.given(), confusion_matrix=[])
+        spearman = Correlation(value=rho, ci=None if rho is None else [rho - 0.1, rho + 0.1], pvalue=None, notes=[])
+        row = JudgeRow(judge="j", counts=COUNTS, n=10, pearson=spearman, spearman=spearman, mae=0.1, weighted_kappa=weighted, pass_fail=None)
+        return _made("numeric", row)
+
+    assert calibration_gate(result(0.7, [0.55, 0.8]), 0.6, None).passed is True
+    assert calibration_gate(result(0.7, [0.55, 0.8]), 0.6, None, "ci-lower").passed is False
+    assert calibration_gate(result(0.6, [0.5, 0.7]), 0.6, None).passed is True  # the floor itself passes
     undefined = calibration_gate(result(None, None), 0.1, None)
-    assert undefined["passed"] is False and "constant labels" in undefined["checks"][0]["note"]
-    assert calibration_gate(result(0.9, [0.8, 1.0], rho=0.3), 0.6, 0.5)["passed"] is False
-    pass_fail = {"metrics": [{"metric": "m", "judges": [{"judge": "j", "pass_fail": {"kappa": {"value": 0.8, "ci": [0.7, 0.9]}}}]}]}
+    assert undefined.passed is False and "constant labels" in undefined.checks[0].note
+    assert calibration_gate(result(0.9, [0.8, 1.0], rho=0.3), 0.6, 0.5).passed is False
+    report = PassFailReport(
+        labels=["pass", "fail"],
+        confusion_matrix=[[5, 0], [0, 5]],
+        support=[5, 5],
+        beta=1.0,
+        accuracy=1.0,
+        error_rate=0.0,
+        balanced_accuracy=1.0,
+        cohen_kappa=1.0,
+        mcc=1.0,
+        per_class={},
+        macro={},
+        micro={},
+        weighted={},
+        warnings=[],
+    )
+    pf = PassFailAgreement(
+        n=10,
+        labels=["pass", "fail"],
+        confusion_matrix=[[5, 0], [0, 5]],
+        report=report,
+        kappa=_estimate(0.8, [0.7, 0.9]),
+        mcc=_estimate(0.8, [0.7, 0.9]),
+    )
+    pass_fail = _made("pass_fail", JudgeRow(judge="j", counts=COUNTS, n=10, pass_fail=pf))
     checked = calibration_gate(pass_fail, 0.6, 0.6)
-    assert [c["statistic"] for c in checked["checks"]] == ["Cohen's kappa (pass/fail)", "Spearman's rho"]
-    assert checked["passed"] is False  # pass/fail labels have no ranks for --min-spearman
-    assert calibration_gate({"metrics": []}, 0.6, None)["passed"] is False  # nothing checked is no pass
-    assert calibration_gate({"metrics": []}, None, None)["passed"] is True
+    assert [c.statistic for c in checked.checks] == ["Cohen's kappa (pass/fail)", "Spearman's rho"]
+    assert checked.passed is False  # pass/fail labels have no ranks for --min-spearman
+    empty = _made("numeric", JudgeRow(judge="j", counts=COUNTS, n=0, pass_fail=None)).model_copy(update={"metrics": []})
+    assert calibration_gate(empty, 0.6, None).passed is False  # nothing checked is no pass
+    assert calibration_gate(empty, None, None).passed is True
     with pytest.raises(UserInputError, match="--min-kappa must be between -1 and 1"):
         calibration_gate(result(0.7, [0.5, 0.8]), 1.5, None)

@@ -17,8 +17,10 @@ from pydantic import BaseModel, ConfigDict
 __all__ = [
     "AgreementResult",
     "Bootstrap",
+    "CalibrationGate",
     "Correlation",
     "Estimate",
+    "GateCheck",
     "JudgePair",
     "JudgeRow",
     "LabelCounts",
@@ -189,8 +191,30 @@ class MetricAgreement(_Part):
     between_judges: list[JudgePair]
 
 
+class GateCheck(_Part):
+    """One statistic of one (metric, judge) against its floor (`harness.analysis.gate`)."""
+
+    metric: str
+    judge: str
+    statistic: str
+    floor: float
+    value: float | None
+    passed: bool
+    note: str
+
+
+class CalibrationGate(_Part):
+    """``--min-kappa`` / ``--min-spearman``: every check, and whether all passed."""
+
+    on: Literal["estimate", "ci-lower"]
+    passed: bool
+    checks: list[GateCheck]
+    notes: list[str]
+
+
 class AgreementResult(_Part):
-    """``harness agreement``: per metric with labels (or several judges), the agreement sections."""
+    """``harness agreement``: per metric with labels (or several judges), the agreement sections;
+    ``gate`` only when a floor was asked for."""
 
     run: str
     labels: str
@@ -200,3 +224,4 @@ class AgreementResult(_Part):
     seed: int | None
     notes: list[str]
     metrics: list[MetricAgreement]
+    gate: CalibrationGate | None = None

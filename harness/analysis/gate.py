@@ -14,57 +14,38 @@ fails: nothing shows that the judge agrees.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from ..errors import UserInputError
+from .agreement_schema import AgreementResult, CalibrationGate, Correlation, Estimate, GateCheck, JudgeRow, MetricAgreement, WeightedKappa
 
 GateOn = Literal["estimate", "ci-lower"]
 
-
-@dataclass(frozen=True, slots=True)
-class GateCheck:
-    metric: str
-    judge: str
-    statistic: str
-    floor: float
-    value: float | None
-    passed: bool
-    note: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "judge": self.judge,
-            "statistic": self.statistic,
-            "floor": self.floor,
-            "value": self.value,
-            "passed": self.passed,
-            "note": self.note,
-        }
+Section = Correlation | Estimate | WeightedKappa
 
 
-def _judged_value(section: Mapping[str, Any] | None, on: GateOn) -> float | None:
-    if not section or section.get("value") is None:
+def _judged_value(section: Section | None, on: GateOn) -> float | None:
+    if section is None or section.value is None:
         return None
     if on == "estimate":
-        return float(section["value"])
-    ci = section.get("ci")
-    return float(ci[0]) if ci else None
+        return float(section.value)
+    return float(section.ci[0]) if section.ci else None
 
 
-def _kappa_section(entry: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
-    if "weighted_kappa" in entry:
-        return "quadratic-weighted kappa", entry.get("weighted_kappa")
-    pass_fail = entry.get("pass_fail") or {}
-    return "Cohen's kappa (pass/fail)", pass_fail.get("kappa")
+def _kappa_section(metric: MetricAgreement, entry: JudgeRow) -> tuple[str, Section | None]:
+    if metric.label_kind == "numeric":
+        return "quadratic-weighted kappa", entry.weighted_kappa
+    return "Cohen's kappa (pass/fail)", entry.pass_fail.kappa if entry.pass_fail else None
 
 
-def calibration_gate(result: Mapping[str, Any], min_kappa: float | None, min_spearman: float | None, on: GateOn = "estimate") -> dict[str, Any]:
+def _check(metric: str, judge: str, statistic: str, floor: float, value: float | None, passed: bool, note: str) -> GateCheck:
+    return GateCheck(metric=metric, judge=judge, statistic=statistic, floor=floor, value=value, passed=passed, note=note)
+
+
+def calibration_gate(result: AgreementResult, min_kappa: float | None, min_spearman: float | None, on: GateOn = "estimate") -> CalibrationGate:
     """Every check of every (metric, judge) with labels; ``passed`` is True only if all pass.
 
-    ``result`` is `label_agreement.agreement`'s dict. A gate with no labelled judge to check fails
+    ``result`` is `label_agreement.agreement`'s. A gate with no labelled judge to check fails
     (a CI pipeline must not pass a judge because its labels did not match the run).
     """
     for name, floor in (("--min-kappa", min_kappa), ("--min-spearman", min_spearman)):
@@ -72,26 +53,27 @@ def calibration_gate(result: Mapping[str, Any], min_kappa: float | None, min_spe
             raise UserInputError(f"{name} must be between -1 and 1, got {floor:g}")
     checks: list[GateCheck] = []
     where = "point estimate" if on == "estimate" else "lower bound of its CI"
-    for metric in result["metrics"]:
-        for entry in metric["judges"]:
-            wanted: list[tuple[str, float, Mapping[str, Any] | None]] = []
+    for metric in result.metrics:
+        numeric = metric.label_kind == "numeric"
+        for entry in metric.judges:
+            wanted: list[tuple[str, float, Section | None]] = []
             if min_kappa is not None:
-                label, section = _kappa_section(entry)
+                label, section = _kappa_section(metric, entry)
                 wanted.append((label, min_kappa, section))
             if min_spearman is not None:
-                wanted.append(("Spearman's rho", min_spearman, entry.get("spearman")))
+                wanted.append(("Spearman's rho", min_spearman, entry.spearman))
             for label, floor, section in wanted:
                 value = _judged_value(section, on)
-                if label == "Spearman's rho" and "spearman" not in entry:
-                    checks.append(GateCheck(metric["metric"], entry["judge"], label, floor, None, False, "pass/fail labels have no ranks"))
+                if label == "Spearman's rho" and not numeric:
+                    checks.append(_check(metric.metric, entry.judge, label, floor, None, False, "pass/fail labels have no ranks"))
                 elif value is None:
-                    note = "undefined (" + "; ".join((section or {}).get("notes") or ["no scored pairs"]) + ")"
-                    checks.append(GateCheck(metric["metric"], entry["judge"], label, floor, None, False, note))
+                    note = "undefined (" + "; ".join((section.notes if section else None) or ["no scored pairs"]) + ")"
+                    checks.append(_check(metric.metric, entry.judge, label, floor, None, False, note))
                 else:
                     ok = value >= floor
                     note = f"{value:.3f} {'>=' if ok else '<'} {floor:g} ({where})"
-                    checks.append(GateCheck(metric["metric"], entry["judge"], label, floor, value, ok, note))
+                    checks.append(_check(metric.metric, entry.judge, label, floor, value, ok, note))
     enabled = min_kappa is not None or min_spearman is not None
     passed = bool(checks) and all(c.passed for c in checks) if enabled else True
     notes = [] if checks or not enabled else ["no judge had labels to check: the gate fails"]
-    return {"on": on, "passed": passed, "checks": [c.as_dict() for c in checks], "notes": notes}
+    return CalibrationGate(on=on, passed=passed, checks=checks, notes=notes)

@@ -59,15 +59,17 @@ def agreement(
 
     result = agreement_report(run_dir, labels, threshold or [], prompts or [], resamples, seed)
     gated = min_kappa is not None or min_spearman is not None
-    gate = calibration_gate(result.as_json(), min_kappa, min_spearman, "ci-lower" if gate_on is GateOn.ci_lower else "estimate") if gated else None
+    if gated:
+        gate = calibration_gate(result, min_kappa, min_spearman, "ci-lower" if gate_on is GateOn.ci_lower else "estimate")
+        result = result.model_copy(update={"gate": gate})
     if as_json:
-        typer.echo(json.dumps(result.as_json() | ({"gate": gate} if gate is not None else {}), indent=2, allow_nan=False))
+        typer.echo(json.dumps(result.as_json(), indent=2, allow_nan=False))
     else:
         agreement_tables(result, make_console())
-    if gate is not None:
-        for line in gate_lines(gate):
+    if result.gate is not None:
+        for line in gate_lines(result.gate):
             err.print(line, markup=False, highlight=False, soft_wrap=True)
-        if not gate["passed"]:
+        if not result.gate.passed:
             raise typer.Exit(EXIT_GATE)
 
 

@@ -9,14 +9,23 @@ show as an em dash.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from ..outputs.layout import FitTable
 
 if TYPE_CHECKING:
-    from ..analysis.agreement_schema import AgreementResult, Correlation, Estimate, LabelCounts, MetricAgreement, PassFailAgreement, WeightedKappa
+    from ..analysis.agreement_schema import (
+        AgreementResult,
+        CalibrationGate,
+        Correlation,
+        Estimate,
+        LabelCounts,
+        MetricAgreement,
+        PassFailAgreement,
+        WeightedKappa,
+    )
     from ..analysis.compare import Comparison
 
 __all__ = ["agreement_tables", "compare_tables"]
@@ -251,9 +260,9 @@ def compare_tables(result: Comparison, console: Console) -> None:
         console.print(f"note: {note}", highlight=False)
 
 
-def gate_lines(gate: Mapping[str, Any]) -> list[str]:
+def gate_lines(gate: CalibrationGate) -> list[str]:
     """`harness.analysis.gate.calibration_gate`'s verdict: one line per check, then the outcome."""
-    lines = [f"gate {'ok  ' if c['passed'] else 'FAIL'} {c['metric']} / {c['judge']}: {c['statistic']} {c['note']}" for c in gate["checks"]]
-    lines += [f"gate: {note}" for note in gate["notes"]]
-    lines.append("calibration gate passed" if gate["passed"] else "calibration gate FAILED: the judge agrees with the labels less than asked")
+    lines = [f"gate {'ok  ' if c.passed else 'FAIL'} {c.metric} / {c.judge}: {c.statistic} {c.note}" for c in gate.checks]
+    lines += [f"gate: {note}" for note in gate.notes]
+    lines.append("calibration gate passed" if gate.passed else "calibration gate FAILED: the judge agrees with the labels less than asked")
     return lines
