@@ -43,6 +43,7 @@ from .panel import Panel
 
 __all__ = [
     "AlphaSection",
+    "AlphaWithout",
     "HumanAgreement",
     "HumanEntry",
     "MemberAlpha",
