@@ -33,11 +33,12 @@ from bench.importgraph import cycles, import_graph, package_graph, up_arrows
 #: The first-level parts of ``harness/``, lowest first; each imports only parts listed before it.
 #: A new part is placed here (the test fails until it is). Read bottom-up, by floor:
 LAYERS: list[str] = [
-    # the ground: one exception tree, exit codes, pydantic's first problem, the version, one
-    # Usage value, JSON lines, the formulas (stats/)
+    # the ground: one exception tree, exit codes, pydantic's first problem, the base of typed JSON results, the
+    # version, one Usage value, JSON lines, the formulas (stats/)
     "errors",
     "exit_codes",
     "validation",
+    "schema",
     "version",
     "usage",
     "jsonlines",

@@ -10,9 +10,9 @@ undefined is None with a note, never 0.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from ..schema import Part as _Part
 
 __all__ = [
     "AgreementResult",
@@ -31,18 +31,6 @@ __all__ = [
     "PassFailReport",
     "WeightedKappa",
 ]
-
-
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    def given(self) -> dict[str, Any]:
-        """The fields this value holds (set, even to None), by name: to carry them into another type."""
-        return {name: getattr(self, name) for name in type(self).model_fields if name in self.model_fields_set}
-
-    def as_json(self) -> dict[str, Any]:
-        """The JSON-ready value: set fields only."""
-        return self.model_dump(mode="python", exclude_unset=True)
 
 
 class Bootstrap(_Part):

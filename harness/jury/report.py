@@ -30,11 +30,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from ..analysis.agreement_schema import Correlation, PassFailAgreement, WeightedKappa
 from ..metrics.schema import SelfPreferenceFlag
 from ..providers import same_lineage
+from ..schema import Part as _Part
 from ..stats.agreement import KappaWeights, kappa_from_matrix
 from ..stats.confusion import confusion_matrix
 from ..stats.krippendorff import krippendorff_alpha
@@ -57,14 +58,6 @@ __all__ = [
 #: bootstrap resamples of the agreement with humans (fewer than ``harness agreement``'s 2,000: a
 #: run's summary is written at the end of every run)
 RESAMPLES = 1000
-
-
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    def as_json(self) -> dict[str, Any]:
-        """What summary.json holds: set fields (and members) only."""
-        return self.model_dump(mode="python", exclude_unset=True)
 
 
 class MemberAlpha(_Part):

@@ -12,17 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from ..schema import Part as _Part
 
 __all__ = ["Comparison", "Counts", "DesignRef", "Estimate", "Estimated", "InferResult", "JudgeOnly", "JudgeRow", "MetricSection"]
-
-
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    def given(self) -> dict[str, Any]:
-        """The fields this value holds (set, even to None), by name: to carry them into another type."""
-        return {name: getattr(self, name) for name in type(self).model_fields if name in self.model_fields_set}
 
 
 class JudgeOnly(_Part):
