@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..jsonlines import decode_json
+
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -86,14 +88,19 @@ class Step:
 
 def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
     """``(arguments, raw text, parse error)`` of a call's arguments as given: a JSON text (OpenAI
-    sends them so) is parsed; an object (Anthropic's ``input``) is taken as it is."""
+    sends them so) is parsed as untrusted JSON (`harness.jsonlines.decode_json`: bounded nesting,
+    orjson where it agrees with ``json``); an object (Anthropic's ``input``) is taken as it is."""
     if value is None:
         return None, None, None
     if isinstance(value, str):
         if not value.strip():
             return {}, value, None
-        try:
-            return json.loads(value), value, None
+        try:  # bytes take orjson's fast path; text with a lone surrogate cannot be UTF-8, so stays text
+            data: bytes | str = value.encode("utf-8")
+        except UnicodeEncodeError:
+            data = value
+        try:  # bounded like every untrusted JSON: nesting past the limit is an error, not a RecursionError
+            return decode_json(data), value, None
         except ValueError as exc:
             return None, value, f"not valid JSON ({exc})"
     return value, None, None
