@@ -223,15 +223,15 @@ def test_a_result_without_an_id_goes_to_the_oldest_unanswered_call_and_is_droppe
 
 
 def test_arguments_nested_past_the_limit_are_a_parse_error_not_a_crash() -> None:
-    """Arguments are untrusted JSON text: nesting past MAX_JSON_DEPTH gives the step a parse
+    """Arguments are untrusted JSON text: nesting past MAX_INPUT_DEPTH (as in a trace file) gives the step a parse
     error (json.loads raised RecursionError through the loader before)."""
     from harness.agent.steps import parse_arguments
-    from harness.jsonlines import MAX_JSON_DEPTH
+    from harness.jsonlines import MAX_INPUT_DEPTH
 
     deep = "[" * 100_000 + "]" * 100_000
     parsed, raw, error = parse_arguments(deep)
     assert parsed is None and raw == deep
-    assert error == f"not valid JSON (nested too deeply (JSON nested deeper than {MAX_JSON_DEPTH} levels))"
+    assert error == f"not valid JSON (nested too deeply (JSON nested deeper than {MAX_INPUT_DEPTH} levels))"
     assert parse_arguments('{"a": [1, {"b": 2.5}], "n": 12345678901234567890123}')[0] == {"a": [1, {"b": 2.5}], "n": 12345678901234567890123}
     # an escaped lone surrogate becomes U+FFFD, as in every other decoded JSON (UTF-8 cannot hold it)
     assert parse_arguments('{"q": "\\ud800x"}')[0] == {"q": "\ufffdx"}

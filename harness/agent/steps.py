@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..jsonlines import decode_json
+from ..jsonlines import MAX_INPUT_DEPTH, decode_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ def parse_arguments(value: Any) -> tuple[Any, str | None, str | None]:
         except UnicodeEncodeError:
             data = value
         try:  # bounded like every untrusted JSON: nesting past the limit is an error, not a RecursionError
-            return decode_json(data), value, None
+            return decode_json(data, MAX_INPUT_DEPTH), value, None
         except ValueError as exc:
             return None, value, f"not valid JSON ({exc})"
     return value, None, None

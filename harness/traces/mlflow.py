@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from typing import Any
 
 from ..agent.steps import Step
 from ..errors import TranscriptError
+from ..jsonlines import MAX_INPUT_DEPTH, decode_json
 from .langsmith import io_text, output_message, requested_calls, tool_results
 from .records import Extracted, first, span, text_of, unique
 from .steps import Executed, Turn, assemble, declared, error_text, tool_spec
@@ -79,8 +79,8 @@ def _value(text: Any) -> Any:
     """An attribute's value: MLflow keeps each as JSON text."""
     if not isinstance(text, str):
         return text
-    try:
-        return json.loads(text)
+    try:  # bounded like every input's JSON: a value nested past the limit stays text
+        return decode_json(text, MAX_INPUT_DEPTH)
     except ValueError:
         return text
 

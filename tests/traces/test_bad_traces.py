@@ -162,3 +162,14 @@ def test_zstd_eval_without_zipfile_zstd_says_what_to_install(tmp_path: Path, mon
         pytest.skip("zipfile reads zstd itself from Python 3.14 on")
     with pytest.raises(TranscriptError, match=r"zstd-compressed: pip install 'harness\[traces\]'"):
         scan(INSPECT_EVAL)
+
+
+def test_an_mlflow_attribute_nested_past_the_limit_stays_text() -> None:
+    """MLflow keeps every span attribute as JSON text; one nested past MAX_INPUT_DEPTH is kept as
+    the text it is (json.loads raised RecursionError through the reader before)."""
+    from harness.traces.mlflow import _value
+
+    deep = "[" * 100_000 + "]" * 100_000
+    assert _value(deep) == deep
+    assert _value('{"a": [1, "x"]}') == {"a": [1, "x"]}
+    assert _value("not json") == "not json"
