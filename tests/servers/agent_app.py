@@ -18,6 +18,7 @@ It prints one JSON line: the trace ids it wrote, in order.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import sys
 from pathlib import Path
@@ -131,7 +132,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--project", required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--question", action="append", required=True)
+    parser.add_argument("--dump-after", type=float, default=None, help="print every thread's stack after this many seconds")
     args = parser.parse_args(argv)
+    if args.dump_after:
+        faulthandler.dump_traceback_later(args.dump_after, exit=False)
     write = phoenix if args.server == "phoenix" else mlflow_app
     ids = write(args.url, args.project, args.question, args.out)
     sys.stdout.write(json.dumps(ids) + "\n")

@@ -142,9 +142,16 @@ def temporary_server(kind: str, **options: Any) -> Iterator[ServerProcess]:
         yield server
 
 
-def write_traces(kind: str, url: str, project: str, questions: list[str], out: Path, timeout_s: float = 120.0) -> list[str]:
-    """Run the agent app (tests/servers/agent_app.py) against ``url``; the trace ids it wrote."""
+def write_traces(kind: str, url: str, project: str, questions: list[str], out: Path, timeout_s: float = 240.0) -> list[str]:
+    """Run the agent app (tests/servers/agent_app.py) against ``url``; the trace ids it wrote.
+
+    The MLflow SDK waits up to 120 s on one stalled request, 7 times over, before it retries or
+    gives up: on a loaded machine one such request outlived the app's whole budget (twice in full
+    runs). Here a request gives up after 20 s and is asked again, and the app prints every
+    thread's stack shortly before the budget ends, so a hang says where it is."""
     import json
+
+    sdk = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "20", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5"} if kind == "mlflow" else {}
 
     done = subprocess.run(
         [
@@ -159,12 +166,13 @@ def write_traces(kind: str, url: str, project: str, questions: list[str], out: P
             "--out",
             str(out),
             *[f"--question={q}" for q in questions],
+            f"--dump-after={max(timeout_s - 15.0, 1.0)}",
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **sdk},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return list(json.loads(done.stdout.strip().splitlines()[-1]))
