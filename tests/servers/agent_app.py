@@ -118,11 +118,28 @@ def _exported(mlflow, trace_id: str, timeout_s: float = 120.0):  # type: ignore[
             trace = mlflow.get_trace(trace_id, silent=True, flush=True)
         except Exception as exc:  # noqa: BLE001 - the SDK's "not fully exported yet" and the like: asked again
             trace, problem = None, exc
-        if trace is not None and len(trace.data.spans) >= 4:  # the agent, two model calls, the tool
+        if trace is not None and len(trace.data.spans) >= 4 and _artifact_uploaded(mlflow, trace):  # the agent, two model calls, the tool
             return trace
         if time.monotonic() > deadline:
             raise TimeoutError(f"trace {trace_id} was not complete on the server within {timeout_s:.0f} s: {problem}")
         time.sleep(0.2)
+
+
+def _artifact_uploaded(mlflow, trace) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the trace's ``traces.json`` artifact is on the server: the SDK uploads it after the
+    trace is logged, and an app that exits first leaves the trace without it (the artifact test
+    then waited in vain)."""
+    import tempfile
+
+    location = trace.info.tags.get("mlflow.artifactLocation")
+    if not location:
+        return True
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            mlflow.artifacts.download_artifacts(artifact_uri=f"{location.rstrip('/')}/traces.json", dst_path=tmp)
+        except Exception:  # noqa: BLE001 - not there yet: asked again
+            return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> None:
