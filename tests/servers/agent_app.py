@@ -126,9 +126,11 @@ def _exported(mlflow, trace_id: str, timeout_s: float = 120.0):  # type: ignore[
 
 
 def _artifact_uploaded(mlflow, trace) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the trace's ``traces.json`` artifact is on the server: the SDK uploads it after the
-    trace is logged, and an app that exits first leaves the trace without it (the artifact test
-    then waited in vain)."""
+    """Whether the trace's ``traces.json`` artifact is on the server, so that the artifact test
+    has both forms of every trace. The SDK uploads it only when the tracking store had not yet
+    taken the spans when the trace was logged (``_should_log_spans_to_artifacts``, a race decided
+    per trace); when the store took them first, the artifact is uploaded here by the SDK's own
+    uploader (``TracingClient._upload_trace_data``, the call the SDK makes), from the trace the server holds."""
     import tempfile
 
     location = trace.info.tags.get("mlflow.artifactLocation")
@@ -137,9 +139,14 @@ def _artifact_uploaded(mlflow, trace) -> bool:  # type: ignore[no-untyped-def]
     with tempfile.TemporaryDirectory() as tmp:
         try:
             mlflow.artifacts.download_artifacts(artifact_uri=f"{location.rstrip('/')}/traces.json", dst_path=tmp)
-        except Exception:  # noqa: BLE001 - not there yet: asked again
-            return False
-    return True
+            return True
+        except Exception:  # noqa: BLE001 - not there (yet)
+            pass
+    if trace.info.tags.get("mlflow.trace.spansLocation") == "TRACKING_STORE":
+        from mlflow.tracing.client import TracingClient
+
+        TracingClient()._upload_trace_data(trace.info, trace.data)
+    return False  # asked again: the next look finds it
 
 
 def main(argv: list[str] | None = None) -> None:
