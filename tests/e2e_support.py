@@ -227,3 +227,14 @@ def replay_view(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
         )
         for r in rows
     ]
+
+
+def assert_golden(found: dict[str, str], folder: Path) -> None:
+    """Each text of ``found`` equals the file of its name in ``folder``, byte for byte (with
+    HARNESS_WRITE_GOLDEN=1 the files are written from ``found`` first: what a change must not move)."""
+    if os.environ.get("HARNESS_WRITE_GOLDEN"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in found.items():
+            (folder / name).write_text(text, encoding="utf-8")
+    for name, text in found.items():
+        assert text == (folder / name).read_text(encoding="utf-8"), name

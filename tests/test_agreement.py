@@ -9,7 +9,6 @@ classification metrics, MAE). Bins are computed with decimal rounding, not the h
 from __future__ import annotations
 
 import json
-import os
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from tests.analysis_support import (
     record,
     scores,
 )
-from tests.e2e_support import serve, write_jsonl
+from tests.e2e_support import assert_golden, serve, write_jsonl
 
 B = 60  # bootstrap resamples in these tests: enough to compare intervals, few enough for a fast oracle
 SEED = 11
@@ -558,20 +557,9 @@ def _agreement_cases(labelled_run: dict[str, Any], tmp: Path, as_json: bool = Tr
 def test_the_agreement_json_is_unchanged_byte_for_byte(labelled_run: dict[str, Any], tmp_path: Path) -> None:
     # The files were written by the dict version of label_agreement (HARNESS_WRITE_GOLDEN=1 writes
     # them again): a typed result must print the same bytes.
-    found = _agreement_cases(labelled_run, tmp_path)
-    if os.environ.get("HARNESS_WRITE_GOLDEN"):
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        for name, text in found.items():
-            (GOLDEN / f"{name}.json").write_text(text, encoding="utf-8")
-    for name, text in found.items():
-        assert text == (GOLDEN / f"{name}.json").read_text(encoding="utf-8"), name
+    assert_golden({f"{name}.json": text for name, text in _agreement_cases(labelled_run, tmp_path).items()}, GOLDEN)
 
 
 def test_the_agreement_tables_are_unchanged(labelled_run: dict[str, Any], tmp_path: Path) -> None:
     # The terminal reads the same result: its text is pinned beside the JSON.
-    found = _agreement_cases(labelled_run, tmp_path, as_json=False)
-    if os.environ.get("HARNESS_WRITE_GOLDEN"):
-        for name, text in found.items():
-            (GOLDEN / name).write_text(text, encoding="utf-8")
-    for name, text in found.items():
-        assert text == (GOLDEN / name).read_text(encoding="utf-8"), name
+    assert_golden(_agreement_cases(labelled_run, tmp_path, as_json=False), GOLDEN)

@@ -22,7 +22,7 @@ from harness.cli import app
 from harness.labels.design import Design, DesignRow, inclusion_probabilities, read_design
 from harness.stats.ppi import active_mean
 from tests.analysis_support import CANNOT, ScriptedJudges, make_run, record, scores
-from tests.e2e_support import read_jsonl, write_jsonl
+from tests.e2e_support import assert_golden, read_jsonl, write_jsonl
 from tests.test_report import Opened, browser  # noqa: F401 - the Chromium fixture and page helper of the report tests
 
 pytestmark = pytest.mark.timeout(120)
@@ -501,10 +501,4 @@ def _infer_json_cases(runs: dict[str, Any], tmp_path: Path) -> dict[str, str]:
 def test_the_infer_json_is_unchanged_byte_for_byte(runs: dict[str, Any], tmp_path: Path) -> None:
     # The typed result (labels/schema.py InferResult) prints what the dicts it replaced printed: the
     # files were written by the dict version (HARNESS_WRITE_GOLDEN=1 writes them again).
-    found = _infer_json_cases(runs, tmp_path)
-    if os.environ.get("HARNESS_WRITE_GOLDEN"):
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        for name, text in found.items():
-            (GOLDEN / f"{name}.json").write_text(text, encoding="utf-8")
-    for name, text in found.items():
-        assert text == (GOLDEN / f"{name}.json").read_text(encoding="utf-8"), name
+    assert_golden({f"{name}.json": text for name, text in _infer_json_cases(runs, tmp_path).items()}, GOLDEN)

@@ -33,7 +33,7 @@ from harness.report.explain import explain
 from harness.workflows.cascade import CascadeOptions, calibrate, run_cascade
 from harness.workflows.race import RaceOptions, race
 from tests.analysis_support import ScriptedJudges, record
-from tests.e2e_support import judge, read_jsonl, run_and_show, write_jsonl
+from tests.e2e_support import assert_golden, judge, read_jsonl, run_and_show, write_jsonl
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -372,8 +372,4 @@ def test_the_jury_summary_is_unchanged_byte_for_byte(tmp_path: Path, scripted: S
     # the dict version wrote it (HARNESS_WRITE_GOLDEN=1 writes it again): a typed one writes the same.
     out, _ = run(tmp_path, name, scripted, jury)
     found = json.dumps(json.loads((out / "summary.json").read_text(encoding="utf-8"))["juries"], indent=2).replace(str(tmp_path), "<tmp>") + "\n"
-    path = JURY_GOLDEN / f"{name}.json"
-    if os.environ.get("HARNESS_WRITE_GOLDEN"):
-        JURY_GOLDEN.mkdir(parents=True, exist_ok=True)
-        path.write_text(found, encoding="utf-8")
-    assert found == path.read_text(encoding="utf-8")
+    assert_golden({f"{name}.json": found}, JURY_GOLDEN)
