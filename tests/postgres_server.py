@@ -56,9 +56,24 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync")
+        self._start()
+        return self
+
+    def _start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-o", options, "-w", "-t", "60", "start")
-        return self
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``, as maintenance or a failover does: every session is ended
+        (``AdminShutdown``), and the server is back, same port and data, when this returns."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-m", "fast", "-w", "-t", "60", "restart")
+
+    def pause(self) -> None:
+        """``pg_ctl stop -m fast``, keeping the cluster (``resume`` starts it again)."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def resume(self) -> None:
+        self._start()
 
     def stop(self) -> None:
         try:

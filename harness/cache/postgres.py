@@ -8,11 +8,25 @@ claims and lease renewals (each statement its own transaction), one for the writ
 upserts the judgments and deletes their claims in one transaction. Lease times are the server's
 clock, so workers on machines whose clocks disagree still agree on when a lease lapses. Rows are locked in key order everywhere (claims, the writer's claim deletion), and a statement
 PostgreSQL still picks as a deadlock victim (a lease renewal against a claim, say) is retried.
+
+A lost connection (the server restarted, ``pg_ctl restart -m fast``, or a failover: the backend
+ends with ``AdminShutdown`` or the socket closes) is opened again and the statement or transaction
+asked again, waiting ``RECONNECT_FIRST_S`` doubling to ``RECONNECT_CAP_S`` between tries, for at
+most ``RECONNECT_S`` in all; then the run ends with one line (``StoreUnreachable``). Only what a
+run does is retried, and each of those is safe to ask twice, even when the first try's commit
+may or may not have happened before the connection went: the writer's transaction upserts
+judgments by their key (``ON CONFLICT (key) DO UPDATE`` with the same values, so a row written
+twice is one row, and one written none is written by the retry) and deletes this owner's claims;
+a claim is granted again to the owner that holds it; releases, take-overs and renewals delete or
+update this owner's rows; reads read. ``prune``, ``stats`` and ``rows`` (maintenance) are not
+retried: their one line says the connection was lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -24,7 +38,7 @@ import psycopg
 from ..errors import CacheError
 from .base import COLUMNS, DEFAULT_LEASE_S, FAILED_COLUMNS, CachedJudgment, CacheStats, FailedCall, R, group_row, prune_where
 from .migrations import MIGRATIONS, Migration
-from .writebehind import WriteBehindStore, one_line
+from .writebehind import StoreUnreachable, WriteBehindStore, one_line
 
 _COLUMNS = ", ".join(COLUMNS)
 _UPSERT_SET = ", ".join(f"{c} = EXCLUDED.{c}" for c in COLUMNS if c != "key")
@@ -45,6 +59,28 @@ CONNECT_TIMEOUT_S = 10
 T = TypeVar("T")
 #: Tries of a statement or transaction that lost a deadlock or a serialization race.
 _TRIES = 8
+#: Seconds before the first reconnection after a lost connection; each wait doubles, up to the cap.
+RECONNECT_FIRST_S = 0.1
+RECONNECT_CAP_S = 2.0
+#: Seconds a lost connection is tried again before the run gives up (a restart with recovery
+#: takes a few; a managed failover up to about 30).
+RECONNECT_S = 60.0
+#: The server ended the session, or is not taking new ones yet (SQLSTATE 08 and 57P01-57P03).
+_LOST = (
+    psycopg.errors.AdminShutdown,
+    psycopg.errors.CrashShutdown,
+    psycopg.errors.CannotConnectNow,
+    psycopg.errors.ConnectionException,
+)
+
+
+def connection_lost(exc: BaseException, conn: psycopg.AsyncConnection[Any] | None) -> bool:
+    """Whether ``exc`` means the connection is gone (not a statement's own failure): asking again on
+    a new connection may succeed. A deadlock or a cancelled statement is an ``OperationalError``
+    too, on a connection still open."""
+    if isinstance(exc, _LOST):
+        return True
+    return isinstance(exc, psycopg.OperationalError) and (conn is None or conn.closed)
 
 
 async def _retrying(action: Callable[[], Awaitable[T]]) -> T:
@@ -156,6 +192,9 @@ class PostgresCache(WriteBehindStore):
         self._read: psycopg.AsyncConnection[Any] | None = None
         self._write_conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
+        self._open = False
+        #: connections opened again after one was lost (summary, tests)
+        self.reconnects = 0
 
     async def __aenter__(self) -> PostgresCache:
         await self.open()
@@ -176,94 +215,159 @@ class PostgresCache(WriteBehindStore):
         except psycopg.Error as exc:
             await self._disconnect()
             raise CacheError(f"{self.location}: cannot connect to the PostgreSQL cache: {one_line(exc)}") from None
+        self._open = True
 
     async def _disconnect(self) -> None:
+        self._open = False
         for conn in (self._read, self._write_conn):
             if conn is not None:
                 await conn.close()
         self._read = self._write_conn = None
 
+    async def _on(self, writer: bool, action: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``action`` on the writer's connection or the read one (the caller holds its lock), asked
+        again on a new connection while the old one is lost, for at most ``RECONNECT_S``."""
+        loop = asyncio.get_running_loop()
+        started: float | None = None
+        delay = RECONNECT_FIRST_S
+        tries = 0
+        last: BaseException | None = None
+        while True:
+            if not self._open:
+                raise CacheError("the cache is not open")
+            conn = self._write_conn if writer else self._read
+            if conn is None and writer and self.read_only:
+                raise CacheError("the cache is read-only")
+            if conn is not None:
+                try:
+                    return await _retrying(functools.partial(action, conn))
+                except psycopg.OperationalError as exc:
+                    if not connection_lost(exc, conn):
+                        raise
+                    last = exc
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.close()
+                    self._set_conn(writer, None)
+            started = loop.time() if started is None else started
+            left = started + RECONNECT_S - loop.time()
+            if left <= 0:
+                raise StoreUnreachable(
+                    f"{self.location}: lost the connection to the PostgreSQL cache and could not connect again "
+                    f"in {RECONNECT_S:g} s ({tries} tries): {one_line(last) if last else 'no reason given'}"
+                )
+            await asyncio.sleep(min(delay, left))
+            delay = min(delay * 2, RECONNECT_CAP_S)
+            tries += 1
+            try:
+                timeout = max(1, min(CONNECT_TIMEOUT_S, int(left) + 1))
+                fresh = await psycopg.AsyncConnection.connect(self.url, connect_timeout=timeout, autocommit=not writer)
+            except psycopg.OperationalError as exc:
+                last = exc
+                continue
+            if not self._open:  # closed while reconnecting
+                await fresh.close()
+                continue
+            self._set_conn(writer, fresh)
+            self.reconnects += 1
+
+    def _set_conn(self, writer: bool, conn: psycopg.AsyncConnection[Any] | None) -> None:
+        if writer:
+            self._write_conn = conn
+        else:
+            self._read = conn
+
+    async def _reading(self, action: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``action`` on the read connection, taking its turn under ``_lock``, reconnecting if lost."""
+        async with self._lock:
+            return await self._on(False, action)
+
     async def _select(self, keys: list[str], row: Callable[..., R], columns: tuple[str, ...]) -> dict[str, R]:
         if not keys:
             return {}
+
+        async def select(db: psycopg.AsyncConnection[Any]) -> list[Any]:
+            cursor = await db.execute(f"SELECT {', '.join(columns)} FROM judgments WHERE key = ANY(%s)", (list(keys),))
+            return await cursor.fetchall()
+
         try:
-            async with self._lock:
-                cursor = await self.db.execute(f"SELECT {', '.join(columns)} FROM judgments WHERE key = ANY(%s)", (list(keys),))
-                rows = await cursor.fetchall()
+            rows = await self._reading(select)
         except psycopg.Error as exc:
             raise self._error("read failed", exc) from exc
         return {values[0]: row(*values) for values in rows}
 
     async def _select_failed(self, keys: list[str]) -> dict[str, FailedCall]:
-        async with self._lock:
-            cursor = await self.db.execute(f"SELECT {_FAILED_COLUMNS} FROM failed_calls WHERE key = ANY(%s)", (list(keys),))
-            rows = await cursor.fetchall()
+        async def select(db: psycopg.AsyncConnection[Any]) -> list[Any]:
+            cursor = await db.execute(f"SELECT {_FAILED_COLUMNS} FROM failed_calls WHERE key = ANY(%s)", (list(keys),))
+            return await cursor.fetchall()
+
+        rows = await self._reading(select)
         return {values[0]: FailedCall(*values) for values in rows}
 
     # -- the writer's and the claims' SQL (writebehind.py runs them) ------------------------------
 
+    # Each is one transaction or statement that is safe to ask again after a lost connection (see
+    # the module's note): ``_on`` and ``_reading`` do, on a new connection.
+
     async def _upsert(self, rows: list[tuple[Any, ...]], keys: list[str]) -> None:
-        conn = self._write_conn
-        if conn is None:
-            raise CacheError("the cache is read-only" if self.read_only else "the cache is not open")
         marks = ", ".join(["%s"] * len(COLUMNS))
 
-        async def write() -> None:
+        async def write(conn: psycopg.AsyncConnection[Any]) -> None:
             async with conn.transaction(), conn.cursor() as cursor:
                 await cursor.executemany(f"INSERT INTO judgments ({_COLUMNS}) VALUES ({marks}) ON CONFLICT (key) DO UPDATE SET {_UPSERT_SET}", rows)
                 await self._delete_claims(conn, keys)
 
-        await _retrying(write)
+        await self._on(True, write)
 
     async def _upsert_failed(self, rows: list[tuple[Any, ...]]) -> None:
-        conn = self._write_conn
-        if conn is None:
-            raise CacheError("the cache is read-only" if self.read_only else "the cache is not open")
-
-        async def write() -> None:
+        async def write(conn: psycopg.AsyncConnection[Any]) -> None:
             async with conn.transaction(), conn.cursor() as cursor:
                 await cursor.executemany(_FAILED_UPSERT, rows)
 
-        await _retrying(write)
+        await self._on(True, write)
 
     async def _grant(self, keys: list[str]) -> set[str]:
-        async def claim() -> set[str]:
-            async with self._lock:
-                cursor = await self.db.execute(
-                    f"INSERT INTO claims (key, owner, expires_at) SELECT k, %s, {_NOW} + %s FROM unnest(%s::text[]) WITH ORDINALITY AS u(k, n) "
-                    "ORDER BY n ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
-                    f"WHERE claims.expires_at < {_NOW} OR claims.owner = EXCLUDED.owner RETURNING key",
-                    (self.owner, self.lease_s, keys),
-                )
-                return {key for (key,) in await cursor.fetchall()}
+        # Asked again after a commit whose answer was lost, the claims are this owner's: granted again.
+        async def claim(db: psycopg.AsyncConnection[Any]) -> set[str]:
+            cursor = await db.execute(
+                f"INSERT INTO claims (key, owner, expires_at) SELECT k, %s, {_NOW} + %s FROM unnest(%s::text[]) WITH ORDINALITY AS u(k, n) "
+                "ORDER BY n ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
+                f"WHERE claims.expires_at < {_NOW} OR claims.owner = EXCLUDED.owner RETURNING key",
+                (self.owner, self.lease_s, keys),
+            )
+            return {key for (key,) in await cursor.fetchall()}
 
-        return await _retrying(claim)
+        return await self._reading(claim)
 
     async def _owners(self, keys: list[str]) -> list[str]:
-        async with self._lock:
-            cursor = await self.db.execute("SELECT DISTINCT owner FROM claims WHERE key = ANY(%s)", (keys,))
+        async def owners(db: psycopg.AsyncConnection[Any]) -> list[str]:
+            cursor = await db.execute("SELECT DISTINCT owner FROM claims WHERE key = ANY(%s)", (keys,))
             return [owner for (owner,) in await cursor.fetchall()]
 
-    async def _drop_owners(self, owners: list[str]) -> None:
-        async def drop() -> None:
-            async with self._lock, self.db.transaction():
-                await self.db.execute("SELECT key FROM claims WHERE owner = ANY(%s) ORDER BY key FOR UPDATE", (owners,))
-                await self.db.execute("DELETE FROM claims WHERE owner = ANY(%s)", (owners,))
+        return await self._reading(owners)
 
-        await _retrying(drop)
+    async def _drop_owners(self, owners: list[str]) -> None:
+        async def drop(db: psycopg.AsyncConnection[Any]) -> None:
+            async with db.transaction():
+                await db.execute("SELECT key FROM claims WHERE owner = ANY(%s) ORDER BY key FOR UPDATE", (owners,))
+                await db.execute("DELETE FROM claims WHERE owner = ANY(%s)", (owners,))
+
+        await self._reading(drop)
 
     async def _drop_claims(self, keys: list[str]) -> None:
-        async def release() -> None:
-            async with self._lock, self.db.transaction():
-                await self._delete_claims(self.db, keys)
+        async def release(db: psycopg.AsyncConnection[Any]) -> None:
+            async with db.transaction():
+                await self._delete_claims(db, keys)
 
-        await _retrying(release)
+        await self._reading(release)
 
     async def _renew(self) -> None:
-        async with self._lock, self.db.transaction():
-            # Locked in key order, like everything else, before the update.
-            await self.db.execute("SELECT key FROM claims WHERE owner = %s ORDER BY key FOR UPDATE", (self.owner,))
-            await self.db.execute(f"UPDATE claims SET expires_at = {_NOW} + %s WHERE owner = %s", (self.lease_s, self.owner))
+        async def renew(db: psycopg.AsyncConnection[Any]) -> None:
+            async with db.transaction():
+                # Locked in key order, like everything else, before the update.
+                await db.execute("SELECT key FROM claims WHERE owner = %s ORDER BY key FOR UPDATE", (self.owner,))
+                await db.execute(f"UPDATE claims SET expires_at = {_NOW} + %s WHERE owner = %s", (self.lease_s, self.owner))
+
+        await self._reading(renew)
 
     async def _delete_claims(self, conn: psycopg.AsyncConnection[Any], keys: list[str]) -> None:
         """Delete our claims on ``keys`` (inside a transaction), locking them in key order first."""
@@ -273,10 +377,12 @@ class PostgresCache(WriteBehindStore):
     # -- sync cursors -----------------------------------------------------------------------------
 
     async def cursor(self, source: str) -> str | None:
+        async def position(db: psycopg.AsyncConnection[Any]) -> Any:
+            cursor = await db.execute("SELECT position FROM sync_cursors WHERE source = %s", (source,))
+            return await cursor.fetchone()
+
         try:
-            async with self._lock:
-                cursor = await self.db.execute("SELECT position FROM sync_cursors WHERE source = %s", (source,))
-                row = await cursor.fetchone()
+            row = await self._reading(position)
         except psycopg.Error as exc:
             raise self._error("read failed", exc) from exc
         return row[0] if row else None
@@ -285,13 +391,16 @@ class PostgresCache(WriteBehindStore):
         if self.read_only:
             raise CacheError("the cache is read-only")
         now = datetime.now(UTC).isoformat(timespec="seconds")
+
+        async def upsert(db: psycopg.AsyncConnection[Any]) -> None:
+            await db.execute(
+                "INSERT INTO sync_cursors (source, position, updated_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (source) DO UPDATE SET position = EXCLUDED.position, updated_at = EXCLUDED.updated_at",
+                (source, position, now),
+            )
+
         try:
-            async with self._lock:
-                await self.db.execute(
-                    "INSERT INTO sync_cursors (source, position, updated_at) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (source) DO UPDATE SET position = EXCLUDED.position, updated_at = EXCLUDED.updated_at",
-                    (source, position, now),
-                )
+            await self._reading(upsert)
         except psycopg.Error as exc:
             raise self._error("write failed", exc) from exc
 

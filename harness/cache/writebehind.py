@@ -48,6 +48,12 @@ WRITE_WINDOW_S = 0.02
 STALE_CLAIMS = 1024
 
 
+class StoreUnreachable(CacheError):
+    """The database's connection was lost and could not be opened again in the backend's bounded
+    retries; the message (one line, naming the cache) says so. A failed batch is not salvaged
+    one judgment at a time against a database that is gone: each would wait as long again."""
+
+
 def one_line(exc: BaseException) -> str:
     """A driver's message on one line (psycopg spreads a connection failure over several)."""
     return re.sub(r"\s+", " ", str(exc)).strip() or type(exc).__name__
@@ -135,6 +141,8 @@ class WriteBehindStore(CacheStore):
         return one_line(exc)
 
     def _error(self, what: str, exc: BaseException) -> CacheError:
+        if isinstance(exc, StoreUnreachable):  # says it all, cache included
+            return exc
         error = CacheError(f"{self.location}: {what}: {self._explain(exc)}")
         error.__cause__ = exc
         return error
@@ -281,6 +289,10 @@ class WriteBehindStore(CacheStore):
         the driver refuses loses its own judgment, not the others of its window; what still fails
         is counted and its error kept for put, flush and close."""
         latest = list({j.key: j for j in batch}.values())
+        if isinstance(exc, StoreUnreachable):
+            self._lost += len(latest)
+            self._write_exc = self._write_exc or exc
+            return
         failed: list[Exception] = [exc] if len(latest) == 1 else []
         if len(latest) > 1:
             for judgment in latest:
@@ -328,6 +340,8 @@ class WriteBehindStore(CacheStore):
     def _raise_failure(self) -> None:
         if self._write_exc is not None:
             lost = f" ({self._lost} judgment(s) not cached)" if self._lost else ""
+            if isinstance(self._write_exc, StoreUnreachable):
+                raise CacheError(f"{self._write_exc}{lost}") from self._write_exc
             error = CacheError(f"{self.location}: cache write failed: {self._explain(self._write_exc)}{lost}")
             raise error from self._write_exc
         if self._stopped is not None:
@@ -372,5 +386,7 @@ class WriteBehindStore(CacheStore):
         while True:
             await asyncio.sleep(self.lease_s / 3)
             if self._held:
-                with contextlib.suppress(*self.db_errors):  # a passing failure: two more renewals before the lease lapses
+                # A passing failure: two more renewals before the lease lapses. A database gone for
+                # good (StoreUnreachable) is reported by the reads and the writer, not by this task.
+                with contextlib.suppress(CacheError, *self.db_errors):
                     await self._renew()
