@@ -255,6 +255,39 @@ def _command_section(command: Any, path: str, level: int, parent: Any = None) ->
     return lines
 
 
+#: What every command shares: one spelling for one idea, and which stream each kind of output takes.
+CONVENTIONS = [
+    "## One spelling for one idea",
+    "",
+    "`harness --version` prints the version; `-h` is `--help` on every command.",
+    "",
+    "| idea | spelling | commands | old spelling (still works, with a one-line note on stderr) |",
+    "|---|---|---|---|",
+    "| when a score or a run counts as a pass (success) | `--success 'NAME>=X'`, or `'NAME<=X'` when lower is better | `gate`, `passk`, `compare`, `agreement`, `infer` | `passk --rubric NAME` / `--metric NAME` with `--at-least X` / `--at-most X`; `--threshold NAME=X` |",
+    "| the pass/fail cut of every metric at once | `--threshold X` | `compare`, `agreement`, `infer`, `align` | (none) |",
+    "| the one metric a command reads | `--success NAME...` (`passk`, `gate`), `--metric NAME` (`race`); NAME is a rubric, a composite or an agent metric, looked up by name | `passk`, `gate`, `race` | `passk --rubric` / `--metric` |",
+    "| which rubrics a run judges | `--rubric NAME` (repeatable) | `run`, `estimate`, `batch`, `sync`, `probe`, `labels sample`, `align`, `cascade` | (none) |",
+    "| where files are written | `--out PATH` / `-o PATH` (a directory, or the one file the command writes) | every command that writes | (none) |",
+    "| a machine-readable result | `--json` (on stdout, nothing else there) | every command with a result | (none) |",
+    "",
+    "`--success` takes one operator, the metric's direction: `relevance>=0.7`, `hallucination<=0.2`; ",
+    "the other one is refused in one line, so that a rule never means the opposite of what it reads. ",
+    "With `passk --labels FILE`, NAME is the labelled rubric (`--success relevance` alone for pass/fail labels).",
+    "",
+    "## Where output goes",
+    "",
+    "| output | stream |",
+    "|---|---|",
+    "| the result: tables, the run's summary, `--json`, `gate`'s checks, `explain`'s trace | stdout |",
+    "| progress bars, notes, warnings, deprecation notes, `wrote PATH`, a run's closing line, errors (one line) | stderr |",
+    "| files: `--out`, `--junit`, `--summary`, report.html | the path given |",
+    "",
+    "So `harness run ... > summary.txt` and `harness compare A B > table.txt` both keep the result and",
+    "show the progress; `--json | jq` reads clean JSON. The exit code says how it ended.",
+    "",
+]
+
+
 def commands_page() -> str:
     import typer.main
 
@@ -269,6 +302,7 @@ def commands_page() -> str:
         "Every command of `harness`, with its arguments and options, as `harness COMMAND --help`",
         "shows them. Exit codes: [exit codes](exit-codes.md).",
         "",
+        *CONVENTIONS,
     ]
     root = group.context_class(group, info_name="harness")
     for name, command in group.commands.items():  # type: ignore[attr-defined]

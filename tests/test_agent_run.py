@@ -152,7 +152,7 @@ def test_explain_export_compare_and_passk_read_the_agent_metrics(tmp_path: Path,
     metrics = {m["metric"] for m in json.loads(compared.output)["metrics"]}
     assert {"trajectory_match", "trajectory_f1", "relevance"} <= metrics
 
-    passk = cli("passk", str(out), "--metric", "trajectory_match", "--at-least", "1", "--k", "1,2", "--json")
+    passk = cli("passk", str(out), "--success", "trajectory_match>=1", "--k", "1,2", "--json")
     assert passk.exit_code == 0, passk.output
     doc = json.loads(passk.output)
     tasks = {t["task"]: (t["n"], t["c"], t["pass_hat_k"], t["pass_at_k"]) for t in doc["tasks"]}

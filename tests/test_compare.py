@@ -271,7 +271,7 @@ def test_bad_inputs(runs: dict[str, Path], tmp_path: Path) -> None:
     assert one_line_error([str(tmp_path / "missing"), a]) == f"error: {tmp_path / 'missing'}: no such run directory"
     assert one_line_error([a, str(tmp_path)]).startswith(f"error: {tmp_path}: not a run directory")
     assert "--alpha must lie strictly between 0 and 1" in one_line_error([a, a, "--alpha", "0"])
-    assert "'bogus' is not a rubric or composite" in one_line_error([a, a, "--threshold", "bogus=0.3"])
+    assert "'bogus' is not a rubric or composite" in one_line_error([a, a, "--success", "bogus>=0.3"])
     assert "outside the relevance scale" in one_line_error([a, a, "--threshold", "3"])
     # Runs with no judge in common.
     other = tmp_path / "other"

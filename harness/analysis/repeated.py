@@ -36,7 +36,7 @@ from ..rundir import open_run_dir, resolve_input
 from .io import read_labels, read_run
 from .resampling import DEFAULT_RESAMPLES, check_resampling
 
-__all__ = ["Difference", "KMeans", "RepeatedRuns", "SuccessRule", "TaskRow", "parse_ks", "repeated_runs", "success_rule"]
+__all__ = ["Difference", "KMeans", "RepeatedRuns", "SuccessRule", "TaskRow", "parse_ks", "repeated_runs", "success_from_text", "success_rule"]
 
 Source = Literal["rubric", "metric", "labels"]
 
@@ -233,9 +233,11 @@ def success_rule(
     """The rule from ``harness passk``'s options: ``rubric`` (judged, or labelled with ``labels``)
     or ``metric``, and one threshold (none for pass/fail labels, checked when they are read)."""
     if labels and rubric is None:
-        raise UserInputError("--labels: name the labelled rubric with --rubric NAME")
+        raise UserInputError("--labels: name the labelled rubric with --success NAME")
     if (rubric is None) == (metric is None):
-        raise UserInputError("decide success by one rule: --rubric NAME (judged, or with --labels) or --metric NAME")
+        raise UserInputError(
+            "decide success by one rule: --success 'NAME>=X' or 'NAME<=X' (a rubric, composite or agent metric; with --labels the labelled rubric)"
+        )
     if at_least is not None and at_most is not None:
         raise UserInputError("give one of --at-least and --at-most, not both")
     if not labels and at_least is None and at_most is None:
@@ -246,6 +248,34 @@ def success_rule(
         return SuccessRule("metric", metric, at_least, at_most)
     assert rubric is not None
     return SuccessRule("labels" if labels else "rubric", rubric, at_least, at_most, judge if not labels else None, tuple(Path(p) for p in labels))
+
+
+def success_from_text(text: str, *, labels: Sequence[Path] = (), judge: str | None = None) -> SuccessRule:
+    """The rule from ``--success``, spelled as for ``harness gate``: ``'NAME>=X'`` or ``'NAME<=X'``,
+    NAME an agent metric of results.jsonl (``trajectory_match``, ...) or a judged rubric or
+    composite; with ``labels``, NAME is the labelled rubric, and pass/fail labels take ``NAME`` alone."""
+    from pydantic import ValidationError
+
+    from ..agent.specs import SPECS
+    from ..gate.spec import Success
+
+    name = text.strip()
+    if labels and name and not any(c in name for c in "<>= "):
+        return success_rule(rubric=name, labels=labels)
+    try:
+        parsed = Success.model_validate(text)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
+        raise UserInputError(f"--success {text}: {problem}") from None
+    agent = parsed.metric in SPECS and not labels
+    return success_rule(
+        rubric=None if agent else parsed.metric,
+        metric=parsed.metric if agent else None,
+        labels=labels,
+        at_least=parsed.at_least,
+        at_most=parsed.at_most,
+        judge=judge,
+    )
 
 
 # -- reading -----------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 Pass/fail (used for classification reports, McNemar and pass/fail kappa and MCC):
 
-- the threshold is ``--threshold`` (one number for every metric, or ``NAME=X`` for one metric),
-  else the midpoint of the metric's scale (0.5 on 0..1, 3 on 1..5);
+- the threshold is ``--success 'NAME>=X'`` (``'NAME<=X'`` for a lower-is-better metric) for one
+  metric, or ``--threshold X`` for every metric (``--threshold NAME=X`` is the old spelling of
+  ``--success``), else the midpoint of the metric's scale (0.5 on 0..1, 3 on 1..5);
 - ``direction = "higher"``: a score passes when ``score >= threshold``;
   ``direction = "lower"`` (hallucination): a score passes when ``score <= threshold``.
   A score exactly at the threshold passes either way.
@@ -18,6 +19,7 @@ so bins that no one used still count in the distance.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -28,35 +30,54 @@ from .io import Metric
 __all__ = ["Bins", "bins_for", "parse_thresholds", "passes", "threshold_for"]
 
 PASS, FAIL = "pass", "fail"
+#: ``--success`` (the spelling ``harness gate`` and ``passk`` share): ``NAME>=X`` or ``NAME<=X``.
+_SUCCESS = re.compile(r"^\s*([^<>=\s]+)\s*(>=|<=)\s*(\S+)\s*$")
 
 
 def parse_thresholds(values: Iterable[str], metrics: Mapping[str, Metric]) -> dict[str | None, float]:
-    """``--threshold`` values: ``X`` (every metric) or ``NAME=X``; key None holds the bare number.
+    """``--success`` values, ``NAME>=X`` (``NAME<=X`` when lower is better), and ``--threshold``
+    values, ``X`` (every metric) or ``NAME=X``; key None holds the bare number.
 
-    Each threshold must lie on the scale of the metrics it applies to.
+    Each threshold must lie on the scale of the metrics it applies to; a ``--success`` operator
+    must be the metric's direction (a pass is ``>=`` on a higher-is-better metric).
     """
     out: dict[str | None, float] = {}
+    spelled: dict[str | None, str] = {}  # the option each came from, for the scale's message
     for text in values:
-        name, _, number = text.rpartition("=")
-        key = name.strip() or None
+        success = _SUCCESS.match(text)
+        option = "--success" if success else "--threshold"
+        if success:
+            key, op, number = success.groups()
+        else:
+            name, _, number = text.rpartition("=")
+            key, op = name.strip() or None, None
         try:
             value = float(number)
         except ValueError:
-            raise UserInputError(f"--threshold {text}: expected a number or NAME=NUMBER") from None
+            raise UserInputError(
+                f"--threshold {text}: expected a number or NAME=NUMBER" if not success else f"--success {text}: {number!r} is not a number"
+            ) from None
         if not math.isfinite(value):
-            raise UserInputError(f"--threshold {text}: expected a finite number")
+            raise UserInputError(f"{option} {text}: expected a finite number")
         if key is not None and key not in metrics:
-            raise UserInputError(f"--threshold {text}: {key!r} is not a rubric or composite of the run (it has: {', '.join(metrics)})")
+            raise UserInputError(f"{option} {text}: {key!r} is not a rubric or composite of the run (it has: {', '.join(metrics)})")
+        if key is not None and op is not None:
+            expected = "<=" if metrics[key].direction == "lower" else ">="
+            if op != expected:
+                better = "lower" if expected == "<=" else "higher"
+                raise UserInputError(f"{option} {text}: {better} is better on {key}, so a score passes at {key}{expected}{number}")
         if key in out:
-            raise UserInputError(f"--threshold {text}: given twice for {key or 'every metric'}")
+            raise UserInputError(f"{option} {text}: given twice for {key or 'every metric'}")
         out[key] = value
+        spelled[key] = f"{option} {text.strip()}"
     for metric in metrics.values():
         value = threshold_for(metric, out)
         lo, hi = metric.scale
         if not lo <= value <= hi:
-            given = f"{metric.name}={value:g}" if metric.name in out else f"{value:g}"
-            hint = "" if metric.name in out else f"; give {metric.name} its own with --threshold {metric.name}=X"
-            raise UserInputError(f"--threshold {given}: outside the {metric.name} scale [{lo:g}, {hi:g}]{hint}")
+            given = spelled[metric.name if metric.name in out else None]
+            op = "<=" if metric.direction == "lower" else ">="
+            hint = "" if metric.name in out else f"; give {metric.name} its own with --success '{metric.name}{op}X'"
+            raise UserInputError(f"{given}: outside the {metric.name} scale [{lo:g}, {hi:g}]{hint}")
     return out
 
 

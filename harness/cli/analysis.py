@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from .choices import GateOn
-from .common import ANALYSE, AsJsonOpt, app, err, make_console, write_report
+from .common import ANALYSE, AsJsonOpt, SuccessOpt, ThresholdOpt, app, deprecated, err, make_console, pass_fail_cuts, write_report
 
 
 @app.command(rich_help_panel=ANALYSE)
@@ -23,13 +23,8 @@ def agreement(
             help='Human labels: JSONL rows {transcript_id, rubric, label}; label is a number on the rubric\'s scale, true/false or "pass"/"fail".',
         ),
     ],
-    threshold: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--threshold",
-            help="Pass/fail threshold: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better (hallucination).",
-        ),
-    ] = None,
+    success: SuccessOpt = None,
+    threshold: ThresholdOpt = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the run's custom rubric files (for their scales).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples of transcripts for the kappa, MCC and Spearman intervals.")] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
@@ -57,7 +52,7 @@ def agreement(
     from ..exit_codes import EXIT_GATE
     from ..terminal.analysis import agreement_tables, gate_lines
 
-    result = agreement_report(run_dir, labels, threshold or [], prompts or [], resamples, seed)
+    result = agreement_report(run_dir, labels, pass_fail_cuts(threshold, success), prompts or [], resamples, seed)
     gated = min_kappa is not None or min_spearman is not None
     if gated:
         gate = calibration_gate(result, min_kappa, min_spearman, "ci-lower" if gate_on is GateOn.ci_lower else "estimate")
@@ -77,13 +72,8 @@ def agreement(
 def compare(
     run_a: Annotated[Path, typer.Argument(help="Run A (the baseline), a harness run --out directory.")],
     run_b: Annotated[Path, typer.Argument(help="Run B, compared against A.")],
-    threshold: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--threshold",
-            help="Pass/fail threshold for McNemar: X for every metric or NAME=X (repeatable). Default: the scale's midpoint. Pass is score >= X, or score <= X when lower is better.",
-        ),
-    ] = None,
+    success: SuccessOpt = None,
+    threshold: ThresholdOpt = None,
     alpha: Annotated[float, typer.Option(help="Significance level for the verdicts, after Holm's correction across all metrics.")] = 0.05,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the runs' custom rubric files (for their scales).")] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the paired CI of the mean difference.")] = 2000,
@@ -100,7 +90,7 @@ def compare(
     from ..analysis.compare import compare_report
     from ..terminal.analysis import compare_tables
 
-    result = compare_report(run_a, run_b, threshold or [], prompts or [], alpha, resamples, seed)
+    result = compare_report(run_a, run_b, pass_fail_cuts(threshold, success), prompts or [], alpha, resamples, seed)
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, allow_nan=False))
     else:
@@ -148,17 +138,24 @@ def explain(
 def passk(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out, whose transcripts carry task ids.")],
     k: Annotated[str, typer.Option("--k", help="The k values, separated by commas.")] = "1,3,5",
-    rubric: Annotated[
-        str | None, typer.Option("--rubric", help="Success from this judged rubric or composite (or, with --labels, from its labels).")
+    success: Annotated[
+        str | None,
+        typer.Option(
+            "--success",
+            help="When a run succeeds: 'NAME>=X' or 'NAME<=X', NAME a judged rubric or composite or an agent metric of results.jsonl; with --labels the labelled rubric (NAME alone for pass/fail labels).",
+        ),
     ] = None,
-    metric: Annotated[str | None, typer.Option("--metric", help="Success from this agent metric of results.jsonl (its agent values).")] = None,
     labels: Annotated[
         list[Path] | None,
-        typer.Option("--labels", help="Success from human labels of --rubric (JSONL as for harness agreement); a second file is OTHER's."),
+        typer.Option(
+            "--labels", help="Success from human labels of the --success rubric (JSONL as for harness agreement); a second file is OTHER's."
+        ),
     ] = None,
-    at_least: Annotated[float | None, typer.Option("--at-least", help="A run succeeds when its value is at least this.")] = None,
-    at_most: Annotated[float | None, typer.Option("--at-most", help="A run succeeds when its value is at most this.")] = None,
-    judge: Annotated[str | None, typer.Option(help="The judge whose --rubric scores decide. Default: the run's first judge.")] = None,
+    rubric: Annotated[str | None, typer.Option("--rubric", hidden=True)] = None,
+    metric: Annotated[str | None, typer.Option("--metric", hidden=True)] = None,
+    at_least: Annotated[float | None, typer.Option("--at-least", hidden=True)] = None,
+    at_most: Annotated[float | None, typer.Option("--at-most", hidden=True)] = None,
+    judge: Annotated[str | None, typer.Option(help="The judge whose scores decide a judged --success. Default: the run's first judge.")] = None,
     against: Annotated[
         Path | None, typer.Option("--against", help="Another run of the same tasks: the difference RUN - OTHER per k, paired by task.")
     ] = None,
@@ -173,17 +170,30 @@ def passk(
 ) -> None:
     """Measure how reliably an agent succeeds on repeated runs of each task: pass@k, pass^k and flakiness.
 
-    Transcripts with one task id are runs of that task; each run succeeds or not by one rule:
-    --rubric NAME (judged), --metric NAME (an agent metric) or --labels FILE --rubric NAME, with
-    --at-least X or --at-most X. Unbiased estimators over n runs with c successes: pass@k = 1 -
+    Transcripts with one task id are runs of that task; each run succeeds or not by one rule,
+    --success 'NAME>=X' or 'NAME<=X' (a judged rubric or composite, or an agent metric), or from
+    human labels with --labels FILE --success NAME (pass/fail labels). Unbiased estimators over n runs with c successes: pass@k = 1 -
     C(n-c,k)/C(n,k), pass^k = C(c,k)/C(n,k); undefined when k > n. Means over tasks carry a
     seeded bootstrap interval over tasks. Runs whose success cannot be decided are left out and
     counted, never taken as failures.
     """
-    from ..analysis.repeated import repeated_runs, success_rule
+    from ..analysis.repeated import repeated_runs, success_from_text, success_rule
+    from ..errors import UserInputError
     from ..terminal.passk import passk_tables
 
-    rule = success_rule(rubric=rubric, metric=metric, labels=labels or (), at_least=at_least, at_most=at_most, judge=judge)
+    old = [
+        f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+        for flag, value in (("--rubric", rubric), ("--metric", metric), ("--at-least", at_least), ("--at-most", at_most))
+        if value is not None
+    ]
+    if success is not None:
+        if old:
+            raise UserInputError(f"--success {success}: give the rule once, without {', '.join(old)}")
+        rule = success_from_text(success, labels=labels or (), judge=judge)
+    else:
+        if old:
+            deprecated(" ".join(old), "--success 'NAME>=X' (or 'NAME<=X')")
+        rule = success_rule(rubric=rubric, metric=metric, labels=labels or (), at_least=at_least, at_most=at_most, judge=judge)
     result = repeated_runs(run_dir, rule, k, prompts=prompts or [], inputs=input or [], against=against, n_resamples=resamples, seed=seed)
     notes = [(result.run, n) for n in result.notes] + ([(result.against.other.run, n) for n in result.against.other.notes] if result.against else [])
     for run, note in notes:

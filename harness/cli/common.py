@@ -126,18 +126,43 @@ class HarnessGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+#: ``-h`` is ``--help`` on every command and group (a context setting the subcommands inherit).
+HELP_OPTIONS = ["-h", "--help"]
+
 app = typer.Typer(
     cls=HarnessGroup,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode="rich",
+    context_settings={"help_option_names": HELP_OPTIONS},
     help="Judge agent transcripts with LLM rubrics, measure performance, and replay from a cache.",
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from ..version import __version__
+
+        typer.echo(f"harness {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, expose_value=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Judge agent transcripts with LLM rubrics, measure performance, and replay from a cache."""
+
+
+def deprecated(old: str, new: str) -> None:
+    """The one-line note an old spelling of an option prints (on stderr); it still works."""
+    err.print(
+        f"[yellow]note:[/] {escape(old)} is deprecated; use {escape(new)} (docs/reference/commands.md, 'One spelling')",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -261,3 +286,24 @@ RubricOpt = Annotated[
 PromptsOpt = Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")]
 LimitOpt = Annotated[int | None, typer.Option(help="Only the first N transcripts.")]
 AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
+SuccessOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--success",
+        help="NAME>=X: a NAME score passes at X or above (NAME<=X when lower is better, hallucination; repeatable). Default: --threshold, else the scale's midpoint.",
+    ),
+]
+ThresholdOpt = Annotated[
+    list[str] | None,
+    typer.Option("--threshold", help="X: the pass/fail threshold of every metric without a --success. Default: the scale's midpoint."),
+]
+
+
+def pass_fail_cuts(threshold: list[str] | None, success: list[str] | None) -> list[str]:
+    """``--threshold X`` and ``--success 'NAME>=X'`` as the library reads them; ``--threshold
+    NAME=X``, the old spelling of ``--success``, still works, with a note."""
+    old = [t for t in threshold or [] if "=" in t]
+    if old:
+        name = old[0].rpartition("=")[0].strip() or "NAME"
+        deprecated(f"--threshold {old[0]}", f"--success '{name}>=X' ('{name}<=X' when lower is better)")
+    return [*(threshold or []), *(success or [])]

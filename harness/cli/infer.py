@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from ..errors import HarnessError, OutputError, UserInputError
-from .common import ANALYSE, app, err, make_console
+from .common import ANALYSE, SuccessOpt, ThresholdOpt, app, err, make_console, pass_fail_cuts
 from .common import fail as _fail
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def labels_sample(
     seed: Annotated[int, typer.Option(help="Seed of the draw (recorded in design.json).")] = 0,
     strategy: Annotated[str, typer.Option(help="uniform (a simple random sample) or active (more where the judge is uncertain).")] = "uniform",
     out: Annotated[
-        Path | None, typer.Option("--out", help="Directory for design.json, to_label.jsonl, to_label.csv. Default: RUN_DIR/labels.")
+        Path | None, typer.Option("--out", "-o", help="Directory for design.json, to_label.jsonl, to_label.csv. Default: RUN_DIR/labels.")
     ] = None,
     rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to label (repeatable). Default: every rubric of the run.")] = None,
     judge: Annotated[str | None, typer.Option(help="Whose uncertainty drives --strategy active. Default: the run's first judge.")] = None,
@@ -70,7 +70,7 @@ def labels_sample(
 @labels_app.command("collect")
 def labels_collect(
     csv_file: Annotated[Path, typer.Argument(help="A filled to_label.csv.")],
-    out: Annotated[Path, typer.Option("--out", help="Labels JSONL to write ({transcript_id, rubric, label} rows).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Labels JSONL to write ({transcript_id, rubric, label} rows).")],
 ) -> None:
     """Turn a filled to_label.csv into the labels JSONL that harness infer and harness agreement read."""
     from ..labels.design import collect_csv
@@ -100,7 +100,8 @@ def infer(
     ] = False,
     alpha: Annotated[float, typer.Option(help="1 - confidence of the intervals.")] = 0.05,
     min_labels: Annotated[int, typer.Option("--min-labels", help="Refuse a metric with fewer labels than this.")] = 20,
-    threshold: Annotated[list[str] | None, typer.Option("--threshold", help="Pass/fail threshold for pass/fail labels: X or NAME=X.")] = None,
+    success: SuccessOpt = None,
+    threshold: ThresholdOpt = None,
     save: Annotated[bool, typer.Option(help="Write RUN_DIR/inference.json (one run), which harness report shows.")] = True,
     prompts: PromptsOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")] = False,
@@ -129,7 +130,7 @@ def infer(
         _estimated_something(found)
         return
     try:
-        result = infer_report(run_dirs, labels, design, alpha, min_labels, threshold or [], prompts or [], no_design)
+        result = infer_report(run_dirs, labels, design, alpha, min_labels, pass_fail_cuts(threshold, success), prompts or [], no_design)
         if save and len(run_dirs) == 1:
             atomic_write_text(run_dirs[0] / "inference.json", json.dumps(result.as_json(), indent=2, allow_nan=False) + "\n")
     except HarnessError as exc:

@@ -76,7 +76,7 @@ def run(
     )
     with stdin_as_file(transcripts) as options.input, RunProgress(err, options.progress) as bar:
         outcome = asyncio.run(run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment, handle_signals=True))
-    show_run(outcome, err)
+    show_run(outcome, make_console(), notes=err)  # the summary is the result: stdout (docs/reference/commands.md)
     style = "green" if outcome.exit_code == 0 else "red"
     err.print(f"[{style}]{escape(outcome.message)}[/]", highlight=False)
     if report:

@@ -337,8 +337,11 @@ def cache_stats_table(stats: CacheStats, console: Console) -> None:
     console.print(table)
 
 
-def show_run(outcome: RunOutcome, console: Console) -> None:
-    """What a finished run tells the user, except its closing message (the CLI colours that)."""
+def show_run(outcome: RunOutcome, console: Console, notes: Console | None = None) -> None:
+    """What a finished run tells the user, except its closing message (the CLI colours that): the
+    summary on ``console``, and what it noticed on the way (skipped records, stale files removed,
+    warnings) on ``notes`` (by default ``console`` too)."""
+    results, console = console, notes or console
     if outcome.skipped:
         console.print(f"[yellow]skipped {len(outcome.skipped)} bad record(s); listed in {outcome.skipped_file}[/]")
         for err in outcome.skipped[:5]:
@@ -348,7 +351,7 @@ def show_run(outcome: RunOutcome, console: Console) -> None:
     budget = outcome.summary.budget
     if outcome.estimated_cost_usd is not None and budget is not None:
         console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget.max_cost_usd:g}", highlight=False)
-    summary_table(outcome.summary, console)
+    summary_table(outcome.summary, results)
     for retirement in outcome.summary.judge_retirements:  # summary.json carries them too
         console.print(f"[yellow]warning:[/] {escape(retirement.message)}", highlight=False, soft_wrap=True)
     for error in outcome.stopped_judges:  # said once here, not once per judgment it failed
