@@ -280,6 +280,7 @@ CONVENTIONS = [
     "|---|---|",
     "| the result: tables, the run's summary, `--json`, `gate`'s checks, `explain`'s trace | stdout |",
     "| progress bars, notes, warnings, deprecation notes, `wrote PATH`, a run's closing line, errors (one line) | stderr |",
+    "| `agreement --min-kappa/--min-spearman`'s gate lines (its `--json` carries the gate; the exit code is 6 when it fails) | stderr |",
     "| files: `--out`, `--junit`, `--summary`, report.html | the path given |",
     "",
     "So `harness run ... > summary.txt` and `harness compare A B > table.txt` both keep the result and",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -72,6 +73,17 @@ _LOST = (
     psycopg.errors.CannotConnectNow,
     psycopg.errors.ConnectionException,
 )
+
+
+def _not_a_teardown_note(record: logging.LogRecord) -> bool:
+    """psycopg logs (a WARNING, which Python prints on stderr when nothing is configured) each
+    error it ignores while ending a pipeline, transaction or copy on a connection already lost
+    ("error ignored terminating <AsyncPipeline [BAD]>: the connection is lost"). The error that
+    ended it is raised all the same, and ``_on`` handles it; the note is dropped."""
+    return not str(record.msg).startswith("error ignored")
+
+
+logging.getLogger("psycopg").addFilter(_not_a_teardown_note)
 
 
 def connection_lost(exc: BaseException, conn: psycopg.AsyncConnection[Any] | None) -> bool:
