@@ -192,7 +192,9 @@ def passk(
         rule = success_from_text(success, labels=labels or (), judge=judge)
     else:
         if old:
-            deprecated(" ".join(old), "--success 'NAME>=X' (or 'NAME<=X')")
+            name = rubric or metric or "NAME"
+            bound = f">={at_least:g}" if at_least is not None else f"<={at_most:g}" if at_most is not None else ""
+            deprecated(" ".join(old), f"--success '{name}{bound}'" if bound or labels else "--success 'NAME>=X' (or 'NAME<=X')")
         rule = success_rule(rubric=rubric, metric=metric, labels=labels or (), at_least=at_least, at_most=at_most, judge=judge)
     result = repeated_runs(run_dir, rule, k, prompts=prompts or [], inputs=input or [], against=against, n_resamples=resamples, seed=seed)
     notes = [(result.run, n) for n in result.notes] + ([(result.against.other.run, n) for n in result.against.other.notes] if result.against else [])
