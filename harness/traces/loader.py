@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ..errors import TranscriptError, UserInputError
+from ..injection.detect import Finding, scan_transcript
 from ..jsonlines import check_readable_file
 from ..rubrics.inputs import inputs_of
 from ..transcripts.models import Transcript
@@ -51,6 +52,8 @@ class ScanResult:
     bad: list[TranscriptError] = field(default_factory=list)
     #: rubric inputs (``rubrics.inputs``) that at least one good record supplies
     inputs_seen: set[str] = field(default_factory=set)
+    #: transcript id -> the judge-directed text found in its inputs (``detect=True``; harness/injection)
+    findings: dict[str, list[Finding]] = field(default_factory=dict)
 
 
 @contextmanager
@@ -145,11 +148,12 @@ def iter_checked(path: str | Path, on_bad: OnBad, bad: list[TranscriptError], fo
         yield raw.line, record
 
 
-def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto") -> ScanResult:
+def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto", *, detect: bool = False) -> ScanResult:
     """Validate every record (up to ``limit`` good ones) before any judge is called.
 
     With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
-    Duplicate ids are a problem at the repeat, naming the line of the first.
+    Duplicate ids are a problem at the repeat, naming the line of the first. ``detect``: each good
+    record's judged inputs are scanned for judge-directed text too (``injection.detect``).
     """
     result = ScanResult()
     records = iter_checked(path, on_bad, result.bad, format)
@@ -158,6 +162,8 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, for
     for _, record in records:
         result.good += 1
         result.inputs_seen |= inputs_of(record)
+        if detect and (found := scan_transcript(record)):
+            result.findings[record.id] = found
     if result.good == 0 and not result.bad:
         raise UserInputError(f"{path}: holds no transcripts")
     return result
