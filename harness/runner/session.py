@@ -461,7 +461,11 @@ def _run_record(
     if plan.injection != "off":
         findings = findings or {}
         update["injection"] = InjectionRecord(
-            on_flag=plan.injection, flagged_transcripts=len(findings), findings=sum(map(len, findings.values())), by_kind=by_kind(findings)
+            on_flag=plan.injection,
+            flagged_transcripts=len(findings),
+            findings=sum(map(len, findings.values())),
+            by_kind=by_kind(findings),
+            file="injection.jsonl",
         )
     return record.model_copy(update=update) if update else record
 
