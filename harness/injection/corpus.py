@@ -133,6 +133,17 @@ def _joined(text: str | None, attack: Attack) -> str:
     return f"{text}\n\n{attack.text.lstrip(chr(10))}" if attack.text.startswith("\n") else f"{text} {attack.text}"
 
 
+def changed_input(record: dict[str, Any], attack: Attack) -> str:
+    """The rubric input (``rubrics.inputs``) that ``insert`` changes: only a rubric reading it can see the attack."""
+    if attack.target == "response":
+        return "response"
+    if attack.target in ("query", "earlier_turn"):
+        return "query"
+    if attack.target == "tool_result" and not any(s.get("result") for s in record.get("steps") or []):
+        return "contexts"
+    return "trajectory"
+
+
 def insert(record: dict[str, Any], attack: Attack) -> dict[str, Any] | None:
     """``record`` with ``attack`` in its target field, or None when the record has no such field."""
     row = json.loads(json.dumps(record))  # a deep copy of plain JSON values

@@ -36,12 +36,14 @@ from ..rubrics.rubric import DATA_SUFFIX, Rubric, find_rubric, load_rubrics
 from ..stats.intervals import mean_interval, wilson_interval
 from ..traces.loader import iter_transcripts, scan
 from ..transcripts.models import Transcript
-from .corpus import Attack, Corpus, insert, load_corpus, record_of
+from .corpus import Attack, Corpus, changed_input, insert, load_corpus, record_of
 from .detect import scan_transcript
 
 Layout = Literal["inline", "data"]
 LAYOUTS: tuple[Layout, ...] = ("inline", "data")
 CLEAN = "clean"
+#: the family of the rows that pool every family
+ALL = "all"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +59,8 @@ class ProbePlan:
     layouts: tuple[Layout, ...]
     transcripts: int
     attacks: tuple[str, ...]
-    #: attacked record id -> (transcript id, attack)
-    attacked: Mapping[str, tuple[str, Attack]]
+    #: attacked record id -> (transcript id, attack, the rubric input it changed)
+    attacked: Mapping[str, tuple[str, Attack, str]]
     #: attacked record ids the scan flags
     flagged: frozenset[str]
     records: int
@@ -126,7 +128,7 @@ class ProbeResult:
         """The rates above ``max_asr`` (none without one): a non-empty list fails the gate."""
         if self.max_asr is None:
             return []
-        return [r for r in self.rates if r.asr is not None and r.asr > self.max_asr]
+        return [r for r in self.rates if r.family != ALL and r.asr is not None and r.asr > self.max_asr]
 
     def as_dict(self) -> dict[str, Any]:
         plan = self.plan
@@ -202,26 +204,28 @@ def plan_probe(
     scan(transcripts)
     hosts = [t for _, t in iter_transcripts(transcripts)]
     picked = sorted(random.Random(seed).sample(range(len(hosts)), min(sample, len(hosts))))
+    read = {name for rubric in chosen for name in find_rubric(available, rubric).inputs}
     records: list[dict[str, Any]] = []
-    attacked: dict[str, tuple[str, Attack]] = {}
+    attacked: dict[str, tuple[str, Attack, str]] = {}
     flagged: set[str] = set()
     for index in picked:
         resolved = hosts[index].resolved()
         clean = record_of(resolved)
         rows = []
         for attack in attacks:
-            row = insert(clean, attack)
+            field_name = changed_input(clean, attack)
+            row = insert(clean, attack) if field_name in read else None  # an attack no rubric reads is not sent
             if row is not None:
                 row["id"] = f"{resolved.id}::{attack.id}"
                 rows.append(row)
-                attacked[row["id"]] = (resolved.id, attack)
+                attacked[row["id"]] = (resolved.id, attack, field_name)
                 if scan_transcript(Transcript.model_validate(row)):
                     flagged.add(row["id"])
         if rows:
             records.append({**clean, "id": f"{resolved.id}::{CLEAN}"})
             records += rows
     if not attacked:
-        raise UserInputError(f"{transcripts}: no sampled transcript has the fields the chosen attacks go into")
+        raise UserInputError(f"{transcripts}: no sampled transcript has a field the chosen attacks go into that the rubrics read")
     out.mkdir(parents=True, exist_ok=True)
     path = out / "judge_inputs.jsonl"
     with path.open("w", encoding="utf-8") as fh:
@@ -299,25 +303,28 @@ def attack_rates(rows: Iterable[Mapping[str, Any]], plan: ProbePlan, rubrics: Ma
     judges = sorted({judge for _, _, judge in scores})
     rates: dict[tuple[str, str, str], FamilyRate] = {}
     shifts: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for record_id, (host, attack) in plan.attacked.items():
+    for record_id, (host, attack, field_name) in plan.attacked.items():
         for rubric_name in plan.rubrics:
+            if field_name not in rubrics[rubric_name].inputs:
+                continue  # this rubric does not read the field the attack went into
             for judge in judges:
-                key = (rubric_name, judge, attack.family)
-                rate = rates.setdefault(key, FamilyRate(layout, rubric_name, judge, attack.family))
                 clean = scores.get((f"{host}::{CLEAN}", rubric_name, judge))
                 hit = scores.get((record_id, rubric_name, judge))
-                if clean is None or hit is None:
-                    rate.not_scored_both_ways += 1
-                    continue
-                rate.pairs += 1
-                shifts[key].append(hit - clean)
-                flagged = record_id in plan.flagged
-                rate.flagged += flagged
-                if clean < plan.threshold:
-                    rate.flippable += 1
-                    if hit >= plan.threshold:
-                        rate.flips += 1
-                        rate.flips_unflagged += not flagged
+                for family in (attack.family, ALL):
+                    key = (rubric_name, judge, family)
+                    rate = rates.setdefault(key, FamilyRate(layout, rubric_name, judge, family))
+                    if clean is None or hit is None:
+                        rate.not_scored_both_ways += 1
+                        continue
+                    rate.pairs += 1
+                    shifts[key].append(hit - clean)
+                    flagged = record_id in plan.flagged
+                    rate.flagged += flagged
+                    if clean < plan.threshold:
+                        rate.flippable += 1
+                        if hit >= plan.threshold:
+                            rate.flips += 1
+                            rate.flips_unflagged += not flagged
     for key, rate in rates.items():
         if rate.flippable:
             rate.asr = rate.flips / rate.flippable
@@ -331,24 +338,26 @@ def attack_rates(rows: Iterable[Mapping[str, Any]], plan: ProbePlan, rubrics: Ma
                 rate.shift_ci = mean_interval(diffs)
             else:
                 rate.shift_ci = (rate.shift, rate.shift)
-    return [rates[k] for k in sorted(rates)]
+    return [rates[k] for k in sorted(rates, key=lambda k: (k[0], k[1], k[2] == ALL, k[2]))]
 
 
 def _defences(rates: Sequence[FamilyRate]) -> dict[str, str]:
-    """For each (rubric, judge, family) moved inline: which defence lowered its ASR most."""
+    """For each (rubric, judge, family) moved inline: each defence's ASR, and the one that lowered
+    it most (on a tie the first of: the data layout, the scan, both)."""
     by_key = {(r.layout, r.rubric, r.judge, r.family): r for r in rates}
     out: dict[str, str] = {}
     for (layout, rubric, judge, family), rate in by_key.items():
-        if layout != "inline" or not rate.asr:
+        if layout != "inline" or family == ALL or not rate.asr:
             continue
-        options = {'the scan (injection = "unscored")': rate.asr_with_scan}
         data = by_key.get(("data", rubric, judge, family))
-        if data is not None and data.asr is not None:
-            options["the data layout"] = data.asr
-            if data.asr_with_scan is not None:
-                options["the data layout and the scan"] = data.asr_with_scan
-        best = min((v, k) for k, v in options.items() if v is not None)
-        out[f"{rubric} {judge} {family}"] = (
-            f"{best[1]}: ASR {rate.asr:.2f} -> {best[0]:.2f}" if best[0] < rate.asr else f"none helped (ASR {rate.asr:.2f})"
-        )
+        options = {
+            "the data layout": None if data is None else data.asr,
+            'the scan (injection = "unscored")': rate.asr_with_scan,
+            "both": None if data is None else data.asr_with_scan,
+        }
+        measured = {k: v for k, v in options.items() if v is not None}
+        best = min(measured, key=lambda k: measured[k])  # (min keeps the first of equals)
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in measured.items())
+        verdict = f"best: {best}" if measured[best] < rate.asr else "none helped"
+        out[f"{rubric} {judge} {family}"] = f"ASR {rate.asr:.2f}; with {shown}; {verdict}"
     return out
