@@ -224,3 +224,9 @@ def test_every_kind_has_attacks_it_finds() -> None:
         found_kinds |= {f.kind for f in scan_transcript(Transcript.model_validate(row))}
     assert found_kinds == set(KINDS)
     assert len(figures.missed) == sum(r.n - r.found for r in figures.recall.values())
+
+
+def test_the_corpus_file_is_what_its_source_writes() -> None:
+    from tests.build_attack_corpus import text
+
+    assert (ROOT / "harness" / "data" / "attacks.jsonl").read_text(encoding="utf-8") == text()
