@@ -219,7 +219,7 @@ def scan_transcript(transcript: Transcript) -> list[Finding]:
     for i, context in enumerate(resolved.contexts or (), start=1):
         fields.append(("context", context, {"item": i}, False))
     for step in resolved.steps or ():
-        where = {"step": step.index, "turn": step.turn}
+        where: dict[str, Any] = {"step": step.index, "turn": step.turn}
         for path, text in _argument_texts(step.arguments, step.arguments_raw):
             fields.append(("tool_arguments", text, {**where, "path": path}, False))
         if step.result:
