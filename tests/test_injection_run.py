@@ -108,3 +108,15 @@ def test_a_batch_plans_flagged_transcripts_unscored(tmp_path: Path) -> None:
     assert planned["clean"].request is not None and planned["clean"].result is None
     for tid in ("bad", "hidden"):
         assert planned[tid].request is None and planned[tid].result is not None and planned[tid].result.reason == "injection_suspected"
+
+
+def test_the_estimate_counts_no_request_for_a_transcript_not_sent(tmp_path: Path) -> None:
+    from harness.runner.estimate import estimate_run
+
+    write_jsonl(tmp_path / "t.jsonl", RECORDS)
+    counts = {}
+    for mode in ("flag", "unscored"):
+        config = write_config(tmp_path / f"{mode}.toml", [judge("j", "http://127.0.0.1:9/v1")], injection=mode)
+        estimate = estimate_run(RunOptions(input=tmp_path / "t.jsonl", config=config, no_cache=True, rubrics=["relevance"]))
+        counts[mode] = sum(j.requests for j in estimate.judges)
+    assert counts == {"flag": 3, "unscored": 1}

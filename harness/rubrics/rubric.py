@@ -420,7 +420,7 @@ def rubric_text(rubric: Rubric, comments: Iterable[str] = ()) -> str:
         "direction": rubric.direction,
         "inputs": list(rubric.inputs),
     }
-    optional = {"max_tokens": rubric.max_tokens, "labels": rubric.labels, "truncate": rubric.truncate, "samples": rubric.samples}
+    optional: dict[str, object] = {"max_tokens": rubric.max_tokens, "labels": rubric.labels, "truncate": rubric.truncate, "samples": rubric.samples}
     if rubric.layout != "inline":
         optional["layout"] = rubric.layout
     fields.update({k: v for k, v in optional.items() if v is not None})
