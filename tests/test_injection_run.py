@@ -120,3 +120,16 @@ def test_the_estimate_counts_no_request_for_a_transcript_not_sent(tmp_path: Path
         estimate = estimate_run(RunOptions(input=tmp_path / "t.jsonl", config=config, no_cache=True, rubrics=["relevance"]))
         counts[mode] = sum(j.requests for j in estimate.judges)
     assert counts == {"flag": 3, "unscored": 1}
+
+
+@pytest.mark.timeout(120)
+async def test_each_shard_reports_and_withholds_its_own_flagged_transcripts(tmp_path: Path, judge_server: JudgeServer) -> None:
+    write_jsonl(tmp_path / "t.jsonl", RECORDS)  # ordinals 0 clean, 1 bad, 2 hidden: shard 1/2 holds 0 and 2
+    first, one, _ = await _run(tmp_path, "unscored", "s1", base_url=judge_server.base_url, shard="1/2")
+    second, two, _ = await _run(tmp_path, "unscored", "s2", base_url=judge_server.base_url, shard="2/2")
+    assert first.exit_code == second.exit_code == 0 and judge_server.count() == 1
+    assert [(j["transcript_id"], j.get("reason")) for j in one.judgments] == [("clean", None), ("hidden", "injection_suspected")]
+    assert [(j["transcript_id"], j.get("reason")) for j in two.judgments] == [("bad", "injection_suspected")]
+    assert (one.summary["injection"]["flagged_transcripts"], two.summary["injection"]["flagged_transcripts"]) == (1, 1)
+    listed = [json.loads(line)["transcript"] for line in (one.out / "injection.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert set(listed) == {"hidden"}

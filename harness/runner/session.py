@@ -130,7 +130,7 @@ def _stage_findings(out: Path, plan: RunPlan, scanned: ScanResult) -> StagedFile
     if plan.injection == "off":
         return None
     staged = StagedFile(out / "injection.jsonl")
-    for found in scanned.findings.values():
+    for found in scanned.findings_of(plan.shard).values():
         for finding in found:
             staged.write(dumps(finding.as_dict()) + "\n")
     return staged
@@ -191,7 +191,7 @@ async def run_evaluation(
     else:  # a collect: its juries as the submit checked them
         check_supported((), "batch", plan.juries)
     scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format, detect=plan.injection != "off")
-    suspected = screen(plan.injection, plan.input, scanned.findings)  # "fail" raises before any judge is made
+    suspected = screen(plan.injection, plan.input, scanned.findings_of(plan.shard))  # "fail" raises before any judge is made
     rubrics = plan.select_rubrics(scanned.inputs_seen)
     juries = _juries(plan, rubrics)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
@@ -310,7 +310,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
         flagged.commit()
         written.add(flagged.path.name)
     code, crash_message = crash_exit(crash) if crash is not None else (EXIT_OK, None)
-    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget, crash_message, run.scanned.findings)
+    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget, crash_message, run.scanned.findings_of(plan.shard))
     summary = sink.totals.summary(wall_time_s=time.perf_counter() - run.started, record=record)
     write_summary(run.out, summary)
     removed = remove_stale(run.out, written)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
@@ -27,6 +27,9 @@ from ..transcripts.models import Transcript
 from ..transcripts.raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 from ..validation import first_problem
 from .reader import iter_records, resolve_format
+
+if TYPE_CHECKING:
+    from ..planning.shard import Shard
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -54,6 +57,14 @@ class ScanResult:
     inputs_seen: set[str] = field(default_factory=set)
     #: transcript id -> the judge-directed text found in its inputs (``detect=True``; harness/injection)
     findings: dict[str, list[Finding]] = field(default_factory=dict)
+    #: transcript id -> its ordinal among the good records (0-based), for each flagged one: a shard's share
+    flagged_ordinal: dict[str, int] = field(default_factory=dict)
+
+    def findings_of(self, shard: Shard | None) -> dict[str, list[Finding]]:
+        """The findings of the transcripts ``shard`` holds (all without a shard)."""
+        if shard is None:
+            return self.findings
+        return {tid: found for tid, found in self.findings.items() if shard.holds(self.flagged_ordinal[tid])}
 
 
 @contextmanager
@@ -164,6 +175,7 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, for
         result.inputs_seen |= inputs_of(record)
         if detect and (found := scan_transcript(record)):
             result.findings[record.id] = found
+            result.flagged_ordinal[record.id] = result.good - 1
     if result.good == 0 and not result.bad:
         raise UserInputError(f"{path}: holds no transcripts")
     return result
