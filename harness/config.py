@@ -364,6 +364,13 @@ class HarnessConfig(BaseModel):
     price_table: Path | None = None
     prompts: list[Path] = Field(default_factory=list)
     rubrics: list[str] | None = None
+    #: "data": the built-in rubrics send their instructions apart from the judged text (their
+    #: ``-data`` versions, docs/guide/injection.md); "inline": as written (the default for now)
+    rubric_layout: Literal["inline", "data"] = "inline"
+    #: what a transcript with judge-directed text in its inputs does (harness/injection): "off"
+    #: (not scanned), "flag" (judged, listed), "unscored" (not sent, unscored injection_suspected),
+    #: "fail" (the run stops before anything is sent)
+    injection: Literal["off", "flag", "unscored", "fail"] = "off"
     judges: list[JudgeConfig] = Field(default_factory=list)
     composites: dict[str, dict[str, float]] = Field(default_factory=dict)
     #: a judge cascade ([cascade]: stages, target_agreement, confidence; harness cascade calibrate|run)

@@ -4,7 +4,8 @@
     ├── UserInputError           a user's mistake: shown as one line, never a traceback
     │   ├── TranscriptError      a bad transcript record (file, line, field)
     │   ├── ConfigError          a bad harness.toml, price table or CLI combination
-    │   └── RubricError          a bad rubric file
+    │   ├── RubricError          a bad rubric file
+    │   └── InjectionSuspected   judge-directed text in the transcripts, with injection = "fail"
     ├── JudgeError               a judge call that did not produce a reply
     │   ├── RateLimited          429 (retried; honours Retry-After)
     │   ├── TransientJudgeError  5xx, timeout, connection problem (retried)
@@ -54,6 +55,10 @@ class TranscriptError(UserInputError):
     def __init__(self, path: str, line: int, field: str, problem: str) -> None:
         self.path, self.line, self.field, self.problem = path, line, field, problem
         super().__init__(f"{path}:{line}: {field}: {problem}")
+
+
+class InjectionSuspected(UserInputError):
+    """Judge-directed text found in the transcripts of a run whose config says ``injection = "fail"``."""
 
 
 class ConfigError(UserInputError):

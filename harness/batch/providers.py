@@ -14,7 +14,6 @@ provider certainly did not act (a 4xx answer) or might have (timeout, connection
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -115,16 +114,16 @@ class BatchAPI(ABC):
                 text = await resp.text()
                 if resp.status >= 300:
                     try:
-                        body: Any = json.loads(text)
+                        body: Any = decode_json(text)
                     except ValueError:
                         body = text[:200]
                     code, message = error_fields(body)
                     detail = redact(f"{code + ': ' if code else ''}{message or body or resp.reason}", self._key)
                     raise BatchHTTPError(f"{self.name} {what}: HTTP {resp.status}: {detail}", definite=400 <= resp.status < 500)
-                try:
-                    return json.loads(text)
-                except ValueError:
-                    raise BatchHTTPError(f"{self.name} {what}: the answer is not JSON", definite=False) from None
+                try:  # bounded: a hostile server's deep nesting is a message, never a RecursionError
+                    return decode_json(text)
+                except ValueError as exc:
+                    raise BatchHTTPError(f"{self.name} {what}: the answer is not usable JSON ({exc})", definite=False) from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise BatchHTTPError(f"{self.name} {what}: {type(exc).__name__}: {exc}", definite=False) from exc
 

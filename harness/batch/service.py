@@ -35,6 +35,7 @@ from ..cache.location import CacheLocation
 from ..capabilities import check_supported
 from ..config import JudgeConfig
 from ..errors import BatchError, ConfigError, UserInputError
+from ..injection.policy import screen
 from ..jsonlines import decode_json
 from ..judges.base import JudgeRequest
 from ..planning import Job, Judgment, Planner, RunOptions, RunPlan, build_plan
@@ -80,11 +81,12 @@ def _plan(options: RunOptions) -> tuple[RunOptions, RunPlan]:
 
 def _jobs(plan: RunPlan) -> tuple[list[Rubric], Iterator[Job]]:
     """Every planned job, as ``harness run`` makes them (the transcripts validated first)."""
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit)
+    scanned = scan(plan.input, plan.on_bad_record, plan.limit, detect=plan.injection != "off")
+    suspected = screen(plan.injection, plan.input, scanned.findings)
     rubrics = plan.select_rubrics(scanned.inputs_seen)
 
     def jobs() -> Iterator[Job]:
-        planner = Planner(rubrics, plan.judges)
+        planner = Planner(rubrics, plan.judges, suspected=suspected)
         for count, (_, record) in enumerate(iter_transcripts(plan.input, plan.on_bad_record)):
             if plan.limit is not None and count >= plan.limit:
                 return

@@ -242,6 +242,20 @@ class JurySummary(_Section):
     rubrics: dict[str, dict[str, Any]] = {}
 
 
+class InjectionRecord(_Section):
+    """What the scan for judge-directed text found (config ``injection``; harness/injection)."""
+
+    #: what a flag did: flag, unscored (fail stops the run before any output)
+    on_flag: str
+    #: transcripts with at least one finding
+    flagged_transcripts: int
+    findings: int
+    #: kind -> findings
+    by_kind: dict[str, int] = {}
+    #: the file listing every finding, in --out
+    file: str = "injection.jsonl"
+
+
 class RunRecord(_Section):
     """What a run was: its input, cache, judges, rubrics and composites, and how it ended."""
 
@@ -267,6 +281,8 @@ class RunRecord(_Section):
     aborted: str | None = None
     #: the run's juries (``[[juries]]``), by name; left out of a run without
     juries: dict[str, JurySummary] = {}
+    #: the scan for judge-directed text (config ``injection``); left out of a run that does not scan
+    injection: InjectionRecord | None = None
 
 
 class RunSummary(RunRecord):

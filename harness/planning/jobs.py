@@ -123,9 +123,17 @@ class Planner:
     cache to look in) skips the cache key, which nothing would read."""
 
     def __init__(
-        self, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True, samplings: Mapping[str, Sampling] | None = None
+        self,
+        rubrics: Sequence[Rubric],
+        judges: Sequence[JudgeConfig],
+        *,
+        keyed: bool = True,
+        samplings: Mapping[str, Sampling] | None = None,
+        suspected: Mapping[str, str] | None = None,
     ) -> None:
         self.rubrics = list(rubrics)
+        #: transcript id -> why its judgments are unscored ``injection_suspected`` and never sent
+        self._suspected = suspected or {}
         if not keyed:
             samplings = None
         elif samplings is None:
@@ -165,7 +173,14 @@ class Planner:
         missing_by_rubric = self._missing.get(present)
         if missing_by_rubric is None:  # a few kinds of transcript per input file: worked out once each
             missing_by_rubric = self._missing[present] = [rubric.missing_inputs(transcript, present) for rubric in self.rubrics]
+        suspected = self._suspected.get(transcript.id)
         for rubric, pairs, missing in zip(self.rubrics, self._pairs, missing_by_rubric, strict=True):
+            if suspected is not None and not missing:
+                for pair in pairs:  # (one judgment a pair, as for a missing input)
+                    job = Job(entry, rubric, pair.judge)
+                    jobs.append(job)
+                    job.result = job.judgment("unscored", reason="injection_suspected", error=suspected)
+                continue
             messages = None if missing else rubric.messages(transcript, blocks, compaction)
             # one count of the prompt's bytes for every judge of the rubric that has a window
             bound = byte_bound(messages) if messages is not None and self._windowed else 0

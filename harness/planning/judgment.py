@@ -19,7 +19,7 @@ from ..rubrics.parsing import ParseReason
 Status = Literal["scored", "unscored", "failed"]
 #: Why no call was made for a judgment: it is unscored and cost nothing. ``jury_settled``: a
 #: sequential jury's verdict was decided by its cheaper members' votes (harness/jury/sequential.py).
-NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted", "context_overflow", "jury_settled"]
+NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted", "context_overflow", "jury_settled", "injection_suspected"]
 #: Why a reply that came back is not read: cut off at the completion budget (its text is partial).
 ReplyReason = Literal["truncated"]
 Reason = ParseReason | NoCallReason | ReplyReason | JudgeErrorKind | LogprobReason

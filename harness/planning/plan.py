@@ -25,7 +25,7 @@ from ..config import DEFAULT_CACHE, HarnessConfig, JudgeConfig, JuryConfig, chec
 from ..cost.prices import PriceTable, load_price_table, with_batch_prices, with_prices
 from ..errors import ConfigError, UserInputError
 from ..rubrics.logprob_score import integer_scale
-from ..rubrics.rubric import Rubric, load_rubrics
+from ..rubrics.rubric import Rubric, find_rubric, load_rubrics, with_layout
 from ..validation import first_problem
 from .options import JudgeOptions
 from .shard import Shard, parse_shard
@@ -64,6 +64,8 @@ class RunOptions(JudgeOptions):
     #: agent metric). No judge is made, keyed or asked and no cache is opened: nothing is sent, it
     #: costs nothing, and offline is the same run.
     agent_only: bool = False
+    #: overrides the config's ``injection`` (``harness injection probe`` judges attacks as they are)
+    injection: Literal["off", "flag", "unscored", "fail"] | None = None
 
 
 @dataclass(slots=True)
@@ -91,6 +93,10 @@ class RunPlan:
     juries: list[JuryConfig] = field(default_factory=list)
     #: where the config came from, for messages ("harness.toml", "command line")
     source: str = "command line"
+    #: the config's ``rubric_layout``: "data" puts the built-in rubrics in the data layout
+    rubric_layout: Literal["inline", "data"] = "inline"
+    #: the config's ``injection``: what a transcript with judge-directed text does (harness/injection)
+    injection: Literal["off", "flag", "unscored", "fail"] = "off"
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed,
@@ -238,14 +244,16 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     if require_keys and not options.offline:
         _check_keys(judges, source)
 
-    available = load_rubrics([*config.prompts, *options.prompts])
+    available = with_layout(load_rubrics([*config.prompts, *options.prompts]), config.rubric_layout)
     wanted = options.rubrics or config.rubrics
     rubrics = None
     if wanted:
-        unknown = [name for name in wanted if name not in available]
-        if unknown:
-            raise UserInputError(f"unknown rubric {unknown[0]!r}; available: {', '.join(sorted(available))}")
-        rubrics = [available[name] for name in dict.fromkeys(wanted)]
+        rubrics = [find_rubric(available, name) for name in dict.fromkeys(wanted)]
+        rubric_names = [r.name for r in rubrics]
+        twice = next((n for n in rubric_names if rubric_names.count(n) > 1), None)
+        if twice is not None:
+            raise UserInputError(f"--rubric: two versions of rubric {twice!r} in one run; name one")
+        available = {**available, **{r.name: r for r in rubrics}}
 
     composites = config.all_composites()
     for name, weights in composites.items():
@@ -292,6 +300,8 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         trajectory=TrajectorySettings(config.trajectory.mode, config.trajectory.arguments, config.trajectory.default),
         juries=juries,
         source=source,
+        rubric_layout=config.rubric_layout,
+        injection=options.injection or config.injection,
     )
 
 

@@ -63,6 +63,10 @@ class Input:
     #: input's default budget) and what the rule did; ``render`` is this at the default budget.
     #: The context-window guard shrinks such an input before any other.
     compact: Callable[[Any, int | None], Block] | None = None
+    #: the value's text without tags, as items (one, or one per context), within a budget of
+    #: characters for a compactable input (None: its default), and what compaction did (None:
+    #: not compactable): the data layout (``fence.py``) wraps these in its own blocks
+    plain: Callable[[Any, int | None], tuple[tuple[str, ...], Block | None]] = lambda value, budget: ((value,), None)
 
     @property
     def compactable(self) -> bool:
@@ -74,12 +78,25 @@ def _trajectory(steps: Any, budget: int | None) -> Block:
     return Block(data_block("trajectory", rendering.text), rendering.compacted, rendering.fits)
 
 
+def _plain_trajectory(steps: Any, budget: int | None) -> tuple[tuple[str, ...], Block]:
+    rendering = render_steps(steps, TRAJECTORY_CHARS if budget is None else budget)
+    return (rendering.text,), Block(rendering.text, rendering.compacted, rendering.fits)
+
+
 # (Text renderers are partials of data_block, not lambdas: each transcript's inputs are rendered
 # once per run, on the planner's hot path.)
 INPUTS: tuple[Input, ...] = (
     Input("query", "query", "text", "the user's request", "query", partial(data_block, "query")),
     Input("response", "response", "text", "the agent's final answer", "response", partial(data_block, "response")),
-    Input("contexts", "contexts", "texts", "the passages the agent retrieved, numbered", "context", partial(data_block, "contexts")),
+    Input(
+        "contexts",
+        "contexts",
+        "texts",
+        "the passages the agent retrieved, numbered",
+        "context",
+        partial(data_block, "contexts"),
+        plain=lambda items, budget: (tuple(items), None),
+    ),
     Input("reference", "reference", "text", "the expected answer or outcome", "reference", partial(data_block, "reference")),
     Input(
         "trajectory",
@@ -89,6 +106,7 @@ INPUTS: tuple[Input, ...] = (
         "trajectory",
         lambda steps: _trajectory(steps, None).text,
         compact=_trajectory,
+        plain=_plain_trajectory,
     ),
     Input(
         "tools",
@@ -97,6 +115,7 @@ INPUTS: tuple[Input, ...] = (
         "the tools the agent had: name, description, parameters",
         "tools",
         lambda tools: data_block("tools", render_tools(tools)),
+        plain=lambda tools, budget: ((render_tools(tools),), None),
     ),
     Input(
         "reference_trajectory",
@@ -105,14 +124,16 @@ INPUTS: tuple[Input, ...] = (
         "the calls the agent should make",
         "reference_trajectory",
         lambda items: data_block("reference_trajectory", render_reference(items)),
+        plain=lambda items, budget: ((render_reference(items),), None),
     ),
 )
 BY_NAME: dict[str, Input] = {i.name: i for i in INPUTS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 
 _TAGS = "|".join(re.escape(i.tag) for i in INPUTS)
-DATA_OPEN_RE = re.compile(rf'<((?:{_TAGS})(?:-[0-9a-f]{{12}})?)(?: n="[0-9]+")?>')
-DATA_CLOSE_RE = re.compile(rf"</((?:{_TAGS})(?:-[0-9a-f]{{12}})?)>")
+# The inline layout's tags, and the data layout's marked blocks (``fence.py``: ``data-`` and 16 hex digits).
+DATA_OPEN_RE = re.compile(rf'<((?:{_TAGS})(?:-[0-9a-f]{{12}})?|data-[0-9a-f]{{16}})(?: name="[a-z_]+")?(?: n="[0-9]+")?>')
+DATA_CLOSE_RE = re.compile(rf"</((?:{_TAGS})(?:-[0-9a-f]{{12}})?|data-[0-9a-f]{{16}})>")
 
 
 #: Each combination of present inputs seen (one flag per input, in order) as its set of names: a

@@ -184,12 +184,19 @@ class _Reading(NamedTuple):
 # --- parse_score ---------------------------------------------------------------------------------
 
 
-def parse_score(text: str | None, lo: float, hi: float) -> ParsedScore:
+def parse_score(text: str | None, lo: float, hi: float, *, strict: bool = False) -> ParsedScore:
     """The judge's score on the scale ``(lo, hi)``, or unscored with a reason; never raises
-    for any text. A scale that is not two finite numbers ``lo < hi`` raises ValueError."""
+    for any text. A scale that is not two finite numbers ``lo < hi`` raises ValueError.
+
+    ``strict`` (a data-layout rubric, which asks for a JSON object): a reply that is only
+    ``{"score": N}`` or ``Score: N`` is read as usual, and otherwise only rule 1 reads a score, so a
+    labelled number, a bare number or a verdict phrase inside a longer reply, which a judge writes
+    as readily when it quotes the transcript, is no score (``no_score_found``)."""
     _check_scale(lo, hi)
     if not isinstance(text, str) or not text.strip():
         return ParsedScore("unscored", None, None, False, "empty_reply")
+    if strict and _PLAIN_RE.fullmatch(text) is None:
+        return _parse_general(text, lo, hi, (_from_json,))
     # Most replies are exactly what the rubric asked for; reading those directly is 5-10× faster
     # than the general rules below (which give the same result: tests/test_parsing.py checks it).
     if (plain := _PLAIN_RE.fullmatch(text)) is not None:
@@ -200,9 +207,9 @@ def parse_score(text: str | None, lo: float, hi: float) -> ParsedScore:
     return _parse_general(text, lo, hi)
 
 
-def _parse_general(text: str, lo: float, hi: float) -> ParsedScore:
+def _parse_general(text: str, lo: float, hi: float, rules: tuple[Any, ...] | None = None) -> ParsedScore:
     text = _unwrap(_without_data_blocks(text))
-    for rule in (_from_json, _from_labels, _from_bare_number, _from_verdict):
+    for rule in rules or (_from_json, _from_labels, _from_bare_number, _from_verdict):
         reading = rule(text, lo, hi)
         if reading is None:
             continue

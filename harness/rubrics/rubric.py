@@ -31,18 +31,21 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import RubricError
+from ..errors import RubricError, UserInputError
 from ..transcripts.models import Resolved
 from ..validation import first_problem
+from .fence import DATA_SYSTEM, OPENING, RESTATE, block, marker_for, reply_format, request_seed, split_instructions
 from .inputs import BY_NAME, NAMES, Block, present_inputs
 
+#: The version suffix of a built-in rubric in the data layout (``relevance@2-data``).
+DATA_SUFFIX = "-data"
 #: The inputs a rubric may name (``inputs.py``, one entry each).
 INPUTS = NAMES
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
@@ -117,6 +120,9 @@ class RubricHeader(BaseModel):
     calibration: Calibration | None = None
     #: false: run only when named (``--rubric``, ``rubrics``), not in the default set
     default: bool = True
+    #: "data": instructions in the system message, each input in a marked data block, the reply
+    #: format restated after the data (``fence.py``); "inline": the template as one user message
+    layout: Literal["inline", "data"] = "inline"
 
     @field_validator("version", mode="before")
     @classmethod
@@ -183,11 +189,19 @@ class Rubric:
     calibration: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     #: in the default set of a run that names no rubric (when its transcripts can feed it)
     default: bool = True
+    #: "data": instructions apart from the judged text (``fence.py``); "inline": the template as written
+    layout: Literal["inline", "data"] = "inline"
     #: the inputs compaction may shorten (``inputs.Input.compactable``), worked out once
     compactable: tuple[str, ...] = field(init=False)
+    #: the data layout's system message, first heading and restated reply format, worked out once
+    _data_parts: tuple[str, str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compactable", tuple(name for name in self.inputs if BY_NAME[name].compactable))
+        instructions, heading = split_instructions(self.parts[0] if len(self.parts) > 1 else "")
+        system = DATA_SYSTEM if self.system == DEFAULT_SYSTEM else self.system
+        system = f"{system}\n\n{instructions}" if instructions else system
+        object.__setattr__(self, "_data_parts", (system, heading, reply_format(instructions, self.labels, self.scale)))
 
     @property
     def lo(self) -> float:
@@ -200,7 +214,10 @@ class Rubric:
     @property
     def fixed_prefix(self) -> int:
         """Characters of the rendered user message before the first input: the rubric's fixed text,
-        which the built-in rubrics put first so providers' prompt caches apply."""
+        which the built-in rubrics put first so providers' prompt caches apply (the data layout:
+        the opening before the request's marker; its instructions are the system message)."""
+        if self.layout == "data":
+            return len(OPENING)
         return len(self.parts[0]) if len(self.parts) > 1 else 0
 
     def calibrated(self, score: float) -> float:
@@ -247,6 +264,8 @@ class Rubric:
         context-window guard does); a text rendered with a budget is memoised too, so pass a
         memo of its own with budgets.
         """
+        if self.layout == "data":
+            return self._data_messages(transcript, compaction, budgets)
         memo = {} if blocks is None else blocks
         parts = list(self.parts)
         for i in range(1, len(parts), 2):  # odd positions hold input names (re.split with a group)
@@ -262,6 +281,31 @@ class Rubric:
                     text = memo[name] = self._render(name, transcript, compaction, None)
             parts[i] = text
         return ({"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)})
+
+    def _data_messages(self, transcript: Resolved, compaction: dict[str, Block] | None, budgets: Mapping[str, int] | None) -> Messages:
+        """The data layout's (system, user) messages (``fence.py``)."""
+        texts: dict[str, tuple[str, ...]] = {}
+        for name in self.inputs:
+            entry = BY_NAME[name]
+            items, done = entry.plain(getattr(transcript, entry.attr), None if budgets is None else budgets.get(name))
+            texts[name] = items
+            if done is not None and compaction is not None:
+                compaction[name] = done
+        marker = marker_for(request_seed(self.name, self.version, list(texts.items())), [t for items in texts.values() for t in items])
+        system, heading, reply = self._data_parts
+        out = [OPENING, f"Marker: data-{marker}\n\n", heading]
+        for i in range(1, len(self.parts), 2):
+            name = self.parts[i]
+            out.append(block(marker, BY_NAME[name].tag, texts[name], BY_NAME[name].kind == "texts"))
+            out.append(self.parts[i + 1])
+        out.append(f"\n{RESTATE}{reply}\n")
+        return ({"role": "system", "content": system}, {"role": "user", "content": "".join(out)})
+
+    def as_data(self) -> Rubric:
+        """This rubric in the data layout, as the version ``VERSION-data`` (a new cache key)."""
+        if self.layout == "data":
+            return self
+        return replace(self, version=self.version + DATA_SUFFIX, layout="data")
 
     @staticmethod
     def _render(name: str, transcript: Resolved, compaction: dict[str, Block] | None, budget: int | None) -> str:
@@ -341,6 +385,7 @@ def parse_rubric(text: str, source: str) -> Rubric:
         samples=header.samples,
         calibration=None if header.calibration is None else (header.calibration.score, header.calibration.human),
         default=header.default,
+        layout=header.layout,
     )
 
 
@@ -375,7 +420,9 @@ def rubric_text(rubric: Rubric, comments: Iterable[str] = ()) -> str:
         "direction": rubric.direction,
         "inputs": list(rubric.inputs),
     }
-    optional = {"max_tokens": rubric.max_tokens, "labels": rubric.labels, "truncate": rubric.truncate, "samples": rubric.samples}
+    optional: dict[str, object] = {"max_tokens": rubric.max_tokens, "labels": rubric.labels, "truncate": rubric.truncate, "samples": rubric.samples}
+    if rubric.layout != "inline":
+        optional["layout"] = rubric.layout
     fields.update({k: v for k, v in optional.items() if v is not None})
     if rubric.system != DEFAULT_SYSTEM:
         fields["system"] = rubric.system
@@ -410,3 +457,50 @@ def load_rubrics(dirs: Iterable[str | Path] = ()) -> dict[str, Rubric]:
                 raise RubricError(f"{path}: name: {rubric.name!r} differs from the file name {path.stem!r}")
             rubrics[rubric.name] = rubric
     return rubrics
+
+
+def is_builtin(rubric: Rubric) -> bool:
+    """Whether the rubric is one of the built-in files (not a ``--prompts`` directory's)."""
+    return Path(rubric.source).parent == builtin_prompts_dir()
+
+
+def with_layout(rubrics: Mapping[str, Rubric], layout: Literal["inline", "data"]) -> dict[str, Rubric]:
+    """The rubrics a run offers by name under the config's ``rubric_layout``: "data" puts every
+    built-in rubric in the data layout (its ``-data`` version); a rubric of a prompts directory
+    keeps the layout its header gives."""
+    if layout == "inline":
+        return dict(rubrics)
+    return {name: r.as_data() if is_builtin(r) else r for name, r in rubrics.items()}
+
+
+def inline_custom(rubrics: Iterable[Rubric]) -> list[str]:
+    """The names of the rubrics of prompts directories that render the judged text inline."""
+    return [r.name for r in rubrics if r.layout == "inline" and not is_builtin(r)]
+
+
+def opt_in_notice(names: Sequence[str]) -> str:
+    """The one line that tells a user with rubrics of the old layout how to opt in."""
+    return (
+        f"rubric {', '.join(names)}: the judged text is pasted into the instructions (layout inline); add "
+        'layout = "data" to its header to send the instructions apart from the data (docs/guide/injection.md)'
+    )
+
+
+def find_rubric(available: Mapping[str, Rubric], name: str) -> Rubric:
+    """The rubric ``name`` names: a rubric's name, or ``NAME@VERSION`` for one version of it, the
+    one its file holds or that version's ``-data`` form (``relevance@2``, ``relevance@2-data``), so
+    a run made before a layout change replays under the version it recorded."""
+    if name in available:
+        return available[name]
+    base, at, version = name.partition("@")
+    found = available.get(base)
+    if at and found is not None:
+        inline = found.version.removesuffix(DATA_SUFFIX) if found.layout == "data" and is_builtin(found) else found.version
+        if version == inline and found.layout == "data" and is_builtin(found):
+            return replace(found, version=inline, layout="inline")
+        if version == found.version:
+            return found
+        if version == inline + DATA_SUFFIX and found.layout == "inline":
+            return found.as_data()
+        raise UserInputError(f"rubric {base!r} has versions {inline} and {inline}{DATA_SUFFIX}, not {version!r}")
+    raise UserInputError(f"unknown rubric {name!r}; available: {', '.join(sorted(available))}")

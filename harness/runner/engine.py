@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from typing import TYPE_CHECKING
 
 from ..cache.base import CachedReply, CacheStore, FailedCall
@@ -67,6 +67,7 @@ class Runner:
         budget: Budget | None = None,
         answer: Callable[[Job], Judgment] | None = None,
         uncached: Container[str] = frozenset(),
+        suspected: Mapping[str, str] | None = None,
     ) -> None:
         self.budget = budget
         #: answers every cache miss without a call (``harness batch collect``: the downloaded results)
@@ -85,7 +86,7 @@ class Runner:
         self._endpoint_of = {j.name: e.id for e in self.endpoints for j in e.judges}
         # What every transcript's requests share is worked out once a run (bench/profile_judgment.py).
         self._samplings = {j.name: j.sampling for j in plan.judges}
-        self._planner = Planner(rubrics, plan.judges, samplings=self._samplings)
+        self._planner = Planner(rubrics, plan.judges, samplings=self._samplings, suspected=suspected)
         self._queues: dict[str, asyncio.Queue[Job | None]] = {}
         #: key -> the jobs of this run waiting for the call of the first job with that key
         self._inflight: dict[str, list[Job]] = {}

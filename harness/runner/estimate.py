@@ -16,7 +16,7 @@ reports the endpoint's duration; with one judge per endpoint these are that judg
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -132,8 +132,11 @@ def _add(total: float | None, amount: float | None) -> float | None:
     return None if total is None or amount is None else total + amount
 
 
-def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcripts: int, rubric_inputs: set[str]) -> Estimate:
-    """The estimate of ``plan`` over ``transcripts`` (already validated)."""
+def estimate_records(
+    plan: RunPlan, transcripts: Iterable[Transcript], n_transcripts: int, rubric_inputs: set[str], suspected: Mapping[str, str] | None = None
+) -> Estimate:
+    """The estimate of ``plan`` over ``transcripts`` (already validated); ``suspected``: the
+    transcripts ``injection = "unscored"`` sends nothing of (``injection.policy.screen``)."""
     rubrics = plan.select_rubrics(rubric_inputs)
     use_cache = plan.cache_mode in ("read-write", "offline")
     cache = open_reader(plan.cache_path) if use_cache else None
@@ -160,6 +163,8 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
             if job.result is not None:
                 if job.result.reason == "context_overflow":
                     line.context_overflow += 1
+                elif job.result.reason == "injection_suspected":
+                    pass  # not sent: no request, no cost
                 else:
                     line.missing_input += 1
                 continue
@@ -187,7 +192,7 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
 
     try:
         batch: list[Entry] = []
-        planner = Planner(rubrics, plan.judges, keyed=cache is not None)
+        planner = Planner(rubrics, plan.judges, keyed=cache is not None, suspected=suspected)
         for record in transcripts:
             batch.append(planner.entry(record.resolved()))
             if len(batch) >= _BATCH:
@@ -235,17 +240,18 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
 
 def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
     """Estimate a planned run whose transcripts ``scan`` has already validated."""
+    suspected = {tid: "" for tid in scanned.findings} if plan.injection == "unscored" else None
     records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format))
     if plan.limit is not None:
         records = (r for r, _ in zip(records, range(plan.limit), strict=False))
     shard = plan.shard
     if shard is not None:  # this shard's slice only; the rubrics are still chosen over the whole file
         records = (r for k, r in enumerate(records) if shard.holds(k))
-        return estimate_records(plan, records, shard.size(scanned.good), scanned.inputs_seen)
-    return estimate_records(plan, records, scanned.good, scanned.inputs_seen)
+        return estimate_records(plan, records, shard.size(scanned.good), scanned.inputs_seen, suspected)
+    return estimate_records(plan, records, scanned.good, scanned.inputs_seen, suspected)
 
 
 def estimate_run(options: RunOptions) -> Estimate:
     """Validate the transcripts and estimate the run ``options`` describe. No network, no judge."""
     plan = build_plan(options, require_keys=False)
-    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit, plan.format))
+    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit, plan.format, detect=plan.injection == "unscored"))

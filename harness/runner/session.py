@@ -14,7 +14,7 @@ import gc
 import signal
 import threading
 import time
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +27,26 @@ from ..cost.budget import Budget
 from ..cost.staleness import retirements
 from ..errors import BudgetExceeded, CacheError, ConfigError, FatalJudgeError, OutputError, ResourceExhausted, TranscriptError, UserInputError
 from ..exit_codes import EXIT_BUDGET, EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_OK
+from ..injection.detect import Finding, by_kind
+from ..injection.policy import screen
 from ..judges.base import Judge
 from ..judges.registry import make_judge
 from ..metrics.run import RunTotals
-from ..metrics.schema import BudgetRecord, JudgeModel, JuryPanelRecord, JurySummary, RetirementRecord, RubricScale, RunRecord, RunSummary
+from ..metrics.schema import (
+    BudgetRecord,
+    InjectionRecord,
+    JudgeModel,
+    JuryPanelRecord,
+    JurySummary,
+    RetirementRecord,
+    RubricScale,
+    RunRecord,
+    RunSummary,
+)
 from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remove_stale
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
-from ..rubrics.rubric import Rubric
+from ..rubrics.rubric import Rubric, inline_custom, opt_in_notice
 from ..traces.loader import ScanResult, scan
 from .engine import Runner
 from .estimate import estimate_scanned
@@ -58,6 +70,8 @@ class RunOutcome:
     stopped_judges: list[FatalJudgeError] = field(default_factory=list)
     #: files an earlier run left in --out that this run did not write, removed
     removed_stale: list[str] = field(default_factory=list)
+    #: one-line notes for the user (a custom rubric of the old layout in a run that asked for the data layout)
+    notices: list[str] = field(default_factory=list)
 
 
 class Answers(Protocol):
@@ -111,6 +125,17 @@ def _stage_skipped(out: Path, scanned: ScanResult) -> StagedFile | None:
     return staged
 
 
+def _stage_findings(out: Path, plan: RunPlan, scanned: ScanResult) -> StagedFile | None:
+    """OUT/injection.jsonl: one line per finding of a run that scans (empty when none were found)."""
+    if plan.injection == "off":
+        return None
+    staged = StagedFile(out / "injection.jsonl")
+    for found in scanned.findings_of(plan.shard).values():
+        for finding in found:
+            staged.write(dumps(finding.as_dict()) + "\n")
+    return staged
+
+
 @dataclass(slots=True)
 class _Run:
     """One run once checked: what judging it needs, and how it reports back."""
@@ -128,6 +153,8 @@ class _Run:
     handle_signals: bool = False
     answers: Answers | None = None
     juries: JuryRun | None = None
+    #: transcript id -> why its judgments are unscored without a call (config injection = "unscored")
+    suspected: dict[str, str] | None = None
 
 
 def _juries(plan: RunPlan, rubrics: list[Rubric]) -> JuryRun | None:
@@ -163,7 +190,8 @@ async def run_evaluation(
         check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live", plan.juries)
     else:  # a collect: its juries as the submit checked them
         check_supported((), "batch", plan.juries)
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format)
+    scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format, detect=plan.injection != "off")
+    suspected = screen(plan.injection, plan.input, scanned.findings_of(plan.shard))  # "fail" raises before any judge is made
     rubrics = plan.select_rubrics(scanned.inputs_seen)
     juries = _juries(plan, rubrics)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
@@ -176,7 +204,9 @@ async def run_evaluation(
     try:
         with collector_tuned():
             return await _judge_and_write(
-                _Run(plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers, juries)
+                _Run(
+                    plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers, juries, suspected
+                )
             )
     finally:
         lock.release()
@@ -224,11 +254,13 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
     (``crash_exit``), never a hang."""
     plan = run.plan
     skipped = _stage_skipped(run.out, run.scanned)
+    flagged = _stage_findings(run.out, plan, run.scanned)
     try:
         sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory, run.juries)
     except BaseException:
-        if skipped is not None:
-            skipped.discard()
+        for staged in (skipped, flagged):
+            if staged is not None:
+                staged.discard()
         raise
     cache = open_store(plan.cache_path, read_only=plan.cache_mode == "offline", lease_s=plan.cache_lease_s) if plan.cache_path else None
     runner: Runner | None = None
@@ -253,6 +285,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
                 budget=run.budget,
                 answer=answer,
                 uncached=uncached,
+                suspected=run.suspected,
             )
             interrupted, crash = await _judge(runner, run.handle_signals)
             if run.answers is not None:
@@ -266,14 +299,18 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
         # one line says why): the previous run's outputs stay as they were.
         if runner is None or isinstance(exc, UserInputError):
             sink.discard()
-            if skipped is not None:
-                skipped.discard()
+            for staged in (skipped, flagged):
+                if staged is not None:
+                    staged.discard()
         raise
     assert runner is not None
     crash = crash or crash_on_close
     written = _commit(sink, skipped)
+    if flagged is not None:
+        flagged.commit()
+        written.add(flagged.path.name)
     code, crash_message = crash_exit(crash) if crash is not None else (EXIT_OK, None)
-    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget, crash_message)
+    record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget, crash_message, run.scanned.findings_of(plan.shard))
     summary = sink.totals.summary(wall_time_s=time.perf_counter() - run.started, record=record)
     write_summary(run.out, summary)
     removed = remove_stale(run.out, written)
@@ -290,7 +327,14 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
         estimated_cost_usd=run.estimated,
         stopped_judges=[h.error for h in runner.health.values() if h.error is not None],
         removed_stale=removed,
+        notices=_notices(plan, run.rubrics),
     )
+
+
+def _notices(plan: RunPlan, rubrics: list[Rubric]) -> list[str]:
+    """Told once a run: the custom rubrics still in the inline layout when the config asks for the data layout."""
+    old = inline_custom(rubrics) if plan.rubric_layout == "data" else []
+    return [opt_in_notice(old)] if old else []
 
 
 async def _judge(runner: Runner, handle_signals: bool) -> tuple[bool, Exception | None]:
@@ -376,7 +420,14 @@ def _commit(sink: OutputSink, skipped: StagedFile | None) -> set[str]:
 
 
 def _run_record(
-    plan: RunPlan, rubrics: list[Rubric], sink: OutputSink, skipped: int, interrupted: bool, budget: Budget | None, aborted: str | None
+    plan: RunPlan,
+    rubrics: list[Rubric],
+    sink: OutputSink,
+    skipped: int,
+    interrupted: bool,
+    budget: Budget | None,
+    aborted: str | None,
+    findings: Mapping[str, list[Finding]] | None = None,
 ) -> RunRecord:
     """What summary.json records about the run itself, beside its aggregates."""
     juries = sink.juries
@@ -407,6 +458,15 @@ def _run_record(
         update["shard"] = str(plan.shard)
     if juries is not None:
         update["juries"] = {name: JurySummary.model_validate(report) for name, report in juries.report().items()}
+    if plan.injection != "off":
+        findings = findings or {}
+        update["injection"] = InjectionRecord(
+            on_flag=plan.injection,
+            flagged_transcripts=len(findings),
+            findings=sum(map(len, findings.values())),
+            by_kind=by_kind(findings),
+            file="injection.jsonl",
+        )
     return record.model_copy(update=update) if update else record
 
 

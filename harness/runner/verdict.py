@@ -65,7 +65,9 @@ def read_reply(job: Job, text: str, logprobs: Logprobs | None = None) -> Judgmen
             score_mass=weighted.mass,
             error="the judge's reply carried no top_logprobs" if weighted.reason == "logprobs_unavailable" else None,
         )
-    parsed = parse_structured_score(text, rubric.lo, rubric.hi) if structured else parse_score(text, rubric.lo, rubric.hi)
+    parsed = (
+        parse_structured_score(text, rubric.lo, rubric.hi) if structured else parse_score(text, rubric.lo, rubric.hi, strict=rubric.layout == "data")
+    )
     score = parsed.score if parsed.score is None else rubric.calibrated(parsed.score)
     return job.judgment(parsed.status, score=score, raw_score=parsed.raw_score, clamped=parsed.clamped, reason=parsed.reason, raw_output=text)
 

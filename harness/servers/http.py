@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 
 from ..errors import ServerRateLimited, ServerRefused, ServerUnavailable, TraceServerError
+from ..jsonlines import decode_json
 from ..judges.protocol import retry_after
 from ..judges.retry import SERVER_RETRIED, Attempts, call_with_retries
 from .source import Source
@@ -38,7 +39,7 @@ def answer_text(body: bytes) -> str:
     """What the server said: the message of a JSON error body, else its text."""
     text = body.decode("utf-8", "replace")
     try:
-        data = json.loads(text)
+        data = decode_json(text)
     except ValueError:
         return one_line(text) or "no detail"
     if isinstance(data, dict):
@@ -111,11 +112,12 @@ class ServerClient:
         if 200 <= status < 300:
             if not raw.strip():
                 return None
-            try:
-                return json.loads(raw)
-            except ValueError:
+            try:  # bounded: a hostile server's deep nesting is a message, never a RecursionError
+                return decode_json(raw)
+            except ValueError as exc:
                 raise ServerUnavailable(
-                    f"{where}: {status} with a body that is not JSON: {one_line(raw.decode('utf-8', 'replace'))}", status=status
+                    f"{where}: {status} with a body that is not usable JSON ({exc}): {one_line(raw[:ANSWER_CHARS].decode('utf-8', 'replace'))}",
+                    status=status,
                 ) from None
         raise status_error(status, raw, headers, where, secrets(self.source.headers))
 

@@ -124,6 +124,7 @@ REASON_WORDS = {
     "empty_reply": "empty reply",
     "truncated": "reply cut off",
     "jury_settled": "not needed by a sequential jury",
+    "injection_suspected": "judge-directed text found (not sent)",
 }
 
 #: Unscored reasons that point at a judge's settings, and what to do about them.
@@ -356,6 +357,16 @@ def show_run(outcome: RunOutcome, console: Console, notes: Console | None = None
         console.print(f"[yellow]warning:[/] {escape(retirement.message)}", highlight=False, soft_wrap=True)
     for error in outcome.stopped_judges:  # said once here, not once per judgment it failed
         console.print(f"[red]judge stopped:[/] {error}", highlight=False)
+    if (scan := outcome.summary.injection) is not None:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in scan.by_kind.items())
+        done = {"flag": "judged as usual", "unscored": "unscored injection_suspected, not sent"}.get(scan.on_flag, scan.on_flag)
+        style = "yellow" if scan.flagged_transcripts else "green"
+        line = f"[{style}]injection scan:[/] {scan.flagged_transcripts} transcript(s) flagged"
+        if scan.flagged_transcripts:
+            line += f" ({escape(kinds)}; {done}); each finding is in {escape(scan.file)} beside summary.json"
+        console.print(line, highlight=False, soft_wrap=True)
+    for notice in outcome.notices:
+        console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
 
 
 def batch_table(rows: list[tuple[BatchRecord, str]], console: Console) -> None:

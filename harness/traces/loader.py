@@ -15,17 +15,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
 from ..errors import TranscriptError, UserInputError
+from ..injection.detect import Finding, scan_transcript
 from ..jsonlines import check_readable_file
 from ..rubrics.inputs import inputs_of
 from ..transcripts.models import Transcript
 from ..transcripts.raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 from ..validation import first_problem
 from .reader import iter_records, resolve_format
+
+if TYPE_CHECKING:
+    from ..planning.shard import Shard
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -51,6 +55,16 @@ class ScanResult:
     bad: list[TranscriptError] = field(default_factory=list)
     #: rubric inputs (``rubrics.inputs``) that at least one good record supplies
     inputs_seen: set[str] = field(default_factory=set)
+    #: transcript id -> the judge-directed text found in its inputs (``detect=True``; harness/injection)
+    findings: dict[str, list[Finding]] = field(default_factory=dict)
+    #: transcript id -> its ordinal among the good records (0-based), for each flagged one: a shard's share
+    flagged_ordinal: dict[str, int] = field(default_factory=dict)
+
+    def findings_of(self, shard: Shard | None) -> dict[str, list[Finding]]:
+        """The findings of the transcripts ``shard`` holds (all without a shard)."""
+        if shard is None:
+            return self.findings
+        return {tid: found for tid, found in self.findings.items() if shard.holds(self.flagged_ordinal[tid])}
 
 
 @contextmanager
@@ -145,11 +159,12 @@ def iter_checked(path: str | Path, on_bad: OnBad, bad: list[TranscriptError], fo
         yield raw.line, record
 
 
-def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto") -> ScanResult:
+def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto", *, detect: bool = False) -> ScanResult:
     """Validate every record (up to ``limit`` good ones) before any judge is called.
 
     With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
-    Duplicate ids are a problem at the repeat, naming the line of the first.
+    Duplicate ids are a problem at the repeat, naming the line of the first. ``detect``: each good
+    record's judged inputs are scanned for judge-directed text too (``injection.detect``).
     """
     result = ScanResult()
     records = iter_checked(path, on_bad, result.bad, format)
@@ -158,6 +173,9 @@ def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, for
     for _, record in records:
         result.good += 1
         result.inputs_seen |= inputs_of(record)
+        if detect and (found := scan_transcript(record)):
+            result.findings[record.id] = found
+            result.flagged_ordinal[record.id] = result.good - 1
     if result.good == 0 and not result.bad:
         raise UserInputError(f"{path}: holds no transcripts")
     return result
