@@ -35,6 +35,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "align": ("align",),
     "race": ("race", "cascade"),
     "judges": ("judges",),
+    "view": ("view",),
 }
 _MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items() for command in commands}
 
