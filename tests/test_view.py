@@ -41,6 +41,8 @@ RTL = "ما هو صافي قيمة الأصول؟ שלום עולם"
 BIDI = "\u202eevil\u202c \u2067isolated\u2069 <b>x</b>"
 #: Screenshots for the docs go here when set (docs/guide/img/ when the guide's pictures are remade).
 SHOTS = os.environ.get("HARNESS_VIEW_SCREENSHOTS")
+#: relevance reads the query and response, task_completion the steps too (both 0..1)
+AGENT_RUBRICS = ("relevance", "task_completion")
 
 
 def cli(*args: str) -> Any:
@@ -74,8 +76,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             root / "harness.toml", [judge("mini", server.base_url), judge("big", server.base_url, model="big-model")], cache=str(root / "cache.sqlite")
         )
         out = root / "runs"
-        for name, data in (("agent-a", data_a), ("agent-b", data_b), ("hostile", data_h)):
-            done = cli("run", str(data), "--config", str(config), "--rubric", "relevance", "--rubric", "helpfulness", "--out", str(out / name))
+        for name, data, rubrics in (("agent-a", data_a, AGENT_RUBRICS), ("agent-b", data_b, AGENT_RUBRICS), ("hostile", data_h, ("relevance",))):
+            chosen = [arg for rubric in rubrics for arg in ("--rubric", rubric)]
+            done = cli("run", str(data), "--config", str(config), *chosen, "--out", str(out / name))
             assert done.exit_code == 0, done.output
     sampled = cli("labels", "sample", str(out / "agent-a"), "--n", "6", "--seed", "1")
     assert sampled.exit_code == 0, sampled.output
@@ -254,7 +257,7 @@ def test_two_runs_side_by_side(runs: dict[str, Path], viewer: Viewer, browser: A
     compared = {(m["metric"], m["judge"]): m for m in json.loads(done.output)["metrics"]}
     moved_any = False
     for judge_name in ("mini", "big"):
-        for rubric in ("relevance", "helpfulness"):
+        for rubric in AGENT_RUBRICS:
             row = p.locator(f'#differences tr[data-metric="{rubric}"][data-judge="{judge_name}"]')
             m = compared[(rubric, judge_name)]
             assert row.locator(".diff").inner_text() == fmt(m["difference"])
@@ -280,18 +283,28 @@ def test_two_runs_side_by_side(runs: dict[str, Path], viewer: Viewer, browser: A
         assert judges == {"mini", "big"}
         assert p.locator(f"#side-{side} details .prose").count() == 4  # 2 rubrics x 2 judges
     run = runs["a"] if side == "a" else runs["b"]
-    replies = {j["raw_output"] for j in read_jsonl(run / "judgments.jsonl") if j["transcript_id"] == tid}
+    replies = {j["raw_output"] for j in read_jsonl(run / "judgments.jsonl") if j["transcript_id"] == tid and j["raw_output"] is not None}
     shown = set(p.locator("#side-b details .prose").evaluate_all("ps => ps.map(p => p.textContent)"))
     assert shown == replies
     page.clean()
     page.close()
 
 
+def _steps() -> dict[str, int]:
+    """Each example transcript's tool calls, counted in its messages."""
+    return {r["id"]: sum(len(m.get("tool_calls") or []) for m in r["messages"] if m["role"] == "assistant") for r in read_jsonl(EXAMPLE)}
+
+
 def _label_all(page: Page, annotator: str, keys: list[str]) -> None:
+    steps = _steps()
     p = page.open(f"/queue?r=agent-a&annotator={annotator}")
     for key in keys:
         p.wait_for_selector("#item")
         assert p.locator("#judge-score").is_hidden(), "the judge's score must be hidden until asked for"
+        # the item as the judge saw it: the steps too, for a rubric that reads the trajectory
+        assert p.locator("#item .timeline .step").count() == (
+            0 if p.locator("#item").get_attribute("data-rubric") == "relevance" else steps[p.locator("#item").get_attribute("data-transcript") or ""]
+        )
         with p.expect_navigation():
             p.keyboard.press(key)
     p.wait_for_selector("#done")
@@ -307,7 +320,7 @@ def test_two_annotators_label_in_the_queue(runs: dict[str, Path], viewer: Viewer
     shutil.rmtree(folder, ignore_errors=True)
     units = [(r["transcript_id"], rubric) for r in read_jsonl(runs["a"] / "labels" / "to_label.jsonl") for rubric in r["rubrics"]]
     assert len(units) == 12
-    # helpfulness is 1..5 (keys 1-5 are 1..5); relevance 0..1 (keys 1-5 are 0, .25, .5, .75, 1)
+    # both rubrics are 0..1: keys 1-5 are 0, .25, .5, .75, 1
     alice = [str(1 + i % 5) for i in range(len(units))]
     bob = [str(1 + (i * 3) % 5) for i in range(len(units))]
     page = Page(browser, viewer.url)
@@ -317,7 +330,7 @@ def test_two_annotators_label_in_the_queue(runs: dict[str, Path], viewer: Viewer
     _label_all(page, "bob", bob)
 
     def value(rubric: str, key: str) -> float:
-        return float(key) if rubric == "helpfulness" else (int(key) - 1) / 4
+        return (int(key) - 1) / 4
 
     run = read_run(runs["a"])
     for name, keys in (("alice", alice), ("bob", bob)):
@@ -327,7 +340,7 @@ def test_two_annotators_label_in_the_queue(runs: dict[str, Path], viewer: Viewer
         assert labels.rows == 12
     p = page.open("/queue?r=agent-a")
     assert page.texts('#progress tr[data-annotator="alice"] .done') == ["12"]
-    for rubric in ("relevance", "helpfulness"):
+    for rubric in AGENT_RUBRICS:
         mine = [i for i, (_, r) in enumerate(units) if r == rubric]
         data = np.array([[value(rubric, alice[i]) for i in mine], [value(rubric, bob[i]) for i in mine]])
         expected = krippendorff.alpha(reliability_data=data, level_of_measurement="interval")
@@ -376,7 +389,7 @@ def test_hostile_text_stays_inert_on_every_page_and_fits_a_phone(runs: dict[str,
             p = page.open(path)
             assert time.perf_counter() - started < 10, path
             assert p.evaluate("() => window.__alerted === undefined"), path
-            assert p.locator("main img").count() == 0 and p.locator("main b:text('x')").count() == 0, path
+            assert p.locator("main img").count() == 0 and p.locator("main b:text-is('x')").count() == 0, path
             assert p.locator("script").count() == 1, path  # view.js, nothing a transcript held
             overflow = p.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 0, (path, width, overflow)

@@ -94,6 +94,9 @@ def _find(run: OpenedRun, tid: str) -> Any:
 def agent_detail(run: OpenedRun, at: int) -> AgentDetail | None:
     """The timeline and the reference of transcript ``at``; None when it has no steps."""
     tid = run.ids[at]
+    texts = run.texts(at)
+    if texts is None or texts.get("steps") is None:  # no steps recorded: nothing to show (and no input file to scan)
+        return None
     resolved = _find(run, tid)
     if resolved is None or resolved.steps is None:
         return None

@@ -23,7 +23,7 @@ from flask import Flask, abort, jsonify, render_template, request
 
 from ..errors import HarnessError, UserInputError
 from .agent import agent_detail, passk
-from .compare import side_by_side
+from .compare import SideBySide, side_by_side
 from .queue import Queue, choices, find_queue, label_rows, open_queue
 from .runs import OpenedRun, RunEntry, find_runs, open_viewed_run
 from .table import table_page
@@ -62,6 +62,7 @@ class Viewer:
         self.scratch = Path(tempfile.mkdtemp(prefix="harness-view-"))
         self._opened: dict[Path, tuple[float, OpenedRun]] = {}
         self._queues: dict[Path, Queue] = {}
+        self._compared: dict[tuple[Path, Path, int, int], SideBySide] = {}
         self._lock = threading.Lock()
 
     def runs(self) -> list[RunEntry]:
@@ -84,6 +85,14 @@ class Viewer:
             run = open_viewed_run(entry.path, self.scratch)
             self._opened[entry.path] = (stamp, run)
             return run
+
+    def compared(self, a: RunEntry, b: RunEntry) -> SideBySide:
+        """The two runs compared, worked out once while neither changes."""
+        key = (a.path, b.path, id(self.opened(a)), id(self.opened(b)))  # a run re-read is a new object
+        with self._lock:
+            if key not in self._compared:
+                self._compared[key] = side_by_side(a.path, b.path)
+            return self._compared[key]
 
     def queue(self, entry: RunEntry) -> Queue | None:
         folder = find_queue(entry.path)
@@ -132,7 +141,9 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1)
         entry = viewer.entry(request.args.get("r"))
         opened = viewer.opened(entry)
         page = table_page(opened, request.args)
-        tasks, why = (passk(opened) if opened.agent_metrics else (None, None))
+        if "passk" not in opened.extras:
+            opened.extras["passk"] = passk(opened) if opened.agent_metrics else (None, None)
+        tasks, why = opened.extras["passk"]
         return render_template(
             "run.html",
             entry=entry,
@@ -165,7 +176,7 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1)
     @app.get("/compare")
     def compare() -> str:
         a, b = viewer.entry(request.args.get("a")), viewer.entry(request.args.get("b"))
-        found = side_by_side(a.path, b.path)
+        found = viewer.compared(a, b)
         return render_template("compare.html", a=a, b=b, found=found)
 
     @app.get("/pair")

@@ -11,10 +11,10 @@ annotator gets an equal share, give or take one.
 ``agreement``, cascades and juries read (`harness.analysis.io.read_labels`), one label per unit.
 A label is appended and fsynced before the browser is told it is saved, so a browser or server
 that stops loses nothing already acknowledged; a changed label rewrites the file whole (written
-beside it, fsynced, renamed into place). Nothing in the run directory itself is written.
+beside it, fsynced, renamed into place). Nothing else is written: not the run's files, not the design.
 
 **Agreement between annotators**, per rubric, on the units two or more of them labelled:
-Krippendorff's alpha at the interval level (`harness.stats.krippendorff_alpha`), and for each
+Krippendorff's alpha at the interval level (`harness.stats.krippendorff.krippendorff_alpha`), and for each
 pair of annotators Cohen's kappa, unweighted and quadratic-weighted over the rubric's choices
 (`harness.stats.agreement.kappa_from_matrix`).
 
@@ -43,7 +43,7 @@ from ..labels.design import Design, read_design
 from ..outputs.files import dumps
 from ..report.run import iter_texts, open_run
 from ..rubrics.rubric import Rubric
-from ..stats import krippendorff_alpha
+from ..stats.krippendorff import krippendorff_alpha
 from ..stats.agreement import kappa_from_matrix
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
@@ -227,7 +227,7 @@ def open_queue(folder: Path, annotators: Sequence[str], overlap: int) -> Queue:
     for _, j in iter_json_objects(view.judgments_path):
         if j.get("judge") == judge and str(j.get("transcript_id")) in wanted:
             scores[(str(j["transcript_id"]), str(j.get("rubric")))] = j.get("score") if j.get("status") == "scored" else j.get("reason") or j.get("status")
-    queue = Queue(folder, names, overlap, units, rubrics, texts, scores, notes)
+    queue = Queue(folder, design, names, overlap, units, rubrics, texts, scores, notes)
     for name in names:
         queue.labels[name] = _read_given(queue.path_of(name))
     return queue

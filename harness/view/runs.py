@@ -104,6 +104,8 @@ class OpenedRun:
     text_refs: list[tuple[int, int] | None]
     agent_metrics: list[str]
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: figures worked out once per opened run (pass@k per task)
+    extras: dict[str, Any] = field(default_factory=dict)
 
     def judgments(self, at: int) -> list[dict[str, Any]]:
         with self.lock:
@@ -159,14 +161,14 @@ def open_viewed_run(path: Path, scratch: Path) -> OpenedRun:
         spool.close()
         raise
     results = [row for _, row in iter_json_objects(view.results_path)]
-    names = [s.name for s in AGENT_SPECS]
+    names = list(AGENT_SPECS)
     present = [n for n in names if any(isinstance(r.get("agent"), dict) and n in r["agent"] for r in results)]
     tags = _input_tags(view, set(run.ids)) if view.input_path is not None and view.input_path.suffix == ".jsonl" else {}
     columns = list(run.columns)
     columns.insert(1, {"key": "task", "label": "task", "type": "text", "worst": "asc"})
     columns.insert(2, {"key": "tags", "label": "tags", "type": "text", "worst": "asc"})
     for n in present:
-        spec = next(s for s in AGENT_SPECS if s.name == n)
+        spec = AGENT_SPECS[n]
         columns.append({"key": f"a:{n}", "label": n, "type": "score", "worst": "desc" if spec.direction == "lower" else "asc", "scale": None})
     rows: list[list[Any]] = []
     for i, cells in enumerate(run.rows):
