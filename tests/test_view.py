@@ -56,18 +56,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     changed = []
     for i, row in enumerate(rows):
         row = json.loads(json.dumps(row))
-        if i % 2 == 0:  # a different final answer: the judges score it differently
-            for m in reversed(row["messages"]):
-                if m["role"] == "assistant" and m.get("content"):
-                    m["content"] = m["content"] + " (see also the scheme documents)"
-                    break
+        if i % 2 == 0 and isinstance(row.get("messages"), list):  # a different final answer: the judges score it differently
+            last = row["messages"][-1]
+            if isinstance(last.get("content"), str):
+                last["content"] += " (see also the scheme documents)"
+            elif isinstance(last.get("content"), list):
+                last["content"].append({"type": "text", "text": " (see also the scheme documents)"})
         changed.append(row)
     data_a = write_jsonl(root / "a.jsonl", rows)
     data_b = write_jsonl(root / "b.jsonl", changed)
     hostile = [
         {"id": "hostile-1", "query": HOSTILE, "response": BIDI, "reference": RTL, "metadata": {"tags": ["<script>alert(3)</script>", "rtl"]}},
         {"id": "rtl-2", "query": RTL, "response": RTL + " " + BIDI, "metadata": {"tags": ["rtl"]}},
-        {"id": "big-3", "query": "long", "response": "x" * 10_000_000},
+        # 10 MB of text where the judge does not read it (relevance reads the query and response)
+        {"id": "big-3", "query": "long", "response": "short", "reference": "x" * 10_000_000},
         {"id": "<img src=x onerror=alert(4)>", "query": "an id of markup", "response": "fine"},
     ]
     data_h = write_jsonl(root / "h.jsonl", hostile)
@@ -90,20 +92,24 @@ class Viewer:
 
     def __init__(self, root: Path, tmp: Path, *extra: str) -> None:
         env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness", "view", str(root), "--port", "0", *extra],
-            cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        self.log = tmp / f"viewer-{time.monotonic_ns()}.log"  # the server's request log (a pipe left unread would fill)
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "harness", "view", str(root), "--port", "0", *extra],
+                cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
+            )  # fmt: skip
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        assert found, f"the viewer did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}"
+        assert found, f"the viewer did not start: {line!r} {self.log.read_text()}"
         self.url = found.group(0)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             self.proc.wait(timeout=20)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 @pytest.fixture
@@ -228,12 +234,16 @@ def test_agent_view_passk_timeline_and_reference(runs: dict[str, Path], viewer: 
     page = Page(browser, viewer.url)
     p = page.open("/run?r=agent-a")
     results = read_jsonl(runs["a"] / "results.jsonl")
-    for task in {r["task"] for r in results}:
+    tasks = {r["task"] for r in results}
+    most = max(sum(1 for r in results if r["task"] == t) for t in tasks)
+    ks = [k for k in (1, 3, 5) if k <= most]  # harness passk refuses a k above every task's runs
+    assert ks == [1, 3]
+    for task in tasks:
         mine = [r for r in results if r["task"] == task]
         n, c = len(mine), sum(1 for r in mine if r["agent"]["trajectory_match"] >= 1)
         row = p.locator(f'#passk tr[data-task="{task}"]')
-        assert row.locator(".pass-at").all_inner_texts() == [fmt(pass_at_k(n, c, k)) for k in (1, 3, 5)]
-        assert row.locator(".pass-hat").all_inner_texts() == [fmt(pass_hat_k(n, c, k)) for k in (1, 3, 5)]
+        assert row.locator(".pass-at").all_inner_texts() == [fmt(pass_at_k(n, c, k)) for k in ks]
+        assert row.locator(".pass-hat").all_inner_texts() == [fmt(pass_hat_k(n, c, k)) for k in ks]
     # ter-run-2: three steps, the second a repeat, the third failed; one reference call not made
     p = page.open("/transcript?r=agent-a&id=ter-run-2")
     steps = p.locator(".timeline .step")
@@ -290,13 +300,8 @@ def test_two_runs_side_by_side(runs: dict[str, Path], viewer: Viewer, browser: A
     page.close()
 
 
-def _steps() -> dict[str, int]:
-    """Each example transcript's tool calls, counted in its messages."""
-    return {r["id"]: sum(len(m.get("tool_calls") or []) for m in r["messages"] if m["role"] == "assistant") for r in read_jsonl(EXAMPLE)}
-
-
-def _label_all(page: Page, annotator: str, keys: list[str]) -> None:
-    steps = _steps()
+def _label_all(page: Page, annotator: str, keys: list[str], run: Path) -> None:
+    steps = {r["transcript_id"]: r["agent"]["steps"] for r in read_jsonl(run / "results.jsonl")}
     p = page.open(f"/queue?r=agent-a&annotator={annotator}")
     for key in keys:
         p.wait_for_selector("#item")
@@ -326,8 +331,8 @@ def test_two_annotators_label_in_the_queue(runs: dict[str, Path], viewer: Viewer
     page = Page(browser, viewer.url)
     p = page.open("/queue?r=agent-a&annotator=alice")
     page.shot("view-queue-1280.png", tmp_path)
-    _label_all(page, "alice", alice)
-    _label_all(page, "bob", bob)
+    _label_all(page, "alice", alice, runs["a"])
+    _label_all(page, "bob", bob, runs["a"])
 
     def value(rubric: str, key: str) -> float:
         return (int(key) - 1) / 4

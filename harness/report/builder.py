@@ -87,7 +87,7 @@ DETAILS_SLOT = "<!--@DETAILS@-->"
 MAX_PAGE_BYTES = 50_000_000
 #: The table's filter searches this much of each query (the page holds no more of it up front).
 QUERY_SEARCH_CHARS = 200
-#: The k of the agent section's pass@k and pass^k per task.
+#: The k of the agent section's pass@k and pass^k per task (those some task has enough runs for).
 PASSK_KS = (1, 3, 5)
 
 
@@ -431,9 +431,11 @@ def agent_section(view: RunView) -> dict[str, Any]:
         return out
     from ..analysis.repeated import repeated_runs, success_rule
 
+    runs = Counter(str(r["task"]) for _, r in iter_jsonl(view.results_path) if r.get("task") is not None)
+    most = max(runs.values(), default=1)
     try:
         rule = success_rule(metric="trajectory_match", at_least=1.0)
-        found = repeated_runs(view.path, rule, PASSK_KS)
+        found = repeated_runs(view.path, rule, tuple(k for k in PASSK_KS if k <= most) or (1,))
     except HarnessError as exc:
         out["task_note"] = str(exc)
         return out

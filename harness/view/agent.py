@@ -31,6 +31,13 @@ from .runs import OpenedRun
 KS = (1, 3, 5)
 
 
+def ks_for(tasks: list[str | None]) -> tuple[int, ...]:
+    """The k of KS that some task has enough runs for (``harness passk`` refuses a k above every task's runs)."""
+    counts = Counter(t for t in tasks if t)
+    most = max(counts.values(), default=1)
+    return tuple(k for k in KS if k <= most) or (1,)
+
+
 def passk(run: OpenedRun) -> tuple[RepeatedRuns | None, str | None]:
     """pass@k and pass^k per task, or why there are none."""
     if not any(t for t in run.tasks):
@@ -40,7 +47,7 @@ def passk(run: OpenedRun) -> tuple[RepeatedRuns | None, str | None]:
         return None, "the run has no agent metric to decide a task's success"
     try:
         rule = success_rule(rubric=None, metric=name, labels=(), at_least=1.0, at_most=None, judge=None)
-        return repeated_runs(run.view.path, rule, KS), None
+        return repeated_runs(run.view.path, rule, ks_for(run.tasks)), None
     except HarnessError as exc:
         return None, str(exc)
 

@@ -131,6 +131,10 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1)
     def _missing(exc: Any) -> Any:
         return render_template("error.html", message=getattr(exc, "description", "not found")), 404
 
+    @app.get("/favicon.ico")
+    def favicon() -> Any:
+        return "", 204  # no icon: the browser asks for one anyway
+
     @app.get("/")
     def runs() -> str:
         entries = viewer.runs()

@@ -19,8 +19,8 @@ pair of annotators Cohen's kappa, unweighted and quadratic-weighted over the rub
 (`harness.stats.agreement.kappa_from_matrix`).
 
 Only rubrics with a numeric scale are offered (a categorical rubric's labels are not a labels
-file's numbers or pass/fail); its choices are the integers of an integer scale of at most 11
-points, else five points evenly spaced on the scale.
+file's numbers or pass/fail); its choices are the integers of an integer scale of 3 to 11
+points (1..5, 0..10), else five points evenly spaced on the scale (0, 0.25, 0.5, 0.75, 1 of 0..1).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ ANNOTATORS_DIR = "annotators"
 def choices(rubric: Rubric) -> list[float]:
     """The values an annotator picks from (see the module docstring)."""
     lo, hi = rubric.lo, rubric.hi
-    if float(lo).is_integer() and float(hi).is_integer() and 0 < hi - lo <= 10:
+    if float(lo).is_integer() and float(hi).is_integer() and 2 <= hi - lo <= 10:
         return [float(v) for v in range(int(lo), int(hi) + 1)]
     return [lo + (hi - lo) * i / 4 for i in range(5)]
 
