@@ -30,6 +30,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.outputs.layout import usd
 from harness.view.app import fmt
 from tests.e2e_support import judge, read_jsonl, serve, write_config, write_jsonl
 from tests.test_report import CHROMIUM, CHROMIUM_ARGS, HOSTILE
@@ -75,7 +76,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     data_h = write_jsonl(root / "h.jsonl", hostile)
     with serve() as server:
         config = write_config(
-            root / "harness.toml", [judge("mini", server.base_url), judge("big", server.base_url, model="big-model")], cache=str(root / "cache.sqlite")
+            root / "harness.toml",
+            [judge("mini", server.base_url), judge("big", server.base_url, model="big-model")],
+            cache=str(root / "cache.sqlite"),
         )
         out = root / "runs"
         for name, data, rubrics in (("agent-a", data_a, AGENT_RUBRICS), ("agent-b", data_b, AGENT_RUBRICS), ("hostile", data_h, ("relevance",))):
@@ -180,7 +183,7 @@ def test_runs_list_shows_each_run_s_figures(runs: dict[str, Path], viewer: Viewe
     for name in names:
         s = _summary(runs["root"] / name)
         row = p.locator(f'#runs tr[data-run="{name}"]')
-        assert row.locator(".cost").inner_text().strip() == (f"${s['cost_usd']:.4f}" if s["cost_usd"] is not None else "unknown")
+        assert row.locator(".cost").inner_text().strip() == usd(s["cost_usd"])
         for metric, judges in s["rubrics"].items():
             for j, figures in judges.items():
                 shown = row.locator(f'.headline[data-metric="{metric}"][data-judge="{j}"] b').inner_text()
@@ -424,3 +427,61 @@ def test_the_viewer_refuses_a_missing_folder_in_one_line(tmp_path: Path) -> None
     )  # fmt: skip
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0 and "no such folder of runs" in done.stderr, done.stderr
+
+
+def test_report_html_has_the_agent_sections(runs: dict[str, Path], browser: Any, tmp_path: Path) -> None:
+    """The static report of an agent run: agent metrics, pass@k and pass^k per task, agent metric
+    columns, and in a transcript why its trajectory did not match (the calls expected, not made)."""
+    from harness.agent.passk import pass_at_k, pass_hat_k
+    from harness.report import build_report
+
+    page_path = tmp_path / "report.html"
+    build_report(runs["a"], out=page_path)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(page_path.as_uri())
+    page.wait_for_function("() => document.documentElement.dataset.ready === '1'", timeout=60_000)
+    assert page.locator("#agent").is_visible()
+    results = read_jsonl(runs["a"] / "results.jsonl")
+    summary = _summary(runs["a"])
+    metrics = page.locator("#agent-cards .card").first.locator("tbody tr").evaluate_all("rs => rs.map(r => r.cells[0].textContent)")
+    assert metrics == list(summary["agent"])
+    rows = page.locator("#agent-tasks tbody tr").evaluate_all("rs => rs.map(r => Array.from(r.cells).map(c => c.textContent))")
+    for task in sorted({r["task"] for r in results}):
+        mine = [r for r in results if r["task"] == task]
+        n, c = len(mine), sum(1 for r in mine if r["agent"]["trajectory_match"] >= 1)
+        row = next(r for r in rows if r[0].split(" (")[0] == task)
+        # task, n, c, flakiness, pass@1, pass@3, pass^1, pass^3 (report.js's fmt: three significant digits)
+        assert row[1:3] == [str(n), str(c)]
+        assert [float(v) for v in row[4:]] == pytest.approx(
+            [pass_at_k(n, c, 1), pass_at_k(n, c, 3), pass_hat_k(n, c, 1), pass_hat_k(n, c, 3)], abs=5e-4
+        )
+    heads = page.locator("#table-head div").all_inner_texts()
+    assert "trajectory_f1" in heads and "failed_steps" in heads
+    page.fill("#filter", "ter-run-2")
+    page.wait_for_function("document.querySelector('#row-count').textContent.startsWith('1 of')")
+    page.locator(".vrow").first.click()
+    page.wait_for_selector("dialog#detail .agent-note")
+    note = next(r for r in results if r["transcript_id"] == "ter-run-2")["agent_notes"]["trajectory_match"]
+    assert "expected, not made" in note
+    assert f"trajectory_match: {note}" in page.locator("dialog#detail .agent-note").all_inner_texts()
+    assert problems == []
+    context.close()
+
+
+def test_the_labels_csv_has_a_bom_and_the_steps(runs: dict[str, Path]) -> None:
+    import csv
+
+    from harness.agent.render import timeline
+    from harness.traces.loader import iter_transcripts
+
+    raw = (runs["a"] / "labels" / "to_label.csv").read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf")  # UTF-8's byte-order mark: a spreadsheet reads ₹ and – as written
+    rows = list(csv.DictReader(raw.decode("utf-8-sig").splitlines(keepends=True)))
+    assert rows and list(rows[0])[-1] == "steps"
+    expected = {r.id: "\n".join(timeline(r.resolved().steps or ())) for _, r in iter_transcripts(runs["tmp"] / "a.jsonl", on_bad="skip")}
+    for row in rows:
+        assert row["steps"] == expected[row["transcript_id"]] and row["steps"]
+    assert "₹" in "".join(r["response"] for r in rows)

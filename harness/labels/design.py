@@ -34,8 +34,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
 
-from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
 from ..agent.render import timeline
+from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
 from ..analysis.scales import bins_for
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects

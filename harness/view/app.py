@@ -22,6 +22,7 @@ from typing import Any
 from flask import Flask, abort, jsonify, render_template, request
 
 from ..errors import HarnessError, UserInputError
+from ..outputs.layout import usd as layout_usd
 from .agent import agent_detail, passk
 from .compare import SideBySide, side_by_side
 from .queue import Queue, choices, find_queue, label_rows, open_queue
@@ -47,9 +48,8 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def usd(value: float | None) -> str:
-    if value is None:
-        return "unknown"
-    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+    """Dollars as the terminal tables show them (``outputs.layout.usd``): unknown stays unknown."""
+    return layout_usd(value)
 
 
 class Viewer:
@@ -243,11 +243,10 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1)
         q = viewer.queue(entry)
         if q is None:
             abort(404, "this run has no annotation queue")
-        try:
-            value = float(body.get("label"))
-        except (TypeError, ValueError):
-            raise UserInputError(f"label: {body.get('label')!r} is not a number") from None
-        q.give(str(body.get("annotator")), str(body.get("transcript_id")), str(body.get("rubric")), value)
+        raw = body.get("label")
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise UserInputError(f"label: {raw!r} is not a number")
+        q.give(str(body.get("annotator")), str(body.get("transcript_id")), str(body.get("rubric")), float(raw))
         return jsonify({"saved": True, "progress": q.progress()})
 
     return app

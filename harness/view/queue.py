@@ -43,8 +43,8 @@ from ..labels.design import Design, read_design
 from ..outputs.files import dumps
 from ..report.run import iter_texts, open_run
 from ..rubrics.rubric import Rubric
-from ..stats.krippendorff import krippendorff_alpha
 from ..stats.agreement import kappa_from_matrix
+from ..stats.krippendorff import krippendorff_alpha
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 ANNOTATORS_DIR = "annotators"
@@ -107,7 +107,10 @@ class Queue:
 
     def progress(self) -> dict[str, tuple[int, int]]:
         """Annotator -> (labelled, assigned)."""
-        return {a: (sum(1 for u in self.assigned(a) if (u.transcript_id, u.rubric) in self.labels.get(a, {})), len(self.assigned(a))) for a in self.annotators}
+        return {
+            a: (sum(1 for u in self.assigned(a) if (u.transcript_id, u.rubric) in self.labels.get(a, {})), len(self.assigned(a)))
+            for a in self.annotators
+        }
 
     def give(self, annotator: str, transcript_id: str, rubric: str, value: float) -> None:
         """Record ``annotator``'s label of the unit; on disk (fsynced) before this returns."""
@@ -146,7 +149,10 @@ class Queue:
                         ratings[r, c] = given[(u.transcript_id, rubric)]
             shared = int(np.sum(np.sum(~np.isnan(ratings), axis=0) >= 2))
             alpha = krippendorff_alpha(ratings, "interval") if units else None
-            pairs = [_pair(self.annotators[i], self.annotators[j], ratings[i], ratings[j], choices(self.rubrics[rubric])) for i, j in combinations(range(len(self.annotators)), 2)]
+            pairs = [
+                _pair(self.annotators[i], self.annotators[j], ratings[i], ratings[j], choices(self.rubrics[rubric]))
+                for i, j in combinations(range(len(self.annotators)), 2)
+            ]
             out.append(
                 RubricAgreement(rubric, shared, alpha.value if alpha else None, alpha.problem if alpha else "no units", [p for p in pairs if p.n])
             )
@@ -226,7 +232,9 @@ def open_queue(folder: Path, annotators: Sequence[str], overlap: int) -> Queue:
     wanted = set(order)
     for _, j in iter_json_objects(view.judgments_path):
         if j.get("judge") == judge and str(j.get("transcript_id")) in wanted:
-            scores[(str(j["transcript_id"]), str(j.get("rubric")))] = j.get("score") if j.get("status") == "scored" else j.get("reason") or j.get("status")
+            scores[(str(j["transcript_id"]), str(j.get("rubric")))] = (
+                j.get("score") if j.get("status") == "scored" else j.get("reason") or j.get("status")
+            )
     queue = Queue(folder, design, names, overlap, units, rubrics, texts, scores, notes)
     for name in names:
         queue.labels[name] = _read_given(queue.path_of(name))

@@ -173,7 +173,7 @@ def open_viewed_run(path: Path, scratch: Path) -> OpenedRun:
     rows: list[list[Any]] = []
     for i, cells in enumerate(run.rows):
         r = results[i] if i < len(results) else {}
-        agent = r.get("agent") if isinstance(r.get("agent"), dict) else {}
+        agent: dict[str, Any] = r["agent"] if isinstance(r.get("agent"), dict) else {}
         tid = run.ids[i]
         rows.append([cells[0], r.get("task"), " ".join(tags.get(tid, ())), *cells[1:], *[agent.get(n) for n in present]])
     return OpenedRun(

@@ -55,9 +55,7 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
     columns = run.columns
     index = {c["key"]: i for i, c in enumerate(columns)}
     judge = args.get("judge") or ""
-    visible = [
-        i for i, c in enumerate(columns) if not judge or not c["key"].startswith(("r:", "c:")) or c["key"].endswith(f":{judge}")
-    ]
+    visible = [i for i, c in enumerate(columns) if not judge or not c["key"].startswith(("r:", "c:")) or c["key"].endswith(f":{judge}")]
     q = (args.get("q") or "").strip().lower()
     task = args.get("task") or ""
     tag = args.get("tag") or ""
@@ -79,8 +77,8 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
                 continue
         selected.append(at)
     default = columns[_default_sort(columns)]
-    sort = args.get("sort") if args.get("sort") in index else default["key"]
-    direction = args.get("dir") if args.get("dir") in ("asc", "desc") else columns[index[sort]]["worst"]
+    sort = str(args.get("sort")) if args.get("sort") in index else str(default["key"])
+    direction = str(args.get("dir")) if args.get("dir") in ("asc", "desc") else str(columns[index[sort]]["worst"])
     s = index[sort]
     present = [at for at in selected if run.rows[at][s] is not None]
     present.sort(key=lambda at: _key(run.rows[at][s]), reverse=direction == "desc")
