@@ -416,6 +416,10 @@ def test_hostile_text_stays_inert_on_every_page_and_fits_a_phone(runs: dict[str,
             page.shot("view-compare-390.png", tmp_path)
         p = page.open("/transcript?r=hostile&id=hostile-1")
         assert HOSTILE in page.texts(".prose")[0]
+        # the tags of the input's metadata filter the table (a tag of markup is a tag like any other)
+        p = page.open("/run?r=hostile&tag=rtl")
+        assert sorted(p.locator("#transcript-table tbody tr td:first-child").all_inner_texts()) == ["hostile-1", "rtl-2"]
+        assert "<script>alert(3)</script>" in p.locator('select[name="tag"]').inner_text()
         page.clean()
         page.close()
 

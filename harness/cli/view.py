@@ -21,10 +21,10 @@ def view(
     ] = None,
     overlap: Annotated[int, typer.Option(help="How many annotators label each item of a queue.")] = 1,
 ) -> None:
-    """Browse runs in a local web page: the runs, one run's figures and transcripts, two runs side
-    by side, the agent's steps, and an annotation queue over a labels design (harness labels sample).
+    """Browse runs, compare two, read the agent's steps and label transcripts in a local web page.
 
-    Serves on 127.0.0.1 only and reads the runs without changing them; labels given in a queue go
+    The runs list, one run's figures and transcripts, two runs side by side, the agent's steps, and
+    an annotation queue over a labels design (harness labels sample). Serves on 127.0.0.1 only and reads the runs without changing them; labels given in a queue go
     to RUN/labels/annotators/NAME.jsonl, the format harness infer and agreement read.
     """
     if importlib.util.find_spec("flask") is None:
