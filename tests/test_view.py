@@ -393,9 +393,7 @@ def test_hostile_text_stays_inert_on_every_page_and_fits_a_phone(runs: dict[str,
         page = Page(browser, viewer.url, width)
         page.page.add_init_script("window.alert = () => { window.__alerted = true; };")
         for path in paths:
-            started = time.perf_counter()
-            p = page.open(path)
-            assert time.perf_counter() - started < 10, path
+            p = page.open(path)  # (how fast pages open is bench/view_open.py's to measure, not a test's)
             assert p.evaluate("() => window.__alerted === undefined"), path
             assert p.locator("main img").count() == 0 and p.locator("main b:text-is('x')").count() == 0, path
             assert p.locator("script").count() == 1, path  # view.js, nothing a transcript held
@@ -408,6 +406,8 @@ def test_hostile_text_stays_inert_on_every_page_and_fits_a_phone(runs: dict[str,
             assert p.locator(".prose").first.evaluate("e => getComputedStyle(e).direction") == "rtl"
             assert HOSTILE in page.texts(".prose")[0] or RTL in page.texts(".prose")[0]
             page.shot("view-transcript-390.png", tmp_path)
+            page.open("/")
+            page.shot("view-runs-390.png", tmp_path)
             page.open("/run?r=agent-a")
             page.shot("view-run-390.png", tmp_path)
             page.open("/queue?r=agent-a&annotator=alice")
