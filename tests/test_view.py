@@ -489,3 +489,54 @@ def test_the_labels_csv_has_a_bom_and_the_steps(runs: dict[str, Path]) -> None:
     for row in rows:
         assert row["steps"] == expected[row["transcript_id"]] and row["steps"]
     assert "₹" in "".join(r["response"] for r in rows)
+
+
+@pytest.fixture(scope="module")
+def custom(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A run of a custom 1..5 rubric, with a labels design (a module fixture: made before the
+    browser's event loop starts, as tests/test_report.py explains)."""
+    tmp_path = tmp_path_factory.mktemp("custom")
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "likert.md").write_text(
+        '+++\nname = "likert"\nversion = "1"\nscale = [1.0, 5.0]\ndirection = "higher"\ninputs = ["query", "response"]\n+++\n'
+        "Rate the response from 1 to 5.\n\n{{query}}\n\n{{response}}\n",
+        encoding="utf-8",
+    )
+    shutil.copyfile(EXAMPLE, tmp_path / "a.jsonl")
+    runs_dir = tmp_path / "runs"
+    with serve() as server:
+        config = write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)], cache=str(tmp_path / "cache.sqlite"))
+        done = cli(
+            "run", str(tmp_path / "a.jsonl"), "--config", str(config), "--prompts", str(prompts), "--rubric", "likert", "--out", str(runs_dir / "r")
+        )
+        assert done.exit_code == 0, done.output
+    assert cli("labels", "sample", str(runs_dir / "r"), "--n", "2", "--seed", "0", "--prompts", str(prompts)).exit_code == 0
+    return {"runs": runs_dir, "prompts": prompts}
+
+
+def test_a_custom_rubric_needs_its_prompts_directory(custom: dict[str, Path], browser: Any, tmp_path: Path) -> None:
+    """With --prompts a custom 1..5 rubric's queue offers the scale's five integers (a label given
+    is the integer); without it the rubric is not offered and the page says why."""
+    runs_dir, prompts = custom["runs"], custom["prompts"]
+    bare = Viewer(runs_dir, tmp_path, "--annotator", "dan")
+    try:
+        page = Page(browser, bare.url)
+        p = page.open("/queue?r=r&annotator=dan")
+        assert any("rubric likert: no rubric file found" in t for t in page.texts(".note")) and p.locator("#item").count() == 0
+        page.close()
+    finally:
+        bare.stop()
+    v = Viewer(runs_dir, tmp_path, "--annotator", "dan", "--prompts", str(prompts))
+    try:
+        page = Page(browser, v.url)
+        p = page.open("/queue?r=r&annotator=dan")
+        assert p.locator(".choice").evaluate_all("bs => bs.map(b => Number(b.dataset.value))") == [1, 2, 3, 4, 5]
+        tid = p.locator("#item").get_attribute("data-transcript")
+        with p.expect_navigation():
+            p.keyboard.press("3")
+        assert read_jsonl(runs_dir / "r" / "labels" / "annotators" / "dan.jsonl") == [{"transcript_id": tid, "rubric": "likert", "label": 3}]
+        page.clean()
+        page.close()
+    finally:
+        v.stop()

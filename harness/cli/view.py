@@ -20,6 +20,7 @@ def view(
         list[str] | None, typer.Option("--annotator", help="An annotator of the runs' annotation queues (give it once per annotator).")
     ] = None,
     overlap: Annotated[int, typer.Option(help="How many annotators label each item of a queue.")] = 1,
+    prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Directory of the runs' custom rubric files (for their scales).")] = None,
 ) -> None:
     """Browse runs, compare two, read the agent's steps and label transcripts in a local web page.
 
@@ -33,4 +34,4 @@ def view(
         raise UserInputError(f"{runs_dir}: no such folder of runs")
     from ..view import serve
 
-    serve(str(runs_dir), port=port, annotators=tuple(annotator or ()), overlap=overlap)
+    serve(str(runs_dir), port=port, annotators=tuple(annotator or ()), overlap=overlap, prompts=tuple(str(p) for p in prompts or ()))

@@ -18,8 +18,8 @@ from __future__ import annotations
 __all__ = ["serve"]
 
 
-def serve(root: str, port: int = 8765, annotators: tuple[str, ...] = (), overlap: int = 1) -> None:
+def serve(root: str, port: int = 8765, annotators: tuple[str, ...] = (), overlap: int = 1, prompts: tuple[str, ...] = ()) -> None:
     """Serve the runs under ``root`` on 127.0.0.1 (see `harness.view.server.serve`)."""
     from .server import serve as _serve
 
-    _serve(root, port=port, annotators=annotators, overlap=overlap)
+    _serve(root, port=port, annotators=annotators, overlap=overlap, prompts=prompts)

@@ -47,7 +47,7 @@ def passk(run: OpenedRun) -> tuple[RepeatedRuns | None, str | None]:
         return None, "the run has no agent metric to decide a task's success"
     try:
         rule = success_rule(rubric=None, metric=name, labels=(), at_least=1.0, at_most=None, judge=None)
-        return repeated_runs(run.view.path, rule, ks_for(run.tasks)), None
+        return repeated_runs(run.view.path, rule, ks_for(run.tasks), prompts=run.prompts), None
     except HarnessError as exc:
         return None, str(exc)
 

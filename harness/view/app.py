@@ -55,8 +55,9 @@ def usd(value: float | None) -> str:
 class Viewer:
     """The state behind the app: the root, the runs opened so far, the queues opened so far."""
 
-    def __init__(self, root: Path, annotators: Sequence[str] = (), overlap: int = 1) -> None:
+    def __init__(self, root: Path, annotators: Sequence[str] = (), overlap: int = 1, prompts: Sequence[str | Path] = ()) -> None:
         self.root = root
+        self.prompts = tuple(Path(p) for p in prompts)
         self.annotators = tuple(annotators)
         self.overlap = overlap
         self.scratch = Path(tempfile.mkdtemp(prefix="harness-view-"))
@@ -82,7 +83,7 @@ class Viewer:
                 return cached[1]
             if cached is not None:
                 cached[1].close()
-            run = open_viewed_run(entry.path, self.scratch)
+            run = open_viewed_run(entry.path, self.scratch, self.prompts)
             self._opened[entry.path] = (stamp, run)
             return run
 
@@ -91,7 +92,7 @@ class Viewer:
         key = (a.path, b.path, id(self.opened(a)), id(self.opened(b)))  # a run re-read is a new object
         with self._lock:
             if key not in self._compared:
-                self._compared[key] = side_by_side(a.path, b.path)
+                self._compared[key] = side_by_side(a.path, b.path, self.prompts)
             return self._compared[key]
 
     def queue(self, entry: RunEntry) -> Queue | None:
@@ -100,7 +101,7 @@ class Viewer:
             return None
         with self._lock:
             if folder not in self._queues:
-                self._queues[folder] = open_queue(folder, self.annotators, self.overlap)
+                self._queues[folder] = open_queue(folder, self.annotators, self.overlap, self.prompts)
             return self._queues[folder]
 
     def close(self) -> None:
@@ -109,9 +110,10 @@ class Viewer:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1) -> Flask:
-    """The viewer of the runs under ``root``; ``annotators`` and ``overlap`` set up the queues."""
-    viewer = Viewer(Path(root), annotators, overlap)
+def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1, prompts: Sequence[str | Path] = ()) -> Flask:
+    """The viewer of the runs under ``root``; ``annotators`` and ``overlap`` set up the queues;
+    ``prompts``: directories of the runs' custom rubric files (for their scales)."""
+    viewer = Viewer(Path(root), annotators, overlap, prompts)
     app = Flask(__name__)
     app.config["VIEWER"] = viewer
     app.jinja_env.autoescape = True

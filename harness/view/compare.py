@@ -9,6 +9,7 @@ are the regressions, the most positive the improvements. Ties are broken by tran
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,8 +59,8 @@ def movers(a: RunData, b: RunData, metric: str, judge: str, direction: str, limi
     return Movers(metric, judge, direction, down[:limit], up[:limit], sum(1 for m in moved if m.gain == 0))
 
 
-def side_by_side(run_a: Path, run_b: Path, limit: int = MOVERS) -> SideBySide:
-    a, b = read_run(run_a), read_run(run_b)
+def side_by_side(run_a: Path, run_b: Path, prompts: Sequence[Path] = (), limit: int = MOVERS) -> SideBySide:
+    a, b = read_run(run_a, prompts), read_run(run_b, prompts)
     comparison = compare(a, b)
     found = [movers(a, b, row.metric, row.judge, row.direction, limit) for row in comparison.metrics]
     return SideBySide(comparison, found, a, b)

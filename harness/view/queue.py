@@ -199,7 +199,7 @@ def _read_given(path: Path) -> dict[tuple[str, str], float]:
     return out
 
 
-def open_queue(folder: Path, annotators: Sequence[str], overlap: int) -> Queue:
+def open_queue(folder: Path, annotators: Sequence[str], overlap: int, prompts: Sequence[Path] = ()) -> Queue:
     """The queue of the design in ``folder`` for ``annotators`` with ``overlap`` annotators per unit."""
     design = read_design(folder / "design.json")
     names = tuple(annotators)
@@ -212,7 +212,7 @@ def open_queue(folder: Path, annotators: Sequence[str], overlap: int) -> Queue:
         raise UserInputError(f"--overlap: {overlap} must be between 1 and the {len(names)} annotator(s)")
     if design.run is None:
         raise UserInputError(f"{folder / 'design.json'}: a design of pairwise results; the queue labels a run's transcripts")
-    view = open_run(design.run)
+    view = open_run(design.run, prompts=prompts)
     notes: list[str] = []
     rubrics: dict[str, Rubric] = {}
     for name in design.rubrics:

@@ -13,7 +13,7 @@ Nothing here writes into a run directory.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,6 +104,8 @@ class OpenedRun:
     judgment_refs: list[list[tuple[int, int]]]
     text_refs: list[tuple[int, int] | None]
     agent_metrics: list[str]
+    #: the custom rubric directories the run was opened with
+    prompts: tuple[Path, ...] = ()
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: figures worked out once per opened run (pass@k per task)
     extras: dict[str, Any] = field(default_factory=dict)
@@ -177,9 +179,9 @@ def _results(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def open_viewed_run(path: Path, scratch: Path) -> OpenedRun:
+def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> OpenedRun:
     """Read the run at ``path`` with the report's pass; the spool lives in ``scratch`` (never the run)."""
-    view = open_run(path)
+    view = open_run(path, prompts=prompts)
     spool = Spool(scratch)
     try:
         run = _read_run(view, spool)
@@ -218,4 +220,5 @@ def open_viewed_run(path: Path, scratch: Path) -> OpenedRun:
         judgment_refs=run.judgment_refs,
         text_refs=run.text_refs,
         agent_metrics=present,
+        prompts=tuple(prompts),
     )

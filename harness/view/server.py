@@ -19,9 +19,9 @@ def _stop(*_: Any) -> None:
     raise KeyboardInterrupt
 
 
-def serve(root: str | Path, port: int = 8765, annotators: Sequence[str] = (), overlap: int = 1) -> None:
+def serve(root: str | Path, port: int = 8765, annotators: Sequence[str] = (), overlap: int = 1, prompts: Sequence[str] = ()) -> None:
     """Serve the runs under ``root`` until interrupted (Ctrl-C or SIGTERM); port 0 picks a free one (printed)."""
-    app = make_app(root, annotators, overlap)
+    app = make_app(root, annotators, overlap, prompts)
     server = make_server(HOST, port, app, threaded=True)
     signal.signal(signal.SIGTERM, _stop)
     print(f"harness view: http://{HOST}:{server.server_port}/ (Ctrl-C stops it)", flush=True, file=sys.stdout)
