@@ -83,7 +83,7 @@ def test_uniform_design_to_corrected_mean(runs: dict[str, Any]) -> None:
     to_label = read_jsonl(out / "to_label.jsonl")
     assert sorted(r["transcript_id"] for r in to_label) == sorted(_drawn(design))
     assert all("score" not in json.dumps(r) and r["query"].startswith(f"id={r['transcript_id']}") for r in to_label)
-    rows = list(csv.DictReader((out / "to_label.csv").read_text(encoding="utf-8").splitlines()))
+    rows = list(csv.DictReader((out / "to_label.csv").read_text(encoding="utf-8-sig").splitlines()))
     assert len(rows) == 60 and all(r["label"] == "" and r["rubric"] == "relevance" for r in rows)
     # The filled CSV comes back as the labels JSONL harness agreement reads.
     for r in rows[:-1]:

@@ -382,7 +382,7 @@ def infer_labels(setup: Judged, run: Path, folder: Path, servers: Servers) -> Pa
     done = harness(servers, "labels", "sample", run, "--n", 24, "--seed", 3, "--out", folder, "--prompts", setup.prompts)
     assert done.code == 0, done.output
     human = {r["transcript_id"]: r["label"] for r in read_jsonl(setup.labels)}
-    lines = (folder / "to_label.csv").read_text(encoding="utf-8").splitlines()
+    lines = (folder / "to_label.csv").read_text(encoding="utf-8-sig").splitlines()
     header = lines[0].split(",")
     at, tid = header.index("label"), header.index("transcript_id")
     filled = [lines[0]]

@@ -36,6 +36,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "race": ("race", "cascade"),
     "judges": ("judges",),
     "injection": ("injection",),
+    "view": ("view",),
 }
 _MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items() for command in commands}
 

@@ -41,8 +41,9 @@ def labels_sample(
 ) -> None:
     """Draw the transcripts to label and record the design (who was eligible, each one's probability).
 
-    The labeller gets to_label.jsonl and to_label.csv, without the judge's scores so they do not
-    anchor the labels; harness labels collect turns the filled CSV into labels JSONL.
+    The labeller gets to_label.jsonl and to_label.csv (UTF-8 with a byte-order mark, the agent's
+    steps in its last column), without the judge's scores so they do not anchor the labels; harness
+    labels collect turns the filled CSV into labels JSONL, and harness view labels in the browser.
     """
     from ..labels.design import sample_labels
     from ..labels.pairwise import is_pairwise_file, sample_pairs

@@ -16,8 +16,9 @@ ones most likely to differ) is eligible. Two strategies:
 
 design.json records the eligible transcripts, the strategy, the seed and each π_i and draw, so
 ``harness infer`` can tell a random sample from a convenience sample. The labeller gets
-to_label.jsonl (one transcript per line) and to_label.csv (one row per transcript and rubric,
-an empty ``label`` column), in a random order and without the judge's scores or π.
+to_label.jsonl (one transcript per line, with its steps as the judge saw them when it has any) and
+to_label.csv (UTF-8 with a byte-order mark; one row per transcript and rubric, an empty ``label``
+column, the steps in the last column), in a random order and without the judge's scores or π.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
 
+from ..agent.render import timeline
 from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
 from ..analysis.scales import bins_for
 from ..errors import UserInputError
@@ -224,6 +226,8 @@ def _transcript_texts(run: RunData, summary_input: str | None) -> tuple[dict[str
     for _, record in iter_transcripts(summary_input, on_bad="skip"):
         r = record.resolved()
         out[r.id] = {"query": r.query, "response": r.response, "contexts": list(r.contexts) if r.contexts else None, "reference": r.reference}
+        if r.steps is not None:  # a trajectory rubric's labeller sees the steps the judge saw
+            out[r.id]["steps"] = timeline(r.steps)
     return out, None
 
 
@@ -306,14 +310,16 @@ def sample_labels(
 def _write_to_label(folder: Path, order: Sequence[str], rubrics: Sequence[str], texts: Mapping[str, Mapping[str, Any]]) -> None:
     lines = [dumps({"transcript_id": t, "rubrics": list(rubrics), **texts.get(t, {})}) + "\n" for t in order]
     atomic_write_text(folder / "to_label.jsonl", "".join(lines))
-    with (folder / "to_label.csv").open("w", encoding="utf-8", newline="") as handle:
+    # With a byte-order mark: a spreadsheet opening the file then reads it as UTF-8, not its locale's code page.
+    with (folder / "to_label.csv").open("w", encoding="utf-8-sig", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["transcript_id", "rubric", "label", "query", "response", "contexts", "reference"])
+        writer.writerow(["transcript_id", "rubric", "label", "query", "response", "contexts", "reference", "steps"])
         for t in order:
             text = texts.get(t, {})
             contexts = "\n---\n".join(text.get("contexts") or [])
+            steps = "\n".join(text.get("steps") or [])
             for rubric in rubrics:
-                writer.writerow([t, rubric, "", text.get("query") or "", text.get("response") or "", contexts, text.get("reference") or ""])
+                writer.writerow([t, rubric, "", text.get("query") or "", text.get("response") or "", contexts, text.get("reference") or "", steps])
 
 
 def read_design(path: str | Path) -> Design:
@@ -355,7 +361,7 @@ def collect_csv(csv_path: str | Path, out: str | Path) -> Collected:
     rows: list[str] = []
     blank = 0
     try:
-        with file.open(encoding="utf-8", newline="") as handle:
+        with file.open(encoding="utf-8-sig", newline="") as handle:  # with or without a byte-order mark
             reader = csv.DictReader(handle)
             for line, row in enumerate(reader, start=2):
                 for name in ("transcript_id", "rubric", "label"):

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import UserInputError
+from ..errors import HarnessError, UserInputError
 from ..jsonlines import iter_json_objects as iter_jsonl
 from ..metrics.schema import NoiseSummary
 from ..planning.judgment import NO_CALL_REASONS
@@ -87,6 +87,8 @@ DETAILS_SLOT = "<!--@DETAILS@-->"
 MAX_PAGE_BYTES = 50_000_000
 #: The table's filter searches this much of each query (the page holds no more of it up front).
 QUERY_SEARCH_CHARS = 200
+#: The k of the agent section's pass@k and pass^k per task (those some task has enough runs for).
+PASSK_KS = (1, 3, 5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,12 @@ def _columns(view: RunView) -> list[dict[str, Any]]:
         {"key": "total_ms", "label": "latency ms", "type": "ms", "worst": "desc"},
         {"key": "tool_calls", "label": "tool calls", "type": "int", "worst": "desc"},
     ]
+    for name, figures in view.summary.agent.items():  # the agent metrics, beside the rubrics (an agent run only)
+        worst = "desc" if figures.direction == "lower" else "asc"
+        if figures.scale is not None:
+            cols.append({"key": f"a:{name}", "label": name, "type": "score", "worst": worst, "scale": [float(v) for v in figures.scale]})
+        else:
+            cols.append({"key": f"a:{name}", "label": name, "type": "int", "worst": worst})
     return cols
 
 
@@ -267,6 +275,14 @@ def _read_run(view: RunView, spool: Spool) -> _Run:
         perf = {f: performance.get(f) for f in PERFORMANCE_FIELDS}
         if isinstance(row.get("agent"), dict):  # the transcript's agent metrics, for its detail view
             perf["agent"], perf["agent_unscored"] = row["agent"], row.get("agent_unscored") or {}
+            # what the metrics point at: the steps behind each count, and why the trajectory did not
+            # match (the reference calls expected and not made), as results.jsonl records them
+            perf["agent_steps"], perf["agent_notes"] = row.get("agent_steps") or {}, row.get("agent_notes") or {}
+            for name, value in row["agent"].items():
+                if (i := col_index.get(f"a:{name}")) is not None:
+                    cells[i] = value
+        if row.get("task") is not None:
+            perf["task"] = row["task"]
         run.perf.append(perf)
         run.recorded.append(recorded)
         run.judgment_refs.append([])
@@ -400,7 +416,34 @@ def build_data(view: RunView, run: _Run, details: dict[str, Any]) -> dict[str, A
         "judgment_fields": list(JUDGMENT_FIELDS),
         "details": details,
         "trust": {"judge_noise": _noise_rows(summary.judge_noise), "pairwise": [], "probes": []},
+        "agent": agent_section(view) if summary.agent else None,
     }
+
+
+def agent_section(view: RunView) -> dict[str, Any]:
+    """The agent metrics of summary.json and, for a run whose transcripts name tasks, pass@k and
+    pass^k per task (`harness.analysis.repeated.repeated_runs`, as ``harness passk`` prints them)
+    with success ``trajectory_match >= 1`` (or ``task_note`` saying why there are none)."""
+    out: dict[str, Any] = {"metrics": {name: figures.model_dump(exclude_unset=True) for name, figures in view.summary.agent.items()}}
+    out["tasks"], out["task_note"] = None, None
+    if "trajectory_match" not in view.summary.agent:
+        out["task_note"] = "the run has no trajectory_match (no reference trajectories) to decide a task's success"
+        return out
+    from ..analysis.repeated import repeated_runs, success_rule
+
+    runs = Counter(str(r["task"]) for _, r in iter_jsonl(view.results_path) if r.get("task") is not None)
+    most = max(runs.values(), default=1)
+    try:
+        rule = success_rule(metric="trajectory_match", at_least=1.0)
+        found = repeated_runs(view.path, rule, tuple(k for k in PASSK_KS if k <= most) or (1,))
+    except HarnessError as exc:
+        out["task_note"] = str(exc)
+        return out
+    if not found.tasks:
+        out["task_note"] = "no transcript of the run names a task"
+        return out
+    out["tasks"] = found.as_dict()
+    return out
 
 
 def _sort_column(columns: list[dict[str, Any]]) -> int:

@@ -424,6 +424,48 @@
     });
   }
 
+  // ---- the agent: its metrics and, per task, pass@k and pass^k ------------------------------------
+
+  function agent() {
+    var A = DATA.agent;
+    if (!A) {
+      document.getElementById("agent").hidden = true;
+      document.getElementById("agent-link").hidden = true;
+      return;
+    }
+    var box = document.getElementById("agent-cards");
+    var card = el("div", { class: "card wide" }, el("h3", { text: "agent metrics" }));
+    var names = Object.keys(A.metrics);
+    card.appendChild(table(["metric", "direction", "mean", "95% CI", "n", "min", "max", "unscored"], names.map(function (k) {
+      var m = A.metrics[k];
+      return [k, m.direction, fmt(m.mean, 4), m.ci95 ? "[" + fmt(m.ci95[0], 4) + ", " + fmt(m.ci95[1], 4) + "]" : "—", fmtInt(m.n), fmt(m.min, 4), fmt(m.max, 4),
+        fmtInt(m.unscored) + (reasons(m.unscored_reasons) ? " (" + reasons(m.unscored_reasons) + ")" : "")];
+    }), [0, 0, 1, 1, 1, 1, 1, 0]));
+    box.appendChild(card);
+    var tasks = el("div", { class: "card wide", id: "agent-tasks" }, el("h3", { text: "tasks: pass@k and pass^k" }));
+    if (!A.tasks) {
+      tasks.appendChild(el("p", { class: "muted", text: A.task_note || "no tasks" }));
+    } else {
+      var P = A.tasks;
+      tasks.appendChild(el("p", { class: "muted", text: "success: " + P.success.rule + " · " + P.tasks.length + " tasks · " + fmtInt(P.runs.without_task) + " transcripts without a task" }));
+      var heads = ["task", "runs n", "successes c", "flakiness"];
+      P.k.forEach(function (k) { heads.push("pass@" + k); });
+      P.k.forEach(function (k) { heads.push("pass^" + k); });
+      var rows = P.tasks.map(function (t) {
+        var r = [t.task + (t.flaky ? " (flaky)" : ""), fmtInt(t.n), fmtInt(t.c), fmt(t.flakiness, 3)];
+        P.k.forEach(function (k) { r.push(fmt(t.pass_at_k[String(k)], 3)); });
+        P.k.forEach(function (k) { r.push(fmt(t.pass_hat_k[String(k)], 3)); });
+        return r;
+      });
+      var mean = ["mean over tasks", "", "", ""];
+      P.means.forEach(function (m) { mean.push(fmt(m.pass_at_k.value, 3)); });
+      P.means.forEach(function (m) { mean.push(fmt(m.pass_hat_k.value, 3)); });
+      rows.push(mean);
+      tasks.appendChild(table(heads, rows, heads.map(function (_, i) { return i > 0 ? 1 : 0; })));
+    }
+    box.appendChild(tasks);
+  }
+
   // ---- transcript table (virtualised) ---------------------------------------------------------
 
   var ROW_H = 30;
@@ -615,9 +657,15 @@
         Object.keys(p.agent).forEach(function (k, n) {
           var v = p.agent[k];
           if (n) facts.appendChild(document.createTextNode(" · "));
-          facts.appendChild(el("span", null, k + " ", el("b", { text: v === null ? "— (" + (p.agent_unscored[k] || "unknown") + ")" : fmt(v, 4) })));
+          var behind = (p.agent_steps || {})[k];
+          facts.appendChild(el("span", null, k + " ", el("b", { text: v === null ? "— (" + (p.agent_unscored[k] || "unknown") + ")" : fmt(v, 4) }),
+            behind && behind.length ? " (steps " + behind.map(function (s) { return "[" + s + "]"; }).join(", ") + ")" : ""));
         });
         out.appendChild(facts);
+        // why a trajectory did not match: the reference calls expected and not made, the steps not expected
+        Object.keys(p.agent_notes || {}).forEach(function (k) {
+          out.appendChild(el("p", { class: "agent-note", text: k + ": " + p.agent_notes[k] }));
+        });
       }
     } else if (d.left_out) {
       out.appendChild(el("p", { class: "warn", text: "The transcript's text is left out of this page to keep it small (see the notes at the top); harness explain " + META.run_dir + " " + ROWS[i][0] + " prints it." }));
@@ -675,6 +723,7 @@
   overview();
   scores();
   performanceSection();
+  agent();
   cost();
   health();
   trust();

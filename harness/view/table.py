@@ -1,0 +1,114 @@
+"""The transcripts table of one run, filtered, sorted and cut into pages on the server.
+
+The page never holds more than one page of rows, whatever the run's size: a 20,000-transcript run
+opens as fast as a 30-transcript one (bench/view_open.py measures it). The filters are the
+table's query string: ``q`` (text in the id, task, tags or the query's first characters),
+``task``, ``tag``, ``judge`` (only that judge's columns), ``col`` with ``min`` / ``max`` (rows whose
+value in that column lies in the range), ``sort`` (a column key) with ``dir``, and ``page``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .runs import OpenedRun
+
+PER_PAGE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class TablePage:
+    columns: list[dict[str, Any]]
+    #: (row index in the run, the visible cells)
+    rows: list[tuple[int, list[Any]]]
+    matched: int
+    total: int
+    page: int
+    pages: int
+    sort: str
+    direction: str
+    params: dict[str, str]
+    tasks: list[str]
+    tags: list[str]
+    judges: list[str]
+
+
+def _number(text: str | None) -> float | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _key(value: Any) -> tuple[int, Any]:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value))
+    return (1, str(value))
+
+
+def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
+    """One page of ``run``'s transcripts under the filters and sort of ``args`` (see the module docstring)."""
+    columns = run.columns
+    index = {c["key"]: i for i, c in enumerate(columns)}
+    judge = args.get("judge") or ""
+    visible = [i for i, c in enumerate(columns) if not judge or not c["key"].startswith(("r:", "c:")) or c["key"].endswith(f":{judge}")]
+    q = (args.get("q") or "").strip().lower()
+    task = args.get("task") or ""
+    tag = args.get("tag") or ""
+    col = args.get("col") or ""
+    lo, hi = _number(args.get("min")), _number(args.get("max"))
+    selected: list[int] = []
+    for at, cells in enumerate(run.rows):
+        if task and run.tasks[at] != task:
+            continue
+        if tag and tag not in run.tags[at]:
+            continue
+        if q and not any(q in str(v).lower() for v in (run.ids[at], run.tasks[at] or "", " ".join(run.tags[at]), run.queries[at])):
+            continue
+        if col in index and (lo is not None or hi is not None):
+            value = cells[index[col]]
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                continue
+            if (lo is not None and value < lo) or (hi is not None and value > hi):
+                continue
+        selected.append(at)
+    default = columns[_default_sort(columns)]
+    sort = str(args.get("sort")) if args.get("sort") in index else str(default["key"])
+    direction = str(args.get("dir")) if args.get("dir") in ("asc", "desc") else str(columns[index[sort]]["worst"])
+    s = index[sort]
+    present = [at for at in selected if run.rows[at][s] is not None]
+    present.sort(key=lambda at: _key(run.rows[at][s]), reverse=direction == "desc")
+    ordered = present + [at for at in selected if run.rows[at][s] is None]  # missing values last, either way
+    pages = max(1, -(-len(ordered) // PER_PAGE))
+    try:
+        page = min(max(1, int(args.get("page") or 1)), pages)
+    except ValueError:
+        page = 1
+    chunk = ordered[(page - 1) * PER_PAGE : page * PER_PAGE]
+    params = {k: str(v) for k, v in args.items() if k in ("q", "task", "tag", "judge", "col", "min", "max", "sort", "dir") and v}
+    return TablePage(
+        columns=[columns[i] for i in visible],
+        rows=[(at, [run.rows[at][i] for i in visible]) for at in chunk],
+        matched=len(ordered),
+        total=len(run.rows),
+        page=page,
+        pages=pages,
+        sort=sort,
+        direction=direction,
+        params=params,
+        tasks=sorted({t for t in run.tasks if t}),
+        tags=sorted({t for ts in run.tags for t in ts}),
+        judges=list(run.view.judges),
+    )
+
+
+def _default_sort(columns: list[dict[str, Any]]) -> int:
+    """The report's first order: its first score column (builder._sort_column), shifted past task and tags."""
+    for i, c in enumerate(columns):
+        if c["key"].startswith(("c:", "r:")):
+            return i
+    return 0
