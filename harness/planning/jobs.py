@@ -27,6 +27,7 @@ from ..rubrics.schema import schema_for
 from ..transcripts.models import Resolved
 from .fit import byte_bound, fit, fits_whole
 from .judgment import Judgment, Reason, Status
+from .turns import TurnOptions, turn_views
 
 
 @dataclass(slots=True)
@@ -44,6 +45,8 @@ class Job:
     samples: int = 1
     #: an input (the trajectory) was compacted by its rule to fit its budget or the window
     compacted_input: bool = False
+    #: judged per turn (``turns.py``): the turn this job judges (from 1); None: the whole transcript
+    turn: int | None = None
 
     @property
     def est_tokens(self) -> int:
@@ -70,6 +73,8 @@ class Entry:
     transcript: Resolved
     jobs: list[Job] = field(default_factory=list)
     pending: int = 0
+    #: judged per turn: the turns selected that the transcript does not have
+    turns_absent: int = 0
     #: set by whoever waits for this entry's last job (the engine's writer, for the head of its
     #: window only): most entries finish before anyone waits, so none is made for them
     waiter: asyncio.Future[None] | None = None
@@ -123,9 +128,17 @@ class Planner:
     cache to look in) skips the cache key, which nothing would read."""
 
     def __init__(
-        self, rubrics: Sequence[Rubric], judges: Sequence[JudgeConfig], *, keyed: bool = True, samplings: Mapping[str, Sampling] | None = None
+        self,
+        rubrics: Sequence[Rubric],
+        judges: Sequence[JudgeConfig],
+        *,
+        keyed: bool = True,
+        samplings: Mapping[str, Sampling] | None = None,
+        turns: TurnOptions | None = None,
     ) -> None:
         self.rubrics = list(rubrics)
+        #: judged per turn (``turns.py``); None: each transcript judged whole, as one exchange
+        self.turns = turns
         if not keyed:
             samplings = None
         elif samplings is None:
@@ -156,8 +169,20 @@ class Planner:
             self._pairs.append(pairs)
 
     def entry(self, transcript: Resolved) -> Entry:
-        """The transcript's jobs, one per (rubric, judge, sample), in that order."""
+        """The transcript's jobs, one per (rubric, judge, sample), in that order; judged per turn,
+        one per (turn, rubric, judge, sample)."""
         entry = Entry(transcript)
+        if self.turns is None:
+            self._plan(entry, transcript, None)
+        else:
+            views, entry.turns_absent = turn_views(transcript, self.turns)
+            for view in views:
+                self._plan(entry, view, view.turn)
+        entry.pending = sum(1 for job in entry.jobs if job.result is None)
+        return entry
+
+    def _plan(self, entry: Entry, transcript: Resolved, turn: int | None) -> None:
+        """Add ``transcript``'s jobs to ``entry`` (``turn``: the turn the view is, when judged per turn)."""
         jobs = entry.jobs
         blocks: dict[str, str] = {}
         compaction: dict[str, Block] = {}
@@ -172,7 +197,7 @@ class Planner:
             for pair in pairs:
                 judge = pair.judge
                 if messages is None:
-                    job = Job(entry, rubric, judge)
+                    job = Job(entry, rubric, judge, turn=turn)
                     jobs.append(job)
                     job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                     continue
@@ -191,7 +216,7 @@ class Planner:
                         truncate=truncate,
                     )
                     if fitted.messages is None:
-                        job = Job(entry, rubric, judge)
+                        job = Job(entry, rubric, judge, turn=turn)
                         jobs.append(job)
                         job.result = job.judgment(
                             "unscored",
@@ -210,9 +235,7 @@ class Planner:
                     # batch line's custom_id and a batch reply's match are this key, never a recomputation.
                     key = None if sample.hasher is None else sample.hasher.key(sent)
                     request = sample.shape.with_messages(sent, key)
-                    jobs.append(Job(entry, rubric, judge, request, key, None, truncated_input, sample.index, count, compacted))
-        entry.pending = sum(1 for job in jobs if job.result is None)
-        return entry
+                    jobs.append(Job(entry, rubric, judge, request, key, None, truncated_input, sample.index, count, compacted, turn))
 
 
 def _overflow_note(rubric: Rubric, truncate: bool) -> str:

@@ -187,7 +187,7 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
 
     try:
         batch: list[Entry] = []
-        planner = Planner(rubrics, plan.judges, keyed=cache is not None)
+        planner = Planner(rubrics, plan.judges, keyed=cache is not None, turns=plan.turns)
         for record in transcripts:
             batch.append(planner.entry(record.resolved()))
             if len(batch) >= _BATCH:

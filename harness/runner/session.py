@@ -225,7 +225,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
     plan = run.plan
     skipped = _stage_skipped(run.out, run.scanned)
     try:
-        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory, run.juries)
+        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory, run.juries, plan.turns)
     except BaseException:
         if skipped is not None:
             skipped.discard()
