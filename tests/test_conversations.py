@@ -296,13 +296,13 @@ def server() -> Iterator[JudgeServer]:
 async def _run(tmp_path: Path, name: str, **options: Any) -> tuple[RunOutcome, Outputs, str]:
     text = io.StringIO()
     console = Console(file=text, width=400, color_system=None)
+    options.setdefault("rubrics", ["relevance"])
     plan = RunOptions(
         input=tmp_path / "transcripts.jsonl",
         out=tmp_path / name,
         config=tmp_path / "harness.toml",
         cache=tmp_path / "cache.sqlite",
         progress=False,
-        rubrics=["relevance"],
         **options,
     )
     outcome = await run_and_show(plan, console)
@@ -356,6 +356,23 @@ async def test_run_per_turn_scores_each_turn_and_the_conversation_by_the_named_r
     assert turn_scores["ci95_clustered"][0] <= turn_scores["mean"] <= turn_scores["ci95_clustered"][1]
     assert "judged per turn (--turns all): 8 turn(s) of 3 conversation(s)" in shown and "the mean of the judged turns' scores (mean)" in shown
     assert "cluster bootstrap by conversation" in shown
+
+    # the analysis commands (compare, gate, passk, infer ...) read each conversation's score, not its turns'
+    from harness.analysis.io import read_run
+
+    data = read_run(out.out)
+    cell = data.outcomes[("relevance", "j")]
+    assert cell["booking"].score == pytest.approx((0.2 + 0.6 + 0.9) / 3) and set(cell) == {"booking", "chat-4", "plain"}
+
+    # the commands that show judgments one per transcript refuse a per-turn run in one line
+    from harness.errors import UserInputError
+    from harness.report import build_report
+    from harness.traces.export import export_run
+
+    with pytest.raises(UserInputError, match=r"judged per turn \(--turns all\); harness report \(and explain\) does not show"):
+        build_report(out.out)
+    with pytest.raises(UserInputError, match="harness export does not show a run judged per turn yet"):
+        export_run(out.out, "csv")
 
     # replayed offline: not one request more, the same rows
     sent = len(chat_requests(server))

@@ -192,6 +192,7 @@ class Planner:
             missing_by_rubric = self._missing[present] = [rubric.missing_inputs(transcript, present) for rubric in self.rubrics]
         for rubric, pairs, missing in zip(self.rubrics, self._pairs, missing_by_rubric, strict=True):
             messages = None if missing else rubric.messages(transcript, blocks, compaction)
+            shifted = transcript.history is not None and "history" not in rubric.inputs
             # one count of the prompt's bytes for every judge of the rubric that has a window
             bound = byte_bound(messages) if messages is not None and self._windowed else 0
             for pair in pairs:
@@ -235,6 +236,8 @@ class Planner:
                     # batch line's custom_id and a batch reply's match are this key, never a recomputation.
                     key = None if sample.hasher is None else sample.hasher.key(sent)
                     request = sample.shape.with_messages(sent, key)
+                    if shifted:  # the history sits inside the rubric's fixed text: the cacheable prefix ends before it
+                        request = dataclasses.replace(request, fixed_prefix=min(request.fixed_prefix, rubric.history_at))
                     jobs.append(Job(entry, rubric, judge, request, key, None, truncated_input, sample.index, count, compacted, turn))
 
 

@@ -9,7 +9,7 @@ sees, and how its turns' scores become the conversation's.
   conversation before it within the window (``transcripts.conversation.HistoryWindow``).
   ``reference`` stays on the last turn only (it is the expected outcome of the conversation);
   ``tools``, ``task`` and ``reference_trajectory`` stay the transcript's. A rubric that does not name
-  ``{{history}}`` gets the history block after its fixed text, before its inputs (``rubric.HISTORY_PREFACE``), so every
+  ``{{history}}`` gets the history block before its first input's label (``rubric.HISTORY_PREFACE``, ``Rubric.history_at``), so every
   rubric judges a turn knowing what came before it; a turn with nothing before it is rendered
   exactly as a single exchange is.
 - **Aggregation** (``--turn-aggregate``): ``mean`` of the judged turns' scores, ``worst`` (the

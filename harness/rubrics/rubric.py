@@ -56,8 +56,9 @@ DEFAULT_SYSTEM = (
 )
 
 #: A turn judged on its own (``--turns``) by a rubric that does not place ``{{history}}`` itself:
-#: this line and the history block follow the rubric's fixed text and come before its inputs, so
-#: the judge reads the turn knowing what came before it (``planning.turns``).
+#: this line and the history block come before the last paragraph of the rubric's fixed text (the
+#: first input's label) and so before its inputs: the judge reads the turn knowing what came
+#: before it (``planning.turns``; ``Rubric.history_at``).
 HISTORY_PREFACE = "The conversation before the turn being judged, for context only (judge the turn given below):\n"
 
 
@@ -204,6 +205,15 @@ class Rubric:
         return self.scale[1]
 
     @property
+    def history_at(self) -> int:
+        """Where a turn's history goes in a rubric that does not place ``{{history}}``: before the
+        last paragraph of the text ahead of the first input (its label), else right before the
+        input. The request's prompt-cache prefix (``fixed_prefix``) then ends here."""
+        head = self.parts[0] if self.parts else ""
+        cut = head.rstrip("\n").rfind("\n\n")
+        return cut + 2 if cut >= 0 else len(head)
+
+    @property
     def fixed_prefix(self) -> int:
         """Characters of the rendered user message before the first input: the rubric's fixed text,
         which the built-in rubrics put first so providers' prompt caches apply."""
@@ -269,8 +279,10 @@ class Rubric:
             parts[i] = text
         history = transcript.history
         if history is not None and "history" not in self.inputs:
-            # after the rubric's fixed text (the prompt-cache prefix stays the rubric's), before its inputs
-            parts.insert(1, f"{HISTORY_PREFACE}{data_block('history', history)}\n\n")
+            # before the fixed text's last paragraph (the first input's label, "QUERY:"), so the
+            # history reads as context ahead of the turn's inputs (``history_at``)
+            at = self.history_at
+            parts[0] = f"{parts[0][:at]}{HISTORY_PREFACE}{data_block('history', history)}\n\n{parts[0][at:]}"
         return ({"role": "system", "content": self.system}, {"role": "user", "content": "".join(parts)})
 
     @staticmethod

@@ -417,6 +417,10 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, input: Path | N
         raise UserInputError(f"unknown --format {fmt!r}; one of {', '.join(EXPORT_FORMATS)}")
     if not run_dir.is_dir():
         raise UserInputError(f"{run_dir}: no such run directory")
+    if (run_dir / "summary.json").is_file():
+        from ..rundir import read_summary, refuse_per_turn
+
+        refuse_per_turn(run_dir, read_summary(run_dir), "harness export")
     writer, default_name = _WRITERS[fmt]
     path = out or run_dir / default_name
     rows = _judgments(run_dir)
