@@ -404,6 +404,15 @@ async def test_run_without_turns_warns_of_multi_turn_transcripts_in_one_line(tmp
         "warning: 2 transcript(s) hold several user turns and were judged as first question, last answer; "
         "--turns all judges each turn with the conversation before it"
     ]
+    # sharded, each shard counts its own; merged, the run says how many there were
+    from harness.outputs.merge import merge_runs
+
+    for index in (1, 2):
+        shard, _, _ = await _run(tmp_path, f"s{index}", shard=f"{index}/2")
+        assert shard.exit_code == 0
+    merge_runs([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+    assert Outputs(tmp_path / "merged").summary["conversations"] == {"multi_turn": 2}
+
     # single exchanges only: no conversations section at all
     write_jsonl(tmp_path / "transcripts.jsonl", [RECORDS[2]])
     _, single, shown = await _run(tmp_path, "single")
