@@ -134,8 +134,7 @@ def test_a_turn_without_an_answer_and_an_opening_before_the_first_user_turn() ->
     assert [t.answer for t in conversation.turns()] == ["Which one?", None]
     history = render_history(conversation, 2)
     assert history == (
-        "[assistant, before the first user turn]\nHello, how can I help?\n"
-        "[turn 1: user]\nCancel my order.\n[turn 1: assistant]\nWhich one?"
+        "[assistant, before the first user turn]\nHello, how can I help?\n[turn 1: user]\nCancel my order.\n[turn 1: assistant]\nWhich one?"
     )
 
 
@@ -432,3 +431,28 @@ async def test_a_conversation_rubric_reads_the_whole_conversation(tmp_path: Path
     assert "[turn 2: tool call search_flights (ok)]\n[turn 2: tool call weather (ok)]\n[turn 2: assistant]" in prompt
     with pytest.raises(ConfigError, match="judges the whole conversation; run it without --turns"):
         await _run(tmp_path, "refused", rubrics=["goal_completion"], turns="all")
+
+
+def test_estimate_counts_the_per_turn_requests_as_a_run_would_send_them(tmp_path: Path) -> None:
+    from harness.cost.tokens import TokenCounter
+    from harness.runner.estimate import estimate_run
+
+    write_jsonl(tmp_path / "transcripts.jsonl", RECORDS)
+    common = {
+        "input": tmp_path / "transcripts.jsonl",
+        "model": "gpt-4o-mini",
+        "base_url": "http://127.0.0.1:9/v1",
+        "no_cache": True,
+        "rubrics": ["relevance"],
+    }
+    whole = estimate_run(RunOptions(**common))
+    per_turn = estimate_run(RunOptions(**common, turns="all"))
+    assert (whole.judges[0].requests, per_turn.judges[0].requests) == (3, 8)
+    # the tokens are those of the prompts the planner makes for each turn (history included)
+    from harness.config import JudgeConfig
+
+    judges = [JudgeConfig(name="gpt-4o-mini", model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1")]
+    planner = Planner([load_rubrics()["relevance"]], judges, keyed=False, turns=parse_turns("all"))
+    counter = TokenCounter.for_model("gpt-4o-mini", None)
+    jobs = [job for record in RECORDS for job in planner.entry(Transcript.model_validate(record).resolved()).jobs]
+    assert per_turn.judges[0].prompt_tokens == sum(counter.count_messages(job.request.messages) for job in jobs if job.request is not None)

@@ -78,7 +78,13 @@ def test_builtin_rubrics_load_with_their_headers() -> None:
     assert set(rubrics) == set(BUILTIN) | set(TRAJECTORY) | set(CONVERSATION)
     for name, direction in CONVERSATION.items():
         rubric = rubrics[name]
-        assert (rubric.version, rubric.scale, rubric.direction, rubric.inputs, rubric.default) == ("1", (0.0, 1.0), direction, ("conversation",), False)
+        assert (rubric.version, rubric.scale, rubric.direction, rubric.inputs, rubric.default) == (
+            "1",
+            (0.0, 1.0),
+            direction,
+            ("conversation",),
+            False,
+        )
         assert '"score"' in rubric.template and "[turn N: user]" in rubric.template
     for name, inputs in TRAJECTORY.items():
         rubric = rubrics[name]
@@ -109,9 +115,7 @@ def test_every_builtin_rubric_puts_its_fixed_text_before_the_transcript() -> Non
     paths = sorted(prompts.glob("*.md")) + sorted(prompts.glob("*/*.md"))
     assert len(paths) == 14 + len(TRAJECTORY) + len(CONVERSATION)
     messages = [Message(role="user", content="What is the capital of France?"), Message(role="assistant", content="Paris.")]
-    transcript = dataclasses.replace(
-        resolved(reference="Paris", steps=STEPS, tools=TOOLS), conversation=conversation_from_messages(messages)
-    )
+    transcript = dataclasses.replace(resolved(reference="Paris", steps=STEPS, tools=TOOLS), conversation=conversation_from_messages(messages))
     for path in paths:
         rubric = parse_rubric(path.read_text(encoding="utf-8"), str(path))
         labels = rubric.parts[2::2]  # the literals between and after the inputs

@@ -29,7 +29,9 @@ TurnsOpt = Annotated[
 TurnAggregateOpt = Annotated[
     str, typer.Option("--turn-aggregate", help="With --turns, a conversation's score of its turns': mean, worst, last or pass-share.")
 ]
-HistoryTurnsOpt = Annotated[int | None, typer.Option("--history-turns", help="With --turns, the last turns kept whole in a turn's history (default 6).")]
+HistoryTurnsOpt = Annotated[
+    int | None, typer.Option("--history-turns", help="With --turns, the last turns kept whole in a turn's history (default 6).")
+]
 HistoryTokensOpt = Annotated[int | None, typer.Option("--history-tokens", help="With --turns, a turn's history budget in tokens (default 4000).")]
 PassThresholdOpt = Annotated[
     float, typer.Option("--pass-threshold", help="With --turn-aggregate pass-share, the normalised score (0..1) a turn needs to pass.")

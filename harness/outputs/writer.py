@@ -178,19 +178,25 @@ class OutputSink:
         self.totals.judged_turns += len(judged)
         self.totals.turns_absent += entry.turns_absent
         if not entry.jobs:  # none of the selected turns is in this conversation: said, not left out
-            for judge in self.judges:
+            for config in self.judges:
                 for name in self.rubrics:
-                    reasons.setdefault(judge.name, {})[name] = "unscored: turns_absent"
-                    components[judge.name][name] = Component("unscored", None, "turns_absent")
-                    self.totals.add_conversation(name, judge.name, None, "turns_absent")
+                    reasons.setdefault(config.name, {})[name] = "unscored: turns_absent"
+                    components[config.name][name] = Component("unscored", None, "turns_absent")
+                    self.totals.add_conversation(name, config.name, None, "turns_absent")
         per_turn: dict[str, dict[str, list[float | None]]] = {}
         for (judge, name), judgments in by_pair.items():
             rubric = self.rubrics[name]
             per_turn.setdefault(judge, {})[name] = [j.score if j.status == "scored" else None for _, j in judgments]
             other = next(((turn, j) for turn, j in judgments if j.status != "scored" or j.score is None), None)
             if other is None:
-                value = aggregate(self.turns.aggregate, [j.score for _, j in judgments if j.score is not None], rubric.lo, rubric.hi,
-                                  rubric.direction, self.turns.pass_threshold)
+                value = aggregate(
+                    self.turns.aggregate,
+                    [j.score for _, j in judgments if j.score is not None],
+                    rubric.lo,
+                    rubric.hi,
+                    rubric.direction,
+                    self.turns.pass_threshold,
+                )
                 scores[judge][name] = value
                 components[judge][name] = Component("scored", value, None)
                 self.totals.add_conversation(name, judge, value, None)

@@ -120,11 +120,11 @@ class RunPlan:
         if self.turns is not None:
             for rubric in chosen:
                 if rubric.labels is not None:
-                    raise ConfigError(f"--turns: rubric {rubric.name!r} has labels; a conversation's score is made of its turns' numbers (choose --rubric)")
-                if "conversation" in rubric.inputs:
                     raise ConfigError(
-                        f"--turns: rubric {rubric.name!r} judges the whole conversation; run it without --turns (or choose --rubric)"
+                        f"--turns: rubric {rubric.name!r} has labels; a conversation's score is made of its turns' numbers (choose --rubric)"
                     )
+                if "conversation" in rubric.inputs:
+                    raise ConfigError(f"--turns: rubric {rubric.name!r} judges the whole conversation; run it without --turns (or choose --rubric)")
         return chosen
 
 

@@ -43,7 +43,6 @@ AGGREGATE_RULES: dict[str, str] = {
 }
 
 
-
 @dataclass(frozen=True, slots=True)
 class TurnOptions:
     """Per-turn judging as asked: ``selection`` is ``"all"``, ``"last"`` or turn numbers."""
