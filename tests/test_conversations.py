@@ -296,11 +296,11 @@ async def _run(tmp_path: Path, name: str, **options: Any) -> tuple[RunOutcome, O
     text = io.StringIO()
     console = Console(file=text, width=400, color_system=None)
     options.setdefault("rubrics", ["relevance"])
+    options.setdefault("cache", tmp_path / "cache.sqlite")
     plan = RunOptions(
         input=tmp_path / "transcripts.jsonl",
         out=tmp_path / name,
         config=tmp_path / "harness.toml",
-        cache=tmp_path / "cache.sqlite",
         progress=False,
         **options,
     )
@@ -456,3 +456,20 @@ def test_estimate_counts_the_per_turn_requests_as_a_run_would_send_them(tmp_path
     counter = TokenCounter.for_model("gpt-4o-mini", None)
     jobs = [job for record in RECORDS for job in planner.entry(Transcript.model_validate(record).resolved()).jobs]
     assert per_turn.judges[0].prompt_tokens == sum(counter.count_messages(job.request.messages) for job in jobs if job.request is not None)
+
+
+async def test_per_turn_judging_on_a_postgresql_cache_replays_offline(tmp_path: Path, server: JudgeServer, request: pytest.FixtureRequest) -> None:
+    assert server.base_url
+    write_jsonl(tmp_path / "transcripts.jsonl", RECORDS)
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
+    cache = request.getfixturevalue("postgres").new_database()
+    live, out, _ = await _run(tmp_path, "pg", turns="all", cache=cache)
+    assert live.exit_code == 0, live.message
+    sent = len(chat_requests(server))
+    assert sent == 8
+    replay, again, _ = await _run(tmp_path, "pg-offline", turns="all", cache=cache, offline=True)
+    assert replay.exit_code == 0 and len(chat_requests(server)) == sent
+    assert [(r["transcript_id"], r["turn"], r["score"], r["cache_key"]) for r in again.judgments] == [
+        (r["transcript_id"], r["turn"], r["score"], r["cache_key"]) for r in out.judgments
+    ]
+    assert [r["scores"] for r in again.results] == [r["scores"] for r in out.results]
