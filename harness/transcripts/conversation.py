@@ -23,12 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..agent.steps import Step, steps_from_messages
 
-if TYPE_CHECKING:
-    from .models import Message
+#: A ``transcripts.models.Message`` (not imported: the model imports this module); what is read of
+#: one is its ``role``, ``content`` and ``text()``.
+Message = Any
 
 #: The history window's defaults: the last turns kept whole, and its budget in tokens.
 HISTORY_TURNS = 6
