@@ -27,6 +27,18 @@ def open_run_dir(path: str | Path) -> tuple[Path, RunSummary]:
     return run, read_summary(run)
 
 
+def refuse_per_turn(run: Path, summary: RunSummary, command: str) -> None:
+    """A command that shows a run's judgments one per transcript cannot show a run judged per
+    turn (``harness run --turns``) yet: refused in one line, never shown as if each turn were a
+    transcript of its own."""
+    conversations = summary.conversations
+    if conversations is not None and conversations.judged_as == "per turn":
+        raise UserInputError(
+            f"{run}: judged per turn (--turns {conversations.turns}); {command} does not show a run judged per turn yet "
+            "(compare, gate, passk and infer read its conversations' scores; results.jsonl holds each turn's)"
+        )
+
+
 def read_summary(run: Path) -> RunSummary:
     """A run directory's summary.json, read through the schema it was written with
     (``metrics/schema.py``); every problem is one line naming the file."""

@@ -32,7 +32,8 @@ from harness.planning.plan import RunPlan
 from harness.rubrics.inputs import BY_NAME, DATA_CLOSE_RE, DATA_OPEN_RE, INPUTS, present_inputs
 from harness.rubrics.parsing import parse_score
 from harness.rubrics.rubric import load_rubrics
-from harness.transcripts.models import Resolved, Transcript
+from harness.transcripts.conversation import conversation_from_messages
+from harness.transcripts.models import Message, Resolved, Transcript
 from harness.transcripts.performance import Performance
 
 LONG = "Paris is the capital of France. " * 10  # 320 characters
@@ -231,6 +232,8 @@ def test_the_registry_is_the_one_list_of_inputs() -> None:
         ("trajectory", "steps", "record"),
         ("tools", "tools", "record"),
         ("reference_trajectory", "reference_trajectory", "record"),
+        ("history", "history", "text"),
+        ("conversation", "conversation", "record"),
     ]
     assert [i.name for i in INPUTS if i.compactable] == ["trajectory"]
     # every input's tag is one the reply parser sets aside
@@ -249,6 +252,8 @@ def test_every_input_renders_inside_its_tag() -> None:
         steps=steps_example(),
         tools=(ToolSpec(name="search"),),
         reference_trajectory=(RefCall(name="search"),),
+        conversation=conversation_from_messages([Message(role="user", content="q"), Message(role="assistant", content="r")]),
+        history="[turn 1: user]\nq0\n[turn 1: assistant]\nr0",
     )
     assert present_inputs(full) == {i.name for i in INPUTS}
     for entry in INPUTS:

@@ -380,7 +380,9 @@ def test_unknown_rubric_is_refused_listing_the_available(tmp_path: Path) -> None
         build_plan(options(tmp_path, rubrics=["relevance", "fluency"]))
     assert (
         str(info.value)
-        == "unknown rubric 'fluency'; available: argument_correctness, contextual_relevance, error_handling, faithfulness, hallucination, relevance, step_efficiency, task_completion, task_completion_ref, tool_selection"
+        == "unknown rubric 'fluency'; available: argument_correctness, contextual_relevance, conversation_consistency, error_handling, faithfulness, "
+        "goal_completion, hallucination, knowledge_retention, relevance, role_adherence, step_efficiency, task_completion, task_completion_ref, "
+        "tool_selection, user_frustration"
     )
 
 

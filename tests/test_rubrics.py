@@ -3,6 +3,7 @@ transcript cannot close, missing inputs, bad rubric files and user prompt direct
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -17,7 +18,8 @@ from harness.rubrics.rubric import (
     load_rubrics,
     parse_rubric,
 )
-from harness.transcripts import Performance, Resolved
+from harness.transcripts import Message, Performance, Resolved
+from harness.transcripts.conversation import conversation_from_messages
 
 BUILTIN = {
     # name: (scale, direction, inputs)
@@ -34,6 +36,14 @@ TRAJECTORY = {
     "argument_correctness": ("query", "tools", "trajectory"),
     "step_efficiency": ("query", "trajectory", "response"),
     "error_handling": ("query", "trajectory", "response"),
+}
+#: the conversation rubrics (issue 43): the whole conversation, named only; frustration is lower-is-better
+CONVERSATION = {
+    "goal_completion": "higher",
+    "knowledge_retention": "higher",
+    "role_adherence": "higher",
+    "conversation_consistency": "higher",
+    "user_frustration": "lower",
 }
 STEPS = (Step(0, "search", {"q": "capital of France"}, turn=0, group=0, result="Paris"),)
 TOOLS = (ToolSpec(name="search", description="Web search.", parameters={"type": "object"}),)
@@ -65,7 +75,17 @@ HEADER = 'name = "{name}"\nversion = "1"\nscale = [0.0, 1.0]\ninputs = ["query",
 
 def test_builtin_rubrics_load_with_their_headers() -> None:
     rubrics = load_rubrics()
-    assert set(rubrics) == set(BUILTIN) | set(TRAJECTORY)
+    assert set(rubrics) == set(BUILTIN) | set(TRAJECTORY) | set(CONVERSATION)
+    for name, direction in CONVERSATION.items():
+        rubric = rubrics[name]
+        assert (rubric.version, rubric.scale, rubric.direction, rubric.inputs, rubric.default) == (
+            "1",
+            (0.0, 1.0),
+            direction,
+            ("conversation",),
+            False,
+        )
+        assert '"score"' in rubric.template and "[turn N: user]" in rubric.template
     for name, inputs in TRAJECTORY.items():
         rubric = rubrics[name]
         assert (rubric.version, rubric.scale, rubric.direction, rubric.inputs) == ("1", (0.0, 1.0), "higher", inputs)
@@ -93,8 +113,9 @@ def test_every_builtin_rubric_puts_its_fixed_text_before_the_transcript() -> Non
     answer format) comes first and only the inputs' short labels follow the first input."""
     prompts = builtin_prompts_dir()
     paths = sorted(prompts.glob("*.md")) + sorted(prompts.glob("*/*.md"))
-    assert len(paths) == 14 + len(TRAJECTORY)
-    transcript = resolved(reference="Paris", steps=STEPS, tools=TOOLS)
+    assert len(paths) == 14 + len(TRAJECTORY) + len(CONVERSATION)
+    messages = [Message(role="user", content="What is the capital of France?"), Message(role="assistant", content="Paris.")]
+    transcript = dataclasses.replace(resolved(reference="Paris", steps=STEPS, tools=TOOLS), conversation=conversation_from_messages(messages))
     for path in paths:
         rubric = parse_rubric(path.read_text(encoding="utf-8"), str(path))
         labels = rubric.parts[2::2]  # the literals between and after the inputs
@@ -292,7 +313,7 @@ def test_empty_inputs(tmp_path: Path) -> None:
     header = HEADER.format(name="x").replace('["query", "response"]', "[]")
     path = write_rubric(tmp_path, "x", header, "no placeholders\n")
     assert _error(path) == f"{path}: inputs: must name at least one of {', '.join(NAMES)}"
-    assert NAMES == ("query", "response", "contexts", "reference", "trajectory", "tools", "reference_trajectory")
+    assert NAMES == ("query", "response", "contexts", "reference", "trajectory", "tools", "reference_trajectory", "history", "conversation")
 
 
 def test_bad_direction(tmp_path: Path) -> None:
@@ -375,7 +396,7 @@ def test_user_directory_overrides_by_name_and_adds(tmp_path: Path) -> None:
     )
     (mine / "notes.txt").write_text("not a rubric")
     rubrics = load_rubrics([mine])
-    assert set(rubrics) == set(BUILTIN) | set(TRAJECTORY) | {"conciseness"}
+    assert set(rubrics) == set(BUILTIN) | set(TRAJECTORY) | set(CONVERSATION) | {"conciseness"}
     assert rubrics["relevance"].version == "2-strict"
     assert rubrics["relevance"].scale == (1.0, 5.0)
     assert rubrics["relevance"].source == str(mine / "relevance.md")

@@ -82,12 +82,13 @@ def test_a_run_sets_every_field_a_reader_reads(runs: dict[str, Path]) -> None:
     # rubric's scale has no labels. A run that does not scan for injections (config injection,
     # off by default) has no injection section.
     bounded = {"agent.p50", "agent.p95", "agent.p99"}
-    jury_only = {"juries", "judge_models.jury", "rubric_scales.labels", "injection"}
+    # a run of single exchanges has no conversations section (issue 43: multi-turn transcripts, --turns)
+    jury_only = {"juries", "judge_models.jury", "rubric_scales.labels", "injection", "conversations"}
     assert set(_unset(read_summary(runs["agent"]))) == {"shard", *bounded, *jury_only}
     assert set(_unset(read_summary(runs["s1"]))) == {*bounded, *jury_only}
     assert set(_unset(read_summary(runs["merged"]))) == {"shard", *bounded, *jury_only}
     # a run with a jury sets its section and its panel (the judges' entries have no jury)
-    assert set(_unset(read_summary(runs["jury"]))) == {"shard", "judge_models.jury", "rubric_scales.labels", "injection"}
+    assert set(_unset(read_summary(runs["jury"]))) == {"shard", "judge_models.jury", "rubric_scales.labels", "injection", "conversations"}
     assert read_summary(runs["jury"]).juries["panel"].members == ["a", "b"]
     assert read_summary(runs["budget"]).budget is not None
 

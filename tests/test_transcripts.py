@@ -241,8 +241,9 @@ def test_json_array_and_jsonl_give_identical_records(tmp_path: Path) -> None:
     assert [r.model_dump() for r in from_lines] == [r.model_dump() for r in from_array]
     assert [r.resolved() for r in from_lines] == [r.resolved() for r in from_array]
     assert len(from_lines) == len(RECORDS)
-    # r3's messages say it made no tool call: an empty trajectory, which a trajectory rubric can judge
-    assert scan(as_lines).inputs_seen == scan(as_array).inputs_seen == {"query", "response", "contexts", "reference", "trajectory"}
+    # r3's messages say it made no tool call: an empty trajectory, which a trajectory rubric can
+    # judge; and they are a conversation, which a conversation rubric can (issue 43)
+    assert scan(as_lines).inputs_seen == scan(as_array).inputs_seen == {"query", "response", "contexts", "reference", "trajectory", "conversation"}
 
 
 def test_json_array_lines_point_at_each_element(tmp_path: Path) -> None:
@@ -306,7 +307,7 @@ def test_messages_give_query_response_contexts_and_tool_calls() -> None:
     assert resolved.response == "Sunny in both."
     assert resolved.contexts == ("Paris: 18C", "Rome: 24C", "Sunny")
     assert resolved.performance.tool_calls == 3
-    assert present_inputs(resolved) == {"query", "response", "contexts", "trajectory"}
+    assert present_inputs(resolved) == {"query", "response", "contexts", "trajectory", "conversation"}
     # no timing data at all: latencies are unknown, never 0
     assert (resolved.performance.total_ms, resolved.performance.llm_ms) == (None, None)
 

@@ -160,6 +160,8 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
 
     judgments = run / "judgments.jsonl"
     for line, row in iter_json_objects(judgments):
+        if "turn" in row:
+            continue  # a turn's judgment (``harness run --turns``): its conversation's score is in results.jsonl
         tid = _field(judgments, line, row, "transcript_id", (str,))
         rubric = _field(judgments, line, row, "rubric", (str,))
         judge = _field(judgments, line, row, "judge", (str,))
@@ -194,6 +196,8 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
                     outcome = Outcome("scored", value, None) if value is not None else Outcome("unscored", None, why.get(metric.name))
                     for judge in judges:
                         outcomes.setdefault((metric.name, judge), {})[tid] = outcome
+        if isinstance(row.get("turns"), dict):
+            _conversation_scores(results, line, row, tid, metrics, judges, outcomes)
         values = row.get("composites") or {}
         reasons = row.get("composites_unscored") or {}
         if not isinstance(values, dict) or not isinstance(reasons, dict):
@@ -213,6 +217,35 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     if (note := interrupted_note(summary)) is not None:
         notes.append(f"{run}: {note}")
     return RunData(run, tuple(transcripts), judges, dict(summary.judge_models), metrics, outcomes, interrupted, notes, dict(summary.juries))
+
+
+def _conversation_scores(
+    path: Path,
+    line: int,
+    row: dict[str, Any],
+    tid: str,
+    metrics: Mapping[str, Metric],
+    judges: tuple[str, ...],
+    outcomes: dict[tuple[str, str], dict[str, Outcome]],
+) -> None:
+    """A conversation judged per turn: each rubric's outcome is its conversation's score (the
+    rule of ``planning.turns``), as the results row holds it, not one turn's judgment."""
+    scores = row.get("scores") or {}
+    unscored = row.get("unscored") or {}
+    if not isinstance(scores, dict) or not isinstance(unscored, dict):
+        raise line_error(path, line, "scores", "expected an object per judge")
+    for judge in judges:
+        names = {**(unscored.get(judge) or {}), **(scores.get(judge) or {})}
+        for name in names:
+            if name not in metrics or metrics[name].kind != "rubric":
+                raise line_error(path, line, f"scores.{judge}", f"{name!r} is not among the run's rubrics in summary.json")
+            value = _score(path, line, (scores.get(judge) or {}).get(name), f"scores.{judge}.{name}")
+            if value is not None:
+                outcomes.setdefault((name, judge), {})[tid] = Outcome("scored", value, None)
+                continue
+            said = str((unscored.get(judge) or {}).get(name) or "unscored: unknown")
+            status, _, reason = said.partition(": ")
+            outcomes.setdefault((name, judge), {})[tid] = Outcome(status if status in ("unscored", "failed") else "unscored", None, reason or None)
 
 
 # -- labels ----------------------------------------------------------------------------------------

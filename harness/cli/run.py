@@ -18,6 +18,24 @@ if TYPE_CHECKING:
 
 _FORMATS = ", ".join(f.value for f in InputFormat)
 FormatOpt = Annotated[InputFormat, typer.Option("--format", metavar="FORMAT", help=f"Input format: {_FORMATS} (auto decides by content).")]
+TurnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--turns",
+        help="Judge each turn of a conversation on its own: all, last, or turn numbers such as 1,3 (its history before it as context). "
+        "Default: each transcript whole (first question, last answer).",
+    ),
+]
+TurnAggregateOpt = Annotated[
+    str, typer.Option("--turn-aggregate", help="With --turns, a conversation's score of its turns': mean, worst, last or pass-share.")
+]
+HistoryTurnsOpt = Annotated[
+    int | None, typer.Option("--history-turns", help="With --turns, the last turns kept whole in a turn's history (default 6).")
+]
+HistoryTokensOpt = Annotated[int | None, typer.Option("--history-tokens", help="With --turns, a turn's history budget in tokens (default 4000).")]
+PassThresholdOpt = Annotated[
+    float, typer.Option("--pass-threshold", help="With --turn-aggregate pass-share, the normalised score (0..1) a turn needs to pass.")
+]
 
 
 @app.command(rich_help_panel=JUDGE)
@@ -52,6 +70,11 @@ def run(
             help="Human labels (JSONL, as for harness agreement) for the config's \\[\\[juries]]: weights, anchors, members' agreement.",
         ),
     ] = None,
+    turns: TurnsOpt = None,
+    turn_aggregate: TurnAggregateOpt = "mean",
+    history_turns: HistoryTurnsOpt = None,
+    history_tokens: HistoryTokensOpt = None,
+    pass_threshold: PassThresholdOpt = 0.5,
 ) -> None:
     """Judge transcripts and write the judgments, each transcript's results and a summary."""
     from ..planning import RunOptions
@@ -73,6 +96,11 @@ def run(
         format=format.value,
         shard=shard,
         jury_labels=jury_labels,
+        turns=turns,
+        turn_aggregate=turn_aggregate,
+        history_turns=history_turns,
+        history_tokens=history_tokens,
+        pass_threshold=pass_threshold,
     )
     with stdin_as_file(transcripts) as options.input, RunProgress(err, options.progress) as bar:
         outcome = asyncio.run(run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment, handle_signals=True))
@@ -98,6 +126,10 @@ def estimate(
     limit: Annotated[int | None, typer.Option(help="Only the first N transcripts.")] = None,
     as_json: AsJsonOpt = False,
     batch: Annotated[bool, typer.Option("--batch", help="Price at the providers' batch rates (harness batch submit).")] = False,
+    turns: TurnsOpt = None,
+    turn_aggregate: TurnAggregateOpt = "mean",
+    history_turns: HistoryTurnsOpt = None,
+    history_tokens: HistoryTokensOpt = None,
 ) -> None:
     """Tell what a run would cost and how long it would take, counting tokens offline with cache hits free."""
     from ..planning import RunOptions
@@ -106,7 +138,17 @@ def estimate(
     from ..traces.loader import stdin_as_file
 
     options = RunOptions.from_judge(
-        judge, input=transcripts, rubrics=rubric or [], prompts=prompts or [], limit=limit, format=format.value, batch=batch
+        judge,
+        input=transcripts,
+        rubrics=rubric or [],
+        prompts=prompts or [],
+        limit=limit,
+        format=format.value,
+        batch=batch,
+        turns=turns,
+        turn_aggregate=turn_aggregate,
+        history_turns=history_turns,
+        history_tokens=history_tokens,
     )
     with stdin_as_file(transcripts) as options.input:
         result = estimate_run(options)

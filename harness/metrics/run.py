@@ -20,11 +20,13 @@ from ..agent.specs import SPECS as AGENT_SPECS
 from ..config import JudgeConfig
 from ..cost.prices import prompt_cache_saving
 from ..planning import Judgment
+from ..planning.turns import TurnOptions
 from ..stats.noise import noise_share
 from ..transcripts.performance import PERFORMANCE_FIELDS, Performance
 from .composites import CompositeResult
 from .schema import (
     AgentMetricSummary,
+    ConversationSummary,
     CostFigures,
     CostSummary,
     JudgeSummary,
@@ -34,6 +36,7 @@ from .schema import (
     RunRecord,
     RunSummary,
     ScoreSummary,
+    TurnScoreSummary,
 )
 from .summary import describe, percentiles
 
@@ -201,6 +204,14 @@ class RunTotals:
         self.agent: dict[str, _Series] = {}
         #: repeated samples: (rubric, judge) -> (n scored, mean, variance) per judgment
         self.sample_groups: dict[tuple[str, str], list[tuple[int, float, float]]] = defaultdict(list)
+        #: transcripts of several user turns (``Resolved.turns``)
+        self.multi_turn = 0
+        #: judged per turn (``planning.turns``): the options, the turns judged and absent, and
+        #: (rubric, judge) -> (conversation number, score) of each scored turn
+        self.turn_options: TurnOptions | None = None
+        self.judged_turns = 0
+        self.turns_absent = 0
+        self.turn_scores: dict[tuple[str, str], tuple[array, array]] = defaultdict(lambda: (array("q"), array("d")))
 
     def add_transcript(self, performance: Performance) -> None:
         self.transcripts += 1
@@ -238,7 +249,50 @@ class RunTotals:
         else:
             series.failed[j.reason or "unknown"] += 1
 
-    def add(self, j: Judgment) -> None:
+    def add_conversation(self, rubric: str, judge: str, value: float | None, reason: str | None) -> None:
+        """A conversation's score of its judged turns (``planning.turns.aggregate``), or why it has none."""
+        series = self.scores[(rubric, judge)]
+        if value is not None:
+            series.values.append(value)
+        else:
+            series.unscored[reason or "unknown"] += 1
+
+    def add_turn_score(self, rubric: str, judge: str, conversation: int, score: float) -> None:
+        clusters, values = self.turn_scores[(rubric, judge)]
+        clusters.append(conversation)
+        values.append(score)
+
+    def _conversations(self) -> ConversationSummary | None:
+        options = self.turn_options
+        if options is None:
+            return ConversationSummary(multi_turn=self.multi_turn) if self.multi_turn else None
+        from ..stats.cluster import cluster_bootstrap_ci, cluster_mean_se  # numpy: only a run judged per turn loads it
+
+        turn_scores: dict[str, dict[str, TurnScoreSummary]] = {}
+        for (rubric, judge), (clusters, values) in self.turn_scores.items():
+            ci = cluster_bootstrap_ci(values, clusters) if len(values) else None
+            turn_scores.setdefault(rubric, {})[judge] = TurnScoreSummary(
+                turns=len(values),
+                conversations=len(set(clusters)),
+                mean=statistics.fmean(values) if len(values) else None,
+                se_clustered=cluster_mean_se(values, clusters) if len(values) else None,
+                ci95_clustered=list(ci) if ci is not None else None,
+            )
+        return ConversationSummary(
+            multi_turn=self.multi_turn,
+            judged_as="per turn",
+            turns=options.describe(),
+            aggregate=options.aggregate,
+            aggregate_rule=options.rule(),
+            history_window={"turns": options.window.turns, "tokens": options.window.tokens},
+            judged_turns=self.judged_turns,
+            turns_absent=self.turns_absent,
+            turn_scores={rubric: dict(sorted(by.items())) for rubric, by in sorted(turn_scores.items())},
+        )
+
+    def add(self, j: Judgment, to_series: bool = True) -> None:
+        """One judgment; ``to_series=False``: a turn's, whose score goes to its conversation's
+        (``add_conversation``) and to the turn scores, not to the rubric's series."""
         self.status_counts[j.status] += 1
         if j.sample_scores is not None:
             values = [v for v in j.sample_scores if v is not None]
@@ -246,7 +300,7 @@ class RunTotals:
                 mean = statistics.fmean(values)
                 variance = statistics.variance(values) if len(values) > 1 else 0.0
                 self.sample_groups[(j.rubric, j.judge)].append((len(values), mean, variance))
-        series = self.scores[(j.rubric, j.judge)]
+        series = self.scores[(j.rubric, j.judge)] if to_series else _Series()
         stats = self.judge_stats[j.judge]
         if j.status == "scored":
             if j.score is not None:  # a categorical rubric's label is not a number: no numeric series
@@ -325,6 +379,7 @@ class RunTotals:
                     name: PerformanceSummary.model_validate(describe(values) | percentiles(values)) for name, values in self.performance.items()
                 },
                 "agent": {name: _agent_summary(name, series) for name, series in self.agent.items()},
+                **({"conversations": conversations} if (conversations := self._conversations()) is not None else {}),
                 "wall_time_s": round(wall_time_s, 3),
             }
         )

@@ -254,6 +254,37 @@ class InjectionRecord(_Section):
     by_kind: dict[str, int] = {}
     #: the file listing every finding, in --out
     file: str = "injection.jsonl"
+class TurnScoreSummary(_Section):
+    """One rubric's turn scores by one judge, judged per turn: the mean turn score (every judged
+    turn weighted alike) with its interval clustered by conversation (``stats.cluster``)."""
+
+    turns: int = 0
+    conversations: int = 0
+    mean: float | None = None
+    #: the cluster-robust (CR1) standard error of the mean, conversations as clusters
+    se_clustered: float | None = None
+    #: the percentile interval of the cluster bootstrap (conversations resampled)
+    ci95_clustered: list[float] | None = None
+
+
+class ConversationSummary(_Section):
+    """How the run read transcripts of several turns (docs/guide/transcripts.md)."""
+
+    #: transcripts holding more than one user turn
+    multi_turn: int = 0
+    #: "first question, last answer" (each transcript judged whole) or "per turn" (``--turns``)
+    judged_as: str = "first question, last answer"
+    #: judged per turn: the selection (all, last, or turn numbers), the rule that makes the
+    #: conversation's score of its turns' (and that rule in words), the history window
+    turns: str | None = None
+    aggregate: str | None = None
+    aggregate_rule: str | None = None
+    history_window: dict[str, int] | None = None
+    judged_turns: int | None = None
+    #: selected turn numbers a conversation did not have (not judged)
+    turns_absent: int | None = None
+    #: rubric -> judge -> the turn scores; the ``rubrics`` section holds the conversations' scores
+    turn_scores: dict[str, dict[str, TurnScoreSummary]] | None = None
 
 
 class RunRecord(_Section):
@@ -304,6 +335,8 @@ class RunSummary(RunRecord):
     performance: dict[str, PerformanceSummary] = {}
     #: agent metric -> figures, for transcripts that record their agent's steps
     agent: dict[str, AgentMetricSummary] = {}
+    #: set when a transcript has several turns, or the run judged per turn (``--turns``)
+    conversations: ConversationSummary | None = None
     wall_time_s: float = 0.0
 
     def as_json(self) -> dict[str, Any]:

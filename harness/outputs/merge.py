@@ -225,6 +225,9 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
         )
     if juries is not None:  # decided again over the merged run
         record["juries"] = {name: JurySummary.model_validate(report) for name, report in juries.report().items()}
+    # each shard counted the transcripts of several turns it read (judged whole: a shard of a
+    # per-turn run is refused by ``harness run``): the merged run says how many there were
+    totals.multi_turn = sum(s.conversations.multi_turn for _, s in ordered if s.conversations is not None)
     wall = max(s.wall_time_s for _, s in ordered)
     write_summary(out, totals.summary(wall_time_s=wall, record=RunRecord.model_validate(record)))
     return MergeResult(out=out, shards=len(ordered), transcripts=totals.transcripts, judgments=judgments)

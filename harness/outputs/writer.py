@@ -23,6 +23,7 @@ from ..metrics.composites import Component, weighted_composite
 from ..metrics.run import RunTotals
 from ..metrics.schema import RunSummary
 from ..planning import Entry, Judgment
+from ..planning.turns import TurnOptions, aggregate
 from ..rubrics.rubric import Rubric
 from ..transcripts.models import Resolved
 from .files import StagedFile, atomic_write_text, dumps, dumps_line
@@ -54,6 +55,7 @@ class OutputSink:
         composites: Mapping[str, Mapping[str, float]],
         trajectory: TrajectorySettings | None = None,
         juries: JuryRun | None = None,
+        turns: TurnOptions | None = None,
     ) -> None:
         out.mkdir(parents=True, exist_ok=True)
         self.out = out
@@ -69,6 +71,10 @@ class OutputSink:
         #: the run's juries: their verdicts are added to the rows when the run is committed
         self.juries = juries
         self.totals = RunTotals({r.name: r.scale for r in rubrics}, judges, self.composites, juries.names if juries is not None else ())
+        #: judged per turn (``planning.turns``): each judgment row carries its turn, and a
+        #: results row holds the conversation's score of its turns' by the options' rule
+        self.turns = turns
+        self.totals.turn_options = turns
         self._judgments = StagedFile(out / "judgments.jsonl")
         try:
             self._results = StagedFile(out / "results.jsonl")
@@ -81,15 +87,21 @@ class OutputSink:
         scores: dict[str, dict[str, float | None]] = {judge.name: {} for judge in self.judges}
         reasons: dict[str, dict[str, str]] = {}
         components: dict[str, dict[str, Component]] = {judge.name: {} for judge in self.judges}
-        for job in entry.jobs:
-            j = job.result
-            assert j is not None
-            self._judgments.write_bytes(judgment_line(j))  # refuses a non-finite score
-            self.totals.add(j)
-            scores[j.judge][j.rubric] = j.score
-            if j.status != "scored":
-                reasons.setdefault(j.judge, {})[j.rubric] = f"{j.status}: {j.reason}"
-            components[j.judge][j.rubric] = Component(j.status, j.score, j.reason)
+        turns: dict[str, Any] | None = None
+        if transcript.turns > 1:
+            self.totals.multi_turn += 1
+        if self.turns is not None:
+            turns = self._turn_judgments(entry, scores, reasons, components)
+        else:
+            for job in entry.jobs:
+                j = job.result
+                assert j is not None
+                self._judgments.write_bytes(judgment_line(j))  # refuses a non-finite score
+                self.totals.add(j)
+                scores[j.judge][j.rubric] = j.score
+                if j.status != "scored":
+                    reasons.setdefault(j.judge, {})[j.rubric] = f"{j.status}: {j.reason}"
+                components[j.judge][j.rubric] = Component(j.status, j.score, j.reason)
         agent = self._agent(transcript)
         if agent is not None:
             values, why = agent.values, agent.unscored
@@ -123,6 +135,8 @@ class OutputSink:
         }
         if transcript.task is not None:
             row["task"] = transcript.task
+        if turns is not None:
+            row["turns"] = turns
         if agent is not None:
             row["agent"], row["agent_unscored"], row["agent_steps"] = agent.values, agent.unscored, agent.steps
             if agent.notes:
@@ -136,6 +150,66 @@ class OutputSink:
         self._results.write_bytes(line)
         if self.juries is not None:
             self.juries.observe(transcript.id, transcript.agent_model, (job.result for job in entry.jobs if job.result is not None), len(entry.jobs))
+
+    def _turn_judgments(
+        self,
+        entry: Entry,
+        scores: dict[str, dict[str, float | None]],
+        reasons: dict[str, dict[str, str]],
+        components: dict[str, dict[str, Component]],
+    ) -> dict[str, Any]:
+        """Write a transcript's turn judgments (each row with its ``turn``) and fill its results
+        row's scores with the conversation's, by the rule of ``planning.turns``: scored only when
+        every judged turn is, else unscored with the first other turn's reason."""
+        assert self.turns is not None
+        by_pair: dict[tuple[str, str], list[tuple[int, Judgment]]] = {}
+        judged: dict[int, None] = {}
+        conversation = self.totals.transcripts  # this transcript's number: its turns' cluster
+        for job in entry.jobs:
+            j = job.result
+            assert j is not None and job.turn is not None
+            row = j.as_dict()
+            self._judgments.write_bytes(dumps_line({"transcript_id": row.pop("transcript_id"), "turn": job.turn, **row}))
+            self.totals.add(j, to_series=False)
+            by_pair.setdefault((j.judge, j.rubric), []).append((job.turn, j))
+            judged[job.turn] = None
+            if j.status == "scored" and j.score is not None:
+                self.totals.add_turn_score(j.rubric, j.judge, conversation, j.score)
+        self.totals.judged_turns += len(judged)
+        self.totals.turns_absent += entry.turns_absent
+        if not entry.jobs:  # none of the selected turns is in this conversation: said, not left out
+            for config in self.judges:
+                for name in self.rubrics:
+                    reasons.setdefault(config.name, {})[name] = "unscored: turns_absent"
+                    components[config.name][name] = Component("unscored", None, "turns_absent")
+                    self.totals.add_conversation(name, config.name, None, "turns_absent")
+        per_turn: dict[str, dict[str, list[float | None]]] = {}
+        for (judge, name), judgments in by_pair.items():
+            rubric = self.rubrics[name]
+            per_turn.setdefault(judge, {})[name] = [j.score if j.status == "scored" else None for _, j in judgments]
+            other = next(((turn, j) for turn, j in judgments if j.status != "scored" or j.score is None), None)
+            if other is None:
+                value = aggregate(
+                    self.turns.aggregate,
+                    [j.score for _, j in judgments if j.score is not None],
+                    rubric.lo,
+                    rubric.hi,
+                    rubric.direction,
+                    self.turns.pass_threshold,
+                )
+                scores[judge][name] = value
+                components[judge][name] = Component("scored", value, None)
+                self.totals.add_conversation(name, judge, value, None)
+            else:
+                turn, j = other
+                scores[judge][name] = None
+                reasons.setdefault(judge, {})[name] = f"{j.status}: {j.reason} (turn {turn})"
+                components[judge][name] = Component(j.status, None, j.reason)
+                self.totals.add_conversation(name, judge, None, j.reason)
+        out: dict[str, Any] = {"judged": list(judged), "aggregate": self.turns.aggregate, "scores": per_turn}
+        if entry.turns_absent:
+            out["absent"] = entry.turns_absent
+        return out
 
     def _add_juries(self, juries: JuryRun) -> None:
         """The rows written so far again, with the juries' verdicts added (harness/jury/outputs.py)."""

@@ -27,6 +27,7 @@ from ..rubrics.schema import schema_for
 from ..transcripts.models import Resolved
 from .fit import byte_bound, fit, fits_whole
 from .judgment import Judgment, Reason, Status
+from .turns import TurnOptions, turn_views
 
 
 @dataclass(slots=True)
@@ -44,6 +45,8 @@ class Job:
     samples: int = 1
     #: an input (the trajectory) was compacted by its rule to fit its budget or the window
     compacted_input: bool = False
+    #: judged per turn (``turns.py``): the turn this job judges (from 1); None: the whole transcript
+    turn: int | None = None
 
     @property
     def est_tokens(self) -> int:
@@ -70,6 +73,8 @@ class Entry:
     transcript: Resolved
     jobs: list[Job] = field(default_factory=list)
     pending: int = 0
+    #: judged per turn: the turns selected that the transcript does not have
+    turns_absent: int = 0
     #: set by whoever waits for this entry's last job (the engine's writer, for the head of its
     #: window only): most entries finish before anyone waits, so none is made for them
     waiter: asyncio.Future[None] | None = None
@@ -130,10 +135,13 @@ class Planner:
         keyed: bool = True,
         samplings: Mapping[str, Sampling] | None = None,
         suspected: Mapping[str, str] | None = None,
+        turns: TurnOptions | None = None,
     ) -> None:
         self.rubrics = list(rubrics)
         #: transcript id -> why its judgments are unscored ``injection_suspected`` and never sent
         self._suspected = suspected or {}
+        #: judged per turn (``turns.py``); None: each transcript judged whole, as one exchange
+        self.turns = turns
         if not keyed:
             samplings = None
         elif samplings is None:
@@ -164,8 +172,20 @@ class Planner:
             self._pairs.append(pairs)
 
     def entry(self, transcript: Resolved) -> Entry:
-        """The transcript's jobs, one per (rubric, judge, sample), in that order."""
+        """The transcript's jobs, one per (rubric, judge, sample), in that order; judged per turn,
+        one per (turn, rubric, judge, sample)."""
         entry = Entry(transcript)
+        if self.turns is None:
+            self._plan(entry, transcript, None)
+        else:
+            views, entry.turns_absent = turn_views(transcript, self.turns)
+            for view in views:
+                self._plan(entry, view, view.turn)
+        entry.pending = sum(1 for job in entry.jobs if job.result is None)
+        return entry
+
+    def _plan(self, entry: Entry, transcript: Resolved, turn: int | None) -> None:
+        """Add ``transcript``'s jobs to ``entry`` (``turn``: the turn the view is, when judged per turn)."""
         jobs = entry.jobs
         blocks: dict[str, str] = {}
         compaction: dict[str, Block] = {}
@@ -182,12 +202,13 @@ class Planner:
                     job.result = job.judgment("unscored", reason="injection_suspected", error=suspected)
                 continue
             messages = None if missing else rubric.messages(transcript, blocks, compaction)
+            shifted = transcript.history is not None and "history" not in rubric.inputs
             # one count of the prompt's bytes for every judge of the rubric that has a window
             bound = byte_bound(messages) if messages is not None and self._windowed else 0
             for pair in pairs:
                 judge = pair.judge
                 if messages is None:
-                    job = Job(entry, rubric, judge)
+                    job = Job(entry, rubric, judge, turn=turn)
                     jobs.append(job)
                     job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
                     continue
@@ -206,7 +227,7 @@ class Planner:
                         truncate=truncate,
                     )
                     if fitted.messages is None:
-                        job = Job(entry, rubric, judge)
+                        job = Job(entry, rubric, judge, turn=turn)
                         jobs.append(job)
                         job.result = job.judgment(
                             "unscored",
@@ -225,9 +246,9 @@ class Planner:
                     # batch line's custom_id and a batch reply's match are this key, never a recomputation.
                     key = None if sample.hasher is None else sample.hasher.key(sent)
                     request = sample.shape.with_messages(sent, key)
-                    jobs.append(Job(entry, rubric, judge, request, key, None, truncated_input, sample.index, count, compacted))
-        entry.pending = sum(1 for job in jobs if job.result is None)
-        return entry
+                    if shifted:  # the history sits inside the rubric's fixed text: the cacheable prefix ends before it
+                        request = dataclasses.replace(request, fixed_prefix=min(request.fixed_prefix, rubric.history_at))
+                    jobs.append(Job(entry, rubric, judge, request, key, None, truncated_input, sample.index, count, compacted, turn))
 
 
 def _overflow_note(rubric: Rubric, truncate: bool) -> str:

@@ -29,6 +29,7 @@ from ..rubrics.rubric import Rubric, find_rubric, load_rubrics, with_layout
 from ..validation import first_problem
 from .options import JudgeOptions
 from .shard import Shard, parse_shard
+from .turns import TurnOptions, parse_turns
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
@@ -66,6 +67,16 @@ class RunOptions(JudgeOptions):
     agent_only: bool = False
     #: overrides the config's ``injection`` (``harness injection probe`` judges attacks as they are)
     injection: Literal["off", "flag", "unscored", "fail"] | None = None
+    #: judge each turn of a conversation on its own (``planning.turns``): "all", "last" or turn
+    #: numbers such as "1,3"; None: each transcript judged whole (first question, last answer)
+    turns: str | None = None
+    #: how a conversation's score is made of its turns' (``turns.AGGREGATES``)
+    turn_aggregate: str = "mean"
+    #: the history window: turns kept whole and its budget in tokens (None: the defaults)
+    history_turns: int | None = None
+    history_tokens: int | None = None
+    #: pass-share: the normalised score a turn needs to pass
+    pass_threshold: float = 0.5
 
 
 @dataclass(slots=True)
@@ -97,6 +108,8 @@ class RunPlan:
     rubric_layout: Literal["inline", "data"] = "inline"
     #: the config's ``injection``: what a transcript with judge-directed text does (harness/injection)
     injection: Literal["off", "flag", "unscored", "fail"] = "off"
+    #: judged per turn (``--turns``; ``planning.turns``); None: each transcript judged whole
+    turns: TurnOptions | None = None
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed,
@@ -110,6 +123,14 @@ class RunPlan:
         if not chosen:
             raise UserInputError("no rubric can be fed by these transcripts (they lack the inputs every rubric needs)")
         check_logprob_rubrics(self.judges, chosen)
+        if self.turns is not None:
+            for rubric in chosen:
+                if rubric.labels is not None:
+                    raise ConfigError(
+                        f"--turns: rubric {rubric.name!r} has labels; a conversation's score is made of its turns' numbers (choose --rubric)"
+                    )
+                if "conversation" in rubric.inputs:
+                    raise ConfigError(f"--turns: rubric {rubric.name!r} judges the whole conversation; run it without --turns (or choose --rubric)")
         return chosen
 
 
@@ -211,8 +232,11 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     if options.agent_only and options.rubrics:
         raise ConfigError(f"an agent-only run judges no rubric; it was given --rubric {options.rubrics[0]}")
 
+    turns = _turn_options(options)
     config: HarnessConfig = load_config(options.config)
     source = str(options.config) if options.config else "command line"
+    if turns is not None and config.juries:
+        raise ConfigError(f"--turns: the config's [[juries]] are not judged per turn yet ({source}); run the juries without --turns")
     if options.agent_only:
         return _agent_only_plan(options, config, source)
     judges = list(config.judges)
@@ -302,7 +326,25 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         source=source,
         rubric_layout=config.rubric_layout,
         injection=options.injection or config.injection,
+        turns=turns,
     )
+
+
+def _turn_options(options: RunOptions) -> TurnOptions | None:
+    """``--turns`` and its companions checked, and the paths that cannot judge per turn refused,
+    each in one line before anything is read or sent."""
+    companions = options.turn_aggregate != "mean" or options.history_turns is not None or options.history_tokens is not None
+    if options.turns is None:
+        if companions or options.pass_threshold != 0.5:
+            raise ConfigError("--turn-aggregate, --history-turns, --history-tokens and --pass-threshold apply to --turns; give --turns too")
+        return None
+    if options.batch:
+        raise ConfigError("--turns: a provider batch is not judged per turn yet (harness batch); run it with harness run --turns")
+    if options.shard is not None:
+        raise ConfigError("--turns: shards are not judged per turn yet (harness merge reads one judgment per transcript); run it unsharded")
+    if options.agent_only:
+        raise ConfigError("--turns: an agent-only run judges no rubric, so no turn")
+    return parse_turns(options.turns, options.turn_aggregate, options.history_turns, options.history_tokens, options.pass_threshold)
 
 
 def _agent_only_plan(options: RunOptions, config: HarnessConfig, source: str) -> RunPlan:

@@ -27,7 +27,7 @@ from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
 from ..metrics.schema import RunSummary
 from ..rubrics.rubric import Rubric, load_rubrics
-from ..rundir import interrupted_note, open_run_dir, resolve_input, version_note
+from ..rundir import interrupted_note, open_run_dir, refuse_per_turn, resolve_input, version_note
 from ..traces.loader import iter_transcripts
 
 #: A text field longer than this is cut in the report (the input file keeps it whole).
@@ -115,6 +115,7 @@ def open_run(
     composite weights and prompt directories; ``prompts``: extra rubric directories; ``input``: the
     transcripts file when it has moved since the run."""
     run, summary = open_run_dir(run_dir)
+    refuse_per_turn(run, summary, "harness report (and explain)")
     config_path = Path(config) if config is not None else None
     try:
         dirs = [*(load_config(config_path).prompts if config_path else []), *map(Path, prompts)]

@@ -10,7 +10,11 @@ within a budget of characters and says what the rule did:
 - ``texts``: a list of texts, present when it holds one (``contexts``, each item tagged ``context``);
 - ``record``: what the transcript says about its agent, present whenever the transcript gives it,
   even empty (no tool calls made, no tools declared, no calls expected are facts a judge can use):
-  ``trajectory`` (the steps), ``tools``, ``reference_trajectory``.
+  ``trajectory`` (the steps), ``tools``, ``reference_trajectory``, and ``conversation`` (the whole
+  conversation of a transcript that gives ``messages``: ``transcripts.conversation``).
+
+``history`` (a ``text``) is present only in a turn judged on its own (``--turns``): the
+conversation before that turn, windowed (``conversation.render_history``).
 
 Everything else derives from :data:`INPUTS`: the rubric header's allowed ``inputs`` and the
 template's placeholder check (``rubric.py``), the data tags a reply's quoted blocks are found by
@@ -29,6 +33,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from ..agent.render import TRAJECTORY_CHARS, render_reference, render_steps, render_tools
+from ..transcripts.conversation import render_conversation
 from .tags import data_block
 
 if TYPE_CHECKING:  # the registry reads a transcript's attributes; the transcript knows no rubric
@@ -125,6 +130,22 @@ INPUTS: tuple[Input, ...] = (
         "reference_trajectory",
         lambda items: data_block("reference_trajectory", render_reference(items)),
         plain=lambda items, budget: ((render_reference(items),), None),
+    ),
+    Input(
+        "history",
+        "history",
+        "text",
+        "the conversation before the judged turn, windowed (per-turn judging, --turns)",
+        "history",
+        partial(data_block, "history"),
+    ),
+    Input(
+        "conversation",
+        "conversation",
+        "record",
+        "the whole conversation: system prompt, each turn's user text, tool calls and answer",
+        "conversation",
+        lambda conversation: data_block("conversation", render_conversation(conversation)),
     ),
 )
 BY_NAME: dict[str, Input] = {i.name: i for i in INPUTS}

@@ -86,7 +86,7 @@ class Runner:
         self._endpoint_of = {j.name: e.id for e in self.endpoints for j in e.judges}
         # What every transcript's requests share is worked out once a run (bench/profile_judgment.py).
         self._samplings = {j.name: j.sampling for j in plan.judges}
-        self._planner = Planner(rubrics, plan.judges, samplings=self._samplings, suspected=suspected)
+        self._planner = Planner(rubrics, plan.judges, samplings=self._samplings, suspected=suspected, turns=plan.turns)
         self._queues: dict[str, asyncio.Queue[Job | None]] = {}
         #: key -> the jobs of this run waiting for the call of the first job with that key
         self._inflight: dict[str, list[Job]] = {}

@@ -192,7 +192,7 @@ def estimate_records(
 
     try:
         batch: list[Entry] = []
-        planner = Planner(rubrics, plan.judges, keyed=cache is not None, suspected=suspected)
+        planner = Planner(rubrics, plan.judges, keyed=cache is not None, suspected=suspected, turns=plan.turns)
         for record in transcripts:
             batch.append(planner.entry(record.resolved()))
             if len(batch) >= _BATCH:

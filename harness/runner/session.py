@@ -256,7 +256,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
     skipped = _stage_skipped(run.out, run.scanned)
     flagged = _stage_findings(run.out, plan, run.scanned)
     try:
-        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory, run.juries)
+        sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory, run.juries, plan.turns)
     except BaseException:
         for staged in (skipped, flagged):
             if staged is not None:

@@ -353,6 +353,7 @@ def show_run(outcome: RunOutcome, console: Console, notes: Console | None = None
     if outcome.estimated_cost_usd is not None and budget is not None:
         console.print(f"estimated cost ${outcome.estimated_cost_usd:.6f} of --max-cost ${budget.max_cost_usd:g}", highlight=False)
     summary_table(outcome.summary, results)
+    conversation_lines(outcome.summary, console)
     for retirement in outcome.summary.judge_retirements:  # summary.json carries them too
         console.print(f"[yellow]warning:[/] {escape(retirement.message)}", highlight=False, soft_wrap=True)
     for error in outcome.stopped_judges:  # said once here, not once per judgment it failed
@@ -367,6 +368,38 @@ def show_run(outcome: RunOutcome, console: Console, notes: Console | None = None
         console.print(line, highlight=False, soft_wrap=True)
     for notice in outcome.notices:
         console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
+
+
+def conversation_lines(summary: RunSummary, console: Console) -> None:
+    """How transcripts of several turns were judged, in one line (and, judged per turn, the turn
+    scores with their interval clustered by conversation)."""
+    conversations = summary.conversations
+    if conversations is None:
+        return
+    if conversations.judged_as != "per turn":
+        console.print(
+            f"[yellow]warning:[/] {conversations.multi_turn} transcript(s) hold several user turns and were judged as "
+            "first question, last answer; --turns all judges each turn with the conversation before it",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    absent = f", {conversations.turns_absent} selected turn(s) absent" if conversations.turns_absent else ""
+    console.print(
+        f"judged per turn (--turns {conversations.turns}): {conversations.judged_turns} turn(s) of {summary.transcripts} conversation(s){absent}; "
+        f"the Scores table holds each conversation's score: {conversations.aggregate_rule} ({conversations.aggregate})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for rubric, per_judge in (conversations.turn_scores or {}).items():
+        for judge, t in per_judge.items():
+            ci = "—" if not t.ci95_clustered else f"[{t.ci95_clustered[0]:.3f}, {t.ci95_clustered[1]:.3f}]"
+            console.print(
+                f"  {rubric} / {judge}: mean turn score {_fmt(t.mean)} over {t.turns} turn(s), 95% CI {ci} (cluster bootstrap by conversation)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
 
 
 def batch_table(rows: list[tuple[BatchRecord, str]], console: Console) -> None:

@@ -421,6 +421,11 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, input: Path | N
     path = out or run_dir / default_name
     rows = _judgments(run_dir)
     first = next(rows, None)  # checks the run directory before anything is written
+    if first is not None and "turn" in first:  # a turn's judgment: the run was judged per turn
+        raise UserInputError(
+            f"{run_dir}: judged per turn (--turns); harness export does not show a run judged per turn yet "
+            "(compare, gate, passk and infer read its conversations' scores; results.jsonl holds each turn's)"
+        )
     links = trace_links(_run_input(run_dir, input), input_format)
     tally = writer(itertools.chain(_chain(first, rows), _agent_rows(run_dir, findings=fmt == "otel")), links, path)
     created = tally.created_spans

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..agent.records import RefItem, StepRecord, ToolSpec
 from ..agent.steps import Step, group_by_overlap, steps_from_calls, steps_from_messages, steps_from_spans, tool_intervals
+from .conversation import Conversation, conversation_from_messages
 from .performance import Performance, performance_from_spans, union_ms
 
 
@@ -123,6 +124,18 @@ class Resolved:
     #: the model of the agent that wrote the response (``metadata.agent_model``, else ``metadata.model``):
     #: a jury flags its members of the same lineage (self-preference)
     agent_model: str | None = None
+    #: the transcript's turns, when it gives ``messages`` (``conversation.py``): the ``conversation``
+    #: input; query and response above stay the first question and the last answer
+    conversation: Conversation | None = None
+    #: judged per turn (``--turns``): the turn this view of the transcript is (from 1), and the
+    #: conversation before it as the ``history`` input (``conversation.render_history``)
+    turn: int | None = None
+    history: str | None = None
+
+    @property
+    def turns(self) -> int:
+        """How many turns the transcript holds (1 without ``messages``: one exchange)."""
+        return 1 if self.conversation is None else max(len(self.conversation), 1)
 
 
 class Transcript(_Strict):
@@ -216,7 +229,18 @@ class Transcript(_Strict):
             task=self.task,
             reference_trajectory=tuple(self.reference_trajectory) if self.reference_trajectory is not None else None,
             agent_model=_agent_model(self.metadata),
+            conversation=conversation_from_messages(self.messages) if self.messages is not None else None,
         )
+
+    # What the rubric inputs read of a record that needs no resolving (``rubrics.inputs.inputs_of``):
+    # a record without ``messages`` is one exchange, with no conversation and no turn's history.
+    @property
+    def conversation(self) -> Conversation | None:
+        return conversation_from_messages(self.messages) if self.messages is not None else None
+
+    @property
+    def history(self) -> None:
+        return None
 
     def _steps(self) -> tuple[Step, ...] | None:
         """The agent's tool calls from whichever source the record has (one home: performance's
