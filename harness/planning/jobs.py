@@ -197,7 +197,7 @@ class Planner:
         for rubric, pairs, missing in zip(self.rubrics, self._pairs, missing_by_rubric, strict=True):
             if suspected is not None and not missing:
                 for pair in pairs:  # (one judgment a pair, as for a missing input)
-                    job = Job(entry, rubric, pair.judge)
+                    job = Job(entry, rubric, pair.judge, turn=turn)
                     jobs.append(job)
                     job.result = job.judgment("unscored", reason="injection_suspected", error=suspected)
                 continue
