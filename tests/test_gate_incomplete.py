@@ -130,7 +130,7 @@ def test_the_gate_fails_a_run_stopped_by_ctrl_c_and_accepts_it_only_as_asked(pro
     lines = result.stdout.splitlines()
     share = (TRANSCRIPTS - judged) / TRANSCRIPTS
     assert lines[0] == f"FAIL  run complete: {line}; {share:.1%} not judged (--allow-incomplete SHARE accepts a share)"
-    assert lines[1].startswith("pass  relevance >= 0: ")  # the bar itself is met on what was judged
+    assert lines[1].startswith("pass  relevance (judge j) >= 0: ")  # the bar itself is met on what was judged
     assert lines[-1] == "gate FAILED (incomplete run; the 1 check on what was judged passed)"
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("2", "1")
@@ -155,6 +155,13 @@ def test_the_gate_fails_a_run_stopped_by_ctrl_c_and_accepts_it_only_as_asked(pro
     assert accepted.stdout.splitlines()[-1] == f"gate passed (1 check; incomplete run accepted by --allow-incomplete {allowed:g})"
     refused = gate(out, *BAR, "--allow-incomplete", round(share - 0.01, 2))
     assert refused.exit_code == EXIT_GATE and f"above --allow-incomplete {round(share - 0.01, 2):g}" in refused.stdout
+
+    # An interrupted run of an older harness did not record what it was given: never accepted.
+    del summary["planned_transcripts"]
+    (out / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    older = gate(out, *BAR, "--allow-incomplete", "1")
+    assert older.exit_code == EXIT_GATE, older.output
+    assert older.stdout.splitlines()[0].endswith("how many it was given is unknown (the run was interrupted); its size is unknown, so --allow-incomplete 1 cannot accept it")
 
 
 def test_the_gate_fails_a_run_killed_into_a_fresh_out_whatever_is_allowed(project: Path, server: JudgeServer, tmp_path: Path) -> None:
@@ -192,6 +199,21 @@ def test_the_gate_fails_the_out_of_a_finished_run_that_a_later_killed_run_was_wr
     assert first.startswith(f"FAIL  run complete: incomplete run: 40 of the 40 transcripts written judged; how many it was given is unknown (a later run writing {out} did not finish")
     assert "the rows there are an earlier run's" in first
     assert gate(out, *BAR, "--allow-incomplete", "1").exit_code == EXIT_GATE  # an unknown size is never accepted
+
+
+def test_the_gate_fails_rows_that_summary_json_does_not_count(project: Path, server: JudgeServer) -> None:
+    # A run killed after renaming its rows into place and before writing its summary leaves the
+    # rows of one run beside the summary of another: here 30 rows under a summary that counts 40.
+    code, stderr = finish(start(project, "out", "--limit", "40"))
+    assert code == 0, stderr
+    out = project / "out"
+    rows = read_jsonl(out / "results.jsonl")[:30]
+    kept = {r["transcript_id"] for r in rows}
+    write_jsonl(out / "results.jsonl", rows)
+    write_jsonl(out / "judgments.jsonl", [j for j in read_jsonl(out / "judgments.jsonl") if j["transcript_id"] in kept])
+    result = gate(out, *BAR, "--allow-incomplete", "1")
+    assert result.exit_code == EXIT_GATE, result.output
+    assert "(summary.json counts 40 transcripts, results.jsonl holds 30: a run was killed while writing its files)" in result.stdout.splitlines()[0]
 
 
 def test_the_gate_fails_a_run_whose_judge_was_down_from_the_start(project: Path, server: JudgeServer) -> None:
