@@ -20,7 +20,6 @@ from .errors import RunIncomplete, UserInputError
 from .metrics.schema import RunSummary
 from .rubrics.rubric import Rubric
 
-
 #: The temporary files a run writes its rows to before it renames them into place
 #: (``outputs/files.StagedFile``: ``.NAME.tmp-PID``); one left in a run directory is a run's that
 #: was killed (or is still running) before it finished.

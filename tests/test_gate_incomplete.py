@@ -161,7 +161,9 @@ def test_the_gate_fails_a_run_stopped_by_ctrl_c_and_accepts_it_only_as_asked(pro
     (out / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     older = gate(out, *BAR, "--allow-incomplete", "1")
     assert older.exit_code == EXIT_GATE, older.output
-    assert older.stdout.splitlines()[0].endswith("how many it was given is unknown (the run was interrupted); its size is unknown, so --allow-incomplete 1 cannot accept it")
+    assert older.stdout.splitlines()[0].endswith(
+        "how many it was given is unknown (the run was interrupted); its size is unknown, so --allow-incomplete 1 cannot accept it"
+    )
 
 
 def test_the_gate_fails_a_run_killed_into_a_fresh_out_whatever_is_allowed(project: Path, server: JudgeServer, tmp_path: Path) -> None:
@@ -196,7 +198,9 @@ def test_the_gate_fails_the_out_of_a_finished_run_that_a_later_killed_run_was_wr
     result = gate(out, *BAR)
     assert result.exit_code == EXIT_GATE, result.output
     first = result.stdout.splitlines()[0]
-    assert first.startswith(f"FAIL  run complete: incomplete run: 40 of the 40 transcripts written judged; how many it was given is unknown (a later run writing {out} did not finish")
+    assert first.startswith(
+        f"FAIL  run complete: incomplete run: 40 of the 40 transcripts written judged; how many it was given is unknown (a later run writing {out} did not finish"
+    )
     assert "the rows there are an earlier run's" in first
     assert gate(out, *BAR, "--allow-incomplete", "1").exit_code == EXIT_GATE  # an unknown size is never accepted
 
@@ -229,7 +233,10 @@ def test_the_gate_fails_a_run_whose_judge_was_down_from_the_start(project: Path,
     result = gate(out, *BAR)
     assert result.exit_code == EXIT_GATE, result.output
     share = (TRANSCRIPTS - 30) / TRANSCRIPTS
-    assert result.stdout.splitlines()[0] == f"FAIL  run complete: {expected_line(30, 0, why, None)}; {share:.1%} not judged (--allow-incomplete SHARE accepts a share)"
+    assert (
+        result.stdout.splitlines()[0]
+        == f"FAIL  run complete: {expected_line(30, 0, why, None)}; {share:.1%} not judged (--allow-incomplete SHARE accepts a share)"
+    )
     assert gate(out, *BAR, "--allow-incomplete", "0.95").exit_code == EXIT_OK
 
 

@@ -213,7 +213,9 @@ class Comparison:
         t = self.transcripts
         for side, other, n, of in (("B", "A", t.only_in_a, t.a), ("A", "B", t.only_in_b, t.b)):
             if n:
-                lines.append(f"{side} lacks {count(n)} of {other}'s {count(of)} transcripts: the paired figures are on the {count(t.both)} both runs hold")
+                lines.append(
+                    f"{side} lacks {count(n)} of {other}'s {count(of)} transcripts: the paired figures are on the {count(t.both)} both runs hold"
+                )
         if any(not c.complete for c in self.completeness.values()):
             lines.append("the comparison is on the transcripts both runs scored: what a run did not judge is in neither mean")
         return lines

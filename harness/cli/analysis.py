@@ -269,7 +269,14 @@ def gate(
 
     started = time.perf_counter()
     spec = GateSpec.from_options(
-        min=min_, max=max_, no_regression=no_regression, max_drop=max_drop, success=success, judge=judge, alpha=alpha, allow_incomplete=allow_incomplete
+        min=min_,
+        max=max_,
+        no_regression=no_regression,
+        max_drop=max_drop,
+        success=success,
+        judge=judge,
+        alpha=alpha,
+        allow_incomplete=allow_incomplete,
     )
     result = run_gate(run_dir, spec, baseline, prompts=prompts or [], inputs=input or [])
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY") or None

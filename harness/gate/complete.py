@@ -48,7 +48,14 @@ class CompletenessCheck:
 
     def as_dict(self) -> dict[str, Any]:
         found = self.completeness.as_dict() if self.completeness is not None else None
-        return {"role": self.role, "passed": self.passed, "accepted": self.accepted, "allowed": self.allowed, "message": self.message, "counts": found}
+        return {
+            "role": self.role,
+            "passed": self.passed,
+            "accepted": self.accepted,
+            "allowed": self.allowed,
+            "message": self.message,
+            "counts": found,
+        }
 
 
 def check_complete(role: Role, found: Completeness, allowed: float) -> CompletenessCheck:
