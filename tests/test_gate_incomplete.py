@@ -48,7 +48,10 @@ def server() -> Iterator[JudgeServer]:
 @pytest.fixture
 def project(tmp_path: Path, server: JudgeServer) -> Path:
     assert server.base_url
-    records = [{"id": f"t{i}", "query": f"Question {i}?", "response": f"Answer {i}.", "contexts": [f"Context {i}."]} for i in range(TRANSCRIPTS)]
+    records = [
+        {"id": f"t{i}", "task": f"k{i % 30}", "query": f"Question {i}?", "response": f"Answer {i}.", "contexts": [f"Context {i}."]}
+        for i in range(TRANSCRIPTS)
+    ]
     write_jsonl(tmp_path / "transcripts.jsonl", records)
     write_config(tmp_path / "harness.toml", [judge("j", server.base_url, max_concurrency=CONCURRENCY)])
     return tmp_path
@@ -262,3 +265,18 @@ def test_compare_counts_what_b_did_not_judge_and_the_transcripts_a_has_that_b_la
     found = json.loads(CliRunner().invoke(app, ["compare", str(a), str(b), "--json"]).stdout)
     assert found["completeness"]["a"]["complete"] is True and found["completeness"]["a"]["planned_transcripts"] == 200
     assert (found["completeness"]["b"]["judged"], found["completeness"]["b"]["never_judged"]) == (judged, never)
+
+
+def test_passk_counts_what_an_interrupted_run_did_not_judge(project: Path, server: JudgeServer) -> None:
+    code, stderr = stop_after(server, start(project, "out"), 20, signal.SIGINT)
+    assert code == 130, stderr
+    out = project / "out"
+    judged, never, why = judged_counts(out)
+    line = expected_line(judged, never, why, "the run was interrupted")
+    result = CliRunner().invoke(app, ["passk", str(out), "--rubric", "relevance", "--at-least", "0", "--k", "1"], terminal_width=200)
+    assert result.exit_code == 0, result.output  # passk reports; the gate decides
+    said = " ".join(result.stderr.split())
+    assert f"note: {line}: the estimates are on the runs it judged; a task's runs it did not judge are in no n" in said
+    found = json.loads(CliRunner().invoke(app, ["passk", str(out), "--rubric", "relevance", "--at-least", "0", "--k", "1", "--json"]).stdout)
+    assert (found["completeness"]["planned_transcripts"], found["completeness"]["judged"]) == (TRANSCRIPTS, judged)
+    assert found["completeness"]["never_judged"] == never and found["completeness"]["not_judged"] == why
