@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..agent.passk import TaskMean, flakiness, is_flaky, mean_over_tasks, pass_at_k, pass_hat_k, undefined_reason
-from ..errors import RunIncomplete, UserInputError
+from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..metrics.schema import RunSummary
 from ..rundir import open_run_dir, resolve_input
@@ -345,8 +345,6 @@ def _read(run: Path, rule: SuccessRule, prompts: Sequence[str | Path], notes: li
         return read_run(run, prompts)
     try:
         return read_run(run, prompts)
-    except RunIncomplete:
-        raise
     except UserInputError as exc:
         notes.append(f"what the run did not judge is not counted: its judgments cannot be read ({exc})")
         return None
