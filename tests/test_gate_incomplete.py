@@ -262,6 +262,24 @@ def test_compare_counts_what_b_did_not_judge_and_the_transcripts_a_has_that_b_la
     assert "the comparison is on the transcripts both runs scored: what a run did not judge is in neither mean" in lines
     assert not any(line.startswith("run A:") for line in lines)  # A judged all it was given
 
+    # As a baseline, the interrupted run fails the gate of a complete one, and what it lacks is said.
+    gated = gate(a, "--baseline", b, "--no-regression", "relevance")
+    assert gated.exit_code == EXIT_GATE, gated.output
+    said = gated.stdout.splitlines()
+    share = (TRANSCRIPTS - judged) / TRANSCRIPTS
+    assert (
+        said[0]
+        == f"FAIL  baseline complete: the baseline: {expected_line(judged, never, why, 'the run was interrupted')}; {share:.1%} not judged (--allow-incomplete SHARE accepts a share)"
+    )
+    assert said[-1].startswith("gate FAILED (incomplete baseline")
+    # A complete baseline of fewer transcripts passes, and the note says what it lacks.
+    code, stderr = finish(start(project, "full"))
+    assert code == 0, stderr
+    fuller = gate(project / "full", "--baseline", a, "--no-regression", "relevance")
+    assert fuller.exit_code == EXIT_OK, fuller.output
+    note = f"note: the baseline {a} lacks 100 of the run's 300 transcripts: the differences from it are on the transcripts both runs hold"
+    assert note in fuller.stdout.splitlines()
+
     found = json.loads(CliRunner().invoke(app, ["compare", str(a), str(b), "--json"]).stdout)
     assert found["completeness"]["a"]["complete"] is True and found["completeness"]["a"]["planned_transcripts"] == 200
     assert (found["completeness"]["b"]["judged"], found["completeness"]["b"]["never_judged"]) == (judged, never)
