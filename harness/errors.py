@@ -5,7 +5,8 @@
     │   ├── TranscriptError      a bad transcript record (file, line, field)
     │   ├── ConfigError          a bad harness.toml, price table or CLI combination
     │   ├── RubricError          a bad rubric file
-    │   └── InjectionSuspected   judge-directed text in the transcripts, with injection = "fail"
+    │   ├── InjectionSuspected   judge-directed text in the transcripts, with injection = "fail"
+    │   └── RunIncomplete        a run directory a killed run left (no summary.json): never read as complete
     ├── JudgeError               a judge call that did not produce a reply
     │   ├── RateLimited          429 (retried; honours Retry-After)
     │   ├── TransientJudgeError  5xx, timeout, connection problem (retried)
@@ -67,6 +68,12 @@ class ConfigError(UserInputError):
 
 class RubricError(UserInputError):
     """A rubric file that cannot be loaded."""
+
+
+class RunIncomplete(UserInputError):
+    """A run directory that a run stopped in before it wrote summary.json (killed by SIGKILL, or
+    still running): nothing in it can be read as a finished run. ``harness gate`` fails on it (exit
+    6); the other readers exit 2 with this line."""
 
 
 class JudgeError(HarnessError):

@@ -20,7 +20,7 @@ EXIT_IO = 5
 #: an unexpected error inside the harness (a bug): what was done is written, the message says where
 EXIT_INTERNAL = 70
 #: a gate refused: `harness agreement --min-kappa/--min-spearman` (the judge agrees with the labels less
-#: than asked) or `harness gate` (a run missed a bar or is worse than its baseline)
+#: than asked) or `harness gate` (a run missed a bar, is worse than its baseline, or is incomplete)
 EXIT_GATE = 6
 EXIT_INTERRUPTED = 130
 
@@ -32,7 +32,7 @@ EXIT_CODES = {
     EXIT_CACHE_MISSES: "--offline and some judgments were not in the cache",
     EXIT_BUDGET: "--max-cost refused or stopped the run",
     EXIT_IO: "the cache, --out or a trace server could not be written or read, or the machine ran out of file descriptors or memory",
-    EXIT_GATE: "a gate failed: harness gate (a check failed: a bar missed, or worse than the baseline); harness agreement --min-kappa/--min-spearman (the judge)",
+    EXIT_GATE: "a gate failed: harness gate (a check failed: a bar missed, worse than the baseline, or the run incomplete); harness agreement --min-kappa/--min-spearman (the judge)",
     EXIT_INTERNAL: "internal error (a bug): what was done is written",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM)",
 }

@@ -6,7 +6,9 @@ It sits low, beside the summary.json schema it reads (``metrics/schema.py``): th
 ``open_run_dir`` checks the directory and its summary.json; ``resolve_input`` finds the
 transcripts file the run read; ``version_note`` and
 ``interrupted_note`` are the notes both readers attach when a rubric file has changed since the
-run or the run was cut short. Every problem is one line naming the file.
+run or the run was cut short. Every problem is one line naming the file. A directory with a run's
+rows or unfinished files and no summary.json (a run killed before it finished) is
+`RunIncomplete`, never read as a finished run (``unfinished_files`` names what such a run left).
 """
 
 from __future__ import annotations
@@ -14,16 +16,40 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import UserInputError
+from .errors import RunIncomplete, UserInputError
 from .metrics.schema import RunSummary
 from .rubrics.rubric import Rubric
 
+#: The temporary files a run writes its rows to before it renames them into place
+#: (``outputs/files.StagedFile``: ``.NAME.tmp-PID``); one left in a run directory is a run's that
+#: was killed (or is still running) before it finished.
+_UNFINISHED = ".*.tmp-*"
+#: The rows a run writes; found without a summary.json, they are a killed run's.
+_ROWS = ("judgments.jsonl", "results.jsonl")
+
+
+def unfinished_files(run: Path) -> list[str]:
+    """The names of the files a run that did not finish left in ``run`` (sorted; empty when none)."""
+    try:
+        return sorted(p.name for p in run.glob(_UNFINISHED))
+    except OSError:
+        return []
+
 
 def open_run_dir(path: str | Path) -> tuple[Path, RunSummary]:
-    """The run directory and its summary.json, checked."""
+    """The run directory and its summary.json, checked. A directory a killed run left (rows or
+    unfinished files, no summary.json) is `RunIncomplete`, never read as a finished run."""
     run = Path(path)
     if not run.is_dir():
         raise UserInputError(f"{run}: no such run directory")
+    if not (run / "summary.json").exists():
+        left = [name for name in _ROWS if (run / name).exists()] + unfinished_files(run)
+        if left:
+            shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+            raise RunIncomplete(
+                f"{run}: incomplete run: no summary.json, only {shown}: the run was killed (or is still running) before it finished; "
+                "rerun it to completion"
+            )
     return run, read_summary(run)
 
 
@@ -83,4 +109,10 @@ def version_note(name: str, version: object, rubric: Rubric) -> str | None:
 def interrupted_note(summary: RunSummary) -> str | None:
     if not summary.interrupted:
         return None
-    return "the run was interrupted: transcripts it did not reach are unscored (reason interrupted)"
+    planned = summary.planned_transcripts
+    if planned is not None and planned > summary.transcripts:
+        return (
+            f"the run was interrupted after {summary.transcripts:,} of its {planned:,} transcripts: the {planned - summary.transcripts:,} "
+            "it did not reach were never judged; calls it had queued are unscored (reason interrupted)"
+        )
+    return "the run was interrupted: calls it had queued are unscored (reason interrupted)"

@@ -189,6 +189,18 @@ def test_outputs_hold_exactly_the_judgments_the_decision_used(tmp_path: Path) ->
     assert done.exit_code == 1, done.output
     decision = json.loads((tmp_path / "race" / "race.json").read_text())
     assert decision["pairs_not_scored"] == {"failed (fatal)": 3} and decision["looks"][-1]["pairs_used"] == 27
+    # what the race did not judge, counted: the sequence is on a subset of the pairs judged, and says so
+    never = 30 - decision["pairs_judged"]
+    assert decision["completeness"] == {
+        "pairs_total": 30,
+        "pairs_judged": 30 - never,
+        "pairs_in_sequence": 27,
+        "pairs_not_scored": 3,
+        "pairs_never_judged": never,
+        "ids_without_partner": {"a": 0, "b": 0},
+    }
+    said = f"the sequence is on 27 of the {30 - never} pairs judged (3 with a side not scored left out); {never} of 30 pairs never judged"
+    assert said in " ".join(done.output.split())
     # nothing asked twice: one request per judgment the rounds made
     assert requests == decision["judgments"] == 60
     b_rows = read_jsonl(tmp_path / "race" / "b" / "judgments.jsonl")

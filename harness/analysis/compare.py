@@ -29,7 +29,7 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import UserInputError
 from ..metrics.schema import JudgeModel
 from ..stats import bootstrap_interval, cohens_d, mcnemar, paired_ttest, welch_ttest
+from .completeness import Completeness, completeness, count
 from .io import Metric, Outcome, RunData, read_run
 from .resampling import DEFAULT_RESAMPLES, check_resampling
 from .scales import parse_thresholds, passes, threshold_for
@@ -198,13 +199,29 @@ class Comparison:
     transcripts: TranscriptCounts
     notes: list[str]
     metrics: list[MetricComparison]
+    #: "a", "b": what each run judged of the input it was given (`harness.analysis.completeness`)
+    completeness: dict[str, Completeness] = field(default_factory=dict)
 
     @property
     def verdicts(self) -> list[str]:
         return [r.verdict for r in self.metrics]
 
+    @property
+    def subset_lines(self) -> list[str]:
+        """One line per run that is incomplete or lacks the other's transcripts: the figures are on a subset."""
+        lines = [f"run {side.upper()}: {c.line()}" for side, c in self.completeness.items() if not c.complete]
+        t = self.transcripts
+        for side, other, n, of in (("B", "A", t.only_in_a, t.a), ("A", "B", t.only_in_b, t.b)):
+            if n:
+                lines.append(
+                    f"{side} lacks {count(n)} of {other}'s {count(of)} transcripts: the paired figures are on the {count(t.both)} both runs hold"
+                )
+        if any(not c.complete for c in self.completeness.values()):
+            lines.append("the comparison is on the transcripts both runs scored: what a run did not judge is in neither mean")
+        return lines
+
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "verdicts": self.verdicts}
+        return {**asdict(self), "verdicts": self.verdicts, "completeness": {side: c.as_dict() for side, c in self.completeness.items()}}
 
 
 def _status_counts(outcomes: Mapping[str, Outcome]) -> StatusCounts:
@@ -409,6 +426,7 @@ def compare(
         transcripts=TranscriptCounts(len(ids_a), len(ids_b), len(ids_a & ids_b), len(ids_a - ids_b), len(ids_b - ids_a)),
         notes=notes,
         metrics=rows,
+        completeness={"a": completeness(run_a), "b": completeness(run_b)},
     )
 
 

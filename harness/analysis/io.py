@@ -78,6 +78,8 @@ class RunData:
     notes: list[str] = field(default_factory=list)
     #: summary.json's ``juries``: each jury's figures, with the labelled transcripts it was fitted on
     juries: dict[str, JurySummary] = field(default_factory=dict)
+    #: summary.json as read (``analysis.completeness`` counts what the run did not judge from it)
+    summary: RunSummary | None = None
 
     def fitted_on(self, judge: str, metric: str) -> set[str]:
         """The transcripts whose human labels decided ``judge``'s verdicts on ``metric`` (a weighted
@@ -216,7 +218,7 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     interrupted = summary.interrupted
     if (note := interrupted_note(summary)) is not None:
         notes.append(f"{run}: {note}")
-    return RunData(run, tuple(transcripts), judges, dict(summary.judge_models), metrics, outcomes, interrupted, notes, dict(summary.juries))
+    return RunData(run, tuple(transcripts), judges, dict(summary.judge_models), metrics, outcomes, interrupted, notes, dict(summary.juries), summary)
 
 
 def _conversation_scores(

@@ -33,7 +33,8 @@ from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..metrics.schema import RunSummary
 from ..rundir import open_run_dir, resolve_input
-from .io import read_labels, read_run
+from .completeness import Completeness, completeness
+from .io import RunData, read_labels, read_run
 from .resampling import DEFAULT_RESAMPLES, check_resampling
 
 __all__ = ["Difference", "KMeans", "RepeatedRuns", "SuccessRule", "TaskRow", "parse_ks", "repeated_runs", "success_from_text", "success_rule"]
@@ -137,6 +138,8 @@ class RepeatedRuns:
     flakiness: Flakiness
     notes: tuple[str, ...] = ()
     against: Against | None = field(default=None)
+    #: what the run judged of the input it was given; None when its judgments could not be read
+    completeness: Completeness | None = None
 
     @property
     def success(self) -> str:
@@ -196,6 +199,7 @@ class RepeatedRuns:
                 "mean": _mean(self.flakiness.mean),
             },
             "notes": list(self.notes),
+            "completeness": self.completeness.as_dict() if self.completeness is not None else None,
         }
         if self.against is not None:
             a = self.against
@@ -364,8 +368,20 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _read(run: Path, rule: SuccessRule, prompts: Sequence[str | Path], notes: list[str]) -> RunData | None:
+    """The run's judgments: what a judged success needs, and what its completeness is counted from.
+    An agent metric's success needs none: a run whose rubric files are not here is still read."""
+    if rule.source != "metric":
+        return read_run(run, prompts)
+    try:
+        return read_run(run, prompts)
+    except UserInputError as exc:
+        notes.append(f"what the run did not judge is not counted: its judgments cannot be read ({exc})")
+        return None
+
+
 def _decide(
-    run: Path, rule: SuccessRule, rows: _Rows, prompts: Sequence[str | Path], labels: Path | None, notes: list[str]
+    run: Path, rule: SuccessRule, rows: _Rows, data: RunData | None, labels: Path | None, notes: list[str]
 ) -> tuple[dict[str, bool | str], str | None]:
     """Transcript id -> success (True / False), or the reason it cannot be decided; and the judge used."""
     out: dict[str, bool | str] = {}
@@ -382,7 +398,7 @@ def _decide(
             value = _number(agent[rule.name])
             out[tid] = rule.passes(value) if value is not None else "cannot be said"
         return out, None
-    data = read_run(run, prompts)
+    assert data is not None
     notes.extend(data.notes)
     metric = data.metrics.get(rule.name)
     if metric is None:
@@ -442,13 +458,18 @@ class _Counts:
     tasks: dict[str, tuple[int, int, int]]
     reasons: Counter[str]
     notes: list[str]
+    completeness: Completeness | None = None
 
 
 def _run_counts(run: str | Path, rule: SuccessRule, prompts: Sequence[str | Path], given_input: Path | None, labels: Path | None) -> _Counts:
     path, summary = open_run_dir(run)
     rows = _read_results(path)
     notes: list[str] = []
-    decided, used_judge = _decide(path, rule, rows, prompts, labels, notes)
+    data = _read(path, rule, prompts, notes)
+    decided, used_judge = _decide(path, rule, rows, data, labels, notes)
+    whole = completeness(data) if data is not None else None
+    if whole is not None and not whole.complete:
+        notes.append(f"{whole.line()}: the estimates are on the runs it judged; a task's runs it did not judge are in no n")
     tasks = _task_of(path, summary, rows, given_input)
     without = [t for t in rows.ids if tasks[t] is None]
     if len(without) == len(rows.ids):
@@ -472,7 +493,8 @@ def _run_counts(run: str | Path, rule: SuccessRule, prompts: Sequence[str | Path
     if reasons:
         listed = ", ".join(f"{r} {c}" for r, c in sorted(reasons.items()))
         notes.append(f"{sum(reasons.values())} run(s) whose success cannot be decided are left out of their task's n ({listed})")
-    return _Counts(str(path), used_judge, len(rows.ids), len(without), {t: (n, c, u) for t, (n, c, u) in sorted(counts.items())}, reasons, notes)
+    tasks_found = {t: (n, c, u) for t, (n, c, u) in sorted(counts.items())}
+    return _Counts(str(path), used_judge, len(rows.ids), len(without), tasks_found, reasons, notes, whole)
 
 
 # -- the analysis ------------------------------------------------------------------------------------
@@ -519,6 +541,7 @@ def _summarise(found: _Counts, rule: SuccessRule, ks: tuple[int, ...], confidenc
         tuple(means),
         flakes,
         tuple(notes),
+        completeness=found.completeness,
     )
 
 

@@ -85,7 +85,10 @@ def compare(
     Mean difference B - A with a paired bootstrap CI, paired t-test, McNemar on pass/fail (exact
     below 25 discordant pairs, else chi-square with continuity correction), and Welch's t and
     Cohen's d on all scored values when the transcript sets differ. Verdicts use Holm-adjusted
-    p-values and the rubric's direction (lower hallucination is better).
+    p-values and the rubric's direction (lower hallucination is better). A run that did not judge
+    all it was given (interrupted, killed, failed judgments) or that lacks the other's transcripts
+    gets one line with the counts: the figures are then on a subset. The exit code stays 0 (compare
+    reports; harness gate decides).
     """
     from ..analysis.compare import compare_report
     from ..terminal.analysis import compare_tables
@@ -175,7 +178,8 @@ def passk(
     human labels with --labels FILE --success NAME (pass/fail labels). Unbiased estimators over n runs with c successes: pass@k = 1 -
     C(n-c,k)/C(n,k), pass^k = C(c,k)/C(n,k); undefined when k > n. Means over tasks carry a
     seeded bootstrap interval over tasks. Runs whose success cannot be decided are left out and
-    counted, never taken as failures.
+    counted, never taken as failures. A run that did not judge all it was given gets a note with
+    the counts (the estimates are on the runs it judged); the exit code stays 0.
     """
     from ..analysis.repeated import repeated_runs, success_from_text, success_rule
     from ..errors import UserInputError
@@ -237,6 +241,15 @@ def gate(
     ] = None,
     judge: Annotated[str | None, typer.Option(help="The judge whose scores are gated. Default: every judge of the run (pass^K: the first).")] = None,
     alpha: Annotated[float, typer.Option(help="Each interval is at confidence 1 - alpha; the significance level of --no-regression.")] = 0.05,
+    allow_incomplete: Annotated[
+        float,
+        typer.Option(
+            "--allow-incomplete",
+            metavar="SHARE",
+            help="Pass a run (and baseline) with up to this share of its transcripts unjudged (interrupted, failed, never reached), "
+            "e.g. 0.05. Default 0: an incomplete run fails.",
+        ),
+    ] = 0.0,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write the checks as JUnit XML here (one test case per check).")] = None,
     summary: Annotated[
         Path | None, typer.Option("--summary", help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
@@ -248,8 +261,10 @@ def gate(
     ] = None,
     as_json: AsJsonOpt = False,
 ) -> None:
-    """Fail the build (exit 6) when a run misses a bar or is worse than a baseline.
+    """Fail the build (exit 6) when a run misses a bar, is worse than a baseline, or is incomplete.
 
+    An incomplete run (interrupted, killed, failed judgments, transcripts never reached) fails
+    whatever its bars say, unless --allow-incomplete accepts its share of unjudged transcripts.
     A bar judges the interval, not the mean: --min relevance=0.7 passes when the lower bound of
     the mean's interval is at least 0.7. Against --baseline, --no-regression fails a significant
     drop (paired t-test on the transcripts both runs scored, Holm's correction over these checks)
@@ -265,7 +280,16 @@ def gate(
     from ..gate.reports import terminal_lines, write_reports
 
     started = time.perf_counter()
-    spec = GateSpec.from_options(min=min_, max=max_, no_regression=no_regression, max_drop=max_drop, success=success, judge=judge, alpha=alpha)
+    spec = GateSpec.from_options(
+        min=min_,
+        max=max_,
+        no_regression=no_regression,
+        max_drop=max_drop,
+        success=success,
+        judge=judge,
+        alpha=alpha,
+        allow_incomplete=allow_incomplete,
+    )
     result = run_gate(run_dir, spec, baseline, prompts=prompts or [], inputs=input or [])
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY") or None
     written = write_reports(

@@ -112,6 +112,8 @@ def infer(
     Labels on a recorded random design give valid intervals; others are flagged. With two runs,
     the corrected paired difference B - A and a verdict per metric (Holm-adjusted). When every
     metric is refused (too few labels, none for the run's transcripts), it exits 2 after printing why.
+    A run that did not judge all it was given gets a note with the counts (the estimates are of the
+    transcripts it judged), and --json a completeness section; the exit code is not changed by it.
     """
     from ..labels.infer import infer_report
     from ..labels.pairwise import infer_pairwise, is_pairwise_file, pairwise_lines

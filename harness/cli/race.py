@@ -33,7 +33,13 @@ def race(
     max_pairs: Annotated[int | None, typer.Option(help="Judge at most this many pairs.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random order in which pairs are judged.")] = 0,
 ) -> None:
-    """Compare agent B with agent A on one rubric, composite or agent metric, in rounds of pairs until the answer is sure."""
+    """Compare agent B with agent A on one rubric, composite or agent metric, in rounds of pairs until the answer is sure.
+
+    Pairs with a side not scored (failed, unscored) are left out of the sequence and counted, and a
+    note says when the sequence is on fewer pairs than were judged; race.json's completeness holds
+    the counts. It exits as one run of all its rounds would: 1 when judgments failed, 130 when
+    interrupted.
+    """
     from ..workflows.race import Look, RaceOptions
     from ..workflows.race import race as run_race
 
@@ -75,6 +81,8 @@ def race(
     if result.pairs_not_scored:
         left = ", ".join(f"{n} {reason}" for reason, n in sorted(result.pairs_not_scored.items()))
         err.print(f"[yellow]note:[/] pairs left out of the sequence (a side not scored): {escape(left)}", highlight=False, soft_wrap=True)
+    if (subset := result.subset_line()) is not None:
+        err.print(f"[yellow]note:[/] {escape(subset)}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 

@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from ..agent.specs import SPECS as AGENT_SPECS
+from ..analysis.completeness import completeness, count
 from ..analysis.io import Metric, RunData, read_run
 from ..analysis.repeated import RepeatedRuns, repeated_runs, success_rule
-from ..errors import UserInputError
+from ..errors import RunIncomplete, UserInputError
+from .complete import check_complete, check_unreadable
 from .decide import Check, CheckData, CheckKind, GateResult, decide
 from .spec import OPTION, Bound, GateSpec, passk_metric
 
@@ -249,9 +251,25 @@ def run_gate(
         raise UserInputError(f"{which}: compares with a baseline run; give it with --baseline RUN")
     if len(inputs) > (2 if baseline is not None else 1):
         raise UserInputError(f"--input: given {len(inputs)} times; once per run")
-    data = read_run(run, prompts)
-    base = read_run(baseline, prompts) if baseline is not None else None
+    allowed = gate_spec.allow_incomplete
+    try:
+        data = read_run(run, prompts)
+    except RunIncomplete as exc:  # a killed run's directory: the gate fails on it, with nothing to check
+        return GateResult(str(run), str(baseline) if baseline else None, gate_spec.alpha, (), (), (check_unreadable("run", str(exc), allowed),))
+    try:
+        base = read_run(baseline, prompts) if baseline is not None else None
+    except RunIncomplete as exc:
+        unreadable = (check_complete("run", completeness(data), allowed), check_unreadable("baseline", str(exc), allowed))
+        return GateResult(str(data.path), str(baseline), gate_spec.alpha, (), tuple(data.notes), unreadable)
+    complete = [check_complete("run", completeness(data), allowed)]
+    if base is not None:
+        complete.append(check_complete("baseline", completeness(base), allowed))
     gate = _Gate(data, base, gate_spec, prompts, [Path(p) for p in inputs])
+    if base is not None and (missing := len(set(data.transcripts) - set(base.transcripts))):
+        gate.notes.append(
+            f"the baseline {base.path} lacks {count(missing)} of the run's {count(len(data.transcripts))} transcripts: "
+            "the differences from it are on the transcripts both runs hold"
+        )
     items: list[CheckData] = []
     for bound in gate_spec.min:
         items += gate.bar("min", bound)
@@ -262,4 +280,5 @@ def run_gate(
     for name in gate_spec.no_regression:
         items += gate.difference("no_regression", name, None)
     results = decide(items, gate_spec.alpha)
-    return GateResult(str(data.path), str(base.path) if base else None, gate_spec.alpha, tuple(results), tuple(dict.fromkeys(gate.notes)))
+    notes = tuple(dict.fromkeys(gate.notes))
+    return GateResult(str(data.path), str(base.path) if base else None, gate_spec.alpha, tuple(results), notes, tuple(complete))

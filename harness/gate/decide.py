@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..stats import mean_interval, paired_ttest
+from .complete import CompletenessCheck
 
 __all__ = ["Check", "CheckData", "CheckKind", "CheckResult", "GateResult", "decide"]
 
@@ -127,10 +128,17 @@ class GateResult:
     alpha: float
     checks: tuple[CheckResult, ...]
     notes: tuple[str, ...] = field(default=())
+    #: the run's (and the baseline's) completeness, checked first (``gate/complete.py``)
+    completeness: tuple[CompletenessCheck, ...] = field(default=())
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.checks)
+        return all(c.passed for c in self.checks) and all(c.passed for c in self.completeness)
+
+    @property
+    def incomplete(self) -> tuple[CompletenessCheck, ...]:
+        """The completeness checks the reports show: the runs that are not complete (failed or accepted)."""
+        return tuple(c for c in self.completeness if c.shown)
 
     @property
     def failed(self) -> tuple[CheckResult, ...]:
@@ -152,6 +160,7 @@ class GateResult:
             "failed": len(self.failed),
             "checks": [c.as_dict() for c in self.checks],
             "notes": list(self.notes),
+            "completeness": {c.role: c.as_dict() for c in self.completeness},
         }
 
 

@@ -5,7 +5,8 @@ JUnit XML: one ``<testsuite>`` with one ``<testcase>`` per check (``classname`` 
 and the figures in ``<system-out>`` for every check, passed ones too. GitHub's, GitLab's and
 Jenkins' test reports read this shape. Markdown: a heading with the outcome, one table row per
 check, the notes; GitHub Actions shows it on the run's page when it is appended to the file named
-by ``$GITHUB_STEP_SUMMARY``.
+by ``$GITHUB_STEP_SUMMARY``. A run or baseline that is not complete (``gate/complete.py``) comes
+first in each: a test case ``harness.gate.complete``, a table row, a line; a complete one adds nothing.
 """
 
 from __future__ import annotations
@@ -26,14 +27,22 @@ def _details(check: CheckResult) -> str:
 
 
 def junit_xml(result: GateResult, seconds: float = 0.0, timestamp: float | None = None) -> str:
-    """The JUnit XML document (UTF-8 text, with its declaration)."""
-    counts = {"tests": str(len(result.checks)), "failures": str(len(result.failed)), "errors": "0", "skipped": "0", "time": f"{seconds:.3f}"}
+    """The JUnit XML document (UTF-8 text, with its declaration). An incomplete run or baseline is a
+    test case of its own (``harness.gate.complete``), first: failed, or passed when accepted."""
+    shown = result.incomplete
+    tests, failures = len(result.checks) + len(shown), len(result.failed) + sum(1 for c in shown if not c.passed)
+    counts = {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": "0", "time": f"{seconds:.3f}"}
     suites = ET.Element("testsuites", {"name": "harness gate", **counts})
     when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(timestamp if timestamp is not None else time.time()))
     suite = ET.SubElement(suites, "testsuite", {"name": f"harness gate {result.run}", **counts, "timestamp": when})
     properties = ET.SubElement(suite, "properties")
     for name, value in (("run", result.run), ("baseline", result.baseline or ""), ("alpha", f"{result.alpha:g}")):
         ET.SubElement(properties, "property", {"name": name, "value": value})
+    for whole in shown:
+        case = ET.SubElement(suite, "testcase", {"classname": "harness.gate.complete", "name": whole.label, "time": "0"})
+        if not whole.passed:
+            ET.SubElement(case, "failure", {"message": whole.message, "type": "complete"}).text = whole.message
+        ET.SubElement(case, "system-out").text = whole.message
     for check in result.checks:
         case = ET.SubElement(suite, "testcase", {"classname": f"harness.gate.{check.check.kind}", "name": check.check.label, "time": "0"})
         if not check.passed:
@@ -52,9 +61,24 @@ def _cell(text: str) -> str:
 
 def _outcome(result: GateResult) -> str:
     n = len(result.checks)
+    checks = f"{n} check{'s' if n != 1 else ''}"
+    refused = [c.role for c in result.completeness if not c.passed]
+    accepted = [c for c in result.completeness if c.accepted]
     if result.passed:
-        return f"passed ({n} check{'s' if n != 1 else ''})"
-    return f"FAILED ({len(result.failed)} of {n} check{'s' if n != 1 else ''})"
+        if accepted:
+            who = " and ".join(c.role for c in accepted)
+            return f"passed ({checks}; incomplete {who} accepted by --allow-incomplete {accepted[0].allowed:g})"
+        return f"passed ({checks})"
+    if refused:
+        who = " and ".join(refused)
+        if result.failed:
+            return f"FAILED (incomplete {who}, and {len(result.failed)} of {checks} failed)"
+        return f"FAILED (incomplete {who}; " + (f"the {checks} on what was judged passed)" if n else "nothing checked)")
+    return f"FAILED ({len(result.failed)} of {checks})"
+
+
+def _mark(passed: bool) -> str:
+    return "✅ pass" if passed else "❌ **FAIL**"
 
 
 def markdown(result: GateResult) -> str:
@@ -69,9 +93,11 @@ def markdown(result: GateResult) -> str:
         "| | check | figures |",
         "|---|---|---|",
     ]
+    for whole in result.incomplete:
+        lines.append(f"| {_mark(whole.passed)} | {_cell(whole.label)} | {_cell(whole.message)} |")
     for c in result.checks:
         figures = "<br>".join(_cell(t) for t in (c.message, *c.notes))
-        lines.append(f"| {'✅ pass' if c.passed else '❌ **FAIL**'} | {_cell(c.check.label)} | {figures} |")
+        lines.append(f"| {_mark(c.passed)} | {_cell(c.check.label)} | {figures} |")
     if result.notes:
         lines += ["", "Notes:", ""] + [f"- {_cell(n)}" for n in result.notes]
     return "\n".join(lines) + "\n"
@@ -79,7 +105,7 @@ def markdown(result: GateResult) -> str:
 
 def terminal_lines(result: GateResult) -> list[str]:
     """One line per check (its figures, then its notes indented), the notes, then the outcome."""
-    lines: list[str] = []
+    lines = [f"{'pass' if whole.passed else 'FAIL'}  {whole.label}: {whole.message}" for whole in result.incomplete]
     for c in result.checks:
         lines.append(f"{'pass' if c.passed else 'FAIL'}  {c.check.label}: {c.message}")
         lines += [f"      note: {n}" for n in c.notes]

@@ -10,6 +10,9 @@ success is ``success``):
 - ``max_drop``: ``NAME=M``, the interval of the difference from the baseline must not reach past M
   on the worse side (a non-inferiority margin, M > 0, on the metric's scale).
 
+Before any of them the run must be complete (``allow_incomplete``: the share of unjudged
+transcripts accepted, 0 by default; ``gate/complete.py``).
+
 Every value is checked here, with the option it came from in the message, before a run is read.
 """
 
@@ -35,6 +38,7 @@ OPTION = {
     "success": "--success",
     "judge": "--judge",
     "alpha": "--alpha",
+    "allow_incomplete": "--allow-incomplete",
 }
 _PASSK = re.compile(r"^pass([\^@])(\d+)$")
 _SUCCESS = re.compile(r"^\s*([^<>=\s]+)\s*(>=|<=)\s*(\S+)\s*$")
@@ -125,6 +129,9 @@ class GateSpec(BaseModel):
     success: Success | None = None
     judge: str | None = None
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    #: the share of a run's transcripts that may be unjudged (interrupted, failed, never reached)
+    #: and the gate still pass; 0: the run must be complete (``gate/complete.py``)
+    allow_incomplete: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
 
     @field_validator("no_regression")
     @classmethod
@@ -177,6 +184,7 @@ class GateSpec(BaseModel):
         success: str | None = None,
         judge: str | None = None,
         alpha: float = 0.05,
+        allow_incomplete: float = 0.0,
     ) -> GateSpec:
         """The spec from ``harness gate``'s options; a bad value is a `UserInputError` naming its option."""
         given: dict[str, Any] = {
@@ -187,6 +195,7 @@ class GateSpec(BaseModel):
             "success": success,
             "judge": judge,
             "alpha": alpha,
+            "allow_incomplete": allow_incomplete,
         }
         return cls.validated(given)
 

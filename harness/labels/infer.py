@@ -31,6 +31,7 @@ import numpy as np
 
 from ..align.provenance import Provenance, fitted_transcripts
 from ..analysis.compare import holm
+from ..analysis.completeness import completeness
 from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
 from ..analysis.scales import parse_thresholds, passes, threshold_for
 from ..errors import UserInputError
@@ -372,6 +373,10 @@ def infer(
     )
     if design is None:
         out.notes.append(f"{NOT_RANDOM}: no design file was given or found; the estimates are shown as computed")
+    short = [c for c in map(completeness, runs) if not c.complete]
+    if short:  # set only then: a complete run's result is printed as it always was
+        out.completeness = [c.as_dict() for c in short]
+        out.notes += [f"{c.run}: {c.line()}: the estimates are of the transcripts it judged, not of its whole input" for c in short]
     if len(runs) == 1:
         out.metrics = _single(runs[0], labels[0], design, alpha, min_labels, thresholds, fitted[0], out.notes)
     else:

@@ -130,6 +130,9 @@ class InferResult(_Part):
     metrics: list[MetricSection] | None = None
     comparisons: list[Comparison] | None = None
     verdicts: list[str] | None = None
+    #: what each incomplete run judged of its input (`harness.analysis.completeness`); left out
+    #: when every run is complete
+    completeness: list[dict[str, Any]] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The JSON-ready value ``--json`` and inference.json print: set fields only, by their JSON names."""

@@ -304,6 +304,10 @@ class RunRecord(_Section):
     composite_weights: dict[str, dict[str, Number]] | None = None
     skipped_records: int = 0
     interrupted: bool = False
+    #: the transcripts the run was given to judge (its input's valid records, after --limit and
+    #: --shard); written by a run that was interrupted or aborted (or wrote fewer rows): left out
+    #: of a run that finished, whose ``transcripts`` is the count (``analysis/completeness.py``)
+    planned_transcripts: int | None = None
     #: "i/n" of a ``--shard`` run; left out of any other
     shard: str | None = None
     budget: BudgetRecord | None = None

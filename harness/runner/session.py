@@ -269,8 +269,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
             if cache is not None:
                 await cache.open()
             if run.on_start is not None:
-                good = plan.shard.size(run.scanned.good) if plan.shard is not None else run.scanned.good
-                run.on_start(good * len(run.rubrics) * len(plan.judges))
+                run.on_start(_planned(run) * len(run.rubrics) * len(plan.judges))
             answer = run.answers.answer if run.answers is not None else None
             # a collect's downloaded keys without a cache row: answered without a lookup
             uncached = run.answers.uncached if run.answers is not None else frozenset[str]()
@@ -311,6 +310,9 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
         written.add(flagged.path.name)
     code, crash_message = crash_exit(crash) if crash is not None else (EXIT_OK, None)
     record = _run_record(plan, run.rubrics, sink, len(run.scanned.bad), interrupted, run.budget, crash_message, run.scanned.findings_of(plan.shard))
+    if interrupted or crash_message is not None or sink.totals.transcripts < _planned(run):
+        # a run that stopped short records what it was given: the readers count the rest as never judged
+        record = record.model_copy(update={"planned_transcripts": _planned(run)})
     summary = sink.totals.summary(wall_time_s=time.perf_counter() - run.started, record=record)
     write_summary(run.out, summary)
     removed = remove_stale(run.out, written)
@@ -335,6 +337,12 @@ def _notices(plan: RunPlan, rubrics: list[Rubric]) -> list[str]:
     """Told once a run: the custom rubrics still in the inline layout when the config asks for the data layout."""
     old = inline_custom(rubrics) if plan.rubric_layout == "data" else []
     return [opt_in_notice(old)] if old else []
+
+
+def _planned(run: _Run) -> int:
+    """The transcripts the run is to judge: its input's valid records (after --limit), this shard's."""
+    good = run.scanned.good
+    return run.plan.shard.size(good) if run.plan.shard is not None else good
 
 
 async def _judge(runner: Runner, handle_signals: bool) -> tuple[bool, Exception | None]:

@@ -254,6 +254,8 @@ def compare_tables(result: Comparison, console: Console) -> None:
         ]
         if parts:
             console.print(f"  {r.metric} / {r.judge}: not paired: " + ", ".join(parts), highlight=False)
+    for line in result.subset_lines:
+        console.print(line, highlight=False, soft_wrap=True)
     for line in result.verdicts:
         console.print(line, highlight=False, soft_wrap=True)
     for note in result.notes:

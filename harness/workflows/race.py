@@ -123,9 +123,35 @@ class RaceResult:
         last = self.looks[-1]
         return last.lo, last.hi
 
+    @property
+    def completeness(self) -> dict[str, Any]:
+        """What the race judged of the pairs it was given: the sequence holds the pairs both of
+        whose sides were scored; the others judged are left out by reason, the rest never judged
+        (the race stopped first, by its rule)."""
+        used = self.looks[-1].pairs_used if self.looks else 0
+        return {
+            "pairs_total": self.pairs_total,
+            "pairs_judged": self.pairs_judged,
+            "pairs_in_sequence": used,
+            "pairs_not_scored": sum(self.pairs_not_scored.values()),
+            "pairs_never_judged": self.pairs_total - self.pairs_judged,
+            "ids_without_partner": dict(self.unpaired),
+        }
+
+    def subset_line(self) -> str | None:
+        """One line when the sequence is on fewer pairs than were judged; None when it holds them all."""
+        c = self.completeness
+        if not c["pairs_not_scored"]:
+            return None
+        return (
+            f"the sequence is on {c['pairs_in_sequence']:,} of the {c['pairs_judged']:,} pairs judged ({c['pairs_not_scored']:,} with a side "
+            f"not scored left out); {c['pairs_never_judged']:,} of {c['pairs_total']:,} pairs never judged (the race stopped: {self.stop})"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["interval"] = list(self.interval)
+        data["completeness"] = self.completeness
         return data
 
 
