@@ -6,9 +6,9 @@ its log), and is stopped (SIGTERM, then SIGKILL) when the ``with`` block ends.
 
 MLflow runs its basic-auth app (``MLFLOW_USER``/``MLFLOW_PASSWORD``), so the key path is real too.
 Phoenix (``arize-phoenix``) pins packages that conflict with the harness's own test dependencies
-(anthropic < 2, through pydantic-ai), so it is installed in its own virtual environment,
-``.venvs/phoenix`` at the repository root (``.ci/run`` makes it; ``HARNESS_PHOENIX_PYTHON`` names
-another interpreter). MLflow installs beside the harness (the ``test`` extra). A missing server
+(anthropic < 2, through pydantic-ai), so it is installed in its own virtual environment, outside the
+checkout (tests/servers/phoenix_venv.py: where, and how scripts/test makes it; ``HARNESS_PHOENIX_PYTHON``
+names another interpreter). MLflow installs beside the harness (the ``test`` extra). A missing server
 fails the test with the command that installs it: these tests never skip.
 """
 
@@ -40,13 +40,9 @@ def free_port() -> int:
 
 
 def phoenix_python() -> str:
-    python = os.environ.get("HARNESS_PHOENIX_PYTHON") or str(ROOT / ".venvs" / "phoenix" / "bin" / "python")
-    if not Path(python).exists():
-        raise AssertionError(
-            f"Phoenix's interpreter {python} is missing: python -m venv --system-site-packages .venvs/phoenix && "
-            ".venvs/phoenix/bin/pip install 'arize-phoenix==20.26.1' (what .ci/run does)"
-        )
-    return python
+    from tests.servers import phoenix_venv
+
+    return str(phoenix_venv.python())
 
 
 class ServerProcess:
@@ -168,7 +164,7 @@ def write_traces(kind: str, url: str, project: str, questions: list[str], out: P
             *[f"--question={q}" for q in questions],
             f"--dump-after={max(timeout_s - 15.0, 1.0)}",
         ],
-        cwd=ROOT,
+        cwd=out.parent,  # the app and the SDKs write nothing in the checkout
         capture_output=True,
         text=True,
         timeout=timeout_s,
