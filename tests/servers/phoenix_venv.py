@@ -16,6 +16,7 @@ written after the install says the venv is whole: an interrupted install is made
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -57,12 +58,18 @@ def make() -> Path:
     if _stamp().exists():
         return venv_dir()
     venv_dir().parent.mkdir(parents=True, exist_ok=True)
-    print(f"making Phoenix's virtual environment {venv_dir()} (arize-phoenix=={PHOENIX_VERSION})", file=sys.stderr, flush=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv_dir())], check=True)
-    pip = [str(venv_dir() / "bin" / "python"), "-m", "pip", "install", "-q"]
-    constraints = ["-c", str(CONSTRAINTS)] if CONSTRAINTS.exists() else []
-    subprocess.run([*pip, *constraints, f"arize-phoenix=={PHOENIX_VERSION}"], check=True)
-    _stamp().write_text(f"arize-phoenix=={PHOENIX_VERSION}\n", encoding="utf-8")
+    # One maker at a time (two test sessions, or a CI run beside a developer's): the second waits,
+    # then finds the stamp.
+    with open(venv_dir().parent / f"{venv_dir().name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _stamp().exists():
+            return venv_dir()
+        print(f"making Phoenix's virtual environment {venv_dir()} (arize-phoenix=={PHOENIX_VERSION})", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv_dir())], check=True)
+        pip = [str(venv_dir() / "bin" / "python"), "-m", "pip", "install", "-q"]
+        constraints = ["-c", str(CONSTRAINTS)] if CONSTRAINTS.exists() else []
+        subprocess.run([*pip, *constraints, f"arize-phoenix=={PHOENIX_VERSION}"], check=True)
+        _stamp().write_text(f"arize-phoenix=={PHOENIX_VERSION}\n", encoding="utf-8")
     return venv_dir()
 
 

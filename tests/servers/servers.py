@@ -138,6 +138,10 @@ def temporary_server(kind: str, **options: Any) -> Iterator[ServerProcess]:
         yield server
 
 
+def _tail(log: Path, chars: int = 6000) -> str:
+    return log.read_text(encoding="utf-8", errors="replace")[-chars:]
+
+
 def write_traces(kind: str, url: str, project: str, questions: list[str], out: Path, timeout_s: float = 240.0) -> list[str]:
     """Run the agent app (tests/servers/agent_app.py) against ``url``; the trace ids it wrote.
 
@@ -149,26 +153,32 @@ def write_traces(kind: str, url: str, project: str, questions: list[str], out: P
 
     sdk = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "20", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5"} if kind == "mlflow" else {}
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.servers.agent_app",
-            kind,
-            "--url",
-            url,
-            "--project",
-            project,
-            "--out",
-            str(out),
-            *[f"--question={q}" for q in questions],
-            f"--dump-after={max(timeout_s - 15.0, 1.0)}",
-        ],
-        cwd=out.parent,  # the app and the SDKs write nothing in the checkout
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **sdk},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    log = out.parent / f"{out.stem}-app.log"  # its stderr: the SDKs' messages, and the stacks it dumps
+    with log.open("w", encoding="utf-8") as stderr:
+        try:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.servers.agent_app",
+                    kind,
+                    "--url",
+                    url,
+                    "--project",
+                    project,
+                    "--out",
+                    str(out),
+                    *[f"--question={q}" for q in questions],
+                    f"--dump-after={max(timeout_s - 15.0, 1.0)}",
+                ],
+                cwd=out.parent,  # the app and the SDKs write nothing in the checkout
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                timeout=timeout_s,
+                env={**os.environ, "PYTHONPATH": str(ROOT), **sdk},
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the {kind} agent app did not finish within {timeout_s:.0f} s:\n{_tail(log)}") from None
+    assert done.returncode == 0, _tail(log)
     return list(json.loads(done.stdout.strip().splitlines()[-1]))
