@@ -128,10 +128,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shown = "\n  ".join(changes[:30]) + (f"\n  ... and {len(changes) - 30} more" if len(changes) > 30 else "")
     message = (
         f"the tests changed {len(changes)} file(s) in the checkout {ROOT} (a test writes only in its temporary "
-        f"directories; HARNESS_CHECKOUT_CHECK=each names the test):\n  {shown}"
+        f"directories; HARNESS_CHECKOUT_CHECK=each names the test; or something else changed them while the tests ran):\n  {shown}"
     )
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
+        reporter.ensure_newline()
         reporter.write_sep("=", "checkout changed", red=True, bold=True)
         reporter.write_line(message)
     else:
