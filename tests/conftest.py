@@ -27,6 +27,17 @@ aborts the session with an INTERNALERROR hiding the real failure. ``pytest_runte
 below imports it first, with the warning ignored, when a Hypothesis test has failing examples: only
 then, since the import takes more than a second (a tenth of collecting the whole suite).
 
+The checkout stays as it was: the session records every file under the repository root (size and
+modification time; not ``.git``) when it starts and fails at its end, naming them, if a test
+added, changed or removed any (a test writes only under its temporary directories: a run's
+``--cache`` in ``tmp_path``, never the default ``cache/judgments.sqlite``). Left out, with their
+reason: ``.pytest_cache`` (pytest's own record of the last run, for ``--lf``; no test writes it)
+and ``__pycache__`` (the interpreter's bytecode of the modules it imports). Hypothesis, which
+keeps its example database and caches in ``.hypothesis/`` of the working directory, keeps them in
+the machine's test cache instead (``~/.cache/harness-tests/hypothesis``, or under
+``$HARNESS_TEST_CACHE``: tests/servers/phoenix_venv.py's ``cache_root``). With ``HARNESS_CHECKOUT_CHECK=each`` the check runs around
+every test too, and fails the one that wrote (slower: it walks the checkout twice a test).
+
 Third-party packages the tests use as oracles or clients (SciPy, statsmodels, scikit-learn, the
 ``anthropic`` and ``openai`` SDKs, nbclient, pandas, ...) are imported inside the tests that use
 them, not at module level: collecting the suite (3,400 tests) then imports none of them, and a test whose
@@ -36,10 +47,12 @@ package is missing fails with ``ImportError`` (never skips).
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -64,6 +77,78 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             except ImportError:  # libcst not installed: the plugin then skips patch suggestions
                 pass
     return (yield)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+#: what the checkout check leaves out (module docstring: why each)
+_NOT_CHECKED = frozenset({".git", ".pytest_cache", "__pycache__"})
+_SNAPSHOT = pytest.StashKey[dict[str, tuple[int, int]]]()
+
+
+def checkout_files(root: Path = ROOT) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` but the folders of ``_NOT_CHECKED``: its size and mtime in ns."""
+    files: dict[str, tuple[int, int]] = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _NOT_CHECKED]
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                stat = os.lstat(path)
+            except FileNotFoundError:  # removed while walking: absent
+                continue
+            files[os.path.relpath(path, root)] = (stat.st_size, stat.st_mtime_ns)
+    return files
+
+
+def checkout_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    """The files added, changed or removed between two :func:`checkout_files`, one line each."""
+    lines = [f"added {p}" for p in sorted(after.keys() - before.keys())]
+    lines += [f"changed {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]]
+    return lines + [f"removed {p}" for p in sorted(before.keys() - after.keys())]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    from tests.servers.phoenix_venv import cache_root
+
+    set_hypothesis_home_dir(cache_root() / "hypothesis")
+    if not hasattr(config, "workerinput"):  # pytest-xdist's workers: their controller checks
+        config.stash[_SNAPSHOT] = checkout_files()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_SNAPSHOT, None)
+    if before is None:
+        return
+    changes = checkout_changes(before, checkout_files())
+    if not changes:
+        return
+    shown = "\n  ".join(changes[:30]) + (f"\n  ... and {len(changes) - 30} more" if len(changes) > 30 else "")
+    message = (
+        f"the tests changed {len(changes)} file(s) in the checkout {ROOT} (a test writes only in its temporary "
+        f"directories; HARNESS_CHECKOUT_CHECK=each names the test; or something else changed them while the tests ran):\n  {shown}"
+    )
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_sep("=", "checkout changed", red=True, bold=True)
+        reporter.write_line(message)
+    else:
+        print(message)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(autouse=os.environ.get("HARNESS_CHECKOUT_CHECK") == "each")
+def checkout_untouched() -> Iterator[None]:
+    """With ``HARNESS_CHECKOUT_CHECK=each``: this test left the checkout as it found it."""
+    before = checkout_files()
+    yield
+    changes = checkout_changes(before, checkout_files())
+    if changes:
+        pytest.fail("the test changed the checkout: " + ", ".join(changes[:10]), pytrace=False)
 
 
 #: A project the tests run in a subprocess with its own settings (tests/test_pytest_plugin.py), not part of this suite.

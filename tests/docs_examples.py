@@ -11,6 +11,10 @@ Three kinds of fenced block are examples:
   ``harness.toml`` must load as a :class:`harness.config.HarnessConfig`.
 - ```` ```python ````: executed, one namespace per page, with the sandbox as working directory.
 
+A command that begins ``pip install ... &&`` (the README's install-and-run command) runs here
+without that install: the sandbox runs this environment's harness, and tests/test_fresh_clone.py
+runs the whole command, as written, on a new clone in a new venv.
+
 ``<!-- skip: next "why" -->`` before a block skips it with that reason, shown by pytest (for the
 few examples that need a provider's key). ``<!-- local_model -->`` marks a block that runs the
 bundled local judge (about a minute of CPU; the ``local_model`` mark).
@@ -42,6 +46,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: seconds one shell command may take (the local-judge run needs about a minute of CPU)
 COMMAND_TIMEOUT_S = 600
 
+#: the install a command may begin with, left out in the sandbox (the module docstring says why)
+_INSTALL_PREFIX = re.compile(r"^pip install [^&|;]*&& ")
 _DURATION = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:s|ms)\b")
 
 
@@ -113,7 +119,7 @@ def run_console(example: Example) -> None:
     sandbox: Sandbox = example.namespace["sandbox"]
     for command, expected in split_console(example.parsed):
         done = subprocess.run(
-            ["bash", "-c", command],
+            ["bash", "-c", _INSTALL_PREFIX.sub("", command)],
             cwd=sandbox.cwd,
             env=sandbox.env,
             stdout=subprocess.PIPE,

@@ -9,7 +9,9 @@ and the rows of the SQLite cache.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import socket
 import sqlite3
 import sys
@@ -229,12 +231,92 @@ def replay_view(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     ]
 
 
+#: How far a number in a golden JSON file may move: relative 1e-9 (and 1e-12 absolute, for values near
+#: zero). A float computed by numpy/scipy in another order or version differs in its last digits
+#: (0.9486504723346827 against 0.9486504723346828), never at the ninth.
+GOLDEN_REL_TOL = 1e-9
+GOLDEN_ABS_TOL = 1e-12
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.(\d+))?(?:[eE]([-+]?\d+))?")
+_RULE = re.compile(r"[\u2500-\u257f]+")  # a table's rule (box drawing): its length follows the columns
+
+
+def _json_differences(golden: Any, found: Any, where: str = "$") -> list[str]:
+    """Where ``found`` differs from ``golden``: numbers at GOLDEN_REL_TOL (int stays int, float
+    stays float), everything else equal, keys in the same order."""
+    if isinstance(golden, bool) or isinstance(found, bool) or not isinstance(golden, int | float) or not isinstance(found, int | float):
+        if type(golden) is not type(found):
+            return [f"{where}: {golden!r} became {found!r}"]
+        if isinstance(golden, dict):
+            if list(golden) != list(found):
+                return [f"{where}: keys {list(golden)} became {list(found)}"]
+            return [d for key in golden for d in _json_differences(golden[key], found[key], f"{where}.{key}")]
+        if isinstance(golden, list):
+            if len(golden) != len(found):
+                return [f"{where}: {len(golden)} items became {len(found)}"]
+            return [d for i, (g, f) in enumerate(zip(golden, found)) for d in _json_differences(g, f, f"{where}[{i}]")]
+        return [] if golden == found else [f"{where}: {golden!r} became {found!r}"]
+    if type(golden) is not type(found) or not math.isclose(golden, found, rel_tol=GOLDEN_REL_TOL, abs_tol=GOLDEN_ABS_TOL):
+        return [f"{where}: {golden!r} became {found!r}"]
+    return []
+
+
+def _printed_tokens(text: str) -> list[tuple[str, list[tuple[float, float]]]]:
+    """A text's words (split on any whitespace, so where a line wraps does not count), each as its
+    letters with every number masked, and the numbers, each with one unit in its last printed place
+    (0 for a whole number: compared exactly)."""
+    tokens = []
+    for word in text.split():
+        if _RULE.fullmatch(word):
+            tokens.append(("\u2500", []))
+            continue
+        numbers = []
+        for match in _NUMBER.finditer(word):
+            decimals, exponent = len(match.group(1) or ""), int(match.group(2) or 0)
+            # a whole number (a count) exactly; one with decimals within a unit of its last one
+            numbers.append((float(match.group(0)), 10.0 ** (exponent - decimals) if decimals else 0.0))
+        tokens.append((_NUMBER.sub("#", word), numbers))
+    return tokens
+
+
+def _text_differences(golden: str, found: str) -> list[str]:
+    """Where the printed ``found`` differs from ``golden``: the same words in the same order, each
+    number within one unit of its last printed digit (a value on a rounding edge printed the other
+    way: 0.924 against 0.925), whitespace and line breaks free, a rule of any length."""
+    g, f = _printed_tokens(golden), _printed_tokens(found)
+    words_g, words_f = golden.split(), found.split()
+    for i, ((gs, gn), (fs, fn)) in enumerate(zip(g, f)):
+        same = gs == fs and len(gn) == len(fn) and all(u == v and abs(a - b) <= u * (1 + 1e-9) for (a, u), (b, v) in zip(gn, fn))
+        if not same:
+            return [f"word {i + 1}: {words_g[i]!r} became {words_f[i]!r} (after {' '.join(words_g[max(0, i - 6) : i])!r})"]
+    if len(g) != len(f):
+        return [f"{len(g)} words became {len(f)}: {' '.join((words_g if len(g) > len(f) else words_f)[min(len(g), len(f)) :][:8])!r} ..."]
+    return []
+
+
+def golden_differences(name: str, golden: str, found: str) -> list[str]:
+    """How ``found`` differs from the golden text of file ``name`` (nothing when it matches): a
+    ``.json`` file compares parsed, numbers at relative GOLDEN_REL_TOL; any other compares as
+    printed text, by :func:`_text_differences`."""
+    if name.endswith(".json"):
+        return _json_differences(json.loads(golden), json.loads(found))
+    return _text_differences(golden, found)
+
+
 def assert_golden(found: dict[str, str], folder: Path) -> None:
-    """Each text of ``found`` equals the file of its name in ``folder``, byte for byte (with
-    HARNESS_WRITE_GOLDEN=1 the files are written from ``found`` first: what a change must not move)."""
+    """Each text of ``found`` matches the file of its name in ``folder`` (with HARNESS_WRITE_GOLDEN=1
+    the files are written from ``found`` first: what a change must not move).
+
+    Tolerance, stated: a ``.json`` file is compared parsed, each number within a relative 1e-9
+    (GOLDEN_REL_TOL; 1e-12 absolute near zero) of the golden one and of the same type, strings,
+    keys and their order exactly; a table (any other file) word by word, whitespace and line breaks
+    ignored, each printed number within one unit of its last printed digit. A float that differs in
+    its 16th digit with another numpy, or a note that wraps at another width, is the same output;
+    a changed digit the reader sees, word or field is not (tests/test_golden.py)."""
     if os.environ.get("HARNESS_WRITE_GOLDEN"):
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in found.items():
             (folder / name).write_text(text, encoding="utf-8")
     for name, text in found.items():
-        assert text == (folder / name).read_text(encoding="utf-8"), name
+        differences = golden_differences(name, (folder / name).read_text(encoding="utf-8"), text)
+        assert not differences, f"{folder.name}/{name}: " + "; ".join(differences[:5])

@@ -60,6 +60,7 @@ def test_example(
         example.evaluate()
 
 
+@pytest.mark.readme_smoke
 def test_readme_stays_short() -> None:
     """The README is what a user reads to choose and to start; detail belongs in docs/."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()

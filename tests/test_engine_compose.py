@@ -203,7 +203,17 @@ def test_a_404_to_the_first_request_stops_the_run_in_one_line(tmp_path: Path) ->
         write_config(tmp_path / "harness.toml", [judge("g", root, max_concurrency=4)])
         done = CliRunner().invoke(
             app,
-            ["run", str(tmp_path / "transcripts.jsonl"), "--config", str(tmp_path / "harness.toml"), "--out", str(tmp_path / "out"), "--no-progress"],
+            [
+                "run",
+                str(tmp_path / "transcripts.jsonl"),
+                "--config",
+                str(tmp_path / "harness.toml"),
+                "--out",
+                str(tmp_path / "out"),
+                "--cache",
+                str(tmp_path / "c.sqlite"),
+                "--no-progress",
+            ],  # fmt: skip
         )
         sent = [(r["path"], r["status"]) for r in server.requests]
     assert done.exit_code == EXIT_USER_ERROR

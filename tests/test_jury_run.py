@@ -187,7 +187,16 @@ def test_compare_infer_and_race_take_the_jury_as_a_judge(tmp_path: Path, scripte
     scripted.table = {**table(), **{(t, r, m): v for (t, r, m), v in table(0.2).items()}}
     cfg = config(folder / "harness.toml", scripted.base_url or "", jury | {"labels": str(tmp_path / "a-input" / "labels.jsonl")})
     result = asyncio.run(
-        race(RaceOptions(a=tmp_path / "a-input" / "t.jsonl", b=tmp_path / "a-input" / "t.jsonl", out=folder / "out", metric="relevance", config=cfg))
+        race(
+            RaceOptions(
+                a=tmp_path / "a-input" / "t.jsonl",
+                b=tmp_path / "a-input" / "t.jsonl",
+                out=folder / "out",
+                metric="relevance",
+                config=cfg,
+                cache=folder / "c.sqlite",
+            )
+        )
     )
     assert result.judge == "panel" and result.pairs_judged > 0
 
@@ -246,7 +255,9 @@ def test_a_bad_jury_is_refused_in_one_line_before_anything_is_sent(
     head = ["", "[[juries]]", f'name = "{jury.get("name", "panel")}"', f"members = {json.dumps(jury.get('members', ['a', 'b', 'c']))}"]
     cfg.write_text(cfg.read_text(encoding="utf-8") + "\n".join(head + lines) + "\n", encoding="utf-8")
     before = len(scripted.requests)
-    code, output = _cli(["run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--no-progress"])
+    code, output = _cli(
+        ["run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "c.sqlite"), "--no-progress"]
+    )
     assert code == 2, output
     assert len(output) == 1 and expected in output[0], output
     assert len(scripted.requests) == before
@@ -256,7 +267,20 @@ def test_a_bad_jury_is_refused_in_one_line_before_anything_is_sent(
 def test_jury_labels_option_needs_a_jury(tmp_path: Path, scripted: ScriptedJudges) -> None:
     data = transcripts(tmp_path / "t.jsonl")
     cfg = config(tmp_path / "harness.toml", scripted.base_url or "", None)
-    code, output = _cli(["run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--jury-labels", str(labels(tmp_path / "l.jsonl"))])
+    code, output = _cli(
+        [
+            "run",
+            str(data),
+            "--config",
+            str(cfg),
+            "--out",
+            str(tmp_path / "out"),
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "--jury-labels",
+            str(labels(tmp_path / "l.jsonl")),
+        ]
+    )
     assert code == 2 and len(output) == 1 and "the config has no [[juries]]" in output[0], output
 
 
@@ -326,7 +350,7 @@ def test_members_of_one_sequential_jury_sit_on_no_other(tmp_path: Path, scripted
     data = transcripts(tmp_path / "t.jsonl")
     cfg = config(tmp_path / "harness.toml", scripted.base_url or "", {"method": "majority", "sequential": True})
     cfg.write_text(cfg.read_text(encoding="utf-8") + '\n[[juries]]\nname = "other"\nmembers = ["a", "b"]\n', encoding="utf-8")
-    code, output = _cli(["run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out")])
+    code, output = _cli(["run", str(data), "--config", str(cfg), "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "c.sqlite")])
     assert code == 2 and "sits on jury 'other' too" in output[0], output
 
 

@@ -8,7 +8,7 @@ without contexts and one full of hostile HTML), and a 10,000-transcript one (one
 results.jsonl, summary.json), not from the report's own code.
 
 report.html is opened in headless Chromium: Debian's /usr/bin/chromium driven by the ``playwright``
-package with ``executable_path`` (its own browser download does not work here); .ci/run installs
+package with ``executable_path`` (its own browser download does not work here); scripts/test installs
 both. Without them the browser tests FAIL with the reason, they never skip. Screenshots are written
 under each test's tmp_path.
 """
@@ -497,10 +497,13 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("the report's browser tests need the playwright package (pip install playwright==1.65.2; .ci/run installs it)", pytrace=False)
+        pytest.fail(
+            "the report's browser tests need the playwright package (pip install playwright==1.65.2; scripts/test installs it)", pytrace=False
+        )
     if not Path(CHROMIUM).is_file():
         pytest.fail(
-            f"the report's browser tests need Chromium at {CHROMIUM} (apt-get install chromium chromium-driver; .ci/run installs it)", pytrace=False
+            f"the report's browser tests need Chromium at {CHROMIUM} (apt-get install chromium chromium-driver; scripts/test installs it)",
+            pytrace=False,
         )
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -104,6 +104,7 @@ def record(
 # -- a normal run ----------------------------------------------------------------------------------
 
 
+@pytest.mark.readme_smoke
 async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, judge_server: JudgeServer) -> None:
     from statsmodels.stats.weightstats import DescrStatsW
 

@@ -213,7 +213,9 @@ async def test_a_run_warns_on_the_terminal_and_in_summary_json(
         path = config(tmp_path, ("soon", "gpt-5-mini"), base_url=server.base_url)
         out = tmp_path / "run"
         console = Console(file=io.StringIO(), width=80)
-        outcome = await run_and_show(RunOptions(input=EXAMPLES, out=out, config=path, limit=1, rubrics=["relevance"], progress=False), console)
+        outcome = await run_and_show(
+            RunOptions(input=EXAMPLES, out=out, config=path, limit=1, rubrics=["relevance"], progress=False, cache=tmp_path / "c.sqlite"), console
+        )
     assert outcome.exit_code == 0, outcome.message
     summary = json.loads((out / "summary.json").read_text())
     text = console.file.getvalue()  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -22,6 +23,8 @@ from tests.e2e_support import read_jsonl, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "transcripts.jsonl"
+#: what building the wheel reads (pyproject.toml, setup.py and MANIFEST.in name the rest)
+SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "harness", "prompts")
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -35,7 +38,16 @@ def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complet
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding the wheel built from this checkout; returns its bin/ folder."""
     tmp = tmp_path_factory.mktemp("wheel")
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)], cwd=tmp, timeout=600)
+    # Built from a copy of what the build reads: pip builds in the source tree, and setuptools writes
+    # build/ and harness.egg-info/ there (the tests write nothing in the checkout).
+    source = tmp / "source"
+    source.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp / "dist"), str(source)], cwd=tmp, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (tmp / "dist").glob("harness-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

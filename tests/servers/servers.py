@@ -6,9 +6,9 @@ its log), and is stopped (SIGTERM, then SIGKILL) when the ``with`` block ends.
 
 MLflow runs its basic-auth app (``MLFLOW_USER``/``MLFLOW_PASSWORD``), so the key path is real too.
 Phoenix (``arize-phoenix``) pins packages that conflict with the harness's own test dependencies
-(anthropic < 2, through pydantic-ai), so it is installed in its own virtual environment,
-``.venvs/phoenix`` at the repository root (``.ci/run`` makes it; ``HARNESS_PHOENIX_PYTHON`` names
-another interpreter). MLflow installs beside the harness (the ``test`` extra). A missing server
+(anthropic < 2, through pydantic-ai), so it is installed in its own virtual environment, outside the
+checkout (tests/servers/phoenix_venv.py: where, and how scripts/test makes it; ``HARNESS_PHOENIX_PYTHON``
+names another interpreter). MLflow installs beside the harness (the ``test`` extra). A missing server
 fails the test with the command that installs it: these tests never skip.
 """
 
@@ -40,13 +40,9 @@ def free_port() -> int:
 
 
 def phoenix_python() -> str:
-    python = os.environ.get("HARNESS_PHOENIX_PYTHON") or str(ROOT / ".venvs" / "phoenix" / "bin" / "python")
-    if not Path(python).exists():
-        raise AssertionError(
-            f"Phoenix's interpreter {python} is missing: python -m venv --system-site-packages .venvs/phoenix && "
-            ".venvs/phoenix/bin/pip install 'arize-phoenix==20.26.1' (what .ci/run does)"
-        )
-    return python
+    from tests.servers import phoenix_venv
+
+    return str(phoenix_venv.python())
 
 
 class ServerProcess:
@@ -142,6 +138,10 @@ def temporary_server(kind: str, **options: Any) -> Iterator[ServerProcess]:
         yield server
 
 
+def _tail(log: Path, chars: int = 6000) -> str:
+    return log.read_text(encoding="utf-8", errors="replace")[-chars:]
+
+
 def write_traces(kind: str, url: str, project: str, questions: list[str], out: Path, timeout_s: float = 240.0) -> list[str]:
     """Run the agent app (tests/servers/agent_app.py) against ``url``; the trace ids it wrote.
 
@@ -153,26 +153,32 @@ def write_traces(kind: str, url: str, project: str, questions: list[str], out: P
 
     sdk = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "20", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "5"} if kind == "mlflow" else {}
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.servers.agent_app",
-            kind,
-            "--url",
-            url,
-            "--project",
-            project,
-            "--out",
-            str(out),
-            *[f"--question={q}" for q in questions],
-            f"--dump-after={max(timeout_s - 15.0, 1.0)}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **sdk},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    log = out.parent / f"{out.stem}-app.log"  # its stderr: the SDKs' messages, and the stacks it dumps
+    with log.open("w", encoding="utf-8") as stderr:
+        try:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.servers.agent_app",
+                    kind,
+                    "--url",
+                    url,
+                    "--project",
+                    project,
+                    "--out",
+                    str(out),
+                    *[f"--question={q}" for q in questions],
+                    f"--dump-after={max(timeout_s - 15.0, 1.0)}",
+                ],
+                cwd=out.parent,  # the app and the SDKs write nothing in the checkout
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                timeout=timeout_s,
+                env={**os.environ, "PYTHONPATH": str(ROOT), **sdk},
+            )
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the {kind} agent app did not finish within {timeout_s:.0f} s:\n{_tail(log)}") from None
+    assert done.returncode == 0, _tail(log)
     return list(json.loads(done.stdout.strip().splitlines()[-1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -116,22 +117,56 @@ def sync_args(source: str, tmp: Path, config: Path, *extra: str | Path, rubrics:
     ]
 
 
+#: How long a killed sync pass may take to cache its first three judgments: a child Python that
+#: imports the harness, pulls a handful of traces and judges three at 0.3 s each needs a few seconds
+#: alone and well under a minute on a loaded 2-core machine; the rest is headroom, not a wait for
+#: anything expected (a child that fails exits and is reported at once, below).
+FIRST_JUDGMENTS_S = 120.0
+
+
 def killed_sync_pass(source: str, tmp: Path, config: Path) -> set[str]:
     """Starts a ``harness sync`` pass (:func:`sync_args`, one judgment at a time) in a child
     process, kills it with SIGKILL (its whole session) once three judgments are cached, and returns
-    the cache's keys at the kill: what a resumed pass must not pay for again."""
+    the cache's keys at the kill: what a resumed pass must not pay for again.
+
+    The child's output goes to ``tmp/sync-pass.log``. A child that exits before three judgments
+    are cached fails the test at once with that log (it used to be discarded, so a pass that failed
+    on start looked like a slow one and the test waited out the whole budget saying nothing); one
+    still short of them after FIRST_JUDGMENTS_S gets SIGABRT first, so faulthandler
+    (``-X faulthandler``) prints where each of its threads was."""
     args = [str(a) for a in sync_args(source, tmp, config, "--concurrency", "1")]
-    child = subprocess.Popen(
-        [sys.executable, "-m", "harness", *args],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    log_path = tmp / "sync-pass.log"
+    with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
+        child = subprocess.Popen(
+            [sys.executable, "-X", "faulthandler", "-m", "harness", *args],
+            cwd=tmp,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def log_tail() -> str:
+        return log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
+
+    def three_cached() -> bool:
+        if len(cached_keys(tmp / "c.sqlite")) >= 3:
+            return True
+        if child.poll() is not None:
+            raise AssertionError(f"the sync pass exited with {child.returncode} before three judgments were cached:\n{log_tail()}")
+        return False
+
     try:
-        wait_for(lambda: len(cached_keys(tmp / "c.sqlite")) >= 3, timeout_s=120, what="the first pass's judgments")
+        try:
+            wait_for(three_cached, timeout_s=FIRST_JUDGMENTS_S, what="the first pass's judgments")
+        except AssertionError as exc:
+            if child.poll() is None:
+                os.kill(child.pid, signal.SIGABRT)  # faulthandler: every thread's stack into the log
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(10)
+            raise AssertionError(f"{exc}\n--- the sync pass's output:\n{log_tail()}") from None
     finally:
-        os.killpg(child.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
         child.wait(30)
     return cached_keys(tmp / "c.sqlite")

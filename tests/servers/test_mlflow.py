@@ -67,8 +67,13 @@ def _trace_ids(server: ServerProcess, experiment: str) -> list[str]:
 def _assessments(server: ServerProcess, trace_ids: list[str]) -> list[Any]:
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=server.url)
-    return [a for trace_id in trace_ids for a in client.get_trace(trace_id).info.assessments]
+    # get_trace downloads the spans through the artifact repository, which asks the process-wide
+    # tracking URI, not the client's: unset, that is MLflow's default, sqlite:///mlflow.db in the
+    # working directory (the checkout), and the test passed only after a test that had set it.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", server.url)
+        client = MlflowClient(tracking_uri=server.url)
+        return [a for trace_id in trace_ids for a in client.get_trace(trace_id).info.assessments]
 
 
 def test_a_pulled_trace_is_the_transcript_of_the_exported_file(mlflow_server: ServerProcess, tmp_path: Path) -> None:
