@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
@@ -29,6 +29,9 @@ from ..rubrics.rubric import Rubric, load_rubrics
 from ..validation import first_problem
 from .options import JudgeOptions
 from .shard import Shard, parse_shard
+
+if TYPE_CHECKING:
+    from ..traces.loader import ScanResult
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
@@ -91,6 +94,22 @@ class RunPlan:
     juries: list[JuryConfig] = field(default_factory=list)
     #: where the config came from, for messages ("harness.toml", "command line")
     source: str = "command line"
+
+    def scan(self) -> tuple[ScanResult, list[Rubric], frozenset[str]]:
+        """Validate the input before any judge is called and choose the rubrics: the scan, the
+        rubrics, and the inputs every record must supply because a chosen rubric reads them (a
+        ``response``, ``traces.loader.REQUIRED_WHEN_READ``; the judging pass reads with it)."""
+        from ..traces.loader import required_inputs, scan, scan_required
+
+        scanned = scan(self.input, self.on_bad_record, self.limit, self.format)
+        rubrics = self.select_rubrics(scanned.inputs_seen)
+        require = required_inputs(r.inputs for r in rubrics)
+        readers = {name: next(r.name for r in rubrics if name in r.inputs) for name in require}
+        checked = scan_required(self.input, scanned, require, readers, self.on_bad_record, self.limit, self.format)
+        # (a rescan that passed over records keeps the first scan's inputs, so every later choice
+        # of rubrics from them, the estimate's, is this one)
+        checked.inputs_seen = scanned.inputs_seen
+        return checked, rubrics, require
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed,

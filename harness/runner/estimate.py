@@ -25,7 +25,7 @@ from ..cost.prices import call_cost, prompt_cache_saving
 from ..cost.staleness import Retirement, StalePrice, retirements, stale_prices
 from ..cost.tokens import TokenCounter
 from ..planning import Endpoint, Entry, Planner, RunOptions, RunPlan, build_plan
-from ..traces.loader import ScanResult, iter_transcripts, scan
+from ..traces.loader import ScanResult, iter_transcripts, required_inputs
 from ..transcripts import Transcript
 
 #: Shortest prefix the providers cache (OpenAI: 1,024 tokens; Anthropic: 1,024, Haiku 2,048).
@@ -235,7 +235,9 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
 
 def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
     """Estimate a planned run whose transcripts ``scan`` has already validated."""
-    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format))
+    # (records lacking what a chosen rubric requires were refused or passed over by the scan: ``RunPlan.scan``)
+    require = required_inputs(r.inputs for r in plan.select_rubrics(scanned.inputs_seen))
+    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format, require))
     if plan.limit is not None:
         records = (r for r, _ in zip(records, range(plan.limit), strict=False))
     shard = plan.shard
@@ -248,4 +250,4 @@ def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
 def estimate_run(options: RunOptions) -> Estimate:
     """Validate the transcripts and estimate the run ``options`` describe. No network, no judge."""
     plan = build_plan(options, require_keys=False)
-    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit, plan.format))
+    return estimate_scanned(plan, plan.scan()[0])

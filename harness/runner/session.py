@@ -35,7 +35,7 @@ from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remo
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric
-from ..traces.loader import ScanResult, scan
+from ..traces.loader import ScanResult
 from .engine import Runner
 from .estimate import estimate_scanned
 
@@ -163,8 +163,7 @@ async def run_evaluation(
         check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live", plan.juries)
     else:  # a collect: its juries as the submit checked them
         check_supported((), "batch", plan.juries)
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format)
-    rubrics = plan.select_rubrics(scanned.inputs_seen)
+    scanned, rubrics, _ = plan.scan()
     juries = _juries(plan, rubrics)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
