@@ -152,6 +152,12 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
         priced = judge.has_prices
         line.cost_usd_max = line.cost_usd_expected = line.saved_usd = 0.0 if priced else None
 
+    #: keys of the requests counted so far: a run that reads the cache sends a key once and its
+    #: in-run repeats (identical prompts, same judge and settings) share that call or its pending
+    #: cache write (``engine``), so a repeat is counted as the run reports it, with the cache hits.
+    #: (With --no-cache or --refresh a repeat shares only a call still in flight: each may be paid.)
+    sent: set[str] | None = set() if use_cache else None
+
     def account(batch: list[Entry]) -> None:
         jobs = [job for entry in batch for job in entry.jobs]
         hits = cache.present([job.key for job in jobs if job.key]) if cache is not None else set()
@@ -168,10 +174,13 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
             assert job.request is not None
             prompt = counters[job.judge.name].count_messages(job.request.messages)
             expected = line.cached_completion_mean if line.cached_completion_mean is not None else job.request.max_tokens
-            if job.key in hits:
+            if job.key in hits or (sent is not None and job.key in sent):
                 line.cache_hits += 1
                 line.saved_usd = _add(line.saved_usd, call_cost(job.judge, prompt, expected))
                 continue
+            if sent is not None:
+                assert job.key is not None
+                sent.add(job.key)
             line.requests += 1
             line.prompt_tokens += prompt
             fixed = (job.judge.name, job.request.fixed_text)
@@ -187,7 +196,7 @@ def estimate_records(plan: RunPlan, transcripts: Iterable[Transcript], n_transcr
 
     try:
         batch: list[Entry] = []
-        planner = Planner(rubrics, plan.judges, keyed=cache is not None)
+        planner = Planner(rubrics, plan.judges, keyed=use_cache)  # keyed: the cache's hits and the in-run repeats
         for record in transcripts:
             batch.append(planner.entry(record.resolved()))
             if len(batch) >= _BATCH:
