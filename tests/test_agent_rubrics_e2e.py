@@ -23,6 +23,7 @@ from bench.agent_render import synthetic_steps
 from harness.agent.render import render_steps
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
+from harness.terminal.run import closing_line
 from harness.transcripts.models import Transcript
 from tests.e2e_support import Outputs, chat_requests, judge, replay_view, run_and_show, serve, user_prompt, write_config, write_jsonl
 from tests.judge_server import JudgeServer
@@ -133,6 +134,9 @@ async def test_trajectory_rubrics_are_judged_and_replayed_offline(tmp_path: Path
     assert rows[("plain", "task_completion", "j")]["error"] == "transcript has no trajectory"
     stats = out.summary["judges"]["j"]
     assert (stats["compacted_input"], stats["truncated_input"], stats["unscored_reasons"]) == (2, 0, {"invalid_score": 2, "missing_input": 2})
+    # the closing line names the input that was missing (it once said "no context" for any)
+    assert outcome.summary.judges["j"].missing_inputs == {"trajectory": 2} and "missing_inputs" not in stats
+    assert "4 unscored (invalid score 2, no trajectory 2)" in closing_line(outcome.summary, "$0")
 
     # what the judge saw: the calls of the OpenAI conversation as one parallel group
     requests = chat_requests(server)

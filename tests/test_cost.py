@@ -294,6 +294,36 @@ def test_count_messages_is_openai_recipe(encoding: str) -> None:
 # -- the estimate against what an OpenAI-compatible server reports ---------------------------------
 
 
+@pytest.mark.timeout(120)
+async def test_estimate_counts_a_repeated_prompt_once_as_the_run_sends_it(tmp_path: Path, openai_server: JudgeServer) -> None:
+    """40 transcripts but only 6 distinct ones (ids differ, the judged text repeats): the estimate
+    said 40 requests a rubric where the run sent 6; now its requests are the server's count, the
+    repeats with the cache hits, and its cost the run's."""
+    assert openai_server.base_url
+    write_config(tmp_path / "harness.toml", [judge("mini", openai_server.base_url, model="gpt-4o-mini")])
+    distinct = [
+        {"query": f"What is the expense ratio of fund {i}?", "response": f"It is 0.{i}5% a year.", "contexts": [f"Factsheet {i}: 0.{i}5%."]}
+        for i in range(6)
+    ]
+    write_jsonl(tmp_path / "transcripts.jsonl", [{"id": f"t{k}", **distinct[k % 6]} for k in range(40)])
+    cache = tmp_path / "cache.sqlite"
+    options: dict[str, Any] = {"config": tmp_path / "harness.toml", "cache": str(cache), "rubrics": ["relevance", "faithfulness"]}
+
+    estimate = estimate_run(RunOptions(input=tmp_path / "transcripts.jsonl", **options))
+    assert openai_server.count() == 0
+    (totals,) = estimate.judges
+    assert (totals.requests, totals.cache_hits) == (6 * 2, 34 * 2)
+    outcome, outputs, _ = await run(tmp_path, **options)
+    assert outcome.exit_code == 0, outcome.message
+    assert totals.requests == openai_server.count() == outputs.summary["judges"]["mini"]["requests"]
+    assert outputs.summary["judges"]["mini"]["cache_hits"] == totals.cache_hits
+    assert totals.cost_usd_max is not None and totals.cost_usd_expected is not None
+    assert outputs.summary["cost_usd"] <= totals.cost_usd_max
+    # with nothing cached a first estimate and a second, after the run, agree on what is new: nothing
+    after = estimate_run(RunOptions(input=tmp_path / "transcripts.jsonl", **options))
+    assert (after.judges[0].requests, after.judges[0].cache_hits) == (0, 80)
+
+
 async def test_estimate_equals_server_reported_prompt_tokens(tmp_path: Path, openai_server: JudgeServer) -> None:
     assert openai_server.base_url
     config = write_config(tmp_path / "harness.toml", [judge("mini", openai_server.base_url, model="gpt-4o-mini", prices=False)])

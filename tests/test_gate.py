@@ -294,6 +294,8 @@ def test_reports_junit_markdown_and_the_github_step_summary(runs: dict[str, Path
     assert outcomes["relevance (judge mini) not worse than the baseline"] == ["Failure"]
     assert outcomes["relevance (judge mini) >= 0.5"] == []
     assert [case.system_out.startswith("mean ") or case.system_out.startswith("difference ") for case in parsed] == [True, True, True]
+    # ... and valid against the JUnit schema Jenkins' xUnit plugin validates with (junit-10.xsd)
+    assert_valid_junit(junit.read_text(encoding="utf-8"))
 
     # Markdown: written, and appended to the step summary after what was there
     text = summary.read_text(encoding="utf-8")
@@ -301,6 +303,36 @@ def test_reports_junit_markdown_and_the_github_step_summary(runs: dict[str, Path
     assert "| ❌ **FAIL** | relevance (judge mini) not worse than the baseline | difference -0.1" in text
     assert text.count("\n| ") == 4  # the header and one row per check
     assert step.read_text(encoding="utf-8") == "earlier step\n" + text + "\n"
+
+
+#: Jenkins xUnit's JUnit schema (origin in the file's first comment)
+JUNIT_XSD = Path(__file__).parent / "fixtures" / "junit" / "junit-10.xsd"
+
+
+def assert_valid_junit(document: str) -> None:
+    import xmlschema
+
+    xmlschema.XMLSchema10(JUNIT_XSD).validate(document.encode("utf-8"))
+
+
+def test_the_junit_schema_refuses_what_it_should() -> None:
+    """The schema check can fail: ``skipped`` on <testsuites> (what the gate once wrote) is refused."""
+    import xmlschema
+
+    bad = '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites tests="1" skipped="0"><testsuite tests="1"/></testsuites>\n'
+    with pytest.raises(xmlschema.XMLSchemaValidationError, match="skipped"):
+        assert_valid_junit(bad)
+
+
+def test_junit_of_a_passing_and_a_failing_gate_is_valid(runs: dict[str, Path]) -> None:
+    passed = run_gate(runs["BASE"], {"min": ["relevance=0.5"], "judge": "mini"})
+    failed = run_gate(runs["BASE"], {"min": ["relevance=0.99"], "judge": "mini"})
+    assert passed.passed and not failed.passed
+    for result in (passed, failed, type(passed)("runs/<a & b>|x", None, 0.05, failed.checks, ("a note",))):
+        document = junit_xml(result, seconds=1.25, timestamp=0.0)
+        assert_valid_junit(document)
+        root = ET.fromstring(document.split("\n", 1)[1])
+        assert root.get("skipped") is None and root.find("testsuite").get("skipped") == "0"
 
 
 def test_the_reports_escape_what_they_quote(runs: dict[str, Path]) -> None:

@@ -93,6 +93,43 @@ def test_two_juries_of_one_name(tmp_path: Path) -> None:
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    ("method", "score", "confidence"),
+    [
+        # votes 1, 5, 1, 4 on 1..5 (docs/guide/juries.md): the mean is 11 / 4 = 2.75; the distances
+        # from it 1.75, 2.25, 1.75, 1.25 average 1.75, so the confidence is 1 - 1.75 / 4 = 0.5625.
+        ("mean", 2.75, 0.5625),
+        # sorted 1, 1, 4, 5: the median is (1 + 4) / 2 = 2.5; distances 1.5, 1.5, 1.5, 2.5 average
+        # 1.75 too, so the confidence is again 1 - 1.75 / 4 = 0.5625.
+        ("median", 2.5, 0.5625),
+    ],
+)
+def test_a_mean_or_median_jury_writes_the_mean_or_median_itself(method: str, score: float, confidence: float) -> None:
+    """Not the whole bin it falls in (both were written 3.0, halves rounding up), and with a
+    confidence that says how close the votes are (the share of votes in the bin of 2.75 was 0.0)."""
+    members = ("a", "b", "c", "d")
+    jury = JuryRun([Panel("p", members, ("m",) * 4, method)], [Classes("r", 1.0, 5.0)], {"r": "1"})
+    rows = {
+        "t1": [_member("t1", m, score=v) for m, v in zip(members, (1.0, 5.0, 1.0, 4.0), strict=True)],
+        "t2": [_member("t2", m, score=v) for m, v in zip(members, (4.0, 4.0, 4.0, 4.0), strict=True)],
+        "t3": [
+            *(_member("t3", m, score=v) for m, v in zip(members[:2], (2.0, 3.0), strict=True)),
+            *(_member("t3", m, status="failed", reason="fatal") for m in members[2:]),
+        ],
+    }
+    for tid, judgments in rows.items():
+        jury.observe(tid, None, judgments, len(judgments))
+    jury.finish()
+    out = {}
+    for ordinal, (tid, judgments) in enumerate(rows.items()):
+        (row,) = jury.rows(ordinal, {(j.rubric, j.judge): j.as_dict() for j in judgments})
+        out[tid] = row
+    assert out["t1"].score == score and out["t1"].jury["confidence"] == pytest.approx(confidence)
+    assert out["t2"].score == 4.0 and out["t2"].jury["confidence"] == 1.0  # unanimous
+    # two votes, 2 and 3: mean and median 2.5, each vote 0.5 from it: 1 - 0.5 / 4 = 0.875
+    assert out["t3"].score == 2.5 and out["t3"].jury["confidence"] == pytest.approx(0.875)
+
+
 def test_labels_are_relative_to_the_config(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path, 'name = "p"\nmembers = ["a", "b"]\nlabels = "l.jsonl"\n'))
     assert config.juries[0].labels == tmp_path / "l.jsonl"

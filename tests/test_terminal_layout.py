@@ -198,15 +198,38 @@ def test_closing_line_is_a_sentence() -> None:
         "judge_models": {},
         "rubric_versions": {},
         "judgments": {"scored": 81, "unscored": 3},
-        "judges": {"mini": {"unscored_reasons": {"missing_input": 3}}},
+        "judges": {"mini": {"unscored_reasons": {"missing_input": 3}, "missing_inputs": {"contexts": 3}}},
         "wall_time_s": 0.8,
     }
     assert closing_line(RunSummary.model_validate(summary), usd(0.010698)) == "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"
     summary["judgments"] = {"scored": 5, "unscored": 3, "failed": 2}
-    summary["judges"] = {"a": {"unscored_reasons": {"missing_input": 2}}, "b": {"unscored_reasons": {"no_score_found": 1}}}
+    summary["judges"] = {
+        "a": {"unscored_reasons": {"missing_input": 2}, "missing_inputs": {"contexts": 2}},
+        "b": {"unscored_reasons": {"no_score_found": 1}},
+    }
     assert closing_line(RunSummary.model_validate(summary), "cost unknown (a judge has no price)") == (
         "10 judgments: 5 scored, 3 unscored (no context 2, no score found 1), 2 failed · cost unknown (a judge has no price) · 0.8 s"
     )
+
+
+def test_closing_line_names_the_missing_input_as_it_is() -> None:
+    """Not every missing input is a context: each is named (several a judgment lacked together
+    joined by "and"), and a count whose inputs are not known (a summary read back from
+    summary.json, which does not keep them) is "missing input", never "no context"."""
+    summary: dict[str, Any] = {
+        "judge_models": {},
+        "rubric_versions": {},
+        "judgments": {"scored": 4, "unscored": 6},
+        "judges": {
+            "a": {"unscored_reasons": {"missing_input": 4}, "missing_inputs": {"reference": 2, "query, contexts": 1, "trajectory": 1}},
+            "b": {"unscored_reasons": {"missing_input": 2}, "missing_inputs": {"reference": 1}},
+        },
+        "wall_time_s": 0.8,
+    }
+    assert closing_line(RunSummary.model_validate(summary), "$0") == (
+        "10 judgments: 4 scored, 6 unscored (no reference 3, no query and context 1, no trajectory 1, missing input 1) · $0 · 0.8 s"
+    )
+    assert "missing_inputs" not in RunSummary.model_validate(summary).as_json()["judges"]["a"]  # summary.json is unchanged
 
 
 def test_progress_bar_shows_every_judgment_though_it_is_updated_ten_times_a_second() -> None:

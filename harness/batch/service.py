@@ -42,7 +42,7 @@ from ..planning import Job, Judgment, Planner, RunOptions, RunPlan, build_plan
 from ..providers import profile_of
 from ..rubrics.rubric import Rubric
 from ..runner.session import RunOutcome, collector_tuned, run_evaluation
-from ..traces.loader import iter_transcripts, scan
+from ..traces.loader import iter_transcripts
 from .collected import Collected, Downloaded, Settled, settle_downloads
 from .providers import BatchAPI, BatchHTTPError, Remote, make_api
 from .wire import anthropic_line, openai_line, read_openai_result
@@ -81,13 +81,12 @@ def _plan(options: RunOptions) -> tuple[RunOptions, RunPlan]:
 
 def _jobs(plan: RunPlan) -> tuple[list[Rubric], Iterator[Job]]:
     """Every planned job, as ``harness run`` makes them (the transcripts validated first)."""
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit, detect=plan.injection != "off")
+    scanned, rubrics, require = plan.scan(detect=plan.injection != "off")
     suspected = screen(plan.injection, plan.input, scanned.findings)
-    rubrics = plan.select_rubrics(scanned.inputs_seen)
 
     def jobs() -> Iterator[Job]:
         planner = Planner(rubrics, plan.judges, suspected=suspected)
-        for count, (_, record) in enumerate(iter_transcripts(plan.input, plan.on_bad_record)):
+        for count, (_, record) in enumerate(iter_transcripts(plan.input, plan.on_bad_record, plan.format, require)):
             if plan.limit is not None and count >= plan.limit:
                 return
             yield from planner.entry(record.resolved()).jobs

@@ -4,7 +4,8 @@ Votes come as a transcripts x members matrix: a score (a label's index for a lab
 where the member gave none (unscored, failed, or not asked). A transcript with no vote has no
 verdict (class -1, score NaN). Each verdict has a ``confidence`` in 0..1: the share of the votes
 (of the weight, for ``weighted``) that chose the verdict's class, or for Dawid–Skene the
-posterior probability of that class.
+posterior probability of that class; for ``mean`` and ``median``, whose verdict is a score and
+not a class, how close the votes are to it (``closeness``).
 
 - ``majority``: the plurality class (ties: ``Classes.rank``), scored as its bin's value;
 - ``weighted``: the plurality of votes weighted by each member's log-odds of agreeing with the
@@ -25,7 +26,7 @@ import numpy as np
 from ..stats.dawid_skene import dawid_skene
 from .classes import Classes
 
-__all__ = ["Verdicts", "agreeing_share", "log_odds_weights", "mean_verdicts", "median_verdicts", "plurality", "verdicts"]
+__all__ = ["Verdicts", "agreeing_share", "closeness", "log_odds_weights", "mean_verdicts", "median_verdicts", "plurality", "verdicts"]
 
 #: Relative tolerance under which two weighted tallies are a tie.
 TIE_TOLERANCE = 1e-9
@@ -75,24 +76,39 @@ def _rows_with_votes(votes: np.ndarray) -> np.ndarray:
     return ~np.isnan(votes).all(axis=1)
 
 
+def closeness(votes: np.ndarray, score: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """How close each transcript's votes are to its verdict ``score``: ``1 − mean |vote − score| /
+    (hi − lo)``, the members' mean distance from the verdict as a share of the scale, taken from 1
+    (NaN where no verdict). 1 when every vote is the verdict; a jury split evenly between the
+    scale's two ends gets 0.5 from a mean or a median in the middle. (The share of votes in the
+    verdict's bin, the other methods' confidence, says nothing here: votes 1, 5, 1, 4 have the
+    mean 2.75, in a bin no member chose.)"""
+    present = ~np.isnan(votes)
+    distance = np.where(present, np.abs(votes - score[:, None]), 0.0).sum(axis=1)
+    counted = present.sum(axis=1)
+    voted = (counted > 0) & ~np.isnan(score)
+    mean = np.divide(distance, counted, out=np.full(score.shape, np.nan), where=voted)
+    return 1.0 - mean / (hi - lo)
+
+
 def mean_verdicts(votes: np.ndarray, classes: Classes) -> Verdicts:
-    """The mean of the scores; its class is the bin it falls in."""
+    """The mean of the scores (the verdict's score, unrounded); its class is the bin it falls in."""
     rows = _rows_with_votes(votes)
     score = np.full(votes.shape[0], np.nan)
     present = ~np.isnan(votes[rows])
     score[rows] = np.where(present, votes[rows], 0.0).sum(axis=1) / present.sum(axis=1)
     code = classes.codes(score)
-    return Verdicts(code, score, agreeing_share(classes.codes(votes), code))
+    return Verdicts(code, score, closeness(votes, score, classes.lo, classes.hi))
 
 
 def median_verdicts(votes: np.ndarray, classes: Classes) -> Verdicts:
-    """The median of the scores (the mean of the two middle ones for an even count)."""
+    """The median of the scores (the mean of the two middle ones for an even count; unrounded)."""
     rows = _rows_with_votes(votes)
     score = np.full(votes.shape[0], np.nan)
     if rows.any():
         score[rows] = np.nanmedian(votes[rows], axis=1)
     code = classes.codes(score)
-    return Verdicts(code, score, agreeing_share(classes.codes(votes), code))
+    return Verdicts(code, score, closeness(votes, score, classes.lo, classes.hi))
 
 
 def log_odds_weights(correct: np.ndarray, judged: np.ndarray, classes: int) -> np.ndarray:

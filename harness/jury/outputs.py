@@ -38,7 +38,7 @@ from ..planning import NO_CALL_REASONS, Judgment
 from ..planning.samples import TOKEN_FIELDS
 from .classes import Classes
 from .methods import Verdicts, log_odds_weights, verdicts
-from .panel import Panel
+from .panel import SCORE_METHODS, Panel
 from .report import alpha_section, human_agreement, pair_kappas, self_preference
 
 __all__ = ["SETTLED", "JuryRun", "rewrite"]
@@ -193,6 +193,8 @@ class JuryRun:
             value = classes.value(code)
             if isinstance(value, str):
                 judgment.label = value
+            elif panel.method in SCORE_METHODS:
+                judgment.score = float(verdict.score[at])  # the mean or median itself, not its bin's value
             else:
                 judgment.score = value
             return judgment

@@ -23,7 +23,7 @@ from .classes import Classes
 __all__ = ["HumanLabels", "Panel", "prepare"]
 
 #: methods that average scores: they cannot judge a label rubric
-_SCORE_METHODS = ("mean", "median")
+SCORE_METHODS = ("mean", "median")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +135,7 @@ def prepare(
                 read[jury.labels] = read_human_labels(jury.labels, classes, where=f"jury {jury.name!r}", others=others)
             labels = read[jury.labels]
         for rubric in classes:
-            if not rubric.numeric and jury.method in _SCORE_METHODS:
+            if not rubric.numeric and jury.method in SCORE_METHODS:
                 raise ConfigError(
                     f"{where}.method: jury {jury.name!r} takes the {jury.method} of scores; rubric {rubric.rubric!r} gives labels (use majority or dawid_skene)"
                 )

@@ -20,6 +20,7 @@ from ..agent.specs import SPECS as AGENT_SPECS
 from ..config import JudgeConfig
 from ..cost.prices import prompt_cache_saving
 from ..planning import Judgment
+from ..planning.judgment import missing_inputs_of
 from ..planning.turns import TurnOptions
 from ..stats.noise import noise_share
 from ..transcripts.performance import PERFORMANCE_FIELDS, Performance
@@ -136,6 +137,8 @@ class _JudgeStats:
     truncated_input: int = 0
     compacted_input: int = 0
     unscored: Counter[str] = field(default_factory=Counter)
+    #: missing_input judgments by the inputs they lacked
+    missing: Counter[str] = field(default_factory=Counter)
     latencies: array = field(default_factory=lambda: array("d"))
 
     def as_summary(self, cost: CostFigures, priced: bool) -> JudgeSummary:
@@ -146,6 +149,7 @@ class _JudgeStats:
             failed=self.failed,
             unscored=sum(self.unscored.values()),
             unscored_reasons=dict(sorted(self.unscored.items())),
+            missing_inputs=dict(sorted(self.missing.items())),
             truncated_input=self.truncated_input,
             compacted_input=self.compacted_input,
             prompt_tokens=self.prompt_tokens,
@@ -309,6 +313,8 @@ class RunTotals:
         elif j.status == "unscored":
             series.unscored[j.reason or "unknown"] += 1
             stats.unscored[j.reason or "unknown"] += 1
+            if j.reason == "missing_input" and (lacked := missing_inputs_of(j.error)) is not None:
+                stats.missing[", ".join(lacked)] += 1
         else:
             series.failed[j.reason or "unknown"] += 1
             stats.failed += 1

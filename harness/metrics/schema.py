@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UserInputError
 from ..validation import first_problem
@@ -121,6 +121,9 @@ class JudgeSummary(_Section):
     failed: int = 0
     unscored: int = 0
     unscored_reasons: dict[str, int] = {}
+    #: ``missing_input`` judgments by the inputs they lacked ("contexts", "query, contexts"), for
+    #: the closing line; not written to summary.json (``exclude``)
+    missing_inputs: dict[str, int] = Field(default_factory=dict, exclude=True)
     #: prompts cut to fit a context window, and trajectories compacted to a budget (cache hits included)
     truncated_input: int = 0
     compacted_input: int = 0

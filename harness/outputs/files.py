@@ -27,6 +27,19 @@ from ..errors import OutputError
 
 #: Every file ``harness run`` may write to ``--out``; the ones a run does not write are stale.
 RUN_FILES = ("judgments.jsonl", "results.jsonl", "summary.json", "skipped.jsonl", "report.html")
+#: Files other commands write into a run's directory from its judgments (``harness export``,
+#: ``infer``, ``labels design``): they describe the run that was there, so a new run in that
+#: directory removes them. Files the harness does not write (a user's labels) are never removed.
+DERIVED_FILES = (
+    "judgments.csv",
+    "judgments.parquet",
+    "evaluations.otlp.jsonl",
+    "evaluations.spans.otlp.jsonl",
+    "inference.json",
+    "labels/design.json",
+    "labels/to_label.jsonl",
+    "labels/to_label.csv",
+)
 _TMP_MARK = ".tmp-"
 
 
@@ -206,10 +219,16 @@ class OutDirLock:
 
 
 def remove_stale(out: Path, written: set[str]) -> list[str]:
-    """Remove the run files in ``out`` this run did not write; return their names."""
+    """Remove the run files in ``out`` this run did not write, and every derived file an earlier
+    run's commands left (``DERIVED_FILES``; ``labels/`` too once nothing else is in it); return
+    their names."""
     removed = []
-    for name in RUN_FILES:
-        if name not in written and (out / name).exists():
-            (out / name).unlink()
+    for name in (*RUN_FILES, *DERIVED_FILES):
+        path = out / name
+        if name not in written and (path.is_file() or path.is_symlink()):
+            path.unlink()
             removed.append(name)
+    labels = out / "labels"
+    if any(name.startswith("labels/") for name in removed) and labels.is_dir() and not any(labels.iterdir()):
+        labels.rmdir()
     return removed

@@ -26,7 +26,7 @@ from ..rubrics.rubric import Rubric
 from ..rubrics.schema import schema_for
 from ..transcripts.models import Resolved
 from .fit import byte_bound, fit, fits_whole
-from .judgment import Judgment, Reason, Status
+from .judgment import MISSING_INPUT, Judgment, Reason, Status
 from .turns import TurnOptions, turn_views
 
 
@@ -210,7 +210,7 @@ class Planner:
                 if messages is None:
                     job = Job(entry, rubric, judge, turn=turn)
                     jobs.append(job)
-                    job.result = job.judgment("unscored", reason="missing_input", error=f"transcript has no {', '.join(missing)}")
+                    job.result = job.judgment("unscored", reason="missing_input", error=MISSING_INPUT + ", ".join(missing))
                     continue
                 sent, truncated_input = messages, False
                 compacted = bool(rubric.compactable and rubric.compacted(compaction))

@@ -17,6 +17,17 @@ from ..rubrics.logprob_score import LogprobReason
 from ..rubrics.parsing import ParseReason
 
 Status = Literal["scored", "unscored", "failed"]
+#: A ``missing_input`` judgment's error: this, then the inputs the transcript lacked, comma-separated.
+MISSING_INPUT = "transcript has no "
+
+
+def missing_inputs_of(error: str | None) -> tuple[str, ...] | None:
+    """The inputs a ``missing_input`` judgment's ``error`` names; None for another error."""
+    if error is None or not error.startswith(MISSING_INPUT):
+        return None
+    return tuple(error.removeprefix(MISSING_INPUT).split(", "))
+
+
 #: Why no call was made for a judgment: it is unscored and cost nothing. ``jury_settled``: a
 #: sequential jury's verdict was decided by its cheaper members' votes (harness/jury/sequential.py).
 NoCallReason = Literal["missing_input", "cache_miss", "interrupted", "budget_exhausted", "context_overflow", "jury_settled", "injection_suspected"]

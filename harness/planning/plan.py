@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
@@ -30,6 +30,9 @@ from ..validation import first_problem
 from .options import JudgeOptions
 from .shard import Shard, parse_shard
 from .turns import TurnOptions, parse_turns
+
+if TYPE_CHECKING:
+    from ..traces.loader import ScanResult
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
@@ -110,6 +113,23 @@ class RunPlan:
     injection: Literal["off", "flag", "unscored", "fail"] = "off"
     #: judged per turn (``--turns``; ``planning.turns``); None: each transcript judged whole
     turns: TurnOptions | None = None
+
+    def scan(self, *, detect: bool = False) -> tuple[ScanResult, list[Rubric], frozenset[str]]:
+        """Validate the input before any judge is called and choose the rubrics: the scan, the
+        rubrics, and the inputs every record must supply because a chosen rubric reads them (a
+        ``response``, ``traces.loader.REQUIRED_WHEN_READ``; the judging pass reads with it).
+        ``detect``: scan the judged inputs for judge-directed text too (``injection.detect``)."""
+        from ..traces.loader import required_inputs, scan, scan_required
+
+        scanned = scan(self.input, self.on_bad_record, self.limit, self.format, detect=detect)
+        rubrics = self.select_rubrics(scanned.inputs_seen)
+        require = required_inputs(r.inputs for r in rubrics)
+        readers = {name: next(r.name for r in rubrics if name in r.inputs) for name in require}
+        checked = scan_required(self.input, scanned, require, readers, self.on_bad_record, self.limit, self.format, detect=detect)
+        # (a rescan that passed over records keeps the first scan's inputs, so every later choice
+        # of rubrics from them, the estimate's, is this one)
+        checked.inputs_seen = scanned.inputs_seen
+        return checked, rubrics, require
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed,

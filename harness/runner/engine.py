@@ -38,7 +38,7 @@ from ..judges.base import Judge
 from ..planning import Endpoint, Entry, Job, Judgment, Planner, RunPlan
 from ..planning.samples import collapse_samples
 from ..rubrics.rubric import Rubric
-from ..traces.loader import iter_transcripts
+from ..traces.loader import iter_transcripts, required_inputs
 from . import verdict
 from .calls import Caller, JudgeHealth
 from .choices import NChoices
@@ -76,6 +76,8 @@ class Runner:
         self._uncached = uncached
         self.plan = plan
         self.rubrics = rubrics
+        #: inputs every record must supply (the scan refused or passed over those lacking one)
+        self._require = required_inputs(r.inputs for r in rubrics)
         self.judges = judges
         self.cache = cache
         self.on_entry = on_entry
@@ -177,7 +179,7 @@ class Runner:
         # The first transcript goes alone: its first request (which each judge's others wait for)
         # is sent while the next batch is planned, not after it.
         size = 1
-        for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format)):
+        for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format, self._require)):
             # An exhausted budget does not stop the reading: the rest is still reported (cache hits
             # served free, the others unscored budget_exhausted), never silently left out.
             if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):

@@ -25,7 +25,7 @@ from ..cost.prices import call_cost, prompt_cache_saving
 from ..cost.staleness import Retirement, StalePrice, retirements, stale_prices
 from ..cost.tokens import TokenCounter
 from ..planning import Endpoint, Entry, Planner, RunOptions, RunPlan, build_plan
-from ..traces.loader import ScanResult, iter_transcripts, scan
+from ..traces.loader import ScanResult, iter_transcripts, required_inputs
 from ..transcripts import Transcript
 
 #: Shortest prefix the providers cache (OpenAI: 1,024 tokens; Anthropic: 1,024, Haiku 2,048).
@@ -155,6 +155,12 @@ def estimate_records(
         priced = judge.has_prices
         line.cost_usd_max = line.cost_usd_expected = line.saved_usd = 0.0 if priced else None
 
+    #: keys of the requests counted so far: a run that reads the cache sends a key once and its
+    #: in-run repeats (identical prompts, same judge and settings) share that call or its pending
+    #: cache write (``engine``), so a repeat is counted as the run reports it, with the cache hits.
+    #: (With --no-cache or --refresh a repeat shares only a call still in flight: each may be paid.)
+    sent: set[str] | None = set() if use_cache else None
+
     def account(batch: list[Entry]) -> None:
         jobs = [job for entry in batch for job in entry.jobs]
         hits = cache.present([job.key for job in jobs if job.key]) if cache is not None else set()
@@ -173,10 +179,13 @@ def estimate_records(
             assert job.request is not None
             prompt = counters[job.judge.name].count_messages(job.request.messages)
             expected = line.cached_completion_mean if line.cached_completion_mean is not None else job.request.max_tokens
-            if job.key in hits:
+            if job.key in hits or (sent is not None and job.key in sent):
                 line.cache_hits += 1
                 line.saved_usd = _add(line.saved_usd, call_cost(job.judge, prompt, expected))
                 continue
+            if sent is not None:
+                assert job.key is not None
+                sent.add(job.key)
             line.requests += 1
             line.prompt_tokens += prompt
             fixed = (job.judge.name, job.request.fixed_text)
@@ -192,7 +201,7 @@ def estimate_records(
 
     try:
         batch: list[Entry] = []
-        planner = Planner(rubrics, plan.judges, keyed=cache is not None, suspected=suspected, turns=plan.turns)
+        planner = Planner(rubrics, plan.judges, keyed=use_cache, suspected=suspected, turns=plan.turns)  # keyed: the cache's hits and the in-run repeats
         for record in transcripts:
             batch.append(planner.entry(record.resolved()))
             if len(batch) >= _BATCH:
@@ -241,7 +250,9 @@ def estimate_records(
 def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
     """Estimate a planned run whose transcripts ``scan`` has already validated."""
     suspected = {tid: "" for tid in scanned.findings} if plan.injection == "unscored" else None
-    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format))
+    # (records lacking what a chosen rubric requires were refused or passed over by the scan: ``RunPlan.scan``)
+    require = required_inputs(r.inputs for r in plan.select_rubrics(scanned.inputs_seen))
+    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format, require))
     if plan.limit is not None:
         records = (r for r, _ in zip(records, range(plan.limit), strict=False))
     shard = plan.shard
@@ -254,4 +265,4 @@ def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
 def estimate_run(options: RunOptions) -> Estimate:
     """Validate the transcripts and estimate the run ``options`` describe. No network, no judge."""
     plan = build_plan(options, require_keys=False)
-    return estimate_scanned(plan, scan(plan.input, plan.on_bad_record, plan.limit, plan.format, detect=plan.injection == "unscored"))
+    return estimate_scanned(plan, plan.scan(detect=plan.injection == "unscored")[0])

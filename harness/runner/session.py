@@ -47,7 +47,7 @@ from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remo
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
 from ..rubrics.rubric import Rubric, inline_custom, opt_in_notice
-from ..traces.loader import ScanResult, scan
+from ..traces.loader import ScanResult
 from .engine import Runner
 from .estimate import estimate_scanned
 
@@ -190,9 +190,8 @@ async def run_evaluation(
         check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live", plan.juries)
     else:  # a collect: its juries as the submit checked them
         check_supported((), "batch", plan.juries)
-    scanned = scan(plan.input, plan.on_bad_record, plan.limit, plan.format, detect=plan.injection != "off")
+    scanned, rubrics, _ = plan.scan(detect=plan.injection != "off")
     suspected = screen(plan.injection, plan.input, scanned.findings_of(plan.shard))  # "fail" raises before any judge is made
-    rubrics = plan.select_rubrics(scanned.inputs_seen)
     juries = _juries(plan, rubrics)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no

@@ -167,14 +167,36 @@ class MLflow(TraceServer):
     async def existing(self, verdicts: Sequence[Verdict]) -> dict[str, Existing]:
         keys = {v.key for v in verdicts}
         found: dict[str, Existing] = {}
-        for trace_id in sorted({v.trace_id for v in verdicts}):
+        #: the experiment each trace is in, where the server says
+        experiments: dict[str, str] = {}
+        trace_ids = sorted({v.trace_id for v in verdicts})
+        for trace_id in trace_ids:
             answer = await self.http.get(f"{_TRACES_PATH}/{quote(trace_id, safe='')}") or {}
             info = (answer.get("trace") or {}).get("trace_info") or {}
+            if (experiment := _experiment_of(info)) is not None:
+                experiments[trace_id] = experiment
             for assessment in info.get("assessments") or []:
                 meta = assessment.get("metadata") or {}
                 if meta.get("harness_key") in keys and assessment.get("valid", True) is not False:
                     found[meta["harness_key"]] = Existing(str(assessment.get("assessment_id")), meta.get("harness_fingerprint"))
+        self._refuse_another_experiment(trace_ids, experiments)
         return found
+
+    def _refuse_another_experiment(self, trace_ids: list[str], experiments: dict[str, str]) -> None:
+        """A trace id is the server's, not the experiment's: ``GET traces/{id}`` answers for a trace
+        of any experiment. A target experiment that holds none of the run's traces is a mistake
+        (the wrong experiment named), refused in one line before anything is written, as Phoenix
+        refuses a project without the spans; a trace whose experiment the server does not say is
+        not held against it."""
+        if self.experiment_id is None or not trace_ids or len(experiments) < len(trace_ids):
+            return
+        if any(experiment == self.experiment_id for experiment in experiments.values()):
+            return
+        elsewhere = sorted(set(experiments.values()))
+        raise ServerRefused(
+            f"mlflow at {self.source.base_url}: experiment {self.source.project!r} holds none of the run's {len(trace_ids)} traces "
+            f"(they are in experiment id {', '.join(elsewhere)}); push to the experiment the traces were pulled from"
+        )
 
     async def write(self, verdicts: Sequence[Verdict], existing: dict[str, Existing]) -> None:
         for verdict in verdicts:
@@ -184,6 +206,13 @@ class MLflow(TraceServer):
                 await self.http.patch(f"{path}/{quote(old.server_id, safe='')}", {"assessment": body, "update_mask": "feedback,rationale,metadata"})
             else:
                 await self.http.post(path, {"assessment": body})
+
+
+def _experiment_of(info: dict[str, Any]) -> str | None:
+    """The experiment id of a trace's info (MLflow 3's ``trace_location``, else 2's ``experiment_id``)."""
+    location = (info.get("trace_location") or {}).get("mlflow_experiment") or {}
+    experiment = location.get("experiment_id") or info.get("experiment_id")
+    return str(experiment) if experiment else None
 
 
 def assessment(verdict: Verdict) -> dict[str, Any]:

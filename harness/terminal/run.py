@@ -116,7 +116,7 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 #: An unscored reason in the user's words (the others are shown with spaces for underscores).
 REASON_WORDS = {
-    "missing_input": "no context",
+    "missing_input": "missing input",
     "cache_miss": "not in the cache",
     "budget_exhausted": "over budget",
     "context_overflow": "prompt too long",
@@ -249,17 +249,35 @@ def _cost_unknown_why(summary: RunSummary) -> str:
     return "; ".join(why) or "unknown"
 
 
+#: An input's name in the closing line, where it differs from the name (``no context``).
+INPUT_WORDS = {"contexts": "context", "reference_trajectory": "reference trajectory"}
+
+
+def _reason_words(reason: str) -> str:
+    if reason.startswith("no "):  # a missing input, or several: "no query and context"
+        return "no " + " and ".join(INPUT_WORDS.get(name, name) for name in reason.removeprefix("no ").split(", "))
+    return REASON_WORDS.get(reason, reason.replace("_", " "))
+
+
 def closing_line(summary: RunSummary, cost: str) -> str:
     """The run in one sentence: "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"."""
     counts = summary.judgments
     reasons: Counter[str] = Counter()
     for judge in summary.judges.values():
-        reasons.update(judge.unscored_reasons)
+        for reason, n in judge.unscored_reasons.items():
+            if reason == "missing_input":
+                # named as it is ("no context", "no reference"); the rest, if any (a summary read
+                # back from summary.json, which does not keep them), stays "missing input"
+                for lacked, k in judge.missing_inputs.items():
+                    reasons[f"no {lacked}"] += k
+                    n -= k
+            if n > 0:
+                reasons[reason] += n
     parts = []
     for status in ("scored", "unscored", "failed"):
         n = counts.get(status, 0)
         if n or status == "scored":
-            why = ", ".join(f"{REASON_WORDS.get(r, r.replace('_', ' '))}" + (f" {k}" if len(reasons) > 1 else "") for r, k in reasons.most_common())
+            why = ", ".join(f"{_reason_words(r)}" + (f" {k}" if len(reasons) > 1 else "") for r, k in reasons.most_common())
             parts.append(f"{n:,} {status}" + (f" ({why})" if status == "unscored" and why else ""))
     total = sum(counts.values())
     return f"{total:,} judgment{'s' if total != 1 else ''}: {', '.join(parts)} · {cost} · {summary.wall_time_s:.1f} s"

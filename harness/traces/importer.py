@@ -33,7 +33,10 @@ def import_traces(path: Path, out: Path, fmt: str = "auto", on_bad: OnBad = "fai
     try:
         with partial.open("w", encoding="utf-8") as fh:
             for line, record in iter_checked(path, on_bad, result.bad, result.format):
-                text = json.dumps(record.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+                data = record.model_dump(mode="json", exclude_none=True)
+                if record.timings is not None:  # a latency given as null is unknown, and stays so when read back
+                    data["timings"] = record.timings.model_dump(mode="json", exclude_unset=True)
+                text = json.dumps(data, ensure_ascii=False)
                 if problem := oversized(text):  # what ``harness run`` would refuse is not written
                     error = TranscriptError(str(path), line, "<record>", problem)
                     if on_bad == "fail":

@@ -11,7 +11,7 @@ import itertools
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,11 +40,34 @@ __all__ = [
     "iter_raw",
     "iter_transcripts",
     "parse_record",
+    "required_inputs",
     "scan",
+    "scan_required",
     "stdin_as_file",
 ]
 
 OnBad = Literal["fail", "skip"]
+
+#: Inputs a record must supply whenever the run judges a rubric that reads them. ``response`` is
+#: the answer being judged: a record without one (absent, blank, or ``messages`` with no final
+#: assistant text) is refused rather than judged unscored. Other inputs stay optional (a record
+#: without ``contexts`` is unscored ``missing_input`` for faithfulness, never refused).
+REQUIRED_WHEN_READ: tuple[str, ...] = ("response",)
+
+
+def required_inputs(rubric_inputs: Iterable[Iterable[str]]) -> frozenset[str]:
+    """The inputs of :data:`REQUIRED_WHEN_READ` that one of the rubrics (their ``inputs``) reads."""
+    read = {name for inputs in rubric_inputs for name in inputs}
+    return frozenset(name for name in REQUIRED_WHEN_READ if name in read)
+
+
+def _lacking_problem(record: Transcript, name: str) -> str:
+    """What is wrong with a record that lacks the required input ``name``."""
+    if name == "response" and record.response is None and record.messages is not None:
+        return "is required, and `messages` has no final assistant message with text to take it from"
+    if getattr(record, name) is not None:
+        return "is required and must not be empty"
+    return "required field is missing"
 
 
 @dataclass(slots=True)
@@ -59,6 +82,9 @@ class ScanResult:
     findings: dict[str, list[Finding]] = field(default_factory=dict)
     #: transcript id -> its ordinal among the good records (0-based), for each flagged one: a shard's share
     flagged_ordinal: dict[str, int] = field(default_factory=dict)
+    #: each input of ``REQUIRED_WHEN_READ`` some good record lacks: the first such record's line
+    #: and problem, and how many lack it (``scan_required`` refuses them when a rubric reads it)
+    lacking: dict[str, tuple[int, str, int]] = field(default_factory=dict)
 
     def findings_of(self, shard: Shard | None) -> dict[str, list[Finding]]:
         """The findings of the transcripts ``shard`` holds (all without a shard)."""
@@ -119,8 +145,19 @@ def parse_record(path: str | Path, raw: RawRecord) -> Transcript:
         raise TranscriptError(str(path), raw.line, loc, problem) from None
 
 
-def iter_transcripts(path: str | Path, on_bad: OnBad = "fail", format: str = "auto") -> Iterator[tuple[int, Transcript]]:
+def _check_required(path: str | Path, line: int, record: Transcript, require: frozenset[str]) -> None:
+    if require:
+        present = inputs_of(record)
+        for name in REQUIRED_WHEN_READ:
+            if name in require and name not in present:
+                raise TranscriptError(str(path), line, name, _lacking_problem(record, name))
+
+
+def iter_transcripts(
+    path: str | Path, on_bad: OnBad = "fail", format: str = "auto", require: frozenset[str] = frozenset()
+) -> Iterator[tuple[int, Transcript]]:
     """Yield ``(line, transcript)``; with ``on_bad="skip"`` bad records (and repeated ids) are passed over.
+    A record lacking an input of ``require`` (``required_inputs``) is a bad record.
 
     Run :func:`scan` first: it is the pass that reports problems and checks ids are unique.
     """
@@ -128,6 +165,7 @@ def iter_transcripts(path: str | Path, on_bad: OnBad = "fail", format: str = "au
     for raw in iter_raw(path, format):
         try:
             record = parse_record(path, raw)
+            _check_required(path, raw.line, record, require)
         except TranscriptError:
             if on_bad == "skip":
                 continue
@@ -140,14 +178,17 @@ def iter_transcripts(path: str | Path, on_bad: OnBad = "fail", format: str = "au
         yield raw.line, record
 
 
-def iter_checked(path: str | Path, on_bad: OnBad, bad: list[TranscriptError], format: str = "auto") -> Iterator[tuple[int, Transcript]]:
-    """Yield ``(line, transcript)`` of each valid record; a bad record, or an id seen before (the
-    problem names the line of the first), raises with ``on_bad="fail"`` and with ``"skip"`` is
-    appended to ``bad`` and passed over."""
+def iter_checked(
+    path: str | Path, on_bad: OnBad, bad: list[TranscriptError], format: str = "auto", require: frozenset[str] = frozenset()
+) -> Iterator[tuple[int, Transcript]]:
+    """Yield ``(line, transcript)`` of each valid record; a bad record (one lacking an input of
+    ``require`` included), or an id seen before (the problem names the line of the first), raises
+    with ``on_bad="fail"`` and with ``"skip"`` is appended to ``bad`` and passed over."""
     first_line: dict[str, int] = {}
     for raw in iter_raw(path, format):
         try:
             record = parse_record(path, raw)
+            _check_required(path, raw.line, record, require)
             if record.id in first_line:
                 raise TranscriptError(str(path), raw.line, "id", f"duplicate id {record.id!r} (first on line {first_line[record.id]})")
         except TranscriptError as exc:
@@ -159,23 +200,65 @@ def iter_checked(path: str | Path, on_bad: OnBad, bad: list[TranscriptError], fo
         yield raw.line, record
 
 
-def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto", *, detect: bool = False) -> ScanResult:
+def scan(
+    path: str | Path,
+    on_bad: OnBad = "fail",
+    limit: int | None = None,
+    format: str = "auto",
+    require: frozenset[str] = frozenset(),
+    *,
+    detect: bool = False,
+) -> ScanResult:
     """Validate every record (up to ``limit`` good ones) before any judge is called.
 
     With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
-    Duplicate ids are a problem at the repeat, naming the line of the first. ``detect``: each good
-    record's judged inputs are scanned for judge-directed text too (``injection.detect``).
+    Duplicate ids are a problem at the repeat, naming the line of the first; a record lacking an
+    input of ``require`` is a problem at its line. ``detect``: each good record's judged inputs
+    are scanned for judge-directed text too (``injection.detect``).
     """
     result = ScanResult()
-    records = iter_checked(path, on_bad, result.bad, format)
+    records = iter_checked(path, on_bad, result.bad, format, require)
     if limit is not None:
         records = itertools.islice(records, max(limit, 0))  # reads no record past the limit
-    for _, record in records:
+    lacking = result.lacking
+    for line, record in records:
         result.good += 1
-        result.inputs_seen |= inputs_of(record)
+        present = inputs_of(record)
+        result.inputs_seen |= present
+        for name in REQUIRED_WHEN_READ:
+            if name not in present:
+                first = lacking.get(name)
+                lacking[name] = (line, _lacking_problem(record, name), 1) if first is None else (first[0], first[1], first[2] + 1)
         if detect and (found := scan_transcript(record)):
             result.findings[record.id] = found
             result.flagged_ordinal[record.id] = result.good - 1
     if result.good == 0 and not result.bad:
         raise UserInputError(f"{path}: holds no transcripts")
     return result
+
+
+def scan_required(
+    path: str | Path,
+    scanned: ScanResult,
+    require: frozenset[str],
+    readers: dict[str, str],
+    on_bad: OnBad = "fail",
+    limit: int | None = None,
+    format: str = "auto",
+    *,
+    detect: bool = False,
+) -> ScanResult:
+    """``scanned`` once the run's rubrics are chosen: a record lacking an input of ``require`` that
+    a chosen rubric reads (``readers``: the input's first such rubric) is a bad record. With
+    ``on_bad="fail"`` the first raises, naming its line, the field and the rubric; with ``"skip"``
+    the file is scanned again with the requirement, so such records are collected and passed over
+    (the judging pass reads with the same ``require``)."""
+    missing = [name for name in REQUIRED_WHEN_READ if name in require and name in scanned.lacking]
+    if not missing:
+        return scanned
+    if on_bad == "fail":
+        name = missing[0]
+        line, problem, count = scanned.lacking[name]
+        others = f"; {count - 1} more record{'s lack' if count > 2 else ' lacks'} it" if count > 1 else ""
+        raise TranscriptError(str(path), line, name, f"{problem} (rubric {readers[name]!r} judges it{others})")
+    return scan(path, on_bad, limit, format, require, detect=detect)

@@ -62,10 +62,18 @@ class Extracted:
             out["contexts"] = self.contexts
         if self.reference is not None:
             out["reference"] = self.reference
+        timings: dict[str, float | None] = {}
+        if self.total_ms is not None:
+            timings["total_ms"] = round(self.total_ms, 3)
         if self.spans:
             out["spans"] = self.spans
-        if self.total_ms is not None:
-            out["timings"] = {"total_ms": round(self.total_ms, 3)}
+            # A kind of model call or API call the trace holds no span of is unknown (null), not
+            # 0 ms: tracing that does not instrument HTTP or retrieval records no API spans.
+            # (Tool time is known: the steps say which tools ran.)
+            kinds = {s["kind"] for s in self.spans}
+            timings.update({f"{kind}_ms": None for kind in ("llm", "api") if kind not in kinds})
+        if timings:
+            out["timings"] = timings
         out["steps"] = self.steps  # written when empty too: the trace says no tool was called
         if self.tools:
             out["tools"] = self.tools

@@ -275,15 +275,18 @@ class Transcript(_Strict):
             tool_calls = len(steps)
         else:
             tool_calls = from_spans.tool_calls
+        # A latency given in ``timings`` wins; given as null it is unknown, not taken from the spans
+        # (a trace with no API spans says nothing about API time: harness.traces writes api_ms null).
+        given = timings.model_fields_set
         tool_ms = timings.tool_ms
-        if tool_ms is None:
+        if tool_ms is None and "tool_ms" not in given:
             intervals = tool_intervals(steps) if steps else None
             tool_ms = union_ms(intervals) if intervals is not None else from_spans.tool_ms
         return Performance(
-            timings.total_ms if timings.total_ms is not None else from_spans.total_ms,
-            timings.llm_ms if timings.llm_ms is not None else from_spans.llm_ms,
+            timings.total_ms if timings.total_ms is not None or "total_ms" in given else from_spans.total_ms,
+            timings.llm_ms if timings.llm_ms is not None or "llm_ms" in given else from_spans.llm_ms,
             tool_ms,
-            timings.api_ms if timings.api_ms is not None else from_spans.api_ms,
+            timings.api_ms if timings.api_ms is not None or "api_ms" in given else from_spans.api_ms,
             tool_calls,
         )
 

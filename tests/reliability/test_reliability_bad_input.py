@@ -85,6 +85,31 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
         write_oversized,
         rf"{{file}}:1: <record>: record is larger than the {MAX_RECORD_BYTES // 2**20} MiB limit",
     ),
+    # A response is required when a rubric that reads it is judged (here all four built-in ones).
+    "no-response": (
+        lambda p: lines(p, GOOD[0], {"id": "t1", "query": "q", "contexts": ["c"]}, GOOD[2]),
+        r"{file}:2: response: required field is missing \(rubric 'faithfulness' judges it\)",
+    ),
+    "blank-response": (
+        lambda p: lines(p, GOOD[0], {**GOOD[1], "response": " "}, {**GOOD[2], "response": ""}),
+        r"{file}:2: response: is required and must not be empty \(rubric 'faithfulness' judges it; 1 more record lacks it\)",
+    ),
+    "messages-without-final-answer": (
+        lambda p: lines(
+            p,
+            GOOD[0],
+            {
+                "id": "t1",
+                "messages": [
+                    {"role": "user", "content": "What is the NAV?"},
+                    {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "nav", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "NAV 10.2"},
+                ],
+            },
+        ),
+        r"{file}:2: response: is required, and `messages` has no final assistant message with text to take it from "
+        r"\(rubric 'faithfulness' judges it\)",
+    ),
     "empty-file": (lambda p: p.write_bytes(b""), r"{file}: holds no transcripts"),
     "blank-lines-only": (lambda p: p.write_bytes(b"\n  \n\n"), r"{file}: holds no transcripts"),
 }

@@ -245,6 +245,42 @@ async def test_files_an_earlier_run_left_are_removed(tmp_path: Path) -> None:
     assert names == [".harness.lock", "judgments.jsonl", "results.jsonl", "summary.json"]
 
 
+@pytest.mark.asyncio
+async def test_a_new_run_in_an_earlier_runs_directory_removes_what_was_derived_from_it(tmp_path: Path) -> None:
+    """Exports, inference and a labels design made from the earlier run describe its judgments: a
+    new run in that --out removes them (named in the outcome); a file the harness did not write (a
+    user's labels) stays, and so does labels/ holding it."""
+    from harness.traces.export import export_run
+
+    with serve() as server:
+        write_config(tmp_path / "harness.toml", [judge("j", server.base_url or "")])
+        write_jsonl(tmp_path / "transcripts.jsonl", transcripts(3))
+        first, _, _ = await run(tmp_path, rubrics=["relevance"])
+        assert first.exit_code == EXIT_OK
+        out = tmp_path / "out"
+        export_run(out, "csv")
+        export_run(out, "otel")
+        for name in ("judgments.parquet", "inference.json", "labels/design.json", "labels/to_label.jsonl", "labels/to_label.csv"):
+            (out / name).parent.mkdir(exist_ok=True)
+            (out / name).write_text("of the earlier run")
+        (out / "labels" / "mine.jsonl").write_text('{"transcript_id": "t0", "relevance": 1}\n')
+        (out / "notes.txt").write_text("mine")
+        write_jsonl(tmp_path / "transcripts.jsonl", transcripts(2, tag="u"))
+        second, _, _ = await run(tmp_path, rubrics=["relevance"])
+    assert second.exit_code == EXIT_OK
+    assert sorted(second.removed_stale) == [
+        "evaluations.otlp.jsonl",
+        "inference.json",
+        "judgments.csv",
+        "judgments.parquet",
+        "labels/design.json",
+        "labels/to_label.csv",
+        "labels/to_label.jsonl",
+    ]
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert names == [".harness.lock", "judgments.jsonl", "labels", "labels/mine.jsonl", "notes.txt", "results.jsonl", "summary.json"]
+
+
 # -- options validated once, wherever they come from ----------------------------------------------
 
 

@@ -64,6 +64,16 @@ def _trace_ids(server: ServerProcess, experiment: str) -> list[str]:
         return []
 
 
+def _assessment_count(server: ServerProcess, trace_ids: list[str]) -> int:
+    """The assessments on the traces, as the REST API lists them (``GET traces/{id}``)."""
+    count = 0
+    for trace_id in trace_ids:
+        request = urllib.request.Request(f"{server.url}/api/3.0/mlflow/traces/{trace_id}", headers=_auth())
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            count += len(json.loads(answer.read())["trace"]["trace_info"].get("assessments") or [])
+    return count
+
+
 def _assessments(server: ServerProcess, trace_ids: list[str]) -> list[Any]:
     from mlflow import MlflowClient
 
@@ -166,6 +176,29 @@ def test_verdicts_become_assessments_once(mlflow_server: ServerProcess, tmp_path
     second = cli("push", tmp_path / "run", "--to", source)
     assert second.exit_code == 0 and "0 assessments written, 0 updated, 4 already there" in second.output
     assert len(_assessments(mlflow_server, ids)) == 4
+
+
+def test_a_push_to_an_experiment_that_holds_none_of_the_traces_is_refused(mlflow_server: ServerProcess, tmp_path: Path) -> None:
+    """MLflow answers ``GET traces/{id}`` for a trace of any experiment: a push naming another
+    experiment (here Default) once said "0 written, 0 updated, N already there" and exited 0."""
+    experiment = f"elsewhere-{uuid.uuid4().hex[:8]}"
+    ids = write_traces("mlflow", mlflow_server.url, experiment, QUESTIONS, tmp_path / "exported.jsonl")
+    pulled = cli("pull", _source(mlflow_server, experiment), "--out", tmp_path / "traces.jsonl", "--since", "1h")
+    assert pulled.exit_code == 0 and "2 traces, --format mlflow" in pulled.output, pulled.output
+    assert len(judgments(judged_run(tmp_path, tmp_path / "traces.jsonl"))) == 4
+
+    wrong = cli("push", tmp_path / "run", "--to", _source(mlflow_server, "Default"))
+    assert wrong.exit_code == 2, wrong.output
+    lines = wrong.output.strip().splitlines()
+    assert len(lines) == 1 and "experiment 'Default' holds none of the run's 2 traces" in lines[0], lines
+    assert _assessment_count(mlflow_server, ids) == 0  # nothing was written
+
+    right = cli("push", tmp_path / "run", "--to", _source(mlflow_server, experiment))
+    assert right.exit_code == 0 and "4 assessments written, 0 updated, 0 already there" in right.output
+    assert _assessment_count(mlflow_server, ids) == 4
+    assert "already there" in cli("push", tmp_path / "run", "--to", _source(mlflow_server, experiment)).output
+    again = cli("push", tmp_path / "run", "--to", _source(mlflow_server, "Default"))
+    assert again.exit_code == 2 and "holds none" in again.output  # the assessments on the traces do not change it
 
 
 def test_an_unknown_experiment_or_a_wrong_password_is_one_line_with_the_servers_answer(

@@ -21,6 +21,7 @@ from tests.traces.support import (
     LANGSMITH,
     OPENINFERENCE,
     OTEL,
+    PYDANTIC_AI,
     QUESTIONS,
     TOOL_RESULT,
     raw_spans,
@@ -195,3 +196,21 @@ def test_one_pretty_printed_otlp_document_reads_like_the_jsonl(tmp_path: Path) -
     path.write_text(json.dumps(merged, indent=2), encoding="utf-8")
     assert detect_format(path) == "otel"
     assert [t.resolved() for t in _load(path)] == [t.resolved() for t in _load(OTEL)]
+
+
+@pytest.mark.parametrize("path", [OTEL, OPENINFERENCE, PYDANTIC_AI], ids=["otel", "openinference", "pydantic_ai"])
+def test_a_trace_without_api_spans_has_unknown_api_time_not_zero(path: Path) -> None:
+    """API latency (HTTP, embeddings, retrieval) is measured from API spans; a trace that has none
+    says nothing about it: api_ms is unknown (None, "—"), as in a JSONL record without it, never 0.0.
+    The record says so itself (``"api_ms": null``), so `harness import` keeps it unknown."""
+    transcripts = _load(path)
+    without = [t for t in transcripts if not any(s.kind == "api" for s in t.spans or ())]
+    assert without, "the fixture should have a trace without API spans"
+    for t in transcripts:
+        perf = t.resolved().performance
+        api = [(s.start_s, s.end_s) for s in t.spans or () if s.kind == "api"]
+        if api:
+            assert perf.api_ms == pytest.approx(union_ms(api), abs=1e-3)
+        else:
+            assert perf.api_ms is None and t.timings is not None and "api_ms" in t.timings.model_fields_set
+        assert perf.llm_ms is not None  # every fixture trace has model calls
