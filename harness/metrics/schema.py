@@ -257,6 +257,8 @@ class InjectionRecord(_Section):
     by_kind: dict[str, int] = {}
     #: the file listing every finding, in --out
     file: str = "injection.jsonl"
+
+
 class TurnScoreSummary(_Section):
     """One rubric's turn scores by one judge, judged per turn: the mean turn score (every judged
     turn weighted alike) with its interval clustered by conversation (``stats.cluster``)."""

@@ -201,7 +201,9 @@ def estimate_records(
 
     try:
         batch: list[Entry] = []
-        planner = Planner(rubrics, plan.judges, keyed=use_cache, suspected=suspected, turns=plan.turns)  # keyed: the cache's hits and the in-run repeats
+        planner = Planner(
+            rubrics, plan.judges, keyed=use_cache, suspected=suspected, turns=plan.turns
+        )  # keyed: the cache's hits and the in-run repeats
         for record in transcripts:
             batch.append(planner.entry(record.resolved()))
             if len(batch) >= _BATCH:
