@@ -55,6 +55,9 @@ LAYERS: list[str] = [
     "cost",
     # the transcript record, the rubrics that read it, the files of either (traces/: JSONL, traces)
     "transcripts",
+    # judge-directed text found in a transcript's judged inputs, and the attack corpus (the probe, which
+    # runs judgments, is a workflow)
+    "injection",
     "rubrics",
     "traces",
     # the run's vocabulary (plan, jobs, judgments), its aggregates and summary.json, the run
@@ -81,6 +84,8 @@ LAYERS: list[str] = [
     "labels",
     "report",
     "notebook",
+    # the local viewer over runs (reads them as the report does) and its annotation queue
+    "view",
     # what users call: the terminal's rendering, the pytest helpers, the package root, the command
     "terminal",
     "testing",

@@ -18,7 +18,7 @@ import pytest
 from harness.errors import UserInputError
 from harness.injection.corpus import FAMILIES, load_corpus
 from harness.injection.detect import KINDS, master_key, scan_text, scan_transcript
-from harness.injection.figures import benign_sources, detection_figures, figures_table
+from harness.workflows.injection_figures import benign_sources, detection_figures, figures_table
 from harness.injection.measure import DetectionFigures, flagged_paragraphs
 from harness.transcripts.models import Transcript
 
@@ -178,7 +178,7 @@ def test_the_docs_figures_are_the_measured_ones() -> None:
     figures = detection_figures()
     table = figures_table(figures)
     docs = (ROOT / "docs" / "guide" / "injection.md").read_text(encoding="utf-8")
-    assert table in docs, "docs/guide/injection.md: the detection table is stale; paste harness.injection.figures.figures_table()"
+    assert table in docs, "docs/guide/injection.md: the detection table is stale; paste harness.workflows.injection_figures.figures_table()"
     # the bounds the docs promise
     assert figures.overall("dev").rate >= 0.95  # type: ignore[operator]
     assert figures.overall("heldout").rate >= 0.85  # type: ignore[operator]

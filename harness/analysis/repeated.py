@@ -37,7 +37,7 @@ from .completeness import Completeness, completeness
 from .io import RunData, read_labels, read_run
 from .resampling import DEFAULT_RESAMPLES, check_resampling
 
-__all__ = ["Difference", "KMeans", "RepeatedRuns", "SuccessRule", "TaskRow", "parse_ks", "repeated_runs", "success_from_text", "success_rule"]
+__all__ = ["Difference", "KMeans", "RepeatedRuns", "SuccessRule", "TaskRow", "parse_ks", "repeated_runs", "success_rule"]
 
 Source = Literal["rubric", "metric", "labels"]
 
@@ -252,34 +252,6 @@ def success_rule(
         return SuccessRule("metric", metric, at_least, at_most)
     assert rubric is not None
     return SuccessRule("labels" if labels else "rubric", rubric, at_least, at_most, judge if not labels else None, tuple(Path(p) for p in labels))
-
-
-def success_from_text(text: str, *, labels: Sequence[Path] = (), judge: str | None = None) -> SuccessRule:
-    """The rule from ``--success``, spelled as for ``harness gate``: ``'NAME>=X'`` or ``'NAME<=X'``,
-    NAME an agent metric of results.jsonl (``trajectory_match``, ...) or a judged rubric or
-    composite; with ``labels``, NAME is the labelled rubric, and pass/fail labels take ``NAME`` alone."""
-    from pydantic import ValidationError
-
-    from ..agent.specs import SPECS
-    from ..gate.spec import Success
-
-    name = text.strip()
-    if labels and name and not any(c in name for c in "<>= "):
-        return success_rule(rubric=name, labels=labels)
-    try:
-        parsed = Success.model_validate(text)
-    except ValidationError as exc:
-        problem = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
-        raise UserInputError(f"--success {text}: {problem}") from None
-    agent = parsed.metric in SPECS and not labels
-    return success_rule(
-        rubric=None if agent else parsed.metric,
-        metric=parsed.metric if agent else None,
-        labels=labels,
-        at_least=parsed.at_least,
-        at_most=parsed.at_most,
-        judge=judge,
-    )
 
 
 # -- reading -----------------------------------------------------------------------------------------

@@ -181,8 +181,9 @@ def passk(
     counted, never taken as failures. A run that did not judge all it was given gets a note with
     the counts (the estimates are on the runs it judged); the exit code stays 0.
     """
-    from ..analysis.repeated import repeated_runs, success_from_text, success_rule
+    from ..analysis.repeated import repeated_runs, success_rule
     from ..errors import UserInputError
+    from ..gate.spec import success_from_text
     from ..terminal.passk import passk_tables
 
     old = [

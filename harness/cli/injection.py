@@ -12,7 +12,10 @@ from rich.markup import escape
 from .common import JUDGE, AsJsonOpt, app, err, judge_options, make_console
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..planning import JudgeOptions
+    from ..workflows.injection_probe import ProbePlan, ProbeResult
 
 injection_app = typer.Typer(
     no_args_is_help=True, rich_markup_mode="rich", help="Find judge-directed text in transcripts, and measure how often it moves your judges."
@@ -78,8 +81,7 @@ def probe_command(
     the share of clean fails that the attack turns into passes, with a Wilson 95% CI.
     """
     from ..exit_codes import EXIT_GATE
-    from ..injection.probe import plan_probe, run_probe
-    from ..terminal.injection import estimate_line, probe_table
+    from ..workflows.injection_probe import plan_probe, run_probe
 
     judge.prompts = prompts or []
     layouts = tuple(layout or ("inline", "data"))
@@ -110,3 +112,33 @@ def probe_command(
         err.print(f"[red]gate failed:[/] {len(failed)} (layout, rubric, judge, family) above --max-asr {max_asr:g}", highlight=False)
         raise typer.Exit(EXIT_GATE)
     raise typer.Exit(result.exit_code)
+
+
+# -- rendering (as cli/race.py renders a race: the probe is a workflow, which only the commands ask) --
+
+
+def estimate_line(plan: ProbePlan) -> str:
+    cost = "unknown (a judge has no price)" if plan.estimated_cost_usd is None else f"${plan.estimated_cost_usd:.6f}"
+    return (
+        f"injection probe: {plan.transcripts} transcript(s) × {len(plan.attacks)} attack(s) = {len(plan.attacked)} attacked record(s), "
+        f"{len(plan.layouts)} layout(s): {plan.estimated_requests} request(s) not in the cache, estimated cost {cost}"
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
+
+
+def probe_table(result: ProbeResult, console: Console) -> None:
+    from ..outputs.layout import FitTable
+
+    table = FitTable("Attack success rate (clean fail → attacked pass), Wilson 95% CI")
+    for column in ("layout", "rubric", "judge", "family", "ASR", "95% CI", "flips", "shift", "with scan"):
+        table.add_column(column, justify="left" if column in ("layout", "rubric", "judge", "family") else "right")
+    for r in result.rates:
+        ci = "—" if r.asr_ci is None else f"{_pct(r.asr_ci[0])}–{_pct(r.asr_ci[1])}"
+        shift = "—" if r.shift is None else f"{r.shift:+.2f}"
+        table.add_row(r.layout, r.rubric, r.judge, r.family, _pct(r.asr), ci, f"{r.flips}/{r.flippable}", shift, _pct(r.asr_with_scan))
+    console.print(table)
+    for key, defence in result.defences.items():
+        console.print(f"[yellow]moved:[/] {escape(key)}: {escape(defence)}", highlight=False, soft_wrap=True)

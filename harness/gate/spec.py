@@ -20,14 +20,19 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import UserInputError
 from ..validation import first_problem
 
-__all__ = ["OPTION", "Bound", "GateSpec", "Success", "passk_metric"]
+if TYPE_CHECKING:
+    from ..analysis.repeated import SuccessRule
+
+__all__ = ["OPTION", "Bound", "GateSpec", "Success", "passk_metric", "success_from_text"]
 
 #: The command-line option of each field, for messages.
 OPTION = {
@@ -217,3 +222,29 @@ class GateSpec(BaseModel):
                 raise UserInputError(f"{option} {first.problem}") from None
             shown = f" {value}" if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
             raise UserInputError(f"{option}{shown}: {first.problem}") from None
+
+
+def success_from_text(text: str, *, labels: Sequence[Path] = (), judge: str | None = None) -> SuccessRule:
+    """The rule from ``--success``, spelled as for ``harness gate``: ``'NAME>=X'`` or ``'NAME<=X'``,
+    NAME an agent metric of results.jsonl (``trajectory_match``, ...) or a judged rubric or
+    composite; with ``labels``, NAME is the labelled rubric, and pass/fail labels take ``NAME`` alone."""
+    from ..agent.specs import SPECS
+    from ..analysis.repeated import success_rule
+
+    name = text.strip()
+    if labels and name and not any(c in name for c in "<>= "):
+        return success_rule(rubric=name, labels=labels)
+    try:
+        parsed = Success.model_validate(text)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
+        raise UserInputError(f"--success {text}: {problem}") from None
+    agent = parsed.metric in SPECS and not labels
+    return success_rule(
+        rubric=None if agent else parsed.metric,
+        metric=parsed.metric if agent else None,
+        labels=labels,
+        at_least=parsed.at_least,
+        at_most=parsed.at_most,
+        judge=judge,
+    )

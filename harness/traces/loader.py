@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from pydantic import ValidationError
 
@@ -28,8 +28,12 @@ from ..transcripts.raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 from ..validation import first_problem
 from .reader import iter_records, resolve_format
 
-if TYPE_CHECKING:
-    from ..planning.shard import Shard
+
+class _Share(Protocol):
+    """What ``findings_of`` asks of a shard (``planning.shard.Shard``, a part above this one)."""
+
+    def holds(self, ordinal: int) -> bool: ...
+
 
 __all__ = [
     "MAX_RECORD_BYTES",
@@ -86,7 +90,7 @@ class ScanResult:
     #: and problem, and how many lack it (``scan_required`` refuses them when a rubric reads it)
     lacking: dict[str, tuple[int, str, int]] = field(default_factory=dict)
 
-    def findings_of(self, shard: Shard | None) -> dict[str, list[Finding]]:
+    def findings_of(self, shard: _Share | None) -> dict[str, list[Finding]]:
         """The findings of the transcripts ``shard`` holds (all without a shard)."""
         if shard is None:
             return self.findings

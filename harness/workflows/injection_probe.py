@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import UserInputError
+from ..injection.corpus import Attack, Corpus, changed_input, insert, load_corpus, record_of
+from ..injection.detect import scan_transcript
 from ..outputs.files import dumps
 from ..planning import JudgeOptions, RunOptions
 from ..rubrics.rubric import DATA_SUFFIX, Rubric, find_rubric, load_rubrics
 from ..stats.intervals import mean_interval, wilson_interval
 from ..traces.loader import iter_transcripts, scan
 from ..transcripts.models import Transcript
-from .corpus import Attack, Corpus, changed_input, insert, load_corpus, record_of
-from .detect import scan_transcript
 
 Layout = Literal["inline", "data"]
 LAYOUTS: tuple[Layout, ...] = ("inline", "data")

@@ -1,6 +1,6 @@
 """The detection figures of docs/guide/injection.md, measured in a checkout of the repository.
 
-``python -m harness.injection.figures`` prints the table the docs hold (tests check they agree):
+``python -m harness.workflows.injection_figures`` prints the table the docs hold (tests check they agree):
 recall on the attack corpus by family, dev and held-out apart, and false positives on benign
 text: the examples' transcripts and conversations, the trace fixtures read through the loader,
 and the seed documents' paragraphs (real prose about evaluation systems; found beside the
@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..injection.corpus import FAMILIES, load_corpus
+from ..injection.measure import DetectionFigures, Rate, flagged_paragraphs, flagged_transcripts, recall
 from ..traces.loader import iter_transcripts
 from ..transcripts.models import Transcript
-from .corpus import FAMILIES, load_corpus
-from .measure import DetectionFigures, Rate, flagged_paragraphs, flagged_transcripts, recall
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_TRANSCRIPTS = ("examples/transcripts.jsonl", "examples/agent_b.jsonl", "examples/agent_runs.jsonl")
