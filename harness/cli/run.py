@@ -52,8 +52,16 @@ def run(
             help="Human labels (JSONL, as for harness agreement) for the config's \\[\\[juries]]: weights, anchors, members' agreement.",
         ),
     ] = None,
+    agent_only: Annotated[
+        bool,
+        typer.Option(
+            "--agent-only",
+            help="Only the deterministic agent metrics (trajectory match, the checks, the counts): no judge, key, model or cache; nothing is sent.",
+        ),
+    ] = False,
 ) -> None:
     """Judge transcripts and write the judgments, each transcript's results and a summary."""
+    from ..errors import ConfigError
     from ..planning import RunOptions
     from ..runner import run_evaluation
     from ..terminal.run import RunProgress, show_run
@@ -73,7 +81,13 @@ def run(
         format=format.value,
         shard=shard,
         jury_labels=jury_labels,
+        agent_only=agent_only,
     )
+    if agent_only:
+        named = (("--model", judge.model), ("--base-url", judge.base_url), ("--api-key-env", judge.api_key_env), ("--jury-labels", jury_labels))
+        given = [flag for flag, value in named if value]
+        if given:
+            raise ConfigError(f"--agent-only judges nothing; it cannot take {given[0]}")
     with stdin_as_file(transcripts) as options.input, RunProgress(err, options.progress) as bar:
         outcome = asyncio.run(run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment, handle_signals=True))
     show_run(outcome, err)

@@ -158,6 +158,8 @@ class Planner:
     def entry(self, transcript: Resolved) -> Entry:
         """The transcript's jobs, one per (rubric, judge, sample), in that order."""
         entry = Entry(transcript)
+        if not self.rubrics:  # an agent-only run: no rubric, so no input of one to work out
+            return entry
         jobs = entry.jobs
         blocks: dict[str, str] = {}
         compaction: dict[str, Block] = {}

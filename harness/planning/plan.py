@@ -91,6 +91,8 @@ class RunPlan:
     juries: list[JuryConfig] = field(default_factory=list)
     #: where the config came from, for messages ("harness.toml", "command line")
     source: str = "command line"
+    #: judges nothing (``RunOptions.agent_only``): no judge, no rubric, no cache
+    agent_only: bool = False
 
     def select_rubrics(self, inputs_seen: set[str]) -> list[Rubric]:
         """The rubrics asked for, or by default every rubric at least one transcript can feed,
@@ -244,6 +246,11 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     if wanted:
         unknown = [name for name in wanted if name not in available]
         if unknown:
+            if unknown[0] in AGENT_METRICS:
+                raise UserInputError(
+                    f"{unknown[0]!r} is an agent metric, not a rubric: every run computes the agent metrics; "
+                    "--agent-only computes them alone, with no judge"
+                )
             raise UserInputError(f"unknown rubric {unknown[0]!r}; available: {', '.join(sorted(available))}")
         rubrics = [available[name] for name in dict.fromkeys(wanted)]
 
@@ -313,6 +320,7 @@ def _agent_only_plan(options: RunOptions, config: HarnessConfig, source: str) ->
         shard=parse_shard(options.shard) if options.shard is not None else None,
         trajectory=TrajectorySettings(config.trajectory.mode, config.trajectory.arguments, config.trajectory.default),
         source=source,
+        agent_only=True,
     )
 
 

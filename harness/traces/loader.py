@@ -145,16 +145,21 @@ def iter_checked(path: str | Path, on_bad: OnBad, bad: list[TranscriptError], fo
         yield raw.line, record
 
 
-def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto") -> ScanResult:
+def scan(path: str | Path, on_bad: OnBad = "fail", limit: int | None = None, format: str = "auto", *, inputs: bool = True) -> ScanResult:
     """Validate every record (up to ``limit`` good ones) before any judge is called.
 
     With ``on_bad="fail"`` the first problem raises; with ``"skip"`` every problem is collected.
-    Duplicate ids are a problem at the repeat, naming the line of the first.
+    Duplicate ids are a problem at the repeat, naming the line of the first. ``inputs``: collect
+    ``inputs_seen`` (which resolves the records that need it); a run whose rubrics are named needs
+    none, and its records are then resolved once, by the run.
     """
     result = ScanResult()
     records = iter_checked(path, on_bad, result.bad, format)
     if limit is not None:
         records = itertools.islice(records, max(limit, 0))  # reads no record past the limit
+    if not inputs:
+        for _ in records:
+            result.good += 1
     for _, record in records:
         result.good += 1
         result.inputs_seen |= inputs_of(record)
