@@ -307,11 +307,12 @@ def _brute(steps: Sequence[Step], items: Sequence[RefItem]) -> dict[str, Any]:
     fits = {"unordered": None, "subset": None, "superset": None}
     in_order = (math.inf, 0)
     strict = (math.inf, 0)
-    actions = (math.inf, 0)  # (required calls no step meets, -calls met), over readings
+    actions = (math.inf, 0, 0)  # (required calls no step meets, -calls met, -steps meeting one), over readings
     for reading in readings:
         required = sum(r for _, r, _ in reading)
         met = [any(ok(s, calls[pos]) for s in steps) for pos, _, _ in reading]
-        actions = min(actions, (sum(1 for (_, req, _), m in zip(reading, met, strict=True) if req and not m), -sum(met)))
+        meeting = sum(1 for s in steps if any(ok(s, calls[pos]) for pos, _, _ in reading))
+        actions = min(actions, (sum(1 for (_, req, _), m in zip(reading, met, strict=True) if req and not m), -sum(met), -meeting))
 
         for chosen in _assignments(reading, 0, frozenset(), steps, calls, ok):
             matched = [(leaf, s) for leaf, s in zip(reading, chosen, strict=True) if s is not None]
@@ -399,9 +400,10 @@ def test_optimal_against_brute_force(steps: list[Step], items: list[RefItem]) ->
         assert (got.precision, got.recall, got.f1) == call_scores(k, n, -minus_e)
         assert got.f1 == pytest.approx(f1)
         if mode == "actions":  # not one to one: a step may meet several calls
-            unmet, met = want["actions"]
+            unmet, met, meeting = want["actions"]
             assert (len(got.missing), len(got.pairs)) == (unmet, -met)
             assert got.matched is (unmet == 0)
+            assert len(got.extra) == n + meeting
             ref = compile_reference(items)
             for pos, index in got.pairs:  # the first step meeting each met call
                 assert index == next(s.index for s in steps if s.name == ref.calls[pos].name and arguments_match(s, ref.calls[pos], ref.rules[pos]))

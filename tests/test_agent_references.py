@@ -237,9 +237,14 @@ def test_any_of_is_bfcls_possible_answer_check() -> None:
         params = [k for k in ("unit", "days", "city", "lang") if rng.random() < 0.6]
         possible = {k: [BFCL_VALUES[i] for i in rng.choice(len(BFCL_VALUES), rng.integers(1, 3), replace=False)] + ([""] if rng.random() < 0.3 else []) for k in params}
         made: dict[str, Any] = {}
-        for k in ("unit", "days", "city", "lang"):
-            if rng.random() < 0.6:
-                made[k] = possible[k][rng.integers(len(possible[k]))] if k in possible and rng.random() < 0.7 else BFCL_VALUES[rng.integers(len(BFCL_VALUES))]
+        for k, options in possible.items():
+            draw = rng.random()
+            if draw < 0.85:  # one of its possible values (maybe the "" of an optional one: left out)
+                made[k] = options[rng.integers(len(options))]
+            elif draw < 0.93:
+                made[k] = BFCL_VALUES[rng.integers(len(BFCL_VALUES))]
+        if rng.random() < 0.1:  # a parameter the answer does not name
+            made["extra"] = BFCL_VALUES[rng.integers(len(BFCL_VALUES))]
         made = {k: v for k, v in made.items() if v != ""}
         want = _bfcl_ok(made, possible)
         got = arguments_match(Step(0, "f", made), RefCall(name="f", arguments=possible), ArgumentRule(mode="any_of"))

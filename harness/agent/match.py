@@ -192,19 +192,24 @@ def _count(queues: Mapping[Any, tuple[int, ...]], step_classes: Sequence[Any]) -
 def _actions(ref: Reference, graph: Graph) -> tuple[dict[int, int], list[int], set[int]]:
     """``actions`` (tau2-bench's action check): each call of the reading is met by any step that
     matches it, a step meeting any number of calls. The reading with the fewest required calls
-    unmet, then the most calls met, the first written of equals. Returns the first step meeting
-    each met call, the required calls unmet, and every step that meets a call of the reading."""
+    unmet, then the most calls met, then the fewest steps meeting none of its calls (so that the
+    counts never depend on the order alternatives are written in), the first written of equals.
+    Returns the first step meeting each met call, the required calls unmet, and every step that
+    meets a call of the reading."""
     by_pos = graph.by_pos(len(ref.calls))
-    best: tuple[int, int] | None = None
+    best: tuple[int, int, int] | None = None
     chosen: Reading = ()
+    used: set[int] = set()
     for reading, _, _ in ref.readings:
         unmet = sum(1 for pos, req in reading if req and not by_pos[pos])
         met = sum(1 for pos, _ in reading if by_pos[pos])
-        if best is None or (unmet, -met) < best:
-            best, chosen = (unmet, -met), reading
+        meeting = {s for pos, _ in reading for s in by_pos[pos]}
+        rank = (unmet, -met, -len(meeting))
+        if best is None or rank < best:
+            best, chosen, used = rank, reading, meeting
     owner = {pos: by_pos[pos][0] for pos, _ in chosen if by_pos[pos]}
     missing = [pos for pos, req in chosen if req and not by_pos[pos]]
-    return owner, missing, {s for pos, _ in chosen for s in by_pos[pos]}
+    return owner, missing, used
 
 
 # ---------------------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def _failed(message: Any) -> bool:
     """Whether a tool message reports a failure: ``is_error`` (Anthropic's flag, also accepted on
     OpenAI-style tool messages) or ``status = "error"`` (LangChain's ToolMessage); the error is then
     the message's text."""
-    if isinstance(message, Mapping):
+    if not hasattr(message, "__pydantic_extra__") and isinstance(message, Mapping):  # (a model first: the usual case)
         return bool(message.get("is_error")) or message.get("status") == "error"
     flag, status = getattr(message, "is_error", None), getattr(message, "status", None)
     if flag is None or status is None:
