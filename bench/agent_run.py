@@ -213,7 +213,9 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([1_000_000] if args.million else [])
     kinds = [k for k in args.kinds.split(",") if k]
-    print(f"harness {commit()} · {STEPS} steps a transcript, {TASKS} tasks · cpus={os.cpu_count()} · load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(
+        f"harness {commit()} · {STEPS} steps a transcript, {TASKS} tasks · cpus={os.cpu_count()} · load {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
     print(
         f"{'n':>9s} {'kind':9s} {'floor cpu':>9s} {'floor wall':>10s} {'run cpu':>8s} {'run wall':>8s} "
         f"{'cpu ×':>6s} {'wall ×':>6s} {'cpu/100k':>8s} {'floor MB':>8s} {'run MB':>7s} {'matched':>8s}"

@@ -526,7 +526,14 @@ def test_plain_list_in_every_mode() -> None:
     assert all(match_trajectory(made, ref, m).matched for m in MODES)
     swapped = steps_of(("fetch", {"id": 1}), ("search", {"q": "nav"}), "answer")
     got = {m: match_trajectory(swapped, ref, m) for m in MODES}
-    assert {m: g.matched for m, g in got.items()} == {"strict": False, "unordered": True, "subset": True, "superset": True, "in_order": False, "actions": True}
+    assert {m: g.matched for m, g in got.items()} == {
+        "strict": False,
+        "unordered": True,
+        "subset": True,
+        "superset": True,
+        "in_order": False,
+        "actions": True,
+    }
     # in_order keeps the longest ordered part (search, answer or fetch, answer: two of three)
     assert len(got["in_order"].pairs) == 2 and len(got["in_order"].missing) == 1
     # strict: two matched, one missing and one extra step
@@ -538,12 +545,26 @@ def test_extra_and_missing_calls() -> None:
     ref = [call("search"), call("fetch")]
     more = steps_of("search", "log", "fetch")
     r = {m: match_trajectory(more, ref, m) for m in MODES}
-    assert {m: g.matched for m, g in r.items()} == {"strict": False, "unordered": False, "subset": False, "superset": True, "in_order": True, "actions": True}
+    assert {m: g.matched for m, g in r.items()} == {
+        "strict": False,
+        "unordered": False,
+        "subset": False,
+        "superset": True,
+        "in_order": True,
+        "actions": True,
+    }
     assert r["superset"].extra == (1,) and r["superset"].pairs == ((0, 0), (1, 2))
     assert (r["superset"].precision, r["superset"].recall, r["superset"].f1) == (2 / 3, 1.0, 0.8)
     fewer = steps_of("fetch")
     r = {m: match_trajectory(fewer, ref, m) for m in MODES}
-    assert {m: g.matched for m, g in r.items()} == {"strict": False, "unordered": False, "subset": True, "superset": False, "in_order": False, "actions": False}
+    assert {m: g.matched for m, g in r.items()} == {
+        "strict": False,
+        "unordered": False,
+        "subset": True,
+        "superset": False,
+        "in_order": False,
+        "actions": False,
+    }
     assert r["subset"].missing == (0,) and r["subset"].missing_calls() == ("search(…)",)
     assert (r["subset"].precision, r["subset"].recall) == (1.0, 0.5)
 
@@ -644,11 +665,25 @@ def test_empty_cases() -> None:
         assert got.pairs == got.missing == got.extra == ()
     expected = [call("search")]
     got = {m: match_trajectory(nothing, expected, m) for m in MODES}
-    assert {m: g.matched for m, g in got.items()} == {"strict": False, "unordered": False, "subset": True, "superset": False, "in_order": False, "actions": False}
+    assert {m: g.matched for m, g in got.items()} == {
+        "strict": False,
+        "unordered": False,
+        "subset": True,
+        "superset": False,
+        "in_order": False,
+        "actions": False,
+    }
     assert all((g.precision, g.recall, g.f1) == (None, 0.0, 0.0) for g in got.values())
     made = steps_of("search")
     got = {m: match_trajectory(made, [], m) for m in MODES}
-    assert {m: g.matched for m, g in got.items()} == {"strict": False, "unordered": False, "subset": False, "superset": True, "in_order": True, "actions": True}
+    assert {m: g.matched for m, g in got.items()} == {
+        "strict": False,
+        "unordered": False,
+        "subset": False,
+        "superset": True,
+        "in_order": True,
+        "actions": True,
+    }
     assert all((g.precision, g.recall, g.f1) == (0.0, None, 0.0) and g.extra == (0,) for g in got.values())
     # only optional calls expected, none made: nothing expected
     optional = [call("search", optional=True)]

@@ -160,7 +160,9 @@ def test_agent_only_refuses_what_names_a_judge(tmp_path: Path, extra: tuple[str,
 def test_an_agent_metric_named_as_a_rubric_points_to_agent_only(tmp_path: Path) -> None:
     data = tmp_path / "agent_runs.jsonl"
     shutil.copyfile(EXAMPLE, data)
-    result = cli("run", str(data), "--rubric", "trajectory_match", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "a"))
+    result = cli(
+        "run", str(data), "--rubric", "trajectory_match", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "a")
+    )
     assert result.exit_code == 2
     assert "'trajectory_match' is an agent metric, not a rubric" in result.output and "--agent-only" in result.output
 

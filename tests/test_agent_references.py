@@ -194,13 +194,20 @@ def test_actions_mode_meets_the_gold_actions_tau2_meets() -> None:
 
 def test_actions_differs_from_the_one_to_one_modes() -> None:
     """One call meets two gold actions in ``actions``; ``superset`` (one to one) needs two calls."""
-    gold = [{"action_id": "1", "name": "get_user", "arguments": {"user_id": "u1"}}, {"action_id": "2", "name": "get_user", "arguments": {"user_id": "u1"}, "compare_args": ["user_id"]}]
-    t = Transcript.model_validate({"id": "t", "query": "q", "response": "r", "steps": [{"name": "get_user", "arguments": {"user_id": "u1"}}], "reference_trajectory": gold}).resolved()
+    gold = [
+        {"action_id": "1", "name": "get_user", "arguments": {"user_id": "u1"}},
+        {"action_id": "2", "name": "get_user", "arguments": {"user_id": "u1"}, "compare_args": ["user_id"]},
+    ]
+    t = Transcript.model_validate(
+        {"id": "t", "query": "q", "response": "r", "steps": [{"name": "get_user", "arguments": {"user_id": "u1"}}], "reference_trajectory": gold}
+    ).resolved()
     assert match_trajectory(t.steps or (), t.reference_trajectory or (), "actions").pairs == ((0, 0), (1, 0))
     assert match_trajectory(t.steps or (), t.reference_trajectory or (), "superset").matched is False
     # compare_args left out: the call's own keys; a call giving fewer keys than the gold action meets it
     assert _tau2_compare(gold[0], {"name": "get_user", "arguments": {}})
-    t2 = Transcript.model_validate({"id": "t", "query": "q", "response": "r", "steps": [{"name": "get_user", "arguments": {}}], "reference_trajectory": gold[:1]}).resolved()
+    t2 = Transcript.model_validate(
+        {"id": "t", "query": "q", "response": "r", "steps": [{"name": "get_user", "arguments": {}}], "reference_trajectory": gold[:1]}
+    ).resolved()
     assert match_trajectory(t2.steps or (), t2.reference_trajectory or (), "actions").matched is True
 
 
@@ -208,7 +215,9 @@ def test_a_tau2_action_becomes_a_call_with_its_rule() -> None:
     call = RefCall.model_validate({"action_id": "x", "requestor": "assistant", "name": "f", "arguments": {"a": 1}, "info": "i"})
     assert call.match == ArgumentRule(mode="call_fields") and call.arguments == {"a": 1}
     assert RefCall.model_validate({"action_id": "x", "name": "f", "arguments": {}, "compare_args": []}).match == ArgumentRule(mode="ignore")
-    assert RefCall.model_validate({"action_id": "x", "name": "f", "arguments": {}, "compare_args": ["a"]}).match == ArgumentRule(mode="fields", fields=("a",))
+    assert RefCall.model_validate({"action_id": "x", "name": "f", "arguments": {}, "compare_args": ["a"]}).match == ArgumentRule(
+        mode="fields", fields=("a",)
+    )
     with pytest.raises(ValidationError, match="compare_args must be a list of argument names"):
         RefCall.model_validate({"action_id": "x", "name": "f", "arguments": {}, "compare_args": "a"})
 
@@ -235,7 +244,10 @@ def test_any_of_is_bfcls_possible_answer_check() -> None:
     tally = [0, 0]
     for _ in range(5000):
         params = [k for k in ("unit", "days", "city", "lang") if rng.random() < 0.6]
-        possible = {k: [BFCL_VALUES[i] for i in rng.choice(len(BFCL_VALUES), rng.integers(1, 3), replace=False)] + ([""] if rng.random() < 0.3 else []) for k in params}
+        possible = {
+            k: [BFCL_VALUES[i] for i in rng.choice(len(BFCL_VALUES), rng.integers(1, 3), replace=False)] + ([""] if rng.random() < 0.3 else [])
+            for k in params
+        }
         made: dict[str, Any] = {}
         for k, options in possible.items():
             draw = rng.random()

@@ -276,7 +276,8 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
         lost_all = len(absent[i]) * big
         here[p] = below[p] + lost_all
         for g in range(p - 1, -1, -1):
-            best, chosen = below[g] + lost_all, _SKIP
+            chosen: Any = _SKIP
+            best = below[g] + lost_all
             alt = here[g + 1] + extra[g]
             if alt < best:
                 best, chosen = alt, _EXTRA
@@ -296,15 +297,15 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
     missing: list[int] = []
     i = g = 0
     while i < q:
-        chosen = move[i][g]
-        if chosen is _SKIP:
+        step = move[i][g]
+        if step is _SKIP:
             missing += absent[i]
             i += 1
-        elif chosen is _EXTRA:
+        elif step is _EXTRA:
             g += 1
         else:
-            pairs.update(chosen[0])
-            missing += chosen[1]
+            pairs.update(step[0])
+            missing += step[1]
             i, g = i + 1, g + 1
     return len(missing) + len(graph.steps) - len(pairs), pairs, missing
 

@@ -259,7 +259,9 @@ def closing_line(summary: RunSummary, cost: str) -> str:
     """The run in one sentence: "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"."""
     counts = summary.judgments
     if not summary.judges and not sum(counts.values()):  # an agent-only run
-        return f"{summary.transcripts:,} transcript{'s' if summary.transcripts != 1 else ''}, agent metrics only · {cost} · {summary.wall_time_s:.1f} s"
+        return (
+            f"{summary.transcripts:,} transcript{'s' if summary.transcripts != 1 else ''}, agent metrics only · {cost} · {summary.wall_time_s:.1f} s"
+        )
     reasons: Counter[str] = Counter()
     for judge in summary.judges.values():
         reasons.update(judge.unscored_reasons)
