@@ -292,7 +292,7 @@ class TrajectoryConfig(BaseModel):
     (harness/agent/match.py)::
 
         [trajectory]
-        mode = "in_order"                  # strict | unordered | subset | superset | in_order
+        mode = "in_order"                  # strict | unordered | subset | superset | in_order | actions
         [trajectory.arguments.search]      # per tool; the default compares arguments exactly
         mode = "fields"
         fields = ["query"]
@@ -301,8 +301,8 @@ class TrajectoryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    #: how the steps must match the reference: strict, unordered, subset, superset or in_order (docs/reference/trajectories.md)
-    mode: Literal["strict", "unordered", "subset", "superset", "in_order"] = "strict"
+    #: how the steps must match the reference: strict, unordered, subset, superset, in_order or actions (docs/reference/trajectories.md)
+    mode: Literal["strict", "unordered", "subset", "superset", "in_order", "actions"] = "strict"
     #: per tool: how its arguments are compared
     arguments: dict[str, ArgumentRule] = Field(default_factory=dict)
     #: for tools not named in ``arguments``

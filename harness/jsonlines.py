@@ -67,7 +67,7 @@ def json_depth_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
 
 def decode_json(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> Any:
     """Decode untrusted JSON; ValueError (with the reason) when it is not bounded, valid JSON."""
-    if json_depth_exceeds(raw, limit):
+    if len(raw) > limit and json_depth_exceeds(raw, limit):  # (shorter, it has too few brackets to nest so deep)
         raise ValueError(f"nested too deeply (JSON nested deeper than {limit} levels)")
     data = raw if isinstance(raw, bytes) else None
     if data is not None and _LONG_RUN not in data.translate(_DIGITS_ONLY):

@@ -307,8 +307,12 @@ def _brute(steps: Sequence[Step], items: Sequence[RefItem]) -> dict[str, Any]:
     fits = {"unordered": None, "subset": None, "superset": None}
     in_order = (math.inf, 0)
     strict = (math.inf, 0)
+    actions = (math.inf, 0, 0)  # (required calls no step meets, -calls met, -steps meeting one), over readings
     for reading in readings:
         required = sum(r for _, r, _ in reading)
+        met = [any(ok(s, calls[pos]) for s in steps) for pos, _, _ in reading]
+        meeting = sum(1 for s in steps if any(ok(s, calls[pos]) for pos, _, _ in reading))
+        actions = min(actions, (sum(1 for (_, req, _), m in zip(reading, met, strict=True) if req and not m), -sum(met), -meeting))
 
         for chosen in _assignments(reading, 0, frozenset(), steps, calls, ok):
             matched = [(leaf, s) for leaf, s in zip(reading, chosen, strict=True) if s is not None]
@@ -331,7 +335,7 @@ def _brute(steps: Sequence[Step], items: Sequence[RefItem]) -> dict[str, Any]:
             fine &= all(group_of[a] < group_of[b] for a, b in itertools.pairwise(tops))
             if fine:
                 strict = min(strict, (required - kept + n - k, -k))
-    return {"f1": best_f1, "fits": fits, "in_order": in_order, "strict": strict}
+    return {"f1": best_f1, "fits": fits, "in_order": in_order, "strict": strict, "actions": actions}
 
 
 def _assignments(reading: Any, k: int, used: frozenset[int], steps: Sequence[Step], calls: Sequence[RefCall], ok: Any) -> Any:
@@ -395,6 +399,15 @@ def test_optimal_against_brute_force(steps: list[Step], items: list[RefItem]) ->
         f1, k, minus_e = want["f1"]
         assert (got.precision, got.recall, got.f1) == call_scores(k, n, -minus_e)
         assert got.f1 == pytest.approx(f1)
+        if mode == "actions":  # not one to one: a step may meet several calls
+            unmet, met, meeting = want["actions"]
+            assert (len(got.missing), len(got.pairs)) == (unmet, -met)
+            assert got.matched is (unmet == 0)
+            assert len(got.extra) == n + meeting
+            ref = compile_reference(items)
+            for pos, index in got.pairs:  # the first step meeting each met call
+                assert index == next(s.index for s in steps if s.name == ref.calls[pos].name and arguments_match(s, ref.calls[pos], ref.rules[pos]))
+            continue
         assert len(got.pairs) + len(got.extra) == n
         if mode in want["fits"]:
             fit = want["fits"][mode]
@@ -513,7 +526,14 @@ def test_plain_list_in_every_mode() -> None:
     assert all(match_trajectory(made, ref, m).matched for m in MODES)
     swapped = steps_of(("fetch", {"id": 1}), ("search", {"q": "nav"}), "answer")
     got = {m: match_trajectory(swapped, ref, m) for m in MODES}
-    assert {m: g.matched for m, g in got.items()} == {"strict": False, "unordered": True, "subset": True, "superset": True, "in_order": False}
+    assert {m: g.matched for m, g in got.items()} == {
+        "strict": False,
+        "unordered": True,
+        "subset": True,
+        "superset": True,
+        "in_order": False,
+        "actions": True,
+    }
     # in_order keeps the longest ordered part (search, answer or fetch, answer: two of three)
     assert len(got["in_order"].pairs) == 2 and len(got["in_order"].missing) == 1
     # strict: two matched, one missing and one extra step
@@ -525,12 +545,26 @@ def test_extra_and_missing_calls() -> None:
     ref = [call("search"), call("fetch")]
     more = steps_of("search", "log", "fetch")
     r = {m: match_trajectory(more, ref, m) for m in MODES}
-    assert {m: g.matched for m, g in r.items()} == {"strict": False, "unordered": False, "subset": False, "superset": True, "in_order": True}
+    assert {m: g.matched for m, g in r.items()} == {
+        "strict": False,
+        "unordered": False,
+        "subset": False,
+        "superset": True,
+        "in_order": True,
+        "actions": True,
+    }
     assert r["superset"].extra == (1,) and r["superset"].pairs == ((0, 0), (1, 2))
     assert (r["superset"].precision, r["superset"].recall, r["superset"].f1) == (2 / 3, 1.0, 0.8)
     fewer = steps_of("fetch")
     r = {m: match_trajectory(fewer, ref, m) for m in MODES}
-    assert {m: g.matched for m, g in r.items()} == {"strict": False, "unordered": False, "subset": True, "superset": False, "in_order": False}
+    assert {m: g.matched for m, g in r.items()} == {
+        "strict": False,
+        "unordered": False,
+        "subset": True,
+        "superset": False,
+        "in_order": False,
+        "actions": False,
+    }
     assert r["subset"].missing == (0,) and r["subset"].missing_calls() == ("search(…)",)
     assert (r["subset"].precision, r["subset"].recall) == (1.0, 0.5)
 
@@ -631,11 +665,25 @@ def test_empty_cases() -> None:
         assert got.pairs == got.missing == got.extra == ()
     expected = [call("search")]
     got = {m: match_trajectory(nothing, expected, m) for m in MODES}
-    assert {m: g.matched for m, g in got.items()} == {"strict": False, "unordered": False, "subset": True, "superset": False, "in_order": False}
+    assert {m: g.matched for m, g in got.items()} == {
+        "strict": False,
+        "unordered": False,
+        "subset": True,
+        "superset": False,
+        "in_order": False,
+        "actions": False,
+    }
     assert all((g.precision, g.recall, g.f1) == (None, 0.0, 0.0) for g in got.values())
     made = steps_of("search")
     got = {m: match_trajectory(made, [], m) for m in MODES}
-    assert {m: g.matched for m, g in got.items()} == {"strict": False, "unordered": False, "subset": False, "superset": True, "in_order": True}
+    assert {m: g.matched for m, g in got.items()} == {
+        "strict": False,
+        "unordered": False,
+        "subset": False,
+        "superset": True,
+        "in_order": True,
+        "actions": True,
+    }
     assert all((g.precision, g.recall, g.f1) == (0.0, None, 0.0) and g.extra == (0,) for g in got.values())
     # only optional calls expected, none made: nothing expected
     optional = [call("search", optional=True)]

@@ -18,9 +18,9 @@ import pytest
 from harness.errors import UserInputError
 from harness.injection.corpus import FAMILIES, load_corpus
 from harness.injection.detect import KINDS, master_key, scan_text, scan_transcript
-from harness.workflows.injection_figures import benign_sources, detection_figures, figures_table
 from harness.injection.measure import DetectionFigures, flagged_paragraphs
 from harness.transcripts.models import Transcript
+from harness.workflows.injection_figures import benign_sources, detection_figures, figures_table
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = [

@@ -20,8 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.injection.corpus import FAMILIES, load_corpus
-from harness.workflows.injection_probe import ALL, FamilyRate, plan_probe, run_probe
 from harness.planning import JudgeOptions
+from harness.workflows.injection_probe import ALL, FamilyRate, plan_probe, run_probe
 from tests.e2e_support import judge, serve, write_config, write_jsonl
 from tests.judge_server import prompt_text
 

@@ -15,6 +15,15 @@ default rule, else ``exact``. The modes:
   read. A tool with no declared schema has nothing to check against: any arguments that parsed
   as a JSON object match.
 
+- ``any_of``: each argument the reference gives is a list of the values it may take, as the
+  Berkeley Function-Calling Leaderboard writes its possible answers; ``""`` among them: the
+  argument may be left out. The call matches when every argument it gives is one the reference
+  names, with one of its values, and every argument whose list lacks ``""`` is given. A value
+  that is not a list is the one value the argument may take.
+- ``call_fields``: only the arguments the call itself gives are compared: each must be one the
+  reference gives, with an equal value (the reference may give more). tau2-bench's action check
+  with ``compare_args`` left out (``Action.compare_with_tool_call``).
+
 ``tolerance`` (numbers within this absolute difference) and ``fold`` (strings compared after
 folding case and collapsing runs of whitespace, ends stripped) apply at every depth inside
 ``exact`` and ``fields``. A reference call whose ``arguments`` are left out matches any arguments
@@ -164,11 +173,41 @@ def arguments_match(step: Step, ref: RefCall, rule: ArgumentRule, tools: Mapping
     theirs = ref.arguments if ref.arguments is not None else {}
     if rule.mode == "fields":
         return all(equal(field(mine, f), field(theirs, f), rule.tolerance, rule.fold) for f in rule.fields or ())
+    if rule.mode == "any_of":
+        return _any_of(mine, theirs, rule)
+    if rule.mode == "call_fields":
+        return isinstance(mine, dict) and all(k in theirs and equal(v, theirs[k], rule.tolerance, rule.fold) for k, v in mine.items())
     return equal(mine, theirs, rule.tolerance, rule.fold)
 
 
+#: in a list of an ``any_of`` argument's values: the argument may be left out (BFCL's possible answers)
+ABSENT = ""
+
+
+def _any_of(mine: Any, theirs: Mapping[str, Any], rule: ArgumentRule) -> bool:
+    """``any_of``: every argument given is named with one of its values; every one whose values
+    lack ``""`` is given."""
+    if not isinstance(mine, dict):
+        return False
+    for name, value in mine.items():
+        if name not in theirs:
+            return False
+        allowed = theirs[name]
+        if not isinstance(allowed, list):
+            allowed = [allowed]
+        if not any(equal(value, option, rule.tolerance, rule.fold) for option in allowed):
+            return False
+    for name, allowed in theirs.items():
+        if name not in mine and not (isinstance(allowed, list) and any(option == ABSENT and isinstance(option, str) for option in allowed)):
+            return False
+    return True
+
+
 def keyed(rule: ArgumentRule) -> bool:
-    """Whether ``rule`` is an equivalence (no tolerance), so that :func:`argument_key` decides it."""
+    """Whether ``rule`` is an equivalence (no tolerance), so that :func:`argument_key` decides it.
+    ``any_of`` and ``call_fields`` are not (one call may match references that match nothing else)."""
+    if rule.mode in ("any_of", "call_fields"):
+        return False
     return rule.tolerance == 0 or rule.mode in ("ignore", "schema")
 
 

@@ -312,17 +312,17 @@ def schema_violations(steps: Sequence[Step] | None, tools: Iterable[ToolSpec] | 
 
 
 def _has_float(value: Any) -> bool:
-    kind = type(value)
-    if kind is float:
-        return True
-    if kind is dict:
-        for item in value.values():
-            if _has_float(item):
-                return True
-    elif kind is list:
-        for item in value:
-            if _has_float(item):
-                return True
+    """Whether a float is anywhere in ``value`` (iteratively: one call a step, not one a value)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is float:
+            return True
+        if kind is dict:
+            pending.extend(item.values())
+        elif kind is list:
+            pending.extend(item)
     return False
 
 

@@ -24,6 +24,12 @@ spans, it came from):
   the block as a whole between its neighbours); other calls may come between them. Calls in one
   parallel group count as simultaneous: they may be matched in any order.
 
+- ``actions``: every required call of some reading is met by a step that matches it, any step
+  meeting any number of calls (tau2-bench's action check, ``ActionEvaluator``: a gold action is
+  met by any call with its name whose arguments agree, and one call may meet several gold
+  actions); other calls may be made too. It is not one to one, as the modes above are: ``[a, a]``
+  expected is met by one call of ``a``. ``pairs`` give the first step meeting each met call.
+
 For a reference that is a plain list of calls, ``strict``, ``unordered``, ``subset`` and
 ``superset`` give the answers of LangChain's agentevals (``create_trajectory_match_evaluator``),
 with an assistant message of several calls read as an ``any_order`` block, as agentevals compares
@@ -84,7 +90,7 @@ __all__ = [
     "match_trajectory",
 ]
 
-Mode = Literal["strict", "unordered", "subset", "superset", "in_order"]
+Mode = Literal["strict", "unordered", "subset", "superset", "in_order", "actions"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 
 
@@ -183,6 +189,29 @@ def _count(queues: Mapping[Any, tuple[int, ...]], step_classes: Sequence[Any]) -
     return owner
 
 
+def _actions(ref: Reference, graph: Graph) -> tuple[dict[int, int], list[int], set[int]]:
+    """``actions`` (tau2-bench's action check): each call of the reading is met by any step that
+    matches it, a step meeting any number of calls. The reading with the fewest required calls
+    unmet, then the most calls met, then the fewest steps meeting none of its calls (so that the
+    counts never depend on the order alternatives are written in), the first written of equals.
+    Returns the first step meeting each met call, the required calls unmet, and every step that
+    meets a call of the reading."""
+    by_pos = graph.by_pos(len(ref.calls))
+    best: tuple[int, int, int] | None = None
+    chosen: Reading = ()
+    used: set[int] = set()
+    for reading, _, _ in ref.readings:
+        unmet = sum(1 for pos, req in reading if req and not by_pos[pos])
+        met = sum(1 for pos, _ in reading if by_pos[pos])
+        meeting = {s for pos, _ in reading for s in by_pos[pos]}
+        rank = (unmet, -met, -len(meeting))
+        if best is None or rank < best:
+            best, chosen, used = rank, reading, meeting
+    owner = {pos: by_pos[pos][0] for pos, _ in chosen if by_pos[pos]}
+    missing = [pos for pos, req in chosen if req and not by_pos[pos]]
+    return owner, missing, used
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -212,16 +241,21 @@ def match_trajectory(
     outcomes = _order_free(ref, graph)
     best = outcomes[0] if len(outcomes) == 1 else max(outcomes, key=lambda o: o.rank(n))
     precision, recall, f1 = call_scores(len(best.owner), n, best.expected)
+    used: set[int] | None = None
     if mode == "strict" or mode == "in_order":
         errors, owner, missing = ordered.align(ref, graph, strict=mode == "strict")
         matched = errors == 0
+    elif mode == "actions":
+        owner, missing, used = _actions(ref, graph)
+        matched = not missing
     else:
         fits = [o for o in outcomes if o.satisfies(mode, n)]
         chosen = (fits[0] if len(fits) == 1 else max(fits, key=lambda o: o.rank(n))) if fits else best
         matched = bool(fits)
         owner = chosen.owner
         missing = [pos for pos, req in chosen.reading if req and pos not in owner]
-    used = set(owner.values())
+    if used is None:
+        used = set(owner.values())
     return TrajectoryMatch(
         mode=mode,
         matched=matched,

@@ -52,7 +52,6 @@ def agent_metrics(
             AgentMetric("trajectory_f1", m.f1, extra),
         ]
     if steps is not None:
-        for check in run_checks(steps, tools):
-            value = float(check.value) if check.value is not None else None
-            out.append(AgentMetric(check.name, value, tuple(check.steps), check.detail))
+        for check in run_checks(steps, tools):  # counts: integers, written as such (``"steps": 20``)
+            out.append(AgentMetric(check.name, check.value, tuple(check.steps), check.detail))
     return tuple(out)

@@ -247,50 +247,87 @@ def chains(ref: Reference, graph: Graph, *, shortcut: bool = True) -> tuple[int,
     return len(missing), owner, missing
 
 
+#: one_to_one's moves other than a pair
+_SKIP, _EXTRA = "skip", "extra"
+
+
 def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:
     """(missing + extra, pairs, missing positions) of the alignment of items with groups that
     leaves the fewest missing calls plus extra steps, then matches the most."""
-    items, groups = ref.items, graph.groups
+    items, groups, by_step = ref.items, graph.groups, graph.by_step
     q, p = len(items), len(groups)
     absent = [_absent(readings) for readings in items]
     big = len(graph.steps) + len(ref.calls) + 1
-    # cost = errors * big - pairs, minimised; table[i][g] = (cost, move)
+    # A pairing that matches nothing never beats skipping the item and the group (it costs at least
+    # as much: the reading's required calls are at least the item's fewest, and a strict ``<``
+    # keeps the earlier move), so only readings the group can match part of are tried: each
+    # matching (``assign``) is made for the few (item, group) cells that touch, not for all q × p.
+    touch = [{pos for s in group for pos in by_step[s]} for group in groups]
+    item_of = {pos: i for i, readings in enumerate(items) for reading in readings for pos, _ in reading}
+    touched_items = [{item_of[pos] for pos in positions if pos in item_of} for positions in touch]
+    extra = [len(group) * big for group in groups]
+    # cost = errors * big - pairs, minimised; move[i][g]: _SKIP, _EXTRA, or a pair's (owner, lost)
     cost = [[0] * (p + 1) for _ in range(q + 1)]
-    move: list[list[Any]] = [[None] * (p + 1) for _ in range(q + 1)]
+    move: list[list[Any]] = [[_SKIP] * (p + 1) for _ in range(q + 1)]
     for g in range(p - 1, -1, -1):
-        cost[q][g] = cost[q][g + 1] + len(groups[g]) * big
+        cost[q][g] = cost[q][g + 1] + extra[g]
     for i in range(q - 1, -1, -1):
-        cost[i][p] = cost[i + 1][p] + len(absent[i]) * big
-        move[i][p] = ("skip", None)
+        here, below, moves = cost[i], cost[i + 1], move[i]
+        lost_all = len(absent[i]) * big
+        here[p] = below[p] + lost_all
         for g in range(p - 1, -1, -1):
-            best: tuple[int, Any] = (cost[i + 1][g] + len(absent[i]) * big, ("skip", None))
-            alt = cost[i][g + 1] + len(groups[g]) * big
-            if alt < best[0]:
-                best = (alt, ("extra", None))
-            for reading in items[i]:
-                tiers = dict(reading)
-                owner = assign(tiers, groups[g], graph.by_step)
-                lost = [pos for pos, req in reading if req and pos not in owner]
-                errors = len(lost) + len(groups[g]) - len(owner)
-                alt = cost[i + 1][g + 1] + errors * big - len(owner)
-                if alt < best[0]:
-                    best = (alt, ("pair", (owner, lost)))
-            cost[i][g], move[i][g] = best
+            chosen: Any = _SKIP
+            best = below[g] + lost_all
+            alt = here[g + 1] + extra[g]
+            if alt < best:
+                best, chosen = alt, _EXTRA
+            if i in touched_items[g]:
+                touched, group = touch[g], groups[g]
+                for reading in items[i]:
+                    if not any(pos in touched for pos, _ in reading):
+                        continue
+                    owner = _assign(reading, group, by_step)
+                    lost = [pos for pos, req in reading if req and pos not in owner]
+                    errors = len(lost) + len(group) - len(owner)
+                    alt = below[g + 1] + errors * big - len(owner)
+                    if alt < best:
+                        best, chosen = alt, (owner, lost)
+            here[g], moves[g] = best, chosen
     pairs: dict[int, int] = {}
     missing: list[int] = []
     i = g = 0
     while i < q:
-        kind, detail = move[i][g]
-        if kind == "pair":
-            pairs.update(detail[0])
-            missing += detail[1]
-            i, g = i + 1, g + 1
-        elif kind == "skip":
+        step = move[i][g]
+        if step is _SKIP:
             missing += absent[i]
             i += 1
-        else:
+        elif step is _EXTRA:
             g += 1
+        else:
+            pairs.update(step[0])
+            missing += step[1]
+            i, g = i + 1, g + 1
     return len(missing) + len(graph.steps) - len(pairs), pairs, missing
+
+
+def _assign(reading: Reading, group: Sequence[int], by_step: Sequence[Sequence[int]]) -> dict[int, int]:
+    """``assign(dict(reading), group, by_step)``, without the search where it needs none: one
+    call (the first step of the group that may take it), or a group of one step (the first call
+    it may take, a required one first), as Kuhn's method takes them."""
+    if len(reading) == 1:
+        pos = reading[0][0]
+        for s in group:
+            if pos in by_step[s]:
+                return {pos: s}
+        return {}
+    if len(group) == 1:
+        s = group[0]
+        tiers = dict(reading)
+        chosen = next((pos for pos in by_step[s] if tiers.get(pos)), None)
+        if chosen is None:
+            chosen = next((pos for pos in by_step[s] if pos in tiers), None)
+        return {} if chosen is None else {chosen: s}
+    return assign(dict(reading), group, by_step)
 
 
 def sequence(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int, int], list[int]]:

@@ -104,12 +104,16 @@ class ArgumentRule(_Strict):
     """How a call's arguments are compared with a reference call's (per tool, or per reference call).
 
     ``exact``: equal JSON values; ``ignore``: not compared; ``fields``: only the named top-level
-    fields are compared (each equal); ``schema``: only valid against the tool's declared schema.
-    ``tolerance``: numbers equal within this absolute difference; ``fold``: strings compared
-    case- and whitespace-insensitively. Both apply inside ``exact`` and ``fields``.
+    fields are compared (each equal); ``schema``: only valid against the tool's declared schema;
+    ``any_of``: the reference gives each argument as a list of the values it may take (BFCL's
+    possible answers; ``""`` in a list: the argument may be left out); ``call_fields``: only the
+    fields the call itself gives are compared, each equal to the reference's (tau2-bench's
+    ``compare_args`` left out). ``tolerance``: numbers equal within this absolute difference;
+    ``fold``: strings compared case- and whitespace-insensitively. Both apply inside ``exact``,
+    ``fields``, ``any_of`` and ``call_fields`` (docs/reference/trajectories.md).
     """
 
-    mode: Literal["exact", "ignore", "fields", "schema"] = "exact"
+    mode: Literal["exact", "ignore", "fields", "schema", "any_of", "call_fields"] = "exact"
     fields: tuple[str, ...] | None = None
     tolerance: float = Field(default=0.0, ge=0)
     fold: bool = False
@@ -131,6 +135,20 @@ class RefCall(_Strict):
     optional: bool = False
     #: overrides the tool's argument rule for this call
     match: ArgumentRule | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tau2_action(cls, value: Any) -> Any:
+        # A tau2-bench gold action ({"action_id", "name", "arguments", "compare_args", ...}) as it
+        # is written in its tasks: its compared keys become the call's argument rule.
+        if isinstance(value, dict) and "action_id" in value:
+            compare = value.get("compare_args")
+            if compare is not None and not (isinstance(compare, list) and all(isinstance(k, str) for k in compare)):
+                raise ValueError("compare_args must be a list of argument names")
+            rule = {"mode": "call_fields"} if compare is None else {"mode": "ignore"} if not compare else {"mode": "fields", "fields": compare}
+            kept = {k: v for k, v in value.items() if k not in ("action_id", "requestor", "info", "compare_args")}
+            return {**kept, "match": kept.get("match", rule)}
+        return value
 
     @field_validator("arguments", mode="before")
     @classmethod

@@ -134,15 +134,26 @@ def _failed(message: Any) -> bool:
     """Whether a tool message reports a failure: ``is_error`` (Anthropic's flag, also accepted on
     OpenAI-style tool messages) or ``status = "error"`` (LangChain's ToolMessage); the error is then
     the message's text."""
-    return bool(_get(message, "is_error")) or _get(message, "status") == "error"
+    if not hasattr(message, "__pydantic_extra__") and isinstance(message, Mapping):  # (a model first: the usual case)
+        return bool(message.get("is_error")) or message.get("status") == "error"
+    flag, status = getattr(message, "is_error", None), getattr(message, "status", None)
+    if flag is None or status is None:
+        # a model with extra keys allowed (``_get``'s fallback; the attribute, not the slower ``model_extra``)
+        extra = getattr(message, "__pydantic_extra__", None)
+        if extra:
+            flag = extra.get("is_error") if flag is None else flag
+            status = extra.get("status") if status is None else status
+    return bool(flag) or status == "error"
 
 
 class _Builder:
     """Collects steps in call order and attaches results by id, else (no id) to the oldest
-    unanswered call; orphan and duplicate results are dropped (the module docstring's rule)."""
+    unanswered call; orphan and duplicate results are dropped (the module docstring's rule).
+    Each step is made once, by :meth:`built`, with its result (not made, then copied with it)."""
 
     def __init__(self) -> None:
-        self.steps: list[Step] = []
+        #: per call: [name, arguments, raw, problem, turn, group, call_id, result, failed]
+        self._calls: list[list[Any]] = []
         self._by_id: dict[str, int] = {}
         self._open: list[int] = []  # calls without a result yet, oldest first
         self.turn = -1
@@ -150,10 +161,8 @@ class _Builder:
 
     def call(self, name: str, arguments: Any, call_id: str | None, group: int) -> None:
         parsed, raw, error = parse_arguments(arguments)
-        index = len(self.steps)
-        self.steps.append(
-            Step(index, name, parsed, raw, error, turn=self.turn, group=group, call_id=call_id),
-        )
+        index = len(self._calls)
+        self._calls.append([name, parsed, raw, error, self.turn, group, call_id, None, False])
         if call_id is not None:
             self._by_id[call_id] = index
         self._open.append(index)
@@ -170,8 +179,17 @@ class _Builder:
         else:
             return False
         self._open.remove(index)
-        self.steps[index] = replace(self.steps[index], result=text, failed=failed, error=text if failed else None)
+        call = self._calls[index]
+        call[7], call[8] = text, failed
         return True
+
+    def built(self) -> tuple[Step, ...]:
+        return tuple(
+            [
+                Step(i, name, parsed, raw, problem, result, failed, result if failed else None, turn, group, call_id)
+                for i, (name, parsed, raw, problem, turn, group, call_id, result, failed) in enumerate(self._calls)
+            ]
+        )
 
 
 def steps_from_messages(messages: Sequence[Any]) -> tuple[Step, ...]:
@@ -203,7 +221,7 @@ def steps_from_messages(messages: Sequence[Any]) -> tuple[Step, ...]:
             for p in content:
                 if p.type == "tool_result":
                     b.result(_get(p, "tool_use_id"), result_text(_get(p, "content")), bool(_get(p, "is_error")))
-    return tuple(b.steps)
+    return b.built()
 
 
 def group_by_overlap(steps: Sequence[Step]) -> tuple[Step, ...]:
@@ -233,7 +251,7 @@ def steps_from_calls(calls: Iterable[Any]) -> tuple[Step, ...]:
         function = getattr(call, "function", None)
         name = function.name if function is not None else (call.name or "")
         b.call(name, function.arguments if function is not None else _get(call, "arguments"), call.id, 0)
-    return tuple(b.steps)
+    return b.built()
 
 
 def steps_from_spans(spans: Sequence[Any]) -> tuple[Step, ...]:

@@ -35,6 +35,9 @@ COMPOSITE_SCALE = (0.0, 1.0)
 #: Strings accepted as categorical labels (case-insensitive) and what they mean.
 PASS_FAIL_WORDS = {"pass": "pass", "fail": "fail"}
 
+#: the judge an agent-only run's deterministic metrics are read under (it has no judge of its own)
+NO_JUDGE = "(no judge)"
+
 
 class Outcome(NamedTuple):
     """One judgment (or composite) as the analysis sees it."""
@@ -157,7 +160,9 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     """
     run, summary = open_run_dir(path)
     metrics, notes = _metrics(summary, prompts, run / "summary.json")
-    judges = tuple(summary.judge_models)
+    # an agent-only run (``harness run --agent-only``) has no judge: its deterministic metrics go
+    # under one stand-in, so that every reader of a run reads them as a judged run's
+    judges = tuple(summary.judge_models) or ((NO_JUDGE,) if summary.agent else ())
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
 
     judgments = run / "judgments.jsonl"

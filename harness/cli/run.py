@@ -75,8 +75,16 @@ def run(
     history_turns: HistoryTurnsOpt = None,
     history_tokens: HistoryTokensOpt = None,
     pass_threshold: PassThresholdOpt = 0.5,
+    agent_only: Annotated[
+        bool,
+        typer.Option(
+            "--agent-only",
+            help="Only the deterministic agent metrics (trajectory match, the checks, the counts): no judge, key, model or cache; nothing is sent.",
+        ),
+    ] = False,
 ) -> None:
     """Judge transcripts and write the judgments, each transcript's results and a summary."""
+    from ..errors import ConfigError
     from ..planning import RunOptions
     from ..runner import run_evaluation
     from ..terminal.run import RunProgress, show_run
@@ -101,7 +109,13 @@ def run(
         history_turns=history_turns,
         history_tokens=history_tokens,
         pass_threshold=pass_threshold,
+        agent_only=agent_only,
     )
+    if agent_only:
+        named = (("--model", judge.model), ("--base-url", judge.base_url), ("--api-key-env", judge.api_key_env), ("--jury-labels", jury_labels))
+        given = [flag for flag, value in named if value]
+        if given:
+            raise ConfigError(f"--agent-only judges nothing; it cannot take {given[0]}")
     with stdin_as_file(transcripts) as options.input, RunProgress(err, options.progress) as bar:
         outcome = asyncio.run(run_evaluation(options, on_start=bar.on_start, on_judgment=bar.on_judgment, handle_signals=True))
     show_run(outcome, make_console(), notes=err)  # the summary is the result: stdout (docs/reference/commands.md)

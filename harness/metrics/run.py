@@ -231,7 +231,7 @@ class RunTotals:
             if series is None:
                 series = self.agent[name] = _Series()
             if value is not None:
-                series.values.append(value)
+                series.values.append(float(value))  # a count is an int in the row; its aggregates as before
             else:
                 series.unscored[reasons.get(name) or "unknown"] += 1
 

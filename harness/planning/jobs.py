@@ -175,6 +175,8 @@ class Planner:
         """The transcript's jobs, one per (rubric, judge, sample), in that order; judged per turn,
         one per (turn, rubric, judge, sample)."""
         entry = Entry(transcript)
+        if not self.rubrics:  # an agent-only run: no rubric, so no input of one to work out
+            return entry
         if self.turns is None:
             self._plan(entry, transcript, None)
         else:

@@ -113,6 +113,8 @@ class RunPlan:
     injection: Literal["off", "flag", "unscored", "fail"] = "off"
     #: judged per turn (``--turns``; ``planning.turns``); None: each transcript judged whole
     turns: TurnOptions | None = None
+    #: judges nothing (``RunOptions.agent_only``): no judge, no rubric, no cache
+    agent_only: bool = False
 
     def scan(self, *, detect: bool = False) -> tuple[ScanResult, list[Rubric], frozenset[str]]:
         """Validate the input before any judge is called and choose the rubrics: the scan, the
@@ -292,6 +294,11 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
     wanted = options.rubrics or config.rubrics
     rubrics = None
     if wanted:
+        agent = next((name for name in wanted if name not in available and name in AGENT_METRICS), None)
+        if agent is not None:
+            raise UserInputError(
+                f"{agent!r} is an agent metric, not a rubric: every run computes the agent metrics; --agent-only computes them alone, with no judge"
+            )
         rubrics = [find_rubric(available, name) for name in dict.fromkeys(wanted)]
         rubric_names = [r.name for r in rubrics]
         twice = next((n for n in rubric_names if rubric_names.count(n) > 1), None)
@@ -385,6 +392,7 @@ def _agent_only_plan(options: RunOptions, config: HarnessConfig, source: str) ->
         shard=parse_shard(options.shard) if options.shard is not None else None,
         trajectory=TrajectorySettings(config.trajectory.mode, config.trajectory.arguments, config.trajectory.default),
         source=source,
+        agent_only=True,
     )
 
 

@@ -28,8 +28,9 @@ attempts of their own): the rule ``harness merge`` applies to shards too.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ..cache.base import CachedReply, CacheStore, FailedCall
@@ -38,7 +39,8 @@ from ..judges.base import Judge
 from ..planning import Endpoint, Entry, Job, Judgment, Planner, RunPlan
 from ..planning.samples import collapse_samples
 from ..rubrics.rubric import Rubric
-from ..traces.loader import iter_transcripts, required_inputs
+from ..traces.loader import ScanResult, iter_checked, iter_transcripts, required_inputs
+from ..transcripts.models import Transcript
 from . import verdict
 from .calls import Caller, JudgeHealth
 from .choices import NChoices
@@ -68,8 +70,12 @@ class Runner:
         answer: Callable[[Job], Judgment] | None = None,
         uncached: Container[str] = frozenset(),
         suspected: Mapping[str, str] | None = None,
+        reading: ScanResult | None = None,
     ) -> None:
         self.budget = budget
+        #: a run with no scan before it (agent-only: nothing to pay for) validates as it reads,
+        #: filling this as the scan would have (good records, bad ones with on_bad_record="skip")
+        self._reading = reading
         #: answers every cache miss without a call (``harness batch collect``: the downloaded results)
         self._answer = answer
         #: keys known to have no cache row (a collect's downloaded keys): not looked up
@@ -179,7 +185,17 @@ class Runner:
         # The first transcript goes alone: its first request (which each judge's others wait for)
         # is sent while the next batch is planned, not after it.
         size = 1
-        for count, (_, record) in enumerate(iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format, self._require)):
+        reading = self._reading
+        records: Iterable[tuple[int, Transcript]]
+        if reading is None:
+            records = iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format, self._require)
+        else:
+            records = iter_checked(self.plan.input, self.plan.on_bad_record, reading.bad, self.plan.format, self._require)
+            if self.plan.limit is not None:
+                records = itertools.islice(records, self.plan.limit)  # reads no record past the limit, as the scan
+        for count, (_, record) in enumerate(records):
+            if reading is not None:
+                reading.good += 1
             # An exhausted budget does not stop the reading: the rest is still reported (cache hits
             # served free, the others unscored budget_exhausted), never silently left out.
             if self.stopping or (self.plan.limit is not None and count >= self.plan.limit):

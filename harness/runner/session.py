@@ -10,6 +10,7 @@ both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import signal
 import threading
@@ -190,14 +191,22 @@ async def run_evaluation(
         check_supported(plan.judges, "offline" if options.offline else "shard" if options.shard else "live", plan.juries)
     else:  # a collect: its juries as the submit checked them
         check_supported((), "batch", plan.juries)
-    scanned, rubrics, _ = plan.scan(detect=plan.injection != "off")
-    suspected = screen(plan.injection, plan.input, scanned.findings_of(plan.shard))  # "fail" raises before any judge is made
+    # An agent-only run costs nothing and sends nothing, so nothing needs checking before it
+    # starts: it reads its input once, validating as it goes (the runner fills ``scanned``), and a
+    # bad record stops it with the previous outputs as they were, as the scan would have.
+    if plan.agent_only:
+        scanned, suspected = ScanResult(), None
+        rubrics = plan.select_rubrics(scanned.inputs_seen)
+    else:
+        scanned, rubrics, _ = plan.scan(detect=plan.injection != "off")
+        suspected = screen(plan.injection, plan.input, scanned.findings_of(plan.shard))  # "fail" raises before any judge is made
     juries = _juries(plan, rubrics)
     # Judges are made before anything is written, so a judge that cannot exist (the local judge
     # not installed, a missing key) leaves --out as it was. Making one opens nothing; offline, no
     # judge is even constructed, so nothing can call out.
     judges: dict[str, Judge] = {} if plan.cache_mode == "offline" or answers is not None else {j.name: make_judge(j) for j in plan.judges}
     budget, estimated = _budget(plan, scanned) if plan.max_cost is not None else (None, None)
+    created = not out.exists()
     prepare_out_dir(out)
     lock = OutDirLock(out)  # held to the end: a second run on this --out is refused
     try:
@@ -207,6 +216,13 @@ async def run_evaluation(
                     plan, scanned, rubrics, judges, out, budget, estimated, started, on_start, on_judgment, handle_signals, answers, juries, suspected
                 )
             )
+    except UserInputError:
+        if created and plan.agent_only:  # stopped by a bad record while reading: --out as it was, absent
+            lock.release()
+            lock.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
     finally:
         lock.release()
 
@@ -252,7 +268,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
     error during judging ends the run with what is done written and a documented exit code
     (``crash_exit``), never a hang."""
     plan = run.plan
-    skipped = _stage_skipped(run.out, run.scanned)
+    skipped = None if plan.agent_only else _stage_skipped(run.out, run.scanned)
     flagged = _stage_findings(run.out, plan, run.scanned)
     try:
         sink = OutputSink(run.out, run.rubrics, plan.judges, plan.composites, plan.trajectory, run.juries, plan.turns)
@@ -284,8 +300,13 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
                 answer=answer,
                 uncached=uncached,
                 suspected=run.suspected,
+                reading=run.scanned if plan.agent_only else None,
             )
             interrupted, crash = await _judge(runner, run.handle_signals)
+            if plan.agent_only:  # read as it ran: what the scan would have found is known now
+                if crash is None and run.scanned.good == 0 and not run.scanned.bad:
+                    raise UserInputError(f"{plan.input}: holds no transcripts")
+                skipped = _stage_skipped(run.out, run.scanned)
             if run.answers is not None:
                 crash = crash or _settle(run.answers)
             if cache is not None and runner.failed:
@@ -319,6 +340,8 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
         message = f"{crash_message}; the transcripts finished before it are written to {run.out}"
     else:
         code, message = _verdict(sink.totals, run.out, interrupted, run.budget)
+        if plan.agent_only and code == EXIT_OK:
+            message = f"agent metrics only (no judge, nothing sent): {message}"
     return RunOutcome(
         code,
         summary,

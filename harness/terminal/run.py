@@ -137,6 +137,13 @@ REPLY_PROBLEMS = {
 
 
 def summary_table(summary: RunSummary, console: Console) -> None:
+    if summary.judges or summary.rubrics or summary.composites:  # an agent-only run has neither table
+        _judged_tables(summary, console)
+    jury_table(summary.juries, console)
+    _rest_tables(summary, console)
+
+
+def _judged_tables(summary: RunSummary, console: Console) -> None:
     scores = FitTable("Scores (mean with 95% CI)")
     for column in ("metric", "judge", "n", "mean", "95% CI", "unscored", "failed", "clamped"):
         scores.add_column(column, justify="left" if column in ("metric", "judge") else "right", collapsible=column == "judge")
@@ -170,8 +177,8 @@ def summary_table(summary: RunSummary, console: Console) -> None:
         for reason, n in problems.items():
             console.print(f"judge {name}: {n} {REPLY_PROBLEMS[reason]}")
 
-    jury_table(summary.juries, console)
 
+def _rest_tables(summary: RunSummary, console: Console) -> None:
     if summary.judge_noise:
         trust = FitTable("Judge noise (repeated samples; share of single-score variance that is the judge disagreeing with itself)")
         for column in ("rubric", "judge", "transcripts", "samples", "noise share", "in the mean", "mean spread"):
@@ -262,6 +269,10 @@ def _reason_words(reason: str) -> str:
 def closing_line(summary: RunSummary, cost: str) -> str:
     """The run in one sentence: "84 judgments: 81 scored, 3 unscored (no context) · $0.0107 · 0.8 s"."""
     counts = summary.judgments
+    if not summary.judges and not sum(counts.values()):  # an agent-only run
+        return (
+            f"{summary.transcripts:,} transcript{'s' if summary.transcripts != 1 else ''}, agent metrics only · {cost} · {summary.wall_time_s:.1f} s"
+        )
     reasons: Counter[str] = Counter()
     for judge in summary.judges.values():
         for reason, n in judge.unscored_reasons.items():

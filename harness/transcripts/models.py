@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..agent.records import RefItem, StepRecord, ToolSpec
 from ..agent.steps import Step, group_by_overlap, steps_from_calls, steps_from_messages, steps_from_spans, tool_intervals
+from ..validation import first_problem
 from .conversation import Conversation, conversation_from_messages
 from .performance import Performance, performance_from_spans, union_ms
 
@@ -173,6 +174,15 @@ class Transcript(_Strict):
             raise ValueError("must not be empty")
         return value
 
+    @field_validator("reference_trajectory", mode="before")
+    @classmethod
+    def _reference_as_messages(cls, value: Any) -> Any:
+        # The message list agentevals takes as its reference: the assistant messages' tool calls,
+        # the calls of one message one parallel (any_order) block (docs/reference/trajectories.md).
+        if isinstance(value, list) and any(isinstance(item, dict) and "role" in item for item in value):
+            return reference_from_messages(value)
+        return value
+
     @field_validator("tool_calls")
     @classmethod
     def _count_not_negative(cls, value: Any) -> Any:
@@ -289,6 +299,32 @@ class Transcript(_Strict):
             timings.api_ms if timings.api_ms is not None or "api_ms" in given else from_spans.api_ms,
             tool_calls,
         )
+
+
+def reference_from_messages(messages: list[Any]) -> list[dict[str, Any]]:
+    """A ``reference_trajectory`` from a chat's messages, as LangChain's agentevals reads its
+    reference outputs: each assistant message's tool calls (OpenAI ``tool_calls``, Anthropic
+    ``tool_use`` blocks), in order; a message of one call is that call, a message of several is one
+    ``any_order`` block of them. Messages without calls (user, tool, a final answer) add nothing.
+    A call's arguments are compared as given (a call written without arguments expects ``{}``)."""
+    parsed: list[Message] = []
+    for index, item in enumerate(messages):
+        if not isinstance(item, dict) or "role" not in item:
+            raise ValueError(f"item {index}: a reference written as messages holds only messages (each with a `role`)")
+        try:
+            parsed.append(Message.model_validate(item))
+        except ValidationError as exc:
+            first = first_problem(exc, whole="message")
+            raise ValueError(f"message {index}: {first.field}: {first.problem}") from None
+    groups: dict[int | None, list[dict[str, Any]]] = {}
+    for step in steps_from_messages(parsed):
+        if step.arguments_error is not None:
+            raise ValueError(f"tool call {step.index} ({step.name}): arguments are {step.arguments_error}")
+        if not step.name:
+            raise ValueError(f"tool call {step.index}: has no name")
+        arguments = step.arguments if step.arguments is not None else {}
+        groups.setdefault(step.group, []).append({"name": step.name, "arguments": arguments})
+    return [calls[0] if len(calls) == 1 else {"any_order": calls} for calls in groups.values()]
 
 
 def _agent_model(metadata: dict[str, Any] | None) -> str | None:
