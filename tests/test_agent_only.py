@@ -109,7 +109,7 @@ def test_commands_that_read_a_run_read_an_agent_only_run(tmp_path: Path) -> None
     metrics = {m["metric"]: m for m in json.loads(compared.output)["metrics"]}
     assert {"trajectory_match", "trajectory_f1"} <= set(metrics)
 
-    passk = cli("passk", str(out), "--metric", "trajectory_match", "--at-least", "1", "--k", "1,2", "--json")
+    passk = cli("passk", str(out), "--success", "trajectory_match>=1", "--k", "1,2", "--json")
     assert passk.exit_code == 0, passk.output
     tasks = {t["task"]: (t["n"], t["c"]) for t in json.loads(passk.output)["tasks"]}
     assert tasks == {"nav-lookup": (3, 1), "compare-ter": (3, 2)}

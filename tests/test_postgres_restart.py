@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cache import open_store, postgres
+from harness.cache import open_store
 from harness.errors import CacheError
 from tests.e2e_support import chat_requests, read_jsonl, serve, write_jsonl
 from tests.postgres_server import PostgresServer
@@ -82,6 +82,8 @@ async def test_the_store_reconnects_after_a_restart_and_gives_up_in_one_line_whe
     pg: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import psycopg
+
+    from harness.cache import postgres  # imports psycopg: here, so collecting the suite loads no psycopg (test_collection)
 
     monkeypatch.setattr(postgres, "RECONNECT_S", 3.0)
     url = pg.new_database()

@@ -103,7 +103,7 @@ def test_usage_that_is_absurd_or_missing_is_unknown_never_zero(tmp_path: Path, k
     assert summary["cost_usd"] is None
     assert summary["cost"]["total"]["unknown_cost_calls"] == 4
     assert summary["judges"]["j"]["cost_unknown_judgments"] == 4
-    assert "cost unknown (usage unknown: 4)" in proc.stderr and summary["judges"]["j"]["usage_unknown"] == 4
+    assert "cost unknown (usage unknown: 4)" in proc.stdout and summary["judges"]["j"]["usage_unknown"] == 4
     assert "$0.000000" not in proc.stderr
     stored = cache_rows(tmp_path / "cache" / "judgments.sqlite")
     assert len(stored) == 4 and all(r["prompt_tokens"] is None and r["cost_usd"] is None for r in stored)

@@ -228,4 +228,7 @@ def test_mean_and_median_over_the_votes_given() -> None:
     assert mean.score[:2] == pytest.approx([0.5, 0.4])
     assert median.score[:2] == pytest.approx([0.4, 0.4])
     assert np.isnan(mean.score[2]) and np.isnan(median.score[2])
-    assert median.confidence[0] == pytest.approx(1 / 3)  # one vote in the median's bin
+    # confidence of a mean or median: 1 - mean |vote - verdict| / (hi - lo) (docs/guide/juries.md), by hand:
+    # median 0.4 of 0.2, 0.4, 0.9: 1 - (0.2 + 0 + 0.5) / 3; mean 0.5: 1 - (0.3 + 0.1 + 0.4) / 3
+    assert median.confidence[0] == pytest.approx(1 - 0.7 / 3)
+    assert mean.confidence[0] == pytest.approx(1 - 0.8 / 3)
