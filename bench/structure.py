@@ -55,6 +55,8 @@ LAYERS: list[str] = [
     "cost",
     # the transcript record, the rubrics that read it, the files of either (traces/: JSONL, traces)
     "transcripts",
+    # a run's rows (judgments.jsonl, results.jsonl) as typed values, written and read back
+    "rows",
     # judge-directed text found in a transcript's judged inputs, and the attack corpus (the probe, which
     # runs judgments, is a workflow)
     "injection",

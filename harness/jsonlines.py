@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from .errors import TranscriptError, UserInputError
+from .errors import OutputError, TranscriptError, UserInputError
 
 #: One record (a JSONL line, an array element, a trace export read whole, a transcript a trace
 #: reader builds) larger than this is refused: 10 MB responses are fine; the limit exists so a
@@ -165,3 +165,47 @@ def iter_json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield number, value
         except UnicodeDecodeError as exc:
             raise line_error(path, number + 1, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that refuses Infinity and NaN: no file the harness writes holds them."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, **kwargs)
+    except ValueError as exc:
+        raise OutputError(f"refused to write a non-finite number: {exc}") from None
+
+
+def dumps_line(value: Any) -> bytes:
+    """One JSON line (``\\n`` ended) of ``value``, as :func:`dumps` would write it but by orjson,
+    about 7x faster on a judgment's row (bench/profile_judgment.py). orjson writes NaN and
+    Infinity as null, so a row with a null in it is checked for them and refused as ``dumps``
+    refuses it; orjson's refusals (an integer past 64 bits) go to ``dumps``."""
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return (dumps(value) + "\n").encode()
+    if b"null" in data and _non_finite(value):
+        dumps(value)  # raises OutputError, naming the value
+    return data
+
+
+def _non_finite(value: Any) -> bool:
+    """Does ``value`` hold a NaN or an infinity anywhere? (A loop, not recursion: it runs per row.)"""
+    if isinstance(value, float):
+        return value - value != 0.0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        for v in item.values() if isinstance(item, dict) else item:
+            kind = type(v)
+            if kind is float:
+                if v - v != 0.0:  # NaN for NaN and the infinities, 0.0 for every finite float
+                    return True
+            elif v is None or kind is str or kind is int or kind is bool:
+                continue
+            elif isinstance(v, float):
+                if v - v != 0.0:
+                    return True
+            elif isinstance(v, dict | list | tuple):
+                stack.append(v)
+    return False

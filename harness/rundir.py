@@ -3,7 +3,8 @@
 It sits low, beside the summary.json schema it reads (``metrics/schema.py``): the writers
 (``outputs/``) and the readers (``analysis/``, ``report/``, ``labels/``) both stand on it.
 
-``open_run_dir`` checks the directory and its summary.json; ``resolve_input`` finds the
+``open_run_dir`` checks the directory and its summary.json; ``read_run`` adds the readers of its
+typed rows (``RunRows``: judgments and results, streamed, ``harness/rows.py``); ``resolve_input`` finds the
 transcripts file the run read; ``version_note`` and
 ``interrupted_note`` are the notes both readers attach when a rubric file has changed since the
 run or the run was cut short. Every problem is one line naming the file. A directory with a run's
@@ -16,8 +17,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 from .errors import RunIncomplete, UserInputError
 from .metrics.schema import RunSummary
+from .rows import ROW_FILES, JudgmentRow, ResultRow, iter_judgment_rows, iter_result_rows, judgments_path, results_path
 from .rubrics.rubric import Rubric
 
 #: The temporary files a run writes its rows to before it renames them into place
@@ -25,7 +30,7 @@ from .rubrics.rubric import Rubric
 #: was killed (or is still running) before it finished.
 _UNFINISHED = ".*.tmp-*"
 #: The rows a run writes; found without a summary.json, they are a killed run's.
-_ROWS = ("judgments.jsonl", "results.jsonl")
+_ROWS = ROW_FILES
 
 
 def unfinished_files(run: Path) -> list[str]:
@@ -51,6 +56,46 @@ def open_run_dir(path: str | Path) -> tuple[Path, RunSummary]:
                 "rerun it to completion"
             )
     return run, read_summary(run)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRows:
+    """A finished run read back: its summary and its typed rows (``harness/rows.py``), each file
+    streamed and validated once a pass (a pass is one call of ``judgments()`` or ``results()``)."""
+
+    path: Path
+    summary: RunSummary
+
+    @property
+    def judgments_file(self) -> Path:
+        return judgments_path(self.path)
+
+    @property
+    def results_file(self) -> Path:
+        return results_path(self.path)
+
+    def judgments(self) -> Iterator[JudgmentRow]:
+        """judgments.jsonl's rows in order; a missing file is one line naming the run."""
+        if not self.judgments_file.is_file():
+            raise UserInputError(f"{self.path}: not a run directory (no {self.judgments_file.name})")
+        return iter_judgment_rows(self.judgments_file)
+
+    def results(self) -> Iterator[ResultRow]:
+        """results.jsonl's rows in order (none when the run wrote no results file)."""
+        if not self.results_file.is_file():
+            return iter(())
+        return iter_result_rows(self.results_file)
+
+
+def read_run(path: str | Path) -> RunRows:
+    """A run directory, checked as ``open_run_dir`` checks it, with the readers of its rows."""
+    run, summary = open_run_dir(path)
+    return RunRows(run, summary)
+
+
+def run_rows(run: Path, summary: RunSummary) -> RunRows:
+    """The row readers of a run directory already opened (its summary read)."""
+    return RunRows(run, summary)
 
 
 def refuse_per_turn(run: Path, summary: RunSummary, command: str) -> None:

@@ -8,7 +8,7 @@
   a second run is refused with a clear message instead of interleaving rows.
 - :func:`remove_stale`: run files an earlier run left that this one did not write are removed
   (and named), so a directory never mixes two runs.
-- :func:`dumps`: JSON that can never hold Infinity or NaN (``allow_nan=False``); :func:`dumps_line`,
+- ``dumps`` (from ``jsonlines``): JSON that can never hold Infinity or NaN (``allow_nan=False``); :func:`dumps_line`,
   the same for one output row, by orjson (a row per judgment is on the hot path).
 """
 
@@ -24,9 +24,12 @@ from typing import IO, Any
 import orjson
 
 from ..errors import OutputError
+from ..jsonlines import dumps as dumps  # they live below the rows (``harness/rows.py`` writes with them)
+from ..jsonlines import dumps_line as dumps_line
+from ..rows import JUDGMENTS, RESULTS
 
 #: Every file ``harness run`` may write to ``--out``; the ones a run does not write are stale.
-RUN_FILES = ("judgments.jsonl", "results.jsonl", "summary.json", "skipped.jsonl", "report.html")
+RUN_FILES = (JUDGMENTS, RESULTS, "summary.json", "skipped.jsonl", "report.html")
 #: Files other commands write into a run's directory from its judgments (``harness export``,
 #: ``infer``, ``labels design``): they describe the run that was there, so a new run in that
 #: directory removes them. Files the harness does not write (a user's labels) are never removed.
@@ -41,50 +44,6 @@ DERIVED_FILES = (
     "labels/to_label.csv",
 )
 _TMP_MARK = ".tmp-"
-
-
-def dumps(value: Any, **kwargs: Any) -> str:
-    """``json.dumps`` that refuses Infinity and NaN: no file the harness writes holds them."""
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, **kwargs)
-    except ValueError as exc:
-        raise OutputError(f"refused to write a non-finite number: {exc}") from None
-
-
-def dumps_line(value: Any) -> bytes:
-    """One JSON line (``\\n`` ended) of ``value``, as :func:`dumps` would write it but by orjson,
-    about 7x faster on a judgment's row (bench/profile_judgment.py). orjson writes NaN and
-    Infinity as null, so a row with a null in it is checked for them and refused as ``dumps``
-    refuses it; orjson's refusals (an integer past 64 bits) go to ``dumps``."""
-    try:
-        data = orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
-    except orjson.JSONEncodeError:
-        return (dumps(value) + "\n").encode()
-    if b"null" in data and _non_finite(value):
-        dumps(value)  # raises OutputError, naming the value
-    return data
-
-
-def _non_finite(value: Any) -> bool:
-    """Does ``value`` hold a NaN or an infinity anywhere? (A loop, not recursion: it runs per row.)"""
-    if isinstance(value, float):
-        return value - value != 0.0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        for v in item.values() if isinstance(item, dict) else item:
-            kind = type(v)
-            if kind is float:
-                if v - v != 0.0:  # NaN for NaN and the infinities, 0.0 for every finite float
-                    return True
-            elif v is None or kind is str or kind is int or kind is bool:
-                continue
-            elif isinstance(v, float):
-                if v - v != 0.0:
-                    return True
-            elif isinstance(v, dict | list | tuple):
-                stack.append(v)
-    return False
 
 
 def io_problem(exc: OSError) -> str:

@@ -1,0 +1,292 @@
+"""A run's rows as typed values: what judgments.jsonl and results.jsonl hold, written and read here.
+
+- :class:`JudgmentRow`: one line of judgments.jsonl, a (transcript, rubric, judge) outcome with the
+  fields of ``planning.Judgment`` in its order; :class:`TurnJudgmentRow` is a per-turn run's
+  (``harness run --turns``), the same with its ``turn`` written after ``transcript_id``.
+- :class:`ResultRow`: one line of results.jsonl, a transcript's scores, composites, performance
+  and agent metrics; :class:`TurnScores` is its ``turns`` (per-turn runs only).
+
+Each row writes itself with ``line()`` (the bytes the run has always written: orjson, keys in field
+order, an optional key left out when it has no value) and is read back by ``iter_judgment_rows`` /
+``iter_result_rows``, which stream a file and validate each line once by pydantic straight from its
+JSON text (no dict in between); a bad line is one ``FILE:LINE: field: problem`` error. These are the
+only places a run's row files are named (``JUDGMENTS``, ``RESULTS``): ``rundir.read_run`` hands a
+reader the summary and these iterators (tests/test_rows.py keeps it so).
+
+The module sits below the rubrics and the planning vocabulary (``traces/export.py`` reads rows
+too), so reasons and statuses are plain strings here; ``planning.Judgment`` is the value a run
+builds, and :meth:`JudgmentRow.of` is its row.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+from .errors import UserInputError
+from .jsonlines import check_readable_file, dumps_line, line_error
+from .transcripts.performance import Performance
+from .validation import first_problem
+
+#: The row files of a run directory (and the only places they are named).
+JUDGMENTS = "judgments.jsonl"
+RESULTS = "results.jsonl"
+ROW_FILES = (JUDGMENTS, RESULTS)
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+def judgments_path(run: Path) -> Path:
+    return run / JUDGMENTS
+
+
+def results_path(run: Path) -> Path:
+    return run / RESULTS
+
+
+@dataclass(frozen=True, slots=True)
+class JudgmentRow:
+    """A line of judgments.jsonl: the fields of ``planning.Judgment``, documented there."""
+
+    __pydantic_config__ = _FORBID
+
+    transcript_id: str
+    rubric: str
+    rubric_version: str
+    judge: str
+    #: "scored", "unscored" (with a reason) or "failed" (with the error's kind)
+    status: str
+    score: float | None = None
+    raw_score: float | None = None
+    clamped: bool = False
+    #: the parser's reason, the run's own (no call made) or a failed call's kind
+    reason: str | None = None
+    error: str | None = None
+    raw_output: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    truncated_input: bool = False
+    compacted_input: bool = False
+    cost_usd: float | None = None
+    latency_ms: float | None = None
+    attempts: int = 0
+    retries: int = 0
+    billed_retries: int = 0
+    cached: bool = False
+    cache_key: str | None = None
+    #: a categorical rubric's label (its judgments have no score)
+    label: str | None = None
+    samples: int | None = None
+    sample_scores: list[float | None] | None = None
+    sample_labels: list[str | None] | None = None
+    spread: float | None = None
+    score_distribution: dict[str, float] | None = None
+    score_mass: float | None = None
+    #: a jury's verdict: {"method", "votes", "settled", "confidence"} (harness/jury/outputs.py)
+    jury: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, judgment: Any) -> JudgmentRow:
+        """The row of a ``planning.Judgment`` (any value with these attributes)."""
+        return cls(*_judgment_values(judgment))
+
+    @property
+    def shown(self) -> float | str | None:
+        """What the judgment says: its label, else its score; None when it is not scored."""
+        if self.status != "scored":
+            return None
+        return self.label if self.label is not None else self.score
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in JUDGMENT_FIELDS}
+
+    def line(self) -> bytes:
+        """The row's JSON line, as a run writes it; a NaN or an infinity is refused (``OutputError``)."""
+        return dumps_line(self.as_dict())
+
+
+JUDGMENT_FIELDS = tuple(f.name for f in fields(JudgmentRow))
+_judgment_values = operator.attrgetter(*JUDGMENT_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnJudgmentRow(JudgmentRow):
+    """A per-turn run's judgment (``harness run --turns``): written with ``turn`` after ``transcript_id``."""
+
+    __pydantic_config__ = _FORBID
+
+    #: the turn judged, counted from 1
+    turn: int = field(kw_only=True)
+
+    @classmethod
+    def of_turn(cls, judgment: Any, turn: int) -> TurnJudgmentRow:
+        return cls(*_judgment_values(judgment), turn=turn)
+
+    def as_dict(self) -> dict[str, Any]:
+        values = {name: getattr(self, name) for name in JUDGMENT_FIELDS}
+        return {"transcript_id": values.pop("transcript_id"), "turn": self.turn, **values}
+
+
+@dataclass(frozen=True, slots=True)
+class TurnScores:
+    """A per-turn run's ``turns`` of a results row (``planning.turns``)."""
+
+    __pydantic_config__ = _FORBID
+
+    #: the turns judged, in order
+    judged: list[int]
+    #: the rule that made the conversation's score of its turns'
+    aggregate: str
+    #: judge -> rubric -> each judged turn's score (None: that turn not scored)
+    scores: dict[str, dict[str, list[float | None]]]
+    #: selected turns the conversation does not have (absent when none)
+    absent: list[int] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"judged": self.judged, "aggregate": self.aggregate, "scores": self.scores}
+        if self.absent:
+            out["absent"] = self.absent
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRow:
+    """A line of results.jsonl: one transcript. The optional fields are left out of the line when
+    they have no value (``agent_notes`` also when empty); a transcript with agent metrics has all
+    of ``agent``, ``agent_unscored`` and ``agent_steps``."""
+
+    __pydantic_config__ = _FORBID
+
+    transcript_id: str
+    #: judge -> rubric -> the transcript's score (None: not scored)
+    scores: dict[str, dict[str, float | None]]
+    #: judge -> composite -> its value (None: not scored)
+    composites: dict[str, dict[str, float | None]]
+    #: judge -> rubric -> "STATUS: REASON" for every score that is None
+    unscored: dict[str, dict[str, str]]
+    #: judge -> composite -> why it is None
+    composites_unscored: dict[str, dict[str, str]]
+    #: the transcript's timings and tool-call count
+    performance: Performance
+    #: the task the transcript attempted (repeated runs of a task share it)
+    task: str | None = None
+    #: a per-turn run's turns and their scores
+    turns: TurnScores | None = None
+    #: the deterministic agent metrics (name -> value; None: cannot be said); counts are integers
+    agent: dict[str, int | float | None] | None = None
+    #: why each None agent value cannot be said
+    agent_unscored: dict[str, str] | None = None
+    #: the indices of the steps behind each agent value
+    agent_steps: dict[str, list[int]] | None = None
+    #: a scored agent value in words (a mismatch's missing calls, a check's detail)
+    agent_notes: dict[str, str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "transcript_id": self.transcript_id,
+            "scores": self.scores,
+            "composites": self.composites,
+            "unscored": self.unscored,
+            "composites_unscored": self.composites_unscored,
+            "performance": self.performance.as_dict(),
+        }
+        if self.task is not None:
+            out["task"] = self.task
+        if self.turns is not None:
+            out["turns"] = self.turns.as_dict()
+        if self.agent is not None:
+            out["agent"] = self.agent
+        if self.agent_unscored is not None:
+            out["agent_unscored"] = self.agent_unscored
+        if self.agent_steps is not None:
+            out["agent_steps"] = self.agent_steps
+        if self.agent_notes:
+            out["agent_notes"] = self.agent_notes
+        return out
+
+    def line(self) -> bytes:
+        """The row's JSON line, as a run writes it. Every number in it is checked where it is made
+        (scores in their judgment's row, composites by the writer, timings when read), so orjson
+        writes it as is; past orjson (an integer beyond 64 bits) the checked path."""
+        values = self.as_dict()
+        try:
+            return orjson.dumps(values, option=orjson.OPT_APPEND_NEWLINE)
+        except orjson.JSONEncodeError:
+            return dumps_line(values)
+
+
+_JUDGMENT = TypeAdapter(JudgmentRow)
+_TURN_JUDGMENT = TypeAdapter(TurnJudgmentRow)
+_RESULT = TypeAdapter(ResultRow)
+Row = TypeVar("Row")
+
+
+def _parse(adapter: TypeAdapter[Any], path: Path, number: int, text: bytes) -> Any:
+    try:
+        return adapter.validate_json(text)
+    except ValidationError as exc:
+        problem = first_problem(exc, whole="<record>")
+        if problem.kind == "json_invalid":
+            raise line_error(path, number, "<json>", f"invalid JSON ({problem.problem.removeprefix('Invalid JSON: ')})") from None
+        raise line_error(path, number, problem.field, problem.problem) from None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    check_readable_file(path)
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
+    with handle:
+        for number, text in enumerate(handle, start=1):
+            if text.strip():
+                yield number, text
+
+
+def parse_judgment(text: bytes | str, path: Path = Path(JUDGMENTS), number: int = 1) -> JudgmentRow:
+    """One judgments.jsonl line: a :class:`TurnJudgmentRow` when it has a ``turn``."""
+    data = text.encode() if isinstance(text, str) else text
+    if b'"turn"' in data:  # the bytes only rule a per-turn row out cheaply; the schema decides
+        try:
+            row: JudgmentRow = _TURN_JUDGMENT.validate_json(data)
+            return row
+        except ValidationError:
+            pass  # not a per-turn row: the plain schema says what is wrong with it
+    return _parse(_JUDGMENT, path, number, data)
+
+
+def parse_result(text: bytes | str, path: Path = Path(RESULTS), number: int = 1) -> ResultRow:
+    data = text.encode() if isinstance(text, str) else text
+    row: ResultRow = _parse(_RESULT, path, number, data)
+    return row
+
+
+def iter_judgment_rows(path: Path) -> Iterator[JudgmentRow]:
+    """judgments.jsonl's rows, streamed, each validated once (a bad line: ``FILE:LINE: field: problem``)."""
+    for number, text in _lines(path):
+        yield parse_judgment(text, path, number)
+
+
+def iter_result_rows(path: Path) -> Iterator[ResultRow]:
+    """results.jsonl's rows, streamed, each validated once."""
+    for number, text in _lines(path):
+        yield parse_result(text, path, number)
+
+
+def iter_numbered(path: Path, kind: str) -> Iterator[tuple[int, JudgmentRow | ResultRow]]:
+    """(line number, row) of a judgments (``kind`` "judgments") or results file, for a reader that
+    names the line of a row it refuses."""
+    parse = parse_judgment if kind == "judgments" else parse_result
+    for number, text in _lines(path):
+        yield number, parse(text, path, number)
