@@ -148,8 +148,8 @@ class TurnScores:
     aggregate: str
     #: judge -> rubric -> each judged turn's score (None: that turn not scored)
     scores: dict[str, dict[str, list[float | None]]]
-    #: selected turns the conversation does not have (absent when none)
-    absent: list[int] | None = None
+    #: how many of the selected turns the conversation does not have (left out when none)
+    absent: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"judged": self.judged, "aggregate": self.aggregate, "scores": self.scores}

@@ -26,6 +26,7 @@ from ..planning import Entry, Judgment
 from ..planning.turns import TurnOptions, aggregate
 from ..rubrics.rubric import Rubric
 from ..transcripts.models import Resolved
+from ..rows import JUDGMENTS, RESULTS, ResultRow, TurnJudgmentRow, TurnScores
 from .files import StagedFile, atomic_write_text, dumps, dumps_line
 
 if TYPE_CHECKING:
@@ -75,9 +76,9 @@ class OutputSink:
         #: results row holds the conversation's score of its turns' by the options' rule
         self.turns = turns
         self.totals.turn_options = turns
-        self._judgments = StagedFile(out / "judgments.jsonl")
+        self._judgments = StagedFile(out / JUDGMENTS)
         try:
-            self._results = StagedFile(out / "results.jsonl")
+            self._results = StagedFile(out / RESULTS)
         except BaseException:
             self._judgments.discard()
             raise
@@ -87,7 +88,7 @@ class OutputSink:
         scores: dict[str, dict[str, float | None]] = {judge.name: {} for judge in self.judges}
         reasons: dict[str, dict[str, str]] = {}
         components: dict[str, dict[str, Component]] = {judge.name: {} for judge in self.judges}
-        turns: dict[str, Any] | None = None
+        turns: TurnScores | None = None
         if transcript.turns > 1:
             self.totals.multi_turn += 1
         if self.turns is not None:
@@ -125,29 +126,23 @@ class OutputSink:
                     composite_reasons.setdefault(judge.name, {})[name] = result.reason
                 self.totals.add_composite(judge.name, result)
         self.totals.add_transcript(transcript.performance)
-        row: dict[str, Any] = {
-            "transcript_id": transcript.id,
-            "scores": {judge: values for judge, values in scores.items() if values},
-            "composites": composites,
-            "unscored": reasons,
-            "composites_unscored": composite_reasons,
-            "performance": transcript.performance.as_dict(),
-        }
-        if transcript.task is not None:
-            row["task"] = transcript.task
-        if turns is not None:
-            row["turns"] = turns
-        if agent is not None:
-            row["agent"], row["agent_unscored"], row["agent_steps"] = agent.values, agent.unscored, agent.steps
-            if agent.notes:
-                row["agent_notes"] = agent.notes
         # Every number in the row is checked by now: scores in their judgment's row, composites
-        # above, and timings are bounded when the transcript is read. So orjson writes it as is.
-        try:
-            line = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
-        except orjson.JSONEncodeError:  # past orjson (an integer beyond 64 bits): the checked path
-            line = dumps_line(row)
-        self._results.write_bytes(line)
+        # above, and timings are bounded when the transcript is read (ResultRow.line).
+        row = ResultRow(
+            transcript_id=transcript.id,
+            scores={judge: values for judge, values in scores.items() if values},
+            composites=composites,
+            unscored=reasons,
+            composites_unscored=composite_reasons,
+            performance=transcript.performance,
+            task=transcript.task,
+            turns=turns,
+            agent=agent.values if agent is not None else None,
+            agent_unscored=agent.unscored if agent is not None else None,
+            agent_steps=agent.steps if agent is not None else None,
+            agent_notes=(agent.notes or None) if agent is not None else None,
+        )
+        self._results.write_bytes(row.line())
         if self.juries is not None:
             self.juries.observe(transcript.id, transcript.agent_model, (job.result for job in entry.jobs if job.result is not None), len(entry.jobs))
 
@@ -157,7 +152,7 @@ class OutputSink:
         scores: dict[str, dict[str, float | None]],
         reasons: dict[str, dict[str, str]],
         components: dict[str, dict[str, Component]],
-    ) -> dict[str, Any]:
+    ) -> TurnScores:
         """Write a transcript's turn judgments (each row with its ``turn``) and fill its results
         row's scores with the conversation's, by the rule of ``planning.turns``: scored only when
         every judged turn is, else unscored with the first other turn's reason."""
@@ -168,8 +163,7 @@ class OutputSink:
         for job in entry.jobs:
             j = job.result
             assert j is not None and job.turn is not None
-            row = j.as_dict()
-            self._judgments.write_bytes(dumps_line({"transcript_id": row.pop("transcript_id"), "turn": job.turn, **row}))
+            self._judgments.write_bytes(TurnJudgmentRow.of_turn(j, job.turn).line())
             self.totals.add(j, to_series=False)
             by_pair.setdefault((j.judge, j.rubric), []).append((job.turn, j))
             judged[job.turn] = None
@@ -206,10 +200,7 @@ class OutputSink:
                 reasons.setdefault(judge, {})[name] = f"{j.status}: {j.reason} (turn {turn})"
                 components[judge][name] = Component(j.status, None, j.reason)
                 self.totals.add_conversation(name, judge, None, j.reason)
-        out: dict[str, Any] = {"judged": list(judged), "aggregate": self.turns.aggregate, "scores": per_turn}
-        if entry.turns_absent:
-            out["absent"] = entry.turns_absent
-        return out
+        return TurnScores(list(judged), self.turns.aggregate, per_turn, entry.turns_absent or None)
 
     def _add_juries(self, juries: JuryRun) -> None:
         """The rows written so far again, with the juries' verdicts added (harness/jury/outputs.py)."""
@@ -264,9 +255,10 @@ class OutputSink:
 
 
 def judgment_line(judgment: Judgment) -> bytes:
-    """A judgments.jsonl row: orjson writes a dataclass's fields in order, as ``as_dict`` gives
-    them, without building the dict (bench/throughput.py --case 4); a non-finite number is refused
-    by the checked path, as every output row's is."""
+    """A judgments.jsonl row, the bytes of ``rows.JudgmentRow.of(judgment).line()`` (the fields and
+    their order are one: tests/test_rows.py), written from the judgment itself: orjson writes a
+    dataclass's fields in order without building the dict or the row (bench/throughput.py --case 4);
+    a non-finite number is refused by the checked path, as every output row's is."""
     if judgment.non_finite() is not None:
         return dumps_line(judgment.as_dict())  # raises OutputError, naming the value
     try:
