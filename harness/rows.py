@@ -39,7 +39,8 @@ JUDGMENTS = "judgments.jsonl"
 RESULTS = "results.jsonl"
 ROW_FILES = (JUDGMENTS, RESULTS)
 
-_FORBID = ConfigDict(extra="forbid")
+#: strict: a number is a JSON number (never "3" or true), finite; a field unknown to the row is refused
+_FORBID = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 def judgments_path(run: Path) -> Path:
@@ -237,7 +238,8 @@ def _parse(adapter: TypeAdapter[Any], path: Path, number: int, text: bytes) -> A
         problem = first_problem(exc, whole="<record>")
         if problem.kind == "json_invalid":
             raise line_error(path, number, "<json>", f"invalid JSON ({problem.problem.removeprefix('Invalid JSON: ')})") from None
-        raise line_error(path, number, problem.field, problem.problem) from None
+        said = {"unexpected_keyword_argument": "unknown field", "missing_argument": "required field is missing"}.get(problem.kind, problem.problem)
+        raise line_error(path, number, problem.field, said) from None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -284,9 +286,13 @@ def iter_result_rows(path: Path) -> Iterator[ResultRow]:
         yield parse_result(text, path, number)
 
 
-def iter_numbered(path: Path, kind: str) -> Iterator[tuple[int, JudgmentRow | ResultRow]]:
-    """(line number, row) of a judgments (``kind`` "judgments") or results file, for a reader that
-    names the line of a row it refuses."""
-    parse = parse_judgment if kind == "judgments" else parse_result
+def numbered_judgments(path: Path) -> Iterator[tuple[int, JudgmentRow]]:
+    """(line number, row) of judgments.jsonl, for a reader that names the line of a row it refuses."""
     for number, text in _lines(path):
-        yield number, parse(text, path, number)
+        yield number, parse_judgment(text, path, number)
+
+
+def numbered_results(path: Path) -> Iterator[tuple[int, ResultRow]]:
+    """(line number, row) of results.jsonl."""
+    for number, text in _lines(path):
+        yield number, parse_result(text, path, number)

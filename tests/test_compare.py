@@ -280,9 +280,12 @@ def test_bad_inputs(runs: dict[str, Path], tmp_path: Path) -> None:
         text = (runs["A"] / name).read_text().replace('"mini"', '"maxi"')
         (other / name).write_text(text)
     assert "have no judge in common" in one_line_error([a, str(other)])
-    # Bad JSON in results.jsonl names its line.
-    (other / "results.jsonl").write_text('{"transcript_id": "t00"}\n{oops\n')
+    # Bad JSON in results.jsonl names its line; so does a row the results schema refuses (harness/rows.py).
+    first = (other / "results.jsonl").read_text().splitlines()[0]
+    (other / "results.jsonl").write_text(first + "\n{oops\n")
     assert one_line_error([a, str(other)]).startswith(f"error: {other / 'results.jsonl'}:2: <json>: invalid JSON")
+    (other / "results.jsonl").write_text('{"transcript_id": "t00"}\n')
+    assert one_line_error([a, str(other)]) == f"error: {other / 'results.jsonl'}:1: scores: required field is missing"
 
 
 @pytest.mark.timeout(120)

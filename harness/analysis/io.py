@@ -24,8 +24,9 @@ from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..metrics.schema import JudgeModel, JurySummary, RunSummary
+from ..rows import ResultRow, TurnJudgmentRow, numbered_judgments, numbered_results
 from ..rubrics.rubric import Rubric, load_rubrics
-from ..rundir import interrupted_note, open_run_dir, version_note
+from ..rundir import interrupted_note, open_run_dir, run_rows, version_note
 from ..validation import first_problem
 
 __all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "parse_labels", "read_labels", "read_run"]
@@ -165,17 +166,15 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     judges = tuple(summary.judge_models) or ((NO_JUDGE,) if summary.agent else ())
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
 
-    judgments = run / "judgments.jsonl"
-    for line, row in iter_json_objects(judgments):
-        if "turn" in row:
+    rows = run_rows(run, summary)
+    judgments = rows.judgments_file
+    for line, row in numbered_judgments(judgments):
+        if isinstance(row, TurnJudgmentRow):
             continue  # a turn's judgment (``harness run --turns``): its conversation's score is in results.jsonl
-        tid = _field(judgments, line, row, "transcript_id", (str,))
-        rubric = _field(judgments, line, row, "rubric", (str,))
-        judge = _field(judgments, line, row, "judge", (str,))
-        status = _field(judgments, line, row, "status", (str,))
+        tid, rubric, judge, status = row.transcript_id, row.rubric, row.judge, row.status
         if status not in ("scored", "unscored", "failed"):
             raise line_error(judgments, line, "status", f"expected scored, unscored or failed, got {status!r}")
-        score = _score(judgments, line, row.get("score"), "score")
+        score = row.score
         if status == "scored" and score is None:
             raise line_error(judgments, line, "score", "a scored judgment has no score")
         if rubric not in metrics or metrics[rubric].kind != "rubric":
@@ -185,37 +184,33 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
         cell = outcomes.setdefault((rubric, judge), {})
         if tid in cell:
             raise line_error(judgments, line, "transcript_id", f"second judgment of ({tid}, {rubric}, {judge})")
-        cell[tid] = Outcome(status, score if status == "scored" else None, row.get("reason"))
+        cell[tid] = Outcome(status, score if status == "scored" else None, row.reason)
 
-    results = run / "results.jsonl"
+    results = rows.results_file
     transcripts: list[str] = []
     composites = [m for m in metrics.values() if m.kind == "composite"]
     agent = [m for m in metrics.values() if m.kind == "agent"]
-    for line, row in iter_json_objects(results):
-        tid = _field(results, line, row, "transcript_id", (str,))
+    for line, result in numbered_results(results):
+        tid = result.transcript_id
         transcripts.append(tid)
-        if agent and isinstance(row.get("agent"), dict):
+        if agent and result.agent is not None:
             # a deterministic metric: the same outcome under every judge of the run
-            why = row.get("agent_unscored") or {}
+            why = result.agent_unscored or {}
             for metric in agent:
-                if metric.name in row["agent"]:
-                    value = _score(results, line, row["agent"][metric.name], f"agent.{metric.name}")
-                    outcome = Outcome("scored", value, None) if value is not None else Outcome("unscored", None, why.get(metric.name))
+                if metric.name in result.agent:
+                    value = result.agent[metric.name]
+                    outcome = Outcome("scored", float(value), None) if value is not None else Outcome("unscored", None, why.get(metric.name))
                     for judge in judges:
                         outcomes.setdefault((metric.name, judge), {})[tid] = outcome
-        if isinstance(row.get("turns"), dict):
-            _conversation_scores(results, line, row, tid, metrics, judges, outcomes)
-        values = row.get("composites") or {}
-        reasons = row.get("composites_unscored") or {}
-        if not isinstance(values, dict) or not isinstance(reasons, dict):
-            raise line_error(results, line, "composites", "expected an object per judge")
+        if result.turns is not None:
+            _conversation_scores(results, line, result, tid, metrics, judges, outcomes)
         for judge in judges:
-            per_judge = values.get(judge) or {}
+            per_judge = result.composites.get(judge) or {}
             for metric in composites:
                 if metric.name not in per_judge:
                     continue
-                value = _score(results, line, per_judge[metric.name], f"composites.{judge}.{metric.name}")
-                reason = (reasons.get(judge) or {}).get(metric.name)
+                value = per_judge[metric.name]
+                reason = (result.composites_unscored.get(judge) or {}).get(metric.name)
                 outcome = Outcome("scored", value, None) if value is not None else Outcome("unscored", None, reason)
                 outcomes.setdefault((metric.name, judge), {})[tid] = outcome
     if len(set(transcripts)) != len(transcripts):
@@ -229,7 +224,7 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
 def _conversation_scores(
     path: Path,
     line: int,
-    row: dict[str, Any],
+    row: ResultRow,
     tid: str,
     metrics: Mapping[str, Metric],
     judges: tuple[str, ...],
@@ -237,16 +232,13 @@ def _conversation_scores(
 ) -> None:
     """A conversation judged per turn: each rubric's outcome is its conversation's score (the
     rule of ``planning.turns``), as the results row holds it, not one turn's judgment."""
-    scores = row.get("scores") or {}
-    unscored = row.get("unscored") or {}
-    if not isinstance(scores, dict) or not isinstance(unscored, dict):
-        raise line_error(path, line, "scores", "expected an object per judge")
+    scores, unscored = row.scores, row.unscored
     for judge in judges:
         names = {**(unscored.get(judge) or {}), **(scores.get(judge) or {})}
         for name in names:
             if name not in metrics or metrics[name].kind != "rubric":
                 raise line_error(path, line, f"scores.{judge}", f"{name!r} is not among the run's rubrics in summary.json")
-            value = _score(path, line, (scores.get(judge) or {}).get(name), f"scores.{judge}.{name}")
+            value = (scores.get(judge) or {}).get(name)
             if value is not None:
                 outcomes.setdefault((name, judge), {})[tid] = Outcome("scored", value, None)
                 continue
