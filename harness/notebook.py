@@ -26,6 +26,7 @@ from .config import JudgeConfig
 from .errors import HarnessError, UserInputError
 from .exit_codes import exit_code_for
 from .planning import Judgment, RunOptions
+from .rows import JudgmentRow, ResultRow, iter_judgment_rows, iter_result_rows, judgments_path, results_path
 from .runner import run_evaluation
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -45,16 +46,16 @@ class EvaluationError(HarnessError):
 
 @dataclass(slots=True)
 class Results:
-    """What one evaluation wrote, read back: ``judgments`` (one dict per transcript, rubric and
-    judge, as in judgments.jsonl), ``transcripts`` (one per transcript, as in results.jsonl) and
-    ``summary`` (summary.json)."""
+    """What one evaluation wrote, read back: ``judgments`` (one typed row per transcript, rubric and
+    judge, ``harness.rows.JudgmentRow``, as in judgments.jsonl), ``transcripts`` (one
+    ``harness.rows.ResultRow`` per transcript, as in results.jsonl) and ``summary`` (summary.json)."""
 
     out: Path
     exit_code: int
     message: str
     summary: dict[str, Any]
-    judgments: list[dict[str, Any]] = field(repr=False)
-    transcripts: list[dict[str, Any]] = field(repr=False)
+    judgments: list[JudgmentRow] = field(repr=False)
+    transcripts: list[ResultRow] = field(repr=False)
 
     def to_pandas(self, level: str = "judgment") -> pd.DataFrame:
         """A DataFrame with one row per judgment (``level="judgment"``) or per transcript
@@ -63,17 +64,17 @@ class Results:
         import pandas as pd
 
         if level == "judgment":
-            return pd.DataFrame(self.judgments)
+            return pd.DataFrame([j.as_dict() for j in self.judgments])
         if level != "transcript":
             raise ValueError(f"level must be 'judgment' or 'transcript', not {level!r}")
         rows = []
         for row in self.transcripts:
-            flat: dict[str, Any] = {"transcript_id": row["transcript_id"]}
-            for group in ("scores", "composites"):
-                for judge, values in row.get(group, {}).items():
+            flat: dict[str, Any] = {"transcript_id": row.transcript_id}
+            for group in (row.scores, row.composites):
+                for judge, values in group.items():
                     for name, value in values.items():
                         flat[f"{judge}/{name}"] = value
-            for name, value in (row.get("performance") or {}).items():
+            for name, value in row.performance.as_dict().items():
                 flat[name] = value
             rows.append(flat)
         return pd.DataFrame(rows)
@@ -244,14 +245,15 @@ def _missing(value: Any) -> bool:
 
 
 def _read_results(run_dir: Path, exit_code: int, message: str, summary: dict[str, Any]) -> Results:
-    def rows(name: str) -> list[dict[str, Any]]:
-        path = run_dir / name
-        if not path.exists():
-            return []
-        with path.open(encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
-
-    return Results(run_dir, exit_code, message, summary, rows("judgments.jsonl"), rows("results.jsonl"))
+    judgments, results = judgments_path(run_dir), results_path(run_dir)
+    return Results(
+        run_dir,
+        exit_code,
+        message,
+        summary,
+        list(iter_judgment_rows(judgments)) if judgments.exists() else [],
+        list(iter_result_rows(results)) if results.exists() else [],
+    )
 
 
 class _ProgressBar:

@@ -17,7 +17,6 @@ comparison ``assert judged >= 0.7``.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import HarnessError, UserInputError
+from .rows import iter_judgment_rows, judgments_path
 
 if TYPE_CHECKING:  # the config is read when a test judges, not when pytest loads the plugin
     from .config import JudgeConfig
@@ -237,14 +237,14 @@ def _judged(
             progress=False,
         )
         outcome: RunOutcome = _run_sync(lambda: run_evaluation(options))
-        rows = [json.loads(line) for line in (folder / "run" / "judgments.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = list(iter_judgment_rows(judgments_path(folder / "run")))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     recorded = outcome.summary.judge_models.get(name)
     verdicts = tuple(
-        Verdict(r["transcript_id"], r["status"], r.get("score"), r.get("reason"), r.get("raw_output") or r.get("error"), bool(r.get("cached")))
+        Verdict(r.transcript_id, r.status, r.score, r.reason, r.raw_output or r.error, r.cached)
         for r in rows
-        if r["rubric"] == rubric and r["judge"] == name
+        if r.rubric == rubric and r.judge == name
     )
     return Judged(rubric, name, recorded.model if recorded is not None else None, s.offline, verdicts)
 

@@ -31,7 +31,7 @@ RECORDS = [
 
 
 def _scores(results: harness.notebook.Results) -> dict[tuple[str, str], Any]:
-    return {(j["transcript_id"], j["rubric"]): (j["status"], j["score"]) for j in results.judgments}
+    return {(j.transcript_id, j.rubric): (j.status, j.score) for j in results.judgments}
 
 
 def test_every_kind_of_data_gives_the_same_judgments(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_evaluate_inside_a_running_event_loop(tmp_path: Path) -> None:
 
         synced, awaited = asyncio.run(cell())
     assert _scores(synced) == _scores(awaited)
-    assert not any(j["cached"] for j in synced.judgments) and all(j["cached"] for j in awaited.judgments)
+    assert not any(j.cached for j in synced.judgments) and all(j.cached for j in awaited.judgments)
 
 
 def test_bad_data_is_one_clear_error(tmp_path: Path) -> None:

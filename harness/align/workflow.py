@@ -34,9 +34,9 @@ from ..analysis.scales import PASS, bins_for, threshold_for
 from ..capabilities import check_supported
 from ..errors import OutputError, UserInputError
 from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
-from ..jsonlines import iter_json_objects
 from ..outputs.files import atomic_write_text, dumps
 from ..planning import JudgeOptions, RunOptions, build_plan
+from ..rows import iter_judgment_rows, judgments_path
 from ..rubrics.rubric import Rubric, builtin_prompts_dir, rubric_text
 from ..runner.session import RunOutcome
 from ..traces.loader import iter_raw, parse_record
@@ -429,10 +429,10 @@ class _Align:
             judges_only=[inputs.writer],
         )
         self.spent.add(await judge_subset({"r": record}, ["r"], folder / "request.jsonl", run, "align stopped: rewriting the criteria"))
-        rows = [row for _, row in iter_json_objects(folder / "run" / "judgments.jsonl")]
-        reply = rows[0].get("raw_output") if rows else None
-        if not rows or rows[0].get("status") == "failed" or reply is None:
-            failure = str(rows[0].get("error") or rows[0].get("reason")) if rows else "no judgment"
+        rows = list(iter_judgment_rows(judgments_path(folder / "run")))
+        reply = rows[0].raw_output if rows else None
+        if not rows or rows[0].status == "failed" or reply is None:
+            failure = str(rows[0].error or rows[0].reason) if rows else "no judgment"
             return CandidateResult("rewrite", "skipped", f"judge {inputs.writer!r} gave no rewrite ({failure})"), None
         made = cand.rewritten_rubric(inputs.rubric, str(reply))
         if isinstance(made, str):

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..agent.passk import TaskMean, flakiness, is_flaky, mean_over_tasks, pass_at_k, pass_hat_k, undefined_reason
 from ..errors import UserInputError
-from ..jsonlines import iter_json_objects, line_error
 from ..metrics.schema import RunSummary
+from ..rows import iter_result_rows, results_path
 from ..rundir import open_run_dir, resolve_input
 from .completeness import Completeness, completeness
 from .io import RunData, read_labels, read_run
@@ -284,24 +284,18 @@ class _Rows:
 
 
 def _read_results(run: Path) -> _Rows:
-    results = run / "results.jsonl"
+    results = results_path(run)
     rows = _Rows(results, [], {}, set(), {})
-    for line, row in iter_json_objects(results):
-        tid = row.get("transcript_id")
-        if not isinstance(tid, str):
-            raise line_error(results, line, "transcript_id", "missing" if tid is None else f"unexpected value {tid!r}")
+    for row in iter_result_rows(results):
+        tid = row.transcript_id
         rows.ids.append(tid)
-        if "task" in row:
-            task = row["task"]
-            if task is not None and (not isinstance(task, str) or not task):
-                raise line_error(results, line, "task", f"expected a task id (text) or null, got {task!r}")
-            rows.task[tid] = task
+        if row.task is not None:  # a run writes a task only when the transcript has one
+            if not row.task:
+                raise UserInputError(f"{results}: task: expected a task id (text), got an empty one (transcript {tid})")
+            rows.task[tid] = row.task
             rows.has_task.add(tid)
-        agent = row.get("agent")
-        if agent is not None:
-            if not isinstance(agent, dict):
-                raise line_error(results, line, "agent", "expected an object of agent metrics")
-            rows.agent[tid] = agent
+        if row.agent is not None:
+            rows.agent[tid] = row.agent
     return rows
 
 

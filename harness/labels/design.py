@@ -38,8 +38,8 @@ from ..agent.render import timeline
 from ..analysis.io import Labels, Metric, RunData, read_labels, read_run
 from ..analysis.scales import bins_for
 from ..errors import UserInputError
-from ..jsonlines import iter_json_objects
 from ..outputs.files import atomic_write_text, dumps
+from ..rows import JudgmentRow, iter_judgment_rows, judgments_path
 from ..rundir import read_summary
 from ..validation import first_problem
 
@@ -137,23 +137,23 @@ def inclusion_probabilities(u: np.ndarray, n: int, floor: float) -> np.ndarray:
     return np.minimum(pi, 1.0)
 
 
-def _judgment_rows(run: RunData) -> list[dict[str, Any]]:
-    return [row for _, row in iter_json_objects(run.path / "judgments.jsonl")]
+def _judgment_rows(run: RunData) -> list[JudgmentRow]:
+    return list(iter_judgment_rows(judgments_path(run.path)))
 
 
 def _spread_or_distribution(run: RunData, rubric: str, judge: str, kind: str) -> dict[str, float]:
     """Transcript id -> the judge's own uncertainty: sample spread, or the SD of its logprob scores."""
     out: dict[str, float] = {}
     for row in _judgment_rows(run):
-        if row.get("rubric") != rubric or row.get("judge") != judge or row.get("status") != "scored":
+        if row.rubric != rubric or row.judge != judge or row.status != "scored":
             continue
-        if kind == "spread" and isinstance(row.get("spread"), int | float):
-            out[row["transcript_id"]] = float(row["spread"])
-        elif kind == "logprob" and isinstance(row.get("score_distribution"), dict) and row["score_distribution"]:
-            dist = {float(k): float(v) for k, v in row["score_distribution"].items()}
+        if kind == "spread" and row.spread is not None:
+            out[row.transcript_id] = float(row.spread)
+        elif kind == "logprob" and row.score_distribution:
+            dist = {float(k): float(v) for k, v in row.score_distribution.items()}
             mass = sum(dist.values())
             mean = sum(s * p for s, p in dist.items()) / mass
-            out[row["transcript_id"]] = math.sqrt(max(0.0, sum(p * (s - mean) ** 2 for s, p in dist.items()) / mass))
+            out[row.transcript_id] = math.sqrt(max(0.0, sum(p * (s - mean) ** 2 for s, p in dist.items()) / mass))
     return out
 
 

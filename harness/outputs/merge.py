@@ -19,9 +19,9 @@ import json
 import re
 import shutil
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -31,8 +31,8 @@ from ..metrics.composites import CompositeResult, Missing
 from ..metrics.run import RunTotals
 from ..metrics.schema import BudgetRecord, JuryPanelRecord, JurySummary, RunRecord, RunSummary
 from ..planning import Judgment
+from ..rows import JUDGMENTS, RESULTS, ResultRow, judgments_path, parse_judgment, parse_result, results_path
 from ..rundir import open_run_dir
-from ..transcripts.performance import Performance
 from ..validation import first_problem
 from .files import dumps_line
 from .writer import write_summary
@@ -167,12 +167,12 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     out.mkdir(parents=True, exist_ok=True)
     runs = [run for run, _ in ordered]
     judgments = 0
-    paths = [r / "judgments.jsonl" for r in runs]
+    paths = [judgments_path(r) for r in runs]
     skip = frozenset(panels)
     moved = _paid_first(paths, skip)
     # With juries, the judges' rows go to a side file first: the juries' are decided over them all.
-    judgments_file = out / ".judgments.jsonl.merge" if juries is not None else out / "judgments.jsonl"
-    results_file = out / ".results.jsonl.merge" if juries is not None else out / "results.jsonl"
+    judgments_file = out / f".{JUDGMENTS}.merge" if juries is not None else judgments_path(out)
+    results_file = out / f".{RESULTS}.merge" if juries is not None else results_path(out)
     with judgments_file.open("w", encoding="utf-8") as fh:
         for group in _interleave(paths, "transcript_id"):
             kept = []
@@ -183,7 +183,7 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
                 if row.get("judge") in skip:
                     continue
                 line = moved.get(judgments, line)
-                judgment = Judgment(**json.loads(line))
+                judgment = Judgment(**parse_judgment(line).as_dict())
                 totals.add(judgment)
                 kept.append(judgment)
                 fh.write(line)
@@ -191,18 +191,23 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
             if juries is not None and tid is not None:
                 juries.observe(str(tid), None, kept, len(kept), count_agent=False)
     with results_file.open("w", encoding="utf-8") as fh:
-        for group in _interleave([r / "results.jsonl" for r in runs], "transcript_id"):
-            row = json.loads(group[0])
+        for group in _interleave([results_path(r) for r in runs], "transcript_id"):
+            row = parse_result(group[0])
             for judge in judges:
                 for name in composites:
                     totals.add_composite(judge.name, _composite(name, row, judge.name))
-            totals.add_transcript(Performance(**row["performance"]))
-            if isinstance(row.get("agent"), dict):
-                totals.add_agent(row["agent"], row.get("agent_unscored") or {})
+            totals.add_transcript(row.performance)
+            if row.agent is not None:
+                totals.add_agent(row.agent, row.agent_unscored or {})
             if skip:
-                for part in ("scores", "composites", "unscored", "composites_unscored"):
-                    row[part] = {k: v for k, v in (row.get(part) or {}).items() if k not in skip}
-                fh.write(dumps_line(row).decode())
+                row = replace(
+                    row,
+                    scores=_without(row.scores, skip),
+                    composites=_without(row.composites, skip),
+                    unscored=_without(row.unscored, skip),
+                    composites_unscored=_without(row.composites_unscored, skip),
+                )
+                fh.write(row.line().decode())
             else:
                 fh.write(group[0])
     if juries is not None:
@@ -258,7 +263,7 @@ def _add_juries(juries: JuryRun, out: Path, judgments: Path, results: Path, comp
     from .writer import judgment_line
 
     try:
-        with (out / "judgments.jsonl").open("wb") as jfh, (out / "results.jsonl").open("wb") as rfh:
+        with judgments_path(out).open("wb") as jfh, results_path(out).open("wb") as rfh:
 
             def jury_row(j: Judgment) -> None:
                 jfh.write(judgment_line(j))
@@ -296,11 +301,19 @@ def _scales(run: Path, summary: RunSummary) -> dict[str, tuple[float, float]]:
     return scales
 
 
-def _composite(name: str, row: dict[str, Any], judge: str) -> CompositeResult:
-    value = row["composites"].get(judge, {}).get(name)
+_V = TypeVar("_V")
+
+
+def _without(by_judge: dict[str, _V], juries: frozenset[str]) -> dict[str, _V]:
+    """A results row's per-judge part without the juries' (decided again over the merged run)."""
+    return {k: v for k, v in by_judge.items() if k not in juries}
+
+
+def _composite(name: str, row: ResultRow, judge: str) -> CompositeResult:
+    value = row.composites.get(judge, {}).get(name)
     if value is not None:
         return CompositeResult(name, "scored", value, None, ())
-    reason = row["composites_unscored"].get(judge, {}).get(name, "")
+    reason = row.composites_unscored.get(judge, {}).get(name, "")
     match = _MISSING.match(reason)
     if match is None:
         missing = Missing(name, "missing", None)

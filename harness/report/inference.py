@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from ..errors import UserInputError
 from ..labels.schema import InferResult
+from ..rows import judgments_path
 from ..validation import first_problem
 
 __all__ = ["INFERENCE_NAME", "read_inference"]
@@ -39,7 +40,7 @@ def read_inference(run_dir: Path) -> tuple[InferResult | None, list[str]]:
         problem = first_problem(exc, whole="document")
         raise UserInputError(f"{path}: {problem}: not an inference.json written by harness infer; rerun harness infer") from None
     notes = []
-    judgments = run_dir / "judgments.jsonl"
+    judgments = judgments_path(run_dir)
     if judgments.is_file() and judgments.stat().st_mtime > path.stat().st_mtime:
         notes.append(f"{path} is older than the run's judgments: the human-label estimates may describe an earlier run; rerun harness infer")
     return result, notes

@@ -26,6 +26,7 @@ from ..agent.steps import Step
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
 from ..metrics.schema import RunSummary
+from ..rows import judgments_path, results_path
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..rundir import interrupted_note, open_run_dir, refuse_per_turn, resolve_input, version_note
 from ..traces.loader import iter_transcripts
@@ -78,11 +79,11 @@ class RunView:
 
     @property
     def results_path(self) -> Path:
-        return self.path / "results.jsonl"
+        return results_path(self.path)
 
     @property
     def judgments_path(self) -> Path:
-        return self.path / "judgments.jsonl"
+        return judgments_path(self.path)
 
 
 def clip(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:

@@ -47,6 +47,7 @@ from ..metrics.schema import (
 from ..outputs.files import OutDirLock, StagedFile, dumps, prepare_out_dir, remove_stale
 from ..outputs.writer import OutputSink, write_summary
 from ..planning import Job, Judgment, RunOptions, RunPlan, build_plan
+from ..rows import ROW_FILES
 from ..rubrics.rubric import Rubric, inline_custom, opt_in_notice
 from ..traces.loader import ScanResult
 from .engine import Runner
@@ -437,7 +438,7 @@ def _commit(sink: OutputSink, skipped: StagedFile | None) -> set[str]:
     """Rename the staged outputs into place; return the names written."""
     try:
         sink.commit()
-        written = {"judgments.jsonl", "results.jsonl", "summary.json"}
+        written = {*ROW_FILES, "summary.json"}
         if skipped is not None:
             skipped.commit()
             written.add("skipped.jsonl")

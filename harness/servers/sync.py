@@ -29,8 +29,8 @@ from ..cache.base import CacheStore
 from ..cache.location import open_store
 from ..errors import UserInputError
 from ..exit_codes import EXIT_BUDGET
-from ..jsonlines import iter_json_objects
 from ..planning import RunOptions, build_plan
+from ..rows import iter_judgment_rows, judgments_path
 from .base import PulledTrace, Window
 from .operations import PullResult, PushResult, connect, pull_into, push_with
 from .source import Source, parse_source
@@ -148,14 +148,10 @@ def _budget_limit(options: RunOptions, transcripts: int) -> int:
 
 def _unhandled(run_dir: Path) -> set[str]:
     """Transcripts with a judgment that was not made (budget, interrupt, offline miss) or failed."""
-    path = run_dir / "judgments.jsonl"
+    path = judgments_path(run_dir)
     if not path.is_file():
         return set()
-    return {
-        str(row.get("transcript_id"))
-        for _, row in iter_json_objects(path)
-        if row.get("status") == "failed" or (row.get("status") == "unscored" and row.get("reason") in NOT_DONE)
-    }
+    return {row.transcript_id for row in iter_judgment_rows(path) if row.status == "failed" or (row.status == "unscored" and row.reason in NOT_DONE)}
 
 
 def advance(pulled: list[PulledTrace], unhandled_traces: set[str], window_end: float, current: Position | None) -> Position | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserInputError
-from ..jsonlines import iter_json_objects
+from ..rows import JudgmentRow, iter_judgment_rows, judgments_path
 from ..traces.reader import iter_records, resolve_format
 
 #: the namespace of verdict keys (uuid5): fixed forever, or every written verdict would be written again
@@ -131,26 +131,26 @@ def read_verdicts(run_dir: Path, input: Path | None = None, input_format: str = 
     models = summary.get("judge_models") or {}
     result = RunVerdicts()
     for row in _rows(run_dir):
-        link = transcript_links.get(str(row.get("transcript_id")))
-        if row.get("status") != "scored" or (row.get("score") is None and row.get("label") is None):
-            result.skip(str(row.get("status") or "unscored"))
+        link = transcript_links.get(row.transcript_id)
+        if row.status != "scored" or (row.score is None and row.label is None):
+            result.skip(row.status or "unscored")
             continue
         if link is None:
             result.skip("no trace")
             continue
         result.verdicts.append(
             Verdict(
-                transcript_id=str(row["transcript_id"]),
+                transcript_id=row.transcript_id,
                 trace_id=link.trace_id,
                 span_id=link.span_id,
-                rubric=str(row["rubric"]),
-                rubric_version=str(row.get("rubric_version") or ""),
-                judge=str(row["judge"]),
-                judge_model=_model(models, str(row["judge"])),
-                score=float(row["score"]) if row.get("score") is not None else None,
-                label=row.get("label"),
-                reason=row.get("raw_output"),
-                cost_usd=row.get("cost_usd"),
+                rubric=row.rubric,
+                rubric_version=row.rubric_version,
+                judge=row.judge,
+                judge_model=_model(models, row.judge),
+                score=row.score,
+                label=row.label,
+                reason=row.raw_output,
+                cost_usd=row.cost_usd,
                 run=run_dir.name,
             )
         )
@@ -163,9 +163,8 @@ def _model(models: Any, judge: str) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def _rows(run_dir: Path) -> Iterator[dict[str, Any]]:
-    path = run_dir / "judgments.jsonl"
+def _rows(run_dir: Path) -> Iterator[JudgmentRow]:
+    path = judgments_path(run_dir)
     if not path.is_file():
-        raise UserInputError(f"{run_dir}: not a run directory (no judgments.jsonl)")
-    for _, row in iter_json_objects(path):
-        yield row
+        raise UserInputError(f"{run_dir}: not a run directory (no {path.name})")
+    yield from iter_judgment_rows(path)

@@ -25,6 +25,7 @@ from ..errors import UserInputError
 from ..jsonlines import iter_json_objects, line_error
 from ..outputs.files import atomic_write_text, dumps
 from ..planning import JudgeOptions, RunOptions
+from ..rows import iter_judgment_rows, judgments_path
 from ..rubrics.rubric import builtin_prompts_dir
 from ..runner.session import RunOutcome, run_evaluation
 from ..validation import first_problem
@@ -172,5 +173,5 @@ def judge_records(
         judge, input=path, out=out / "judgments", rubrics=rubrics, prompts=[*suite_prompts, *judge.prompts], progress=False
     )
     outcome = asyncio.run(run_evaluation(options))
-    rows = [json.loads(line) for line in (out / "judgments" / "judgments.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [row.as_dict() for row in iter_judgment_rows(judgments_path(out / "judgments"))]
     return Judged(rows, outcome)

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..agent.steps import Step
 from ..errors import UserInputError
-from ..jsonlines import iter_json_objects
+from ..rows import iter_judgment_rows, iter_result_rows, judgments_path, results_path
 from .loader import iter_transcripts
 
 EXPORT_FORMATS = ("otel", "csv", "parquet")
@@ -149,29 +149,29 @@ def trace_links(input_path: Path | None, input_format: str) -> dict[str, TraceLi
 
 
 def _judgments(run_dir: Path) -> Iterator[dict[str, Any]]:
-    path = run_dir / "judgments.jsonl"
+    path = judgments_path(run_dir)
     if not path.is_file():
-        raise UserInputError(f"{run_dir}: not a run directory (no judgments.jsonl)")
-    for _, row in iter_json_objects(path):
-        yield {**row, "kind": JUDGMENT}
+        raise UserInputError(f"{run_dir}: not a run directory (no {path.name})")
+    for row in iter_judgment_rows(path):
+        yield {**row.as_dict(), "kind": JUDGMENT}
 
 
 def _agent_rows(run_dir: Path, findings: bool) -> Iterator[dict[str, Any]]:
     """results.jsonl's agent metrics, as rows shaped like a judgment's with no judge; with
     ``findings``, each transcript's step findings after its metrics."""
-    path = run_dir / "results.jsonl"
+    path = results_path(run_dir)
     if not path.is_file():
         return
-    for _, row in iter_json_objects(path):
-        agent = row.get("agent")
-        if not isinstance(agent, dict):
+    for row in iter_result_rows(path):
+        agent = row.agent
+        if agent is None:
             continue
-        reasons = row.get("agent_unscored") or {}
-        behind = row.get("agent_steps") or {}
+        reasons = row.agent_unscored or {}
+        behind = row.agent_steps or {}
         for name, value in agent.items():
             yield {
                 "kind": AGENT_METRIC,
-                "transcript_id": row["transcript_id"],
+                "transcript_id": row.transcript_id,
                 "judge": None,
                 "rubric": name,
                 "status": "scored" if value is not None else "unscored",
@@ -182,7 +182,7 @@ def _agent_rows(run_dir: Path, findings: bool) -> Iterator[dict[str, Any]]:
         if findings:
             for name in FINDINGS:
                 for index in behind.get(name) or []:
-                    yield {"kind": STEP_FINDING, "transcript_id": row["transcript_id"], "judge": None, "rubric": name, "step": index}
+                    yield {"kind": STEP_FINDING, "transcript_id": row.transcript_id, "judge": None, "rubric": name, "step": index}
 
 
 def _attr(key: str, value: Any) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from ..exit_codes import EXIT_FAILED_JUDGMENTS, EXIT_OK
 from ..outputs.files import atomic_write_text
 from ..planning import JudgeOptions, RunOptions, build_plan
 from ..planning.plan import check_logprob_rubrics
+from ..rows import iter_judgment_rows, judgments_path
 from ..rubrics.rubric import Rubric
 from ..stats.selective import StageThreshold, calibrate_cascade, route
 from .calibration import Calibration, CascadeResult, StageOutcome, StageReport, certificate, changed, read_calibration
@@ -189,11 +190,9 @@ async def _judge(
     run = RunOptions.from_judge(options, input=options.input, out=out, rubrics=[options.rubric], progress=False, judges_only=[judge])
     outcome = await judge_subset(records, ids, out.parent / f".{out.name}.jsonl", run, f"cascade stopped: stage {judge!r}")
     rows: dict[str, dict[str, Any]] = {}
-    with (out / "judgments.jsonl").open(encoding="utf-8") as fh:
-        for text in fh:
-            row = json.loads(text)
-            if row["judge"] == judge:  # a jury's run holds its members' rows too
-                rows[row["transcript_id"]] = row
+    for row in iter_judgment_rows(judgments_path(out)):
+        if row.judge == judge:  # a jury's run holds its members' rows too
+            rows[row.transcript_id] = row.as_dict()  # the cascade's answer rows are built from it
     spend.add(outcome.summary.cost_usd, rows.values())
     return rows
 
@@ -396,7 +395,7 @@ async def run_cascade(options: CascadeOptions, calibration: Path) -> CascadeResu
             "stage": None,
         }
     total = len(records)
-    with (options.out / "judgments.jsonl").open("w", encoding="utf-8") as fh:
+    with judgments_path(options.out).open("w", encoding="utf-8") as fh:  # the cascade's rows (with their stage)
         for tid in records:  # in file order
             fh.write(json.dumps(answers[tid]) + "\n")
     strongest = calibrated.stages[-1].cost_per_judgment

@@ -34,6 +34,7 @@ from ..injection.corpus import Attack, Corpus, changed_input, insert, load_corpu
 from ..injection.detect import scan_transcript
 from ..outputs.files import dumps
 from ..planning import JudgeOptions, RunOptions
+from ..rows import iter_judgment_rows, judgments_path
 from ..rubrics.rubric import DATA_SUFFIX, Rubric, find_rubric, load_rubrics
 from ..stats.intervals import mean_interval, wilson_interval
 from ..traces.loader import iter_transcripts, scan
@@ -279,16 +280,12 @@ def run_probe(plan: ProbePlan, judge: JudgeOptions, max_asr: float | None = None
     for layout, names in plan.runs(available).items():
         outcome = asyncio.run(run_evaluation(_options(judge, plan, layout, names, max_cost)))
         result.runs[layout] = (outcome.exit_code, outcome.message)
-        rows = _read_rows(plan.out / f"judgments-{layout}" / "judgments.jsonl")
+        rows = [row.as_dict() for row in iter_judgment_rows(judgments_path(plan.out / f"judgments-{layout}"))]
         result.rates += attack_rates(rows, plan, rubrics, layout)
     result.defences = _defences(result.rates)
     path = plan.out / "injection_probe.json"
     path.write_text(json.dumps(result.as_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return result
-
-
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def attack_rates(rows: Iterable[Mapping[str, Any]], plan: ProbePlan, rubrics: Mapping[str, Rubric], layout: str) -> list[FamilyRate]:

@@ -50,6 +50,7 @@ from ..errors import ConfigError, OutputError, UserInputError
 from ..exit_codes import EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_OK, combined_exit
 from ..outputs.files import OutDirLock, atomic_write_text, prepare_out_dir
 from ..planning import JudgeOptions, RunOptions, build_plan
+from ..rows import iter_result_rows, results_path
 from ..runner.session import RunOutcome
 from ..stats.sequential import PairedDifferenceCS
 from .subset import judge_subset, records_by_id
@@ -278,22 +279,20 @@ async def _judge(
 def _values(out: Path, metric: _Metric, name: str) -> dict[str, tuple[float | None, str]]:
     """transcript id -> (value, why not scored, as the race counts it) from a run directory's results.jsonl."""
     values: dict[str, tuple[float | None, str]] = {}
-    with (out / "results.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            if metric.kind == "agent":
-                agent = row.get("agent") or {}
-                if name in agent:
-                    value, why = agent[name], f"unscored ({(row.get('agent_unscored') or {}).get(name, '')})"
-                else:  # results.jsonl leaves out a metric that does not apply to the transcript
-                    value, why = None, "does not apply (no reference_trajectory)" if name in TRAJECTORY else "does not apply (no steps)"
-                values[row["transcript_id"]] = (value, why)
-                continue
-            assert metric.judge is not None
-            composite = metric.kind == "composite"
-            value = row["composites" if composite else "scores"].get(metric.judge, {}).get(name)
-            why = row["composites_unscored" if composite else "unscored"].get(metric.judge, {}).get(name, "")
-            values[row["transcript_id"]] = (value, _reason(why))
+    for row in iter_result_rows(results_path(out)):
+        if metric.kind == "agent":
+            agent = row.agent or {}
+            if name in agent:
+                value, why = agent[name], f"unscored ({(row.agent_unscored or {}).get(name, '')})"
+            else:  # results.jsonl leaves out a metric that does not apply to the transcript
+                value, why = None, "does not apply (no reference_trajectory)" if name in TRAJECTORY else "does not apply (no steps)"
+            values[row.transcript_id] = (value, why)
+            continue
+        assert metric.judge is not None
+        composite = metric.kind == "composite"
+        value = (row.composites if composite else row.scores).get(metric.judge, {}).get(name)
+        why = (row.composites_unscored if composite else row.unscored).get(metric.judge, {}).get(name, "")
+        values[row.transcript_id] = (value, _reason(why))
     return values
 
 
