@@ -18,6 +18,8 @@ from harness.outputs.files import StagedFile
 from harness.outputs.writer import judgment_line
 from harness.planning import Judgment
 from harness.providers import lineage_of, same_lineage
+from harness.rows import JudgmentRow, ResultRow
+from harness.transcripts.performance import Performance
 
 
 @pytest.mark.parametrize(
@@ -122,7 +124,7 @@ def test_a_mean_or_median_jury_writes_the_mean_or_median_itself(method: str, sco
     jury.finish()
     out = {}
     for ordinal, (tid, judgments) in enumerate(rows.items()):
-        (row,) = jury.rows(ordinal, {(j.rubric, j.judge): j.as_dict() for j in judgments})
+        (row,) = jury.rows(ordinal, {(j.rubric, j.judge): JudgmentRow.of(j) for j in judgments})
         out[tid] = row
     assert out["t1"].score == score and out["t1"].jury["confidence"] == pytest.approx(confidence)
     assert out["t2"].score == 4.0 and out["t2"].jury["confidence"] == 1.0  # unanimous
@@ -155,7 +157,7 @@ def test_a_jury_row_sums_its_members_and_takes_their_outcome_when_nobody_voted()
     jury.finish()
     out = {}
     for ordinal, (tid, judgments) in enumerate(rows.items()):
-        (row,) = jury.rows(ordinal, {(j.rubric, j.judge): j.as_dict() for j in judgments})
+        (row,) = jury.rows(ordinal, {(j.rubric, j.judge): JudgmentRow.of(j) for j in judgments})
         out[tid] = row
     assert (out["t1"].score, out["t1"].cost_usd, out["t1"].prompt_tokens, out["t1"].attempts) == (0.8, pytest.approx(0.3), 15, 2)
     assert out["t2"].score == 0.2 and out["t2"].cost_usd is None  # a's cost is unknown: the sum is unknown, never partial
@@ -178,14 +180,15 @@ def test_a_jury_composite_weighs_a_bounded_agent_metric_as_a_judge_does() -> Non
     agent = {"t1": ({"trajectory_f1": 0.4}, {}), "t2": ({"trajectory_f1": None}, {"trajectory_f1": "no steps to match"})}
     out = {}
     for ordinal, (tid, judgments) in enumerate(rows.items()):
-        added = jury.rows(ordinal, {(j.rubric, j.judge): j.as_dict() for j in judgments})
+        added = jury.rows(ordinal, {(j.rubric, j.judge): JudgmentRow.of(j) for j in judgments})
         values, why = agent[tid]
-        row = {"scores": {}, "unscored": {}, "composites": {}, "composites_unscored": {}, "agent": values, "agent_unscored": why}
-        (result,) = [r for _, r in jury.results(ordinal, row, added, weights)]
+        written = ResultRow(tid, {}, {}, {}, {}, Performance(), agent=values, agent_unscored=why, agent_steps={})
+        row, results = jury.results(ordinal, written, added, weights)
+        (result,) = [r for _, r in results]
         out[tid] = (row, result)
-    assert out["t1"][0]["composites"]["p"]["c"] == pytest.approx(0.5 * 0.8 + 0.5 * 0.4)
-    assert out["t2"][0]["composites"]["p"]["c"] is None
-    assert "trajectory_f1 unscored (no steps to match)" in out["t2"][0]["composites_unscored"]["p"]["c"]
+    assert out["t1"][0].composites["p"]["c"] == pytest.approx(0.5 * 0.8 + 0.5 * 0.4)
+    assert out["t2"][0].composites["p"]["c"] is None
+    assert "trajectory_f1 unscored (no steps to match)" in out["t2"][0].composites_unscored["p"]["c"]
 
 
 def test_a_jury_row_with_a_non_finite_number_is_refused() -> None:

@@ -100,7 +100,7 @@ def results(draw: st.DrawFn) -> ResultRow:
 def test_the_judgment_row_has_the_judgments_fields_in_order() -> None:
     from dataclasses import fields
 
-    assert JUDGMENT_FIELDS == tuple(f.name for f in fields(Judgment))
+    assert tuple(f.name for f in fields(Judgment)) == JUDGMENT_FIELDS
 
 
 @settings(max_examples=150, deadline=None)

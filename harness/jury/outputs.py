@@ -26,16 +26,18 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-import orjson
 
 from ..agent.specs import BOUNDED, SPECS
 from ..metrics.composites import Component, Scaled, weighted_composite
 from ..planning import NO_CALL_REASONS, Judgment
+from ..planning.judgment import Reason, Status
 from ..planning.samples import TOKEN_FIELDS
+from ..rows import JudgmentRow, ResultRow, parse_judgment, parse_result
 from .classes import Classes
 from .methods import Verdicts, log_odds_weights, verdicts
 from .panel import SCORE_METHODS, Panel
@@ -49,15 +51,16 @@ SETTLED = "jury_settled"
 UNKNOWN_AGENT = "(unknown)"
 
 
-def _called(row: Mapping[str, Any]) -> bool:
-    """A member row whose judge was asked (or served from the cache): as ``Judgment.called``."""
-    return int(row.get("attempts") or 0) > 0 or row.get("reason") not in NO_CALL_REASONS
+def _called(row: JudgmentRow | None) -> bool:
+    """A member row whose judge was asked (or served from the cache): as ``Judgment.called``; a
+    member with no row counts as asked, with nothing known of it."""
+    return row is None or row.attempts > 0 or row.reason not in NO_CALL_REASONS
 
 
-def _members_sum(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
+def _members_sum(rows: Sequence[JudgmentRow | None], name: str) -> float | None:
     """The sum of ``name`` over the members that were answered (a failed call used nothing, a
     member not asked cost nothing): unknown (None) when one of theirs is, or none was answered."""
-    values = [r.get(name) for r in rows if r.get("status") != "failed" and _called(r)]
+    values = [getattr(r, name) if r is not None else None for r in rows if (r is None or r.status != "failed") and _called(r)]
     if not values or any(v is None for v in values):
         return None
     return sum(values)  # type: ignore[arg-type]
@@ -155,37 +158,37 @@ class JuryRun:
 
     # -- 3. rows -------------------------------------------------------------------------------
 
-    def rows(self, ordinal: int, members: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[Judgment]:
+    def rows(self, ordinal: int, members: Mapping[tuple[str, str], JudgmentRow]) -> list[Judgment]:
         """The juries' judgments of transcript ``ordinal``, from its members' rows (by (rubric, judge))."""
         out = []
         tid = self.ids[ordinal]
         for panel in self.panels:
             for rubric, classes in self.classes.items():
-                rows = [members.get((rubric, m)) or {} for m in panel.members]
+                rows = [members.get((rubric, m)) for m in panel.members]
                 verdict = self._verdicts[(panel.name, rubric)]
                 judgment = self._row(panel, rubric, classes, tid, rows, verdict, ordinal)
                 self._counts[panel.name][judgment.status] += 1
                 out.append(judgment)
         return out
 
-    def _row(self, panel: Panel, rubric: str, classes: Classes, tid: str, rows: list[Mapping[str, Any]], verdict: Verdicts, at: int) -> Judgment:
+    def _row(self, panel: Panel, rubric: str, classes: Classes, tid: str, rows: list[JudgmentRow | None], verdict: Verdicts, at: int) -> Judgment:
         code = int(verdict.code[at])
-        settled = [m for m, r in zip(panel.members, rows, strict=True) if r.get("reason") == SETTLED]
-        votes = {m: _shown(r) for m, r in zip(panel.members, rows, strict=True)}
+        settled = [m for m, r in zip(panel.members, rows, strict=True) if r is not None and r.reason == SETTLED]
+        votes = {m: r.shown if r is not None else None for m, r in zip(panel.members, rows, strict=True)}
         confidence = float(verdict.confidence[at]) if code >= 0 else None
         base: dict[str, Any] = {"method": panel.method, "votes": votes, "settled": settled, "confidence": confidence}
         fields: dict[str, Any] = {name: _members_sum(rows, name) for name in (*TOKEN_FIELDS, "cost_usd")}
-        asked = [r for r in rows if r.get("reason") != SETTLED]
+        asked = [r for r in rows if r is None or r.reason != SETTLED]
         judgment = Judgment(
             transcript_id=tid,
             rubric=rubric,
-            rubric_version=str(next((r["rubric_version"] for r in rows if r.get("rubric_version")), self.versions.get(rubric, ""))),
+            rubric_version=next((r.rubric_version for r in rows if r is not None and r.rubric_version), self.versions.get(rubric, "")),
             judge=panel.name,
             status="scored",
-            attempts=sum(int(r.get("attempts") or 0) for r in rows),
-            retries=sum(int(r.get("retries") or 0) for r in rows),
-            billed_retries=sum(int(r.get("billed_retries") or 0) for r in rows),
-            cached=bool(asked) and all(r.get("cached") for r in asked),
+            attempts=sum(r.attempts for r in rows if r is not None),
+            retries=sum(r.retries for r in rows if r is not None),
+            billed_retries=sum(r.billed_retries for r in rows if r is not None),
+            cached=bool(asked) and all(r is not None and r.cached for r in asked),
             jury=base,
             **fields,
         )
@@ -198,21 +201,22 @@ class JuryRun:
             else:
                 judgment.score = value
             return judgment
-        first = next((r for r in asked if r.get("status") == "failed"), None) or next(iter(asked), None) or (rows[0] if rows else {})
-        judgment.status = first.get("status") or "unscored"
-        judgment.reason = first.get("reason")
-        judgment.error = f"no member of jury {panel.name} voted" + (f"; {first.get('judge')}: {first['error']}" if first.get("error") else "")
+        first = next((r for r in asked if r is not None and r.status == "failed"), None) or next(iter(asked), None) or (rows[0] if rows else None)
+        judgment.status = cast(Status, first.status) if first is not None else "unscored"
+        judgment.reason = cast(Reason | None, first.reason) if first is not None else None
+        judgment.error = f"no member of jury {panel.name} voted" + (f"; {first.judge}: {first.error}" if first is not None and first.error else "")
         return judgment
 
     def results(
-        self, ordinal: int, row: dict[str, Any], judgments: Sequence[Judgment], composites: Mapping[str, Mapping[str, float]]
-    ) -> list[tuple[str, Any]]:
-        """Add the juries' scores and composites to transcript ``ordinal``'s results row; returns
+        self, ordinal: int, written: ResultRow, judgments: Sequence[Judgment], composites: Mapping[str, Mapping[str, float]]
+    ) -> tuple[ResultRow, list[tuple[str, Any]]]:
+        """Transcript ``ordinal``'s results row with the juries' scores and composites added, and
         each (jury, composite result) for the run's totals."""
         added = []
         by_jury: dict[str, dict[str, Component]] = {}
+        row = {part: {k: dict(v) for k, v in getattr(written, part).items()} for part in ("scores", "unscored", "composites", "composites_unscored")}
         # a bounded agent metric has the same outcome under every judge of the run, a jury's too
-        values, why = row.get("agent") or {}, row.get("agent_unscored") or {}
+        values, why = written.agent or {}, written.agent_unscored or {}
         agent = {
             name: Component("scored", values[name], None) if values[name] is not None else Component("unscored", None, why.get(name))
             for name in BOUNDED
@@ -231,7 +235,7 @@ class JuryRun:
                 if result.reason is not None:
                     row["composites_unscored"].setdefault(name, {})[composite] = result.reason
                 added.append((name, result))
-        return added
+        return replace(written, **row), added
 
     # -- summary -------------------------------------------------------------------------------
 
@@ -265,12 +269,6 @@ class JuryRun:
                 "rubrics": rubrics,
             }
         return out
-
-
-def _shown(row: Mapping[str, Any]) -> float | str | None:
-    if row.get("status") != "scored":
-        return None
-    return row.get("label") if row.get("label") is not None else row.get("score")
 
 
 def _named(detail: Mapping[str, Any], members: Sequence[str]) -> dict[str, Any]:
@@ -332,7 +330,7 @@ def rewrite(
     write_judgment: Callable[[Judgment], object],
     copy_line: Callable[[bytes], object],
     results_in: Path,
-    write_results: Callable[[dict[str, Any]], object],
+    write_results: Callable[[ResultRow], object],
     composites: Mapping[str, Mapping[str, float]],
     on_composite: Callable[[str, Any], object],
 ) -> None:
@@ -345,17 +343,17 @@ def rewrite(
     with judgments_in.open("rb") as judgments, results_in.open("rb") as results:
         lines, rows = iter(judgments), iter(results)
         for ordinal, count in enumerate(jury.row_counts):
-            found: dict[tuple[str, str], dict[str, Any]] = {}
+            found: dict[tuple[str, str], JudgmentRow] = {}
             for _ in range(count):
                 line = next(lines)
                 copy_line(line)
-                row = orjson.loads(line)
-                if row["judge"] in members:
-                    found[(row["rubric"], row["judge"])] = row
+                row = parse_judgment(line, judgments_in)
+                if row.judge in members:
+                    found[(row.rubric, row.judge)] = row
             added = jury.rows(ordinal, found)
             for j in added:
                 write_judgment(j)
-            row = orjson.loads(next(rows))
-            for name, result in jury.results(ordinal, row, added, composites):
+            result_row, composite_results = jury.results(ordinal, parse_result(next(rows), results_in), added, composites)
+            for name, result in composite_results:
                 on_composite(name, result)
-            write_results(row)
+            write_results(result_row)

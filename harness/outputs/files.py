@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 from pathlib import Path
-from typing import IO, Any
-
-import orjson
+from typing import IO
 
 from ..errors import OutputError
 from ..jsonlines import dumps as dumps  # they live below the rows (``harness/rows.py`` writes with them)

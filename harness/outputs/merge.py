@@ -269,7 +269,7 @@ def _add_juries(juries: JuryRun, out: Path, judgments: Path, results: Path, comp
                 jfh.write(judgment_line(j))
                 totals.add_jury(j)
 
-            rewrite(juries, judgments, jury_row, jfh.write, results, lambda row: rfh.write(dumps_line(row)), composites, totals.add_composite)
+            rewrite(juries, judgments, jury_row, jfh.write, results, lambda row: rfh.write(row.line()), composites, totals.add_composite)
     finally:
         judgments.unlink(missing_ok=True)
         results.unlink(missing_ok=True)

@@ -24,9 +24,9 @@ from ..metrics.run import RunTotals
 from ..metrics.schema import RunSummary
 from ..planning import Entry, Judgment
 from ..planning.turns import TurnOptions, aggregate
+from ..rows import JUDGMENTS, RESULTS, ResultRow, TurnJudgmentRow, TurnScores
 from ..rubrics.rubric import Rubric
 from ..transcripts.models import Resolved
-from ..rows import JUDGMENTS, RESULTS, ResultRow, TurnJudgmentRow, TurnScores
 from .files import StagedFile, atomic_write_text, dumps, dumps_line
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ class OutputSink:
                 jury_row,
                 self._judgments.write_bytes,
                 results,
-                lambda row: self._results.write_bytes(dumps_line(row)),
+                lambda row: self._results.write_bytes(row.line()),
                 self.composites,
                 self.totals.add_composite,
             )

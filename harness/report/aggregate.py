@@ -16,6 +16,7 @@ from typing import Any, get_args
 
 import numpy as np
 
+from ..rows import JudgmentRow
 from ..rubrics.parsing import ParseReason
 
 #: Reasons that mean the judge answered and its reply held no usable score (or label).
@@ -128,22 +129,22 @@ class Health:
     failed: Counter[str] = field(default_factory=Counter)
     other_unscored: Counter[str] = field(default_factory=Counter)
 
-    def add(self, row: Mapping[str, Any]) -> None:
+    def add(self, row: JudgmentRow) -> None:
         self.judgments += 1
-        status, reason = row.get("status"), row.get("reason")
-        attempts = int(row.get("attempts") or 0)
-        if row.get("cached"):
+        status, reason = row.status, row.reason
+        attempts = row.attempts
+        if row.cached:
             self.cached += 1
         elif attempts:
             self.live += 1
             self.attempts += attempts
-            # a sample's own request is no retry; rows written before ``retries`` existed: attempts > 1
-            self.retried += (int(row.get("retries") or 0) if "retries" in row else attempts - 1) > 0
-            self.billed_retries += int(row.get("billed_retries") or 0)
+            # a sample's own request is no retry (the row's schema has ``retries``, 0 when absent)
+            self.retried += row.retries > 0
+            self.billed_retries += row.billed_retries
         if status == "scored":
             self.scored += 1
             self.answered += 1
-            self.clamped += bool(row.get("clamped"))
+            self.clamped += row.clamped
         elif status == "unscored" and reason in PARSE_FAILURES:
             self.answered += 1
             self.parse_failures[str(reason)] += 1

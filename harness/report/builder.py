@@ -33,9 +33,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import HarnessError, UserInputError
-from ..jsonlines import iter_json_objects as iter_jsonl
 from ..metrics.schema import NoiseSummary
 from ..planning.judgment import NO_CALL_REASONS
+from ..rows import iter_judgment_rows, iter_result_rows
 from ..transcripts import PERFORMANCE_FIELDS
 from ..version import __version__
 from .aggregate import (
@@ -250,20 +250,20 @@ def _read_run(view: RunView, spool: Spool) -> _Run:
         health=defaultdict(Health), notes=list(view.notes),
     )  # fmt: skip
     position: dict[str, int] = {}
-    for _, row in iter_jsonl(view.results_path):
-        tid = str(row.get("transcript_id"))
+    for row in iter_result_rows(view.results_path):
+        tid = row.transcript_id
         position[tid] = len(run.ids)
         run.ids.append(tid)
         cells: list[Any] = [None] * len(columns)
         cells[0] = tid
-        recorded = row.get("composites") or {}
+        recorded = row.composites
         for judge in view.judges:
             for name in view.composites:
                 value = (recorded.get(judge) or {}).get(name)
                 cells[col_index[f"c:{name}:{judge}"]] = value
                 if value is not None:
                     run.composite_values[(name, judge)].append(float(value))
-        performance = row.get("performance") or {}
+        performance = row.performance.as_dict()
         for f in LATENCY_FIELDS:
             if performance.get(f) is not None:
                 run.agent[f].append(float(performance[f]))
@@ -273,44 +273,44 @@ def _read_run(view: RunView, spool: Spool) -> _Run:
         cells[col_index["total_ms"]], cells[col_index["tool_calls"]] = performance.get("total_ms"), performance.get("tool_calls")
         run.rows.append(cells)
         perf = {f: performance.get(f) for f in PERFORMANCE_FIELDS}
-        if isinstance(row.get("agent"), dict):  # the transcript's agent metrics, for its detail view
-            perf["agent"], perf["agent_unscored"] = row["agent"], row.get("agent_unscored") or {}
+        if row.agent is not None:  # the transcript's agent metrics, for its detail view
+            perf["agent"], perf["agent_unscored"] = row.agent, row.agent_unscored or {}
             # what the metrics point at: the steps behind each count, and why the trajectory did not
             # match (the reference calls expected and not made), as results.jsonl records them
-            perf["agent_steps"], perf["agent_notes"] = row.get("agent_steps") or {}, row.get("agent_notes") or {}
-            for name, value in row["agent"].items():
+            perf["agent_steps"], perf["agent_notes"] = row.agent_steps or {}, row.agent_notes or {}
+            for name, value in row.agent.items():
                 if (i := col_index.get(f"a:{name}")) is not None:
                     cells[i] = value
-        if row.get("task") is not None:
-            perf["task"] = row["task"]
+        if row.task is not None:
+            perf["task"] = row.task
         run.perf.append(perf)
         run.recorded.append(recorded)
         run.judgment_refs.append([])
         run.text_refs.append(None)
         run.queries.append("")
-    for _, j in iter_jsonl(view.judgments_path):
-        at = position.get(str(j.get("transcript_id")))
+    for j in iter_judgment_rows(view.judgments_path):
+        at = position.get(j.transcript_id)
         if at is None:
             continue
         cells = run.rows[at]
-        rubric, judge, status = str(j.get("rubric")), str(j.get("judge")), j.get("status")
+        rubric, judge, status = j.rubric, j.judge, j.status
         run.health[(judge, rubric)].add(j)
-        if status == "scored" and j.get("score") is not None:
-            run.rubric_values[(rubric, judge)].append(float(j["score"]))
+        if status == "scored" and j.score is not None:
+            run.rubric_values[(rubric, judge)].append(j.score)
             if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
-                cells[i] = j["score"]
-        elif status == "scored" and j.get("label") is not None:
-            run.label_counts[(rubric, judge)][str(j["label"])] += 1
+                cells[i] = j.score
+        elif status == "scored" and j.label is not None:
+            run.label_counts[(rubric, judge)][j.label] += 1
             if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
-                cells[i] = str(j["label"])
+                cells[i] = j.label
         elif status == "failed":
             cells[col_index["failed"]] += 1
         else:
             cells[col_index["unscored"]] += 1
-        called = not (j.get("reason") in NO_CALL_REASONS and not j.get("attempts"))
-        if called and not j.get("cached") and status != "failed" and j.get("latency_ms") is not None and judge in run.judge_latency:
-            run.judge_latency[judge].append(float(j["latency_ms"]))
-        run.judgment_refs[at].append(spool.put([clip(j.get(f)) if f == "raw_output" else j.get(f) for f in JUDGMENT_FIELDS]))
+        called = not (j.reason in NO_CALL_REASONS and not j.attempts)
+        if called and not j.cached and status != "failed" and j.latency_ms is not None and judge in run.judge_latency:
+            run.judge_latency[judge].append(j.latency_ms)
+        run.judgment_refs[at].append(spool.put([clip(j.raw_output) if f == "raw_output" else getattr(j, f) for f in JUDGMENT_FIELDS]))
     for tid, texts in iter_texts(view, set(position), run.notes):
         at = position[tid]
         run.text_refs[at] = spool.put(texts.as_dict())
@@ -431,7 +431,7 @@ def agent_section(view: RunView) -> dict[str, Any]:
         return out
     from ..analysis.repeated import repeated_runs, success_rule
 
-    runs = Counter(str(r["task"]) for _, r in iter_jsonl(view.results_path) if r.get("task") is not None)
+    runs = Counter(r.task for r in iter_result_rows(view.results_path) if r.task is not None)
     most = max(runs.values(), default=1)
     try:
         rule = success_rule(metric="trajectory_match", at_least=1.0)

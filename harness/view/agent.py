@@ -108,8 +108,8 @@ def agent_detail(run: OpenedRun, at: int) -> AgentDetail | None:
     if resolved is None or resolved.steps is None:
         return None
     steps = resolved.steps
-    row = run.results[at] if at < len(run.results) else {}
-    repeated = set((row.get("agent_steps") or {}).get("repeated_calls") or ())
+    row = run.results[at] if at < len(run.results) else None
+    repeated = set(((row.agent_steps if row is not None else None) or {}).get("repeated_calls") or ())
     settings = TrajectorySettings()
     match = None
     note = None
@@ -144,7 +144,7 @@ def agent_detail(run: OpenedRun, at: int) -> AgentDetail | None:
     if match is not None:
         by_pos = dict(match.pairs)
         reference = [ReferenceView(pos, _describe(call), by_pos.get(pos)) for pos, call in enumerate(match.calls)]
-        recorded = (row.get("agent") or {}).get("trajectory_match")
+        recorded = ((row.agent if row is not None else None) or {}).get("trajectory_match")
         if recorded is not None and float(recorded) != (1.0 if match.matched else 0.0):
             disagrees = (
                 f"results.jsonl holds trajectory_match {recorded:g}; matched here in the default mode {settings.mode} it is "

@@ -42,6 +42,7 @@ from ..jsonlines import iter_json_objects
 from ..labels.design import Design, read_design
 from ..outputs.files import dumps
 from ..report.run import iter_texts, open_run
+from ..rows import iter_judgment_rows
 from ..rubrics.rubric import Rubric
 from ..stats.agreement import kappa_from_matrix
 from ..stats.krippendorff import krippendorff_alpha
@@ -230,11 +231,9 @@ def open_queue(folder: Path, annotators: Sequence[str], overlap: int, prompts: S
     judge = design.judge
     scores: dict[tuple[str, str], Any] = {}
     wanted = set(order)
-    for _, j in iter_json_objects(view.judgments_path):
-        if j.get("judge") == judge and str(j.get("transcript_id")) in wanted:
-            scores[(str(j["transcript_id"]), str(j.get("rubric")))] = (
-                j.get("score") if j.get("status") == "scored" else j.get("reason") or j.get("status")
-            )
+    for j in iter_judgment_rows(view.judgments_path):
+        if j.judge == judge and j.transcript_id in wanted:
+            scores[(j.transcript_id, j.rubric)] = j.score if j.status == "scored" else j.reason or j.status
     queue = Queue(folder, design, names, overlap, units, rubrics, texts, scores, notes)
     for name in names:
         queue.labels[name] = _read_given(queue.path_of(name))

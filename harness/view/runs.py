@@ -26,6 +26,7 @@ from ..errors import UserInputError
 from ..report.builder import JUDGMENT_FIELDS, _read_run, build_data
 from ..report.details import Spool
 from ..report.run import RunView, open_run
+from ..rows import ResultRow, iter_result_rows
 from ..rundir import read_summary
 
 #: How deep under the root a run directory is looked for.
@@ -99,7 +100,7 @@ class OpenedRun:
     tasks: list[str | None]
     tags: list[tuple[str, ...]]
     queries: list[str]
-    results: list[dict[str, Any]]
+    results: list[ResultRow]
     spool: Spool
     judgment_refs: list[list[tuple[int, int]]]
     text_refs: list[tuple[int, int] | None]
@@ -164,19 +165,9 @@ def _input_tags(view: RunView, wanted: set[str]) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _results(path: Path) -> list[dict[str, Any]]:
-    """results.jsonl's rows. The harness wrote the file (and the report's pass has just read it
-    through the checked reader), so each line is parsed by orjson alone."""
-    rows: list[dict[str, Any]] = []
-    with path.open("rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(orjson.loads(line))
-            except orjson.JSONDecodeError as exc:
-                raise UserInputError(f"{path}:{number}: <json>: invalid JSON ({exc})") from None
-    return rows
+def _results(path: Path) -> list[ResultRow]:
+    """results.jsonl's typed rows (``harness/rows.py``)."""
+    return list(iter_result_rows(path))
 
 
 def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> OpenedRun:
@@ -191,7 +182,7 @@ def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> 
         raise
     results = _results(view.results_path)
     names = list(AGENT_SPECS)
-    present = [n for n in names if any(isinstance(r.get("agent"), dict) and n in r["agent"] for r in results)]
+    present = [n for n in names if any(r.agent is not None and n in r.agent for r in results)]
     tags = _input_tags(view, set(run.ids)) if view.input_path is not None and view.input_path.suffix == ".jsonl" else {}
     columns = list(run.columns)
     columns.insert(1, {"key": "task", "label": "task", "type": "text", "worst": "asc"})
@@ -201,10 +192,10 @@ def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> 
         columns.append({"key": f"a:{n}", "label": n, "type": "score", "worst": "desc" if spec.direction == "lower" else "asc", "scale": None})
     rows: list[list[Any]] = []
     for i, cells in enumerate(run.rows):
-        r = results[i] if i < len(results) else {}
-        agent: dict[str, Any] = r["agent"] if isinstance(r.get("agent"), dict) else {}
+        r = results[i] if i < len(results) else None
+        agent: dict[str, Any] = (r.agent or {}) if r is not None else {}
         tid = run.ids[i]
-        rows.append([cells[0], r.get("task"), " ".join(tags.get(tid, ())), *cells[1:], *[agent.get(n) for n in present]])
+        rows.append([cells[0], r.task if r is not None else None, " ".join(tags.get(tid, ())), *cells[1:], *[agent.get(n) for n in present]])
     return OpenedRun(
         view=view,
         data=data,
@@ -212,7 +203,7 @@ def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> 
         rows=rows,
         ids=run.ids,
         position={t: i for i, t in enumerate(run.ids)},
-        tasks=[r.get("task") for r in results],
+        tasks=[r.task for r in results],
         tags=[tags.get(t, ()) for t in run.ids],
         queries=run.queries,
         results=results,
