@@ -23,8 +23,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
+from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from pydantic import ConfigDict, TypeAdapter, ValidationError
@@ -225,10 +226,10 @@ class ResultRow:
             return dumps_line(values)
 
 
-_JUDGMENT = TypeAdapter(JudgmentRow)
-_TURN_JUDGMENT = TypeAdapter(TurnJudgmentRow)
-_RESULT = TypeAdapter(ResultRow)
-Row = TypeVar("Row")
+@cache
+def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
+    """The row type's validator, built on first read: a run that only writes never builds it."""
+    return TypeAdapter(kind)
 
 
 def _parse(adapter: TypeAdapter[Any], path: Path, number: int, text: bytes) -> Any:
@@ -261,16 +262,16 @@ def parse_judgment(text: bytes | str, path: Path = Path(JUDGMENTS), number: int 
     data = text.encode() if isinstance(text, str) else text
     if b'"turn"' in data:  # the bytes only rule a per-turn row out cheaply; the schema decides
         try:
-            row: JudgmentRow = _TURN_JUDGMENT.validate_json(data)
+            row: JudgmentRow = _adapter(TurnJudgmentRow).validate_json(data)
             return row
         except ValidationError:
             pass  # not a per-turn row: the plain schema says what is wrong with it
-    return _parse(_JUDGMENT, path, number, data)
+    return _parse(_adapter(JudgmentRow), path, number, data)
 
 
 def parse_result(text: bytes | str, path: Path = Path(RESULTS), number: int = 1) -> ResultRow:
     data = text.encode() if isinstance(text, str) else text
-    row: ResultRow = _parse(_RESULT, path, number, data)
+    row: ResultRow = _parse(_adapter(ResultRow), path, number, data)
     return row
 
 

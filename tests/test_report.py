@@ -40,6 +40,7 @@ from harness.report.aggregate import (
     latency_histogram,
     score_histogram,
 )
+from harness.rows import JudgmentRow
 from harness.rubrics.rubric import load_rubrics
 from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
 from tests.judge_server import deterministic_score, prompt_text
@@ -470,19 +471,21 @@ def test_histograms_against_numpy() -> None:
 def test_health_rates() -> None:
     h = Health()
     rows = [
-        {"status": "scored", "score": 1.0, "clamped": True, "attempts": 2},
+        {"status": "scored", "score": 1.0, "clamped": True, "attempts": 2, "retries": 1},
         {"status": "scored", "score": 0.5, "clamped": False, "attempts": 1},
         {"status": "unscored", "reason": "refusal", "attempts": 1},
         {"status": "unscored", "reason": "missing_input", "attempts": 0},
-        {"status": "failed", "reason": "transient", "attempts": 6},
+        {"status": "failed", "reason": "transient", "attempts": 6, "retries": 5},
         {"status": "scored", "score": 0.5, "clamped": False, "attempts": 0, "cached": True},
+        # repeated samples: three attempts, none of them a retry
+        {"status": "scored", "score": 0.5, "attempts": 3, "retries": 0, "samples": 3},
     ]
     for row in rows:
-        h.add(row)
+        h.add(JudgmentRow("t", "r", "1", "j", **row))  # type: ignore[arg-type]
     d = h.as_dict()
-    assert (d["answered"], d["parse_failures"], d["parse_failure_rate"]) == (4, 1, 0.25)
-    assert (d["clamped"], d["clamp_rate"]) == (1, pytest.approx(1 / 3))
-    assert (d["live"], d["retried"], d["retry_rate"], d["cached"]) == (4, 2, 0.5, 1)
+    assert (d["answered"], d["parse_failures"], d["parse_failure_rate"]) == (5, 1, 0.2)
+    assert (d["clamped"], d["clamp_rate"]) == (1, pytest.approx(1 / 4))
+    assert (d["live"], d["retried"], d["retry_rate"], d["cached"]) == (5, 2, 0.4, 1)
     assert d["error_kinds"] == {"transient": 1} and d["other_unscored"] == {"missing_input": 1}
 
 

@@ -214,7 +214,11 @@ class JuryRun:
         each (jury, composite result) for the run's totals."""
         added = []
         by_jury: dict[str, dict[str, Component]] = {}
-        row = {part: {k: dict(v) for k, v in getattr(written, part).items()} for part in ("scores", "unscored", "composites", "composites_unscored")}
+        # the row's parts copied (a row is a value): the juries' entries go after the judges'
+        scores = {k: dict(v) for k, v in written.scores.items()}
+        unscored = {k: dict(v) for k, v in written.unscored.items()}
+        values_of = {k: dict(v) for k, v in written.composites.items()}
+        reasons_of = {k: dict(v) for k, v in written.composites_unscored.items()}
         # a bounded agent metric has the same outcome under every judge of the run, a jury's too
         values, why = written.agent or {}, written.agent_unscored or {}
         agent = {
@@ -224,18 +228,18 @@ class JuryRun:
         }
         scales: dict[str, Scaled] = {**{name: SPECS[name] for name in BOUNDED}, **self.classes}
         for j in judgments:
-            row["scores"].setdefault(j.judge, {})[j.rubric] = j.score
+            scores.setdefault(j.judge, {})[j.rubric] = j.score
             if j.status != "scored":
-                row["unscored"].setdefault(j.judge, {})[j.rubric] = f"{j.status}: {j.reason}"
+                unscored.setdefault(j.judge, {})[j.rubric] = f"{j.status}: {j.reason}"
             by_jury.setdefault(j.judge, {})[j.rubric] = Component(j.status, j.score, j.reason)
         for name in self.names:
             for composite, weights in composites.items():
                 result = weighted_composite(composite, weights, {**agent, **by_jury.get(name, {})}, scales)
-                row["composites"].setdefault(name, {})[composite] = result.value
+                values_of.setdefault(name, {})[composite] = result.value
                 if result.reason is not None:
-                    row["composites_unscored"].setdefault(name, {})[composite] = result.reason
+                    reasons_of.setdefault(name, {})[composite] = result.reason
                 added.append((name, result))
-        return replace(written, **row), added
+        return replace(written, scores=scores, unscored=unscored, composites=values_of, composites_unscored=reasons_of), added
 
     # -- summary -------------------------------------------------------------------------------
 
