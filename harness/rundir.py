@@ -15,10 +15,9 @@ rows or unfinished files and no summary.json (a run killed before it finished) i
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import RunIncomplete, UserInputError
 from .metrics.schema import RunSummary
