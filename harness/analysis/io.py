@@ -133,25 +133,6 @@ def _metrics(summary: RunSummary, prompts: Iterable[str | Path], summary_path: P
     return metrics, notes
 
 
-def _field(path: Path, line: int, row: Mapping[str, Any], name: str, kinds: tuple[type, ...], nullable: bool = False) -> Any:
-    if name not in row:
-        raise line_error(path, line, name, "missing")
-    value = row[name]
-    if value is None and nullable:
-        return None
-    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
-        raise line_error(path, line, name, f"unexpected value {value!r}")
-    return value
-
-
-def _score(path: Path, line: int, value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise line_error(path, line, name, f"expected a finite number or null, got {value!r}")
-    return float(value)
-
-
 def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
     """Load a run directory written by ``harness run --out``.
 
