@@ -8,7 +8,8 @@
 - ``harness run --turns`` end to end against a real local judge: each turn's row, the
   conversation's score by the named rule, summary.json's turn scores clustered by conversation,
   the terminal's line, and ``--offline`` replaying it with no request; a run without ``--turns``
-  on multi-turn transcripts warns in one line; the paths that cannot judge per turn refuse.
+  on multi-turn transcripts warns in one line; the paths that cannot judge per turn refuse
+(the paths that can: tests/test_turn_paths.py).
 """
 
 from __future__ import annotations
@@ -261,8 +262,7 @@ def test_a_turn_view_reads_the_turn_and_keeps_the_reference_on_the_last_turn() -
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"turns": "all", "shard": "1/2"}, "--turns: shards are not judged per turn yet"),
-        ({"turns": "all", "batch": True}, "--turns: a provider batch is not judged per turn yet"),
+        ({"turns": "all", "agent_only": True}, "--turns: an agent-only run judges no rubric, so no turn"),
         ({"turn_aggregate": "worst"}, "apply to --turns; give --turns too"),
         ({"turns": "all", "history_tokens": 10}, "at least 100 tokens"),
     ],
