@@ -473,3 +473,36 @@ async def test_per_turn_judging_on_a_postgresql_cache_replays_offline(tmp_path: 
         (r["transcript_id"], r["turn"], r["score"], r["cache_key"]) for r in out.judgments
     ]
     assert [r["scores"] for r in again.results] == [r["scores"] for r in out.results]
+
+
+async def test_estimate_counts_the_prompts_a_per_turn_run_sends_and_the_bar_counts_turns(tmp_path: Path, server: JudgeServer) -> None:
+    """The estimate's prompt tokens are those of the requests the run sends, captured at the
+    server (each turn's prompt, its history included), and the progress bar's total is the
+    judged turns', advanced once per turn judgment."""
+    from harness.cost.tokens import TokenCounter
+    from harness.runner import run_evaluation
+    from harness.runner.estimate import estimate_run
+
+    assert server.base_url
+    write_jsonl(tmp_path / "transcripts.jsonl", RECORDS)
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, model="gpt-4o-mini")])
+    for selection, turns in (("all", 8), ("3,4", 3), ("last", 3)):
+        common: dict[str, Any] = {
+            "input": tmp_path / "transcripts.jsonl",
+            "config": tmp_path / "harness.toml",
+            "rubrics": ["relevance"],
+            "turns": selection,
+            "history_turns": 2,
+        }
+        estimate = estimate_run(RunOptions(**common, no_cache=True))
+        before = len(chat_requests(server))
+        totals: list[int] = []
+        advanced: list[tuple[str, str]] = []
+        options = RunOptions(**common, out=tmp_path / f"run-{selection}", no_cache=True, progress=True)
+        outcome = await run_evaluation(options, on_start=totals.append, on_judgment=lambda j: advanced.append((j.transcript_id, j.rubric)))
+        assert outcome.exit_code == 0, outcome.message
+        sent = chat_requests(server)[before:]
+        assert totals == [turns] and len(advanced) == turns == len(Outputs(tmp_path / f"run-{selection}").judgments)
+        assert estimate.judges[0].requests == len(sent) == turns
+        counter = TokenCounter.for_model("gpt-4o-mini", None)
+        assert estimate.judges[0].prompt_tokens == sum(counter.count_messages(r["body"]["messages"]) for r in sent)
