@@ -497,9 +497,9 @@ async def test_estimate_counts_the_prompts_a_per_turn_run_sends_and_the_bar_coun
         estimate = estimate_run(RunOptions(**common, no_cache=True))
         before = len(chat_requests(server))
         totals: list[int] = []
-        advanced: list[tuple[str, str]] = []
+        advanced: list[Any] = []
         options = RunOptions(**common, out=tmp_path / f"run-{selection}", no_cache=True, progress=True)
-        outcome = await run_evaluation(options, on_start=totals.append, on_judgment=lambda j: advanced.append((j.transcript_id, j.rubric)))
+        outcome = await run_evaluation(options, on_start=totals.append, on_judgment=advanced.append)
         assert outcome.exit_code == 0, outcome.message
         sent = chat_requests(server)[before:]
         assert totals == [turns] and len(advanced) == turns == len(Outputs(tmp_path / f"run-{selection}").judgments)
