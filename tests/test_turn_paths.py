@@ -305,3 +305,37 @@ def test_a_jury_is_refused_per_turn_before_anything_is_sent(tmp_path: Path) -> N
     )
     with pytest.raises(ConfigError, match=re.escape("--turns: the config's [[juries]] are not judged per turn yet")):
         build_plan(RunOptions(input=tmp_path / "t.jsonl", out=tmp_path / "out", config=config, turns="all"))
+
+
+@pytest.mark.timeout(60)
+def test_every_command_that_plans_a_run_takes_the_same_turn_options(tmp_path: Path, matrix_servers: Servers) -> None:
+    """D6: --turns and its companions are one value (``TurnFlags``) that run, estimate, race and
+    batch carry; from the command line, each plans the same turns."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    cell = TurnCell("chat", tmp_path)
+    cfg = cell.config(live_url(matrix_servers, "chat"), str(tmp_path / "cache.sqlite"))
+    common = [str(cell.data), "--config", str(cfg), "--prompts", str(cell.prompts), *[a for r in RUBRICS for a in ("--rubric", r)]]
+    turns = ["--turns", "all", "--turn-aggregate", AGGREGATE, "--history-turns", "3"]
+    runner = CliRunner()
+    estimated = runner.invoke(app, ["estimate", *common, *turns, "--json"])
+    assert estimated.exit_code == 0, estimated.output
+    assert json.loads(estimated.output)["judges"][0]["requests"] == DISTINCT_TURNS * len(RUBRICS)  # a repeated turn is paid once
+    exported = runner.invoke(app, ["batch", "export", *common, *turns, "--to", str(tmp_path / "requests.jsonl")])
+    assert exported.exit_code == 0, exported.output
+    assert len((tmp_path / "requests.jsonl").read_text(encoding="utf-8").splitlines()) == DISTINCT_TURNS * len(RUBRICS)
+    for command in (
+        ["run", "-o", str(tmp_path / "out")],
+        ["estimate"],
+        ["batch", "submit"],
+        ["batch", "collect", "-o", str(tmp_path / "o")],
+        ["race"],
+    ):
+        shown = runner.invoke(app, [*command, "--help"], terminal_width=200)
+        assert all(flag in shown.output for flag in ("--turns", "--turn-aggregate", "--history-turns", "--history-tokens", "--pass-threshold")), (
+            command
+        )
+    refused = runner.invoke(app, ["estimate", *common, "--turn-aggregate", "worst"])
+    assert refused.exit_code == 2 and "give --turns too" in refused.output
