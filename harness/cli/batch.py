@@ -11,8 +11,7 @@ from rich.markup import escape
 
 from ..errors import UserInputError
 from .choices import BatchApi
-from .common import BATCH_JUDGE_FLAGS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options, make_console
-from .turn_flags import turn_options
+from .common import BATCH_JUDGE_FLAGS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options, make_console, turn_options
 
 if TYPE_CHECKING:
     from ..batch import BatchView

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from .common import ANALYSE, JUDGE, PromptsOpt, app, err, judge_options, run_async
-from .turn_flags import turn_options
+from .common import ANALYSE, JUDGE, PromptsOpt, app, err, judge_options, run_async, turn_options
 
 if TYPE_CHECKING:
     from ..planning import JudgeOptions

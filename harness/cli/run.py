@@ -11,8 +11,7 @@ import typer
 from rich.markup import escape
 
 from .choices import ExportFormat, InputFormat, OnBadRecord
-from .common import JUDGE, AsJsonOpt, app, err, judge_options, make_console, write_report
-from .turn_flags import turn_options
+from .common import JUDGE, AsJsonOpt, app, err, judge_options, make_console, turn_options, write_report
 
 if TYPE_CHECKING:
     from ..planning import JudgeOptions
