@@ -185,7 +185,7 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     with judgments_file.open("w", encoding="utf-8") as fh:
         for group in _interleave(paths, "transcript_id"):
             kept = []
-            turns: list[int] = []
+            turns: list[int | None] = []
             tid = None
             for line in group:
                 row = json.loads(line)
