@@ -388,6 +388,23 @@ async def test_run_per_turn_scores_each_turn_and_the_conversation_by_the_named_r
     assert by_id["plain"]["unscored"] == {"j": {"relevance": "unscored: turns_absent"}}
     assert rows_worst.summary["conversations"]["turns_absent"] == 1 + 2
 
+    # sharded and merged, from the cache: the same rows, series and turn scores, the conversation
+    # with no selected turn unscored turns_absent and the absent turns counted as unsharded
+    from harness.outputs.merge import merge_runs
+
+    for index in (1, 2):
+        shard, _, _ = await _run(tmp_path, f"w{index}", turns="3,4", turn_aggregate="worst", offline=True, shard=f"{index}/2")
+        assert shard.exit_code == 0, shard.message
+    merge_runs([tmp_path / "w1", tmp_path / "w2"], tmp_path / "w-merged")
+    merged = Outputs(tmp_path / "w-merged")
+    assert [{k: v for k, v in r.items() if k != "latency_ms"} for r in merged.judgments] == [
+        {k: v for k, v in r.items() if k != "latency_ms"} for r in rows_worst.judgments
+    ]
+    assert [r["scores"] for r in merged.results] == [r["scores"] for r in rows_worst.results]
+    assert [r["unscored"] for r in merged.results] == [r["unscored"] for r in rows_worst.results]
+    assert merged.summary["conversations"] == rows_worst.summary["conversations"]
+    assert merged.summary["rubrics"] == rows_worst.summary["rubrics"]
+
 
 async def test_run_without_turns_warns_of_multi_turn_transcripts_in_one_line(tmp_path: Path, server: JudgeServer) -> None:
     assert server.base_url
