@@ -2,7 +2,8 @@
 
 Each cell runs conversations judged per turn by one judge family (chat, reasoning, Anthropic,
 and the local judge) through one path (``--offline`` replay, shards + ``harness merge``, a
-provider batch submitted and collected, the batch file export/import, a PostgreSQL cache) and
+provider batch submitted and collected, the batch file export/import, a PostgreSQL cache, two
+workers on one cache) and
 asserts what it wrote equals the live per-turn run of that family: every turn's judgment (status,
 score, tokens, cost at the path's price), every conversation's score by the named rule, and
 summary.json's turn scores clustered by conversation. Requests are counted at the servers: each
@@ -16,6 +17,7 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,7 +28,7 @@ from harness.errors import ConfigError
 from harness.outputs.merge import merge_runs
 from harness.planning import RunOptions, build_plan
 from tests.e2e_support import KEY_ENV, read_jsonl, write_config
-from tests.matrix_support import FAMILY_JUDGE, CellRuns, Servers, answer_export, likert_prompts, live_url
+from tests.matrix_support import FAMILY_JUDGE, CellRuns, Servers, answer_export, likert_prompts, live_url, run_two_workers
 
 RUBRICS = ("likert", "likert_long")
 AGGREGATE = "worst"
@@ -245,10 +247,22 @@ def path_postgres(cell: TurnCell, servers: Servers, want: Live, cache: str) -> N
     _replays(cell, servers, cfg, want, cache)
 
 
-PATHS = {"offline": path_offline, "shard": path_shard, "batch": path_batch, "export": path_export}
+def path_workers(cell: TurnCell, servers: Servers, want: Live) -> None:
+    """Two workers on one cache at once: each turn paid once between them, both write the live rows."""
+    cfg = cell.config(live_url(servers, cell.family), str(cell.tmp / "cache.sqlite"))
+    before = servers.sent()
+    run_two_workers(partial(cell.options, cfg))
+    assert servers.sent() - before == DISTINCT_TURNS * len(RUBRICS)
+    for name in ("w1", "w2"):
+        assert_rows(view(read_jsonl(cell.tmp / name / "judgments.jsonl")), view(want.rows))
+        assert conversations(cell.tmp / name)[0] == want.conversations[0]
+
+
+PATHS = {"offline": path_offline, "shard": path_shard, "batch": path_batch, "export": path_export, "workers": path_workers}
 CELLS = [
     *[(f, p) for f in ("chat", "reasoning", "anthropic") for p in ("offline", "shard", "batch", "postgres")],
     ("chat", "export"),  # the batch file format is OpenAI's (vLLM run_batch)
+    ("chat", "workers"),
 ]
 
 
