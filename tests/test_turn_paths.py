@@ -3,12 +3,11 @@
 Each cell runs conversations judged per turn by one judge family (chat, reasoning, Anthropic,
 and the local judge) through one path (``--offline`` replay, shards + ``harness merge``, a
 provider batch submitted and collected, the batch file export/import, a PostgreSQL cache, two
-workers on one cache) and
-asserts what it wrote equals the live per-turn run of that family: every turn's judgment (status,
-score, tokens, cost at the path's price), every conversation's score by the named rule, and
-summary.json's turn scores clustered by conversation. Requests are counted at the servers: each
-distinct turn prompt is paid once, a replay pays nothing. A path that cannot judge per turn (a
-jury) is refused in one line before anything is sent.
+workers on one cache) and asserts what it wrote equals the live per-turn run of that family:
+every turn's judgment (status, score, tokens, cost at the path's price), every conversation's
+score by the named rule, and summary.json's turn scores clustered by conversation. Requests are
+counted at the servers: each distinct turn prompt is paid once, a replay pays nothing. A path
+that cannot judge per turn (a jury) is refused in one line before anything is sent.
 """
 
 from __future__ import annotations
