@@ -8,7 +8,8 @@
 - ``harness run --turns`` end to end against a real local judge: each turn's row, the
   conversation's score by the named rule, summary.json's turn scores clustered by conversation,
   the terminal's line, and ``--offline`` replaying it with no request; a run without ``--turns``
-  on multi-turn transcripts warns in one line; the paths that cannot judge per turn refuse.
+  on multi-turn transcripts warns in one line; the paths that cannot judge per turn refuse
+(the paths that can: tests/test_turn_paths.py).
 """
 
 from __future__ import annotations
@@ -261,8 +262,7 @@ def test_a_turn_view_reads_the_turn_and_keeps_the_reference_on_the_last_turn() -
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"turns": "all", "shard": "1/2"}, "--turns: shards are not judged per turn yet"),
-        ({"turns": "all", "batch": True}, "--turns: a provider batch is not judged per turn yet"),
+        ({"turns": "all", "agent_only": True}, "--turns: an agent-only run judges no rubric, so no turn"),
         ({"turn_aggregate": "worst"}, "apply to --turns; give --turns too"),
         ({"turns": "all", "history_tokens": 10}, "at least 100 tokens"),
     ],
@@ -388,6 +388,23 @@ async def test_run_per_turn_scores_each_turn_and_the_conversation_by_the_named_r
     assert by_id["plain"]["unscored"] == {"j": {"relevance": "unscored: turns_absent"}}
     assert rows_worst.summary["conversations"]["turns_absent"] == 1 + 2
 
+    # sharded and merged, from the cache: the same rows, series and turn scores, the conversation
+    # with no selected turn unscored turns_absent and the absent turns counted as unsharded
+    from harness.outputs.merge import merge_runs
+
+    for index in (1, 2):
+        shard, _, _ = await _run(tmp_path, f"w{index}", turns="3,4", turn_aggregate="worst", offline=True, shard=f"{index}/2")
+        assert shard.exit_code == 0, shard.message
+    merge_runs([tmp_path / "w1", tmp_path / "w2"], tmp_path / "w-merged")
+    merged = Outputs(tmp_path / "w-merged")
+    assert [{k: v for k, v in r.items() if k != "latency_ms"} for r in merged.judgments] == [
+        {k: v for k, v in r.items() if k != "latency_ms"} for r in rows_worst.judgments
+    ]
+    assert [r["scores"] for r in merged.results] == [r["scores"] for r in rows_worst.results]
+    assert [r["unscored"] for r in merged.results] == [r["unscored"] for r in rows_worst.results]
+    assert merged.summary["conversations"] == rows_worst.summary["conversations"]
+    assert merged.summary["rubrics"] == rows_worst.summary["rubrics"]
+
 
 async def test_run_without_turns_warns_of_multi_turn_transcripts_in_one_line(tmp_path: Path, server: JudgeServer) -> None:
     assert server.base_url
@@ -473,3 +490,36 @@ async def test_per_turn_judging_on_a_postgresql_cache_replays_offline(tmp_path: 
         (r["transcript_id"], r["turn"], r["score"], r["cache_key"]) for r in out.judgments
     ]
     assert [r["scores"] for r in again.results] == [r["scores"] for r in out.results]
+
+
+async def test_estimate_counts_the_prompts_a_per_turn_run_sends_and_the_bar_counts_turns(tmp_path: Path, server: JudgeServer) -> None:
+    """The estimate's prompt tokens are those of the requests the run sends, captured at the
+    server (each turn's prompt, its history included), and the progress bar's total is the
+    judged turns', advanced once per turn judgment."""
+    from harness.cost.tokens import TokenCounter
+    from harness.runner import run_evaluation
+    from harness.runner.estimate import estimate_run
+
+    assert server.base_url
+    write_jsonl(tmp_path / "transcripts.jsonl", RECORDS)
+    write_config(tmp_path / "harness.toml", [judge("j", server.base_url, model="gpt-4o-mini")])
+    for selection, turns in (("all", 8), ("3,4", 3), ("last", 3)):
+        common: dict[str, Any] = {
+            "input": tmp_path / "transcripts.jsonl",
+            "config": tmp_path / "harness.toml",
+            "rubrics": ["relevance"],
+            "turns": selection,
+            "history_turns": 2,
+        }
+        estimate = estimate_run(RunOptions(**common, no_cache=True))
+        before = len(chat_requests(server))
+        totals: list[int] = []
+        advanced: list[Any] = []
+        options = RunOptions(**common, out=tmp_path / f"run-{selection}", no_cache=True, progress=True)
+        outcome = await run_evaluation(options, on_start=totals.append, on_judgment=advanced.append)
+        assert outcome.exit_code == 0, outcome.message
+        sent = chat_requests(server)[before:]
+        assert totals == [turns] and len(advanced) == turns == len(Outputs(tmp_path / f"run-{selection}").judgments)
+        assert estimate.judges[0].requests == len(sent) == turns
+        counter = TokenCounter.for_model("gpt-4o-mini", None)
+        assert estimate.judges[0].prompt_tokens == sum(counter.count_messages(r["body"]["messages"]) for r in sent)

@@ -85,7 +85,7 @@ def _jobs(plan: RunPlan) -> tuple[list[Rubric], Iterator[Job]]:
     suspected = screen(plan.injection, plan.input, scanned.findings)
 
     def jobs() -> Iterator[Job]:
-        planner = Planner(rubrics, plan.judges, suspected=suspected)
+        planner = Planner(rubrics, plan.judges, suspected=suspected, turns=plan.turns)  # judged per turn: a request per turn
         for count, (_, record) in enumerate(iter_transcripts(plan.input, plan.on_bad_record, plan.format, require)):
             if plan.limit is not None and count >= plan.limit:
                 return

@@ -11,12 +11,13 @@ from rich.markup import escape
 
 from ..errors import UserInputError
 from .choices import BatchApi
-from .common import BATCH_JUDGE_FLAGS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options, make_console
+from .common import BATCH_JUDGE_FLAGS, SCALE, LimitOpt, PromptsOpt, RubricOpt, TranscriptsArg, app, err, judge_options, make_console, turn_options
 
 if TYPE_CHECKING:
     from ..batch import BatchView
     from ..cache.batches import BatchRecord
     from ..planning import JudgeOptions, RunOptions
+    from ..planning.turns import TurnFlags
 
 batch_app = typer.Typer(
     no_args_is_help=True,
@@ -34,12 +35,18 @@ MaxWaitOpt = Annotated[float | None, typer.Option("--max-wait", help="With --wai
 
 
 def _batch_options(
-    transcripts: Path, out: Path | None, judge: JudgeOptions, rubric: list[str] | None, prompts: list[Path] | None, limit: int | None
+    transcripts: Path,
+    out: Path | None,
+    judge: JudgeOptions,
+    rubric: list[str] | None,
+    prompts: list[Path] | None,
+    limit: int | None,
+    turns: TurnFlags,
 ) -> RunOptions:
     from ..planning import RunOptions
 
     return RunOptions.from_judge(
-        judge, input=transcripts, out=out, rubrics=rubric or [], prompts=prompts or [], limit=limit, batch=True, progress=False
+        judge, input=transcripts, out=out, rubrics=rubric or [], prompts=prompts or [], limit=limit, batch=True, progress=False, **turns.as_options()
     )
 
 
@@ -91,9 +98,11 @@ def _collect_and_write(options: RunOptions, wait: bool, poll_interval: float, ma
 
 @batch_app.command("submit")
 @judge_options(BATCH_JUDGE_FLAGS)
+@turn_options()
 def batch_submit(
     transcripts: TranscriptsArg,
     judge: JudgeOptions,
+    turns: TurnFlags,
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
     limit: LimitOpt = None,
@@ -111,7 +120,7 @@ def batch_submit(
     """Submit every judgment that is neither cached nor already in a batch, recording each batch in the cache first."""
     from ..batch import submit
 
-    options = _batch_options(transcripts, out, judge, rubric, prompts, limit)
+    options = _batch_options(transcripts, out, judge, rubric, prompts, limit, turns)
     if wait and out is None:
         raise UserInputError("--wait collects the results: give --out")
     report = asyncio.run(submit(options, api=None if api is None else api.value, max_requests=max_requests))
@@ -145,10 +154,12 @@ def batch_status(judge: JudgeOptions) -> None:
 
 @batch_app.command("collect")
 @judge_options(BATCH_JUDGE_FLAGS)
+@turn_options()
 def batch_collect(
     transcripts: TranscriptsArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
     judge: JudgeOptions,
+    turns: TurnFlags,
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
     limit: LimitOpt = None,
@@ -160,16 +171,18 @@ def batch_collect(
 
     Replies are parsed and priced at batch rates; failures keep the provider's reason.
     """
-    options = _batch_options(transcripts, out, judge, rubric, prompts, limit)
+    options = _batch_options(transcripts, out, judge, rubric, prompts, limit, turns)
     raise typer.Exit(_collect_and_write(options, wait, poll_interval, max_wait))
 
 
 @batch_app.command("export")
 @judge_options(("config", "model", "base_url", "cache"))
+@turn_options()
 def batch_export(
     transcripts: TranscriptsArg,
     to: Annotated[Path, typer.Option("--to", help="The OpenAI batch-format request JSONL to write (vLLM run_batch reads it).")],
     judge: JudgeOptions,
+    turns: TurnFlags,
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
     limit: LimitOpt = None,
@@ -177,17 +190,19 @@ def batch_export(
     """Write the unanswered requests as OpenAI batch JSONL and hold them until `harness batch import`."""
     from ..batch import export
 
-    report = export(_batch_options(transcripts, None, judge, rubric, prompts, limit), to)
+    report = export(_batch_options(transcripts, None, judge, rubric, prompts, limit, turns), to)
     err.print(f"[green]wrote {report.exported} request(s) to {escape(str(to))}[/]; {report.skipped} already cached or in a batch", highlight=False)
 
 
 @batch_app.command("import")
 @judge_options(("config", "model", "base_url", "cache"))
+@turn_options()
 def batch_import(
     transcripts: TranscriptsArg,
     results: Annotated[list[Path], typer.Argument(help="Batch output JSONL file(s) in OpenAI's format (vLLM run_batch writes it).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
     judge: JudgeOptions,
+    turns: TurnFlags,
     rubric: RubricOpt = None,
     prompts: PromptsOpt = None,
     limit: LimitOpt = None,
@@ -195,7 +210,7 @@ def batch_import(
     """Take the results of exported requests into the cache, then write the usual outputs."""
     from ..batch import import_results
 
-    options = _batch_options(transcripts, out, judge, rubric, prompts, limit)
+    options = _batch_options(transcripts, out, judge, rubric, prompts, limit, turns)
     totals = import_results(options, results)
     err.print(f"imported {totals['succeeded']} succeeded, {totals['failed']} failed, {totals['unknown']} not exported by this cache", highlight=False)
     raise typer.Exit(_collect_and_write(options, False, 0.0))

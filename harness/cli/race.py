@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from .common import ANALYSE, JUDGE, PromptsOpt, app, err, judge_options, run_async
+from .common import ANALYSE, JUDGE, PromptsOpt, app, err, judge_options, run_async, turn_options
 
 if TYPE_CHECKING:
     from ..planning import JudgeOptions
+    from ..planning.turns import TurnFlags
     from ..workflows.calibration import Calibration
     from ..workflows.cascade import CascadeResult
 
@@ -20,12 +21,14 @@ RACE_FLAGS = ("config", "model", "base_url", "api_key_env", "concurrency", "cach
 
 @app.command(rich_help_panel=ANALYSE)
 @judge_options(RACE_FLAGS)
+@turn_options()
 def race(
     a: Annotated[Path, typer.Argument(help="Agent A's transcripts (JSONL).")],
     b: Annotated[Path, typer.Argument(help="Agent B's transcripts (JSONL), paired with A's by id.")],
     metric: Annotated[str, typer.Option("--metric", help="The rubric, composite or bounded agent metric (trajectory_f1, ...: no judge) to compare.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for a/, b/, sequence.jsonl and race.json.")],
     judge: JudgeOptions,
+    turns: TurnFlags,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
     alpha: Annotated[float, typer.Option(help="Error rate of the decision, valid however often the sequence is looked at.")] = 0.05,
     margin: Annotated[float | None, typer.Option(help="Stop once the interval is narrower than this: a smaller difference does not matter.")] = None,
@@ -55,6 +58,7 @@ def race(
         round_size=round_size,
         max_pairs=max_pairs,
         seed=seed,
+        turns=turns,
     )
 
     def show(look: Look) -> None:

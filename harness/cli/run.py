@@ -11,39 +11,24 @@ import typer
 from rich.markup import escape
 
 from .choices import ExportFormat, InputFormat, OnBadRecord
-from .common import JUDGE, AsJsonOpt, app, err, judge_options, make_console, write_report
+from .common import JUDGE, AsJsonOpt, app, err, judge_options, make_console, turn_options, write_report
 
 if TYPE_CHECKING:
     from ..planning import JudgeOptions
+    from ..planning.turns import TurnFlags
 
 _FORMATS = ", ".join(f.value for f in InputFormat)
 FormatOpt = Annotated[InputFormat, typer.Option("--format", metavar="FORMAT", help=f"Input format: {_FORMATS} (auto decides by content).")]
-TurnsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--turns",
-        help="Judge each turn of a conversation on its own: all, last, or turn numbers such as 1,3 (its history before it as context). "
-        "Default: each transcript whole (first question, last answer).",
-    ),
-]
-TurnAggregateOpt = Annotated[
-    str, typer.Option("--turn-aggregate", help="With --turns, a conversation's score of its turns': mean, worst, last or pass-share.")
-]
-HistoryTurnsOpt = Annotated[
-    int | None, typer.Option("--history-turns", help="With --turns, the last turns kept whole in a turn's history (default 6).")
-]
-HistoryTokensOpt = Annotated[int | None, typer.Option("--history-tokens", help="With --turns, a turn's history budget in tokens (default 4000).")]
-PassThresholdOpt = Annotated[
-    float, typer.Option("--pass-threshold", help="With --turn-aggregate pass-share, the normalised score (0..1) a turn needs to pass.")
-]
 
 
 @app.command(rich_help_panel=JUDGE)
 @judge_options()
+@turn_options()
 def run(
     transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, a JSON array, or a trace file (see --format); - reads standard input.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgments.jsonl, results.jsonl, summary.json.")],
     judge: JudgeOptions,
+    turns: TurnFlags,
     format: FormatOpt = InputFormat.auto,
     rubric: Annotated[
         list[str] | None,
@@ -70,11 +55,6 @@ def run(
             help="Human labels (JSONL, as for harness agreement) for the config's \\[\\[juries]]: weights, anchors, members' agreement.",
         ),
     ] = None,
-    turns: TurnsOpt = None,
-    turn_aggregate: TurnAggregateOpt = "mean",
-    history_turns: HistoryTurnsOpt = None,
-    history_tokens: HistoryTokensOpt = None,
-    pass_threshold: PassThresholdOpt = 0.5,
     agent_only: Annotated[
         bool,
         typer.Option(
@@ -104,12 +84,8 @@ def run(
         format=format.value,
         shard=shard,
         jury_labels=jury_labels,
-        turns=turns,
-        turn_aggregate=turn_aggregate,
-        history_turns=history_turns,
-        history_tokens=history_tokens,
-        pass_threshold=pass_threshold,
         agent_only=agent_only,
+        **turns.as_options(),
     )
     if agent_only:
         named = (("--model", judge.model), ("--base-url", judge.base_url), ("--api-key-env", judge.api_key_env), ("--jury-labels", jury_labels))
@@ -131,19 +107,17 @@ def run(
     ("config", "model", "base_url", "cache", "no_cache"),
     help={"cache": "Cache whose hits cost nothing (default cache/judgments.sqlite).", "no_cache": "Estimate as if nothing were cached."},
 )
+@turn_options()
 def estimate(
     transcripts: Annotated[Path, typer.Argument(help="Transcripts: JSONL, a JSON array, or a trace file (see --format).")],
     judge: JudgeOptions,
+    turns: TurnFlags,
     format: FormatOpt = InputFormat.auto,
     rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to estimate (repeatable).")] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N transcripts.")] = None,
     as_json: AsJsonOpt = False,
     batch: Annotated[bool, typer.Option("--batch", help="Price at the providers' batch rates (harness batch submit).")] = False,
-    turns: TurnsOpt = None,
-    turn_aggregate: TurnAggregateOpt = "mean",
-    history_turns: HistoryTurnsOpt = None,
-    history_tokens: HistoryTokensOpt = None,
 ) -> None:
     """Tell what a run would cost and how long it would take, counting tokens offline with cache hits free."""
     from ..planning import RunOptions
@@ -159,10 +133,7 @@ def estimate(
         limit=limit,
         format=format.value,
         batch=batch,
-        turns=turns,
-        turn_aggregate=turn_aggregate,
-        history_turns=history_turns,
-        history_tokens=history_tokens,
+        **turns.as_options(),
     )
     with stdin_as_file(transcripts) as options.input:
         result = estimate_run(options)

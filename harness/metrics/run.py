@@ -288,6 +288,7 @@ class RunTotals:
             turns=options.describe(),
             aggregate=options.aggregate,
             aggregate_rule=options.rule(),
+            pass_threshold=options.pass_threshold,
             history_window={"turns": options.window.turns, "tokens": options.window.tokens},
             judged_turns=self.judged_turns,
             turns_absent=self.turns_absent,

@@ -284,6 +284,8 @@ class ConversationSummary(_Section):
     turns: str | None = None
     aggregate: str | None = None
     aggregate_rule: str | None = None
+    #: judged per turn: the normalised score a turn needs to pass (the pass-share rule's)
+    pass_threshold: float | None = None
     history_window: dict[str, int] | None = None
     judged_turns: int | None = None
     #: selected turn numbers a conversation did not have (not judged)

@@ -26,12 +26,13 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from ..config import JudgeConfig
-from ..errors import UserInputError
+from ..errors import ConfigError, UserInputError
 from ..metrics.composites import CompositeResult, Missing
 from ..metrics.run import RunTotals
 from ..metrics.schema import BudgetRecord, JuryPanelRecord, JurySummary, RunRecord, RunSummary
 from ..planning import Judgment
-from ..rows import JUDGMENTS, RESULTS, ResultRow, judgments_path, parse_judgment, parse_result, results_path
+from ..planning.turns import TurnOptions, parse_turns
+from ..rows import JUDGMENTS, RESULTS, ResultRow, TurnJudgmentRow, judgments_path, parse_judgment, parse_result, results_path
 from ..rundir import open_run_dir
 from ..validation import first_problem
 from .files import dumps_line
@@ -149,10 +150,15 @@ def _paid_first(paths: list[Path], juries: frozenset[str] = frozenset()) -> dict
                         first_cached[key] = (index, row)
                 elif not row.get("cached") and key in first_cached:
                     at, first = first_cached.pop(key)
-                    moved[at] = dumps_line({**row, "transcript_id": first["transcript_id"]}).decode()
-                    moved[index] = dumps_line({**first, "transcript_id": row["transcript_id"]}).decode()
+                    moved[at] = dumps_line({**row, **_place(first)}).decode()
+                    moved[index] = dumps_line({**first, **_place(row)}).decode()
             index += 1
     return moved
+
+
+def _place(row: dict[str, Any]) -> dict[str, Any]:
+    """Where a judgment row sits: its transcript, and its turn when the run was judged per turn."""
+    return {key: row[key] for key in ("transcript_id", "turn") if key in row}
 
 
 def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
@@ -163,10 +169,13 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     composites: dict[str, dict[str, float]] = {name: {} for name in first.composites}
     juries = _juries(panels, first, [s for _, s in ordered], first_run) if panels else None
     totals = RunTotals(_scales(first_run, first), judges, composites, list(panels))
+    totals.turn_options = _turn_options(ordered)
+    per_turn = totals.turn_options is not None
 
     out.mkdir(parents=True, exist_ok=True)
     runs = [run for run, _ in ordered]
     judgments = 0
+    conversation = 0  # judged per turn: the transcript's number, its turns' cluster
     paths = [judgments_path(r) for r in runs]
     skip = frozenset(panels)
     moved = _paid_first(paths, skip)
@@ -176,6 +185,7 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     with judgments_file.open("w", encoding="utf-8") as fh:
         for group in _interleave(paths, "transcript_id"):
             kept = []
+            turns: list[int | None] = []
             tid = None
             for line in group:
                 row = json.loads(line)
@@ -183,11 +193,20 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
                 if row.get("judge") in skip:
                     continue
                 line = moved.get(judgments, line)
-                judgment = Judgment(**parse_judgment(line).as_dict())
-                totals.add(judgment)
+                parsed = parse_judgment(line)
+                fields = parsed.as_dict()
+                fields.pop("turn", None)
+                judgment = Judgment(**fields)
+                if per_turn:
+                    turns.append(parsed.turn if isinstance(parsed, TurnJudgmentRow) else None)
+                else:
+                    totals.add(judgment)
                 kept.append(judgment)
                 fh.write(line)
                 judgments += 1
+            if per_turn:
+                _add_turns(totals, conversation, kept, turns)
+                conversation += 1
             if juries is not None and tid is not None:
                 juries.observe(str(tid), None, kept, len(kept), count_agent=False)
     with results_file.open("w", encoding="utf-8") as fh:
@@ -196,6 +215,8 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
             for judge in judges:
                 for name in composites:
                     totals.add_composite(judge.name, _composite(name, row, judge.name))
+            if per_turn:
+                _add_conversation(totals, row)
             totals.add_transcript(row.performance)
             if row.agent is not None:
                 totals.add_agent(row.agent, row.agent_unscored or {})
@@ -230,8 +251,7 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
         )
     if juries is not None:  # decided again over the merged run
         record["juries"] = {name: JurySummary.model_validate(report) for name, report in juries.report().items()}
-    # each shard counted the transcripts of several turns it read (judged whole: a shard of a
-    # per-turn run is refused by ``harness run``): the merged run says how many there were
+    # each shard counted the transcripts of several turns it read: the merged run says how many
     totals.multi_turn = sum(s.conversations.multi_turn for _, s in ordered if s.conversations is not None)
     wall = max(s.wall_time_s for _, s in ordered)
     write_summary(out, totals.summary(wall_time_s=wall, record=RunRecord.model_validate(record)))
@@ -321,3 +341,65 @@ def _composite(name: str, row: ResultRow, judge: str) -> CompositeResult:
         cause = match["cause"]
         missing = Missing(match["rubric"], match["status"], None if cause == "not judged" else cause)
     return CompositeResult(name, "unscored", None, missing, ())
+
+
+# -- judged per turn (``harness run --turns``) --------------------------------------------------
+
+_TURN_REASON = re.compile(r"^\S+: (?P<reason>.*) \(turn \d+\)$")
+
+
+def _turn_options(ordered: list[tuple[Path, RunSummary]]) -> TurnOptions | None:
+    """The shards' per-turn options, read back from summary.json through ``parse_turns``; None
+    when the run was judged whole. Shards judged by other turn options are not one plan."""
+    described = []
+    for run, summary in ordered:
+        c = summary.conversations
+        per_turn = c is not None and c.judged_as == "per turn"
+        described.append((run, (c.turns, c.aggregate, c.pass_threshold, c.history_window) if c is not None and per_turn else None))
+    first_run, first = described[0]
+    for run, options in described[1:]:
+        if options != first:
+            raise UserInputError(f"{run}: judged per turn differently from {first_run} (--turns and its companions): these shards are not one plan")
+    if first is None:
+        return None
+    turns, rule, threshold, window = first
+    window = window or {}
+    try:
+        return parse_turns(turns or "", rule or "mean", window.get("turns"), window.get("tokens"), 0.5 if threshold is None else threshold)
+    except ConfigError as exc:
+        raise UserInputError(f"{first_run}/summary.json: conversations: {exc}") from None
+
+
+def _add_turns(totals: RunTotals, conversation: int, judgments: list[Judgment], turns: list[int | None]) -> None:
+    """A conversation's turn judgments, as ``RunWriter._turn_judgments`` adds them: to the calls and
+    costs, and each scored turn to the turn scores clustered by ``conversation``."""
+    judged: set[int | None] = set()
+    for j, turn in zip(judgments, turns, strict=True):
+        totals.add(j, to_series=False)
+        judged.add(turn)
+        if j.status == "scored" and j.score is not None:
+            totals.add_turn_score(j.rubric, j.judge, conversation, j.score)
+    totals.judged_turns += len(judged)
+
+
+def _add_conversation(totals: RunTotals, row: ResultRow) -> None:
+    """A conversation's scores of its turns' (the results row holds them, by the run's rule) to the
+    rubrics' series, with the reason a conversation is unscored as the writer counted it."""
+    turns = row.turns
+    totals.turns_absent += int((turns.absent if turns is not None else None) or 0)
+    scores, unscored = row.scores, row.unscored
+    if turns is None or not turns.judged:  # none of the selected turns: unscored for every rubric
+        for judge, names in unscored.items():
+            for name in names:
+                totals.add_conversation(name, judge, None, "turns_absent")
+        return
+    for judge, names in turns.scores.items():
+        for name in names:
+            value = (scores.get(judge) or {}).get(name)
+            if value is not None:
+                totals.add_conversation(name, judge, float(value), None)
+                continue
+            said = str((unscored.get(judge) or {}).get(name) or "")
+            found = _TURN_REASON.match(said)
+            reason = found["reason"] if found else None
+            totals.add_conversation(name, judge, None, None if reason in (None, "None") else reason)

@@ -365,10 +365,6 @@ def _turn_options(options: RunOptions) -> TurnOptions | None:
         if companions or options.pass_threshold != 0.5:
             raise ConfigError("--turn-aggregate, --history-turns, --history-tokens and --pass-threshold apply to --turns; give --turns too")
         return None
-    if options.batch:
-        raise ConfigError("--turns: a provider batch is not judged per turn yet (harness batch); run it with harness run --turns")
-    if options.shard is not None:
-        raise ConfigError("--turns: shards are not judged per turn yet (harness merge reads one judgment per transcript); run it unsharded")
     if options.agent_only:
         raise ConfigError("--turns: an agent-only run judges no rubric, so no turn")
     return parse_turns(options.turns, options.turn_aggregate, options.history_turns, options.history_tokens, options.pass_threshold)

@@ -25,7 +25,7 @@ import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
 from ..transcripts.conversation import HistoryWindow, render_history
@@ -66,6 +66,23 @@ class TurnOptions:
             return [turns], 0
         present = [t for t in self.selection if t <= turns]
         return present, len(self.selection) - len(present)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFlags:
+    """``--turns`` and its companions as given, unchecked: one value that every command planning a
+    run (``harness run``, ``estimate``, ``batch submit``/``collect``) carries into ``RunOptions``,
+    whose fields of the same names ``parse_turns`` checks."""
+
+    turns: str | None = None
+    turn_aggregate: str = "mean"
+    history_turns: int | None = None
+    history_tokens: int | None = None
+    pass_threshold: float = 0.5
+
+    def as_options(self) -> dict[str, Any]:
+        """The ``RunOptions`` fields these flags set."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def parse_turns(

@@ -285,7 +285,7 @@ async def _judge_and_write(run: _Run) -> RunOutcome:
             if cache is not None:
                 await cache.open()
             if run.on_start is not None:
-                run.on_start(_planned(run) * len(run.rubrics) * len(plan.judges))
+                run.on_start(_planned_judgments(run))
             answer = run.answers.answer if run.answers is not None else None
             # a collect's downloaded keys without a cache row: answered without a lookup
             uncached = run.answers.uncached if run.answers is not None else frozenset[str]()
@@ -360,6 +360,27 @@ def _notices(plan: RunPlan, rubrics: list[Rubric]) -> list[str]:
     """Told once a run: the custom rubrics still in the inline layout when the config asks for the data layout."""
     old = inline_custom(rubrics) if plan.rubric_layout == "data" else []
     return [opt_in_notice(old)] if old else []
+
+
+def _planned_judgments(run: _Run) -> int:
+    """The judgments the run is to make, for the progress bar: one per (transcript, rubric, judge),
+    and judged per turn one per (selected turn, rubric, judge): each planned transcript's turns are
+    counted by the rule the planner selects them by (``TurnOptions.chosen``), the input read once
+    more for it."""
+    per = len(run.rubrics) * len(run.plan.judges)
+    plan = run.plan
+    if plan.turns is None:
+        return _planned(run) * per
+    from ..traces.loader import iter_transcripts, required_inputs
+
+    turns = 0
+    require = required_inputs(r.inputs for r in run.rubrics)
+    for count, (_, record) in enumerate(iter_transcripts(plan.input, plan.on_bad_record, plan.format, require)):
+        if plan.limit is not None and count >= plan.limit:
+            break
+        if plan.shard is None or plan.shard.holds(count):
+            turns += len(plan.turns.chosen(record.resolved().turns)[0])
+    return turns * per
 
 
 def _planned(run: _Run) -> int:

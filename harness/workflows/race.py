@@ -50,6 +50,7 @@ from ..errors import ConfigError, OutputError, UserInputError
 from ..exit_codes import EXIT_CACHE_MISSES, EXIT_FAILED_JUDGMENTS, EXIT_OK, combined_exit
 from ..outputs.files import OutDirLock, atomic_write_text, prepare_out_dir
 from ..planning import JudgeOptions, RunOptions, build_plan
+from ..planning.turns import TurnFlags
 from ..rows import iter_result_rows, results_path
 from ..runner.session import RunOutcome
 from ..stats.sequential import PairedDifferenceCS
@@ -76,6 +77,9 @@ class RaceOptions(JudgeOptions):
     round_size: int = 20
     max_pairs: int | None = None
     seed: int = 0
+    #: judged per turn (``--turns``): each round's runs are; a pair is two conversations' scores
+    #: (results.jsonl's, by the rule of ``planning.turns``), never two turns'
+    turns: TurnFlags = field(default_factory=TurnFlags)
 
 
 @dataclass(slots=True)
@@ -186,6 +190,7 @@ def _run_options(
         agent_only=metric is not None and metric.kind == "agent",
         offline=options.offline if offline is None else offline,
         progress=False,
+        **options.turns.as_options(),
     )
 
 
