@@ -25,7 +25,6 @@ from ..agent.render import render_reference, timeline
 from ..agent.specs import TrajectorySettings
 from ..analysis.repeated import RepeatedRuns, repeated_runs, success_rule
 from ..errors import HarnessError
-from ..traces.loader import iter_transcripts
 from .runs import OpenedRun
 
 KS = (1, 3, 5)
@@ -85,30 +84,13 @@ class AgentDetail:
     note: str | None
 
 
-def _find(run: OpenedRun, tid: str) -> Any:
-    path = run.view.input_path
-    if path is None or not path.is_file():
-        return None
-    try:
-        for _, record in iter_transcripts(path, on_bad="skip"):
-            if record.id == tid:
-                return record.resolved()
-    except (HarnessError, OSError):
-        return None
-    return None
-
-
 def agent_detail(run: OpenedRun, at: int) -> AgentDetail | None:
     """The timeline and the reference of transcript ``at``; None when it has no steps."""
-    tid = run.ids[at]
-    texts = run.texts(at)
-    if texts is None or texts.get("steps") is None:  # no steps recorded: nothing to show (and no input file to scan)
-        return None
-    resolved = _find(run, tid)
-    if resolved is None or resolved.steps is None:
+    resolved = run.resolved(at)
+    if resolved is None or resolved.steps is None:  # no steps recorded: nothing to show
         return None
     steps = resolved.steps
-    row = run.results[at] if at < len(run.results) else {}
+    row = run.result(at)
     repeated = set((row.get("agent_steps") or {}).get("repeated_calls") or ())
     settings = TrajectorySettings()
     match = None

@@ -67,7 +67,7 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
             continue
         if tag and tag not in run.tags[at]:
             continue
-        if q and not any(q in str(v).lower() for v in (run.ids[at], run.tasks[at] or "", " ".join(run.tags[at]), run.queries[at])):
+        if q and not any(q in str(v).lower() for v in (run.ids[at], run.tasks[at] or "", " ".join(run.tags[at]), run.query(at))):
             continue
         if col in index and (lo is not None or hi is not None):
             value = cells[index[col]]
