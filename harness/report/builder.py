@@ -48,7 +48,7 @@ from .aggregate import (
 from .breakdown import composite_lines
 from .details import SPENT_REPLY_CHARS, ChunkWriter, Spool, dumps
 from .inference import read_inference
-from .run import RunView, clip, iter_rows, iter_texts, open_run, turn_scores
+from .run import RunView, TurnScores, clip, iter_rows, iter_texts, open_run, turn_scores
 
 #: npm chart.js version of vendor/chart.umd.min.js (update both together; see vendor/README.md).
 CHART_JS_VERSION = "4.6.1"
@@ -237,6 +237,8 @@ class _Run:
     result_refs: list[tuple[int, int, int]]
     #: (lazy) the line of judgments.jsonl each judgment ref is on
     judgment_lines: list[list[int]]
+    #: a conversation judged per turn: its turns' scores (``run.turn_scores``); None otherwise
+    conversations: list[TurnScores | None]
     rubric_values: dict[tuple[str, str], list[float]]
     label_counts: dict[tuple[str, str], Counter[str]]
     composite_values: dict[tuple[str, str], list[float]]
@@ -254,7 +256,7 @@ def _read_run(view: RunView, spool: Spool | None) -> _Run:
     columns = _columns(view)
     col_index = {c["key"]: i for i, c in enumerate(columns)}
     run = _Run(
-        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[], result_refs=[], judgment_lines=[],
+        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[], result_refs=[], judgment_lines=[], conversations=[],
         rubric_values=defaultdict(list), label_counts=defaultdict(Counter), composite_values=defaultdict(list),
         agent={f: [] for f in LATENCY_FIELDS}, tool_calls=[], judge_latency={j: [] for j in view.judges},
         health=defaultdict(Health), notes=list(view.notes),
@@ -303,6 +305,7 @@ def _read_run(view: RunView, spool: Spool | None) -> _Run:
             perf["task"] = row["task"]
         if (turns := turn_scores(view, row)) is not None:
             perf["turns"] = turns.as_dict()
+        run.conversations.append(turns)
         run.perf.append(perf)
         run.recorded.append(recorded)
         run.judgment_refs.append([])
@@ -364,7 +367,7 @@ def _write_details(view: RunView, run: _Run, spool: Spool, writer: ChunkWriter, 
     for at in order:
         rest -= small[at]
         packed = [spool.get(ref) for ref in run.judgment_refs[at]]
-        lines = composite_lines(view, [dict(zip(JUDGMENT_FIELDS, p, strict=True)) for p in packed], run.recorded[at])
+        lines = composite_lines(view, [dict(zip(JUDGMENT_FIELDS, p, strict=True)) for p in packed], run.recorded[at], run.conversations[at])
         disagreements += sum(1 for line in lines if line.agrees is False)
         ref = run.text_refs[at]
         detail: dict[str, Any] = {"perf": run.perf[at], "texts": None, "j": packed, "c": [line.as_dict() for line in lines]}

@@ -16,7 +16,8 @@ from ..errors import UserInputError
 from ..jsonlines import iter_json_objects as iter_jsonl
 from .aggregate import fmt_ms
 from .breakdown import composite_lines
-from .run import open_run, read_texts
+from .chat import build_chat, chat_lines
+from .run import open_run, read_texts, turn_scores
 
 #: Transcript text longer than this is cut in the terminal (the report shows up to MAX_TEXT_CHARS).
 EXPLAIN_TEXT_CHARS = 600
@@ -67,6 +68,7 @@ def explain(
         raise UserInputError(f"{view.results_path}: no transcript {transcript_id!r} in this run")
     judgments = [j for _, j in iter_jsonl(view.judgments_path) if str(j.get("transcript_id")) == transcript_id]
     texts, note = read_texts(view, {transcript_id})
+    conversation = turn_scores(view, row)
     out = [f"transcript {transcript_id}  (run {view.path})"]
     found = texts.get(transcript_id)
     if found is None:
@@ -109,7 +111,11 @@ def explain(
             if notes.get(name):
                 out.append(f"    {notes[name]}")
 
-    lines = composite_lines(view, judgments, row.get("composites"))
+    if found is not None and (chat := build_chat(found.turns, conversation, judgments)) is not None:
+        out.append("")
+        out.append(f"conversation ({len(chat.turns)} turns)")
+        out.extend(chat_lines(chat, _short))
+    lines = composite_lines(view, judgments, row.get("composites"), conversation)
     if lines:
         out.append("")
         out.append("composites")
@@ -122,7 +128,7 @@ def explain(
     out.append("judgments")
     for j in judgments:
         status = j.get("status")
-        head = f"  {j.get('rubric')} v{j.get('rubric_version')} · judge {j.get('judge')}: {status}"
+        head = f"  {j.get('rubric')} v{j.get('rubric_version')} · judge {j.get('judge')}{'' if j.get('turn') is None else ' · turn ' + str(j['turn'])}: {status}"
         if status == "scored" and j.get("score") is None and j.get("label") is not None:
             head += f" label {j['label']}"
         elif status == "scored":

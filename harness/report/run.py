@@ -23,13 +23,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..agent.steps import Step
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
+from ..jsonlines import MAX_INPUT_DEPTH, check_readable_file, decode_json, line_error
 from ..metrics.schema import RunSummary
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..rundir import interrupted_note, open_run_dir, resolve_input, version_note
-from ..jsonlines import MAX_INPUT_DEPTH, check_readable_file, decode_json, line_error
 from ..traces.loader import iter_transcripts
 from ..transcripts.models import Resolved
 
@@ -87,7 +89,7 @@ def turn_texts(t: Resolved) -> tuple[TurnText, ...] | None:
     if conversation is None or len(conversation) < 2:
         return None
     return tuple(
-        TurnText(turn.index, clip(turn.user) or "", clip(turn.answer), tuple(replace(s, result=clip(s.result)) for s in turn.steps))
+        TurnText(turn.index, clip(turn.user) or "", clip(turn.answer), tuple(replace(s, result=clip(s.result), turn=None) for s in turn.steps))
         for turn in conversation.turns()
     )
 
@@ -268,17 +270,26 @@ def iter_rows(path: Path) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
 
 
 def _row(path: Path, number: int, data: bytes) -> dict[str, Any]:
+    # The harness wrote the line (scores checked finite, counts within 64 bits), so orjson alone
+    # reads it; whatever orjson refuses gets the bounded decoder's verdict and message.
     try:
-        value = decode_json(data, MAX_INPUT_DEPTH)
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        value = _decoded(path, number, data)
+    if not isinstance(value, dict):
+        raise line_error(path, number, "<record>", f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _decoded(path: Path, number: int, data: bytes) -> Any:
+    try:
+        return decode_json(data, MAX_INPUT_DEPTH)
     except UnicodeDecodeError as exc:
         raise line_error(path, number, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise line_error(path, number, "<json>", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
     except ValueError as exc:
         raise line_error(path, number, "<json>", str(exc)) from None
-    if not isinstance(value, dict):
-        raise line_error(path, number, "<record>", f"expected a JSON object, got {type(value).__name__}")
-    return value
 
 
 def read_row(path: Path, number: int, offset: int, length: int) -> dict[str, Any]:

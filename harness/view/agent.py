@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from ..agent.match import _describe, match_trajectory
 from ..agent.render import render_reference, timeline

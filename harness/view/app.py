@@ -175,6 +175,8 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
             tid=opened.ids[at],
             texts=opened.texts(at),
             judgments=opened.judgments(at),
+            chat=opened.chat(at),
+            turn=request.args.get("turn", ""),
             row=opened.result(at),
             agent=agent_detail(opened, at),
         )

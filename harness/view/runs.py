@@ -24,10 +24,10 @@ from typing import Any
 import orjson
 
 from ..agent.specs import SPECS as AGENT_SPECS
-from ..errors import UserInputError
-from ..errors import HarnessError
+from ..errors import HarnessError, UserInputError
 from ..report.builder import JUDGMENT_FIELDS, QUERY_SEARCH_CHARS, _read_run, build_data, judgment_fields
-from ..report.run import RunView, open_run, read_row, texts_of
+from ..report.chat import Chat, build_chat
+from ..report.run import RunView, TurnScores, open_run, read_row, texts_of, turn_texts
 from ..rundir import read_summary
 from ..traces.loader import iter_transcripts, parse_record
 from ..transcripts.models import Resolved
@@ -134,6 +134,7 @@ class InputIndex:
         self._wanted = wanted
         self._where: dict[str, tuple[int, int, int]] | None = None
         self._queries: dict[str, str] = {}
+        self._recent: dict[str, Resolved | None] = {}
         self._lock = threading.Lock()
 
     def _jsonl(self) -> bool:
@@ -181,6 +182,17 @@ class InputIndex:
         path = self.path
         if path is None or not path.is_file():
             return None
+        with self._lock:
+            if tid in self._recent:
+                return self._recent[tid]
+        t = self._resolve(path, tid)
+        with self._lock:
+            self._recent[tid] = t
+            while len(self._recent) > 8:  # the few transcripts open now (a page asks for one several times)
+                self._recent.pop(next(iter(self._recent)))
+        return t
+
+    def _resolve(self, path: Path, tid: str) -> Resolved | None:
         found = self._build().get(tid)
         if found is not None:
             number, offset, length = found
@@ -225,6 +237,8 @@ class OpenedRun:
     judgment_lines: list[list[int]]
     inputs: InputIndex
     agent_metrics: list[str]
+    #: a run judged per turn: each conversation's turn scores (None for a transcript judged whole)
+    conversations: list[TurnScores | None] = field(default_factory=list)
     #: the custom rubric directories the run was opened with
     prompts: tuple[Path, ...] = ()
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -251,6 +265,13 @@ class OpenedRun:
     def texts(self, at: int) -> dict[str, Any] | None:
         t = self.resolved(at)
         return texts_of(t).as_dict() if t is not None else None
+
+    def chat(self, at: int) -> Chat | None:
+        """Transcript ``at`` as a chat, each turn with its judgments (None: not a conversation of turns)."""
+        t = self.resolved(at)
+        if t is None:
+            return None
+        return build_chat(turn_texts(t), self.conversations[at] if at < len(self.conversations) else None, self.judgment_rows(at))
 
     def query(self, at: int) -> str:
         """The query's first characters, for the table's search (read from the input's index when first searched)."""
@@ -345,5 +366,6 @@ def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> 
         judgment_lines=run.judgment_lines,
         inputs=InputIndex(view.input_path, set(run.ids)),
         agent_metrics=present,
+        conversations=run.conversations,
         prompts=tuple(prompts),
     )
