@@ -447,6 +447,8 @@ def test_hostile_text_stays_inert_on_every_page_and_fits_a_phone(runs: dict[str,
             page.shot("view-queue-390.png", tmp_path)
             page.open("/compare?a=agent-a&b=agent-b")
             page.shot("view-compare-390.png", tmp_path)
+            page.open("/transcript?r=chat&id=booking")
+            page.shot("view-chat-390.png", tmp_path)
         p = page.open("/transcript?r=hostile&id=hostile-1")
         assert HOSTILE in page.texts(".prose")[0]
         # the tags of the input's metadata filter the table (a tag of markup is a tag like any other)
@@ -510,6 +512,7 @@ def test_a_conversation_shows_as_a_chat_with_each_turn_s_scores(runs: dict[str, 
     assert p.locator("#transcript-table tbody tr td").nth(heads.index("r:relevance:mini")).inner_text() == fmt(
         results["booking"]["scores"]["mini"]["relevance"]
     )
+    page.open("/transcript?r=chat&id=booking")
     page.shot("view-chat-1280.png", tmp_path)
     page.clean()
     page.close()
