@@ -713,6 +713,23 @@
           out.appendChild(el("p", { class: "agent-note", text: k + ": " + p.agent_notes[k] }));
         });
       }
+      var ref = d.texts.reference_calls;
+      if (ref) {
+        // the reference beside the calls made: each expected call with the step that matched it, or marked
+        out.appendChild(el("h3", { text: "reference beside the calls made (matched in mode " + ref.mode + ": " + (ref.matched === null ? "—" : ref.matched ? "match" : "no match") + ")" }));
+        if (ref.note) out.appendChild(el("p", { class: "warn", text: ref.note }));
+        var rt = el("table", { class: "grid reference" });
+        rt.appendChild(el("thead", null, el("tr", null, el("th", { text: "#" }), el("th", { text: "expected" }), el("th", { text: "made" }))));
+        var rb = el("tbody");
+        ref.rows.forEach(function (r) {
+          rb.appendChild(el("tr", { class: r.step === null ? "missing" : "made" }, el("td", { text: String(r.position) }),
+            el("td", null, el("code", { dir: "auto", text: r.call })),
+            el("td", { class: r.step === null ? "bad" : "" , text: r.step === null ? "expected, not made" : "step [" + r.step + "]" })));
+        });
+        rt.appendChild(rb);
+        out.appendChild(el("div", { class: "scroll" }, rt));
+        if (ref.unexpected.length) out.appendChild(el("p", { class: "muted unexpected", text: "steps not expected: " + ref.unexpected.map(function (s) { return "[" + s + "]"; }).join(", ") }));
+      }
     } else if (d.left_out) {
       out.appendChild(el("p", { class: "warn", text: "The transcript's text is left out of this page to keep it small (see the notes at the top); harness explain " + META.run_dir + " " + ROWS[i][0] + " prints it." }));
     } else {

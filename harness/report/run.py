@@ -55,6 +55,8 @@ class Texts:
     steps: tuple[Step, ...] | None = None
     #: a conversation of more than one turn: each turn's user text, steps and answer (``TurnText``)
     turns: tuple[TurnText, ...] | None = None
+    #: a transcript with steps and a reference trajectory: the reference beside the calls made (`reference_table`)
+    reference_calls: ReferenceTable | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -67,7 +69,56 @@ class Texts:
         }
         if self.turns is not None:  # (only then: a single exchange's details are as before)
             out["turns"] = [t.as_dict() for t in self.turns]
+        if self.reference_calls is not None:
+            out["reference_calls"] = self.reference_calls.as_dict()
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceTable:
+    """The reference trajectory beside the calls made: each reference call with the step that
+    matched it (None: expected, not made), and the steps the reference did not expect; matched by
+    `harness.agent.match.match_trajectory` in the default mode (a run does not record its
+    ``[trajectory] mode``), or ``note`` saying why it could not be."""
+
+    mode: str
+    matched: bool | None
+    #: (reference position, the call as written, the matching step's index or None)
+    rows: tuple[tuple[int, str, int | None], ...]
+    unexpected: tuple[int, ...]
+    note: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "matched": self.matched,
+            "rows": [{"position": p, "call": c, "step": s} for p, c, s in self.rows],
+            "unexpected": list(self.unexpected),
+            "note": self.note,
+        }
+
+
+def reference_table(t: Resolved) -> ReferenceTable | None:
+    """The reference beside the calls of ``t`` (None when it lacks steps or a reference trajectory)."""
+    if t.reference_trajectory is None or t.steps is None:
+        return None
+    from ..agent.match import _describe, match_trajectory
+    from ..agent.specs import TrajectorySettings
+
+    mode = TrajectorySettings().mode
+    declared = {x.name: x for x in t.tools} if t.tools is not None else None
+    try:
+        match = match_trajectory(t.steps, t.reference_trajectory, mode, tools=declared)  # type: ignore[arg-type]
+    except (HarnessError, ValueError) as exc:
+        return ReferenceTable(mode, None, (), (), f"the reference could not be matched here: {exc}")
+    by_pos = dict(match.pairs)
+    made = set(by_pos.values())
+    return ReferenceTable(
+        mode=mode,
+        matched=match.matched,
+        rows=tuple((pos, _describe(call), by_pos.get(pos)) for pos, call in enumerate(match.calls)),
+        unexpected=tuple(s.index for s in t.steps if s.index not in made),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +367,7 @@ def texts_of(t: Resolved) -> Texts:
         contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),
         steps=tuple(replace(s, result=clip(s.result)) for s in t.steps) if t.steps is not None else None,
         turns=turn_texts(t),
+        reference_calls=reference_table(t),
     )
 
 
