@@ -1,11 +1,14 @@
-"""The runs under a folder, and one run opened for the viewer.
+"""The runs under a folder, and one run opened for the viewer, lazily.
 
 A run is a directory holding summary.json (``harness run --out``). :func:`find_runs` lists them
-under the viewer's root (two levels deep); :class:`OpenedRun` is one run read once with the static
-report's own pass (``report.builder._read_run`` and ``build_data``), so every figure the viewer
-shows of a run is the figure report.html shows. The transcripts' texts and judgments stay in the
-report's spool (a temporary file) and are read back one transcript at a time; the table rows, with
-the agent metrics, task and tags added, are kept in memory for server-side filtering and sorting.
+under the viewer's root (two levels deep), each summary read once while its file is unchanged
+(:func:`stamp`: mtime and size). :class:`OpenedRun` is one run read with the static report's own
+pass (``report.builder._read_run`` without a spool, and ``build_data``), so every figure the
+viewer shows of a run is the figure report.html shows; that pass keeps the table's cells and where
+each transcript's results and judgment rows are in their files (``report.run.iter_rows``), not
+the rows. A transcript's rows are read back by offset when it is opened, and its input record
+through :class:`InputIndex` (the input's lines indexed once, on first need). The table rows, with
+the agent metrics, task and tags added, stay in memory for server-side filtering and sorting.
 
 Nothing here writes into a run directory.
 """

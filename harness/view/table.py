@@ -70,7 +70,7 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
     rows = run.rows if turn is None else _turn_rows(run, columns, turn)
     selected: list[int] = []
     for at, cells in enumerate(rows):
-        if turn is not None and (run.conversations[at] is None or turn not in run.conversations[at].judged):  # type: ignore[union-attr]
+        if turn is not None and turn not in (c.judged if (c := run.conversations[at]) is not None else ()):
             continue
         if task and run.tasks[at] != task:
             continue
