@@ -5,8 +5,9 @@
 
 The pictures are taken by tests/test_view.py's browser tests (real headless Chromium through
 playwright, runs made from examples/agent_runs.jsonl and the tests' conversations against the
-tests' local judge), which write them where ``HARNESS_VIEW_SCREENSHOTS`` points; each is then
-reduced to a 256-colour palette (Pillow) to keep the repository small.
+tests' local judge), which write them where ``HARNESS_VIEW_SCREENSHOTS`` points (a temporary
+folder: the tests write nothing in the checkout); each is then reduced to a 256-colour palette
+(Pillow) into docs/guide/img/ to keep the repository small.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,22 +23,26 @@ IMG = ROOT / "docs" / "guide" / "img"
 TESTS = "runs_list or one_run or agent_view or side_by_side or two_annotators or hostile or chat_with_each"
 
 
-def main() -> int:
-    IMG.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HARNESS_VIEW_SCREENSHOTS": str(IMG)}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_view.py", "-k", TESTS], cwd=ROOT, env=env, check=False
-    )
-    if done.returncode != 0:
-        return done.returncode
+def reduce(source: Path, target: Path) -> None:
+    """``source`` as a 256-colour PNG at ``target``."""
     from PIL import Image
 
-    for path in sorted(IMG.glob("view-*.png")):
-        before = path.stat().st_size
-        with Image.open(path) as image:
-            small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
-        small.save(path, optimize=True)
-        print(f"{path.relative_to(ROOT)}: {before / 1024:.0f} KB -> {path.stat().st_size / 1024:.0f} KB")
+    with Image.open(source) as image:
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(target, optimize=True)
+    print(f"{target.relative_to(ROOT)}: {source.stat().st_size / 1024:.0f} KB -> {target.stat().st_size / 1024:.0f} KB")
+
+
+def main() -> int:
+    IMG.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="harness-shots-") as tmp:
+        env = {**os.environ, "HARNESS_VIEW_SCREENSHOTS": tmp}
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_view.py", "-k", TESTS]
+        done = subprocess.run(argv, cwd=ROOT, env=env, check=False)
+        if done.returncode != 0:
+            return done.returncode
+        for path in sorted(Path(tmp).glob("view-*.png")):
+            reduce(path, IMG / path.name)
     return 0
 
 

@@ -749,7 +749,7 @@
       var status = j[JF.status];
       var cls = status === "scored" ? "good" : status === "failed" ? "bad" : "warn";
       var card = el("div", { class: "judgment" });
-      card.appendChild(el("div", null, el("b", { text: j[JF.rubric] + " v" + j[JF.rubric_version] + " · judge " + j[JF.judge] + "  " }),
+      card.appendChild(el("div", null, el("b", { text: j[JF.rubric] + " v" + j[JF.rubric_version] + " · judge " + j[JF.judge] + (j[JF.turn] === null || j[JF.turn] === undefined ? "" : " · turn " + j[JF.turn]) + "  " }),
         el("span", { class: "badge " + cls, text: status }), " ",
         el("b", { text: status !== "scored" ? (j[JF.reason] || "") : isNum(j[JF.score]) ? "score " + fmt(j[JF.score], 6) : "label " + j[JF.label] })));
       var facts = el("div", { class: "facts" });
