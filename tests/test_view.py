@@ -643,7 +643,9 @@ def test_report_html_has_the_agent_sections(runs: dict[str, Path], browser: Any,
     assert "expected, not made" in note
     assert f"trajectory_match: {note}" in page.locator("dialog#detail .agent-note").all_inner_texts()
     # the reference beside the calls made: the calls expected and not made are the ones the note names
-    missing = page.locator("dialog#detail table.reference tr.missing").evaluate_all("rs => rs.map(r => [r.cells[1].textContent, r.cells[2].textContent])")
+    missing = page.locator("dialog#detail table.reference tr.missing").evaluate_all(
+        "rs => rs.map(r => [r.cells[1].textContent, r.cells[2].textContent])"
+    )
     assert missing and all(made == "expected, not made" for _, made in missing)
     assert all(call.split("(")[0] in note for call, _ in missing), (missing, note)
     made = page.locator("dialog#detail table.reference tr.made td:nth-child(3)").all_inner_texts()
