@@ -363,13 +363,14 @@ async def test_run_per_turn_scores_each_turn_and_the_conversation_by_the_named_r
     cell = data.outcomes[("relevance", "j")]
     assert cell["booking"].score == pytest.approx((0.2 + 0.6 + 0.9) / 3) and set(cell) == {"booking", "chat-4", "plain"}
 
-    # the commands that show judgments one per transcript refuse a per-turn run in one line
+    # report and explain show a conversation as a chat (tests/test_view.py drives the pages); export refuses
     from harness.errors import UserInputError
     from harness.report import build_report
+    from harness.report.explain import explain
     from harness.traces.export import export_run
 
-    with pytest.raises(UserInputError, match=r"judged per turn \(--turns all\); harness report \(and explain\) does not show"):
-        build_report(out.out)
+    assert build_report(out.out).path.is_file()
+    assert "  relevance · judge j: 0.566667  = mean of turn 1 0.2, turn 2 0.6, turn 3 0.9" in explain(out.out, "booking")
     with pytest.raises(UserInputError, match="harness export does not show a run judged per turn yet"):
         export_run(out.out, "csv")
 

@@ -33,6 +33,7 @@ from harness.cli import app
 from harness.outputs.layout import usd
 from harness.view.app import fmt
 from tests.e2e_support import judge, read_jsonl, serve, write_config, write_jsonl
+from tests.test_conversations import BOOKING
 from tests.test_report import CHROMIUM, CHROMIUM_ARGS, HOSTILE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +45,20 @@ BIDI = "\u202eevil\u202c \u2067isolated\u2069 <b>x</b>"
 SHOTS = os.environ.get("HARNESS_VIEW_SCREENSHOTS")
 #: relevance reads the query and response, task_completion the steps too (both 0..1)
 AGENT_RUBRICS = ("relevance", "task_completion")
+#: conversations (judged per turn in the "chat" run): one with tool calls, one of right-to-left and hostile text, one exchange
+CONVERSATIONS = [
+    BOOKING,
+    {
+        "id": "rtl-chat",
+        "messages": [
+            {"role": "user", "content": RTL},
+            {"role": "assistant", "content": HOSTILE + " " + RTL},
+            {"role": "user", "content": BIDI},
+            {"role": "assistant", "content": "<img src=x onerror=alert(5)> " + RTL},
+        ],
+    },
+    {"id": "plain", "query": "Hi?", "response": "Hello."},
+]
 
 
 def cli(*args: str) -> Any:
@@ -74,6 +89,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         {"id": "<img src=x onerror=alert(4)>", "query": "an id of markup", "response": "fine"},
     ]
     data_h = write_jsonl(root / "h.jsonl", hostile)
+    data_c = write_jsonl(root / "c.jsonl", CONVERSATIONS)
     with serve() as server:
         config = write_config(
             root / "harness.toml",
@@ -85,9 +101,25 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             chosen = [arg for rubric in rubrics for arg in ("--rubric", rubric)]
             done = cli("run", str(data), "--config", str(config), *chosen, "--out", str(out / name))
             assert done.exit_code == 0, done.output
+        # judged per turn, each conversation's score its worst turn's
+        done = cli(
+            "run",
+            str(data_c),
+            "--config",
+            str(config),
+            "--rubric",
+            "relevance",
+            "--turns",
+            "all",
+            "--turn-aggregate",
+            "worst",
+            "--out",
+            str(out / "chat"),
+        )
+        assert done.exit_code == 0, done.output
     sampled = cli("labels", "sample", str(out / "agent-a"), "--n", "6", "--seed", "1")
     assert sampled.exit_code == 0, sampled.output
-    return {"root": out, "a": out / "agent-a", "b": out / "agent-b", "h": out / "hostile", "tmp": root}
+    return {"root": out, "a": out / "agent-a", "b": out / "agent-b", "h": out / "hostile", "c": out / "chat", "tmp": root}
 
 
 class Viewer:
@@ -179,7 +211,7 @@ def test_runs_list_shows_each_run_s_figures(runs: dict[str, Path], viewer: Viewe
     page = Page(browser, viewer.url)
     p = page.open("/")
     names = p.locator("#runs tbody tr").evaluate_all("rows => rows.map(r => r.dataset.run)")
-    assert sorted(names) == ["agent-a", "agent-b", "hostile"]
+    assert sorted(names) == ["agent-a", "agent-b", "chat", "hostile"]
     for name in names:
         s = _summary(runs["root"] / name)
         row = p.locator(f'#runs tr[data-run="{name}"]')
@@ -389,6 +421,7 @@ def test_hostile_text_stays_inert_on_every_page_and_fits_a_phone(runs: dict[str,
     paths = ["/", "/run?r=hostile", "/compare?a=agent-a&b=agent-b", "/queue?r=agent-a&annotator=alice"]
     paths += [f"/transcript?r=hostile&at={i}" for i in range(len(results))]
     paths += ["/transcript?r=agent-a&id=ter-run-2", "/pair?a=agent-a&b=agent-b&id=nav-run-1"]
+    paths += ["/transcript?r=chat&id=rtl-chat", "/transcript?r=chat&id=rtl-chat&turn=2", "/run?r=chat&turn=2"]
     for width in (1280, 390):
         page = Page(browser, viewer.url, width)
         page.page.add_init_script("window.alert = () => { window.__alerted = true; };")
@@ -414,6 +447,8 @@ def test_hostile_text_stays_inert_on_every_page_and_fits_a_phone(runs: dict[str,
             page.shot("view-queue-390.png", tmp_path)
             page.open("/compare?a=agent-a&b=agent-b")
             page.shot("view-compare-390.png", tmp_path)
+            page.open("/transcript?r=chat&id=booking")
+            page.shot("view-chat-390.png", tmp_path)
         p = page.open("/transcript?r=hostile&id=hostile-1")
         assert HOSTILE in page.texts(".prose")[0]
         # the tags of the input's metadata filter the table (a tag of markup is a tag like any other)
@@ -422,6 +457,142 @@ def test_hostile_text_stays_inert_on_every_page_and_fits_a_phone(runs: dict[str,
         assert "<script>alert(3)</script>" in p.locator('select[name="tag"]').inner_text()
         page.clean()
         page.close()
+
+
+def test_a_conversation_shows_as_a_chat_with_each_turn_s_scores(runs: dict[str, Path], viewer: Viewer, browser: Any, tmp_path: Path) -> None:
+    """A run judged per turn: each turn's user text, steps, answer and judgment, the conversation's
+    score by the run's named rule (worst: hand-worked as the lowest turn score), and the table
+    filtered by turn holding that turn's scores; all read back from the run's files."""
+    judgments = read_jsonl(runs["c"] / "judgments.jsonl")
+    results = {r["transcript_id"]: r for r in read_jsonl(runs["c"] / "results.jsonl")}
+    rule = _summary(runs["c"])["conversations"]["aggregate_rule"]
+    page = Page(browser, viewer.url)
+    for tid, turns in (("booking", 3), ("rtl-chat", 2)):
+        p = page.open(f"/transcript?r=chat&id={tid}")
+        assert p.locator("#chat .turn").count() == turns
+        for who in ("mini", "big"):
+            mine = {j["turn"]: j["score"] for j in judgments if j["transcript_id"] == tid and j["judge"] == who}
+            assert sorted(mine) == list(range(1, turns + 1))
+            for turn, score in mine.items():
+                shown = p.locator(f'#turn-{turn} .turn-judgments li[data-judge="{who}"] b').inner_text()
+                assert shown == fmt(score), (tid, who, turn)
+            row = p.locator(f'#chat-scores tr[data-judge="{who}"]')
+            assert row.locator(".turn-score").all_inner_texts() == [fmt(mine[t]) for t in sorted(mine)]
+            conversation = results[tid]["scores"][who]["relevance"]
+            assert conversation == min(mine.values())  # worst, hand-worked
+            assert row.locator(".conversation-score").inner_text().strip() == fmt(conversation)
+        assert rule in p.locator("#chat-rule").inner_text()
+    # the booking's second turn holds its two tool calls; its user text and answer as written
+    p = page.open("/transcript?r=chat&id=booking")
+    assert [t.strip() for t in p.locator("#turn-2 .msg .prose").all_inner_texts()] == [
+        "From Berlin on Tuesday, and what's the weather?",
+        "Flights at 09:10 and 13:45; Lisbon will be 22C and sunny.",
+    ]
+    assert p.locator("#turn-2 .turn-steps li").count() == 2 and "search_flights" in p.locator("#turn-2 .turn-steps").inner_text()
+    # one turn shown: the others are not on the page
+    p = page.open("/transcript?r=chat&id=booking&turn=3")
+    assert p.locator("#chat .turn").evaluate_all("ts => ts.map(t => t.dataset.turn)") == ["3"]
+    # right-to-left text laid out as written
+    p = page.open("/transcript?r=chat&id=rtl-chat")
+    user = p.locator("#turn-1 .msg.user .prose")
+    assert user.get_attribute("dir") == "auto" and user.evaluate("e => getComputedStyle(e).direction") == "rtl"
+    assert user.inner_text().strip() == RTL
+    # the table filtered by turn 3: the conversations that have a third turn, each cell that turn's score
+    p = page.open("/run?r=chat&turn=3&judge=mini")
+    third = {j["transcript_id"]: j["score"] for j in judgments if j["turn"] == 3 and j["judge"] == "mini"}
+    assert set(third) == {"booking"}
+    ids = p.locator("#transcript-table tbody tr td:first-child").all_inner_texts()
+    assert ids == ["booking"]
+    heads = p.locator("#transcript-table thead th a").evaluate_all("hs => hs.map(h => h.dataset.key)")
+    cell = p.locator("#transcript-table tbody tr td").nth(heads.index("r:relevance:mini")).inner_text()
+    assert cell == fmt(third["booking"])
+    # unfiltered, the cell is the conversation's score
+    p = page.open("/run?r=chat&judge=mini&q=booking")
+    heads = p.locator("#transcript-table thead th a").evaluate_all("hs => hs.map(h => h.dataset.key)")
+    assert p.locator("#transcript-table tbody tr td").nth(heads.index("r:relevance:mini")).inner_text() == fmt(
+        results["booking"]["scores"]["mini"]["relevance"]
+    )
+    page.open("/transcript?r=chat&id=booking")
+    page.shot("view-chat-1280.png", tmp_path)
+    page.clean()
+    page.close()
+
+
+@pytest.fixture
+def many(tmp_path: Path) -> list[dict[str, Any]]:
+    """A run of 130 transcripts at tmp_path/runs/many (made before the browser starts: playwright's loop is not the run's)."""
+    rows = [{"id": f"t-{i:03d}", "query": f"question {i} " + "w" * (i % 17), "response": f"answer {i} " + "v" * (i % 11)} for i in range(130)]
+    data = write_jsonl(tmp_path / "t.jsonl", rows)
+    with serve() as server:
+        config = write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)], cache=str(tmp_path / "cache.sqlite"))
+        done = cli("run", str(data), "--config", str(config), "--rubric", "relevance", "--out", str(tmp_path / "runs" / "many"))
+        assert done.exit_code == 0, done.output
+    return rows
+
+
+def test_the_table_is_paged_on_the_server_and_every_page_equals_the_run_s_files(many: list[dict[str, Any]], tmp_path: Path, browser: Any) -> None:
+    """A run of 130 transcripts: the table's pages (50 rows each), sorted by a rubric on the
+    server, hold together every transcript once, in the order worked out here from judgments.jsonl,
+    and each cell is that file's score; the page counts equal the run's."""
+    scores = {j["transcript_id"]: j["score"] for j in read_jsonl(tmp_path / "runs" / "many" / "judgments.jsonl")}
+    expected = sorted(scores, key=lambda t: (scores[t], [r["id"] for r in many].index(t)))  # worst first, ties in file order
+    v = Viewer(tmp_path / "runs", tmp_path)
+    try:
+        page = Page(browser, v.url)
+        seen: list[tuple[str, str]] = []
+        for n in (1, 2, 3):
+            p = page.open(f"/run?r=many&sort=r:relevance:mini&dir=asc&page={n}")
+            assert p.locator("#row-count").inner_text().startswith(f"130 of 130 transcripts · page {n} of 3")
+            heads = p.locator("#transcript-table thead th a").evaluate_all("hs => hs.map(h => h.dataset.key)")
+            col = heads.index("r:relevance:mini")
+            cells = p.locator("#transcript-table tbody tr").evaluate_all(f"rs => rs.map(r => [r.cells[0].textContent, r.cells[{col}].textContent])")
+            assert len(cells) == (50 if n < 3 else 30)
+            seen += [(a.strip(), b.strip()) for a, b in cells]
+        assert [t for t, _ in seen] == expected
+        assert [c for _, c in seen] == [fmt(scores[t]) for t in expected]
+        page.clean()
+        page.close()
+    finally:
+        v.stop()
+
+
+def test_report_html_and_explain_show_a_conversation_as_a_chat(runs: dict[str, Path], browser: Any, tmp_path: Path) -> None:
+    from harness.report import build_report
+    from harness.report.explain import explain
+
+    judgments = read_jsonl(runs["c"] / "judgments.jsonl")
+    results = {r["transcript_id"]: r for r in read_jsonl(runs["c"] / "results.jsonl")}
+    page_path = tmp_path / "report.html"
+    build_report(runs["c"], out=page_path)
+    context = browser.new_context(viewport={"width": 390, "height": 900})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+    page.goto(page_path.as_uri())
+    page.wait_for_function("() => document.documentElement.dataset.ready === '1'", timeout=60_000)
+    page.fill("#filter", "rtl-chat")
+    page.wait_for_function("document.querySelector('#row-count').textContent.startsWith('1 of')")
+    page.locator(".vrow").first.click()
+    page.wait_for_selector("dialog#detail #chat")
+    turns = page.locator("dialog#detail #chat .turn")
+    assert turns.count() == 2
+    assert page.locator("dialog#detail #chat .msg-user").first.inner_text() == RTL
+    assert page.locator("dialog#detail #chat .msg-user").first.evaluate("e => getComputedStyle(e).direction") == "rtl"
+    for turn in (1, 2):
+        shown = page.locator(f'dialog#detail #chat .turn[data-turn="{turn}"] .turn-judgment').all_inner_texts()
+        want = [
+            f"relevance · judge {j['judge']}: scored {fmt(j['score'])}" for j in judgments if j["transcript_id"] == "rtl-chat" and j["turn"] == turn
+        ]
+        assert [s.strip() for s in shown] == want
+    assert page.locator("dialog#detail img").count() == 0 and problems == []
+    context.close()
+    text = explain(runs["c"], "booking")
+    for who in ("mini", "big"):
+        mine = [j["score"] for j in judgments if j["transcript_id"] == "booking" and j["judge"] == who]
+        per = ", ".join(f"turn {t} {v:g}" for t, v in enumerate(mine, start=1))
+        assert f"relevance · judge {who}: {results['booking']['scores'][who]['relevance']:g}  = worst of {per}" in text
+    assert text.count("\n  turn ") == 3 and "    user:\n      Book the 13:45 one" in text
 
 
 def test_the_viewer_refuses_a_missing_folder_in_one_line(tmp_path: Path) -> None:
@@ -471,6 +642,14 @@ def test_report_html_has_the_agent_sections(runs: dict[str, Path], browser: Any,
     note = next(r for r in results if r["transcript_id"] == "ter-run-2")["agent_notes"]["trajectory_match"]
     assert "expected, not made" in note
     assert f"trajectory_match: {note}" in page.locator("dialog#detail .agent-note").all_inner_texts()
+    # the reference beside the calls made: the calls expected and not made are the ones the note names
+    missing = page.locator("dialog#detail table.reference tr.missing").evaluate_all(
+        "rs => rs.map(r => [r.cells[1].textContent, r.cells[2].textContent])"
+    )
+    assert missing and all(made == "expected, not made" for _, made in missing)
+    assert all(call.split("(")[0] in note for call, _ in missing), (missing, note)
+    made = page.locator("dialog#detail table.reference tr.made td:nth-child(3)").all_inner_texts()
+    assert all(re.fullmatch(r"step \[\d+\]", m) for m in made)
     assert problems == []
     context.close()
 

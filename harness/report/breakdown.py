@@ -15,7 +15,7 @@ from typing import Any
 
 from ..metrics.composites import Component, CompositeResult, weighted_composite
 from ..rubrics.rubric import Rubric
-from .run import RunView
+from .run import RunView, TurnScores
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +75,22 @@ def composite_lines(
     view: RunView,
     judgments: Sequence[Mapping[str, Any]],
     recorded: Mapping[str, Mapping[str, Any]] | None,
+    conversation: TurnScores | None = None,
 ) -> list[CompositeLine]:
     """Every (judge, composite) of one transcript. ``judgments``: its judgments.jsonl rows;
-    ``recorded``: its results.jsonl ``composites`` (judge -> name -> value)."""
+    ``recorded``: its results.jsonl ``composites`` (judge -> name -> value); ``conversation``: a
+    conversation judged per turn, whose composites weigh its rubrics' conversation scores."""
     components: dict[str, dict[str, Component]] = {judge: {} for judge in view.judges}
     for row in judgments:
+        if row.get("turn") is not None:
+            continue  # one turn's: the conversation's score (below) is what a composite weighs
         components.setdefault(str(row.get("judge")), {})[str(row.get("rubric"))] = Component(
             str(row.get("status")), row.get("score"), row.get("reason")
         )
+    for (rubric, judge), (value, why) in (conversation.conversation if conversation is not None else {}).items():
+        reason = why.split(": ", 1)[1].split(" (turn ")[0] if why and ": " in why else why
+        status = "scored" if value is not None else (why.split(":", 1)[0] if why else "unscored")
+        components.setdefault(judge, {})[rubric] = Component(status, value, reason if value is None else None)
     lines = []
     for judge in view.judges:
         for name, weights in view.composites.items():

@@ -621,13 +621,59 @@
   }
   function textBlock(parent, title, text, cls) {
     parent.appendChild(el("h3", { text: title }));
-    parent.appendChild(el("pre", { class: "text " + (cls || ""), text: text === null || text === undefined ? "(none)" : text }));
+    parent.appendChild(el("pre", { class: "text " + (cls || ""), dir: "auto", text: text === null || text === undefined ? "(none)" : text }));
+  }
+  function stepLine(s) {
+    var args = s.arguments === undefined ? "" : typeof s.arguments === "string" ? s.arguments : JSON.stringify(s.arguments);
+    return s.name + "(" + args + ")" + (s.failed ? " ✗ " + (s.error || s.result || "failed") : s.result !== undefined ? " → " + s.result : "");
+  }
+  // a conversation as a chat: each turn's user text, the agent's steps and its answer, with that
+  // turn's judgments (judged per turn) and the conversation's score per rubric by the run's rule
+  function chatBlock(out, turns, scores, judgments) {
+    var box = el("section", { class: "chat", id: "chat" });
+    box.appendChild(el("h3", { text: "conversation (" + turns.length + " turns)" }));
+    if (scores) {
+      box.appendChild(el("p", { class: "muted chat-rule", dir: "auto", text: "judged per turn: turns " + scores.judged.join(", ") + "; each conversation score is " + (scores.rule || scores.aggregate) + " (" + scores.aggregate + ")" }));
+      var rows = scores.pairs.map(function (s) {
+        return [s.rubric + " · " + s.judge].concat(s.turns.map(function (v) { return fmt(v, 4); }),
+          [s.conversation === null ? "— (" + (s.why || "unscored") + ")" : fmt(s.conversation, 4)]);
+      });
+      var t = table(["rubric · judge"].concat(scores.judged.map(function (n) { return "turn " + n; }), ["conversation (" + scores.aggregate + ")"]), rows);
+      t.classList.add("chat-scores");
+      box.appendChild(t);
+    }
+    var byTurn = {};
+    judgments.forEach(function (j) { var n = j[JF.turn]; if (n !== null && n !== undefined) (byTurn[n] = byTurn[n] || []).push(j); });
+    var list = el("ol", { class: "turns" });
+    turns.forEach(function (t) {
+      var item = el("li", { class: "turn", "data-turn": String(t.index) });
+      var judged = !scores || scores.judged.indexOf(t.index) >= 0;
+      item.appendChild(el("b", { text: "turn " + t.index + (judged ? "" : " (not judged)") }));
+      item.appendChild(el("div", { class: "muted", text: "user" }));
+      item.appendChild(el("pre", { class: "text msg-user", dir: "auto", text: t.user }));
+      if (t.steps.length) {
+        var steps = el("ol", { class: "steps" });
+        t.steps.forEach(function (s) { steps.appendChild(el("li", { class: s.failed ? "bad" : "" }, el("code", { dir: "auto", text: stepLine(s) }))); });
+        item.appendChild(steps);
+      }
+      item.appendChild(el("div", { class: "muted", text: "agent" }));
+      item.appendChild(el("pre", { class: "text msg-agent", dir: "auto", text: t.answer === null ? "(no answer)" : t.answer }));
+      (byTurn[t.index] || []).forEach(function (j) {
+        var status = j[JF.status];
+        item.appendChild(el("div", { class: "turn-judgment", dir: "auto", text: j[JF.rubric] + " · judge " + j[JF.judge] + ": " + status + " " +
+          (status !== "scored" ? (j[JF.reason] || "") : isNum(j[JF.score]) ? fmt(j[JF.score], 6) : String(j[JF.label])) }));
+      });
+      list.appendChild(item);
+    });
+    box.appendChild(list);
+    out.appendChild(box);
   }
   function showDetail(i, d) {
     var out = el("div");
     var p = d.perf || {};
     out.appendChild(el("div", { class: "muted", text: "latency total " + fmtMs(p.total_ms) + " · LLM " + fmtMs(p.llm_ms) + " · tool " + fmtMs(p.tool_ms) + " · API " + fmtMs(p.api_ms) + " · tool calls " + fmt(p.tool_calls) }));
     if (d.texts) {
+      if (d.texts.turns) chatBlock(out, d.texts.turns, p.turns || null, d.j);
       textBlock(out, "query", d.texts.query, "query");
       textBlock(out, "response", d.texts.response, "response");
       if (d.texts.reference !== null) textBlock(out, "reference", d.texts.reference, "reference");
@@ -667,6 +713,23 @@
           out.appendChild(el("p", { class: "agent-note", text: k + ": " + p.agent_notes[k] }));
         });
       }
+      var ref = d.texts.reference_calls;
+      if (ref) {
+        // the reference beside the calls made: each expected call with the step that matched it, or marked
+        out.appendChild(el("h3", { text: "reference beside the calls made (matched in mode " + ref.mode + ": " + (ref.matched === null ? "—" : ref.matched ? "match" : "no match") + ")" }));
+        if (ref.note) out.appendChild(el("p", { class: "warn", text: ref.note }));
+        var rt = el("table", { class: "grid reference" });
+        rt.appendChild(el("thead", null, el("tr", null, el("th", { text: "#" }), el("th", { text: "expected" }), el("th", { text: "made" }))));
+        var rb = el("tbody");
+        ref.rows.forEach(function (r) {
+          rb.appendChild(el("tr", { class: r.step === null ? "missing" : "made" }, el("td", { text: String(r.position) }),
+            el("td", null, el("code", { dir: "auto", text: r.call })),
+            el("td", { class: r.step === null ? "bad" : "" , text: r.step === null ? "expected, not made" : "step [" + r.step + "]" })));
+        });
+        rt.appendChild(rb);
+        out.appendChild(el("div", { class: "scroll" }, rt));
+        if (ref.unexpected.length) out.appendChild(el("p", { class: "muted unexpected", text: "steps not expected: " + ref.unexpected.map(function (s) { return "[" + s + "]"; }).join(", ") }));
+      }
     } else if (d.left_out) {
       out.appendChild(el("p", { class: "warn", text: "The transcript's text is left out of this page to keep it small (see the notes at the top); harness explain " + META.run_dir + " " + ROWS[i][0] + " prints it." }));
     } else {
@@ -686,7 +749,7 @@
       var status = j[JF.status];
       var cls = status === "scored" ? "good" : status === "failed" ? "bad" : "warn";
       var card = el("div", { class: "judgment" });
-      card.appendChild(el("div", null, el("b", { text: j[JF.rubric] + " v" + j[JF.rubric_version] + " · judge " + j[JF.judge] + "  " }),
+      card.appendChild(el("div", null, el("b", { text: j[JF.rubric] + " v" + j[JF.rubric_version] + " · judge " + j[JF.judge] + (j[JF.turn] === null || j[JF.turn] === undefined ? "" : " · turn " + j[JF.turn]) + "  " }),
         el("span", { class: "badge " + cls, text: status }), " ",
         el("b", { text: status !== "scored" ? (j[JF.reason] || "") : isNum(j[JF.score]) ? "score " + fmt(j[JF.score], 6) : "label " + j[JF.label] })));
       var facts = el("div", { class: "facts" });

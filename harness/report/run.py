@@ -17,19 +17,24 @@ Every problem with the run directory itself is a one-line :class:`UserInputError
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..agent.steps import Step
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
+from ..jsonlines import MAX_INPUT_DEPTH, check_readable_file, decode_json, line_error
 from ..metrics.schema import RunSummary
 from ..rows import judgments_path, results_path
 from ..rubrics.rubric import Rubric, load_rubrics
-from ..rundir import interrupted_note, open_run_dir, refuse_per_turn, resolve_input, version_note
+from ..rundir import interrupted_note, open_run_dir, resolve_input, version_note
 from ..traces.loader import iter_transcripts
+from ..transcripts.models import Resolved
 
 #: A text field longer than this is cut in the report (the input file keeps it whole).
 MAX_TEXT_CHARS = 20_000
@@ -49,9 +54,13 @@ class Texts:
     contexts_left_out: int = 0
     #: the agent's tool calls (results cut at MAX_TEXT_CHARS); None when the transcript has none recorded
     steps: tuple[Step, ...] | None = None
+    #: a conversation of more than one turn: each turn's user text, steps and answer (``TurnText``)
+    turns: tuple[TurnText, ...] | None = None
+    #: a transcript with steps and a reference trajectory: the reference beside the calls made (`reference_table`)
+    reference_calls: ReferenceTable | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "query": self.query,
             "response": self.response,
             "contexts": list(self.contexts) if self.contexts is not None else None,
@@ -59,6 +68,142 @@ class Texts:
             "contexts_left_out": self.contexts_left_out,
             "steps": [s.as_dict() | {"index": s.index} for s in self.steps] if self.steps is not None else None,
         }
+        if self.turns is not None:  # (only then: a single exchange's details are as before)
+            out["turns"] = [t.as_dict() for t in self.turns]
+        if self.reference_calls is not None:
+            out["reference_calls"] = self.reference_calls.as_dict()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceTable:
+    """The reference trajectory beside the calls made: each reference call with the step that
+    matched it (None: expected, not made), and the steps the reference did not expect; matched by
+    `harness.agent.match.match_trajectory` in the default mode (a run does not record its
+    ``[trajectory] mode``), or ``note`` saying why it could not be."""
+
+    mode: str
+    matched: bool | None
+    #: (reference position, the call as written, the matching step's index or None)
+    rows: tuple[tuple[int, str, int | None], ...]
+    unexpected: tuple[int, ...]
+    note: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "matched": self.matched,
+            "rows": [{"position": p, "call": c, "step": s} for p, c, s in self.rows],
+            "unexpected": list(self.unexpected),
+            "note": self.note,
+        }
+
+
+def reference_table(t: Resolved) -> ReferenceTable | None:
+    """The reference beside the calls of ``t`` (None when it lacks steps or a reference trajectory)."""
+    if t.reference_trajectory is None or t.steps is None:
+        return None
+    from ..agent.match import _describe, match_trajectory
+    from ..agent.specs import TrajectorySettings
+
+    mode = TrajectorySettings().mode
+    declared = {x.name: x for x in t.tools} if t.tools is not None else None
+    try:
+        match = match_trajectory(t.steps, t.reference_trajectory, mode, tools=declared)  # type: ignore[arg-type]
+    except (HarnessError, ValueError) as exc:
+        return ReferenceTable(mode, None, (), (), f"the reference could not be matched here: {exc}")
+    by_pos = dict(match.pairs)
+    made = set(by_pos.values())
+    return ReferenceTable(
+        mode=mode,
+        matched=match.matched,
+        rows=tuple((pos, _describe(call), by_pos.get(pos)) for pos, call in enumerate(match.calls)),
+        unexpected=tuple(s.index for s in t.steps if s.index not in made),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnText:
+    """One turn of a conversation as the chat views show it (``transcripts.conversation.Turn``, texts cut)."""
+
+    index: int
+    user: str
+    answer: str | None
+    steps: tuple[Step, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "user": self.user, "answer": self.answer, "steps": [s.as_dict() | {"index": s.index} for s in self.steps]}
+
+
+def turn_texts(t: Resolved) -> tuple[TurnText, ...] | None:
+    """A transcript's turns when it is a conversation of more than one; None otherwise."""
+    conversation = t.conversation
+    if conversation is None or len(conversation) < 2:
+        return None
+    return tuple(
+        TurnText(turn.index, clip(turn.user) or "", clip(turn.answer), tuple(replace(s, result=clip(s.result), turn=None) for s in turn.steps))
+        for turn in conversation.turns()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnScores:
+    """A conversation judged per turn (``harness run --turns``), as its results.jsonl row records
+    it: the turns judged, each turn's score per rubric and judge, and the conversation's score
+    made of them by the run's named rule (``planning.turns``)."""
+
+    judged: tuple[int, ...]
+    aggregate: str
+    #: the rule in words (summary.json ``conversations.aggregate_rule``)
+    rule: str | None
+    #: (rubric, judge) -> each judged turn's score, in ``judged``'s order (None: that turn unscored)
+    by_turn: dict[tuple[str, str], tuple[float | None, ...]]
+    #: (rubric, judge) -> the conversation's score (None: unscored) and why it is unscored
+    conversation: dict[tuple[str, str], tuple[float | None, str | None]]
+    absent: int = 0
+
+    def score(self, rubric: str, judge: str, turn: int) -> float | None:
+        values = self.by_turn.get((rubric, judge), ())
+        at = self.judged.index(turn) if turn in self.judged else None
+        return values[at] if at is not None and at < len(values) else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "judged": list(self.judged),
+            "aggregate": self.aggregate,
+            "rule": self.rule,
+            "absent": self.absent,
+            "pairs": [
+                {"rubric": r, "judge": j, "turns": list(v), "conversation": self.conversation.get((r, j), (None, None))[0],
+                 "why": self.conversation.get((r, j), (None, None))[1]}
+                for (r, j), v in self.by_turn.items()
+            ],
+        }  # fmt: skip
+
+
+def turn_scores(view: RunView, row: dict[str, Any]) -> TurnScores | None:
+    """The per-turn scores of a results.jsonl row of a run judged per turn; None for any other row."""
+    turns = row.get("turns")
+    if not isinstance(turns, dict):
+        return None
+    judged = tuple(int(t) for t in turns.get("judged") or () if isinstance(t, int) and not isinstance(t, bool))
+    by_turn: dict[tuple[str, str], tuple[float | None, ...]] = {}
+    conversation: dict[tuple[str, str], tuple[float | None, str | None]] = {}
+    scores, why = row.get("scores") or {}, row.get("unscored") or {}
+    for judge, rubrics in (turns.get("scores") or {}).items():
+        for rubric, values in (rubrics or {}).items():
+            key = (str(rubric), str(judge))
+            by_turn[key] = tuple(float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None for v in values or ())
+            conversation[key] = ((scores.get(judge) or {}).get(rubric), (why.get(judge) or {}).get(rubric))
+    conversations = view.summary.conversations
+    return TurnScores(
+        judged=judged,
+        aggregate=str(turns.get("aggregate")),
+        rule=conversations.aggregate_rule if conversations is not None else None,
+        by_turn=by_turn,
+        conversation=conversation,
+        absent=int(turns.get("absent") or 0),
+    )
 
 
 @dataclass
@@ -116,7 +261,6 @@ def open_run(
     composite weights and prompt directories; ``prompts``: extra rubric directories; ``input``: the
     transcripts file when it has moved since the run."""
     run, summary = open_run_dir(run_dir)
-    refuse_per_turn(run, summary, "harness report (and explain)")
     config_path = Path(config) if config is not None else None
     try:
         dirs = [*(load_config(config_path).prompts if config_path else []), *map(Path, prompts)]
@@ -156,6 +300,78 @@ def open_run(
     )
 
 
+def iter_rows(path: Path) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
+    """``(line number, byte offset, byte length, object)`` of each non-blank line of a run's rows
+    file (results.jsonl, judgments.jsonl), streamed; the checks and messages are
+    ``jsonlines.iter_json_objects``'s (bad JSON or a non-object is a ``FILE:LINE`` error). The
+    offsets let a reader (the viewer) keep where a row is instead of the row: :func:`read_row`."""
+    check_readable_file(path)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
+    with handle:
+        offset = 0
+        for number, data in enumerate(handle, start=1):
+            start, offset = offset, offset + len(data)
+            if number == 1 and data.startswith(b"\xef\xbb\xbf"):
+                data, start = data[3:], start + 3
+            if not data.strip():
+                continue
+            yield number, start, len(data), _row(path, number, data)
+
+
+def _row(path: Path, number: int, data: bytes) -> dict[str, Any]:
+    # The harness wrote the line (scores checked finite, counts within 64 bits), so orjson alone
+    # reads it; whatever orjson refuses gets the bounded decoder's verdict and message.
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        value = _decoded(path, number, data)
+    if not isinstance(value, dict):
+        raise line_error(path, number, "<record>", f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _decoded(path: Path, number: int, data: bytes) -> Any:
+    try:
+        return decode_json(data, MAX_INPUT_DEPTH)
+    except UnicodeDecodeError as exc:
+        raise line_error(path, number, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise line_error(path, number, "<json>", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:
+        raise line_error(path, number, "<json>", str(exc)) from None
+
+
+def read_row(path: Path, number: int, offset: int, length: int) -> dict[str, Any]:
+    """The row :func:`iter_rows` found at ``offset`` (line ``number``), read again."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read(length)
+    except OSError as exc:
+        raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
+    if len(data) != length:
+        raise UserInputError(f"{path}:{number}: changed while it was read; reload the page")
+    return _row(path, number, data)
+
+
+def texts_of(t: Resolved) -> Texts:
+    """A resolved transcript's texts as the report shows them (each cut at ``MAX_TEXT_CHARS``)."""
+    contexts = t.contexts[:MAX_CONTEXTS] if t.contexts is not None else None
+    return Texts(
+        query=clip(t.query),
+        response=clip(t.response),
+        contexts=tuple(clip(c) or "" for c in contexts) if contexts is not None else None,
+        reference=clip(t.reference),
+        contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),
+        steps=tuple(replace(s, result=clip(s.result)) for s in t.steps) if t.steps is not None else None,
+        turns=turn_texts(t),
+        reference_calls=reference_table(t),
+    )
+
+
 def iter_texts(view: RunView, ids: set[str] | None, notes: list[str]) -> Iterator[tuple[str, Texts]]:
     """Stream ``(id, texts)`` of the transcripts ``ids`` (all when None) from the run's input file,
     one at a time; a file that cannot be read, or lacks some transcripts, appends a note to
@@ -173,19 +389,8 @@ def iter_texts(view: RunView, ids: set[str] | None, notes: list[str]) -> Iterato
             if ids is not None and record.id not in ids:
                 continue
             t = record.resolved()
-            contexts = t.contexts[:MAX_CONTEXTS] if t.contexts is not None else None
             found += 1
-            yield (
-                t.id,
-                Texts(
-                    query=clip(t.query),
-                    response=clip(t.response),
-                    contexts=tuple(clip(c) or "" for c in contexts) if contexts is not None else None,
-                    reference=clip(t.reference),
-                    contexts_left_out=max(0, len(t.contexts or ()) - MAX_CONTEXTS),
-                    steps=tuple(replace(s, result=clip(s.result)) for s in t.steps) if t.steps is not None else None,
-                ),
-            )
+            yield t.id, texts_of(t)
             if ids is not None and found == len(ids):
                 break
     except HarnessError as exc:

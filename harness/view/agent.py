@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
-from ..agent.match import _describe, match_trajectory
 from ..agent.render import render_reference, timeline
 from ..agent.specs import TrajectorySettings
 from ..analysis.repeated import RepeatedRuns, repeated_runs, success_rule
 from ..errors import HarnessError
-from ..traces.loader import iter_transcripts
+from ..report.run import reference_table
 from .runs import OpenedRun
 
 KS = (1, 3, 5)
@@ -85,41 +83,17 @@ class AgentDetail:
     note: str | None
 
 
-def _find(run: OpenedRun, tid: str) -> Any:
-    path = run.view.input_path
-    if path is None or not path.is_file():
-        return None
-    try:
-        for _, record in iter_transcripts(path, on_bad="skip"):
-            if record.id == tid:
-                return record.resolved()
-    except (HarnessError, OSError):
-        return None
-    return None
-
-
 def agent_detail(run: OpenedRun, at: int) -> AgentDetail | None:
     """The timeline and the reference of transcript ``at``; None when it has no steps."""
-    tid = run.ids[at]
-    texts = run.texts(at)
-    if texts is None or texts.get("steps") is None:  # no steps recorded: nothing to show (and no input file to scan)
-        return None
-    resolved = _find(run, tid)
-    if resolved is None or resolved.steps is None:
+    resolved = run.resolved(at)
+    if resolved is None or resolved.steps is None:  # no steps recorded: nothing to show
         return None
     steps = resolved.steps
-    row = run.results[at] if at < len(run.results) else None
-    repeated = set(((row.agent_steps if row is not None else None) or {}).get("repeated_calls") or ())
-    settings = TrajectorySettings()
-    match = None
-    note = None
-    if resolved.reference_trajectory is not None:
-        declared = {t.name: t for t in resolved.tools} if resolved.tools is not None else None
-        try:
-            match = match_trajectory(steps, resolved.reference_trajectory, settings.mode, tools=declared)  # type: ignore[arg-type]
-        except (HarnessError, ValueError) as exc:
-            note = f"the reference could not be matched here: {exc}"
-    owner = {s: pos for pos, s in match.pairs} if match is not None else {}
+    row = run.result(at)
+    repeated = set((row.get("agent_steps") or {}).get("repeated_calls") or ())
+    table = reference_table(resolved)  # the report's own reference table
+    note = table.note if table is not None else None
+    owner = {step: pos for pos, _, step in table.rows if step is not None} if table is not None else {}
     sizes = Counter(s.group for s in steps if s.group is not None)
     starts = [s.start_s for s in steps if s.start_s is not None]
     t0 = min(starts) if starts else None
@@ -141,21 +115,21 @@ def agent_detail(run: OpenedRun, at: int) -> AgentDetail | None:
     ]
     reference = None
     disagrees = None
-    if match is not None:
-        by_pos = dict(match.pairs)
-        reference = [ReferenceView(pos, _describe(call), by_pos.get(pos)) for pos, call in enumerate(match.calls)]
-        recorded = ((row.agent if row is not None else None) or {}).get("trajectory_match")
-        if recorded is not None and float(recorded) != (1.0 if match.matched else 0.0):
+    mode = table.mode if table is not None else TrajectorySettings().mode
+    if table is not None and table.matched is not None:
+        reference = [ReferenceView(pos, call, step) for pos, call, step in table.rows]
+        recorded = (row.get("agent") or {}).get("trajectory_match")
+        if recorded is not None and float(recorded) != (1.0 if table.matched else 0.0):
             disagrees = (
-                f"results.jsonl holds trajectory_match {recorded:g}; matched here in the default mode {settings.mode} it is "
-                f"{1 if match.matched else 0}: the run used another [trajectory] mode or argument rules"
+                f"results.jsonl holds trajectory_match {recorded:g}; matched here in the default mode {mode} it is "
+                f"{1 if table.matched else 0}: the run used another [trajectory] mode or argument rules"
             )
     return AgentDetail(
         steps=views,
         reference=reference,
         reference_text=render_reference(resolved.reference_trajectory) if resolved.reference_trajectory is not None else None,
-        mode=settings.mode,
-        matched=match.matched if match is not None else None,
+        mode=mode,
+        matched=table.matched if table is not None else None,
         disagrees=disagrees,
         note=note,
     )

@@ -23,11 +23,10 @@ from flask import Flask, abort, jsonify, render_template, request
 
 from ..errors import HarnessError, UserInputError
 from ..outputs.layout import usd as layout_usd
-from ..rows import ROW_FILES
 from .agent import agent_detail, passk
 from .compare import SideBySide, side_by_side
 from .queue import Queue, choices, find_queue, label_rows, open_queue
-from .runs import OpenedRun, RunEntry, find_runs, open_viewed_run
+from .runs import OpenedRun, RunEntry, find_runs, open_viewed_run, stamp
 from .table import table_page
 
 
@@ -62,7 +61,7 @@ class Viewer:
         self.annotators = tuple(annotators)
         self.overlap = overlap
         self.scratch = Path(tempfile.mkdtemp(prefix="harness-view-"))
-        self._opened: dict[Path, tuple[float, OpenedRun]] = {}
+        self._opened: dict[Path, tuple[tuple[tuple[str, int, int], ...], OpenedRun]] = {}
         self._queues: dict[Path, Queue] = {}
         self._compared: dict[tuple[Path, Path, int, int], SideBySide] = {}
         self._lock = threading.Lock()
@@ -77,15 +76,15 @@ class Viewer:
         return found
 
     def opened(self, entry: RunEntry) -> OpenedRun:
-        stamp = max((entry.path / f).stat().st_mtime for f in ("summary.json", *ROW_FILES) if (entry.path / f).exists())
+        key = stamp(entry.path, ("summary.json", "results.jsonl", "judgments.jsonl"))
         with self._lock:
             cached = self._opened.get(entry.path)
-            if cached is not None and cached[0] == stamp:
+            if cached is not None and cached[0] == key:
                 return cached[1]
             if cached is not None:
                 cached[1].close()
             run = open_viewed_run(entry.path, self.scratch, self.prompts)
-            self._opened[entry.path] = (stamp, run)
+            self._opened[entry.path] = (key, run)
             return run
 
     def compared(self, a: RunEntry, b: RunEntry) -> SideBySide:
@@ -176,7 +175,9 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
             tid=opened.ids[at],
             texts=opened.texts(at),
             judgments=opened.judgments(at),
-            row=opened.results[at],
+            chat=opened.chat(at),
+            turn=request.args.get("turn", ""),
+            row=opened.result(at),
             agent=agent_detail(opened, at),
         )
 

@@ -1,17 +1,22 @@
-"""The runs under a folder, and one run opened for the viewer.
+"""The runs under a folder, and one run opened for the viewer, lazily.
 
 A run is a directory holding summary.json (``harness run --out``). :func:`find_runs` lists them
-under the viewer's root (two levels deep); :class:`OpenedRun` is one run read once with the static
-report's own pass (``report.builder._read_run`` and ``build_data``), so every figure the viewer
-shows of a run is the figure report.html shows. The transcripts' texts and judgments stay in the
-report's spool (a temporary file) and are read back one transcript at a time; the table rows, with
-the agent metrics, task and tags added, are kept in memory for server-side filtering and sorting.
+under the viewer's root (two levels deep), each summary read once while its file is unchanged
+(:func:`stamp`: mtime and size). :class:`OpenedRun` is one run read with the static report's own
+pass (``report.builder._read_run`` without a spool, and ``build_data``), so every figure the
+viewer shows of a run is the figure report.html shows; that pass keeps the table's cells and where
+each transcript's results and judgment rows are in their files (``report.run.iter_rows``), not
+the rows. A transcript's rows are read back by offset when it is opened, and its input record
+through :class:`InputIndex` (the input's lines indexed once, on first need). The table rows, with
+the agent metrics, task and tags added, stay in memory for server-side filtering and sorting.
 
 Nothing here writes into a run directory.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,12 +27,14 @@ from typing import Any
 import orjson
 
 from ..agent.specs import SPECS as AGENT_SPECS
-from ..errors import UserInputError
-from ..report.builder import JUDGMENT_FIELDS, _read_run, build_data
-from ..report.details import Spool
-from ..report.run import RunView, open_run
-from ..rows import ResultRow, iter_result_rows
+from ..errors import HarnessError, UserInputError
+from ..report.builder import JUDGMENT_FIELDS, QUERY_SEARCH_CHARS, _read_run, build_data, judgment_fields
+from ..report.chat import Chat, build_chat
+from ..report.run import RunView, TurnScores, open_run, read_row, texts_of, turn_texts
 from ..rundir import read_summary
+from ..traces.loader import iter_transcripts, parse_record
+from ..transcripts.models import Resolved
+from ..transcripts.raw import RawRecord
 
 #: How deep under the root a run directory is looked for.
 MAX_DEPTH = 2
@@ -64,32 +71,159 @@ def _iter_run_dirs(root: Path, depth: int = 0) -> Iterator[Path]:
         yield from _iter_run_dirs(child, depth + 1)
 
 
-def find_runs(root: Path) -> list[RunEntry]:
-    """Every run under ``root``, newest first; a run whose summary.json cannot be read is listed
-    with the one-line problem instead of its figures."""
-    out: list[RunEntry] = []
-    for path in _iter_run_dirs(root):
-        name = str(path.relative_to(root)) if path != root else path.name
-        when = datetime.fromtimestamp((path / "summary.json").stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
+def stamp(path: Path, names: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
+    """(name, mtime in ns, size) of each of ``names`` in ``path`` that exists: what a cached
+    reading of them is keyed by (a file rewritten in place within the mtime's resolution changes
+    its size, or the reading is stale only until the next write)."""
+    out = []
+    for name in names:
         try:
-            s = read_summary(path)
-        except UserInputError as exc:
-            out.append(RunEntry(name, path, when, None, 0, (), None, (), False, str(exc)))
+            st = (path / name).stat()
+        except OSError:
             continue
+        out.append((name, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+#: summary.json read once per (path, mtime, size): the runs list over many runs reads only the
+#: summaries that changed since it was last drawn
+_ENTRIES: dict[Path, tuple[tuple[tuple[str, int, int], ...], RunEntry]] = {}
+_ENTRIES_LOCK = threading.Lock()
+
+
+def _entry(root: Path, path: Path) -> RunEntry:
+    key = stamp(path, ("summary.json",))
+    with _ENTRIES_LOCK:
+        cached = _ENTRIES.get(path)
+    name = str(path.relative_to(root)) if path != root else path.name
+    if cached is not None and cached[0] == key and cached[1].name == name:
+        return cached[1]
+    when = datetime.fromtimestamp(key[0][1] / 1e9, UTC).strftime("%Y-%m-%d %H:%M UTC") if key else "—"
+    try:
+        s = read_summary(path)
+    except UserInputError as exc:
+        entry = RunEntry(name, path, when, None, 0, (), None, (), False, str(exc))
+    else:
         headline = tuple(
             (metric, judge, figures.mean, figures.n)
             for section in (s.composites, s.rubrics)
             for metric, judges in section.items()
             for judge, figures in judges.items()
         )
-        out.append(RunEntry(name, path, when, s.input, s.transcripts, tuple(s.judge_models), s.cost_usd, headline, s.interrupted))
+        entry = RunEntry(name, path, when, s.input, s.transcripts, tuple(s.judge_models), s.cost_usd, headline, s.interrupted)
+    with _ENTRIES_LOCK:
+        _ENTRIES[path] = (key, entry)
+    return entry
+
+
+def find_runs(root: Path) -> list[RunEntry]:
+    """Every run under ``root``, newest first; a run whose summary.json cannot be read is listed
+    with the one-line problem instead of its figures. Each summary is read once while it is
+    unchanged (`stamp`)."""
+    out = [_entry(root, path) for path in _iter_run_dirs(root)]
     out.sort(key=lambda r: (r.when, r.name), reverse=True)
     return out
 
 
+class InputIndex:
+    """Where each transcript's record is in the run's input file, found by one pass over its
+    lines (a JSONL input: ``orjson`` reads each line's ``id`` and ``query``; no record is
+    validated) when first needed; one record is then read and validated (``parse_record``, the
+    reader the run used) when its transcript is opened. An input that is not JSONL (a trace
+    file) has no index: a transcript's record is found by the run's own reader, scanning."""
+
+    def __init__(self, path: Path | None, wanted: set[str]) -> None:
+        self.path = path
+        self._wanted = wanted
+        self._where: dict[str, tuple[int, int, int]] | None = None
+        self._queries: dict[str, str] = {}
+        self._recent: dict[str, Resolved | None] = {}
+        self._lock = threading.Lock()
+
+    def _jsonl(self) -> bool:
+        if self.path is None or self.path.suffix != ".jsonl" or not self.path.is_file():
+            return False
+        with self.path.open("rb") as fh:
+            head = fh.read(64).lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()
+        return not head.startswith(b"[")
+
+    def _build(self) -> dict[str, tuple[int, int, int]]:
+        with self._lock:
+            if self._where is not None:
+                return self._where
+            where: dict[str, tuple[int, int, int]] = {}
+            if self.path is not None and self._jsonl():
+                try:
+                    with self.path.open("rb") as fh:
+                        offset = 0
+                        for number, line in enumerate(fh, start=1):
+                            start, offset = offset, offset + len(line)
+                            try:
+                                row = orjson.loads(line)
+                            except orjson.JSONDecodeError:
+                                continue  # a bad line (or a BOM): the validating reader decides, when asked
+                            tid = row.get("id") if isinstance(row, dict) else None
+                            if isinstance(tid, bool) or not isinstance(tid, str | int):
+                                continue
+                            key = str(tid)
+                            if key in self._wanted and key not in where:
+                                where[key] = (number, start, len(line))
+                                if isinstance(row.get("query"), str):
+                                    self._queries[key] = row["query"][:QUERY_SEARCH_CHARS]
+                except OSError:
+                    where = {}
+            self._where = where
+            return where
+
+    def query(self, tid: str) -> str | None:
+        """The first characters of the transcript's ``query`` field (for the table's search), if it has one."""
+        self._build()
+        return self._queries.get(tid)
+
+    def resolved(self, tid: str) -> Resolved | None:
+        """The transcript ``tid`` as the run read it; None when the input lacks it or cannot be read."""
+        path = self.path
+        if path is None or not path.is_file():
+            return None
+        with self._lock:
+            if tid in self._recent:
+                return self._recent[tid]
+        t = self._resolve(path, tid)
+        with self._lock:
+            self._recent[tid] = t
+            while len(self._recent) > 8:  # the few transcripts open now (a page asks for one several times)
+                self._recent.pop(next(iter(self._recent)))
+        return t
+
+    def _resolve(self, path: Path, tid: str) -> Resolved | None:
+        found = self._build().get(tid)
+        if found is not None:
+            number, offset, length = found
+            try:
+                with path.open("rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read(length)
+                if number == 1:
+                    data = data.removeprefix(b"\xef\xbb\xbf")
+                record = parse_record(path, RawRecord(number, data))
+                if record.id == tid:
+                    return record.resolved()
+            except (HarnessError, OSError):
+                pass  # a bad first record with this id: the reader passes it over, as the scan below does
+        try:
+            for _, record in iter_transcripts(path, on_bad="skip"):
+                if record.id == tid:
+                    return record.resolved()
+        except (HarnessError, OSError):
+            return None
+        return None
+
+
 @dataclass
 class OpenedRun:
-    """A run read once: the report's data (figures), the table rows and where each transcript's details are."""
+    """A run read once, lazily: the report's data (figures) and the table rows from one pass over
+    results.jsonl and judgments.jsonl, and where each transcript's rows and input record are, read
+    when the transcript is opened."""
 
     view: RunView
     data: dict[str, Any]
@@ -99,32 +233,55 @@ class OpenedRun:
     position: dict[str, int]
     tasks: list[str | None]
     tags: list[tuple[str, ...]]
-    queries: list[str]
-    results: list[ResultRow]
-    spool: Spool
+    #: (line, offset, length) of each transcript's results.jsonl row
+    result_refs: list[tuple[int, int, int]]
+    #: (offset, length) of each of a transcript's judgments.jsonl rows, and their lines
     judgment_refs: list[list[tuple[int, int]]]
-    text_refs: list[tuple[int, int] | None]
+    judgment_lines: list[list[int]]
+    inputs: InputIndex
     agent_metrics: list[str]
+    #: a run judged per turn: each conversation's turn scores (None for a transcript judged whole)
+    conversations: list[TurnScores | None] = field(default_factory=list)
     #: the custom rubric directories the run was opened with
     prompts: tuple[Path, ...] = ()
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: figures worked out once per opened run (pass@k per task)
     extras: dict[str, Any] = field(default_factory=dict)
 
+    def result(self, at: int) -> dict[str, Any]:
+        """Transcript ``at``'s results.jsonl row."""
+        number, offset, length = self.result_refs[at]
+        return read_row(self.view.results_path, number, offset, length)
+
+    def judgment_rows(self, at: int) -> list[dict[str, Any]]:
+        """Transcript ``at``'s judgments.jsonl rows, as written."""
+        path = self.view.judgments_path
+        return [read_row(path, n, o, ln) for n, (o, ln) in zip(self.judgment_lines[at], self.judgment_refs[at], strict=True)]
+
     def judgments(self, at: int) -> list[dict[str, Any]]:
-        with self.lock:
-            return [dict(zip(JUDGMENT_FIELDS, self.spool.get(ref), strict=True)) for ref in self.judgment_refs[at]]
+        """Transcript ``at``'s judgments as the report's details hold them (``JUDGMENT_FIELDS``, the reply cut)."""
+        return [dict(zip(JUDGMENT_FIELDS, judgment_fields(j), strict=True)) for j in self.judgment_rows(at)]
+
+    def resolved(self, at: int) -> Resolved | None:
+        return self.inputs.resolved(self.ids[at])
 
     def texts(self, at: int) -> dict[str, Any] | None:
-        ref = self.text_refs[at]
-        if ref is None:
+        t = self.resolved(at)
+        return texts_of(t).as_dict() if t is not None else None
+
+    def chat(self, at: int) -> Chat | None:
+        """Transcript ``at`` as a chat, each turn with its judgments (None: not a conversation of turns)."""
+        t = self.resolved(at)
+        if t is None:
             return None
-        with self.lock:
-            value: dict[str, Any] = self.spool.get(ref)
-            return value
+        return build_chat(turn_texts(t), self.conversations[at] if at < len(self.conversations) else None, self.judgment_rows(at))
+
+    def query(self, at: int) -> str:
+        """The query's first characters, for the table's search (read from the input's index when first searched)."""
+        return self.inputs.query(self.ids[at]) or ""
 
     def close(self) -> None:
-        self.spool.close()
+        pass  # nothing held open: every read opens its file
 
 
 def _tags(metadata: Any) -> tuple[str, ...]:
@@ -140,62 +297,64 @@ def _tags(metadata: Any) -> tuple[str, ...]:
 
 def _input_tags(view: RunView, wanted: set[str]) -> dict[str, tuple[str, ...]]:
     """Each transcript's ``metadata.tags`` from the run's input file (none when it cannot be read).
-    Only the lines that hold ``"tags"`` are parsed: a quarter of a 20,000-transcript run's first
-    open went to parsing every line for them (bench/view_open.py)."""
+    Only the lines that hold ``"tags"`` are parsed, found by searching the mapped file: parsing
+    every line for them took a quarter of a 20,000-transcript run's first open, and reading it
+    line by line a tenth (bench/view_open.py)."""
     path = view.input_path
     if path is None or not path.is_file():
         return {}
     out: dict[str, tuple[str, ...]] = {}
     try:
         with path.open("rb") as fh:
-            for line in fh:
-                if b'"tags"' not in line:
-                    continue
-                try:
-                    row = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue  # a bad line: the run's reader said so when the run read it
-                if not isinstance(row, dict):
-                    continue
-                tid = str(row.get("id"))
-                if tid in wanted and (tags := _tags(row.get("metadata"))):
-                    out[tid] = tags
-    except OSError:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return out
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                at = data.find(b'"tags"')
+                while at != -1:
+                    start = data.rfind(b"\n", 0, at) + 1
+                    end = data.find(b"\n", at)
+                    end = len(data) if end == -1 else end
+                    try:
+                        row = orjson.loads(data[start:end])
+                    except orjson.JSONDecodeError:
+                        row = None  # a bad line: the run's reader said so when the run read it
+                    if isinstance(row, dict):
+                        tid = str(row.get("id"))
+                        if tid in wanted and tid not in out and (tags := _tags(row.get("metadata"))):
+                            out[tid] = tags
+                    at = data.find(b'"tags"', end)
+    except (OSError, ValueError):
         return out
     return out
 
 
-def _results(path: Path) -> list[ResultRow]:
-    """results.jsonl's typed rows (``harness/rows.py``)."""
-    return list(iter_result_rows(path))
-
-
 def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> OpenedRun:
-    """Read the run at ``path`` with the report's pass; the spool lives in ``scratch`` (never the run)."""
+    """Read the run at ``path`` with the report's pass, lazily (``_read_run`` without a spool:
+    the input file is not read until a transcript is opened); ``scratch`` is unused by the lazy
+    pass and kept for the viewer's other state (nothing is written into the run)."""
     view = open_run(path, prompts=prompts)
-    spool = Spool(scratch)
-    try:
-        run = _read_run(view, spool)
-        data = build_data(view, run, {"where": [], "chunks": 0, "left_out": 0})
-    except BaseException:
-        spool.close()
-        raise
-    results = _results(view.results_path)
-    names = list(AGENT_SPECS)
-    present = [n for n in names if any(r.agent is not None and n in r.agent for r in results)]
+    run = _read_run(view, None)
+    data = build_data(view, run, {"where": [], "chunks": 0, "left_out": 0})
+    # results.jsonl's agent metrics and tasks, as the report's pass kept them (``perf``)
+    agents: list[dict[str, Any]] = [p.get("agent") or {} for p in run.perf]
+    named = set().union(*agents)
+    present = [n for n in AGENT_SPECS if n in named]
+    tasks: list[str | None] = [p.get("task") for p in run.perf]
     tags = _input_tags(view, set(run.ids)) if view.input_path is not None and view.input_path.suffix == ".jsonl" else {}
     columns = list(run.columns)
     columns.insert(1, {"key": "task", "label": "task", "type": "text", "worst": "asc"})
     columns.insert(2, {"key": "tags", "label": "tags", "type": "text", "worst": "asc"})
+    known = {c["key"] for c in columns}
     for n in present:
+        if f"a:{n}" in known:
+            continue  # the report's own column (summary.json has the metric)
         spec = AGENT_SPECS[n]
         columns.append({"key": f"a:{n}", "label": n, "type": "score", "worst": "desc" if spec.direction == "lower" else "asc", "scale": None})
+    extra = [n for n in present if f"a:{n}" not in known]
     rows: list[list[Any]] = []
     for i, cells in enumerate(run.rows):
-        r = results[i] if i < len(results) else None
-        agent: dict[str, Any] = (r.agent or {}) if r is not None else {}
         tid = run.ids[i]
-        rows.append([cells[0], r.task if r is not None else None, " ".join(tags.get(tid, ())), *cells[1:], *[agent.get(n) for n in present]])
+        rows.append([cells[0], tasks[i], " ".join(tags.get(tid, ())), *cells[1:], *[agents[i].get(n) for n in extra]])
     return OpenedRun(
         view=view,
         data=data,
@@ -203,13 +362,13 @@ def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> 
         rows=rows,
         ids=run.ids,
         position={t: i for i, t in enumerate(run.ids)},
-        tasks=[r.task for r in results],
+        tasks=tasks,
         tags=[tags.get(t, ()) for t in run.ids],
-        queries=run.queries,
-        results=results,
-        spool=spool,
+        result_refs=run.result_refs,
         judgment_refs=run.judgment_refs,
-        text_refs=run.text_refs,
+        judgment_lines=run.judgment_lines,
+        inputs=InputIndex(view.input_path, set(run.ids)),
         agent_metrics=present,
+        conversations=run.conversations,
         prompts=tuple(prompts),
     )

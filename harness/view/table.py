@@ -3,8 +3,10 @@
 The page never holds more than one page of rows, whatever the run's size: a 20,000-transcript run
 opens as fast as a 30-transcript one (bench/view_open.py measures it). The filters are the
 table's query string: ``q`` (text in the id, task, tags or the query's first characters),
-``task``, ``tag``, ``judge`` (only that judge's columns), ``col`` with ``min`` / ``max`` (rows whose
-value in that column lies in the range), ``sort`` (a column key) with ``dir``, and ``page``.
+``task``, ``tag``, ``judge`` (only that judge's columns), ``turn`` (a run judged per turn: the
+conversations in which that turn was judged, each rubric column holding that turn's score instead
+of the conversation's), ``col`` with ``min`` / ``max`` (rows whose value in that column lies in the
+range), ``sort`` (a column key) with ``dir``, and ``page``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class TablePage:
     tasks: list[str]
     tags: list[str]
     judges: list[str]
+    #: a run judged per turn: the turn numbers judged in some conversation
+    turns: list[int]
 
 
 def _number(text: str | None) -> float | None:
@@ -61,13 +65,18 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
     tag = args.get("tag") or ""
     col = args.get("col") or ""
     lo, hi = _number(args.get("min")), _number(args.get("max"))
+    turns = sorted({t for c in run.conversations if c is not None for t in c.judged})
+    turn = int(args["turn"]) if (args.get("turn") or "").isdigit() and int(args["turn"]) in turns else None
+    rows = run.rows if turn is None else _turn_rows(run, columns, turn)
     selected: list[int] = []
-    for at, cells in enumerate(run.rows):
+    for at, cells in enumerate(rows):
+        if turn is not None and turn not in (c.judged if (c := run.conversations[at]) is not None else ()):
+            continue
         if task and run.tasks[at] != task:
             continue
         if tag and tag not in run.tags[at]:
             continue
-        if q and not any(q in str(v).lower() for v in (run.ids[at], run.tasks[at] or "", " ".join(run.tags[at]), run.queries[at])):
+        if q and not any(q in str(v).lower() for v in (run.ids[at], run.tasks[at] or "", " ".join(run.tags[at]), run.query(at))):
             continue
         if col in index and (lo is not None or hi is not None):
             value = cells[index[col]]
@@ -80,19 +89,19 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
     sort = str(args.get("sort")) if args.get("sort") in index else str(default["key"])
     direction = str(args.get("dir")) if args.get("dir") in ("asc", "desc") else str(columns[index[sort]]["worst"])
     s = index[sort]
-    present = [at for at in selected if run.rows[at][s] is not None]
-    present.sort(key=lambda at: _key(run.rows[at][s]), reverse=direction == "desc")
-    ordered = present + [at for at in selected if run.rows[at][s] is None]  # missing values last, either way
+    present = [at for at in selected if rows[at][s] is not None]
+    present.sort(key=lambda at: _key(rows[at][s]), reverse=direction == "desc")
+    ordered = present + [at for at in selected if rows[at][s] is None]  # missing values last, either way
     pages = max(1, -(-len(ordered) // PER_PAGE))
     try:
         page = min(max(1, int(args.get("page") or 1)), pages)
     except ValueError:
         page = 1
     chunk = ordered[(page - 1) * PER_PAGE : page * PER_PAGE]
-    params = {k: str(v) for k, v in args.items() if k in ("q", "task", "tag", "judge", "col", "min", "max", "sort", "dir") and v}
+    params = {k: str(v) for k, v in args.items() if k in ("q", "task", "tag", "judge", "turn", "col", "min", "max", "sort", "dir") and v}
     return TablePage(
         columns=[columns[i] for i in visible],
-        rows=[(at, [run.rows[at][i] for i in visible]) for at in chunk],
+        rows=[(at, [rows[at][i] for i in visible]) for at in chunk],
         matched=len(ordered),
         total=len(run.rows),
         page=page,
@@ -103,7 +112,25 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
         tasks=sorted({t for t in run.tasks if t}),
         tags=sorted({t for ts in run.tags for t in ts}),
         judges=list(run.view.judges),
+        turns=turns,
     )
+
+
+def _turn_rows(run: OpenedRun, columns: list[dict[str, Any]], turn: int) -> list[list[Any]]:
+    """The table's rows with each rubric column holding turn ``turn``'s score (None where that turn
+    was not judged): the rows of the ``turn`` filter."""
+    rubric_cols = [(i, c["key"].split(":", 2)) for i, c in enumerate(columns) if c["key"].startswith("r:")]
+    out: list[list[Any]] = []
+    for at, cells in enumerate(run.rows):
+        conversation = run.conversations[at] if at < len(run.conversations) else None
+        if conversation is None:
+            out.append(cells)
+            continue
+        row = list(cells)
+        for i, (_, rubric, judge) in rubric_cols:
+            row[i] = conversation.score(rubric, judge, turn)
+        out.append(row)
+    return out
 
 
 def _default_sort(columns: list[dict[str, Any]]) -> int:
