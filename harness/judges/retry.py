@@ -62,9 +62,11 @@ async def call_with_retries(
     attempts: Attempts,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     retried: tuple[type[BaseException], ...] = RETRIED,
+    retry_if: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds, fails fatally or ``max_attempts`` is used up; the last
-    error is raised as it was. ``retried``: the errors worth another attempt (a judge's by default)."""
+    error is raised as it was. ``retried``: the errors worth another attempt (a judge's by default);
+    ``retry_if``: a further test of one (a batch error's row of the table)."""
     made = 0
     while True:
         made += 1
@@ -72,7 +74,7 @@ async def call_with_retries(
         try:
             return await attempt()
         except retried as exc:
-            if made >= max_attempts:
+            if made >= max_attempts or (retry_if is not None and not retry_if(exc)):
                 raise
             delay = wait_s(exc, made)
         await (sleep or asyncio.sleep)(delay)  # a test passes a fake clock

@@ -38,12 +38,12 @@ def redact(text: str, secret: str | None) -> str:
     return re.sub(rf"(?<![A-Za-z0-9_\-.]){re.escape(secret)}(?!{_TOKEN_CHAR}|\.[0-9])", REDACTED, text)
 
 
-def secrets_of(headers: Mapping[str, str]) -> list[str]:
+def secrets_of(headers: Mapping[str, str], *, every: bool = False) -> list[str]:
     """Every credential the request's headers carry (whole values, tokens, Basic's user and
-    password), longest first."""
+    password), longest first; ``every``: each header is a credential (a trace server's own headers)."""
     found: set[str] = set()
     for name, value in headers.items():
-        if name.lower() not in CREDENTIAL_HEADERS:
+        if not every and name.lower() not in CREDENTIAL_HEADERS:
             continue
         scheme, _, token = value.partition(" ")
         found |= {value, token} if token else {value}

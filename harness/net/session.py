@@ -71,6 +71,7 @@ class Reply:
     body: bytes
     where: str
     family: Family
+    redact: Redactor
 
     @property
     def ok(self) -> bool:
@@ -96,7 +97,8 @@ class Reply:
             return None
 
     def text(self, limit: int = 300) -> str:
-        return " ".join(self.body[: limit * 4].decode("utf-8", "replace").split())[:limit]
+        """The body's start as one line, credentials masked."""
+        return self.redact(" ".join(self.body[: limit * 4].decode("utf-8", "replace").split()))[:limit]
 
 
 class Session:
@@ -171,7 +173,7 @@ class Session:
             if (resource := exhausted(exc)) is not None:
                 raise resource from None
             raise self.error(Failure.TRANSIENT, f"{where}: connection error ({type(exc).__name__}): {exc}".rstrip(": ")) from None
-        return Reply(status, headers, self.redact(reason), body, where, self.family)
+        return Reply(status, headers, self.redact(reason), body, where, self.family, self.redact)
 
     async def _bounded_body(self, response: aiohttp.ClientResponse, cap: int, too_big: str, sink: IO[bytes] | None) -> bytes:
         length = response.content_length
