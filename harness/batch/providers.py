@@ -31,7 +31,7 @@ from ..cache.batches import Outcome
 from ..errors import BatchError, BatchHTTPError
 from ..jsonlines import decode_json
 from ..judges.protocol import error_fields
-from ..judges.retry import Attempts, call_with_retries
+from ..judges.retry import MAX_RETRY_AFTER_S, Attempts, call_with_retries
 from ..net import RETRIED, Failure, Session, Timeouts, retry_after, status_failure
 from ..net.failures import definite
 from ..providers import PROFILES, root_of
@@ -150,7 +150,8 @@ class BatchAPI(ABC):
 
     async def _download(self, url: str, what: str, read: Results) -> Iterator[bytes]:
         """The lines of ``url``, spooled to a temporary file. A 5xx, a 429 or a connection lost
-        (mid-body too) is retried, ``len(RETRY_DELAYS_S)`` times with those waits; a 4xx is not.
+        (mid-body too) is retried, ``len(RETRY_DELAYS_S)`` times with those waits (a 429's
+        Retry-After if longer); a 4xx is not.
         When no attempt reads the whole file, the longest body read is used (its complete lines)
         and ``read.problems`` says why the rest is missing."""
         best: BinaryIO | None = None
@@ -172,6 +173,7 @@ class BatchAPI(ABC):
                     return _spooled(spool)
             except BatchHTTPError as exc:
                 problem = str(exc)
+                reply = None
             if best is None or spool.tell() > best.tell():
                 if best is not None:
                     best.close()
@@ -181,7 +183,8 @@ class BatchAPI(ABC):
             if delay is None:
                 read.problems.append(f"{problem} (after {attempt} attempts)")
                 break
-            await asyncio.sleep(delay)
+            said = retry_after(reply.headers) if reply is not None and reply.status == 429 else None
+            await asyncio.sleep(min(max(delay, said or 0.0), MAX_RETRY_AFTER_S))
         if best is None:
             return iter(())
         read.cut = best.tell() > 0

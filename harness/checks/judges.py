@@ -35,8 +35,9 @@ from ..cost.staleness import Retirement, retirement
 from ..errors import ConfigError, ConnectFailed, HarnessError, JudgeError, QuotaExhausted, RateLimited, TransientJudgeError
 from ..judges.base import JudgeReply
 from ..judges.families import family_of, shape_request
-from ..net import RETRIED, Redactor, Session, Timeouts, status_failure
 from ..judges.registry import make_judge
+from ..judges.retry import RETRIED as JUDGE_RETRIED
+from ..net import RETRIED, Redactor, Session, Timeouts, retry_after, status_failure
 from ..planning.plan import is_loopback
 from ..providers import api_root
 from ..rubrics.logprob_score import TOP_LOGPROBS
@@ -217,9 +218,10 @@ async def _get(session: Session, url: str) -> _Answer:
     retries (a connection error, a timeout, a 5xx, a 429, a reply too large) is tried again after a
     short wait; any other answer is final."""
     answer = _Answer(redact=session.redact)
+    wait = 0.5
     for attempt in range(CHECK_ATTEMPTS):
         if attempt:
-            await asyncio.sleep(min(0.5 * attempt, MAX_WAIT_S))
+            await asyncio.sleep(min(wait, MAX_WAIT_S))
         try:
             reply = await session.request("GET", url, cap=MODELS_BYTE_CAP, cap_note=" (a /models list)")
         except HarnessError as exc:  # the layer's transport errors, already one redacted line
@@ -227,9 +229,16 @@ async def _get(session: Session, url: str) -> _Answer:
             continue
         answer = _Answer(reply.status, reply.json_or_none(), redact=session.redact)
         if status_failure(reply.status) in RETRIED:
+            wait = retry_after(reply.headers) or 0.5
             continue
         return answer
     return answer
+
+
+def _wait(exc: BaseException) -> float:
+    """Before the next attempt: the server's Retry-After, or half a second; at most ``MAX_WAIT_S``."""
+    said = exc.retry_after if isinstance(exc, RateLimited) else None
+    return min(said if said is not None and said >= 0 else 0.5, MAX_WAIT_S)
 
 
 def _error_text(answer: _Answer) -> str:
@@ -316,12 +325,12 @@ async def _probe(judge: JudgeConfig, key: str | None, result: JudgeCheck) -> Non
             try:
                 reply = await client.complete(request)
                 break
-            except (RateLimited, TransientJudgeError) as exc:
+            except JUDGE_RETRIED as exc:  # what the one table retries (net.failures)
+                assert isinstance(exc, JudgeError)
                 error = exc
-                if isinstance(exc, QuotaExhausted) or attempt + 1 == CHECK_ATTEMPTS:
+                if attempt + 1 == CHECK_ATTEMPTS:
                     break
-                wait = exc.retry_after if isinstance(exc, RateLimited) and exc.retry_after is not None else 0.5
-                await asyncio.sleep(min(wait, MAX_WAIT_S))
+                await asyncio.sleep(_wait(exc))
             except JudgeError as exc:
                 error = exc
                 break

@@ -31,7 +31,7 @@ from .protocol import decode_json, read_completion, reply_byte_cap, request_body
 #: Placeholder sent when a judge is configured with ``api_key_env = ""`` (local servers need none).
 NO_KEY = "no-key"
 #: The byte cap of the request being sent (set by ``send``, read by the transport of the same task).
-_CAP: contextvars.ContextVar[int] = contextvars.ContextVar("reply_byte_cap", default=reply_byte_cap(0))
+_CAP: contextvars.ContextVar[int | None] = contextvars.ContextVar("reply_byte_cap", default=None)
 
 
 class ReplyTooLarge(httpx2.ReadError):
@@ -64,7 +64,8 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         response = await self._inner.handle_async_request(request)
         stream = response.stream
         assert isinstance(stream, httpx2.AsyncByteStream)
-        response.stream = _Bounded(stream, _CAP.get())
+        cap = _CAP.get()
+        response.stream = _Bounded(stream, reply_byte_cap(0) if cap is None else cap)
         return response
 
     async def aclose(self) -> None:
