@@ -162,6 +162,7 @@ async def hostile(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Hostile]:
 
     state = Hostile()
     app = web.Application()
+
     async def handle(request: web.Request) -> web.StreamResponse:
         return await _handle(state, request)
 

@@ -144,9 +144,7 @@ class BatchAPI(ABC):
         code, message = error_fields(body)
         failure = status_failure(reply.status, code) or Failure.MALFORMED
         detail = f"{code + ': ' if code else ''}{message or body or reply.text(200) or reply.reason}"
-        raise self.session.error(
-            failure, f"{where}: HTTP {reply.status}: {detail}", status=reply.status, retry_after=retry_after(reply.headers)
-        )
+        raise self.session.error(failure, f"{where}: HTTP {reply.status}: {detail}", status=reply.status, retry_after=retry_after(reply.headers))
 
     async def _download(self, url: str, what: str, read: Results) -> Iterator[bytes]:
         """The lines of ``url``, spooled to a temporary file. A 5xx, a 429 or a connection lost

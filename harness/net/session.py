@@ -159,7 +159,9 @@ class Session:
         try:
             async with self.client().request(method, url, allow_redirects=False, **kwargs) as response:
                 status, headers, reason = response.status, response.headers, response.reason or ""
-                body = await self._bounded_body(response, cap, f"{where}: reply body larger than {cap:,} bytes{cap_note}; not read", sink if 200 <= status < 300 else None)
+                body = await self._bounded_body(
+                    response, cap, f"{where}: reply body larger than {cap:,} bytes{cap_note}; not read", sink if 200 <= status < 300 else None
+                )
         except HarnessError:
             raise
         except TimeoutError:

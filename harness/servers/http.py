@@ -110,9 +110,7 @@ class ServerClient:
             raise TraceServerError("the server client is not open")
         self.requests += 1
         where = self._where(method, path)
-        reply = await self._session.request(
-            method, self.source.base_url + path, params=_query(params), json=body, cap=REPLY_BYTE_CAP, where=where
-        )
+        reply = await self._session.request(method, self.source.base_url + path, params=_query(params), json=body, cap=REPLY_BYTE_CAP, where=where)
         if reply.ok:
             return reply.json(empty=None)
         raise status_error(reply.status, reply.body, reply.headers, where, self._session.redact.secrets)
