@@ -25,9 +25,9 @@ _TOKEN_CHAR = r"[A-Za-z0-9_\-]"
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie"})
 
 #: ``?api-key=...``, ``&key=...``, ``access_token=...`` in a URL quoted in a message.
-_QUERY = re.compile(r"(?i)([?&;](?:api[-_]?key|key|access[-_]?token|token|secret|password)=)[^&#\s\"']+")
+_QUERY = re.compile(r"(?i)([?&;](?:api[-_]?key|key|access[-_]?token|token|secret|password)=)[^&#;,\s\"']+")
 #: ``Authorization: Bearer ...``, ``x-api-key: ...`` quoted in a message (a header echoed back).
-_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key)(\"?\s*[:=]\s*\"?)(?:(bearer|basic)\s+)?[^\s\"',;}]+")
+_HEADER = re.compile(r"(?i)(?<![\w?&;=-])((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key)(\"?\s*:\s*\"?)(?:(bearer|basic)\s+)?[^\s\"',;}]+")
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import TraceServerError
 from ..jsonlines import decode_json
+from ..judges.protocol import error_fields
 from ..judges.retry import SERVER_RETRIED, Attempts, call_with_retries
 from ..net import Failure, Redactor, Session, Timeouts, error_for, retry_after, secrets_of, status_failure
 from .source import Source
@@ -125,8 +126,14 @@ def secrets(headers: Mapping[str, str]) -> list[str]:
 def status_error(status: int, raw: bytes, headers: Mapping[str, str], where: str, hidden: list[str] | None = None) -> TraceServerError:
     """The error for a non-2xx answer, by ``net.failures``' table, quoting the server's answer."""
     answer = Redactor(hidden or [])(answer_text(raw))
-    failure = status_failure(status) or Failure.MALFORMED
-    if failure is Failure.RATE_LIMITED:
+    try:
+        code, _ = error_fields(decode_json(raw))
+    except ValueError:
+        code = None
+    failure = status_failure(status, code) or Failure.MALFORMED
+    if failure is Failure.QUOTA:
+        text = f"{where}: quota exhausted (429): {answer}"
+    elif failure is Failure.RATE_LIMITED:
         text = f"{where}: rate limited (429): {answer}"
     elif failure is Failure.TRANSIENT:
         text = f"{where}: server error {status}: {answer}"
