@@ -72,7 +72,7 @@ def test_every_client_family_retries_exactly_what_the_table_retries(status: int,
 
 def test_the_retried_classes_are_read_off_the_table() -> None:
     assert set(retried_classes("server")) == {ServerRateLimited, ServerUnavailable}
-    assert JUDGE_RETRIED == retried_classes("judge") and SERVER_RETRIED == retried_classes("server")
+    assert retried_classes("judge") == JUDGE_RETRIED and retried_classes("server") == SERVER_RETRIED
 
 
 def test_credentials_are_masked_wherever_a_message_quotes_them() -> None:

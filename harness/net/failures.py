@@ -109,7 +109,7 @@ def error_for(family: Family, failure: Failure, message: str, *, status: int | N
     """The harness error of ``family`` for ``failure``, its message as given (already redacted)."""
     cls = ERROR_CLASSES[family][failure]
     if cls is RateLimited or cls is ServerRateLimited:
-        return cls(message, status=status if status is not None else 429, retry_after=retry_after)  # type: ignore[call-arg]
+        return cls(message, status=status if status is not None else 429, retry_after=retry_after)
     if cls is BatchHTTPError:
         return BatchHTTPError(message, definite=definite(failure), status=status, failure=failure.value, retry_after=retry_after)
     return cls(message, status=status)  # type: ignore[call-arg]

@@ -27,7 +27,9 @@ CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-k
 #: ``?api-key=...``, ``&key=...``, ``access_token=...`` in a URL quoted in a message.
 _QUERY = re.compile(r"(?i)([?&;](?:api[-_]?key|key|access[-_]?token|token|secret|password)=)[^&#;,\s\"']+")
 #: ``Authorization: Bearer ...``, ``x-api-key: ...`` quoted in a message (a header echoed back).
-_HEADER = re.compile(r"(?i)(?<![\w?&;=-])((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key)(\"?\s*:\s*\"?)(?:(bearer|basic)\s+)?[^\s\"',;}]+")
+_HEADER = re.compile(
+    r"(?i)(?<![\w?&;=-])((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key)(\"?\s*:\s*\"?)(?:(bearer|basic)\s+)?[^\s\"',;}]+"
+)
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -56,16 +58,19 @@ def secrets_of(headers: Mapping[str, str], *, every: bool = False) -> list[str]:
 
 
 class Redactor:
-    """Masks the given secrets and any quoted credential header or query parameter."""
+    """Masks the given secrets and any quoted credential header or query parameter with ``mask``
+    (the trace servers' messages have always said ``***``)."""
 
-    __slots__ = ("secrets",)
+    __slots__ = ("mask", "secrets")
 
-    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+    def __init__(self, secrets: Iterable[str | None] = (), mask: str = REDACTED) -> None:
         self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=lambda s: (-len(s), s))
+        self.mask = mask
 
     def __call__(self, text: str) -> str:
+        mask = self.mask
         for secret in self.secrets:
             if secret in text:
-                text = text.replace(secret, REDACTED)
-        text = _QUERY.sub(rf"\1{REDACTED}", text)
-        return _HEADER.sub(lambda m: f"{m[1]}{m[2]}{m[3] + ' ' if m[3] else ''}{REDACTED}", text)
+                text = text.replace(secret, mask)
+        text = _QUERY.sub(lambda m: m[1] + mask, text)
+        return _HEADER.sub(lambda m: f"{m[1]}{m[2]}{m[3] + ' ' if m[3] else ''}{mask}", text)

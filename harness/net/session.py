@@ -24,7 +24,7 @@ import yarl
 from ..errors import HarnessError, ResourceExhausted
 from ..jsonlines import decode_json
 from .failures import Failure, Family, error_for
-from .redact import Redactor, secrets_of
+from .redact import REDACTED, Redactor, secrets_of
 
 #: errno values that mean this process, not the server, ran out of something.
 _EXHAUSTED = {errno.EMFILE: "file descriptors", errno.ENFILE: "file descriptors", errno.ENOMEM: "memory", errno.ENOBUFS: "socket buffers"}
@@ -115,13 +115,14 @@ class Session:
         timeouts: Timeouts,
         headers: Mapping[str, str] | None = None,
         secrets: Iterable[str | None] = (),
+        mask: str = REDACTED,
         limit: int = 100,
     ) -> None:
         self.where = where
         self.family = family
         self.timeouts = timeouts
         self.headers = dict(headers or {})
-        self.redact = Redactor([*secrets, *secrets_of(self.headers)])
+        self.redact = Redactor([*secrets, *secrets_of(self.headers)], mask)
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
 

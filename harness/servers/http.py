@@ -33,6 +33,8 @@ REQUEST_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 60.0
 #: The largest answer read (a page of spans with their attributes); a larger one is refused unread.
 REPLY_BYTE_CAP = 128 << 20
+#: What a credential quoted back by a server is shown as.
+MASK = "***"
 #: Characters of a server's answer quoted in a message.
 ANSWER_CHARS = 300
 
@@ -77,6 +79,7 @@ class ServerClient:
             timeouts=Timeouts(total_s=REQUEST_TIMEOUT_S, connect_s=CONNECT_TIMEOUT_S, read_s=READ_TIMEOUT_S),
             headers={"Accept": "application/json", **self.source.headers},
             secrets=secrets(self.source.headers),
+            mask=MASK,
         )
         return self
 
@@ -125,7 +128,7 @@ def secrets(headers: Mapping[str, str]) -> list[str]:
 
 def status_error(status: int, raw: bytes, headers: Mapping[str, str], where: str, hidden: list[str] | None = None) -> TraceServerError:
     """The error for a non-2xx answer, by ``net.failures``' table, quoting the server's answer."""
-    answer = Redactor(hidden or [])(answer_text(raw))
+    answer = Redactor(hidden or [], MASK)(answer_text(raw))
     try:
         code, _ = error_fields(decode_json(raw))
     except ValueError:
@@ -140,7 +143,9 @@ def status_error(status: int, raw: bytes, headers: Mapping[str, str], where: str
     else:
         hint = {401: " (check the key)", 403: " (the key may not reach this project)", 404: " (check the project and the URL)"}.get(status, "")
         if failure is Failure.REDIRECT:
-            hint = f" (a redirect to {Redactor(hidden or [])(headers.get('Location', '?'))[:200]}, not followed: set the URL to the final address)"
+            hint = (
+                f" (a redirect to {Redactor(hidden or [], MASK)(headers.get('Location', '?'))[:200]}, not followed: set the URL to the final address)"
+            )
         text = f"{where}: {status}: {answer}{hint}"
     error = error_for("server", failure, text, status=status, retry_after=retry_after(headers) if failure is Failure.RATE_LIMITED else None)
     assert isinstance(error, TraceServerError)
