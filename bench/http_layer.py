@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.throughput import ServerProcess  # noqa: E402
+from bench.throughput import ServerProcess
 
 KEY_ENV = "HTTP_LAYER_BENCH_KEY"
 
