@@ -39,9 +39,14 @@ def encode_body(body: dict[str, Any]) -> bytes:
         return json.dumps(body, ensure_ascii=False).encode()
 
 
+#: Seconds a judge may take to accept a connection (its ``timeout_s`` if shorter): a host that
+#: swallows connection attempts is a connection failure, not a slow reply.
+CONNECT_TIMEOUT_S = 10.0
+
+
 def judge_timeouts(config: JudgeConfig) -> Timeouts:
-    """A judge's timeouts: ``timeout_s`` for the whole call, and for connecting at most that."""
-    return Timeouts(total_s=config.timeout_s)
+    """A judge's timeouts: ``timeout_s`` for the whole call, ``CONNECT_TIMEOUT_S`` (at most that) to connect."""
+    return Timeouts(total_s=config.timeout_s, connect_s=min(CONNECT_TIMEOUT_S, config.timeout_s))
 
 
 class HttpJudge(Judge):

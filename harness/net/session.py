@@ -165,6 +165,10 @@ class Session:
                 )
         except HarnessError:
             raise
+        except aiohttp.ConnectionTimeoutError:  # nothing reached the server
+            raise self.error(Failure.CONNECT, f"{where}: could not connect within {self.timeouts.connect_s:g} s") from None
+        except aiohttp.SocketTimeoutError:
+            raise self.error(Failure.TRANSIENT, f"{where}: no data for {self.timeouts.read_s:g} s (timed out)") from None
         except TimeoutError:
             raise self.error(Failure.TRANSIENT, f"{where}: timed out after {self.timeouts.total_s:g} s") from None
         except aiohttp.ClientConnectorError as exc:
