@@ -43,6 +43,9 @@ LAYERS: list[str] = [
     "usage",
     "jsonlines",
     "stats",
+    # the one HTTP layer every client rides on (judges, batch, trace servers, checks): session,
+    # timeouts, bounded replies, redaction, one status table
+    "net",
     # an agent's steps and their metrics: what config, transcripts and trace readers all speak
     "agent",
     # provider profiles, then the config that reads them and what each judge can do

@@ -18,6 +18,7 @@
     │       └── BatchRequestFailed a provider batch errored, expired or cancelled this request
     ├── BudgetExceeded           the estimate is above --max-cost; the run did not start
     ├── BatchError               a provider's batch API refused or broke a batch operation
+    │   └── BatchHTTPError       one HTTP step of it failed (``definite``: the provider certainly did not act)
     ├── CacheError               the SQLite cache could not be opened or written (disk full, read-only)
     ├── OutputError              --out could not be written, or another run holds it
     ├── RunStopped               a workflow's run (a race's round, a cascade's stage) ended with an
@@ -142,6 +143,20 @@ class BatchRequestFailed(FatalJudgeError):
 
 class BatchError(HarnessError):
     """A provider's batch API refused or broke a batch operation (upload, create, poll, download)."""
+
+
+class BatchHTTPError(BatchError):
+    """One HTTP step of a batch operation failed. ``definite``: the provider certainly did not act
+    (it refused the request, or nothing reached it); ``failure``: the row of ``net.failures``."""
+
+    def __init__(
+        self, message: str, *, definite: bool, status: int | None = None, failure: str | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.definite = definite
+        self.status = status
+        self.failure = failure
+        self.retry_after = retry_after
 
 
 class BudgetExceeded(HarnessError):

@@ -14,7 +14,9 @@ import os
 import re
 import socket
 import sqlite3
+import subprocess
 import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,6 +85,46 @@ def serve(**kwargs: Any) -> Iterator[JudgeServer]:
         yield server
     finally:
         server.stop()
+
+
+def start_run(project: Path, out: str, *extra: str, rubrics: Iterable[str] = ("relevance",)) -> subprocess.Popen[str]:
+    """``python -m harness run`` in ``project`` (its transcripts.jsonl, harness.toml, cache.sqlite), a
+    subprocess a test can signal: the interrupt tests and the gate's tests on runs stopped part-way."""
+    argv = [sys.executable, "-m", "harness", "run", "transcripts.jsonl", "--out", out, "--config", "harness.toml"]
+    argv += ["--cache", "cache.sqlite", "--no-progress", *(a for rubric in rubrics for a in ("--rubric", rubric)), *extra]
+    env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    env.pop("OPENAI_BASE_URL", None)
+    return subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_requests(server: JudgeServer, proc: subprocess.Popen[str], n: int, timeout: float = 20.0) -> None:
+    """Until ``server`` has had ``n`` requests; the run killed and the test failed after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while server.count() < n:
+        if proc.poll() is not None:
+            raise AssertionError(f"harness exited early ({proc.returncode}): {proc.communicate()[1]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"only {server.count()} requests after {timeout:g} s")
+        time.sleep(0.01)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60.0) -> tuple[int, str]:
+    """The run's exit code and stderr; killed, and the test failed, past ``timeout``."""
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+        raise AssertionError(f"harness did not finish within {timeout} s: {stderr}") from None
+    return proc.returncode, stderr
+
+
+def stop_after(server: JudgeServer, proc: subprocess.Popen[str], requests: int, signum: int, timeout: float = 60.0) -> tuple[int, str]:
+    """Signal the run once ``server`` has had ``requests`` requests; its exit code and stderr."""
+    wait_for_requests(server, proc, requests, timeout=30.0)
+    proc.send_signal(signum)
+    return finish(proc, timeout)
 
 
 def closed_port_url() -> str:

@@ -11,11 +11,8 @@ Every count the gate prints is checked against the files the run wrote.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +23,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.exit_codes import EXIT_GATE, EXIT_OK
-from tests.e2e_support import KEY, KEY_ENV, judge, read_jsonl, serve, write_config, write_jsonl
+from tests.e2e_support import finish, judge, read_jsonl, serve, start_run, stop_after, write_config, write_jsonl
 from tests.judge_server import JudgeServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -58,34 +55,7 @@ def project(tmp_path: Path, server: JudgeServer) -> Path:
 
 
 def start(project: Path, out: str, *extra: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "harness", "run", "transcripts.jsonl", "--out", out, "--config", "harness.toml"]
-    argv += ["--cache", "cache.sqlite", "--no-progress", "--rubric", "relevance", *extra]
-    env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    env.pop("OPENAI_BASE_URL", None)
-    return subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 60.0) -> tuple[int, str]:
-    try:
-        _, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, stderr = proc.communicate()
-        raise AssertionError(f"harness did not finish within {timeout} s: {stderr}") from None
-    return proc.returncode, stderr
-
-
-def stop_after(server: JudgeServer, proc: subprocess.Popen[str], requests: int, signum: int) -> tuple[int, str]:
-    deadline = time.monotonic() + 30
-    while server.count() < requests:
-        if proc.poll() is not None:
-            raise AssertionError(f"harness exited early ({proc.returncode}): {proc.communicate()[1]}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"only {server.count()} requests after 30 s")
-        time.sleep(0.01)
-    proc.send_signal(signum)
-    return finish(proc)
+    return start_run(project, out, *extra)
 
 
 def gate(*args: Any) -> Any:

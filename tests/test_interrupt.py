@@ -8,10 +8,8 @@ runs the server sees at most the judgments plus what was in flight when the firs
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_support import (
-    KEY,
-    KEY_ENV,
     Outputs,
     cache_rows,
+    finish,
     integrity,
     judge,
     serve,
+    start_run,
+    wait_for_requests,
     write_config,
     write_jsonl,
 )
@@ -72,53 +71,7 @@ def make_project(tmp_path: Path, server: JudgeServer) -> Path:
 
 
 def start(project: Path, out: str) -> subprocess.Popen[str]:
-    argv = [
-        sys.executable,
-        "-m",
-        "harness",
-        "run",
-        "transcripts.jsonl",
-        "--out",
-        out,
-        "--config",
-        "harness.toml",
-        "--cache",
-        "cache.sqlite",
-        "--no-progress",
-    ]
-    for rubric in RUBRICS:
-        argv += ["--rubric", rubric]
-    env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    env.pop("OPENAI_BASE_URL", None)
-    return subprocess.Popen(
-        argv,
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wait_for_requests(server: JudgeServer, proc: subprocess.Popen[str], n: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while server.count() < n:
-        if proc.poll() is not None:
-            raise AssertionError(f"harness exited early ({proc.returncode}): {proc.communicate()[1]}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"only {server.count()} requests after {timeout} s")
-        time.sleep(0.01)
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[int, str]:
-    try:
-        _, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, stderr = proc.communicate()
-        raise AssertionError(f"harness did not finish within {timeout} s: {stderr}") from None
-    return proc.returncode, stderr
+    return start_run(project, out, rubrics=RUBRICS)
 
 
 def rerun_completes(project: Path, server: JudgeServer, stored: int) -> int:

@@ -7,8 +7,13 @@ downloads its result lines (to a temporary file first, so a 200 MB output is nev
 ``find`` looks for a batch made from an uploaded file (OpenAI only), which is how a submit
 killed between upload and creation is re-attached instead of sent again.
 
-Every HTTP failure is a :class:`harness.errors.BatchError` whose ``definite`` tells whether the
-provider certainly did not act (a 4xx answer) or might have (timeout, connection lost, 5xx).
+Every HTTP failure is a :class:`harness.errors.BatchHTTPError` whose ``definite`` tells whether the
+provider certainly did not act (a 4xx answer, a refused connection) or might have (timeout,
+connection lost, 5xx). The transport is the harness's one HTTP layer (``net.Session``: timeouts,
+redirects never followed, every answer read up to a cap and decoded depth-bounded, the key
+redacted) and its status table (``net.failures``). Every step retries a bounded number of times:
+a read (poll, list, download) on any retried failure; a write (upload, create) only where the
+provider certainly did not act (a 429, a refused connection), so a retry never makes a second batch.
 """
 
 from __future__ import annotations
@@ -23,13 +28,23 @@ from typing import Any, BinaryIO
 import aiohttp
 
 from ..cache.batches import Outcome
-from ..errors import BatchError
+from ..errors import BatchError, BatchHTTPError
 from ..jsonlines import decode_json
-from ..judges.protocol import error_fields, redact
+from ..judges.protocol import error_fields
+from ..judges.retry import MAX_RETRY_AFTER_S, Attempts, call_with_retries
+from ..net import RETRIED, Failure, Session, Timeouts, retry_after, status_failure
+from ..net.failures import definite
 from ..providers import PROFILES, root_of
 from .wire import OPENAI_ENDPOINT, Limits, read_anthropic_result, read_openai_result
 
-TIMEOUT = aiohttp.ClientTimeout(total=600, sock_connect=30)
+#: Seconds for a whole request (a 200 MB upload), to connect, and between two reads of an answer.
+TIMEOUTS = Timeouts(total_s=600, connect_s=30, read_s=120)
+#: The largest JSON answer read (a batch object, a page of the batch list).
+ANSWER_BYTE_CAP = 16 << 20
+#: The largest result file downloaded (to disk): well above what a 50,000-request batch produces.
+DOWNLOAD_BYTE_CAP = 8 << 30
+#: Attempts of one poll, list or create step (the first and its retries), with the judges' backoff.
+MAX_ATTEMPTS = 4
 #: Waits before each retry of a result download (a 5xx, a 429, a connection lost mid-body):
 #: bounded, so a provider that keeps failing ends the collect with the reason.
 RETRY_DELAYS_S: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
@@ -58,12 +73,6 @@ def _spooled(spool: BinaryIO) -> Iterator[bytes]:
         yield from spool
 
 
-class BatchHTTPError(BatchError):
-    def __init__(self, message: str, *, definite: bool) -> None:
-        super().__init__(message)
-        self.definite = definite
-
-
 @dataclass(frozen=True, slots=True)
 class Remote:
     """A batch as the provider last described it."""
@@ -87,21 +96,23 @@ class BatchAPI(ABC):
     def __init__(self, base_url: str, api_key: str | None) -> None:
         self.base_url = base_url.rstrip("/")
         self._key = api_key
-        self._session: aiohttp.ClientSession | None = None
+        self._session: Session | None = None
+        #: the sleep between retries (a test passes a fake clock)
+        self.sleep: Callable[[float], Any] | None = None
 
     def url(self, path: str) -> str:
         """``path`` of this API at the judge's base URL, by the rule the live judges use (``providers.root_of``)."""
         return root_of(self.name, self.base_url) + path
 
     @property
-    def session(self) -> aiohttp.ClientSession:
+    def session(self) -> Session:
         if self._session is None:
-            self._session = aiohttp.ClientSession(headers=self._headers(), timeout=TIMEOUT)
+            self._session = Session(self.name, "batch", timeouts=TIMEOUTS, headers=self._headers(), secrets=[self._key])
         return self._session
 
     async def aclose(self) -> None:
         if self._session is not None:
-            await self._session.close()
+            await self._session.aclose()
             self._session = None
 
     def _headers(self) -> dict[str, str]:
@@ -109,27 +120,36 @@ class BatchAPI(ABC):
         return PROFILES[self.name].auth_headers(self._key)
 
     async def _request(self, method: str, url: str, what: str, **kwargs: Any) -> Any:
-        try:
-            async with self.session.request(method, url, **kwargs) as resp:
-                text = await resp.text()
-                if resp.status >= 300:
-                    try:
-                        body: Any = decode_json(text)
-                    except ValueError:
-                        body = text[:200]
-                    code, message = error_fields(body)
-                    detail = redact(f"{code + ': ' if code else ''}{message or body or resp.reason}", self._key)
-                    raise BatchHTTPError(f"{self.name} {what}: HTTP {resp.status}: {detail}", definite=400 <= resp.status < 500)
-                try:  # bounded: a hostile server's deep nesting is a message, never a RecursionError
-                    return decode_json(text)
-                except ValueError as exc:
-                    raise BatchHTTPError(f"{self.name} {what}: the answer is not usable JSON ({exc})", definite=False) from None
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise BatchHTTPError(f"{self.name} {what}: {type(exc).__name__}: {exc}", definite=False) from exc
+        """The decoded answer of one step, retried at most ``MAX_ATTEMPTS`` times: a GET on any
+        failure the table retries, a write only where the provider certainly did not act."""
+        write = method != "GET"
+
+        def again(exc: BaseException) -> bool:
+            failure = Failure(exc.failure) if isinstance(exc, BatchHTTPError) and exc.failure else None
+            return failure is not None and failure in RETRIED and (not write or definite(failure))
+
+        async def attempt() -> Any:
+            # A body made by a function (an upload's form, read from its file) is made again per attempt.
+            data = kwargs.get("data")
+            return await self._once(method, url, what, **{**kwargs, "data": data()} if callable(data) else kwargs)
+
+        return await call_with_retries(attempt, MAX_ATTEMPTS, Attempts(), self.sleep, retried=(BatchHTTPError,), retry_if=again)
+
+    async def _once(self, method: str, url: str, what: str, **kwargs: Any) -> Any:
+        where = f"{self.name} {what}"
+        reply = await self.session.request(method, url, where=where, cap=ANSWER_BYTE_CAP, **kwargs)
+        if reply.ok:
+            return reply.json()
+        body: Any = reply.json_or_none()
+        code, message = error_fields(body)
+        failure = status_failure(reply.status, code) or Failure.MALFORMED
+        detail = f"{code + ': ' if code else ''}{message or body or reply.text(200) or reply.reason}"
+        raise self.session.error(failure, f"{where}: HTTP {reply.status}: {detail}", status=reply.status, retry_after=retry_after(reply.headers))
 
     async def _download(self, url: str, what: str, read: Results) -> Iterator[bytes]:
         """The lines of ``url``, spooled to a temporary file. A 5xx, a 429 or a connection lost
-        (mid-body too) is retried, ``len(RETRY_DELAYS_S)`` times with those waits; a 4xx is not.
+        (mid-body too) is retried, ``len(RETRY_DELAYS_S)`` times with those waits (a 429's
+        Retry-After if longer); a 4xx is not.
         When no attempt reads the whole file, the longest body read is used (its complete lines)
         and ``read.problems`` says why the rest is missing."""
         best: BinaryIO | None = None
@@ -137,23 +157,21 @@ class BatchAPI(ABC):
         for attempt, delay in enumerate((*RETRY_DELAYS_S, None), start=1):
             spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed here or by the line iterator
             try:
-                async with self.session.get(url) as resp:
-                    if resp.status >= 300:
-                        text = await resp.text()
-                        problem = f"{what}: HTTP {resp.status}: {redact(text[:200], self._key)}"
-                        if resp.status < 500 and resp.status != 429:
-                            spool.close()
-                            read.problems.append(problem)  # gone (OpenAI deletes files after 30 days) or refused: not retried
-                            break
-                    else:
-                        async for chunk in resp.content.iter_chunked(1 << 20):
-                            spool.write(chunk)
-                        spool.seek(0)
-                        if best is not None:
-                            best.close()
-                        return _spooled(spool)
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                problem = f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")
+                reply = await self.session.request("GET", url, where=what, cap=DOWNLOAD_BYTE_CAP, sink=spool)
+                if not reply.ok:
+                    problem = f"{what}: HTTP {reply.status}: {reply.text(200)}"
+                    if status_failure(reply.status) not in RETRIED:
+                        spool.close()
+                        read.problems.append(problem)  # gone (OpenAI deletes files after 30 days) or refused: not retried
+                        break
+                else:
+                    spool.seek(0)
+                    if best is not None:
+                        best.close()
+                    return _spooled(spool)
+            except BatchHTTPError as exc:
+                problem = str(exc)
+                reply = None
             if best is None or spool.tell() > best.tell():
                 if best is not None:
                     best.close()
@@ -163,7 +181,8 @@ class BatchAPI(ABC):
             if delay is None:
                 read.problems.append(f"{problem} (after {attempt} attempts)")
                 break
-            await asyncio.sleep(delay)
+            said = retry_after(reply.headers) if reply is not None and reply.status == 429 else None
+            await asyncio.sleep(min(max(delay, said or 0.0), MAX_RETRY_AFTER_S))
         if best is None:
             return iter(())
         read.cut = best.tell() > 0
@@ -218,9 +237,13 @@ class OpenAIBatchAPI(BatchAPI):
         return Remote(detail["id"], status, status in ("completed", "failed", "expired", "cancelled"), detail, detail.get("input_file_id"))
 
     async def upload(self, data: BinaryIO) -> str:
-        form = aiohttp.FormData()
-        form.add_field("purpose", "batch")
-        form.add_field("file", data, filename="harness-batch.jsonl", content_type="application/jsonl")  # streamed from the file
+        def form() -> aiohttp.FormData:
+            data.seek(0)  # a retried upload reads its file again from the start
+            made = aiohttp.FormData()
+            made.add_field("purpose", "batch")
+            made.add_field("file", data, filename="harness-batch.jsonl", content_type="application/jsonl")  # streamed from the file
+            return made
+
         answer = await self._request("POST", self.url("/files"), "upload", data=form)
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
             raise BatchHTTPError(f"{self.name} upload: the answer is not a file object", definite=False)

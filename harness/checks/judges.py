@@ -28,17 +28,16 @@ from datetime import date
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
-
 from ..capabilities import FAMILY_NAMES, Option, cell, check_supported, judge_family
 from ..config import JudgeConfig, api_key_for, check_key
 from ..cost.prices import PriceTable, entry
 from ..cost.staleness import Retirement, retirement
-from ..errors import ConfigError, ConnectFailed, JudgeError, QuotaExhausted, RateLimited, TransientJudgeError
+from ..errors import ConfigError, ConnectFailed, HarnessError, JudgeError, QuotaExhausted, RateLimited, TransientJudgeError
 from ..judges.base import JudgeReply
 from ..judges.families import family_of, shape_request
-from ..judges.protocol import decode_json, redact
 from ..judges.registry import make_judge
+from ..judges.retry import RETRIED as JUDGE_RETRIED
+from ..net import RETRIED, Redactor, Session, Timeouts, retry_after, status_failure
 from ..planning.plan import is_loopback
 from ..providers import api_root
 from ..rubrics.logprob_score import TOP_LOGPROBS
@@ -126,6 +125,8 @@ class _Answer:
     status: int | None = None
     body: Any = None
     error: str | None = None
+    #: masks the request's credentials in what the answer is quoted as
+    redact: Redactor = field(default_factory=Redactor)
 
 
 async def check_judges(judges: list[JudgeConfig], user_table: PriceTable | None = None, *, on: date | None = None) -> list[JudgeCheck]:
@@ -190,9 +191,12 @@ async def check_judge(judge: JudgeConfig, user_table: PriceTable | None = None, 
         result.key_accepted = False
         result.problems.append(problem)
         return _retired(result)
-    timeout = aiohttp.ClientTimeout(total=min(CHECK_TIMEOUT_S, judge.timeout_s))
-    async with aiohttp.ClientSession(timeout=timeout, headers=_headers(judge, key)) as session:
-        await _read_models(session, judge, key, result, on)
+    timeouts = Timeouts(total_s=min(CHECK_TIMEOUT_S, judge.timeout_s))
+    session = Session(f"{judge.name} ({judge.endpoint})", "judge", timeouts=timeouts, headers=_headers(judge, key), secrets=[key])
+    try:
+        await _read_models(session, judge, result, on)
+    finally:
+        await session.aclose()
     await _probe(judge, key, result)
     return _retired(result)
 
@@ -209,34 +213,32 @@ def _headers(judge: JudgeConfig, key: str | None) -> dict[str, str]:
     return {"User-Agent": f"harness/{__version__}", **judge.profile.auth_headers(key)}
 
 
-async def _get(session: aiohttp.ClientSession, url: str, key: str | None) -> _Answer:
-    """One GET with ``CHECK_ATTEMPTS`` attempts: a connection error, a timeout, a 5xx or a 429 is
-    tried again after a short wait; any other answer is final."""
-    answer = _Answer()
+async def _get(session: Session, url: str) -> _Answer:
+    """One GET with ``CHECK_ATTEMPTS`` attempts over the one HTTP layer (``net``): what its table
+    retries (a connection error, a timeout, a 5xx, a 429, a reply too large) is tried again after a
+    short wait; any other answer is final."""
+    answer = _Answer(redact=session.redact)
+    wait = 0.5
     for attempt in range(CHECK_ATTEMPTS):
         if attempt:
-            await asyncio.sleep(min(0.5 * attempt, MAX_WAIT_S))
+            await asyncio.sleep(min(wait, MAX_WAIT_S))
         try:
-            async with session.get(url, allow_redirects=False) as response:
-                raw = await response.content.read(MODELS_BYTE_CAP + 1)
-                answer = _Answer(response.status)
-                if len(raw) > MODELS_BYTE_CAP:
-                    answer.error = f"reply larger than {MODELS_BYTE_CAP:,} bytes; not read"
-                    return answer
-                try:
-                    answer.body = decode_json(raw)
-                except ValueError:
-                    answer.body = None
-        except TimeoutError:
-            answer = _Answer(error=f"no answer within {session.timeout.total:g} s")
+            reply = await session.request("GET", url, cap=MODELS_BYTE_CAP, cap_note=" (a /models list)")
+        except HarnessError as exc:  # the layer's transport errors, already one redacted line
+            answer = _Answer(error=str(exc).removeprefix(f"{session.where}: "), redact=session.redact)
             continue
-        except (aiohttp.ClientError, OSError) as exc:
-            answer = _Answer(error=redact(str(exc) or type(exc).__name__, key))
-            continue
-        if answer.status is not None and (answer.status >= 500 or answer.status == 429):
+        answer = _Answer(reply.status, reply.json_or_none(), redact=session.redact)
+        if status_failure(reply.status) in RETRIED:
+            wait = retry_after(reply.headers) or 0.5
             continue
         return answer
     return answer
+
+
+def _wait(exc: BaseException) -> float:
+    """Before the next attempt: the server's Retry-After, or half a second; at most ``MAX_WAIT_S``."""
+    said = exc.retry_after if isinstance(exc, RateLimited) else None
+    return min(said if said is not None and said >= 0 else 0.5, MAX_WAIT_S)
 
 
 def _error_text(answer: _Answer) -> str:
@@ -244,14 +246,14 @@ def _error_text(answer: _Answer) -> str:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         message = body["error"].get("message")
         if isinstance(message, str):
-            return f"HTTP {answer.status}: {message[:200]}"
+            return f"HTTP {answer.status}: {answer.redact(message)[:200]}"
     return answer.error or f"HTTP {answer.status}"
 
 
-async def _read_models(session: aiohttp.ClientSession, judge: JudgeConfig, key: str | None, result: JudgeCheck, on: date | None) -> None:
+async def _read_models(session: Session, judge: JudgeConfig, result: JudgeCheck, on: date | None) -> None:
     root = api_root(judge)
     # A provider that pages its list asks for the longest page (its profile's ``models_path``: Anthropic's 1000).
-    answer = await _get(session, root + judge.profile.models_path, key)
+    answer = await _get(session, root + judge.profile.models_path)
     if answer.status is None:
         result.reachable = False
         result.notes.append(f"GET /models: {answer.error}")
@@ -269,7 +271,7 @@ async def _read_models(session: aiohttp.ClientSession, judge: JudgeConfig, key: 
     models = {m["id"]: m for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)}
     found = models.get(judge.model)
     if found is None:  # an alias (claude-haiku-4-5) is not listed under its own name: ask for it
-        one = await _get(session, f"{root}/models/{quote(judge.model, safe='')}", key)
+        one = await _get(session, f"{root}/models/{quote(judge.model, safe='')}")
         found = one.body if one.status == 200 and isinstance(one.body, dict) and isinstance(one.body.get("id"), str) else None
     if found is None:
         result.model_known = False
@@ -323,12 +325,12 @@ async def _probe(judge: JudgeConfig, key: str | None, result: JudgeCheck) -> Non
             try:
                 reply = await client.complete(request)
                 break
-            except (RateLimited, TransientJudgeError) as exc:
+            except JUDGE_RETRIED as exc:  # what the one table retries (net.failures)
+                assert isinstance(exc, JudgeError)
                 error = exc
-                if isinstance(exc, QuotaExhausted) or attempt + 1 == CHECK_ATTEMPTS:
+                if attempt + 1 == CHECK_ATTEMPTS:
                     break
-                wait = exc.retry_after if isinstance(exc, RateLimited) and exc.retry_after is not None else 0.5
-                await asyncio.sleep(min(wait, MAX_WAIT_S))
+                await asyncio.sleep(_wait(exc))
             except JudgeError as exc:
                 error = exc
                 break

@@ -3,8 +3,9 @@
 Both providers that speak it (``openai_aiohttp.py`` on aiohttp, ``openai_sdk.py`` on the openai SDK)
 build the request body, read the reply and classify errors here, so they behave the same:
 
-- 429 → RateLimited (Retry-After / retry-after-ms honoured), but 429 ``insufficient_quota`` →
-  QuotaExhausted (stop the judge); 5xx, 408, 409 → TransientJudgeError; other 4xx → FatalJudgeError;
+- the status → error table is ``net.failures``' (every client's): 429 → RateLimited (Retry-After /
+  retry-after-ms honoured), but 429 ``insufficient_quota`` → QuotaExhausted (stop the judge); 5xx,
+  408, 409 → TransientJudgeError; 3xx (never followed) and other 4xx → FatalJudgeError;
 - a 2xx whose body is not a completion (garbage, truncated, no choices) → MalformedReply;
 - the API key, should a server quote it back in a reply's text, is masked there as in errors, so
   it never reaches the cache or the outputs; only where it stands as a whole token, so masking
@@ -17,15 +18,12 @@ build the request body, read the reply and classify errors here, so they behave 
 
 from __future__ import annotations
 
-import email.utils
-import math
-import re
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import FatalJudgeError, JudgeError, MalformedReply, QuotaExhausted, RateLimited, TransientJudgeError
+from ..errors import JudgeError, MalformedReply
 from ..jsonlines import MAX_JSON_DEPTH, decode_json, json_depth_exceeds  # noqa: F401 - the one home of untrusted JSON
+from ..net import REDACTED, Failure, error_for, redact, retry_after, status_failure  # noqa: F401 - re-exported: judges' names for them
 from ..usage import Usage, openai_usage
 from .base import JudgeReply, JudgeRequest, TokenAlternatives
 
@@ -55,23 +53,6 @@ def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
         body["logprobs"] = True
         body["top_logprobs"] = request.top_logprobs
     return body
-
-
-#: What a key quoted back by a server is replaced with, in replies and in error messages.
-REDACTED = "[REDACTED]"
-
-
-#: Characters that continue a key-like token: a key is masked only where none touches it (nor a
-#: decimal point: a digit key must not be masked inside "0.12345678").
-_TOKEN_CHAR = r"[A-Za-z0-9_\-]"
-
-
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (the API key) masked where it stands as a whole
-    token (not inside a longer word or number); every provider uses this."""
-    if not secret or secret not in text:
-        return text
-    return re.sub(rf"(?<![A-Za-z0-9_\-.]){re.escape(secret)}(?!{_TOKEN_CHAR}|\.[0-9])", REDACTED, text)
 
 
 #: A reply body may be this large whatever it asked for, plus ``REPLY_BYTES_PER_TOKEN`` per token.
@@ -177,48 +158,30 @@ def error_fields(body: Any) -> tuple[str | None, str | None]:
     return (str(code) if code else None), (str(message) if message else None)
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date) or LiteLLM's
-    ``llm_provider-retry-after`` (the upstream provider's header, passed on by the gateway)."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            seconds = float(ms) / 1000.0
-            if math.isfinite(seconds):
-                return seconds
-        except ValueError:
-            pass
-    value = headers.get("retry-after") or headers.get("llm_provider-retry-after")
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-        return seconds if math.isfinite(seconds) else None
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
-
-
 def status_error(status: int, body: Any, headers: Mapping[str, str], where: str, reason: str = "", base_url: str | None = None) -> JudgeError:
-    """The harness error for a non-2xx HTTP answer. ``base_url`` (OpenAI-compatible judges) lets a
-    404 say when the URL lacks its ``/v1``, the usual cause behind a gateway's bare 404."""
+    """The harness error for a non-2xx HTTP answer, by ``net.failures``' one table. ``base_url``
+    (OpenAI-compatible judges) lets a 404 say when the URL lacks its ``/v1``, the usual cause
+    behind a gateway's bare 404."""
     code, message = error_fields(body)
     detail = (message or reason or "no detail")[:500]
-    if status == 429:
-        if code == "insufficient_quota":
-            return QuotaExhausted(f"{where}: quota exhausted: {detail}", status=429)
-        return RateLimited(f"{where}: rate limited (429): {detail}", retry_after=retry_after(headers))
-    if status >= 500 or status in (408, 409):
-        return TransientJudgeError(f"{where}: server error {status}: {detail}", status=status)
-    if 300 <= status < 400:
+    failure = status_failure(status, code) or Failure.MALFORMED
+    if failure is Failure.QUOTA:
+        text = f"{where}: quota exhausted: {detail}"
+    elif failure is Failure.RATE_LIMITED:
+        text = f"{where}: rate limited (429): {detail}"
+    elif failure is Failure.TRANSIENT:
+        text = f"{where}: server error {status}: {detail}"
+    elif failure is Failure.REDIRECT:
         # Never followed: a POST redirected would become a GET to wherever the server says.
         target = headers.get("location") or headers.get("Location") or "?"
-        return FatalJudgeError(f"{where}: HTTP {status} redirect to {target[:200]} not followed (set base_url to the final address)", status=status)
-    if status == 404 and base_url is not None and _lacks_version(base_url):
-        detail += ' (the base URL has no /v1: OpenAI-compatible servers usually serve under /v1; try base_url = ".../v1")'
-    return FatalJudgeError(f"{where}: HTTP {status}: {detail}", status=status)
+        text = f"{where}: HTTP {status} redirect to {target[:200]} not followed (set base_url to the final address)"
+    else:
+        if status == 404 and base_url is not None and _lacks_version(base_url):
+            detail += ' (the base URL has no /v1: OpenAI-compatible servers usually serve under /v1; try base_url = ".../v1")'
+        text = f"{where}: HTTP {status}: {detail}"
+    error = error_for("judge", failure, text, status=status, retry_after=retry_after(headers) if failure is Failure.RATE_LIMITED else None)
+    assert isinstance(error, JudgeError)
+    return error
 
 
 def _lacks_version(base_url: str) -> bool:

@@ -1,8 +1,9 @@
 """Retries, configured once for every judge: exponential backoff with full jitter, in a plain loop.
 
-Rate limits (429) wait for the server's Retry-After when it gives one; transient errors (5xx,
-timeouts, connection problems, malformed bodies) back off exponentially with jitter; fatal errors
-(400/401/403/404, exhausted quota) are never retried. Attempts are capped by the judge's
+What is retried is read off the one table of ``net.failures`` (every client's): rate limits (429)
+wait for the server's Retry-After when it gives one; transient errors (5xx, timeouts, connection
+problems, malformed bodies) back off exponentially with jitter; fatal errors (400/401/403/404,
+redirects, exhausted quota) are never retried. Attempts are capped by the judge's
 ``max_attempts``: nothing retries forever.
 
 A loop rather than a tenacity object per call: tenacity cost about 16 µs of CPU per judgment
@@ -19,7 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..errors import RateLimited, ServerRateLimited, ServerUnavailable, TransientJudgeError
+from ..errors import BatchHTTPError, RateLimited, ServerRateLimited
+from ..net import retried_classes
 
 #: Longest wait honoured from a Retry-After header; a server asking for more gets this and a retry.
 MAX_RETRY_AFTER_S = 60.0
@@ -27,9 +29,9 @@ MAX_RETRY_AFTER_S = 60.0
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 20.0
 #: What is retried; anything else (fatal errors, bugs, cancellation) goes up at once.
-RETRIED: tuple[type[BaseException], ...] = (RateLimited, TransientJudgeError)
+RETRIED: tuple[type[BaseException], ...] = retried_classes("judge")
 #: What a trace server's request retries (``harness.servers``): the same waits, its own errors.
-SERVER_RETRIED: tuple[type[BaseException], ...] = (ServerRateLimited, ServerUnavailable)
+SERVER_RETRIED: tuple[type[BaseException], ...] = retried_classes("server")
 T = TypeVar("T")
 
 
@@ -42,7 +44,7 @@ def backoff_s(failed: int) -> float:
 def wait_s(exc: BaseException, failed: int) -> float:
     """Seconds to wait after ``exc`` ended the ``failed``-th attempt."""
     # NaN (a "Retry-After: nan" header parses as a float) would make the sleep meaningless.
-    if isinstance(exc, RateLimited | ServerRateLimited) and exc.retry_after is not None and not math.isnan(exc.retry_after):
+    if isinstance(exc, RateLimited | ServerRateLimited | BatchHTTPError) and exc.retry_after is not None and not math.isnan(exc.retry_after):
         return min(max(exc.retry_after, 0.0), MAX_RETRY_AFTER_S)
     return backoff_s(failed)
 
@@ -60,9 +62,11 @@ async def call_with_retries(
     attempts: Attempts,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     retried: tuple[type[BaseException], ...] = RETRIED,
+    retry_if: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds, fails fatally or ``max_attempts`` is used up; the last
-    error is raised as it was. ``retried``: the errors worth another attempt (a judge's by default)."""
+    error is raised as it was. ``retried``: the errors worth another attempt (a judge's by default);
+    ``retry_if``: a further test of one (a batch error's row of the table)."""
     made = 0
     while True:
         made += 1
@@ -70,7 +74,7 @@ async def call_with_retries(
         try:
             return await attempt()
         except retried as exc:
-            if made >= max_attempts:
+            if made >= max_attempts or (retry_if is not None and not retry_if(exc)):
                 raise
             delay = wait_s(exc, made)
         await (sleep or asyncio.sleep)(delay)  # a test passes a fake clock

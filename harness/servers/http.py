@@ -5,6 +5,10 @@ jitter backoff, Retry-After honoured, attempts capped): 429 is :class:`ServerRat
 timeouts and refused connections are :class:`ServerUnavailable`; anything else that is not 2xx
 (a wrong key, an unknown project, a request the server refuses) is :class:`ServerRefused` at once,
 its message naming the server and quoting its answer on one line. Keys never appear in a message.
+
+The transport is the harness's one HTTP layer (``net.Session``: timeouts, redirects never
+followed, replies read up to ``REPLY_BYTE_CAP`` and decoded depth-bounded, credentials redacted)
+and the status table is its (``net.failures``): what is said here is the server's answer.
 """
 
 from __future__ import annotations
@@ -13,12 +17,11 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import aiohttp
-
-from ..errors import ServerRateLimited, ServerRefused, ServerUnavailable, TraceServerError
+from ..errors import TraceServerError
 from ..jsonlines import decode_json
-from ..judges.protocol import retry_after
+from ..judges.protocol import error_fields
 from ..judges.retry import SERVER_RETRIED, Attempts, call_with_retries
+from ..net import Failure, Redactor, Session, Timeouts, error_for, retry_after, secrets_of, status_failure
 from .source import Source
 
 #: Attempts of one request (the first and its retries): with the backoff's cap, about a minute at most.
@@ -26,6 +29,12 @@ MAX_ATTEMPTS = 6
 #: Seconds to connect, and for a whole request.
 CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 120.0
+#: Seconds between two reads of a body: a server dripping its answer is cut off.
+READ_TIMEOUT_S = 60.0
+#: The largest answer read (a page of spans with their attributes); a larger one is refused unread.
+REPLY_BYTE_CAP = 128 << 20
+#: What a credential quoted back by a server is shown as.
+MASK = "***"
 #: Characters of a server's answer quoted in a message.
 ANSWER_CHARS = 300
 
@@ -59,18 +68,24 @@ class ServerClient:
         self.source = source
         self.max_attempts = max_attempts
         self._sleep = sleep
-        self._session: aiohttp.ClientSession | None = None
+        self._session: Session | None = None
         #: requests made, retries included (tests and the closing line read it)
         self.requests = 0
 
     async def __aenter__(self) -> ServerClient:
-        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S)
-        self._session = aiohttp.ClientSession(headers={"Accept": "application/json", **self.source.headers}, timeout=timeout)
+        self._session = Session(
+            f"{self.source.kind} at {self.source.base_url}",
+            "server",
+            timeouts=Timeouts(total_s=REQUEST_TIMEOUT_S, connect_s=CONNECT_TIMEOUT_S, read_s=READ_TIMEOUT_S),
+            headers={"Accept": "application/json", **self.source.headers},
+            secrets=secrets(self.source.headers),
+            mask=MASK,
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self._session is not None:
-            await self._session.close()
+            await self._session.aclose()
             self._session = None
 
     async def get(self, path: str, params: Mapping[str, Any] | list[tuple[str, Any]] | None = None) -> Any:
@@ -99,57 +114,42 @@ class ServerClient:
             raise TraceServerError("the server client is not open")
         self.requests += 1
         where = self._where(method, path)
-        query = _query(params)
-        try:
-            async with self._session.request(method, self.source.base_url + path, params=query, json=body, allow_redirects=False) as response:
-                raw = await response.read()
-                status = response.status
-                headers = response.headers
-        except (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            raise ServerUnavailable(f"{where}: {type(exc).__name__}: {one_line(str(exc)) or 'no answer'}") from exc
-        except aiohttp.ClientError as exc:
-            raise ServerRefused(f"{where}: {one_line(str(exc))}") from exc
-        if 200 <= status < 300:
-            if not raw.strip():
-                return None
-            try:  # bounded: a hostile server's deep nesting is a message, never a RecursionError
-                return decode_json(raw)
-            except ValueError as exc:
-                raise ServerUnavailable(
-                    f"{where}: {status} with a body that is not usable JSON ({exc}): {one_line(raw[:ANSWER_CHARS].decode('utf-8', 'replace'))}",
-                    status=status,
-                ) from None
-        raise status_error(status, raw, headers, where, secrets(self.source.headers))
+        reply = await self._session.request(method, self.source.base_url + path, params=_query(params), json=body, cap=REPLY_BYTE_CAP, where=where)
+        if reply.ok:
+            return reply.json(empty=None)
+        raise status_error(reply.status, reply.body, reply.headers, where, self._session.redact.secrets)
 
 
 def secrets(headers: Mapping[str, str]) -> list[str]:
     """Every credential the request carries (whole header values, tokens, Basic's user and
     password), longest first: a server that quotes them back is never shown saying them."""
-    import base64
-    import binascii
-
-    found: set[str] = set()
-    for value in headers.values():
-        scheme, _, token = value.partition(" ")
-        found |= {value, token}
-        if scheme.lower() == "basic":
-            try:
-                found |= set(base64.b64decode(token).decode("utf-8", "replace").split(":", 1))
-            except (binascii.Error, ValueError):
-                pass
-    return sorted((s for s in found if len(s) >= 4), key=lambda s: (-len(s), s))
+    return secrets_of(headers, every=True)
 
 
 def status_error(status: int, raw: bytes, headers: Mapping[str, str], where: str, hidden: list[str] | None = None) -> TraceServerError:
-    answer = answer_text(raw)
-    for secret in hidden or []:
-        answer = answer.replace(secret, "***")
-    if status == 429:
-        return ServerRateLimited(f"{where}: rate limited (429): {answer}", retry_after=retry_after(headers))
-    if status >= 500 or status == 408:
-        return ServerUnavailable(f"{where}: server error {status}: {answer}", status=status)
-    hint = {401: " (check the key)", 403: " (the key may not reach this project)", 404: " (check the project and the URL)"}.get(status, "")
-    return ServerRefused(f"{where}: {status}: {answer}{hint}", status=status)
+    """The error for a non-2xx answer, by ``net.failures``' table, quoting the server's answer."""
+    answer = Redactor(hidden or [], MASK)(answer_text(raw))
+    try:
+        code, _ = error_fields(decode_json(raw))
+    except ValueError:
+        code = None
+    failure = status_failure(status, code) or Failure.MALFORMED
+    if failure is Failure.QUOTA:
+        text = f"{where}: quota exhausted (429): {answer}"
+    elif failure is Failure.RATE_LIMITED:
+        text = f"{where}: rate limited (429): {answer}"
+    elif failure is Failure.TRANSIENT:
+        text = f"{where}: server error {status}: {answer}"
+    else:
+        hint = {401: " (check the key)", 403: " (the key may not reach this project)", 404: " (check the project and the URL)"}.get(status, "")
+        if failure is Failure.REDIRECT:
+            hint = (
+                f" (a redirect to {Redactor(hidden or [], MASK)(headers.get('Location', '?'))[:200]}, not followed: set the URL to the final address)"
+            )
+        text = f"{where}: {status}: {answer}{hint}"
+    error = error_for("server", failure, text, status=status, retry_after=retry_after(headers) if failure is Failure.RATE_LIMITED else None)
+    assert isinstance(error, TraceServerError)
+    return error
 
 
 def _query(params: Mapping[str, Any] | list[tuple[str, Any]] | None) -> list[tuple[str, str]] | None:

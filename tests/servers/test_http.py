@@ -21,7 +21,9 @@ async def test_a_refused_connection_is_retried_a_bounded_number_of_times() -> No
     port = closed_port_url().split(":")[2].split("/")[0]
     source = parse_source(f"phoenix://127.0.0.1:{port}/p", {})
     async with ServerClient(source, max_attempts=4, sleep=sleep) as http:
-        with pytest.raises(ServerUnavailable, match=rf"phoenix at http://127.0.0.1:{port}: GET /v1/projects/p: ClientConnectorError"):
+        with pytest.raises(
+            ServerUnavailable, match=rf"phoenix at http://127.0.0.1:{port}: GET /v1/projects/p: connection refused \(ClientConnectorError\)"
+        ):
             await http.get("/v1/projects/p")
         assert http.requests == 4 and len(waits) == 3 and all(0 <= w <= 20 for w in waits)
 
