@@ -257,6 +257,10 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
     items, groups, by_step = ref.items, graph.groups, graph.by_step
     q, p = len(items), len(groups)
     absent = [_absent(readings) for readings in items]
+    if q == p and all(absent):
+        found = _diagonal(items, groups, by_step)
+        if found is not None:
+            return len(graph.steps) - len(found), found, []
     big = len(graph.steps) + len(ref.calls) + 1
     # A pairing that matches nothing never beats skipping the item and the group (it costs at least
     # as much: the reading's required calls are at least the item's fewest, and a strict ``<``
@@ -308,6 +312,27 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
             missing += step[1]
             i, g = i + 1, g + 1
     return len(missing) + len(graph.steps) - len(pairs), pairs, missing
+
+
+def _diagonal(items: Sequence[Sequence[Reading]], groups: Sequence[Sequence[int]], by_step: Sequence[Sequence[int]]) -> dict[int, int] | None:
+    """:func:`one_to_one`'s answer without its table when item ``i`` meets group ``i`` with no
+    error for every ``i`` (the agent did what the reference says), else None. Every item having a
+    required call (the caller checks), skipping one or leaving a group extra costs at least ``big``,
+    more than all the pairs there are; so this is the one alignment of no errors, and the table's
+    choice in each cell is the first reading (in order) with none, the one taken here."""
+    pairs: dict[int, int] = {}
+    for readings, group in zip(items, groups, strict=True):
+        touched = {pos for s in group for pos in by_step[s]}
+        for reading in readings:
+            if not any(pos in touched for pos, _ in reading):
+                continue
+            owner = _assign(reading, group, by_step)
+            if len(owner) == len(group) and all(pos in owner for pos, req in reading if req):
+                pairs.update(owner)
+                break
+        else:
+            return None
+    return pairs
 
 
 def _assign(reading: Reading, group: Sequence[int], by_step: Sequence[Sequence[int]]) -> dict[int, int]:

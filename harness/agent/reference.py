@@ -199,6 +199,10 @@ class ReferenceCache:
         self.hits = 0
         self.misses = 0
         self._compiled: dict[Hashable, Reference] = {}
+        #: id of a reference value seen -> (that value, its items' key, the rules its calls name):
+        #: an agent-only run hands over one value per distinct reference (``transcripts.fast``),
+        #: so its key is worked out once, not once a transcript (the value is kept: its id stays its own)
+        self._keys: dict[int, tuple[Sequence[RefItem], Hashable, list[ArgumentRule]]] = {}
 
     def __len__(self) -> int:
         return len(self._compiled)
@@ -211,8 +215,17 @@ class ReferenceCache:
         default: ArgumentRule | None = None,
         tools: Mapping[str, ToolSpec] | None = None,
     ) -> Reference:
-        used: list[ArgumentRule] = [default] if default is not None else []
-        items = tuple([_item_key(item, used) for item in reference])
+        known = self._keys.get(id(reference))
+        if known is not None and known[0] is reference:
+            items, named_rules = known[1], known[2]
+        else:
+            named_rules = []
+            items = tuple([_item_key(item, named_rules) for item in reference])
+            if type(reference) is tuple:  # (of frozen models: what Resolved holds; a list may change)
+                if len(self._keys) >= self.maxsize:
+                    del self._keys[next(iter(self._keys))]
+                self._keys[id(reference)] = (reference, items, named_rules)
+        used: list[ArgumentRule] = ([default] if default is not None else []) + named_rules
         named = tuple(sorted((name, _rule_key(rule)) for name, rule in rules.items())) if rules else None
         if rules:
             used += rules.values()
