@@ -256,7 +256,7 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
     leaves the fewest missing calls plus extra steps, then matches the most."""
     items, groups, by_step = ref.items, graph.groups, graph.by_step
     q, p = len(items), len(groups)
-    absent = [_absent(readings) for readings in items]
+    absent = ref.absent
     if q == p and all(absent):
         found = _diagonal(items, groups, by_step)
         if found is not None:
@@ -267,7 +267,7 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
     # keeps the earlier move), so only readings the group can match part of are tried: each
     # matching (``assign``) is made for the few (item, group) cells that touch, not for all q × p.
     touch = [{pos for s in group for pos in by_step[s]} for group in groups]
-    item_of = {pos: i for i, readings in enumerate(items) for reading in readings for pos, _ in reading}
+    item_of = ref.item_of
     touched_items = [{item_of[pos] for pos in positions if pos in item_of} for positions in touch]
     extra = [len(group) * big for group in groups]
     # cost = errors * big - pairs, minimised; move[i][g]: _SKIP, _EXTRA, or a pair's (owner, lost)
@@ -395,12 +395,6 @@ def sequence(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int,
     return errors, owner, missing
 
 
-def _absent(readings: Sequence[Reading]) -> list[int]:
-    """The required positions of the item's reading with the fewest (what is missing when the
-    item is not made at all)."""
-    return min(([pos for pos, req in r if req] for r in readings), key=len)
-
-
 def _subsets(leaves: Sequence[tuple[int, bool]], by_pos: Sequence[Sequence[int]]) -> Iterator[tuple[tuple[int, bool], ...]]:
     """The sub-multisets of ``leaves``, interchangeable calls (same steps, both required or both
     optional) counted once."""
@@ -426,7 +420,7 @@ class InOrder:
         self.items, self.groups, self.by_step = ref.items, graph.groups, graph.by_step
         self.by_pos = graph.by_pos(len(ref.calls))
         self.big = len(graph.steps) + len(ref.calls) + 1
-        self.absent = [_absent(readings) for readings in ref.items]
+        self.absent = [list(found) for found in ref.absent]
         self.touch = [{pos for s in group for pos in graph.by_step[s]} for group in graph.groups]
 
     def solve(self) -> tuple[int, dict[int, int], list[int]]:

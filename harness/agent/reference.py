@@ -12,7 +12,7 @@ the most required calls.
 from __future__ import annotations
 
 from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, product
 from typing import Any
 
@@ -72,6 +72,11 @@ class Reference:
     simple: bool
     #: simple, and no call is optional
     plain: bool
+    #: per item, the required positions of its reading with the fewest (what is missing when the
+    #: item is not made at all; the first such reading)
+    absent: tuple[tuple[int, ...], ...] = ()
+    #: position -> the item it is a call of
+    item_of: Mapping[int, int] = field(default_factory=dict)
 
 
 def _item_readings(item: RefItem, calls: list[RefCall]) -> list[Reading]:
@@ -168,6 +173,8 @@ def compile_reference(
         readings=tuple(readings),
         simple=simple,
         plain=simple and all(r[0][0][1] for r in items),
+        absent=tuple(tuple(min(([pos for pos, req in r if req] for r in readings), key=len)) for readings in items),
+        item_of={pos: i for i, readings in enumerate(items) for reading in readings for pos, _ in reading},
     )
 
 
