@@ -244,7 +244,8 @@ def steps_from_message_dicts(messages: Iterable[Mapping[str, Any]]) -> tuple[Ste
                     else:
                         b.call(c.get("name") or "", None, c.get("id"), group)
         elif role in ("tool", "function"):
-            b.result(message.get("tool_call_id"), message.get("content") or "", _failed(message))
+            failed = bool(message.get("is_error")) or message.get("status") == "error"  # ``_failed`` of a dict
+            b.result(message.get("tool_call_id"), message.get("content") or "", failed)
     return b.built()
 
 
