@@ -22,11 +22,11 @@ agent-only run judges none); a record of more than one turn is read by the model
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 import orjson
 from pydantic import ConfigDict, TypeAdapter, ValidationError
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from ..agent.records import RefItem, ToolSpec
 from ..agent.steps import steps_from_message_dicts

@@ -275,7 +275,9 @@ class Transcript(_Strict):
         return performance_of(self.spans, self.timings, self.tool_calls, steps)
 
 
-def performance_of(spans: list[Span] | None, timings: Timings | None, tool_calls: int | list[ToolCall] | None, steps: tuple[Step, ...] | None) -> Performance:
+def performance_of(
+    spans: list[Span] | None, timings: Timings | None, tool_calls: int | list[ToolCall] | None, steps: tuple[Step, ...] | None
+) -> Performance:
     """A record's performance from its ``spans``, ``timings``, ``tool_calls`` and steps."""
     # (Module constants, not a new Performance() and Timings() per transcript: a run resolves
     # every transcript, and a pydantic model costs microseconds to make.)
