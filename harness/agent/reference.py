@@ -173,9 +173,15 @@ def compile_reference(
         readings=tuple(readings),
         simple=simple,
         plain=simple and all(r[0][0][1] for r in items),
-        absent=tuple(tuple(min(([pos for pos, req in r if req] for r in readings), key=len)) for readings in items),
+        absent=tuple(_fewest_required(readings) for readings in items),
         item_of={pos: i for i, readings in enumerate(items) for reading in readings for pos, _ in reading},
     )
+
+
+def _fewest_required(readings: Sequence[Reading]) -> tuple[int, ...]:
+    """The required positions of the item's reading with the fewest (the first such reading)."""
+    required = [tuple(pos for pos, req in r if req) for r in readings]
+    return min(required, key=len)
 
 
 def _rule_key(rule: ArgumentRule | None) -> Hashable:

@@ -167,8 +167,9 @@ class AgentReader:
             steps = steps_from_message_dicts(messages)
             contexts = tuple(results) or None
         try:
-            tools = self.tools(record["tools"]) if record.get("tools") is not None else None
-            reference = self.references(record["reference_trajectory"]) if record.get("reference_trajectory") is not None else None
+            given_tools, given_reference = record.get("tools"), record.get("reference_trajectory")
+            tools = self.tools(given_tools) if given_tools is not None else None
+            reference = self.references(given_reference) if given_reference is not None else None
         except (ValidationError, ValueError):
             return None
         return Resolved(
