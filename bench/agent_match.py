@@ -32,7 +32,6 @@ import os
 import random
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,23 +42,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _agentdata import STEPS, TASKS, commit  # the agent benches' shared calls and sizes
+from _agentdata import call as _call
+
 from harness.agent.match import MODES, compile_reference, match_trajectory
 from harness.agent.records import RefCall
 from harness.agent.steps import Step, parse_arguments
-
-TOOLS = ["search", "fetch", "calc", "lookup", "summarize", "translate", "weather", "convert"]
-STEPS = 20
-TASKS = 50
-
-
-def _call(rnd: random.Random) -> dict[str, Any]:
-    args: dict[str, Any] = {
-        "query": rnd.choice(["nav of hdfc top 100", "eur to inr", "weather in pune", "latest filing"]),
-        "limit": rnd.randint(1, 5),
-    }
-    if rnd.random() < 0.3:
-        args["filters"] = {"from": "2025-01-01", "lang": rnd.choice(["en", "hi"])}
-    return {"name": rnd.choice(TOOLS), "arguments": args}
 
 
 def _trajectory(rnd: random.Random, reference: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -136,13 +126,6 @@ def stream(path: Path, references: dict[str, Any], mode: str, compiled: bool, ch
             out["steps"] += t2 - t1
     out["pass"] = time.perf_counter() - started
     return out
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:

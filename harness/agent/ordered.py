@@ -256,14 +256,18 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
     leaves the fewest missing calls plus extra steps, then matches the most."""
     items, groups, by_step = ref.items, graph.groups, graph.by_step
     q, p = len(items), len(groups)
-    absent = [_absent(readings) for readings in items]
+    absent = ref.absent
+    if q == p and all(absent):
+        found = _diagonal(items, groups, by_step)
+        if found is not None:
+            return len(graph.steps) - len(found), found, []
     big = len(graph.steps) + len(ref.calls) + 1
     # A pairing that matches nothing never beats skipping the item and the group (it costs at least
     # as much: the reading's required calls are at least the item's fewest, and a strict ``<``
     # keeps the earlier move), so only readings the group can match part of are tried: each
     # matching (``assign``) is made for the few (item, group) cells that touch, not for all q × p.
     touch = [{pos for s in group for pos in by_step[s]} for group in groups]
-    item_of = {pos: i for i, readings in enumerate(items) for reading in readings for pos, _ in reading}
+    item_of = ref.item_of
     touched_items = [{item_of[pos] for pos in positions if pos in item_of} for positions in touch]
     extra = [len(group) * big for group in groups]
     # cost = errors * big - pairs, minimised; move[i][g]: _SKIP, _EXTRA, or a pair's (owner, lost)
@@ -308,6 +312,27 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
             missing += step[1]
             i, g = i + 1, g + 1
     return len(missing) + len(graph.steps) - len(pairs), pairs, missing
+
+
+def _diagonal(items: Sequence[Sequence[Reading]], groups: Sequence[Sequence[int]], by_step: Sequence[Sequence[int]]) -> dict[int, int] | None:
+    """:func:`one_to_one`'s answer without its table when item ``i`` meets group ``i`` with no
+    error for every ``i`` (the agent did what the reference says), else None. Every item having a
+    required call (the caller checks), skipping one or leaving a group extra costs at least ``big``,
+    more than all the pairs there are; so this is the one alignment of no errors, and the table's
+    choice in each cell is the first reading (in order) with none, the one taken here."""
+    pairs: dict[int, int] = {}
+    for readings, group in zip(items, groups, strict=True):
+        touched = {pos for s in group for pos in by_step[s]}
+        for reading in readings:
+            if not any(pos in touched for pos, _ in reading):
+                continue
+            owner = _assign(reading, group, by_step)
+            if len(owner) == len(group) and all(pos in owner for pos, req in reading if req):
+                pairs.update(owner)
+                break
+        else:
+            return None
+    return pairs
 
 
 def _assign(reading: Reading, group: Sequence[int], by_step: Sequence[Sequence[int]]) -> dict[int, int]:
@@ -370,12 +395,6 @@ def sequence(ref: Reference, graph: Graph, strict: bool) -> tuple[int, dict[int,
     return errors, owner, missing
 
 
-def _absent(readings: Sequence[Reading]) -> list[int]:
-    """The required positions of the item's reading with the fewest (what is missing when the
-    item is not made at all)."""
-    return min(([pos for pos, req in r if req] for r in readings), key=len)
-
-
 def _subsets(leaves: Sequence[tuple[int, bool]], by_pos: Sequence[Sequence[int]]) -> Iterator[tuple[tuple[int, bool], ...]]:
     """The sub-multisets of ``leaves``, interchangeable calls (same steps, both required or both
     optional) counted once."""
@@ -401,7 +420,7 @@ class InOrder:
         self.items, self.groups, self.by_step = ref.items, graph.groups, graph.by_step
         self.by_pos = graph.by_pos(len(ref.calls))
         self.big = len(graph.steps) + len(ref.calls) + 1
-        self.absent = [_absent(readings) for readings in ref.items]
+        self.absent = [list(found) for found in ref.absent]
         self.touch = [{pos for s in group for pos in graph.by_step[s]} for group in graph.groups]
 
     def solve(self) -> tuple[int, dict[int, int], list[int]]:

@@ -12,7 +12,7 @@ the most required calls.
 from __future__ import annotations
 
 from collections.abc import Container, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, product
 from typing import Any
 
@@ -72,6 +72,11 @@ class Reference:
     simple: bool
     #: simple, and no call is optional
     plain: bool
+    #: per item, the required positions of its reading with the fewest (what is missing when the
+    #: item is not made at all; the first such reading)
+    absent: tuple[tuple[int, ...], ...] = ()
+    #: position -> the item it is a call of
+    item_of: Mapping[int, int] = field(default_factory=dict)
 
 
 def _item_readings(item: RefItem, calls: list[RefCall]) -> list[Reading]:
@@ -168,7 +173,15 @@ def compile_reference(
         readings=tuple(readings),
         simple=simple,
         plain=simple and all(r[0][0][1] for r in items),
+        absent=tuple(_fewest_required(readings) for readings in items),
+        item_of={pos: i for i, readings in enumerate(items) for reading in readings for pos, _ in reading},
     )
+
+
+def _fewest_required(readings: Sequence[Reading]) -> tuple[int, ...]:
+    """The required positions of the item's reading with the fewest (the first such reading)."""
+    required = [tuple(pos for pos, req in r if req) for r in readings]
+    return min(required, key=len)
 
 
 def _rule_key(rule: ArgumentRule | None) -> Hashable:
@@ -199,6 +212,10 @@ class ReferenceCache:
         self.hits = 0
         self.misses = 0
         self._compiled: dict[Hashable, Reference] = {}
+        #: id of a reference value seen -> (that value, its items' key, the rules its calls name):
+        #: an agent-only run hands over one value per distinct reference (``transcripts.fast``),
+        #: so its key is worked out once, not once a transcript (the value is kept: its id stays its own)
+        self._keys: dict[int, tuple[Sequence[RefItem], Hashable, list[ArgumentRule]]] = {}
 
     def __len__(self) -> int:
         return len(self._compiled)
@@ -211,8 +228,17 @@ class ReferenceCache:
         default: ArgumentRule | None = None,
         tools: Mapping[str, ToolSpec] | None = None,
     ) -> Reference:
-        used: list[ArgumentRule] = [default] if default is not None else []
-        items = tuple([_item_key(item, used) for item in reference])
+        known = self._keys.get(id(reference))
+        if known is not None and known[0] is reference:
+            items, named_rules = known[1], known[2]
+        else:
+            named_rules = []
+            items = tuple([_item_key(item, named_rules) for item in reference])
+            if type(reference) is tuple:  # (of frozen models: what Resolved holds; a list may change)
+                if len(self._keys) >= self.maxsize:
+                    del self._keys[next(iter(self._keys))]
+                self._keys[id(reference)] = (reference, items, named_rules)
+        used: list[ArgumentRule] = ([default] if default is not None else []) + named_rules
         named = tuple(sorted((name, _rule_key(rule)) for name, rule in rules.items())) if rules else None
         if rules:
             used += rules.values()

@@ -224,6 +224,31 @@ def steps_from_messages(messages: Sequence[Any]) -> tuple[Step, ...]:
     return b.built()
 
 
+def steps_from_message_dicts(messages: Iterable[Mapping[str, Any]]) -> tuple[Step, ...]:
+    """:func:`steps_from_messages` of OpenAI-style messages read as plain dicts, with text (or
+    null) content (``transcripts.fast``: an agent-only run's reading; any other shape is read as
+    :class:`~harness.transcripts.models.Message` models). The same builder, so the same steps."""
+    b = _Builder()
+    for message in messages:
+        role = message["role"]
+        if role == "assistant":
+            b.turn += 1
+            calls = message.get("tool_calls")
+            if calls:
+                group = b.groups
+                b.groups += 1
+                for c in calls:
+                    function = c.get("function")
+                    if function is not None:
+                        b.call(function["name"] or "", function.get("arguments"), c.get("id"), group)
+                    else:
+                        b.call(c.get("name") or "", None, c.get("id"), group)
+        elif role in ("tool", "function"):
+            failed = bool(message.get("is_error")) or message.get("status") == "error"  # ``_failed`` of a dict
+            b.result(message.get("tool_call_id"), message.get("content") or "", failed)
+    return b.built()
+
+
 def group_by_overlap(steps: Sequence[Step]) -> tuple[Step, ...]:
     """Give timed steps whose intervals overlap one parallel group (steps already grouped keep
     theirs); untimed ungrouped steps each get a group of their own, in order."""

@@ -39,8 +39,8 @@ from ..judges.base import Judge
 from ..planning import Endpoint, Entry, Job, Judgment, Planner, RunPlan
 from ..planning.samples import collapse_samples
 from ..rubrics.rubric import Rubric
-from ..traces.loader import ScanResult, iter_checked, iter_transcripts, required_inputs
-from ..transcripts.models import Transcript
+from ..traces.loader import ScanResult, iter_resolved_for_agent, iter_transcripts, required_inputs
+from ..transcripts.models import Resolved, Transcript
 from . import verdict
 from .calls import Caller, JudgeHealth
 from .choices import NChoices
@@ -186,11 +186,13 @@ class Runner:
         # is sent while the next batch is planned, not after it.
         size = 1
         reading = self._reading
-        records: Iterable[tuple[int, Transcript]]
+        records: Iterable[tuple[int, Transcript | Resolved]]
         if reading is None:
             records = iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format, self._require)
         else:
-            records = iter_checked(self.plan.input, self.plan.on_bad_record, reading.bad, self.plan.format, self._require)
+            # No scan before (agent-only): each record is validated once, straight into the
+            # transcript resolved (``transcripts.fast``), and no rubric input is worked out.
+            records = iter_resolved_for_agent(self.plan.input, self.plan.on_bad_record, reading.bad, self.plan.format)
             if self.plan.limit is not None:
                 records = itertools.islice(records, self.plan.limit)  # reads no record past the limit, as the scan
         for count, (_, record) in enumerate(records):
@@ -203,7 +205,7 @@ class Runner:
             if shard is not None and not shard.holds(count):
                 continue
             await self._room.acquire()
-            batch.append(self._planner.entry(record.resolved()))
+            batch.append(self._planner.entry(record if isinstance(record, Resolved) else record.resolved()))
             if len(batch) >= size:
                 await self._dispatch(batch)
                 batch = []

@@ -23,7 +23,7 @@ from ..errors import TranscriptError, UserInputError
 from ..injection.detect import Finding, scan_transcript
 from ..jsonlines import check_readable_file
 from ..rubrics.inputs import inputs_of
-from ..transcripts.models import Transcript
+from ..transcripts.models import Resolved, Transcript
 from ..transcripts.raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 from ..validation import first_problem
 from .reader import iter_records, resolve_format
@@ -42,6 +42,7 @@ __all__ = [
     "ScanResult",
     "iter_checked",
     "iter_raw",
+    "iter_resolved_for_agent",
     "iter_transcripts",
     "parse_record",
     "required_inputs",
@@ -202,6 +203,31 @@ def iter_checked(
             continue
         first_line[record.id] = raw.line
         yield raw.line, record
+
+
+def iter_resolved_for_agent(path: str | Path, on_bad: OnBad, bad: list[TranscriptError], format: str = "auto") -> Iterator[tuple[int, Resolved]]:
+    """:func:`iter_checked` resolved, as an agent-only run reads its input: each record validated
+    once, into the ``Resolved`` the agent metrics read (``transcripts.fast``); a record of another
+    shape, or a bad one, is read by :func:`parse_record` (the same records pass, with the same
+    messages). Ids repeated are refused as :func:`iter_checked` refuses them."""
+    from ..transcripts.fast import AgentReader
+
+    reader = AgentReader()
+    first_line: dict[str, int] = {}
+    for raw in iter_raw(path, format):
+        try:
+            resolved = reader.resolve(raw.text) if raw.error is None else None
+            if resolved is None:
+                resolved = parse_record(path, raw).resolved()
+            if resolved.id in first_line:
+                raise TranscriptError(str(path), raw.line, "id", f"duplicate id {resolved.id!r} (first on line {first_line[resolved.id]})")
+        except TranscriptError as exc:
+            if on_bad == "fail":
+                raise
+            bad.append(exc)
+            continue
+        first_line[resolved.id] = raw.line
+        yield raw.line, resolved
 
 
 def scan(

@@ -179,9 +179,7 @@ class Transcript(_Strict):
     def _reference_as_messages(cls, value: Any) -> Any:
         # The message list agentevals takes as its reference: the assistant messages' tool calls,
         # the calls of one message one parallel (any_order) block (docs/reference/trajectories.md).
-        if isinstance(value, list) and any(isinstance(item, dict) and "role" in item for item in value):
-            return reference_from_messages(value)
-        return value
+        return reference_items(value)
 
     @field_validator("tool_calls")
     @classmethod
@@ -238,7 +236,7 @@ class Transcript(_Strict):
             tools=tuple(self.tools) if self.tools is not None else None,
             task=self.task,
             reference_trajectory=tuple(self.reference_trajectory) if self.reference_trajectory is not None else None,
-            agent_model=_agent_model(self.metadata),
+            agent_model=agent_model(self.metadata),
             conversation=conversation_from_messages(self.messages) if self.messages is not None else None,
         )
 
@@ -274,31 +272,46 @@ class Transcript(_Strict):
         return tuple(c if isinstance(c, str) else json.dumps(c, sort_keys=True, ensure_ascii=False) for c in self.contexts)
 
     def _performance(self, steps: tuple[Step, ...] | None) -> Performance:
-        # (Module constants, not a new Performance() and Timings() per transcript: a run resolves
-        # every transcript, and a pydantic model costs microseconds to make.)
-        from_spans = performance_from_spans(self.spans) if self.spans else _NO_SPANS
-        timings = self.timings or _NO_TIMINGS
-        # The count and the tool time come from the steps; an explicit count or tool time wins.
-        if isinstance(self.tool_calls, int):
-            tool_calls: int | None = self.tool_calls
-        elif steps is not None:
-            tool_calls = len(steps)
-        else:
-            tool_calls = from_spans.tool_calls
-        # A latency given in ``timings`` wins; given as null it is unknown, not taken from the spans
-        # (a trace with no API spans says nothing about API time: harness.traces writes api_ms null).
-        given = timings.model_fields_set
-        tool_ms = timings.tool_ms
-        if tool_ms is None and "tool_ms" not in given:
-            intervals = tool_intervals(steps) if steps else None
-            tool_ms = union_ms(intervals) if intervals is not None else from_spans.tool_ms
-        return Performance(
-            timings.total_ms if timings.total_ms is not None or "total_ms" in given else from_spans.total_ms,
-            timings.llm_ms if timings.llm_ms is not None or "llm_ms" in given else from_spans.llm_ms,
-            tool_ms,
-            timings.api_ms if timings.api_ms is not None or "api_ms" in given else from_spans.api_ms,
-            tool_calls,
-        )
+        return performance_of(self.spans, self.timings, self.tool_calls, steps)
+
+
+def performance_of(
+    spans: list[Span] | None, timings: Timings | None, tool_calls: int | list[ToolCall] | None, steps: tuple[Step, ...] | None
+) -> Performance:
+    """A record's performance from its ``spans``, ``timings``, ``tool_calls`` and steps."""
+    # (Module constants, not a new Performance() and Timings() per transcript: a run resolves
+    # every transcript, and a pydantic model costs microseconds to make.)
+    from_spans = performance_from_spans(spans) if spans else _NO_SPANS
+    timings = timings or _NO_TIMINGS
+    # The count and the tool time come from the steps; an explicit count or tool time wins.
+    if isinstance(tool_calls, int):
+        count: int | None = tool_calls
+    elif steps is not None:
+        count = len(steps)
+    else:
+        count = from_spans.tool_calls
+    # A latency given in ``timings`` wins; given as null it is unknown, not taken from the spans
+    # (a trace with no API spans says nothing about API time: harness.traces writes api_ms null).
+    given = timings.model_fields_set
+    tool_ms = timings.tool_ms
+    if tool_ms is None and "tool_ms" not in given:
+        intervals = tool_intervals(steps) if steps else None
+        tool_ms = union_ms(intervals) if intervals is not None else from_spans.tool_ms
+    return Performance(
+        timings.total_ms if timings.total_ms is not None or "total_ms" in given else from_spans.total_ms,
+        timings.llm_ms if timings.llm_ms is not None or "llm_ms" in given else from_spans.llm_ms,
+        tool_ms,
+        timings.api_ms if timings.api_ms is not None or "api_ms" in given else from_spans.api_ms,
+        count,
+    )
+
+
+def reference_items(value: Any) -> Any:
+    """A ``reference_trajectory`` as given, or as :func:`reference_from_messages` reads it when it
+    is written as messages (any item with a ``role``)."""
+    if isinstance(value, list) and any(isinstance(item, dict) and "role" in item for item in value):
+        return reference_from_messages(value)
+    return value
 
 
 def reference_from_messages(messages: list[Any]) -> list[dict[str, Any]]:
@@ -327,7 +340,7 @@ def reference_from_messages(messages: list[Any]) -> list[dict[str, Any]]:
     return [calls[0] if len(calls) == 1 else {"any_order": calls} for calls in groups.values()]
 
 
-def _agent_model(metadata: dict[str, Any] | None) -> str | None:
+def agent_model(metadata: dict[str, Any] | None) -> str | None:
     """The agent's model named in a transcript's metadata (trace imports write ``model``)."""
     if not metadata:
         return None
