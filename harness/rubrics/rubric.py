@@ -508,6 +508,15 @@ def opt_in_notice(names: Sequence[str]) -> str:
     )
 
 
+def rubric_versions(rubric: Rubric) -> tuple[str, ...]:
+    """The versions a rubric's file holds: its own, and for a built-in rubric both layouts'
+    (``2`` inline and ``2-data``), which ``find_rubric`` offers by name."""
+    if not is_builtin(rubric):
+        return (rubric.version,)
+    inline = rubric.version.removesuffix(DATA_SUFFIX) if rubric.layout == "data" else rubric.version
+    return (inline, inline + DATA_SUFFIX)
+
+
 def find_rubric(available: Mapping[str, Rubric], name: str) -> Rubric:
     """The rubric ``name`` names: a rubric's name, or ``NAME@VERSION`` for one version of it, the
     one its file holds or that version's ``-data`` form (``relevance@2``, ``relevance@2-data``), so
