@@ -313,9 +313,15 @@ class Rubric:
             texts[name] = items
             if done is not None and compaction is not None:
                 compaction[name] = done
+        history = transcript.history if "history" not in self.inputs else None
+        if history is not None:  # a turn judged on its own: the conversation before it, as data too
+            texts["history"] = (history,)
         marker = marker_for(request_seed(self.name, self.version, list(texts.items())), [t for items in texts.values() for t in items])
         system, heading, reply = self._data_parts
-        out = [OPENING, f"Marker: data-{marker}\n\n", heading]
+        out = [OPENING, f"Marker: data-{marker}\n\n"]
+        if history is not None:
+            out.append(f"{HISTORY_PREFACE}{block(marker, BY_NAME['history'].tag, (history,), False)}\n\n")
+        out.append(heading)
         for i in range(1, len(self.parts), 2):
             name = self.parts[i]
             out.append(block(marker, BY_NAME[name].tag, texts[name], BY_NAME[name].kind == "texts"))
