@@ -133,3 +133,26 @@ async def test_each_shard_reports_and_withholds_its_own_flagged_transcripts(tmp_
     assert (one.summary["injection"]["flagged_transcripts"], two.summary["injection"]["flagged_transcripts"]) == (1, 1)
     listed = [json.loads(line)["transcript"] for line in (one.out / "injection.jsonl").read_text(encoding="utf-8").splitlines()]
     assert set(listed) == {"hidden"}
+
+
+@pytest.mark.timeout(120)
+async def test_the_shards_scans_merge_into_the_unsharded_runs(tmp_path: Path, judge_server: JudgeServer) -> None:
+    """``harness merge`` carries the scan over: the merged run's injection section and
+    injection.jsonl are those of the same run unsharded (each shard lists its own transcripts)."""
+    from harness.outputs.merge import merge_runs
+
+    write_jsonl(tmp_path / "t.jsonl", RECORDS)
+    whole, full, _ = await _run(tmp_path, "flag", "whole", base_url=judge_server.base_url)
+    for i in (1, 2):
+        outcome, _, _ = await _run(tmp_path, "flag", f"s{i}", base_url=judge_server.base_url, shard=f"{i}/2")
+        assert outcome.exit_code == 0, outcome.message
+    assert whole.exit_code == 0
+    merge_runs([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+    merged = Outputs(tmp_path / "merged")
+    assert merged.summary["injection"] == full.summary["injection"]
+    assert full.summary["injection"]["flagged_transcripts"] == 2
+
+    def lines(run: Path) -> list[dict[str, Any]]:
+        return sorted((json.loads(line) for line in (run / "injection.jsonl").read_text(encoding="utf-8").splitlines()), key=json.dumps)
+
+    assert lines(tmp_path / "merged") == lines(tmp_path / "whole") and len(lines(tmp_path / "whole")) >= 2
