@@ -156,3 +156,24 @@ async def test_the_shards_scans_merge_into_the_unsharded_runs(tmp_path: Path, ju
         return sorted((json.loads(line) for line in (run / "injection.jsonl").read_text(encoding="utf-8").splitlines()), key=json.dumps)
 
     assert lines(tmp_path / "merged") == lines(tmp_path / "whole") and len(lines(tmp_path / "whole")) >= 2
+
+
+@pytest.mark.timeout(120)
+async def test_the_report_shows_the_findings(tmp_path: Path, judge_server: JudgeServer) -> None:
+    """report.html's injection section: the run's counts and each finding's place, as injection.jsonl lists them."""
+    from harness.report.builder import build_report
+    from tests.test_report import page_data
+
+    write_jsonl(tmp_path / "t.jsonl", RECORDS)
+    outcome, out, _ = await _run(tmp_path, "flag", "flag", base_url=judge_server.base_url)
+    assert outcome.exit_code == 0
+    page = page_data(build_report(out.out).path)["injection"]
+    assert {k: page[k] for k in ("on_flag", "flagged_transcripts", "findings", "by_kind")} == {
+        k: out.summary["injection"][k] for k in ("on_flag", "flagged_transcripts", "findings", "by_kind")
+    }
+    listed = [json.loads(line) for line in (out.out / "injection.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["transcript"], r["field"], r["offset"], r["kind"]) for r in page["rows"]] == [(r["transcript"], r["field"], r["offset"], r["kind"]) for r in listed]
+    assert {r["transcript"] for r in page["rows"]} == {"bad", "hidden"} and page["more"] == 0
+    # a run that does not scan has no section
+    clean, plain, _ = await _run(tmp_path, "off", "off", base_url=judge_server.base_url)
+    assert clean.exit_code == 0 and page_data(build_report(plain.out).path)["injection"] is None
