@@ -23,7 +23,6 @@ from harness.agent.render import TRAJECTORY_CHARS, render_steps
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
 from harness.terminal.run import closing_line
-from harness.transcripts.models import Transcript
 from tests.e2e_support import Outputs, chat_requests, judge, replay_view, run_and_show, serve, user_prompt, write_config, write_jsonl
 from tests.judge_server import JudgeServer
 from tests.prompt_blocks import judged_input
@@ -141,14 +140,22 @@ async def test_trajectory_rubrics_are_judged_and_replayed_offline(tmp_path: Path
     requests = chat_requests(server)
     assert len(requests) == 13
     openai = next(
-        judged_input(user_prompt(r), "trajectory") for r in requests if "Weather in Paris and Rome?" in user_prompt(r) and judged_input(user_prompt(r), "trajectory")
+        judged_input(user_prompt(r), "trajectory")
+        for r in requests
+        if "Weather in Paris and Rome?" in user_prompt(r) and judged_input(user_prompt(r), "trajectory")
     )
     assert openai == (
         '[0] turn 0 · parallel group 0 · get_weather({"city": "Paris"}) → 18C\n'
         '[1] turn 0 · parallel group 0 · get_weather({"city": "Rome"}) ✗ error: upstream timeout'
     )
-    long = next(judged_input(user_prompt(r), "trajectory") for r in requests if "Summarise the fund" in user_prompt(r) and judged_input(user_prompt(r), "trajectory"))
-    assert long is not None and "…[" in long and len(long) <= TRAJECTORY_CHARS  # its results shortened to fit and Transcript.model_validate(RECORDS[2]).resolved().steps == LONG
+    long = next(
+        judged_input(user_prompt(r), "trajectory")
+        for r in requests
+        if "Summarise the fund" in user_prompt(r) and judged_input(user_prompt(r), "trajectory")
+    )
+    assert (
+        long is not None and "…[" in long and len(long) <= TRAJECTORY_CHARS
+    )  # its results shortened to fit and Transcript.model_validate(RECORDS[2]).resolved().steps == LONG
 
     replay, again = await run(tmp_path, "offline", offline=True)
     assert replay.exit_code == 0

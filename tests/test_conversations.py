@@ -197,7 +197,9 @@ def _turn_prompts(record: dict[str, Any], turns: str, rubric: str = "relevance",
     from harness.config import JudgeConfig
 
     judges = [JudgeConfig(name="j", model="m", base_url="http://127.0.0.1:9/v1")]
-    entry = Planner([with_layout(load_rubrics(), layout)[rubric]], judges, keyed=False, turns=parse_turns(turns)).entry(Transcript.model_validate(record).resolved())
+    entry = Planner([with_layout(load_rubrics(), layout)[rubric]], judges, keyed=False, turns=parse_turns(turns)).entry(
+        Transcript.model_validate(record).resolved()
+    )
     parts = []
     for job in entry.jobs:
         assert job.request is not None
@@ -283,6 +285,7 @@ def test_paths_that_cannot_judge_per_turn_refuse_in_one_line(tmp_path: Path, opt
 
 
 # -- end to end ------------------------------------------------------------------------------------
+
 
 def by_query(body: dict[str, Any]) -> str:
     """The scripted judge: a score from the judged turn's query alone (0.2 for the booking's first

@@ -172,7 +172,9 @@ async def test_the_report_shows_the_findings(tmp_path: Path, judge_server: Judge
         k: out.summary["injection"][k] for k in ("on_flag", "flagged_transcripts", "findings", "by_kind")
     }
     listed = [json.loads(line) for line in (out.out / "injection.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert [(r["transcript"], r["field"], r["offset"], r["kind"]) for r in page["rows"]] == [(r["transcript"], r["field"], r["offset"], r["kind"]) for r in listed]
+    assert [(r["transcript"], r["field"], r["offset"], r["kind"]) for r in page["rows"]] == [
+        (r["transcript"], r["field"], r["offset"], r["kind"]) for r in listed
+    ]
     assert {r["transcript"] for r in page["rows"]} == {"bad", "hidden"} and page["more"] == 0
     # a run that does not scan has no section
     clean, plain, _ = await _run(tmp_path, "off", "off", base_url=judge_server.base_url)

@@ -245,7 +245,9 @@ def _merge_injection(ordered: list[tuple[Path, RunSummary]], out: Path) -> Injec
     if not records:
         return None
     if len(records) != len(ordered):
-        raise UserInputError(f"{ordered[0][0] / 'summary.json'}: injection: some shards scanned for judge-directed text and some did not; rerun them with one config")
+        raise UserInputError(
+            f"{ordered[0][0] / 'summary.json'}: injection: some shards scanned for judge-directed text and some did not; rerun them with one config"
+        )
     by_kind: dict[str, int] = {}
     with (out / "injection.jsonl").open("wb") as fh:
         for run, record in records:
