@@ -364,9 +364,10 @@ class HarnessConfig(BaseModel):
     price_table: Path | None = None
     prompts: list[Path] = Field(default_factory=list)
     rubrics: list[str] | None = None
-    #: "data": the built-in rubrics send their instructions apart from the judged text (their
-    #: ``-data`` versions, docs/guide/injection.md); "inline": as written (the default for now)
-    rubric_layout: Literal["inline", "data"] = "inline"
+    #: "data" (the default): the built-in rubrics send their instructions apart from the judged
+    #: text (their ``-data`` versions, docs/guide/injection.md); "inline": their templates as one
+    #: user message, as before (the versions without ``-data``, which runs made before recorded)
+    rubric_layout: Literal["inline", "data"] = "data"
     #: what a transcript with judge-directed text in its inputs does (harness/injection): "off"
     #: (not scanned), "flag" (judged, listed), "unscored" (not sent, unscored injection_suspected),
     #: "fail" (the run stops before anything is sent)

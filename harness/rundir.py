@@ -22,7 +22,7 @@ from pathlib import Path
 from .errors import RunIncomplete, UserInputError
 from .metrics.schema import RunSummary
 from .rows import ROW_FILES, JudgmentRow, ResultRow, iter_judgment_rows, iter_result_rows, judgments_path, results_path
-from .rubrics.rubric import Rubric
+from .rubrics.rubric import Rubric, rubric_versions
 
 #: The temporary files a run writes its rows to before it renames them into place
 #: (``outputs/files.StagedFile``: ``.NAME.tmp-PID``); one left in a run directory is a run's that
@@ -141,8 +141,9 @@ def resolve_input(run: Path, recorded: str | None, given: Path | None) -> Path |
 
 
 def version_note(name: str, version: object, rubric: Rubric) -> str | None:
-    """A note when the rubric file is not the version the run used; None when it is."""
-    if str(version) == rubric.version:
+    """A note when the rubric file is not the version the run used; None when it is (a built-in
+    rubric's file is both its version ``V``, inline, and ``V-data``, the data layout)."""
+    if str(version) in rubric_versions(rubric):
         return None
     return (
         f"rubric {name}: the run used version {version}, the rubric file ({rubric.source}) is version "

@@ -45,7 +45,10 @@ class ScriptedJudges(JudgeServer):
 
     def _reply(self, body: dict[str, Any]) -> str:
         prompt = user_prompt({"body": body})
-        rubric = RUBRIC_OF_LINE[prompt.splitlines()[0]]
+        # the rubric's first line opens the user message (inline layout) or the instructions in
+        # the system message (the data layout)
+        system = "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+        (rubric,) = {RUBRIC_OF_LINE[line] for line in [prompt.splitlines()[0], *system.splitlines()] if line in RUBRIC_OF_LINE}
         tid = prompt.split("id=", 1)[1].split()[0]
         value = self.table[(tid, rubric, body["model"])]
         return value if isinstance(value, str) else json.dumps({"score": value})

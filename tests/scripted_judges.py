@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.judge_server import JudgeServer, prompt_text
+from tests.prompt_blocks import judged_contexts, judged_input
 
 NOISE_SD = 0.1
 VERBOSITY_BONUS = 0.25
@@ -43,8 +44,6 @@ LOGPROB_SD = 0.8
 
 _QUALITY = re.compile(r"quality=([0-9.]+)")
 _SCALE = re.compile(r"SCALE (\d+(?:\.\d+)?) TO (\d+(?:\.\d+)?)")
-_CONTEXT = re.compile(r'<context(?:-[0-9a-f]{12})? n="(\d+)">\n(.*?)\n</context', re.S)
-_RESPONSE = re.compile(r"<response(?:-[0-9a-f]{12})?>\n(.*?)\n</response", re.S)
 
 
 def score_distribution(value: float, lo: int, hi: int) -> dict[int, float]:
@@ -95,19 +94,19 @@ class ScriptedJudgeServer(JudgeServer):
     def _one(self, body: dict[str, Any], model: str, index: int) -> tuple[str, list[dict[str, Any]] | None]:
         text = prompt_text(body["messages"])
         user = body["messages"][-1]["content"]
-        contexts = dict(_CONTEXT.findall(user))
-        if "Two assistants answered" in user:
+        contexts = judged_contexts(user)  # in either layout of a rubric (tests/prompt_blocks.py)
+        if "Two assistants answered" in text:
             return self._pairwise(model, contexts), None
-        match = _SCALE.search(user)
+        match = _SCALE.search(text)  # the instructions: the system message in the data layout
         lo, hi = (float(match.group(1)), float(match.group(2))) if match else (0.0, 1.0)
-        response = _RESPONSE.search(user)
-        source = response.group(1) if response else user
+        response = judged_input(user, "response")
+        source = response if response is not None else user
         quality = float(_QUALITY.search(source).group(1))  # type: ignore[union-attr]
         unit = quality
         if model == "noisy":
             seed = f"{hashlib.sha256(text.encode()).hexdigest()}:{body.get('seed')}:{index}"
             unit += random.Random(seed).gauss(0.0, NOISE_SD)
-        elif model == "verbose" and response and len(response.group(1)) > LONG_RESPONSE:
+        elif model == "verbose" and response and len(response) > LONG_RESPONSE:
             unit += VERBOSITY_BONUS
         elif model == "primacy" and contexts.get("1", "").startswith("GOLD"):
             unit += PRIMACY_BONUS

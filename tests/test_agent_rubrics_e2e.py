@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,24 +19,23 @@ import pytest
 from rich.console import Console
 
 from bench.agent_render import synthetic_steps
-from harness.agent.render import render_steps
+from harness.agent.render import TRAJECTORY_CHARS, render_steps
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
 from harness.terminal.run import closing_line
-from harness.transcripts.models import Transcript
 from tests.e2e_support import Outputs, chat_requests, judge, replay_view, run_and_show, serve, user_prompt, write_config, write_jsonl
 from tests.judge_server import JudgeServer
+from tests.prompt_blocks import judged_input
 
-_TRAJECTORY = re.compile(r"<trajectory(?:-[0-9a-f]{12})?>\n(.*?)\n</trajectory", re.S)
 RUBRICS = ["task_completion", "error_handling", "relevance"]
 
 
 def share_of_calls_that_worked(body: dict[str, Any]) -> str:
     """The scripted judge (module docstring); a prompt with no trajectory gets 0.5."""
-    found = _TRAJECTORY.search(body["messages"][-1]["content"])
+    found = judged_input(body["messages"][-1]["content"], "trajectory")
     if found is None:
         return '{"score": 0.5}'
-    calls = [line for line in found[1].splitlines() if line.startswith("[")]
+    calls = [line for line in found.splitlines() if line.startswith("[")]
     if not calls:
         return '{"score": "N/A"}'
     return json.dumps({"score": round(sum(" ✗ error: " not in line for line in calls) / len(calls), 4)})
@@ -141,15 +139,23 @@ async def test_trajectory_rubrics_are_judged_and_replayed_offline(tmp_path: Path
     # what the judge saw: the calls of the OpenAI conversation as one parallel group
     requests = chat_requests(server)
     assert len(requests) == 13
-    openai = next(user_prompt(r) for r in requests if "Weather in Paris and Rome?" in user_prompt(r) and "<trajectory>" in user_prompt(r))
-    assert (
-        "<trajectory>\n"
+    openai = next(
+        judged_input(user_prompt(r), "trajectory")
+        for r in requests
+        if "Weather in Paris and Rome?" in user_prompt(r) and judged_input(user_prompt(r), "trajectory")
+    )
+    assert openai == (
         '[0] turn 0 · parallel group 0 · get_weather({"city": "Paris"}) → 18C\n'
-        '[1] turn 0 · parallel group 0 · get_weather({"city": "Rome"}) ✗ error: upstream timeout\n'
-        "</trajectory>"
-    ) in openai
-    long = next(user_prompt(r) for r in requests if "Summarise the fund" in user_prompt(r) and "<trajectory>" in user_prompt(r))
-    assert "steps omitted …" in long and Transcript.model_validate(RECORDS[2]).resolved().steps == LONG
+        '[1] turn 0 · parallel group 0 · get_weather({"city": "Rome"}) ✗ error: upstream timeout'
+    )
+    long = next(
+        judged_input(user_prompt(r), "trajectory")
+        for r in requests
+        if "Summarise the fund" in user_prompt(r) and judged_input(user_prompt(r), "trajectory")
+    )
+    assert (
+        long is not None and "…[" in long and len(long) <= TRAJECTORY_CHARS
+    )  # its results shortened to fit and Transcript.model_validate(RECORDS[2]).resolved().steps == LONG
 
     replay, again = await run(tmp_path, "offline", offline=True)
     assert replay.exit_code == 0

@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from rich.console import Console
@@ -27,12 +27,13 @@ from rich.console import Console
 from harness.errors import ConfigError
 from harness.planning import Planner, RunOptions, build_plan
 from harness.planning.turns import aggregate, parse_turns, turn_views
-from harness.rubrics.rubric import HISTORY_PREFACE, load_rubrics
+from harness.rubrics.rubric import HISTORY_PREFACE, load_rubrics, with_layout
 from harness.runner import RunOutcome
 from harness.transcripts.conversation import HistoryWindow, conversation_from_messages, render_history
 from harness.transcripts.models import Transcript
 from tests.e2e_support import Outputs, assert_golden, chat_requests, judge, run_and_show, serve, user_prompt, write_config, write_jsonl
 from tests.judge_server import JudgeServer
+from tests.prompt_blocks import judged_input
 
 pytestmark = pytest.mark.timeout(300)
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "conversations"
@@ -191,12 +192,15 @@ def test_history_over_its_token_budget_drops_the_oldest_kept_turns_then_cuts_in_
     assert len(tight) <= 300 * 4 + 400  # the markers' own text aside
 
 
-def _turn_prompts(record: dict[str, Any], turns: str, rubric: str = "relevance") -> str:
-    """The user message of each judged turn's prompt, as a run would send it."""
+def _turn_prompts(record: dict[str, Any], turns: str, rubric: str = "relevance", layout: Literal["inline", "data"] = "inline") -> str:
+    """The user message of each judged turn's prompt, as a run would send it (a run's default
+    layout is "data"; "inline" is the version without ``-data``)."""
     from harness.config import JudgeConfig
 
     judges = [JudgeConfig(name="j", model="m", base_url="http://127.0.0.1:9/v1")]
-    entry = Planner([load_rubrics()[rubric]], judges, keyed=False, turns=parse_turns(turns)).entry(Transcript.model_validate(record).resolved())
+    entry = Planner([with_layout(load_rubrics(), layout)[rubric]], judges, keyed=False, turns=parse_turns(turns)).entry(
+        Transcript.model_validate(record).resolved()
+    )
     parts = []
     for job in entry.jobs:
         assert job.request is not None
@@ -209,6 +213,8 @@ def test_per_turn_prompts_of_3_10_and_60_turn_conversations_are_pinned() -> None
         "booking-3.txt": _turn_prompts(BOOKING, "all"),
         "chat-10.txt": _turn_prompts(chat(10), "all"),
         "chat-60.txt": _turn_prompts(chat(60), "1,2,7,8,30,60"),
+        "booking-3-data.txt": _turn_prompts(BOOKING, "all", layout="data"),
+        "chat-10-data.txt": _turn_prompts(chat(10), "all", layout="data"),
     }
     assert found["booking-3.txt"].count("===== turn") == 3 and found["chat-10.txt"].count("===== turn") == 10
     assert found["chat-60.txt"].count("===== turn") == 6
@@ -216,6 +222,12 @@ def test_per_turn_prompts_of_3_10_and_60_turn_conversations_are_pinned() -> None
     last = found["booking-3.txt"].split("===== turn 3 =====\n")[1]
     assert "<query>\nBook the 13:45 one\n</query>" in last and HISTORY_PREFACE in last
     assert "[turn 2: assistant (2 tool calls)]\nFlights at 09:10 and 13:45" in last
+    # the data layout: the history and the turn's inputs each in a block of the request's marker
+    data = found["booking-3-data.txt"].split("===== turn 3 =====\n")[1]
+    assert judged_input(data, "query") == "Book the 13:45 one" and HISTORY_PREFACE in data
+    history = judged_input(data, "history")
+    assert history is not None and "[turn 2: assistant (2 tool calls)]\nFlights at 09:10 and 13:45" in history
+    assert data.index(HISTORY_PREFACE) < data.index(judged_input(data, "query") or "")
     assert_golden(found, GOLDEN)
 
 
@@ -274,14 +286,11 @@ def test_paths_that_cannot_judge_per_turn_refuse_in_one_line(tmp_path: Path, opt
 
 # -- end to end ------------------------------------------------------------------------------------
 
-_QUERY = re.compile(r"<query>\n(.*?)\n</query>", re.S)
-
 
 def by_query(body: dict[str, Any]) -> str:
     """The scripted judge: a score from the judged turn's query alone (0.2 for the booking's first
     turn, 0.9 for its last, 0.6 else), so each turn's and each conversation's score is known."""
-    found = _QUERY.search(body["messages"][-1]["content"])
-    query = found[1] if found else ""
+    query = judged_input(body["messages"][-1]["content"], "query") or ""
     score = 0.2 if "fly to Lisbon" in query else 0.9 if "Book the 13:45" in query else 0.6
     return json.dumps({"score": score})
 
@@ -333,8 +342,9 @@ async def test_run_per_turn_scores_each_turn_and_the_conversation_by_the_named_r
     assert results["plain"]["scores"]["j"]["relevance"] == 0.6
 
     # the judge saw turn 3 with its own question and the conversation before it
-    last = next(user_prompt(r) for r in chat_requests(server) if "<query>\nBook the 13:45 one\n</query>" in user_prompt(r))
-    assert "[turn 1: user]\nI want to fly to Lisbon next week." in last and "[system]\nYou are a travel agent." in last
+    last = next(user_prompt(r) for r in chat_requests(server) if judged_input(user_prompt(r), "query") == "Book the 13:45 one")
+    history = judged_input(last, "history")
+    assert history is not None and "[turn 1: user]\nI want to fly to Lisbon next week." in history and "[system]\nYou are a travel agent." in history
 
     conversations = out.summary["conversations"]
     assert {k: conversations[k] for k in ("multi_turn", "judged_as", "turns", "aggregate", "judged_turns", "turns_absent")} == {
@@ -445,7 +455,7 @@ async def test_a_conversation_rubric_reads_the_whole_conversation(tmp_path: Path
     got = {(r["transcript_id"], r["rubric"]): (r["status"], r["reason"]) for r in out.judgments}
     assert got[("booking", "goal_completion")] == ("scored", None)
     assert got[("plain", "goal_completion")] == ("unscored", "missing_input")  # no messages, no conversation
-    prompt = next(user_prompt(r) for r in chat_requests(server) if "<conversation>" in user_prompt(r) and "Lisbon" in user_prompt(r))
+    prompt = next(c for r in chat_requests(server) if (c := judged_input(user_prompt(r), "conversation")) is not None and "Lisbon" in c)
     assert "[turn 2: tool call search_flights (ok)]\n[turn 2: tool call weather (ok)]\n[turn 2: assistant]" in prompt
     with pytest.raises(ConfigError, match="judges the whole conversation; run it without --turns"):
         await _run(tmp_path, "refused", rubrics=["goal_completion"], turns="all")
@@ -470,7 +480,7 @@ def test_estimate_counts_the_per_turn_requests_as_a_run_would_send_them(tmp_path
     from harness.config import JudgeConfig
 
     judges = [JudgeConfig(name="gpt-4o-mini", model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1")]
-    planner = Planner([load_rubrics()["relevance"]], judges, keyed=False, turns=parse_turns("all"))
+    planner = Planner([load_rubrics()["relevance"].as_data()], judges, keyed=False, turns=parse_turns("all"))  # a run's default layout
     counter = TokenCounter.for_model("gpt-4o-mini", None)
     jobs = [job for record in RECORDS for job in planner.entry(Transcript.model_validate(record).resolved()).jobs]
     assert per_turn.judges[0].prompt_tokens == sum(counter.count_messages(job.request.messages) for job in jobs if job.request is not None)

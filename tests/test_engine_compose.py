@@ -269,13 +269,13 @@ async def test_a_live_reply_with_a_lone_surrogate_is_judged_written_cached_and_r
     """The server escapes an unpaired "\\ud800" in its JSON (valid JSON, as json.dumps writes it):
     the reply is read with U+FFFD in its place, so judgments.jsonl and the cache can hold it. It
     ended the run as an internal error (exit 70) at the output row."""
-    with serve(reply=lambda body: "Score: 0.7 \ud800") as server:
+    with serve(reply=lambda body: '{"score": 0.7} \ud800') as server:  # the reply format the rubric asks for
         assert server.base_url
         write_jsonl(tmp_path / "transcripts.jsonl", [{"id": f"t{i}", "query": f"Q{i}?", "response": f"A{i}."} for i in range(3)])
         write_config(tmp_path / "harness.toml", [judge("j", server.base_url)])
         outcome, out = await run(tmp_path, "out")
     assert outcome.exit_code == 0, outcome.message
-    assert [(j["status"], j["score"], j["raw_output"]) for j in out.judgments] == [("scored", 0.7, "Score: 0.7 \ufffd")] * 3
-    assert [r["raw_output"] for r in cache_rows(tmp_path / "cache.sqlite")] == ["Score: 0.7 \ufffd"] * 3
+    assert [(j["status"], j["score"], j["raw_output"]) for j in out.judgments] == [("scored", 0.7, '{"score": 0.7} \ufffd')] * 3
+    assert [r["raw_output"] for r in cache_rows(tmp_path / "cache.sqlite")] == ['{"score": 0.7} \ufffd'] * 3
     replay, again = await run(tmp_path, "replay", offline=True)
     assert replay.exit_code == 0 and decided(again.judgments) == decided(out.judgments)

@@ -193,12 +193,14 @@ def _records() -> list[dict[str, Any]]:
 async def test_a_data_layout_run_sends_the_instructions_apart_and_an_old_run_still_replays(tmp_path: Path, judge_server: JudgeServer) -> None:
     assert judge_server.base_url
     write_jsonl(tmp_path / "t.jsonl", _records())
-    write_config(tmp_path / "harness.toml", [judge("j", judge_server.base_url)])
-    old = await _run(tmp_path, "old", rubrics=["relevance"])
+    # a run made before the data layout was the default: the config of then is rubric_layout "inline"
+    write_config(tmp_path / "before.toml", [judge("j", judge_server.base_url)], rubric_layout="inline")
+    old = await _run(tmp_path, "old", rubrics=["relevance"], config=tmp_path / "before.toml")
     assert old.summary["rubric_versions"] == {"relevance": RUBRICS["relevance"].version}
     assert judge_server.count() == 3
 
-    write_config(tmp_path / "data.toml", [judge("j", judge_server.base_url)], rubric_layout="data")
+    # the default config now: the data layout
+    write_config(tmp_path / "data.toml", [judge("j", judge_server.base_url)])
     new = await _run(tmp_path, "new", rubrics=["relevance"], config=tmp_path / "data.toml")
     assert judge_server.count() == 6  # a new version: nothing of the old run's is reused
     assert new.summary["rubric_versions"] == {"relevance": RUBRICS["relevance"].version + "-data"}
@@ -226,7 +228,7 @@ async def test_a_custom_rubric_of_the_old_layout_is_told_once_how_to_opt_in(tmp_
         '+++\nname = "mine"\nversion = "1"\nscale = [0, 1]\ninputs = ["response"]\n+++\nRate it.\n\n{{response}}\n', encoding="utf-8"
     )
     write_jsonl(tmp_path / "t.jsonl", _records())
-    write_config(tmp_path / "data.toml", [judge("j", judge_server.base_url)], rubric_layout="data")
+    write_config(tmp_path / "data.toml", [judge("j", judge_server.base_url)])  # the default layout: data
     out = await _run(tmp_path, "run", rubrics=["mine", "relevance"], config=tmp_path / "data.toml", prompts=[prompts])
     console = (out.out / "console.txt").read_text(encoding="utf-8")
     assert console.count('add layout = "data" to its header') == 1 and "rubric mine:" in console

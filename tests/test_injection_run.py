@@ -133,3 +133,49 @@ async def test_each_shard_reports_and_withholds_its_own_flagged_transcripts(tmp_
     assert (one.summary["injection"]["flagged_transcripts"], two.summary["injection"]["flagged_transcripts"]) == (1, 1)
     listed = [json.loads(line)["transcript"] for line in (one.out / "injection.jsonl").read_text(encoding="utf-8").splitlines()]
     assert set(listed) == {"hidden"}
+
+
+@pytest.mark.timeout(120)
+async def test_the_shards_scans_merge_into_the_unsharded_runs(tmp_path: Path, judge_server: JudgeServer) -> None:
+    """``harness merge`` carries the scan over: the merged run's injection section and
+    injection.jsonl are those of the same run unsharded (each shard lists its own transcripts)."""
+    from harness.outputs.merge import merge_runs
+
+    write_jsonl(tmp_path / "t.jsonl", RECORDS)
+    whole, full, _ = await _run(tmp_path, "flag", "whole", base_url=judge_server.base_url)
+    for i in (1, 2):
+        outcome, _, _ = await _run(tmp_path, "flag", f"s{i}", base_url=judge_server.base_url, shard=f"{i}/2")
+        assert outcome.exit_code == 0, outcome.message
+    assert whole.exit_code == 0
+    merge_runs([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+    merged = Outputs(tmp_path / "merged")
+    assert merged.summary["injection"] == full.summary["injection"]
+    assert full.summary["injection"]["flagged_transcripts"] == 2
+
+    def lines(run: Path) -> list[dict[str, Any]]:
+        return sorted((json.loads(line) for line in (run / "injection.jsonl").read_text(encoding="utf-8").splitlines()), key=json.dumps)
+
+    assert lines(tmp_path / "merged") == lines(tmp_path / "whole") and len(lines(tmp_path / "whole")) >= 2
+
+
+@pytest.mark.timeout(120)
+async def test_the_report_shows_the_findings(tmp_path: Path, judge_server: JudgeServer) -> None:
+    """report.html's injection section: the run's counts and each finding's place, as injection.jsonl lists them."""
+    from harness.report.builder import build_report
+    from tests.test_report import page_data
+
+    write_jsonl(tmp_path / "t.jsonl", RECORDS)
+    outcome, out, _ = await _run(tmp_path, "flag", "flag", base_url=judge_server.base_url)
+    assert outcome.exit_code == 0
+    page = page_data(build_report(out.out).path)["injection"]
+    assert {k: page[k] for k in ("on_flag", "flagged_transcripts", "findings", "by_kind")} == {
+        k: out.summary["injection"][k] for k in ("on_flag", "flagged_transcripts", "findings", "by_kind")
+    }
+    listed = [json.loads(line) for line in (out.out / "injection.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["transcript"], r["field"], r["offset"], r["kind"]) for r in page["rows"]] == [
+        (r["transcript"], r["field"], r["offset"], r["kind"]) for r in listed
+    ]
+    assert {r["transcript"] for r in page["rows"]} == {"bad", "hidden"} and page["more"] == 0
+    # a run that does not scan has no section
+    clean, plain, _ = await _run(tmp_path, "off", "off", base_url=judge_server.base_url)
+    assert clean.exit_code == 0 and page_data(build_report(plain.out).path)["injection"] is None

@@ -13,6 +13,7 @@ Cells that fail on main are ``xfail(strict=True)`` with the failure they show, s
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,6 +27,8 @@ from harness import batch as hb
 from harness import capabilities as caps
 from harness.cli import app
 from harness.outputs.merge import merge_runs
+from harness.planning import RunOptions
+from harness.runner.session import run_evaluation
 from tests.e2e_support import KEY_ENV, read_jsonl, write_config
 from tests.matrix_support import (
     DISTINCT_PROMPTS,
@@ -41,6 +44,7 @@ from tests.matrix_support import (
     run_two_workers,
     transcripts,
 )
+from tests.prompt_blocks import judged_input
 
 OPTION_FIELDS: dict[str, dict[str, Any]] = {
     "plain": {},
@@ -484,3 +488,55 @@ def test_a_judge_is_placed_in_its_family_and_refused_with_its_name_and_the_reaso
         "judge 'claude' (Anthropic native with logprobs = true (G-Eval)): `--shard i/n` + merge is not supported: "
         "Anthropic's Messages API returns no logprobs: set logprobs = false"
     )
+
+
+# --- the data layout's system message, in each family's own place ----------------------------------
+
+
+def _data_prompts(folder: Path) -> Path:
+    """A 1..5 rubric in the data layout (issue 45): its instructions are the system message."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "likert_data.md").write_text(
+        '+++\nname = "likert_data"\nversion = "1"\nscale = [1, 5]\ninputs = ["query", "response"]\nmax_tokens = 16\nlayout = "data"\n+++\n'
+        "Rate the answer on a scale of 1 to 5.\n\nQUESTION:\n{{query}}\n\nANSWER:\n{{response}}\n\n"
+        'Respond with ONLY {"score": N}.\n',
+        encoding="utf-8",
+    )
+    return folder
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("family", ["chat", "reasoning", "anthropic"])
+def test_each_family_gets_the_instructions_apart_from_the_judged_text(family: str, matrix_servers: Servers, tmp_path: Path) -> None:
+    """Chat models get the instructions as the ``system`` message, OpenAI's reasoning models as
+    ``developer`` (live and in a batch file), Anthropic as its top-level ``system`` field; the
+    user message holds the transcript's text in marked blocks and not the instructions."""
+    cell = Cell(family, "plain", tmp_path)
+    prompts = _data_prompts(tmp_path / "data-prompts")
+    cfg = cell.config(live_url(matrix_servers, family), str(tmp_path / "cache.sqlite"))
+    options = RunOptions(input=cell.data, out=tmp_path / "out", config=cfg, rubrics=["likert_data"], prompts=[prompts], progress=False)
+    outcome = asyncio.run(run_evaluation(options))
+    assert outcome.exit_code == 0, outcome.message
+    rows = read_jsonl(tmp_path / "out" / "judgments.jsonl")
+    assert [(r["status"], r["rubric_version"]) for r in rows] == [("scored", "1")] * 4
+    server = matrix_servers.anthropic if family == "anthropic" else matrix_servers.openai
+    body = next(r["body"] for r in reversed(server.requests) if "Lyon. [[score=2]]" in json.dumps(r["body"]))
+    if family == "anthropic":
+        (system,) = body["system"]
+        messages = body["messages"]
+        assert [m["role"] for m in messages] == ["user"]
+        user = "".join(part["text"] for part in messages[0]["content"])
+        instructions = system["text"]
+    else:
+        roles = [m["role"] for m in body["messages"]]
+        assert roles == ["developer" if family == "reasoning" else "system", "user"]
+        instructions, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    assert "Rate the answer on a scale of 1 to 5." in instructions and "Lyon" not in instructions
+    assert judged_input(user, "response") == "Lyon. [[score=2]]" and "Rate the answer" not in user
+    if family != "anthropic":  # a batch file carries the same role (batch/wire.py sends request_body)
+        exported = tmp_path / "requests.jsonl"
+        fresh = cell.config(live_url(matrix_servers, family), str(tmp_path / "export.sqlite"), name="export.toml")  # nothing cached yet
+        report = hb.export(RunOptions(input=cell.data, config=fresh, rubrics=["likert_data"], prompts=[prompts], progress=False), exported)
+        assert report.exported == DISTINCT_PROMPTS
+        lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
+        assert {line["body"]["messages"][0]["role"] for line in lines} == {"developer" if family == "reasoning" else "system"}

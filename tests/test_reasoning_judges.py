@@ -52,7 +52,10 @@ def records(n: int, response: str = "The answer.") -> list[dict[str, Any]]:
 def test_the_family_table_shapes_each_request() -> None:
     messages = ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
     gpt5 = shape_request(JudgeConfig(name="a", model="gpt-5-mini"), messages, 64)
-    assert request_body("gpt-5-mini", gpt5) == {"model": "gpt-5-mini", "messages": list(messages), "max_completion_tokens": 64 + 4096}
+    # a reasoning model gets the instructions as a developer message (OpenAI: they replace system messages from o1 on)
+    developer = [{"role": "developer", "content": "s"}, {"role": "user", "content": "u"}]
+    assert request_body("gpt-5-mini", gpt5) == {"model": "gpt-5-mini", "messages": developer, "max_completion_tokens": 64 + 4096}
+    assert gpt5.messages == messages  # the request as planned (and keyed) keeps the system message
     chat = shape_request(JudgeConfig(name="b", model="gpt-4.1-mini", seed=3), messages, 64)
     assert request_body("gpt-4.1-mini", chat) == {
         "model": "gpt-4.1-mini",

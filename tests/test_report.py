@@ -77,7 +77,10 @@ def _reply(body: dict[str, Any]) -> str:
     """Score mode, plus a refusal and a numberless reply on request, 1..5 for helpfulness, and a
     label for the categorical tone rubric."""
     prompt = body["messages"][-1]["content"]
-    first = prompt.splitlines()[0]
+    # a rubric's first line opens the user message (inline) or the system message's instructions (the data layout)
+    system = "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+    lines = [prompt.splitlines()[0], *system.splitlines()]
+    first = next((line for line in lines if line in FIRST_LINE or line in (TONE_LINE, HELP_LINE)), lines[0])
     if first == TONE_LINE:
         if "REFUSE" in prompt:
             return "I'm sorry, but I cannot evaluate this."

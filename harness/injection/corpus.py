@@ -28,7 +28,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UserInputError
-from ..transcripts.models import Resolved
 from ..validation import first_problem
 
 Target = Literal["response", "query", "tool_result", "tool_arguments", "earlier_turn"]
@@ -110,21 +109,6 @@ def load_corpus(path: str | Path | None = None) -> Corpus:
     if header is None or not attacks:
         raise UserInputError(f"{file}: holds no attacks (a header line, then one attack a line)")
     return Corpus(str(file), header.version, tuple(attacks))
-
-
-def record_of(transcript: Resolved) -> dict[str, Any]:
-    """A transcript's judged fields as a record (steps and tools included) that reads back to it."""
-    row: dict[str, Any] = {"id": transcript.id}
-    for name in ("query", "response", "reference"):
-        if getattr(transcript, name) is not None:
-            row[name] = getattr(transcript, name)
-    if transcript.contexts is not None:
-        row["contexts"] = list(transcript.contexts)
-    if transcript.steps is not None:
-        row["steps"] = [step.as_dict() for step in transcript.steps]
-    if transcript.tools is not None:
-        row["tools"] = [tool.model_dump(exclude_none=True) for tool in transcript.tools]
-    return row
 
 
 def _joined(text: str | None, attack: Attack) -> str:

@@ -44,6 +44,9 @@ class JudgeRequest:
     fixed_prefix: int = 0
     #: the request's cache key (``cache/keys.request_key``), set when the job is planned
     key: str | None = None
+    #: the role the system message is sent with (``ModelFamily.system_role``: ``developer`` for
+    #: OpenAI's reasoning models); the wire spelling of one message, so not in the cache key
+    system_role: str = "system"
 
     def with_messages(self, messages: tuple[dict[str, str], ...], key: str | None) -> JudgeRequest:
         """This request with other messages and key: a run makes one per job, and
@@ -61,6 +64,7 @@ class JudgeRequest:
             self.top_logprobs,
             self.fixed_prefix,
             key,
+            self.system_role,
         )
 
     @property

@@ -45,4 +45,5 @@ def shape_request(
         reasoning_effort=judge.reasoning_effort,
         schema=schema,
         fixed_prefix=fixed_prefix,
+        system_role=family.system_role,
     )

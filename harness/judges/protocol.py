@@ -37,8 +37,12 @@ SCHEMA_NAME = "record_score"
 
 def request_body(model: str, request: JudgeRequest) -> dict[str, Any]:
     """The chat-completions body for ``request``, shaped as ``judges/families.py`` decided:
-    ``max_tokens`` or ``max_completion_tokens``, temperature only where the model takes it."""
-    body: dict[str, Any] = {"model": model, "messages": list(request.messages), request.token_param: request.max_tokens}
+    ``max_tokens`` or ``max_completion_tokens``, temperature only where the model takes it, the
+    system message in the role the model's family gives instructions (``developer``: reasoning)."""
+    messages = list(request.messages)
+    if request.system_role != "system":
+        messages = [{**m, "role": request.system_role} if m["role"] == "system" else m for m in messages]
+    body: dict[str, Any] = {"model": model, "messages": messages, request.token_param: request.max_tokens}
     if request.send_temperature:
         body["temperature"] = request.temperature
     if request.seed is not None:

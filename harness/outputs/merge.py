@@ -27,9 +27,10 @@ from pydantic import ValidationError
 
 from ..config import JudgeConfig
 from ..errors import ConfigError, UserInputError
+from ..injection.detect import KINDS
 from ..metrics.composites import CompositeResult, Missing
 from ..metrics.run import RunTotals
-from ..metrics.schema import BudgetRecord, JuryPanelRecord, JurySummary, RunRecord, RunSummary
+from ..metrics.schema import BudgetRecord, InjectionRecord, JuryPanelRecord, JurySummary, RunRecord, RunSummary
 from ..planning import Judgment
 from ..planning.turns import TurnOptions, parse_turns
 from ..rows import JUDGMENTS, RESULTS, ResultRow, TurnJudgmentRow, judgments_path, parse_judgment, parse_result, results_path
@@ -249,6 +250,9 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
             spent_usd=sum(b.spent_usd for b in budgets),
             stopped_the_run=any(b.stopped_the_run for b in budgets),
         )
+    injection = _merge_injection(ordered, out)
+    if injection is not None:
+        record["injection"] = injection
     if juries is not None:  # decided again over the merged run
         record["juries"] = {name: JurySummary.model_validate(report) for name, report in juries.report().items()}
     # each shard counted the transcripts of several turns it read: the merged run says how many
@@ -256,6 +260,35 @@ def merge_runs(run_dirs: list[Path], out: Path) -> MergeResult:
     wall = max(s.wall_time_s for _, s in ordered)
     write_summary(out, totals.summary(wall_time_s=wall, record=RunRecord.model_validate(record)))
     return MergeResult(out=out, shards=len(ordered), transcripts=totals.transcripts, judgments=judgments)
+
+
+def _merge_injection(ordered: list[tuple[Path, RunSummary]], out: Path) -> InjectionRecord | None:
+    """The shards' injection scans as one (issue 45): each shard lists the findings of its own
+    transcripts, so OUT/injection.jsonl is their lines in shard order and the counts are summed;
+    None when the shards did not scan."""
+    records = [(run, s.injection) for run, s in ordered if s.injection is not None]
+    if not records:
+        return None
+    if len(records) != len(ordered):
+        raise UserInputError(
+            f"{ordered[0][0] / 'summary.json'}: injection: some shards scanned for judge-directed text and some did not; rerun them with one config"
+        )
+    by_kind: dict[str, int] = {}
+    with (out / "injection.jsonl").open("wb") as fh:
+        for run, record in records:
+            found = run / record.file
+            if found.exists():
+                fh.write(found.read_bytes())
+            for kind, n in record.by_kind.items():
+                by_kind[kind] = by_kind.get(kind, 0) + n
+    first = records[0][1]
+    return InjectionRecord(
+        on_flag=first.on_flag,
+        flagged_transcripts=sum(r.flagged_transcripts for _, r in records),
+        findings=sum(r.findings for _, r in records),
+        by_kind={kind: by_kind[kind] for kind in KINDS if kind in by_kind},
+        file="injection.jsonl",
+    )
 
 
 def _juries(panels: Mapping[str, JuryPanelRecord], first: RunSummary, summaries: list[RunSummary], where: Path) -> JuryRun:

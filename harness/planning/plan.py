@@ -108,7 +108,7 @@ class RunPlan:
     #: where the config came from, for messages ("harness.toml", "command line")
     source: str = "command line"
     #: the config's ``rubric_layout``: "data" puts the built-in rubrics in the data layout
-    rubric_layout: Literal["inline", "data"] = "inline"
+    rubric_layout: Literal["inline", "data"] = "data"
     #: the config's ``injection``: what a transcript with judge-directed text does (harness/injection)
     injection: Literal["off", "flag", "unscored", "fail"] = "off"
     #: judged per turn (``--turns``; ``planning.turns``); None: each transcript judged whole

@@ -22,6 +22,9 @@ gemini-2.5         ``gemini-2.5``            max_tokens           yes; +4096 bud
 anything else      —                         max_tokens           yes
 =================  ========================  ===================  ==================
 
+The reasoning families (gpt-5, the o-series) get the rubric's instructions as a ``developer``
+message, the role their API gives instructions (a ``system`` message is read as one).
+
 A new model needs no code change: a judge sets ``token_param``, ``send_temperature``,
 ``reasoning_budget`` and ``reasoning_effort`` in its config, and those win over the table.
 """
@@ -44,6 +47,7 @@ MODEL_FAMILIES: tuple[ModelFamily, ...] = (
         send_temperature=False,
         reasoning_budget=DEFAULT_REASONING_BUDGET,
         reasoning=True,
+        system_role="developer",
     ),
     ModelFamily(
         name="o-series",
@@ -52,6 +56,7 @@ MODEL_FAMILIES: tuple[ModelFamily, ...] = (
         send_temperature=False,
         reasoning_budget=DEFAULT_REASONING_BUDGET,
         reasoning=True,
+        system_role="developer",
     ),
     # Gemini 2.5 thinks by default, and its thinking counts against max_tokens.
     ModelFamily(name="gemini-2.5", prefixes=("gemini-2.5",), reasoning_budget=DEFAULT_REASONING_BUDGET),

@@ -45,6 +45,10 @@ class ModelFamily:
     """Completion tokens added to the rubric's ``max_tokens`` for hidden reasoning."""
     reasoning: bool = False
     """A reasoning model in the capabilities table (its own row: it refuses logprobs)."""
+    system_role: Literal["system", "developer"] = "system"
+    """The role the rubric's instructions (the system message) are sent with: OpenAI's reasoning
+    models take them as ``developer`` (its docs: developer messages replace system messages from
+    o1 on). The wire spelling of one message, not part of the cache key."""
 
 
 #: A model no family claims: ``max_tokens``, temperature sent, no reasoning budget.

@@ -456,7 +456,37 @@ def build_data(view: RunView, run: _Run, details: dict[str, Any]) -> dict[str, A
         "details": details,
         "trust": {"judge_noise": _noise_rows(summary.judge_noise), "pairwise": [], "probes": []},
         "agent": agent_section(view) if summary.agent else None,
+        "injection": injection_section(view),
     }
+
+
+#: findings listed on the page; the rest are counted and left to the run's injection.jsonl
+INJECTION_ROWS = 200
+
+
+def injection_section(view: RunView) -> dict[str, Any] | None:
+    """What the run's injection scan found (summary.json's ``injection`` and the first
+    ``INJECTION_ROWS`` lines of its injection.jsonl); None for a run that did not scan."""
+    record = view.summary.injection
+    if record is None:
+        return None
+    rows: list[dict[str, Any]] = []
+    more = 0
+    path = view.path / record.file
+    if path.exists():
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                if len(rows) >= INJECTION_ROWS:
+                    more += 1
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    raise UserInputError(f"{path}:{number}: not a JSON line") from None
+                rows.append({k: row.get(k) for k in ("transcript", "field", "turn", "step", "offset", "kind", "excerpt")})
+    return {**record.model_dump(), "rows": rows, "more": more}
 
 
 def agent_section(view: RunView) -> dict[str, Any]:

@@ -426,6 +426,26 @@
 
   // ---- the agent: its metrics and, per task, pass@k and pass^k ------------------------------------
 
+  function injection() {
+    var I = DATA.injection;
+    if (!I) {
+      document.getElementById("injection").hidden = true;
+      document.getElementById("injection-link").hidden = true;
+      return;
+    }
+    var box = document.getElementById("injection-cards");
+    var card = el("div", { class: "card wide" }, el("h3", { text: I.flagged_transcripts + " transcript(s) flagged, " + I.findings + " finding(s); a flag: " + I.on_flag }));
+    var kinds = Object.keys(I.by_kind);
+    if (kinds.length) card.appendChild(table(["kind", "findings"], kinds.map(function (k) { return [k, fmtInt(I.by_kind[k])]; }), [false, true]));
+    if (I.rows.length) {
+      card.appendChild(table(["transcript", "field", "turn", "step", "offset", "kind", "excerpt"], I.rows.map(function (r) {
+        return [r.transcript, r.field, r.turn == null ? "" : String(r.turn), r.step == null ? "" : String(r.step), String(r.offset), r.kind, r.excerpt || ""];
+      }), [false, false, true, true, true, false, false]));
+    }
+    if (I.more) card.appendChild(el("p", { class: "agent-note", text: I.more + " more in " + I.file }));
+    box.appendChild(card);
+  }
+
   function agent() {
     var A = DATA.agent;
     if (!A) {
@@ -787,6 +807,7 @@
   scores();
   performanceSection();
   agent();
+  injection();
   cost();
   health();
   trust();

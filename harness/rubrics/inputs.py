@@ -146,6 +146,7 @@ INPUTS: tuple[Input, ...] = (
         "the whole conversation: system prompt, each turn's user text, tool calls and answer",
         "conversation",
         lambda conversation: data_block("conversation", render_conversation(conversation)),
+        plain=lambda conversation, budget: ((render_conversation(conversation),), None),
     ),
 )
 BY_NAME: dict[str, Input] = {i.name: i for i in INPUTS}

@@ -313,9 +313,15 @@ class Rubric:
             texts[name] = items
             if done is not None and compaction is not None:
                 compaction[name] = done
+        history = transcript.history if "history" not in self.inputs else None
+        if history is not None:  # a turn judged on its own: the conversation before it, as data too
+            texts["history"] = (history,)
         marker = marker_for(request_seed(self.name, self.version, list(texts.items())), [t for items in texts.values() for t in items])
         system, heading, reply = self._data_parts
-        out = [OPENING, f"Marker: data-{marker}\n\n", heading]
+        out = [OPENING, f"Marker: data-{marker}\n\n"]
+        if history is not None:
+            out.append(f"{HISTORY_PREFACE}{block(marker, BY_NAME['history'].tag, (history,), False)}\n\n")
+        out.append(heading)
         for i in range(1, len(self.parts), 2):
             name = self.parts[i]
             out.append(block(marker, BY_NAME[name].tag, texts[name], BY_NAME[name].kind == "texts"))
@@ -506,6 +512,15 @@ def opt_in_notice(names: Sequence[str]) -> str:
         f"rubric {', '.join(names)}: the judged text is pasted into the instructions (layout inline); add "
         'layout = "data" to its header to send the instructions apart from the data (docs/guide/injection.md)'
     )
+
+
+def rubric_versions(rubric: Rubric) -> tuple[str, ...]:
+    """The versions a rubric's file holds: its own, and for a built-in rubric both layouts'
+    (``2`` inline and ``2-data``), which ``find_rubric`` offers by name."""
+    if not is_builtin(rubric):
+        return (rubric.version,)
+    inline = rubric.version.removesuffix(DATA_SUFFIX) if rubric.layout == "data" else rubric.version
+    return (inline, inline + DATA_SUFFIX)
 
 
 def find_rubric(available: Mapping[str, Rubric], name: str) -> Rubric:

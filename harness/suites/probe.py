@@ -56,7 +56,7 @@ def padding(words: int) -> str:
 
 def perturb(probe: Probe, transcript: Resolved, pad_words: int) -> dict[str, Any] | None:
     """The perturbed record, or None when the transcript cannot be perturbed this way."""
-    record = _record(transcript)
+    record = transcript.judged_record()
     if probe == "verbosity":
         if not (transcript.response or "").strip():
             return None
@@ -66,16 +66,6 @@ def perturb(probe: Probe, transcript: Resolved, pad_words: int) -> dict[str, Any
         return None
     record["contexts"] = list(reversed(transcript.contexts))
     return record
-
-
-def _record(transcript: Resolved) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": transcript.id}
-    for name in ("query", "response", "reference"):
-        if getattr(transcript, name) is not None:
-            row[name] = getattr(transcript, name)
-    if transcript.contexts is not None:
-        row["contexts"] = list(transcript.contexts)
-    return row
 
 
 def probe_records(path: Path, probe: Probe, sample: int, seed: int, pad_words: int) -> tuple[list[dict[str, Any]], int]:
@@ -92,7 +82,7 @@ def probe_records(path: Path, probe: Probe, sample: int, seed: int, pad_words: i
         resolved = record.resolved()
         changed = perturb(probe, resolved, pad_words)
         if changed is not None:
-            original = _record(resolved)
+            original = resolved.judged_record()
             eligible.append(({**original, "id": f"{resolved.id}::orig"}, {**changed, "id": f"{resolved.id}::probe"}))
     if not eligible:
         what = "a response" if probe == "verbosity" else "two or more contexts"

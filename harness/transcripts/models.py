@@ -138,6 +138,21 @@ class Resolved:
         """How many turns the transcript holds (1 without ``messages``: one exchange)."""
         return 1 if self.conversation is None else max(len(self.conversation), 1)
 
+    def judged_record(self) -> dict[str, Any]:
+        """The judged fields as a transcript record (steps and tools included) that reads back to
+        them: what the probes (``suites/probe.py``, the injection probe) perturb and judge."""
+        row: dict[str, Any] = {"id": self.id}
+        for name in ("query", "response", "reference"):
+            if getattr(self, name) is not None:
+                row[name] = getattr(self, name)
+        if self.contexts is not None:
+            row["contexts"] = list(self.contexts)
+        if self.steps is not None:
+            row["steps"] = [step.as_dict() for step in self.steps]
+        if self.tools is not None:
+            row["tools"] = [tool.model_dump(exclude_none=True) for tool in self.tools]
+        return row
+
 
 class Transcript(_Strict):
     id: str

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import UserInputError
-from ..injection.corpus import Attack, Corpus, changed_input, insert, load_corpus, record_of
+from ..injection.corpus import Attack, Corpus, changed_input, insert, load_corpus
 from ..injection.detect import scan_transcript
 from ..outputs.files import dumps
 from ..planning import JudgeOptions, RunOptions
@@ -211,7 +211,7 @@ def plan_probe(
     flagged: set[str] = set()
     for index in picked:
         resolved = hosts[index].resolved()
-        clean = record_of(resolved)
+        clean = resolved.judged_record()
         rows = []
         for attack in attacks:
             field_name = changed_input(clean, attack)
