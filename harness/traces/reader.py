@@ -15,6 +15,7 @@ from ..errors import TranscriptError, UserInputError
 from ..jsonlines import MAX_RECORD_BYTES, record_too_large
 from .detect import TRACE_FORMATS, detect_format
 from .records import Extracted
+from .sessions import Sessions, conversations
 
 
 def _otlp(convert: str) -> Callable[[Path], Iterator[Extracted]]:
@@ -74,19 +75,20 @@ def resolve_format(path: str | Path, fmt: str) -> str:
     return fmt
 
 
-def extracted(path: str | Path, fmt: str) -> Iterator[Extracted]:
-    """Every transcript a trace file holds, before validation (``harness import`` shows these)."""
+def extracted(path: str | Path, fmt: str, sessions: Sessions = "on") -> Iterator[Extracted]:
+    """Every transcript a trace file holds, before validation (``harness import`` shows these):
+    with ``sessions="on"`` a session's traces are one conversation (:mod:`.sessions`)."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: no such file")
-    return READERS[fmt](path)
+    return conversations(READERS[fmt](path), sessions)
 
 
-def iter_records(path: str | Path, fmt: str) -> Iterator[tuple[int, str, object]]:
+def iter_records(path: str | Path, fmt: str, sessions: Sessions = "on") -> Iterator[tuple[int, str, object]]:
     """``(line, json_text, error)`` per transcript; ``error`` is a TranscriptError or None. A
     transcript larger than the record limit is a bad record, as its line in a JSONL file would be
     (so ``harness import`` never writes what ``harness run`` refuses)."""
-    for item in extracted(path, fmt):
+    for item in extracted(path, fmt, sessions):
         text = json.dumps(item.record(), ensure_ascii=False)
         error = item.error(str(path))
         if error is None and (problem := oversized(text)):
