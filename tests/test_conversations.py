@@ -370,8 +370,9 @@ async def test_run_per_turn_scores_each_turn_and_the_conversation_by_the_named_r
 
     with pytest.raises(UserInputError, match=r"judged per turn \(--turns all\); harness report \(and explain\) does not show"):
         build_report(out.out)
-    with pytest.raises(UserInputError, match="harness export does not show a run judged per turn yet"):
-        export_run(out.out, "csv")
+    # export writes each turn's judgment (on its turn's span when the input came from traces: tests/traces/test_sessions.py)
+    exported = export_run(out.out, "csv")
+    assert exported.judgments == len(out.judgments) == 8
 
     # replayed offline: not one request more, the same rows
     sent = len(chat_requests(server))

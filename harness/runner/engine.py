@@ -188,9 +188,11 @@ class Runner:
         reading = self._reading
         records: Iterable[tuple[int, Transcript]]
         if reading is None:
-            records = iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format, self._require)
+            records = iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format, self._require, sessions=self.plan.sessions)
         else:
-            records = iter_checked(self.plan.input, self.plan.on_bad_record, reading.bad, self.plan.format, self._require)
+            records = iter_checked(
+                self.plan.input, self.plan.on_bad_record, reading.bad, self.plan.format, self._require, sessions=self.plan.sessions
+            )
             if self.plan.limit is not None:
                 records = itertools.islice(records, self.plan.limit)  # reads no record past the limit, as the scan
         for count, (_, record) in enumerate(records):

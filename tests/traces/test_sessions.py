@@ -301,3 +301,44 @@ def test_imported_session_reads_back_the_same(tmp_path: Path) -> None:
     _assert_booking(back)
     (direct,) = _read(tmp_path / "s.jsonl", "otel")
     assert back.resolved().conversation.turns() == direct.resolved().conversation.turns()  # type: ignore[union-attr]
+
+
+async def test_run_per_turn_on_a_session_exports_each_turn_on_its_span(tmp_path: Path) -> None:
+    import asyncio
+
+    from harness.planning import RunOptions
+    from harness.runner import run_evaluation
+    from harness.traces.export import export_run
+    from tests.e2e_support import judge, read_jsonl, serve, write_config
+
+    source = otel(tmp_path / "session.jsonl", shuffle=random.Random(3))
+    with serve() as server:
+        assert server.base_url
+        config = write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)])
+        options = RunOptions(
+            input=source, out=tmp_path / "out", config=config, cache=tmp_path / "cache.sqlite", progress=False, format="otel", rubrics=["relevance"], turns="all"
+        )
+        outcome = await asyncio.wait_for(run_evaluation(options), timeout=60)
+        assert outcome.exit_code == 0, outcome.message
+        prompts = [json.dumps(r["body"]["messages"]) for r in server.requests if r["path"].endswith("/chat/completions")]
+    judgments = read_jsonl(tmp_path / "out" / "judgments.jsonl")
+    assert [(j["transcript_id"], j["turn"]) for j in judgments] == [(SESSION, k) for k in (1, 2, 3)]
+    # each turn was judged on its own question and answer
+    for user, *_, answer in TURNS:
+        assert any(json.dumps(user)[1:-1] in p and json.dumps(answer)[1:-1] in p for p in prompts)
+
+    result = export_run(tmp_path / "out", "otel", input_format="otel")
+    assert (result.judgments, result.linked) == (3, 3)
+    docs = read_jsonl(result.path)
+    records = [r for d in docs for rl in d["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]]
+    judged = [r for r in records if not any(a["key"] == "harness.kind" for a in r["attributes"])]
+    placed = [(r["traceId"], r["spanId"], {a["key"]: next(iter(a["value"].values())) for a in r["attributes"]}) for r in judged]
+    assert [(t, s, a["harness.turn"], a["gen_ai.conversation.id"]) for t, s, a in placed] == [
+        (_trace_id(k), _span_id(k, 1), str(k + 1), SESSION) for k in range(3)
+    ]
+    # CSV rows take each turn's trace and span too
+    import csv
+
+    with export_run(tmp_path / "out", "csv", input_format="otel").path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["trace_id"], r["span_id"]) for r in rows if r["judge"]] == [(_trace_id(k), _span_id(k, 1)) for k in range(3)]
