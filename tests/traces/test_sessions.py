@@ -342,3 +342,23 @@ async def test_run_per_turn_on_a_session_exports_each_turn_on_its_span(tmp_path:
     with export_run(tmp_path / "out", "csv", input_format="otel").path.open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["trace_id"], r["span_id"]) for r in rows if r["judge"]] == [(_trace_id(k), _span_id(k, 1)) for k in range(3)]
+
+
+def test_cli_import_groups_sessions_unless_told_off(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from tests.traces.support import deadline
+
+    source = langfuse(tmp_path / "lf.json")
+    with deadline(60):
+        grouped = CliRunner().invoke(app, ["import", str(source), "--out", str(tmp_path / "on.jsonl")], env={"COLUMNS": "200", "NO_COLOR": "1"})
+        apart = CliRunner().invoke(app, ["import", str(source), "--out", str(tmp_path / "off.jsonl"), "--sessions", "off"], env={"COLUMNS": "200"})
+        wrong = CliRunner().invoke(app, ["import", str(source), "--out", str(tmp_path / "x.jsonl"), "--sessions", "maybe"])
+    assert grouped.exit_code == 0 and "1 transcripts from langfuse" in grouped.output
+    assert apart.exit_code == 0 and "3 transcripts from langfuse" in apart.output
+    assert wrong.exit_code == 2 and not (tmp_path / "x.jsonl").exists()
+    (on,) = [json.loads(line) for line in (tmp_path / "on.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [t["user"] for t in on["turns"]] == [t[0] for t in TURNS]
+    off = [json.loads(line) for line in (tmp_path / "off.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in off] == ["lf-trace-1", "lf-trace-2", "lf-trace-3"] and all("turns" not in r for r in off)
