@@ -11,6 +11,14 @@ Each verdict has a :attr:`Verdict.key`, the same whatever run wrote it (trace, s
 which servers that take ids are given; and a :attr:`Verdict.fingerprint` of what it says, so a
 write that finds a verdict with that key and fingerprint adds nothing (idempotent) and one whose
 fingerprint differs (a new rubric version, a new judge model) replaces it.
+
+A conversation read from traces (a session, ``traces.sessions``) keeps each turn's trace and span.
+A run judged per turn (``--turns``) writes each turn's verdict on its own turn's trace and span
+(``turn`` in the metadata), and the conversation's score (results.jsonl, by the run's aggregate
+rule) once for the conversation: a judgment of the whole conversation is one too. Such a
+**conversation verdict** (``Verdict.conversation``) goes where the server keeps a session's
+scores (Langfuse: a score with ``sessionId``), else on the first turn's trace and span (the root of
+the session's first trace), its metadata saying so (``scope: conversation``, ``session_id``).
 """
 
 from __future__ import annotations
@@ -35,10 +43,15 @@ SOURCE = "harness"
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """Where a transcript came from on its server."""
+    """Where a transcript came from on its server; a conversation's also each turn's, and its session."""
 
     trace_id: str
     span_id: str | None
+    turns: tuple[Link, ...] = ()
+    session: str | None = None
+
+    def turn(self, index: int) -> Link | None:
+        return self.turns[index - 1] if 1 <= index <= len(self.turns) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +69,20 @@ class Verdict:
     reason: str | None
     cost_usd: float | None
     run: str
+    #: the turn of a conversation this verdict judged (a run judged per turn)
+    turn: int | None = None
+    #: the verdict is the conversation's (module docstring); ``session`` its session id, if any
+    conversation: bool = False
+    session: str | None = None
 
     @property
     def key(self) -> str:
-        """A UUID from (trace, span, rubric, judge): one verdict per judge and rubric on a span."""
-        return str(uuid.uuid5(NAMESPACE, json.dumps([self.trace_id, self.span_id, self.rubric, self.judge])))
+        """A UUID from (trace, span, rubric, judge): one verdict per judge and rubric on a span; a
+        conversation's verdict adds its conversation (it shares the first turn's span)."""
+        parts: list[Any] = [self.trace_id, self.span_id, self.rubric, self.judge]
+        if self.conversation:
+            parts += ["conversation", self.session or self.transcript_id]
+        return str(uuid.uuid5(NAMESPACE, json.dumps(parts)))
 
     @property
     def fingerprint(self) -> str:
@@ -83,6 +105,12 @@ class Verdict:
             meta["judge_model"] = self.judge_model
         if self.cost_usd is not None:
             meta["cost_usd"] = self.cost_usd
+        if self.turn is not None:
+            meta["turn"] = self.turn
+        if self.conversation:
+            meta["scope"] = "conversation"
+        if self.session is not None:
+            meta["session_id"] = self.session
         return meta
 
 
@@ -108,7 +136,18 @@ def links(path: Path, fmt: str = "auto") -> dict[str, Link]:
         span = meta.get("span_id") or meta.get("run_id")
         if isinstance(trace, str):
             out[str(record["id"])] = Link(trace, span if isinstance(span, str) else None)
+        elif isinstance(record.get("turns"), list) and (link := _conversation_link(record["turns"], meta)) is not None:
+            out[str(record["id"])] = link
     return out
+
+
+def _conversation_link(turns: list[dict[str, Any]], meta: dict[str, Any]) -> Link | None:
+    """A conversation's link: its first turn's trace and span, each turn's, and its session."""
+    each = tuple(Link(t["trace_id"], t.get("span_id")) for t in turns if isinstance(t.get("trace_id"), str))
+    if len(each) != len(turns) or not each:
+        return None
+    session = meta.get("session_id")
+    return Link(each[0].trace_id, each[0].span_id, each, session if isinstance(session, str) else None)
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
@@ -130,6 +169,7 @@ def read_verdicts(run_dir: Path, input: Path | None = None, input_format: str = 
         raise UserInputError(f"{source}: no transcript names its trace (write back needs a run over pulled or exported traces)")
     models = summary.get("judge_models") or {}
     result = RunVerdicts()
+    per_turn = False
     for row in _rows(run_dir):
         link = transcript_links.get(str(row.get("transcript_id")))
         if row.get("status") != "scored" or (row.get("score") is None and row.get("label") is None):
@@ -138,11 +178,14 @@ def read_verdicts(run_dir: Path, input: Path | None = None, input_format: str = 
         if link is None:
             result.skip("no trace")
             continue
+        turn = row.get("turn") if isinstance(row.get("turn"), int) else None
+        per_turn = per_turn or turn is not None
+        target = (link.turn(turn) if turn is not None else None) or link
         result.verdicts.append(
             Verdict(
                 transcript_id=str(row["transcript_id"]),
-                trace_id=link.trace_id,
-                span_id=link.span_id,
+                trace_id=target.trace_id,
+                span_id=target.span_id,
                 rubric=str(row["rubric"]),
                 rubric_version=str(row.get("rubric_version") or ""),
                 judge=str(row["judge"]),
@@ -152,9 +195,43 @@ def read_verdicts(run_dir: Path, input: Path | None = None, input_format: str = 
                 reason=row.get("raw_output"),
                 cost_usd=row.get("cost_usd"),
                 run=run_dir.name,
+                turn=turn if link.turns else None,
+                # a judgment of a whole conversation given as turns is the conversation's verdict
+                conversation=bool(link.turns) and turn is None,
+                session=link.session,
             )
         )
+    if per_turn:
+        result.verdicts += _conversation_verdicts(run_dir, transcript_links, result.verdicts)
     return result
+
+
+def _conversation_verdicts(run_dir: Path, transcript_links: dict[str, Link], turn_verdicts: list[Verdict]) -> list[Verdict]:
+    """The conversation scores of a run judged per turn (results.jsonl ``scores``, made of the
+    turns' by the run's rule) of the conversations given as turns, one verdict each."""
+    path = run_dir / "results.jsonl"
+    if not path.is_file():
+        return []
+    versions = {(v.transcript_id, v.rubric, v.judge): (v.rubric_version, v.judge_model) for v in turn_verdicts}
+    out = []
+    for _, row in iter_json_objects(path):
+        tid = str(row.get("transcript_id"))
+        link = transcript_links.get(tid)
+        turns = row.get("turns")
+        if link is None or not link.turns or not isinstance(turns, dict):
+            continue
+        rule = turns.get("aggregate")
+        for judge, scores in (row.get("scores") or {}).items():
+            for rubric, score in (scores or {}).items():
+                if (tid, rubric, judge) not in versions or not isinstance(score, (int, float)) or isinstance(score, bool):
+                    continue
+                version, model = versions[(tid, rubric, judge)]
+                judged = turns.get("judged") or []
+                reason = f"the conversation's score: {rule} of turns {', '.join(map(str, judged))}" if rule else None
+                out.append(
+                    Verdict(tid, link.trace_id, link.span_id, rubric, version, judge, model, float(score), None, reason, None, run_dir.name, None, True, link.session)
+                )
+    return out
 
 
 def _model(models: Any, judge: str) -> str | None:
