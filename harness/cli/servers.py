@@ -40,6 +40,9 @@ def pull(
     out: Annotated[Path, typer.Option("--out", "-o", help="The trace file to write (the server's export format; harness run reads it).")],
     since: Annotated[str | None, typer.Option(help="Traces that started since: a duration back (90s, 30m, 1h, 2d) or an ISO 8601 time.")] = None,
     until: Annotated[str | None, typer.Option(help="... and before: a duration back or an ISO 8601 time (default now).")] = None,
+    session: Annotated[
+        list[str] | None, typer.Option("--session", help="Only the traces of this session (conversation) id, in the window (repeatable).")
+    ] = None,
 ) -> None:
     """Pull the traces of a project on a trace server, by time window, into a file to judge."""
     from ..servers.base import Window, parse_when
@@ -47,9 +50,9 @@ def pull(
 
     now = time.time()
     window = Window(parse_when(since, now, "--since"), parse_when(until, now, "--until"))
-    result = asyncio.run(pull_traces(source, window, out))
+    result = asyncio.run(pull_traces(source, window, out, session or ()))
     err.print(
-        f"[green]wrote {escape(str(out))}[/] ({len(result.traces):,} traces, --format {result.format}, "
+        f"[green]wrote {escape(str(out))}[/] ({len(result.traces) - result.passed_over:,} traces, --format {result.format}, "
         f"{result.requests:,} requests, {result.seconds:.1f} s)",
         highlight=False,
         soft_wrap=True,

@@ -66,3 +66,31 @@ def test_turns_of_one_trace_are_verdicts_on_each_turns_span(tmp_path: Path) -> N
     assert whole.metadata()["scope"] == "conversation" and "turn" not in whole.metadata()
     assert len({v.key for v in found.verdicts}) == 4
     assert TURNS  # the conversation the spans were built from
+
+
+def test_pull_one_session_keeps_only_its_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.servers.fakes import LANGSMITH_KEY, FakeLangSmith
+    from tests.traces.test_sessions import langsmith
+
+    monkeypatch.setenv("LANGSMITH_API_KEY", LANGSMITH_KEY)
+    mine = [json.loads(line) for line in langsmith(tmp_path / "mine.jsonl").read_text(encoding="utf-8").splitlines()]
+    other = []
+    for run in mine[:2]:  # one more trace, of another thread
+        moved = {**run, "id": run["id"].replace("-4000-", "-4111-"), "trace_id": run["trace_id"].replace("-4000-", "-4111-")}
+        if moved.get("parent_run_id"):
+            moved["parent_run_id"] = moved["parent_run_id"].replace("-4000-", "-4111-")
+        if "extra" in moved:
+            moved["extra"] = {"metadata": {"thread_id": "another"}}
+        other.append(moved)
+    with FakeLangSmith(mine + other) as fake:
+        source = f"langsmith://127.0.0.1:{fake.port}/weather"
+        every = cli("pull", source, "--out", tmp_path / "all.jsonl", "--since", "2026-01-01T00:00:00")
+        one = cli("pull", source, "--out", tmp_path / "one.jsonl", "--since", "2026-01-01T00:00:00", "--session", SESSION)
+    assert every.exit_code == 0 and "4 traces" in every.output, every.output
+    assert one.exit_code == 0 and "3 traces" in one.output, one.output
+    from harness.traces.loader import iter_transcripts
+
+    (conversation,) = [t for _, t in iter_transcripts(tmp_path / "one.jsonl", format="langsmith")]
+    assert conversation.id == SESSION and [t.user for t in conversation.turns or ()] == [t[0] for t in TURNS]
+    # the whole window: the session as one conversation, and the other thread's one trace as it is
+    assert sorted(t.id for _, t in iter_transcripts(tmp_path / "all.jsonl", format="langsmith")) == [other[0]["trace_id"], SESSION]
