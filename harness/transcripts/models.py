@@ -222,7 +222,7 @@ class Transcript(_Strict):
     @model_validator(mode="after")
     def _has_conversation(self) -> Transcript:
         if self.messages is None and self.turns is None and self.query is None and self.response is None:
-            raise ValueError("needs `query` and `response`, a `messages` list, or `turns`")
+            raise ValueError("needs `query` and `response`, or a `messages` list")
         if self.messages is not None and not any(m.role == "user" and not _only_tool_results(m) for m in self.messages) and self.query is None:
             raise ValueError("`messages` has no user message to take the query from")
         return self
