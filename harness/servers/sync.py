@@ -42,7 +42,7 @@ NOT_DONE = frozenset({"budget_exhausted", "interrupted", "cache_miss"})
 
 def traces_of(link: Link) -> list[str]:
     """The traces a transcript was read from: a conversation's every turn's (a session's traces)."""
-    return [turn.trace_id for turn in link.turns] or [link.trace_id]
+    return [turn.trace_id for turn in link.turns if turn is not None] or [link.trace_id]
 
 
 def sampled(trace_id: str, fraction: float, seed: int) -> bool:

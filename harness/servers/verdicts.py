@@ -47,7 +47,8 @@ class Link:
 
     trace_id: str
     span_id: str | None
-    turns: tuple[Link, ...] = ()
+    #: each turn's link; None for a turn no trace recorded (``traces.history``)
+    turns: tuple[Link | None, ...] = ()
     session: str | None = None
 
     def turn(self, index: int) -> Link | None:
@@ -143,11 +144,12 @@ def links(path: Path, fmt: str = "auto") -> dict[str, Link]:
 
 def _conversation_link(turns: list[dict[str, Any]], meta: dict[str, Any]) -> Link | None:
     """A conversation's link: its first turn's trace and span, each turn's, and its session."""
-    each = tuple(Link(t["trace_id"], t.get("span_id")) for t in turns if isinstance(t.get("trace_id"), str))
-    if len(each) != len(turns) or not each:
+    each = tuple(Link(t["trace_id"], t.get("span_id")) if isinstance(t.get("trace_id"), str) else None for t in turns)
+    traced = [link for link in each if link is not None]
+    if not traced:
         return None
     session = meta.get("session_id")
-    return Link(each[0].trace_id, each[0].span_id, each, session if isinstance(session, str) else None)
+    return Link(traced[0].trace_id, traced[0].span_id, each, session if isinstance(session, str) else None)
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
@@ -180,7 +182,10 @@ def read_verdicts(run_dir: Path, input: Path | None = None, input_format: str = 
             continue
         turn = row.get("turn") if isinstance(row.get("turn"), int) else None
         per_turn = per_turn or turn is not None
-        target = (link.turn(turn) if turn is not None else None) or link
+        target = link.turn(turn) if turn is not None and link.turns else link
+        if target is None:  # a turn no trace recorded (traces.history): nowhere to write it
+            result.skip("no trace")
+            continue
         result.verdicts.append(
             Verdict(
                 transcript_id=str(row["transcript_id"]),

@@ -167,8 +167,9 @@ def _conversation_link(link: TraceLink, record: Transcript) -> TraceLink:
     turns = tuple((t.trace_id, t.span_id) if t.trace_id is not None and t.span_id is not None else None for t in record.turns or ())
     session = (record.metadata or {}).get("session_id")
     trace_id, span_id = link.trace_id, link.span_id
-    if link.ids is None and turns and turns[0] is not None:
-        trace_id, span_id = turns[0]
+    traced = [t for t in turns if t is not None]
+    if link.ids is None and traced:
+        trace_id, span_id = traced[0]
     return replace(link, trace_id=trace_id, span_id=span_id, turns=turns, session=session if isinstance(session, str) else None)
 
 
@@ -176,8 +177,8 @@ def _judged_span(row: dict[str, Any], link: TraceLink) -> tuple[str, str] | None
     """Where a judgment or metric goes: its turn's span when it judged one turn of a conversation
     whose turns name their spans, else the transcript's."""
     turn = row.get("turn")
-    if isinstance(turn, int) and 1 <= turn <= len(link.turns) and link.turns[turn - 1] is not None:
-        return link.turns[turn - 1]
+    if isinstance(turn, int) and 1 <= turn <= len(link.turns):
+        return link.turns[turn - 1]  # None: a turn no trace recorded (traces.history) is exported unlinked
     return link.ids
 
 

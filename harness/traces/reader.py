@@ -21,6 +21,7 @@ from .sessions import Sessions, conversations
 def _otlp(convert: str) -> Callable[[Path], Iterator[Extracted]]:
     def read(path: Path) -> Iterator[Extracted]:
         from . import openinference, otel_genai
+        from .history import earlier_turns
         from .otlp import read_traces
 
         for trace in read_traces(path):
@@ -28,7 +29,9 @@ def _otlp(convert: str) -> Callable[[Path], Iterator[Extracted]]:
             # the asked-for one when they carry both.
             has_oi, has_genai = openinference.is_openinference(trace), otel_genai.is_genai(trace)
             use_oi = has_oi and (convert == "openinference" or not has_genai)
-            yield from (openinference.transcripts(trace) if use_oi else otel_genai.transcripts(trace))
+            for item in openinference.transcripts(trace) if use_oi else otel_genai.transcripts(trace):
+                item.earlier = earlier_turns(trace, item, "openinference" if use_oi else "otel")
+                yield item
 
     return read
 

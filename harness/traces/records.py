@@ -51,6 +51,9 @@ class Extracted:
     #: a conversation's turns (:mod:`.sessions`), as a transcript's ``turns`` entries; they hold
     #: the steps, so ``steps`` is then not written
     turns: list[dict[str, Any]] | None = None
+    #: the turns before this one that its first model call received, ``(user, answer)`` each
+    #: (:mod:`.history`; OTLP): :mod:`.sessions` puts them first, with no trace or span
+    earlier: list[tuple[str, str | None]] = field(default_factory=list)
     #: why a conversation cannot be read whole (one of its turns lacks its query or response)
     refusal: str | None = None
 

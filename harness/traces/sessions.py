@@ -9,6 +9,8 @@ OTLP). Here they become conversations (docs/guide/traces.md, "Sessions"):
   turns of one transcript whose id is the session id. A session of one transcript stays as it is.
 - **Several agent invocations in one trace** (no session id) are the turns of one transcript
   whose id is the trace id.
+- **Earlier turns a model call received** (:mod:`.history`): the first traced turn's first model
+  call may hold the turns before it; they come first, with no trace, span or steps.
 
 Turns are ordered by start time; ties by trace id, then span id, then the reader's order, so the
 same traces in any order give the same conversation. Each turn keeps its user text, answer, steps
@@ -66,15 +68,18 @@ def _order(member: tuple[int, Extracted]) -> tuple[Any, ...]:
 
 
 def _conversation(conversation_id: str, session: str | None, members: list[tuple[int, Extracted]]) -> Extracted:
-    if len(members) == 1:
-        return members[0][1]
     ordered = [item for _, item in sorted(members, key=_order)]
+    if len(ordered) == 1 and not ordered[0].earlier:
+        return ordered[0]
+    if len(ordered) == 1 and session is None:
+        conversation_id = ordered[0].id
     what = f"session {session}" if session is not None else f"trace {conversation_id}"
     line = min(item.line for item in ordered)
-    for index, item in enumerate(ordered, 1):
+    for index, item in enumerate(ordered, len(ordered[0].earlier) + 1):
         if problem := item.problem():
             return Extracted(line=item.line, label=what, id=conversation_id, refusal=f"turn {index} ({item.label}): {problem}")
-    turns: list[dict[str, Any]] = []
+    # the turns before the first traced one, as its first model call received them (.history)
+    turns: list[dict[str, Any]] = [{"user": user, "answer": answer} for user, answer in ordered[0].earlier]
     group_at = turn_at = 0
     for item in ordered:
         steps = []

@@ -81,7 +81,7 @@ def _otel_turn(k: int, trace: str, session: str | None, missing_answer: bool = F
     ]
 
 
-def _oi_turn(k: int, trace: str, session: str | None, missing_answer: bool = False) -> list[dict[str, Any]]:
+def _oi_turn(k: int, trace: str, session: str | None, missing_answer: bool = False, asked: str | None = None) -> list[dict[str, Any]]:
     user, tool, args, result, answer = TURNS[k]
     t = T0 + 60 * k
     agent, llm, run = (_span_id(k, n) for n in (1, 2, 3))
@@ -90,11 +90,11 @@ def _oi_turn(k: int, trace: str, session: str | None, missing_answer: bool = Fal
         agent_attrs["output.value"] = answer
     if session:
         agent_attrs["session.id"] = session
+    said = [*((r, t) for j in range(k) for r, t in (("user", TURNS[j][0]), ("assistant", TURNS[j][4]))), ("user", asked or user)]
     llm_attrs = {
         "openinference.span.kind": "LLM",
         "llm.model_name": "agent-model",
-        "llm.input_messages.0.message.role": "user",
-        "llm.input_messages.0.message.content": user,
+        **{f"llm.input_messages.{i}.message.{key}": value for i, (role, text) in enumerate(said) for key, value in (("role", role), ("content", text))},
         "llm.output_messages.0.message.role": "assistant",
         "llm.output_messages.0.message.tool_calls.0.tool_call.id": f"call_{k}",
         "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": tool,
@@ -374,3 +374,25 @@ def test_a_middle_turn_is_scanned_for_judge_directed_text(tmp_path: Path) -> Non
     turns[1]["answer"] = attack
     found = scan_transcript(Transcript.model_validate({"id": "s", "turns": turns}))
     assert found and {(f.field, f.turn) for f in found} == {("message", 1)}
+
+
+def test_one_trace_of_the_third_turn_reads_the_turns_its_model_call_received(tmp_path: Path) -> None:
+    path = _otlp_file(tmp_path / "third.jsonl", _otel_turn(2, _trace_id(2), None), None)
+    (transcript,) = _read(path, "otel")
+    assert transcript.id == _trace_id(2) and transcript.turns is not None
+    # the earlier turns name no trace (they were not traced here) and no steps; the third is the trace's
+    assert [(t.trace_id, t.span_id) for t in transcript.turns] == [(None, None), (None, None), (_trace_id(2), _span_id(2, 1))]
+    turns = transcript.resolved().conversation.turns()  # type: ignore[union-attr]
+    assert [(t.user, t.answer, [s.name for s in t.steps]) for t in turns] == [(TURNS[0][0], TURNS[0][4], []), (TURNS[1][0], TURNS[1][4], []), (TURNS[2][0], TURNS[2][4], ["book"])]
+    # without sessions, the trace is the one exchange it always was
+    (alone,) = _read(path, "otel", sessions="off")
+    assert alone.turns is None and alone.query == TURNS[2][0]
+
+
+def test_openinference_history_is_taken_only_when_its_last_user_message_is_the_query(tmp_path: Path) -> None:
+    (three,) = _read(_otlp_file(tmp_path / "third.jsonl", _oi_turn(2, _trace_id(2), None), None), "openinference")
+    assert three.turns is not None and [t.user for t in three.turns] == [t[0] for t in TURNS]
+    # the model was sent a framework's wrapping of the question, not the user's words: no history is guessed
+    wrapped = _oi_turn(2, _trace_id(2), None, asked=json.dumps({"task": TURNS[2][0], "stream": False}))
+    (plain,) = _read(_otlp_file(tmp_path / "wrapped.jsonl", wrapped, None), "openinference")
+    assert plain.turns is None and plain.query == TURNS[2][0]
