@@ -20,7 +20,9 @@ _FORMATS = ", ".join(f.value for f in InputFormat)
 FormatOpt = Annotated[InputFormat, typer.Option("--format", metavar="FORMAT", help=f"Input format: {_FORMATS} (auto decides by content).")]
 SessionsOpt = Annotated[
     SessionsChoice,
-    typer.Option("--sessions", help="on: a trace file's sessions (and agent runs sharing a trace) are one conversation each; off: one transcript per trace."),
+    typer.Option(
+        "--sessions", help="on: a trace file's sessions (and agent runs sharing a trace) are one conversation each; off: one transcript per trace."
+    ),
 ]
 TurnsOpt = Annotated[
     str | None,
@@ -222,7 +224,8 @@ def export(
         InputFormat, typer.Option("--input-format", metavar="FORMAT", help=f"Format of the run's input: {_FORMATS}.")
     ] = InputFormat.auto,
     sessions: Annotated[
-        SessionsChoice, typer.Option("--sessions", help="As the run read its input: on (sessions are conversations) or off (one transcript per trace).")
+        SessionsChoice,
+        typer.Option("--sessions", help="As the run read its input: on (sessions are conversations) or off (one transcript per trace)."),
     ] = SessionsChoice.on,
 ) -> None:
     """Write a run's verdicts beside the traces they judged, as OTel evaluation events, CSV or Parquet."""

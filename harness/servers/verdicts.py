@@ -234,7 +234,23 @@ def _conversation_verdicts(run_dir: Path, transcript_links: dict[str, Link], tur
                 judged = turns.get("judged") or []
                 reason = f"the conversation's score: {rule} of turns {', '.join(map(str, judged))}" if rule else None
                 out.append(
-                    Verdict(tid, link.trace_id, link.span_id, rubric, version, judge, model, float(score), None, reason, None, run_dir.name, None, True, link.session)
+                    Verdict(
+                        tid,
+                        link.trace_id,
+                        link.span_id,
+                        rubric,
+                        version,
+                        judge,
+                        model,
+                        float(score),
+                        None,
+                        reason,
+                        None,
+                        run_dir.name,
+                        None,
+                        True,
+                        link.session,
+                    )
                 )
     return out
 

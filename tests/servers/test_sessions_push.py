@@ -24,7 +24,23 @@ pytestmark = pytest.mark.timeout(120)
 def _run_per_turn(tmp: Path, source: Path, fmt: str) -> Path:
     with serve() as judge_server:
         config = judge_config(tmp, judge_server.base_url)
-        run = cli("run", source, "--format", fmt, "--out", tmp / "run", "--config", config, "--cache", tmp / "c.sqlite", "--rubric", "relevance", "--turns", "all", "--no-progress")
+        run = cli(
+            "run",
+            source,
+            "--format",
+            fmt,
+            "--out",
+            tmp / "run",
+            "--config",
+            config,
+            "--cache",
+            tmp / "c.sqlite",
+            "--rubric",
+            "relevance",
+            "--turns",
+            "all",
+            "--no-progress",
+        )
         assert run.exit_code == 0, run.output
     return tmp / "run"
 

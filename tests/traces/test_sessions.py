@@ -26,7 +26,13 @@ SESSION = "booking-7"
 #: (user text, tool, arguments, tool result, answer) of each turn, in order
 TURNS = [
     ("Hi, I want to fly to Lisbon next week.", "search_flights", {"to": "LIS"}, "3 flights to LIS", "From which city, and which day?"),
-    ("From Berlin on Tuesday, and what's the weather?", "weather", {"city": "Lisbon"}, "Lisbon: sunny, 24 C", "BER-LIS 09:10 or 13:45; Lisbon is sunny."),
+    (
+        "From Berlin on Tuesday, and what's the weather?",
+        "weather",
+        {"city": "Lisbon"},
+        "Lisbon: sunny, 24 C",
+        "BER-LIS 09:10 or 13:45; Lisbon is sunny.",
+    ),
     ("Book the 13:45 one", "book", {"flight": "BER-LIS 13:45"}, "confirmation K7Q2", "Done: booked BER-LIS 13:45, confirmation K7Q2"),
 ]
 T0 = 1_790_000_000  # epoch seconds of turn 1; each turn starts 60 s after the one before
@@ -62,7 +68,14 @@ def _otel_turn(k: int, trace: str, session: str | None, missing_answer: bool = F
     user, tool, args, result, answer = TURNS[k]
     t = T0 + 60 * k
     agent, chat1, run, chat2 = (_span_id(k, n) for n in (1, 2, 3, 4))
-    history = [m for j in range(k) for m in ({"role": "user", "parts": [{"type": "text", "content": TURNS[j][0]}]}, {"role": "assistant", "parts": [{"type": "text", "content": TURNS[j][4]}]})]
+    history = [
+        m
+        for j in range(k)
+        for m in (
+            {"role": "user", "parts": [{"type": "text", "content": TURNS[j][0]}]},
+            {"role": "assistant", "parts": [{"type": "text", "content": TURNS[j][4]}]},
+        )
+    ]
     asked = [*history, {"role": "user", "parts": [{"type": "text", "content": user}]}]
     call = {"type": "tool_call", "id": f"call_{k}", "name": tool, "arguments": args}
     reply = {"type": "tool_call_response", "id": f"call_{k}", "response": result}
@@ -75,8 +88,30 @@ def _otel_turn(k: int, trace: str, session: str | None, missing_answer: bool = F
         second["gen_ai.output.messages"] = [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]
     return [
         _span(trace, agent, None, "invoke_agent booker", t, t + 4, agent_attrs),
-        _span(trace, chat1, agent, "chat agent-model", t + 0.1, t + 1, {**chat, "gen_ai.input.messages": asked, "gen_ai.output.messages": [{"role": "assistant", "parts": [call]}]}),
-        _span(trace, run, agent, f"execute_tool {tool}", t + 1.1, t + 2, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": f"call_{k}", "gen_ai.tool.call.arguments": args, "gen_ai.tool.call.result": result}),
+        _span(
+            trace,
+            chat1,
+            agent,
+            "chat agent-model",
+            t + 0.1,
+            t + 1,
+            {**chat, "gen_ai.input.messages": asked, "gen_ai.output.messages": [{"role": "assistant", "parts": [call]}]},
+        ),
+        _span(
+            trace,
+            run,
+            agent,
+            f"execute_tool {tool}",
+            t + 1.1,
+            t + 2,
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool,
+                "gen_ai.tool.call.id": f"call_{k}",
+                "gen_ai.tool.call.arguments": args,
+                "gen_ai.tool.call.result": result,
+            },
+        ),
         _span(trace, chat2, agent, "chat agent-model", t + 2.1, t + 3.9, second),
     ]
 
@@ -94,7 +129,11 @@ def _oi_turn(k: int, trace: str, session: str | None, missing_answer: bool = Fal
     llm_attrs = {
         "openinference.span.kind": "LLM",
         "llm.model_name": "agent-model",
-        **{f"llm.input_messages.{i}.message.{key}": value for i, (role, text) in enumerate(said) for key, value in (("role", role), ("content", text))},
+        **{
+            f"llm.input_messages.{i}.message.{key}": value
+            for i, (role, text) in enumerate(said)
+            for key, value in (("role", role), ("content", text))
+        },
         "llm.output_messages.0.message.role": "assistant",
         "llm.output_messages.0.message.tool_calls.0.tool_call.id": f"call_{k}",
         "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": tool,
@@ -102,7 +141,13 @@ def _oi_turn(k: int, trace: str, session: str | None, missing_answer: bool = Fal
     }
     if session:
         llm_attrs["session.id"] = session
-    tool_attrs = {"openinference.span.kind": "TOOL", "tool.name": tool, "tool_call.id": f"call_{k}", "input.value": json.dumps(args), "output.value": result}
+    tool_attrs = {
+        "openinference.span.kind": "TOOL",
+        "tool.name": tool,
+        "tool_call.id": f"call_{k}",
+        "input.value": json.dumps(args),
+        "output.value": result,
+    }
     return [
         _span(trace, agent, None, "booker", t, t + 4, agent_attrs),
         _span(trace, llm, agent, "ChatCompletion", t + 0.1, t + 1, llm_attrs),
@@ -113,7 +158,9 @@ def _oi_turn(k: int, trace: str, session: str | None, missing_answer: bool = Fal
 def _otlp_file(path: Path, spans: list[dict[str, Any]], shuffle: random.Random | None) -> Path:
     if shuffle is not None:
         shuffle.shuffle(spans)
-    lines = [json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {"name": "hand"}, "spans": [s]}]}]}) for s in spans]
+    lines = [
+        json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {"name": "hand"}, "spans": [s]}]}]}) for s in spans
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -139,7 +186,15 @@ def langfuse(path: Path, shuffle: random.Random | None = None, missing: int | No
     traces = []
     for k, (user, tool, args, result, answer) in enumerate(TURNS):
         t, trace = T0 + 60 * k, f"lf-trace-{k + 1}"
-        root = {"id": f"lf-root-{k + 1}", "traceId": trace, "type": "SPAN", "name": "booker", "startTime": _iso(t), "endTime": _iso(t + 4), "input": user}
+        root = {
+            "id": f"lf-root-{k + 1}",
+            "traceId": trace,
+            "type": "SPAN",
+            "name": "booker",
+            "startTime": _iso(t),
+            "endTime": _iso(t + 4),
+            "input": user,
+        }
         if k != missing:
             root["output"] = answer
         run = {"id": f"lf-tool-{k + 1}", "traceId": trace, "parentObservationId": root["id"], "type": "TOOL", "name": tool}
@@ -155,7 +210,15 @@ def langsmith(path: Path, shuffle: random.Random | None = None, missing: int | N
     runs = []
     for k, (user, tool, args, result, answer) in enumerate(TURNS):
         t, trace = T0 + 60 * k, f"00000000-0000-4000-8000-00000000000{k + 1}"
-        root = {"id": trace, "trace_id": trace, "name": "booker", "run_type": "chain", "parent_run_id": None, "start_time": _iso(t), "end_time": _iso(t + 4)}
+        root = {
+            "id": trace,
+            "trace_id": trace,
+            "name": "booker",
+            "run_type": "chain",
+            "parent_run_id": None,
+            "start_time": _iso(t),
+            "end_time": _iso(t + 4),
+        }
         root |= {"inputs": {"question": user}, "outputs": {} if k == missing else {"output": answer}, "extra": {"metadata": {"thread_id": SESSION}}}
         run = {"id": f"00000000-0000-4000-9000-00000000000{k + 1}", "trace_id": trace, "name": tool, "run_type": "tool", "parent_run_id": trace}
         run |= {"start_time": _iso(t + 1), "end_time": _iso(t + 2), "inputs": args, "outputs": {"output": result}}
@@ -174,14 +237,25 @@ def mlflow(path: Path, shuffle: random.Random | None = None, missing: int | None
         if k != missing:
             root_attrs["mlflow.spanOutputs"] = json.dumps(answer)
         spans = [
-            {"span_id": _span_id(k, 1), "parent_span_id": None, "name": "booker", "start_time_unix_nano": int(t * 1e9), "end_time_unix_nano": int((t + 4) * 1e9), "attributes": root_attrs},
+            {
+                "span_id": _span_id(k, 1),
+                "parent_span_id": None,
+                "name": "booker",
+                "start_time_unix_nano": int(t * 1e9),
+                "end_time_unix_nano": int((t + 4) * 1e9),
+                "attributes": root_attrs,
+            },
             {
                 "span_id": _span_id(k, 2),
                 "parent_span_id": _span_id(k, 1),
                 "name": tool,
                 "start_time_unix_nano": int((t + 1) * 1e9),
                 "end_time_unix_nano": int((t + 2) * 1e9),
-                "attributes": {"mlflow.spanType": json.dumps("TOOL"), "mlflow.spanInputs": json.dumps(args), "mlflow.spanOutputs": json.dumps(result)},
+                "attributes": {
+                    "mlflow.spanType": json.dumps("TOOL"),
+                    "mlflow.spanInputs": json.dumps(args),
+                    "mlflow.spanOutputs": json.dumps(result),
+                },
             },
         ]
         docs.append({"info": {"trace_id": f"tr-{k + 1}", "trace_metadata": {"mlflow.trace.session": SESSION}}, "data": {"spans": spans}})
@@ -191,7 +265,13 @@ def mlflow(path: Path, shuffle: random.Random | None = None, missing: int | None
     return path
 
 
-BUILDERS: dict[str, Callable[..., Path]] = {"otel": otel, "openinference": openinference, "langfuse": langfuse, "langsmith": langsmith, "mlflow": mlflow}
+BUILDERS: dict[str, Callable[..., Path]] = {
+    "otel": otel,
+    "openinference": openinference,
+    "langfuse": langfuse,
+    "langsmith": langsmith,
+    "mlflow": mlflow,
+}
 SUFFIX = {"langfuse": ".json"}
 
 
@@ -282,7 +362,9 @@ def test_a_grouped_session_is_judged_per_turn(tmp_path: Path) -> None:
     (transcript,) = _read(otel(tmp_path / "s.jsonl"), "otel")
     views, absent = turn_views(transcript.resolved(), TurnOptions("all"))
     assert absent == 0
-    assert [(v.turn, v.query, v.response, [s.name for s in v.steps or ()]) for v in views] == [(k + 1, t[0], t[4], [t[1]]) for k, t in enumerate(TURNS)]
+    assert [(v.turn, v.query, v.response, [s.name for s in v.steps or ()]) for v in views] == [
+        (k + 1, t[0], t[4], [t[1]]) for k, t in enumerate(TURNS)
+    ]
     assert [v.contexts for v in views] == [(t[3],) for t in TURNS]
     assert views[0].history is None
     assert views[2].history is not None and TURNS[1][0] in views[2].history and TURNS[0][4] in views[2].history
@@ -316,7 +398,14 @@ async def test_run_per_turn_on_a_session_exports_each_turn_on_its_span(tmp_path:
         assert server.base_url
         config = write_config(tmp_path / "harness.toml", [judge("mini", server.base_url)])
         options = RunOptions(
-            input=source, out=tmp_path / "out", config=config, cache=tmp_path / "cache.sqlite", progress=False, format="otel", rubrics=["relevance"], turns="all"
+            input=source,
+            out=tmp_path / "out",
+            config=config,
+            cache=tmp_path / "cache.sqlite",
+            progress=False,
+            format="otel",
+            rubrics=["relevance"],
+            turns="all",
         )
         outcome = await asyncio.wait_for(run_evaluation(options), timeout=60)
         assert outcome.exit_code == 0, outcome.message
@@ -383,7 +472,11 @@ def test_one_trace_of_the_third_turn_reads_the_turns_its_model_call_received(tmp
     # the earlier turns name no trace (they were not traced here) and no steps; the third is the trace's
     assert [(t.trace_id, t.span_id) for t in transcript.turns] == [(None, None), (None, None), (_trace_id(2), _span_id(2, 1))]
     turns = transcript.resolved().conversation.turns()  # type: ignore[union-attr]
-    assert [(t.user, t.answer, [s.name for s in t.steps]) for t in turns] == [(TURNS[0][0], TURNS[0][4], []), (TURNS[1][0], TURNS[1][4], []), (TURNS[2][0], TURNS[2][4], ["book"])]
+    assert [(t.user, t.answer, [s.name for s in t.steps]) for t in turns] == [
+        (TURNS[0][0], TURNS[0][4], []),
+        (TURNS[1][0], TURNS[1][4], []),
+        (TURNS[2][0], TURNS[2][4], ["book"]),
+    ]
     # without sessions, the trace is the one exchange it always was
     (alone,) = _read(path, "otel", sessions="off")
     assert alone.turns is None and alone.query == TURNS[2][0]
