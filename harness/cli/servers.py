@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from .choices import SessionsChoice
 from .common import JUDGE, app, err, judge_options
 
 if TYPE_CHECKING:
@@ -64,11 +65,15 @@ def push(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out over pulled or exported traces.")],
     to: Annotated[str, typer.Option("--to", metavar="SOURCE", help="The trace server and project the traces came from (as for harness pull).")],
     input: Annotated[Path | None, typer.Option("--input", help="The run's trace file, if it has moved since the run.")] = None,
+    sessions: Annotated[
+        SessionsChoice,
+        typer.Option("--sessions", help="As the run read its input: on (sessions are conversations) or off (one transcript per trace)."),
+    ] = SessionsChoice.on,
 ) -> None:
     """Write a run's verdicts back onto the traces and spans they judged; a second write adds nothing."""
     from ..servers.operations import push as push_run
 
-    result = asyncio.run(push_run(run_dir, to, input))
+    result = asyncio.run(push_run(run_dir, to, input, sessions=sessions.value))
     err.print(f"[green]{escape(_pushed(result))}[/] ({result.requests:,} requests, {result.seconds:.1f} s)", highlight=False, soft_wrap=True)
 
 

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import OutputError
 from .base import PulledTrace, TraceServer, Window
@@ -28,6 +29,9 @@ from .http import ServerClient
 from .registry import server_for
 from .source import Source, parse_source
 from .verdicts import read_verdicts
+
+if TYPE_CHECKING:
+    from ..traces.sessions import Sessions
 
 
 @asynccontextmanager
@@ -107,9 +111,11 @@ class PushResult:
     requests: int = 0
 
 
-async def push_with(server: TraceServer, run_dir: Path, input: Path | None = None, input_format: str = "auto") -> PushResult:
+async def push_with(
+    server: TraceServer, run_dir: Path, input: Path | None = None, input_format: str = "auto", sessions: Sessions = "on"
+) -> PushResult:
     started = time.perf_counter()
-    found = read_verdicts(run_dir, input, input_format)
+    found = read_verdicts(run_dir, input, input_format, sessions)
     result = PushResult(server=server.source.url, verdict_name=server.verdict_name, left_out=found.left_out)
     existing = await server.existing(found.verdicts)
     changed = [v for v in found.verdicts if (old := existing.get(v.key)) is None or old.fingerprint != server.fingerprint(v)]
@@ -123,6 +129,6 @@ async def push_with(server: TraceServer, run_dir: Path, input: Path | None = Non
     return result
 
 
-async def push(run_dir: Path, to: Source | str, input: Path | None = None, input_format: str = "auto") -> PushResult:
+async def push(run_dir: Path, to: Source | str, input: Path | None = None, input_format: str = "auto", sessions: Sessions = "on") -> PushResult:
     async with connect(to) as server:
-        return await push_with(server, run_dir, input, input_format)
+        return await push_with(server, run_dir, input, input_format, sessions)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cache.base import CacheStore
 from ..cache.location import open_store
@@ -35,6 +35,9 @@ from .base import PulledTrace, Window
 from .operations import PullResult, PushResult, connect, pull_into, push_with
 from .source import Source, parse_source
 from .verdicts import Link, links
+
+if TYPE_CHECKING:
+    from ..traces.sessions import Sessions
 
 #: Judgments whose reason says the judge was never asked: their transcript is not handled yet.
 NOT_DONE = frozenset({"budget_exhausted", "interrupted", "cache_miss"})
@@ -227,7 +230,8 @@ async def _pass(
         kept = [t for t in pulled.traces if t.documents]
         unhandled_traces: set[str] = set()
         if kept:
-            transcript_links = links(traces_file, server.format)
+            sessions: Sessions = "off" if options.run.sessions == "off" else "on"
+            transcript_links = links(traces_file, server.format, sessions)
             order = list(transcript_links)
             run_options = replace(options.run, input=traces_file, out=pass_dir / "run", format=server.format, on_bad_record="skip")
             limit = _budget_limit(run_options, len(order))
@@ -244,7 +248,7 @@ async def _pass(
                 unhandled_traces = {trace for t in not_done if t in transcript_links for trace in traces_of(transcript_links[t])}
                 result.judged_traces = len({trace for t in order[:limit] for trace in traces_of(transcript_links[t])} - unhandled_traces)
                 with contextlib.suppress(UserInputError):  # a run with no verdict to write (none scored)
-                    result.pushed = await push_with(server, run_options.out)  # type: ignore[arg-type]
+                    result.pushed = await push_with(server, run_options.out, sessions=sessions)  # type: ignore[arg-type]
     if not kept:  # a pass that found nothing new leaves no directory behind (cron runs it often)
         traces_file.unlink(missing_ok=True)
         with contextlib.suppress(OSError):

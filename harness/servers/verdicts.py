@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
 from ..traces.reader import iter_records, resolve_format
+from ..traces.sessions import Sessions
 
 #: the namespace of verdict keys (uuid5): fixed forever, or every written verdict would be written again
 NAMESPACE = uuid.UUID("5f0c1d2e-8a47-4c4e-9f67-3e1f1b6a9c21")
@@ -125,10 +126,11 @@ class RunVerdicts:
         self.left_out[why] = self.left_out.get(why, 0) + 1
 
 
-def links(path: Path, fmt: str = "auto") -> dict[str, Link]:
-    """``transcript id -> Link`` of the transcripts a trace file holds (read by its reader)."""
+def links(path: Path, fmt: str = "auto", sessions: Sessions = "on") -> dict[str, Link]:
+    """``transcript id -> Link`` of the transcripts a trace file holds (read by its reader, its
+    sessions as conversations or not, as the run read them)."""
     out: dict[str, Link] = {}
-    for _, text, error in iter_records(path, resolve_format(path, fmt)) if fmt != "jsonl" else ():
+    for _, text, error in iter_records(path, resolve_format(path, fmt), sessions) if fmt != "jsonl" else ():
         if error is not None:
             continue
         record = json.loads(text)
@@ -160,13 +162,13 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def read_verdicts(run_dir: Path, input: Path | None = None, input_format: str = "auto") -> RunVerdicts:
+def read_verdicts(run_dir: Path, input: Path | None = None, input_format: str = "auto", sessions: Sessions = "on") -> RunVerdicts:
     """The verdicts of the run in ``run_dir``; ``input`` is its trace file when it has moved."""
     summary = run_summary(run_dir)
     source = input or (Path(summary["input"]) if summary.get("input") else None)
     if source is None or not source.is_file():
         raise UserInputError(f"{run_dir}: the run's input {source} is not there; give it with --input")
-    transcript_links = links(source, input_format)
+    transcript_links = links(source, input_format, sessions)
     if not transcript_links:
         raise UserInputError(f"{source}: no transcript names its trace (write back needs a run over pulled or exported traces)")
     models = summary.get("judge_models") or {}
