@@ -17,7 +17,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from harness.cli import COMMAND_MODULES, app
-from harness.cli.choices import AlignCandidate, ExportFormat, GateOn, InputFormat, OnBadRecord, ProbeKind
+from harness.cli.choices import AlignCandidate, ExportFormat, GateOn, InputFormat, OnBadRecord, ProbeKind, SessionsChoice
 from harness.cli.common import ALL_JUDGE_FLAGS, JUDGE_OPTIONS, HarnessGroup, judge_options
 from harness.errors import BudgetExceeded, CacheError, UserInputError
 from harness.exit_codes import EXIT_BUDGET, EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_USER_ERROR
@@ -94,6 +94,7 @@ def test_choices_mirror_the_library() -> None:
     from harness.suites.probe import PROBES
     from harness.traces import FORMATS
     from harness.traces.export import EXPORT_FORMATS
+    from harness.traces.sessions import SESSIONS
 
     assert [f.value for f in InputFormat] == list(FORMATS)
     assert [f.value for f in ExportFormat] == list(EXPORT_FORMATS)
@@ -101,6 +102,7 @@ def test_choices_mirror_the_library() -> None:
     assert [f.value for f in GateOn] == list(get_args(LibraryGateOn))
     assert [f.value for f in OnBadRecord] == list(get_args(get_type_hints(RunOptions)["on_bad_record"]))
     assert [f.value for f in AlignCandidate] == list(CANDIDATES)
+    assert [f.value for f in SessionsChoice] == list(SESSIONS)
 
 
 @pytest.mark.parametrize("name", ["run", "clmpi", "simulation", "pairwise", "probe", "align"])

@@ -373,16 +373,16 @@ async def test_run_per_turn_scores_each_turn_and_the_conversation_by_the_named_r
     cell = data.outcomes[("relevance", "j")]
     assert cell["booking"].score == pytest.approx((0.2 + 0.6 + 0.9) / 3) and set(cell) == {"booking", "chat-4", "plain"}
 
-    # report and explain show a conversation as a chat (tests/test_view.py drives the pages); export refuses
-    from harness.errors import UserInputError
+    # report and explain show a conversation as a chat (tests/test_view.py drives the pages)
     from harness.report import build_report
     from harness.report.explain import explain
     from harness.traces.export import export_run
 
     assert build_report(out.out).path.is_file()
     assert "  relevance · judge j: 0.566667  = mean of turn 1 0.2, turn 2 0.6, turn 3 0.9" in explain(out.out, "booking")
-    with pytest.raises(UserInputError, match="harness export does not show a run judged per turn yet"):
-        export_run(out.out, "csv")
+    # export writes each turn's judgment (on its turn's span when the input came from traces: tests/traces/test_sessions.py)
+    exported = export_run(out.out, "csv")
+    assert exported.judgments == len(out.judgments) == 8
 
     # replayed offline: not one request more, the same rows
     sent = len(chat_requests(server))

@@ -20,6 +20,13 @@ class InputFormat(StrEnum):
     mlflow = "mlflow"
 
 
+class SessionsChoice(StrEnum):
+    """harness.traces.sessions.SESSIONS"""
+
+    on = "on"
+    off = "off"
+
+
 class ExportFormat(StrEnum):
     """harness.traces.export.EXPORT_FORMATS"""
 

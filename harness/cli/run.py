@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from .choices import ExportFormat, InputFormat, OnBadRecord
+from .choices import ExportFormat, InputFormat, OnBadRecord, SessionsChoice
 from .common import JUDGE, AsJsonOpt, app, err, judge_options, make_console, turn_options, write_report
 
 if TYPE_CHECKING:
@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 
 _FORMATS = ", ".join(f.value for f in InputFormat)
 FormatOpt = Annotated[InputFormat, typer.Option("--format", metavar="FORMAT", help=f"Input format: {_FORMATS} (auto decides by content).")]
+SessionsOpt = Annotated[
+    SessionsChoice,
+    typer.Option(
+        "--sessions", help="on: a trace file's sessions (and agent runs sharing a trace) are one conversation each; off: one transcript per trace."
+    ),
+]
 
 
 @app.command(rich_help_panel=JUDGE)
@@ -30,6 +36,7 @@ def run(
     judge: JudgeOptions,
     turns: TurnFlags,
     format: FormatOpt = InputFormat.auto,
+    sessions: SessionsOpt = SessionsChoice.on,
     rubric: Annotated[
         list[str] | None,
         typer.Option(
@@ -82,6 +89,7 @@ def run(
         progress=progress and err.is_terminal,
         max_cost=max_cost,
         format=format.value,
+        sessions=sessions.value,
         shard=shard,
         jury_labels=jury_labels,
         agent_only=agent_only,
@@ -113,6 +121,7 @@ def estimate(
     judge: JudgeOptions,
     turns: TurnFlags,
     format: FormatOpt = InputFormat.auto,
+    sessions: SessionsOpt = SessionsChoice.on,
     rubric: Annotated[list[str] | None, typer.Option("--rubric", help="Rubric to estimate (repeatable).")] = None,
     prompts: Annotated[list[Path] | None, typer.Option("--prompts", help="Extra directory of rubric files (repeatable).")] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N transcripts.")] = None,
@@ -132,6 +141,7 @@ def estimate(
         prompts=prompts or [],
         limit=limit,
         format=format.value,
+        sessions=sessions.value,
         batch=batch,
         **turns.as_options(),
     )
@@ -156,11 +166,12 @@ def import_(
     on_bad_record: Annotated[
         OnBadRecord, typer.Option(help="fail: stop at the first trace with no query or response; skip: import the rest and list them.")
     ] = OnBadRecord.fail,
+    sessions: SessionsOpt = SessionsChoice.on,
 ) -> None:
     """Turn a trace file into transcripts JSONL that you can check or edit before judging it."""
     from ..traces.importer import import_traces
 
-    result = import_traces(traces, out, format.value, "skip" if on_bad_record is OnBadRecord.skip else "fail")
+    result = import_traces(traces, out, format.value, "skip" if on_bad_record is OnBadRecord.skip else "fail", sessions.value)
     for problem in result.bad:
         err.print(f"[yellow]skipped:[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
     err.print(
@@ -183,11 +194,15 @@ def export(
     input_format: Annotated[
         InputFormat, typer.Option("--input-format", metavar="FORMAT", help=f"Format of the run's input: {_FORMATS}.")
     ] = InputFormat.auto,
+    sessions: Annotated[
+        SessionsChoice,
+        typer.Option("--sessions", help="As the run read its input: on (sessions are conversations) or off (one transcript per trace)."),
+    ] = SessionsChoice.on,
 ) -> None:
     """Write a run's verdicts beside the traces they judged, as OTel evaluation events, CSV or Parquet."""
     from ..traces.export import export_run
 
-    result = export_run(run_dir, format.value, out, input, input_format.value)
+    result = export_run(run_dir, format.value, out, input, input_format.value, sessions.value)
     err.print(
         f"[green]wrote {escape(str(result.path))}[/] ({result.judgments:,} judgments, {result.linked:,} linked to their trace and span"
         + (f"; {result.agent_metrics:,} agent metrics" if result.agent_metrics else "")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from .choices import SessionsChoice
 from .common import JUDGE, app, err, judge_options
 
 if TYPE_CHECKING:
@@ -40,6 +41,9 @@ def pull(
     out: Annotated[Path, typer.Option("--out", "-o", help="The trace file to write (the server's export format; harness run reads it).")],
     since: Annotated[str | None, typer.Option(help="Traces that started since: a duration back (90s, 30m, 1h, 2d) or an ISO 8601 time.")] = None,
     until: Annotated[str | None, typer.Option(help="... and before: a duration back or an ISO 8601 time (default now).")] = None,
+    session: Annotated[
+        list[str] | None, typer.Option("--session", help="Only the traces of this session (conversation) id, in the window (repeatable).")
+    ] = None,
 ) -> None:
     """Pull the traces of a project on a trace server, by time window, into a file to judge."""
     from ..servers.base import Window, parse_when
@@ -47,9 +51,9 @@ def pull(
 
     now = time.time()
     window = Window(parse_when(since, now, "--since"), parse_when(until, now, "--until"))
-    result = asyncio.run(pull_traces(source, window, out))
+    result = asyncio.run(pull_traces(source, window, out, session or ()))
     err.print(
-        f"[green]wrote {escape(str(out))}[/] ({len(result.traces):,} traces, --format {result.format}, "
+        f"[green]wrote {escape(str(out))}[/] ({len(result.traces) - result.passed_over:,} traces, --format {result.format}, "
         f"{result.requests:,} requests, {result.seconds:.1f} s)",
         highlight=False,
         soft_wrap=True,
@@ -61,11 +65,15 @@ def push(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by harness run --out over pulled or exported traces.")],
     to: Annotated[str, typer.Option("--to", metavar="SOURCE", help="The trace server and project the traces came from (as for harness pull).")],
     input: Annotated[Path | None, typer.Option("--input", help="The run's trace file, if it has moved since the run.")] = None,
+    sessions: Annotated[
+        SessionsChoice,
+        typer.Option("--sessions", help="As the run read its input: on (sessions are conversations) or off (one transcript per trace)."),
+    ] = SessionsChoice.on,
 ) -> None:
     """Write a run's verdicts back onto the traces and spans they judged; a second write adds nothing."""
     from ..servers.operations import push as push_run
 
-    result = asyncio.run(push_run(run_dir, to, input))
+    result = asyncio.run(push_run(run_dir, to, input, sessions=sessions.value))
     err.print(f"[green]{escape(_pushed(result))}[/] ({result.requests:,} requests, {result.seconds:.1f} s)", highlight=False, soft_wrap=True)
 
 

@@ -233,6 +233,10 @@ def scan_transcript(transcript: Transcript) -> list[Finding]:
         # the resolved query and response are scanned above; the messages hold the earlier turns
         if text and text not in (resolved.query, resolved.response):
             fields.append(("message", text, {"item": i, "turn": max(turn, 0)}, message.role == "assistant"))
+    for i, given in enumerate(transcript.turns or ()):  # a conversation given as turns (a session of traces)
+        for said, answer in ((given.user, False), (given.answer, True)):
+            if said and said not in (resolved.query, resolved.response):
+                fields.append(("message", said, {"item": i, "turn": i}, answer))
     found: list[Finding] = []
     for name, text, where, whole in fields:
         seen: set[tuple[str, int]] = set()

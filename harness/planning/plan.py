@@ -33,6 +33,7 @@ from .turns import TurnOptions, parse_turns
 
 if TYPE_CHECKING:
     from ..traces.loader import ScanResult
+    from ..traces.sessions import Sessions
 
 CacheMode = Literal["read-write", "refresh", "off", "offline"]
 
@@ -53,6 +54,9 @@ class RunOptions(JudgeOptions):
     max_cost: float | None = None
     #: input format: auto (by content), jsonl, or a trace format (harness.traces)
     format: str = "auto"
+    #: "on": a trace file's sessions are read as conversations; "off": one transcript per trace
+    #: (``traces.sessions``)
+    sessions: str = "on"
     #: priced at the providers' batch rates (``harness batch``, ``estimate --batch``)
     batch: bool = False
     #: "i/n": judge only the i-th of n deterministic slices of the transcripts (see ``planning.shard``)
@@ -115,6 +119,8 @@ class RunPlan:
     turns: TurnOptions | None = None
     #: judges nothing (``RunOptions.agent_only``): no judge, no rubric, no cache
     agent_only: bool = False
+    #: a trace file's sessions read as conversations (``traces.sessions``), or one transcript per trace
+    sessions: Sessions = "on"
 
     def scan(self, *, detect: bool = False) -> tuple[ScanResult, list[Rubric], frozenset[str]]:
         """Validate the input before any judge is called and choose the rubrics: the scan, the
@@ -123,11 +129,13 @@ class RunPlan:
         ``detect``: scan the judged inputs for judge-directed text too (``injection.detect``)."""
         from ..traces.loader import required_inputs, scan, scan_required
 
-        scanned = scan(self.input, self.on_bad_record, self.limit, self.format, detect=detect)
+        scanned = scan(self.input, self.on_bad_record, self.limit, self.format, detect=detect, sessions=self.sessions)
         rubrics = self.select_rubrics(scanned.inputs_seen)
         require = required_inputs(r.inputs for r in rubrics)
         readers = {name: next(r.name for r in rubrics if name in r.inputs) for name in require}
-        checked = scan_required(self.input, scanned, require, readers, self.on_bad_record, self.limit, self.format, detect=detect)
+        checked = scan_required(
+            self.input, scanned, require, readers, self.on_bad_record, self.limit, self.format, detect=detect, sessions=self.sessions
+        )
         # (a rescan that passed over records keeps the first scan's inputs, so every later choice
         # of rubrics from them, the estimate's, is this one)
         checked.inputs_seen = scanned.inputs_seen
@@ -345,6 +353,7 @@ def build_plan(options: RunOptions, *, require_keys: bool = True) -> RunPlan:
         on_bad_record=options.on_bad_record,
         max_cost=options.max_cost,
         format=_check_format(options.format),
+        sessions=_check_sessions(options.sessions),
         cache_lease_s=config.cache_lease_s,
         shard=shard,
         price_table=user_prices,
@@ -385,6 +394,7 @@ def _agent_only_plan(options: RunOptions, config: HarnessConfig, source: str) ->
         limit=options.limit,
         on_bad_record=options.on_bad_record,
         format=_check_format(options.format),
+        sessions=_check_sessions(options.sessions),
         shard=parse_shard(options.shard) if options.shard is not None else None,
         trajectory=TrajectorySettings(config.trajectory.mode, config.trajectory.arguments, config.trajectory.default),
         source=source,
@@ -415,6 +425,14 @@ def _juries(config: HarnessConfig, options: RunOptions, judges: list[str], sourc
                         "(a sequential jury leaves members unasked; give it judges of its own)"
                     )
     return juries
+
+
+def _check_sessions(value: str) -> Sessions:
+    from ..traces.sessions import SESSIONS
+
+    if value not in SESSIONS:
+        raise ConfigError(f"--sessions must be one of {', '.join(SESSIONS)}")
+    return value  # type: ignore[return-value]
 
 
 def _check_format(fmt: str) -> str:

@@ -194,6 +194,6 @@ def inputs_of(transcript: Transcript) -> frozenset[str]:
     """``present_inputs(transcript.resolved())``, without resolving when no input needs it (the
     validating scan asks it of every record): a record with no ``messages``, no ``spans`` and no
     ``tool_calls`` list holds each input under the attribute its resolved form has it."""
-    if transcript.messages is not None or transcript.spans or isinstance(transcript.tool_calls, list):
+    if transcript.messages is not None or transcript.turns is not None or transcript.spans or isinstance(transcript.tool_calls, list):
         return present_inputs(transcript.resolved())
     return present_inputs(transcript)

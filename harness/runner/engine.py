@@ -188,11 +188,11 @@ class Runner:
         reading = self._reading
         records: Iterable[tuple[int, Transcript | Resolved]]
         if reading is None:
-            records = iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format, self._require)
+            records = iter_transcripts(self.plan.input, self.plan.on_bad_record, self.plan.format, self._require, sessions=self.plan.sessions)
         else:
             # No scan before (agent-only): each record is validated once, straight into the
             # transcript resolved (``transcripts.fast``), and no rubric input is worked out.
-            records = iter_resolved_for_agent(self.plan.input, self.plan.on_bad_record, reading.bad, self.plan.format)
+            records = iter_resolved_for_agent(self.plan.input, self.plan.on_bad_record, reading.bad, self.plan.format, sessions=self.plan.sessions)
             if self.plan.limit is not None:
                 records = itertools.islice(records, self.plan.limit)  # reads no record past the limit, as the scan
         for count, (_, record) in enumerate(records):

@@ -254,7 +254,7 @@ def estimate_scanned(plan: RunPlan, scanned: ScanResult) -> Estimate:
     suspected = {tid: "" for tid in scanned.findings} if plan.injection == "unscored" else None
     # (records lacking what a chosen rubric requires were refused or passed over by the scan: ``RunPlan.scan``)
     require = required_inputs(r.inputs for r in plan.select_rubrics(scanned.inputs_seen))
-    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format, require))
+    records = (record for _, record in iter_transcripts(plan.input, plan.on_bad_record, plan.format, require, sessions=plan.sessions))
     if plan.limit is not None:
         records = (r for r, _ in zip(records, range(plan.limit), strict=False))
     shard = plan.shard

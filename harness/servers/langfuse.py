@@ -14,7 +14,9 @@ score per verdict: ``id`` the verdict's key (Langfuse upserts a score on its id 
 ``traceId``, ``observationId`` the judged observation, ``name`` the rubric, a NUMERIC value (or a
 CATEGORICAL label), ``comment`` the judge's reply, ``metadata``. The project's scores of those
 traces are read first (``GET /api/public/v3/scores``): an unchanged one is not sent, a changed one
-is sent with its first timestamp, so it replaces itself.
+is sent with its first timestamp, so it replaces itself. A conversation's verdict of a session
+(``Verdict.conversation``) is a session score: ``sessionId`` instead of ``traceId``, read back
+by ``sessionId``.
 """
 
 from __future__ import annotations
@@ -85,13 +87,15 @@ class Langfuse(TraceServer):
 
     async def existing(self, verdicts: Sequence[Verdict]) -> dict[str, Existing]:
         keys = {v.key for v in verdicts}
-        traces = sorted({v.trace_id for v in verdicts})
+        traces = sorted({v.trace_id for v in verdicts if _session_of(v) is None})
         found: dict[str, Existing] = {}
-        for first in range(0, len(traces), _TRACES_PER_SCORE_QUERY):
+        queries = [{"traceId": ",".join(traces[first : first + _TRACES_PER_SCORE_QUERY])} for first in range(0, len(traces), _TRACES_PER_SCORE_QUERY)]
+        sessions = sorted({v.session for v in verdicts if v.session is not None and _session_of(v) is not None})
+        queries += [{"sessionId": session} for session in sessions]
+        for query in queries:
             cursor = None
             while True:
-                params = {"traceId": ",".join(traces[first : first + _TRACES_PER_SCORE_QUERY]), "fields": "details", "limit": 100, "cursor": cursor}
-                page = await self.http.get("/api/public/v3/scores", params) or {}
+                page = await self.http.get("/api/public/v3/scores", {**query, "fields": "details", "limit": 100, "cursor": cursor}) or {}
                 for score in page.get("data") or []:
                     if score.get("id") in keys:
                         meta = score.get("metadata") or {}
@@ -110,17 +114,23 @@ class Langfuse(TraceServer):
                 raise ServerRefused(f"langfuse at {self.source.base_url}: {answer['rejected']} score(s) rejected: {errors or 'no detail'}")
 
 
+def _session_of(verdict: Verdict) -> str | None:
+    """The session a conversation's verdict is a score of (None: a trace's score)."""
+    return verdict.session if verdict.conversation else None
+
+
 def score(verdict: Verdict, old: Existing | None) -> dict[str, Any]:
+    session = _session_of(verdict)
     body: dict[str, Any] = {
         "id": verdict.key,
-        "traceId": verdict.trace_id,
+        **({"sessionId": session} if session is not None else {"traceId": verdict.trace_id}),
         "name": verdict.rubric,
         "value": verdict.score if verdict.score is not None else verdict.label,
         "dataType": "NUMERIC" if verdict.score is not None else "CATEGORICAL",
         "metadata": verdict.metadata(),
         "environment": SOURCE,
     }
-    if verdict.span_id:
+    if verdict.span_id and session is None:
         body["observationId"] = verdict.span_id
     if verdict.reason is not None:
         body["comment"] = verdict.reason

@@ -5,17 +5,23 @@ reads (one JSON document a line, oldest trace first), so ``harness run FILE`` ju
 an exported file, and the run's input names where each transcript came from. :func:`push` writes a
 run's verdicts back to the server, each on the trace and span it judged; verdicts already there
 with the same key and fingerprint are left alone, so writing the same run twice adds nothing.
+
+``pull(..., sessions=[ID])`` keeps only the traces of those sessions (the session id read as the
+trace's reader reads it, ``traces.sessions``), so one conversation can be pulled whole: the window
+is still what is listed, so give it a ``--since`` that reaches the session's first trace.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import OutputError
 from .base import PulledTrace, TraceServer, Window
@@ -23,6 +29,9 @@ from .http import ServerClient
 from .registry import server_for
 from .source import Source, parse_source
 from .verdicts import read_verdicts
+
+if TYPE_CHECKING:
+    from ..traces.sessions import Sessions
 
 
 @asynccontextmanager
@@ -73,9 +82,20 @@ async def pull_into(server: TraceServer, window: Window, out: Path, keep: Callab
     return result
 
 
-async def pull(source: Source | str, window: Window, out: Path) -> PullResult:
+async def pull(source: Source | str, window: Window, out: Path, sessions: Collection[str] = ()) -> PullResult:
     async with connect(source) as server:
-        return await pull_into(server, window, out)
+        keep = (lambda trace: bool(trace_sessions(trace, server.format) & set(sessions))) if sessions else None
+        return await pull_into(server, window, out, keep)
+
+
+def trace_sessions(trace: PulledTrace, fmt: str) -> set[str]:
+    """The session ids the transcripts of a pulled ``trace`` carry, read by its format's reader."""
+    from ..traces.reader import extracted
+
+    with tempfile.TemporaryDirectory(prefix="harness-pull-") as directory:
+        path = Path(directory) / "trace.jsonl"
+        path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in trace.documents), encoding="utf-8")
+        return {item.session for item in extracted(path, fmt, "off") if item.session is not None}
 
 
 @dataclass(slots=True)
@@ -91,9 +111,11 @@ class PushResult:
     requests: int = 0
 
 
-async def push_with(server: TraceServer, run_dir: Path, input: Path | None = None, input_format: str = "auto") -> PushResult:
+async def push_with(
+    server: TraceServer, run_dir: Path, input: Path | None = None, input_format: str = "auto", sessions: Sessions = "on"
+) -> PushResult:
     started = time.perf_counter()
-    found = read_verdicts(run_dir, input, input_format)
+    found = read_verdicts(run_dir, input, input_format, sessions)
     result = PushResult(server=server.source.url, verdict_name=server.verdict_name, left_out=found.left_out)
     existing = await server.existing(found.verdicts)
     changed = [v for v in found.verdicts if (old := existing.get(v.key)) is None or old.fingerprint != server.fingerprint(v)]
@@ -107,6 +129,6 @@ async def push_with(server: TraceServer, run_dir: Path, input: Path | None = Non
     return result
 
 
-async def push(run_dir: Path, to: Source | str, input: Path | None = None, input_format: str = "auto") -> PushResult:
+async def push(run_dir: Path, to: Source | str, input: Path | None = None, input_format: str = "auto", sessions: Sessions = "on") -> PushResult:
     async with connect(to) as server:
-        return await push_with(server, run_dir, input, input_format)
+        return await push_with(server, run_dir, input, input_format, sessions)

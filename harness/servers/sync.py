@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cache.base import CacheStore
 from ..cache.location import open_store
@@ -34,10 +34,18 @@ from ..rows import iter_judgment_rows, judgments_path
 from .base import PulledTrace, Window
 from .operations import PullResult, PushResult, connect, pull_into, push_with
 from .source import Source, parse_source
-from .verdicts import links
+from .verdicts import Link, links
+
+if TYPE_CHECKING:
+    from ..traces.sessions import Sessions
 
 #: Judgments whose reason says the judge was never asked: their transcript is not handled yet.
 NOT_DONE = frozenset({"budget_exhausted", "interrupted", "cache_miss"})
+
+
+def traces_of(link: Link) -> list[str]:
+    """The traces a transcript was read from: a conversation's every turn's (a session's traces)."""
+    return [turn.trace_id for turn in link.turns if turn is not None] or [link.trace_id]
 
 
 def sampled(trace_id: str, fraction: float, seed: int) -> bool:
@@ -218,24 +226,25 @@ async def _pass(
         kept = [t for t in pulled.traces if t.documents]
         unhandled_traces: set[str] = set()
         if kept:
-            transcript_links = links(traces_file, server.format)
+            sessions: Sessions = "off" if options.run.sessions == "off" else "on"
+            transcript_links = links(traces_file, server.format, sessions)
             order = list(transcript_links)
             run_options = replace(options.run, input=traces_file, out=pass_dir / "run", format=server.format, on_bad_record="skip")
             limit = _budget_limit(run_options, len(order))
             if limit < len(order):
                 result.notes.append(f"--max-cost affords {limit} of {len(order)} transcripts this pass; the rest wait for the next")
             if limit == 0:
-                unhandled_traces = {transcript_links[t].trace_id for t in order}
+                unhandled_traces = {trace for t in order for trace in traces_of(transcript_links[t])}
                 result.exit_code = EXIT_BUDGET
                 result.run_message = f"--max-cost ${run_options.max_cost:g} affords none of the {len(order)} new transcripts: nothing was judged"
             else:
                 outcome = await run(replace(run_options, limit=limit))
                 result.exit_code, result.run_message = outcome.exit_code, outcome.message
                 not_done = _unhandled(run_options.out) | set(order[limit:])  # type: ignore[arg-type]
-                unhandled_traces = {transcript_links[t].trace_id for t in not_done if t in transcript_links}
-                result.judged_traces = len({transcript_links[t].trace_id for t in order[:limit]} - unhandled_traces)
+                unhandled_traces = {trace for t in not_done if t in transcript_links for trace in traces_of(transcript_links[t])}
+                result.judged_traces = len({trace for t in order[:limit] for trace in traces_of(transcript_links[t])} - unhandled_traces)
                 with contextlib.suppress(UserInputError):  # a run with no verdict to write (none scored)
-                    result.pushed = await push_with(server, run_options.out)  # type: ignore[arg-type]
+                    result.pushed = await push_with(server, run_options.out, sessions=sessions)  # type: ignore[arg-type]
     if not kept:  # a pass that found nothing new leaves no directory behind (cron runs it often)
         traces_file.unlink(missing_ok=True)
         with contextlib.suppress(OSError):

@@ -22,6 +22,12 @@ and ``gen_ai.tool.call.id`` (the GenAI conventions' tool span). The created span
 OTLP JSON traces beside the events (``*.spans.otlp.jsonl``); their ids are derived from the
 transcript's span and the step, so a second export makes the same spans, and a trace holding them
 reads back to the same steps (each is the run of its call: same id, name, arguments and failure).
+
+A conversation read from traces (a session, ``traces.sessions``) keeps each turn's trace and span:
+a run judged per turn (``--turns``) puts each turn's judgment on its turn's span, with
+``harness.turn``; a judgment of the whole conversation goes on the first turn's span (the root of
+the session's first trace). Both carry ``gen_ai.conversation.id`` when the conversation is a
+session. CSV and Parquet rows take the turn's trace and span ids.
 """
 
 from __future__ import annotations
@@ -33,14 +39,16 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..agent.steps import Step
 from ..errors import UserInputError
 from ..rows import iter_judgment_rows, iter_result_rows, judgments_path, results_path
+from ..transcripts.models import Transcript
 from .loader import iter_transcripts
+from .sessions import Sessions
 
 EXPORT_FORMATS = ("otel", "csv", "parquet")
 EVENT_NAME = "gen_ai.evaluation.result"
@@ -101,6 +109,10 @@ class TraceLink:
     steps: tuple[Step, ...] = ()
     #: the end of the transcript's last span: when a created step span of unknown time is put
     last_end_s: float | None = None
+    #: a conversation's turns: each turn's (trace id, span id), when known (``Transcript.turns``)
+    turns: tuple[tuple[str, str] | None, ...] = ()
+    #: the session the conversation is (its ``metadata.session_id``)
+    session: str | None = None
 
     @property
     def ids(self) -> tuple[str, str] | None:
@@ -132,20 +144,52 @@ def _run_input(run_dir: Path, given: Path | None) -> Path | None:
     return Path(recorded) if recorded else None
 
 
-def trace_links(input_path: Path | None, input_format: str) -> dict[str, TraceLink]:
+def trace_links(input_path: Path | None, input_format: str, sessions: Sessions = "on") -> dict[str, TraceLink]:
     """``transcript id -> TraceLink`` for every transcript of the run's input (its trace ids when
     it was read from a trace)."""
     if input_path is None or not input_path.is_file():
         return {}
     links = {}
-    for _, record in iter_transcripts(input_path, on_bad="skip", format=input_format):
+    for _, record in iter_transcripts(input_path, on_bad="skip", format=input_format, sessions=sessions):
         meta = record.metadata or {}
         trace_id, span_id = meta.get("trace_id"), meta.get("span_id")
         linked = isinstance(trace_id, str) and isinstance(span_id, str)
         steps = record.resolved().steps or ()
         last = max((span.end_s for span in record.spans or ()), default=None)
-        links[record.id] = TraceLink(trace_id if linked else None, span_id if linked else None, steps, last)
+        link = TraceLink(trace_id if linked else None, span_id if linked else None, steps, last)
+        links[record.id] = _conversation_link(link, record) if record.turns is not None else link
     return links
+
+
+def _conversation_link(link: TraceLink, record: Transcript) -> TraceLink:
+    """``link`` of a conversation given as turns: each turn's trace and span, and, when the
+    transcript names no span of its own, the first turn's (where its whole judgments go)."""
+    turns = tuple((t.trace_id, t.span_id) if t.trace_id is not None and t.span_id is not None else None for t in record.turns or ())
+    session = (record.metadata or {}).get("session_id")
+    trace_id, span_id = link.trace_id, link.span_id
+    traced = [t for t in turns if t is not None]
+    if link.ids is None and traced:
+        trace_id, span_id = traced[0]
+    return replace(link, trace_id=trace_id, span_id=span_id, turns=turns, session=session if isinstance(session, str) else None)
+
+
+def _judged_span(row: dict[str, Any], link: TraceLink) -> tuple[str, str] | None:
+    """Where a judgment or metric goes: its turn's span when it judged one turn of a conversation
+    whose turns name their spans, else the transcript's."""
+    turn = row.get("turn")
+    if isinstance(turn, int) and 1 <= turn <= len(link.turns):
+        return link.turns[turn - 1]  # None: a turn no trace recorded (traces.history) is exported unlinked
+    return link.ids
+
+
+def _conversation_attributes(row: dict[str, Any], link: TraceLink | None) -> list[dict[str, Any]]:
+    """The attributes saying which turn of which session an event is about (none for others)."""
+    out = []
+    if isinstance(row.get("turn"), int) and row.get("kind", JUDGMENT) == JUDGMENT:
+        out.append(_attr("harness.turn", row["turn"]))
+    if link is not None and link.session is not None:
+        out.append(_attr("gen_ai.conversation.id", link.session))
+    return out
 
 
 def _judgments(run_dir: Path) -> Iterator[dict[str, Any]]:
@@ -335,7 +379,7 @@ class _Placer:
         if link is None:
             return None, None
         if row.get("kind") != STEP_FINDING:
-            return link.ids, None
+            return _judged_span(row, link), None
         index = row["step"]
         step = link.steps[index] if 0 <= index < len(link.steps) else None
         if link.trace_id is None or step is None:  # no trace, or the input no longer holds the step
@@ -356,7 +400,9 @@ def write_otel(rows: Iterator[dict[str, Any]], links: Mapping[str, TraceLink], o
     with out.open("w", encoding="utf-8") as fh:
         for row in rows:
             link, step = placer.place(row, now_ns)
-            batch.append(evaluation_record(row, link, now_ns, step))
+            record = evaluation_record(row, link, now_ns, step)
+            record["attributes"] += _conversation_attributes(row, links.get(row["transcript_id"]))
+            batch.append(record)
             tally.add(row.get("kind", JUDGMENT), link is not None)
             if len(batch) >= _BATCH:
                 fh.write(_request(batch) + "\n")
@@ -378,7 +424,7 @@ def write_otel(rows: Iterator[dict[str, Any]], links: Mapping[str, TraceLink], o
 def _table_rows(rows: Iterator[dict[str, Any]], links: Mapping[str, TraceLink]) -> Iterator[dict[str, Any]]:
     for row in rows:
         link = links.get(row["transcript_id"])
-        trace_id, span_id = (link.ids if link is not None else None) or (None, None)
+        trace_id, span_id = (_judged_span(row, link) if link is not None else None) or (None, None)
         yield {**{c: row.get(c) for c in COLUMNS}, "trace_id": trace_id, "span_id": span_id, "kind": row.get("kind", JUDGMENT)}
 
 
@@ -411,7 +457,9 @@ def write_parquet(rows: Iterator[dict[str, Any]], links: Mapping[str, TraceLink]
 _WRITERS = {"otel": (write_otel, "evaluations.otlp.jsonl"), "csv": (write_csv, "judgments.csv"), "parquet": (write_parquet, "judgments.parquet")}
 
 
-def export_run(run_dir: Path, fmt: str, out: Path | None = None, input: Path | None = None, input_format: str = "auto") -> ExportResult:
+def export_run(
+    run_dir: Path, fmt: str, out: Path | None = None, input: Path | None = None, input_format: str = "auto", sessions: Sessions = "on"
+) -> ExportResult:
     """Export ``run_dir``'s judgments as ``fmt``; trace ids come from the run's input file."""
     if fmt not in _WRITERS:
         raise UserInputError(f"unknown --format {fmt!r}; one of {', '.join(EXPORT_FORMATS)}")
@@ -421,12 +469,7 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, input: Path | N
     path = out or run_dir / default_name
     rows = _judgments(run_dir)
     first = next(rows, None)  # checks the run directory before anything is written
-    if first is not None and "turn" in first:  # a turn's judgment: the run was judged per turn
-        raise UserInputError(
-            f"{run_dir}: judged per turn (--turns); harness export does not show a run judged per turn yet "
-            "(compare, gate, passk and infer read its conversations' scores; results.jsonl holds each turn's)"
-        )
-    links = trace_links(_run_input(run_dir, input), input_format)
+    links = trace_links(_run_input(run_dir, input), input_format, sessions)
     tally = writer(itertools.chain(_chain(first, rows), _agent_rows(run_dir, findings=fmt == "otel")), links, path)
     created = tally.created_spans
     return ExportResult(

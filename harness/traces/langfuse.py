@@ -232,7 +232,11 @@ def trace_transcript(trace_id: str, line: int, observations: list[Observation], 
     found, tools = steps(ordered)
     top_input = trace.get("input") if trace else None
     top_output = trace.get("output") if trace else None
+    session = trace.get("sessionId") if trace else None
     return Extracted(
+        session=str(session) if isinstance(session, (str, int)) and not isinstance(session, bool) and str(session).strip() else None,
+        start_s=next((o.start for o in ordered if o.start is not None), None),
+        span_id=root.id if root is not None else None,
         line=line,
         label=f"trace {trace_id}",
         id=trace_id,

@@ -254,6 +254,9 @@ def trace_transcript(runs: list[dict[str, Any]], line: int) -> Extracted:
         meta["usage"] = usage
     found, tools = steps(ordered)
     return Extracted(
+        session=_thread(root),
+        start_s=root_start,
+        span_id=str(root["id"]),
         line=line,
         label=f"trace {trace_id}",
         id=trace_id,
@@ -268,6 +271,21 @@ def trace_transcript(runs: list[dict[str, Any]], line: int) -> Extracted:
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,
     )
+
+
+#: The metadata keys LangSmith reads as a run's thread (its "Threads" view groups by them).
+THREAD_KEYS = ("session_id", "thread_id", "conversation_id")
+
+
+def _thread(run: dict[str, Any]) -> str | None:
+    metadata = (run.get("extra") or {}).get("metadata") or {}
+    if not isinstance(metadata, dict):
+        return None
+    for key in THREAD_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+            return str(value)
+    return None
 
 
 def read_runs(path: Path) -> Iterator[Extracted]:

@@ -27,6 +27,7 @@ from ..transcripts.models import Resolved, Transcript
 from ..transcripts.raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 from ..validation import first_problem
 from .reader import iter_records, resolve_format
+from .sessions import Sessions
 
 
 class _Share(Protocol):
@@ -112,17 +113,18 @@ def stdin_as_file(path: Path) -> Iterator[Path]:
         yield spooled
 
 
-def iter_raw(path: str | Path, format: str = "auto") -> Iterator[RawRecord]:
+def iter_raw(path: str | Path, format: str = "auto", sessions: Sessions = "on") -> Iterator[RawRecord]:
     """Yield raw records from a ``.jsonl`` file, a file holding one JSON array, or a trace file.
 
-    ``format`` is ``jsonl``, a trace format of :mod:`harness.traces`, or ``auto`` (by content).
+    ``format`` is ``jsonl``, a trace format of :mod:`harness.traces`, or ``auto`` (by content);
+    ``sessions`` whether a trace file's sessions are read as conversations (:mod:`.sessions`).
     """
     path = Path(path)
     check_readable_file(path)
     if format != "jsonl":
         format = resolve_format(path, format)
         if format != "jsonl":
-            yield from (RawRecord(line, text, error) for line, text, error in iter_records(path, format))  # type: ignore[arg-type]
+            yield from (RawRecord(line, text, error) for line, text, error in iter_records(path, format, sessions))  # type: ignore[arg-type]
             return
     yield from iter_json_records(path)
 
@@ -159,7 +161,7 @@ def _check_required(path: str | Path, line: int, record: Transcript, require: fr
 
 
 def iter_transcripts(
-    path: str | Path, on_bad: OnBad = "fail", format: str = "auto", require: frozenset[str] = frozenset()
+    path: str | Path, on_bad: OnBad = "fail", format: str = "auto", require: frozenset[str] = frozenset(), *, sessions: Sessions = "on"
 ) -> Iterator[tuple[int, Transcript]]:
     """Yield ``(line, transcript)``; with ``on_bad="skip"`` bad records (and repeated ids) are passed over.
     A record lacking an input of ``require`` (``required_inputs``) is a bad record.
@@ -167,7 +169,7 @@ def iter_transcripts(
     Run :func:`scan` first: it is the pass that reports problems and checks ids are unique.
     """
     seen: set[str] = set()
-    for raw in iter_raw(path, format):
+    for raw in iter_raw(path, format, sessions):
         try:
             record = parse_record(path, raw)
             _check_required(path, raw.line, record, require)
@@ -184,13 +186,19 @@ def iter_transcripts(
 
 
 def iter_checked(
-    path: str | Path, on_bad: OnBad, bad: list[TranscriptError], format: str = "auto", require: frozenset[str] = frozenset()
+    path: str | Path,
+    on_bad: OnBad,
+    bad: list[TranscriptError],
+    format: str = "auto",
+    require: frozenset[str] = frozenset(),
+    *,
+    sessions: Sessions = "on",
 ) -> Iterator[tuple[int, Transcript]]:
     """Yield ``(line, transcript)`` of each valid record; a bad record (one lacking an input of
     ``require`` included), or an id seen before (the problem names the line of the first), raises
     with ``on_bad="fail"`` and with ``"skip"`` is appended to ``bad`` and passed over."""
     first_line: dict[str, int] = {}
-    for raw in iter_raw(path, format):
+    for raw in iter_raw(path, format, sessions):
         try:
             record = parse_record(path, raw)
             _check_required(path, raw.line, record, require)
@@ -205,7 +213,9 @@ def iter_checked(
         yield raw.line, record
 
 
-def iter_resolved_for_agent(path: str | Path, on_bad: OnBad, bad: list[TranscriptError], format: str = "auto") -> Iterator[tuple[int, Resolved]]:
+def iter_resolved_for_agent(
+    path: str | Path, on_bad: OnBad, bad: list[TranscriptError], format: str = "auto", *, sessions: Sessions = "on"
+) -> Iterator[tuple[int, Resolved]]:
     """:func:`iter_checked` resolved, as an agent-only run reads its input: each record validated
     once, into the ``Resolved`` the agent metrics read (``transcripts.fast``); a record of another
     shape, or a bad one, is read by :func:`parse_record` (the same records pass, with the same
@@ -214,7 +224,7 @@ def iter_resolved_for_agent(path: str | Path, on_bad: OnBad, bad: list[Transcrip
 
     reader = AgentReader()
     first_line: dict[str, int] = {}
-    for raw in iter_raw(path, format):
+    for raw in iter_raw(path, format, sessions):
         try:
             resolved = reader.resolve(raw.text) if raw.error is None else None
             if resolved is None:
@@ -238,6 +248,7 @@ def scan(
     require: frozenset[str] = frozenset(),
     *,
     detect: bool = False,
+    sessions: Sessions = "on",
 ) -> ScanResult:
     """Validate every record (up to ``limit`` good ones) before any judge is called.
 
@@ -247,7 +258,7 @@ def scan(
     are scanned for judge-directed text too (``injection.detect``).
     """
     result = ScanResult()
-    records = iter_checked(path, on_bad, result.bad, format, require)
+    records = iter_checked(path, on_bad, result.bad, format, require, sessions=sessions)
     if limit is not None:
         records = itertools.islice(records, max(limit, 0))  # reads no record past the limit
     lacking = result.lacking
@@ -277,6 +288,7 @@ def scan_required(
     format: str = "auto",
     *,
     detect: bool = False,
+    sessions: Sessions = "on",
 ) -> ScanResult:
     """``scanned`` once the run's rubrics are chosen: a record lacking an input of ``require`` that
     a chosen rubric reads (``readers``: the input's first such rubric) is a bad record. With
@@ -291,4 +303,4 @@ def scan_required(
         line, problem, count = scanned.lacking[name]
         others = f"; {count - 1} more record{'s lack' if count > 2 else ' lacks'} it" if count > 1 else ""
         raise TranscriptError(str(path), line, name, f"{problem} (rubric {readers[name]!r} judges it{others})")
-    return scan(path, on_bad, limit, format, require, detect=detect)
+    return scan(path, on_bad, limit, format, require, detect=detect, sessions=sessions)

@@ -213,6 +213,9 @@ def trace_transcript(doc: dict[str, Any], path: Path, line: int) -> Extracted:
     if usage := _usage(llm):
         meta["usage"] = usage
     return Extracted(
+        session=_session(info),
+        start_s=root.start_s if root is not None else (spans[0].start_s if spans else None),
+        span_id=root.span_id if root is not None else None,
         line=line,
         label=f"trace {trace_id}",
         id=trace_id,
@@ -227,6 +230,21 @@ def trace_transcript(doc: dict[str, Any], path: Path, line: int) -> Extracted:
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,
     )
+
+
+#: Where MLflow keeps a trace's session: the ``mlflow.trace.session`` metadata (MLflow 3), or tag.
+SESSION_KEY = "mlflow.trace.session"
+
+
+def _session(info: dict[str, Any]) -> str | None:
+    for holder in ("trace_metadata", "request_metadata", "tags"):
+        values = info.get(holder)
+        if isinstance(values, list):  # older exports: [{"key": ..., "value": ...}]
+            values = {v.get("key"): v.get("value") for v in values if isinstance(v, dict)}
+        value = values.get(SESSION_KEY) if isinstance(values, dict) else None
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
 
 
 def read_traces(path: Path) -> Iterator[Extracted]:

@@ -191,6 +191,22 @@ def read_traces(path: Path) -> Iterator[Trace]:
         yield traces.pop(trace_id)
 
 
+#: The attributes naming a trace's conversation: OTel GenAI's, then OpenInference's.
+SESSION_ATTRIBUTES = ("gen_ai.conversation.id", "session.id")
+
+
+def session_of(root: TraceSpan, spans: Sequence[TraceSpan], trace: Trace) -> str | None:
+    """The conversation id of a transcript: on its root span, else on the first of its spans (by
+    start) that carries one, else on any span of its trace (frameworks set it where they can)."""
+    for group in ((root,), sorted(spans, key=lambda s: (s.start_s, s.span_id)), sorted(trace.spans, key=lambda s: (s.start_s, s.span_id))):
+        for s in group:
+            for key in SESSION_ATTRIBUTES:
+                value = s.attributes.get(key)
+                if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+                    return str(value)
+    return None
+
+
 def span_transcript(
     trace: Trace,
     root: TraceSpan,
@@ -220,6 +236,9 @@ def span_transcript(
     if usage:
         meta["usage"] = usage
     return Extracted(
+        session=session_of(root, spans, trace),
+        start_s=min(s.start_s for s in spans),
+        span_id=root.span_id,
         line=root.line,
         label=f"trace {transcript_id}",
         id=transcript_id,

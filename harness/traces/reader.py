@@ -15,11 +15,13 @@ from ..errors import TranscriptError, UserInputError
 from ..jsonlines import MAX_RECORD_BYTES, record_too_large
 from .detect import TRACE_FORMATS, detect_format
 from .records import Extracted
+from .sessions import Sessions, conversations
 
 
 def _otlp(convert: str) -> Callable[[Path], Iterator[Extracted]]:
     def read(path: Path) -> Iterator[Extracted]:
         from . import openinference, otel_genai
+        from .history import earlier_turns
         from .otlp import read_traces
 
         for trace in read_traces(path):
@@ -27,7 +29,9 @@ def _otlp(convert: str) -> Callable[[Path], Iterator[Extracted]]:
             # the asked-for one when they carry both.
             has_oi, has_genai = openinference.is_openinference(trace), otel_genai.is_genai(trace)
             use_oi = has_oi and (convert == "openinference" or not has_genai)
-            yield from (openinference.transcripts(trace) if use_oi else otel_genai.transcripts(trace))
+            for item in openinference.transcripts(trace) if use_oi else otel_genai.transcripts(trace):
+                item.earlier = earlier_turns(trace, item, "openinference" if use_oi else "otel")
+                yield item
 
     return read
 
@@ -74,19 +78,20 @@ def resolve_format(path: str | Path, fmt: str) -> str:
     return fmt
 
 
-def extracted(path: str | Path, fmt: str) -> Iterator[Extracted]:
-    """Every transcript a trace file holds, before validation (``harness import`` shows these)."""
+def extracted(path: str | Path, fmt: str, sessions: Sessions = "on") -> Iterator[Extracted]:
+    """Every transcript a trace file holds, before validation (``harness import`` shows these):
+    with ``sessions="on"`` a session's traces are one conversation (:mod:`.sessions`)."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: no such file")
-    return READERS[fmt](path)
+    return conversations(READERS[fmt](path), sessions)
 
 
-def iter_records(path: str | Path, fmt: str) -> Iterator[tuple[int, str, object]]:
+def iter_records(path: str | Path, fmt: str, sessions: Sessions = "on") -> Iterator[tuple[int, str, object]]:
     """``(line, json_text, error)`` per transcript; ``error`` is a TranscriptError or None. A
     transcript larger than the record limit is a bad record, as its line in a JSONL file would be
     (so ``harness import`` never writes what ``harness run`` refuses)."""
-    for item in extracted(path, fmt):
+    for item in extracted(path, fmt, sessions):
         text = json.dumps(item.record(), ensure_ascii=False)
         error = item.error(str(path))
         if error is None and (problem := oversized(text)):

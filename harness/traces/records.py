@@ -5,7 +5,8 @@ fields of :class:`~harness.transcripts.models.Transcript`, and hands it to the l
 :class:`~harness.traces.loader.RawRecord`, so the records are validated exactly like JSONL.
 The agent's tool calls become the transcript's ``steps`` (built by :mod:`.steps` from the model
 calls and the tools' runs the reader finds), and the tools the trace declares its ``tools``.
-A trace in which no query or response can be found becomes a record carrying its
+Several transcripts of one conversation (a session's traces) become one with ``turns``
+(:mod:`.sessions`). A trace in which no query or response can be found becomes a record carrying its
 :class:`~harness.errors.TranscriptError` ("FILE:LINE: trace ID: no query found (...)"), which the
 loader raises or skips under ``--on-bad-record`` like any bad record: never silently dropped.
 """
@@ -41,6 +42,20 @@ class Extracted:
     #: where the query and response were looked for, for the message when they are missing
     query_sources: str = ""
     response_sources: str = ""
+    #: the session (conversation) the trace belongs to, as its ecosystem names it, and when the
+    #: transcript started (epoch seconds): :mod:`.sessions` groups and orders by them; not written
+    session: str | None = None
+    start_s: float | None = None
+    #: the span its verdict goes back to (the root or agent span), when the format has span ids
+    span_id: str | None = None
+    #: a conversation's turns (:mod:`.sessions`), as a transcript's ``turns`` entries; they hold
+    #: the steps, so ``steps`` is then not written
+    turns: list[dict[str, Any]] | None = None
+    #: the turns before this one that its first model call received, ``(user, answer)`` each
+    #: (:mod:`.history`; OTLP): :mod:`.sessions` puts them first, with no trace or span
+    earlier: list[tuple[str, str | None]] = field(default_factory=list)
+    #: why a conversation cannot be read whole (one of its turns lacks its query or response)
+    refusal: str | None = None
 
     @property
     def tool_calls(self) -> int:
@@ -48,6 +63,8 @@ class Extracted:
         return len(self.steps)
 
     def problem(self) -> str | None:
+        if self.refusal is not None:
+            return self.refusal
         missing = [
             f"no {name} found (looked in {sources})"
             for name, value, sources in (("query", self.query, self.query_sources), ("response", self.response, self.response_sources))
@@ -74,7 +91,10 @@ class Extracted:
             timings.update({f"{kind}_ms": None for kind in ("llm", "api") if kind not in kinds})
         if timings:
             out["timings"] = timings
-        out["steps"] = self.steps  # written when empty too: the trace says no tool was called
+        if self.turns is not None:
+            out["turns"] = self.turns
+        else:
+            out["steps"] = self.steps  # written when empty too: the trace says no tool was called
         if self.tools:
             out["tools"] = self.tools
         if self.metadata:

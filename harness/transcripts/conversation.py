@@ -12,6 +12,8 @@ message is the conversation's **opening**.
 :func:`conversation_from_messages` splits a ``messages`` list in one pass, recording where each
 turn starts and ends; a turn's text, answer and steps are read from its slice when asked
 (:meth:`Conversation.turn`), so a run that judges no turn builds none of them.
+:func:`conversation_from_turns` makes one from turns already split (a session of traces, whose
+turns ``traces.sessions`` assembles): each turn is then given whole, with its steps.
 
 :func:`render_history` is the ``history`` rubric input of a turn judged on its own (the
 conversation before it) and :func:`render_conversation` the ``conversation`` input of a
@@ -53,18 +55,24 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
-    """A ``messages`` list split into turns (``bounds``: each turn's slice of ``messages``)."""
+    """A ``messages`` list split into turns (``bounds``: each turn's slice of ``messages``), or
+    turns given whole (``given``; ``messages`` is then empty, ``conversation_from_turns``)."""
 
     messages: Sequence[Message]
     bounds: tuple[tuple[int, int], ...]
     system: str | None = None
     opening: str | None = None
+    given: tuple[Turn, ...] | None = None
 
     def __len__(self) -> int:
-        return len(self.bounds)
+        return len(self.bounds) if self.given is None else len(self.given)
 
     def turn(self, index: int) -> Turn:
         """Turn ``index`` (from 1)."""
+        if self.given is not None:
+            if index < 1:
+                raise IndexError(index)
+            return self.given[index - 1]
         start, end = self.bounds[index - 1]
         part = self.messages[start:end]
         users: list[str] = []
@@ -87,7 +95,7 @@ class Conversation:
         return Turn(index, "\n\n".join(users), answer, steps, tuple(contexts))
 
     def turns(self) -> tuple[Turn, ...]:
-        return tuple(self.turn(i) for i in range(1, len(self.bounds) + 1))
+        return tuple(self.turn(i) for i in range(1, len(self) + 1))
 
 
 def only_tool_results(message: Any) -> bool:
@@ -121,6 +129,12 @@ def conversation_from_messages(messages: Sequence[Message]) -> Conversation:
     joined = "\n\n".join(t for t in system if t.strip())
     shown = "\n\n".join(t for t in opening if t.strip())
     return Conversation(messages, tuple(bounds), joined or None, shown or None)
+
+
+def conversation_from_turns(turns: Sequence[Turn], system: str | None = None) -> Conversation:
+    """A conversation of turns already split, renumbered 1.. in the order given."""
+    numbered = tuple(t if t.index == i else Turn(i, t.user, t.answer, t.steps, t.contexts) for i, t in enumerate(turns, 1))
+    return Conversation((), (), system if system and system.strip() else None, None, numbered)
 
 
 def user_turns(messages: Sequence[Message]) -> int:

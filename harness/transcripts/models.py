@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..agent.records import RefItem, StepRecord, ToolSpec
 from ..agent.steps import Step, group_by_overlap, steps_from_calls, steps_from_messages, steps_from_spans, tool_intervals
 from ..validation import first_problem
-from .conversation import Conversation, conversation_from_messages
+from .conversation import Conversation, Turn, conversation_from_messages, conversation_from_turns
 from .performance import Performance, performance_from_spans, union_ms
 
 
@@ -154,6 +154,19 @@ class Resolved:
         return row
 
 
+class TurnRecord(_Strict):
+    """One turn of a conversation given already split (``harness import`` writes these for a
+    session of traces, ``traces.sessions``): the user's text, the agent's answer, its tool calls
+    and their results, and the trace and span the turn came from (verdicts go back there)."""
+
+    user: str = Field(min_length=1)
+    answer: str | None = None
+    steps: list[StepRecord] | None = None
+    contexts: list[str] | None = None
+    trace_id: str | None = Field(default=None, min_length=1)
+    span_id: str | None = Field(default=None, min_length=1)
+
+
 class Transcript(_Strict):
     id: str
     query: str | None = None
@@ -173,6 +186,8 @@ class Transcript(_Strict):
     task: str | None = Field(default=None, min_length=1)
     #: the calls the agent should have made (harness.agent.match)
     reference_trajectory: list[RefItem] | None = None
+    #: the conversation's turns, given already split (a session of traces); excludes ``messages``
+    turns: list[TurnRecord] | None = Field(default=None, min_length=1)
 
     @field_validator("id", mode="before")
     @classmethod
@@ -207,6 +222,8 @@ class Transcript(_Strict):
     def _one_source_of_steps(self) -> Transcript:
         if self.steps is not None and self.messages is not None and any(m.tool_calls or _has_tool_use(m) for m in self.messages):
             raise ValueError("gives its tool calls twice: in `steps` and in `messages`; keep one")
+        if self.turns is not None and (self.messages is not None or self.steps is not None):
+            raise ValueError("gives its turns twice: in `turns` and in `messages` or `steps`; keep `turns` (each turn holds its steps)")
         if self.steps is not None and isinstance(self.tool_calls, list):
             raise ValueError("gives its tool calls twice: in `steps` and in `tool_calls`; keep one")
         if self.tools is not None:
@@ -217,7 +234,7 @@ class Transcript(_Strict):
 
     @model_validator(mode="after")
     def _has_conversation(self) -> Transcript:
-        if self.messages is None and self.query is None and self.response is None:
+        if self.messages is None and self.turns is None and self.query is None and self.response is None:
             raise ValueError("needs `query` and `response`, or a `messages` list")
         if self.messages is not None and not any(m.role == "user" and not _only_tool_results(m) for m in self.messages) and self.query is None:
             raise ValueError("`messages` has no user message to take the query from")
@@ -240,6 +257,14 @@ class Transcript(_Strict):
                 if not tool_results and steps:  # Anthropic's tool_result blocks
                     tool_results = tuple(s.result for s in steps if s.result is not None)
                 contexts = tool_results or None
+        elif self.turns is not None:  # first question and last answer, as for ``messages``
+            if query is None:
+                query = self.turns[0].user
+            if response is None:
+                response = self.turns[-1].answer
+            if contexts is None:
+                given = tuple(c for turn in self.turns for c in turn.contexts or ())
+                contexts = given or (tuple(s.result for s in steps if s.result is not None) if steps else None) or None
         return Resolved(
             id=self.id,
             query=query,
@@ -252,13 +277,28 @@ class Transcript(_Strict):
             task=self.task,
             reference_trajectory=tuple(self.reference_trajectory) if self.reference_trajectory is not None else None,
             agent_model=agent_model(self.metadata),
-            conversation=conversation_from_messages(self.messages) if self.messages is not None else None,
+            conversation=self._given_turns(steps) if self.turns is not None else self.conversation,
         )
+
+    def _given_turns(self, steps: tuple[Step, ...] | None) -> Conversation:
+        """``turns`` as a conversation; each turn's steps are its slice of ``steps`` (all turns'
+        steps in order, numbered across the conversation)."""
+        assert self.turns is not None
+        given, at = [], 0
+        for index, turn in enumerate(self.turns, 1):
+            count = len(turn.steps or ())
+            own = tuple(steps[at : at + count]) if steps else ()
+            at += count
+            contexts = tuple(turn.contexts) if turn.contexts else tuple(s.result for s in own if s.result is not None)
+            given.append(Turn(index, turn.user, turn.answer, own, contexts))
+        return conversation_from_turns(given)
 
     # What the rubric inputs read of a record that needs no resolving (``rubrics.inputs.inputs_of``):
     # a record without ``messages`` is one exchange, with no conversation and no turn's history.
     @property
     def conversation(self) -> Conversation | None:
+        if self.turns is not None:
+            return self._given_turns(self._steps())
         return conversation_from_messages(self.messages) if self.messages is not None else None
 
     @property
@@ -270,6 +310,9 @@ class Transcript(_Strict):
         tool-call count and tool time are read from these)."""
         if self.steps is not None:
             return group_by_overlap([record.step(i) for i, record in enumerate(self.steps)])
+        if self.turns is not None:
+            records = [record for turn in self.turns for record in turn.steps or ()]
+            return group_by_overlap([record.step(i) for i, record in enumerate(records)])
         if self.messages is not None:
             return steps_from_messages(self.messages)
         if isinstance(self.tool_calls, list):

@@ -207,6 +207,8 @@ class FakeLangfuse(_Fake):
         q = request.query
         traces = set(q["traceId"].split(",")) if q.get("traceId") else None
         items = [s for s in self.scores.values() if traces is None or s.get("traceId") in traces]
+        if q.get("sessionId"):  # a session's scores (they name no trace)
+            items = [s for s in items if s.get("sessionId") == q["sessionId"]]
         items.sort(key=lambda s: (s["timestamp"], s["id"]))
         chunk, cursor = _page(items, q, 100)
         details = "details" in (q.get("fields") or "")
