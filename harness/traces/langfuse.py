@@ -252,7 +252,14 @@ def trace_transcript(trace_id: str, line: int, observations: list[Observation], 
         metadata=meta,
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,
+        session_id=_session(trace),
     )
+
+
+def _session(trace: dict[str, Any] | None) -> str | None:
+    """The trace's ``sessionId`` (Langfuse groups a conversation's traces by it)."""
+    value = trace.get("sessionId") if trace else None
+    return str(value) if isinstance(value, str | int) and not isinstance(value, bool) and str(value) else None
 
 
 _Groups = dict[str, tuple[int, list[Observation], dict[str, Any] | None]]

@@ -267,7 +267,25 @@ def trace_transcript(runs: list[dict[str, Any]], line: int) -> Extracted:
         metadata=meta,
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,
+        session_id=_thread(root),
     )
+
+
+#: the metadata keys LangSmith groups a thread's traces by, in its documented order
+THREAD_KEYS = ("session_id", "thread_id", "conversation_id")
+
+
+def _thread(root: dict[str, Any]) -> str | None:
+    extra = root.get("extra")
+    metadata = extra.get("metadata") if isinstance(extra, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else root.get("metadata")
+    if not isinstance(metadata, dict):
+        return None
+    for key in THREAD_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return None
 
 
 def read_runs(path: Path) -> Iterator[Extracted]:

@@ -226,7 +226,21 @@ def trace_transcript(doc: dict[str, Any], path: Path, line: int) -> Extracted:
         metadata=meta,
         query_sources=_QUERY_SOURCES,
         response_sources=_RESPONSE_SOURCES,
+        session_id=_session(info),
     )
+
+
+#: where MLflow records a trace's session: the trace metadata key ``mlflow.trace.session`` (or a tag)
+SESSION_KEY = "mlflow.trace.session"
+
+
+def _session(info: dict[str, Any]) -> str | None:
+    for key in ("trace_metadata", "request_metadata", "tags"):
+        holder = info.get(key)
+        value = holder.get(SESSION_KEY) if isinstance(holder, dict) else None
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def read_traces(path: Path) -> Iterator[Extracted]:

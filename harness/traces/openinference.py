@@ -71,13 +71,49 @@ def messages(s: TraceSpan, direction: str) -> list[dict[str, Any]]:
 def _plain(s: TraceSpan, key: str) -> str | None:
     """``input.value``/``output.value`` when it is text, not the JSON of a request or reply."""
     value = s.attributes.get(key)
-    if not isinstance(value, str) or s.attributes.get(f"{key.split('.')[0]}.mime_type") == "application/json":
+    if not isinstance(value, str) or s.attributes.get(f"{key.split('.')[0]}.mime_type") == "application/json" or _is_json(value):
         return None
     return value
 
 
+#: the text field of the JSON an agent framework records as its AGENT/CHAIN span's ``input.value``
+#: (smolagents ``{"task": ...}``, llama-index ``{"user_msg": ...}``, Agno/ADK ``{"input"/"message": ...}``):
+#: the user's words, never the wrapper
+WRAPPER_TEXT = ("task", "user_msg", "input", "message", "query", "question", "prompt", "new_message")
+#: the same for ``output.value``
+WRAPPER_ANSWER = ("output", "answer", "response", "final_output", "content", "text", "result")
+
+
+def _is_json(value: str) -> bool:
+    return value[:1] in "{[" and _json(value) is not value
+
+
+def _wrapped(s: TraceSpan, key: str, fields: tuple[str, ...]) -> str | None:
+    """The text of the first of ``fields`` in the JSON object at ``key`` (recursing into a value
+    that is itself a message: ``{"role": ..., "content"/"parts": ...}``)."""
+    value = s.attributes.get(key)
+    decoded = _json(value) if isinstance(value, str) else None
+    return _field_text(decoded, fields) if isinstance(decoded, dict) else None
+
+
+def _field_text(value: Any, fields: tuple[str, ...]) -> str | None:
+    if isinstance(value, str):
+        return value if value.strip() and not _is_json(value) else None
+    if isinstance(value, list):
+        return last(_field_text(v, fields) for v in value)
+    if not isinstance(value, dict):
+        return None
+    for name in (*fields, "content", "parts", "text"):
+        if name in value and (found := _field_text(value[name], fields)):
+            return found
+    return None
+
+
 def _query(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
     if kind(root) in ("AGENT", "CHAIN") and (text := _plain(root, "input.value")):
+        return text
+    # the framework's wrapper says where the user's text is; else the first model call's last user message
+    if kind(root) in ("AGENT", "CHAIN") and (text := _wrapped(root, "input.value", WRAPPER_TEXT)):
         return text
     for s in llm_spans:
         if found := last(_message_text(m) for m in messages(s, "input") if m.get("message.role") == "user"):
@@ -91,6 +127,8 @@ def _response(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
     for s in reversed(llm_spans):
         if found := last(_message_text(m) for m in messages(s, "output") if m.get("message.role") in ("assistant", None)):
             return found
+    if kind(root) in ("AGENT", "CHAIN") and (text := _wrapped(root, "output.value", WRAPPER_ANSWER)):
+        return text
     return None
 
 

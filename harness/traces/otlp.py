@@ -209,6 +209,8 @@ def span_transcript(
     query_sources: str,
     response_sources: str,
 ) -> Extracted:
+    # the conversation: on the root span by the conventions, on any span of the unit in practice
+    # (an instrumentor's session context marks the spans opened inside it)
     """The transcript of ``root`` as an OTLP reader (OpenTelemetry GenAI, OpenInference) found it in
     ``spans``: named after the trace, ``total_ms`` from the first span's start to the last one's
     end, the metadata naming the source format, trace and root span, and the model and token usage
@@ -233,4 +235,19 @@ def span_transcript(
         metadata=meta,
         query_sources=query_sources,
         response_sources=response_sources,
+        session_id=session_of([root, *spans]),
     )
+
+
+#: where a span names the conversation it belongs to: OTel GenAI's, then OpenInference's attribute
+SESSION_KEYS = ("gen_ai.conversation.id", "session.id")
+
+
+def session_of(spans: Sequence[TraceSpan]) -> str | None:
+    """The first session id the spans carry, by :data:`SESSION_KEYS` (text or a number)."""
+    for key in SESSION_KEYS:
+        for s in spans:
+            value = s.attributes.get(key)
+            if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+                return str(value)
+    return None

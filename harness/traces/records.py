@@ -38,6 +38,11 @@ class Extracted:
     tools: list[dict[str, Any]] = field(default_factory=list)
     reference: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the conversation this trace is a turn of, as its ecosystem names it (OTel
+    #: ``gen_ai.conversation.id``, OpenInference ``session.id``, Langfuse ``sessionId``, LangSmith
+    #: thread metadata, MLflow's session tag); None when the trace names none. Also written as
+    #: ``metadata.session_id``, so a transcript read back keeps it.
+    session_id: str | None = None
     #: where the query and response were looked for, for the message when they are missing
     query_sources: str = ""
     response_sources: str = ""
@@ -77,8 +82,9 @@ class Extracted:
         out["steps"] = self.steps  # written when empty too: the trace says no tool was called
         if self.tools:
             out["tools"] = self.tools
-        if self.metadata:
-            out["metadata"] = self.metadata
+        metadata = self.metadata | ({"session_id": self.session_id} if self.session_id is not None else {})
+        if metadata:
+            out["metadata"] = metadata
         return out
 
     def error(self, path: str) -> TranscriptError | None:
