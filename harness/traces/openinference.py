@@ -31,6 +31,7 @@ from .steps import Executed, Requested, Result, Turn, assemble, declared, is_sch
 
 KIND = "openinference.span.kind"
 _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "api", "EMBEDDING": "api", "RERANKER": "api"}
+_REPR = re.compile(r"^[A-Z][A-Za-z0-9_]*\((?:[a-z_]+=|[A-Z])")
 _INDEXED = re.compile(r"^(?P<prefix>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
 _QUERY_SOURCES = "input.value of the root AGENT/CHAIN span and llm.input_messages of the LLM spans"
 _RESPONSE_SOURCES = "output.value of the root AGENT/CHAIN span and llm.output_messages of the LLM spans"
@@ -122,19 +123,25 @@ def _query(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
 
 
 def _response(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
+    model = next((found for s in reversed(llm_spans) if (found := _answer(s))), None)
     if kind(root) in ("AGENT", "CHAIN") and (text := _plain(root, "output.value")):
-        return text
-    for s in reversed(llm_spans):
-        if found := last(_message_text(m) for m in messages(s, "output") if m.get("message.role") in ("assistant", None)):
-            return found
+        # the agent's output, unless it is the repr of the framework's result object (which holds
+        # the last model answer, and is cut short: llama-index's ``StopEvent(result=...)``)
+        return model if model and _REPR.match(text) else text
+    if model:
+        return model
     if kind(root) in ("AGENT", "CHAIN") and (text := _wrapped(root, "output.value", WRAPPER_ANSWER)):
         return text
     return None
 
 
+def _answer(s: TraceSpan) -> str | None:
+    return last(_message_text(m) for m in messages(s, "output") if m.get("message.role") in ("assistant", None))
+
+
 def _contexts(spans: list[TraceSpan], llm_spans: list[TraceSpan]) -> list[str]:
     documents = [d.get("document.content") for s in spans for d in indexed(s.attributes, "retrieval.documents")]
-    tools = [text_of(s.attributes.get("output.value")) for s in spans if kind(s) == "TOOL"]
+    tools = [tool_output(s) for s in spans if kind(s) == "TOOL"]
     tool_messages = [_message_text(m) for s in llm_spans for m in messages(s, "input") if m.get("message.role") == "tool"]
     return unique([*map(text_of, documents), *tools, *tool_messages])
 
@@ -170,7 +177,7 @@ def _run(s: TraceSpan) -> Executed:
     return Executed(
         name=str(attrs.get("tool.name") or attrs.get("tool_call.function.name") or s.name),
         arguments=attrs.get("tool_call.function.arguments", attrs.get("input.value")),
-        result=text_of(attrs.get("output.value")),
+        result=tool_output(s),
         failed=error is not None,
         error=error,
         call_id=_id(attrs.get("tool_call.id")),
@@ -178,6 +185,23 @@ def _run(s: TraceSpan) -> Executed:
         end_s=s.end_s,
         span_id=s.span_id,
     )
+
+
+#: a framework's tool-output record as a TOOL span's JSON ``output.value`` (llama-index's
+#: ``ToolOutput``: ``{"tool_name", "raw_output", "blocks", ...}``): the field holding what the tool returned
+TOOL_OUTPUT_FIELDS = ("raw_output", "content", "result", "output")
+
+
+def tool_output(s: TraceSpan) -> str | None:
+    """The TOOL span's ``output.value``; when that is a record naming the tool itself (a
+    ``tool_name``/``name`` equal to ``tool.name``), the record's result field, not the record."""
+    value = s.attributes.get("output.value")
+    decoded = _json(value)
+    if isinstance(decoded, dict) and s.attributes.get("tool.name") in (decoded.get("tool_name"), decoded.get("name")):
+        for name in TOOL_OUTPUT_FIELDS:
+            if decoded.get(name) is not None:
+                return text_of(decoded[name])
+    return text_of(value)
 
 
 def _specs(llm_spans: list[TraceSpan], tool_spans: list[TraceSpan]) -> list[dict[str, Any]]:
