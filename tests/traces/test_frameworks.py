@@ -24,7 +24,11 @@ TRUTH: dict[str, Any] = json.loads((FIXTURES / "conversations_truth.json").read_
 #: the tools of the agents (frameworks.py); a framework's own tools (smolagents' ``final_answer``) are not logged
 OUR_TOOLS = {"get_weather", "to_fahrenheit"}
 #: the trace format each fixture is written in, as its exporter writes it
-FORMATS = {"llamaindex_openinference.jsonl": "openinference"}
+FORMATS = {"llamaindex_openinference.jsonl": "openinference", "autogen_openinference.jsonl": "openinference"}
+#: traces that do not record that a tool failed: AutoGen's instrumentor ends the TOOL span OK with
+#: the error text as its output (AutoGen's ``is_error`` is not written), so the reader sees a
+#: result; the test pins that, so a reader that starts guessing failures from text fails it
+UNRECORDED_FAILURES = {"autogen_openinference.jsonl"}
 
 
 def test_six_frameworks_each_with_a_conversation_of_two_turns_or_more() -> None:
@@ -49,7 +53,9 @@ def test_every_turn_reads_back_as_the_tools_and_the_script_logged_it(fixture: st
         steps = [s.model_dump(exclude_none=True) for s in transcript.steps or () if s.name in OUR_TOOLS]
         assert [(s["name"], parse_arguments(s.get("arguments"))[0]) for s in steps] == [(c["name"], c["arguments"]) for c in turn["calls"]]
         for step, call in zip(steps, turn["calls"], strict=True):
-            if "error" in call:
+            if "error" in call and fixture in UNRECORDED_FAILURES:
+                assert not step.get("failed") and step.get("result") == call["error"], step
+            elif "error" in call:
                 assert step.get("failed") is True and call["error"] in step["error"], step
             else:
                 assert not step.get("failed") and step.get("result") == call["result"], step
