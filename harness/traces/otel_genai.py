@@ -80,8 +80,10 @@ def _event_messages(s: TraceSpan, kind: str) -> list[dict[str, Any]]:
             message = {"role": attrs.get("role", role), "content": _decoded(attrs.get("content")), "id": attrs.get("id")}
             out.append(message | ({"tool_calls": _decoded(attrs["tool_calls"])} if "tool_calls" in attrs else {}))
         elif kind == "output" and event.name == "gen_ai.choice":
+            # ``message`` is {"content", "tool_calls"} by the conventions; Strands writes the
+            # content itself there (text, or a JSON list of content blocks)
             body = _decoded(attrs.get("message"))
-            body = body if isinstance(body, dict) else {}
+            body = body if isinstance(body, dict) else {"content": body} if body is not None else {}
             content = body.get("content", _decoded(attrs.get("content")))
             out.append({"role": "assistant", "content": content, "tool_calls": body.get("tool_calls", _decoded(attrs.get("tool_calls")))})
     return out
@@ -178,7 +180,19 @@ def _requested(s: TraceSpan) -> tuple[Requested, ...]:
             function = c.get("function") if isinstance(c, dict) else None
             if isinstance(function, dict):
                 calls.append(Requested(str(function.get("name") or ""), function.get("arguments"), _id(c.get("id"))))
+        for use in _blocks(m, "toolUse"):
+            calls.append(Requested(str(use.get("name") or ""), use.get("input"), _id(use.get("toolUseId"))))
     return tuple(calls)
+
+
+def _blocks(message: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The ``{key: {...}}`` content blocks of an event message's content (the Bedrock Converse
+    shape Strands records: ``toolUse`` with ``toolUseId``/``name``/``input``, ``toolResult``
+    with ``toolUseId``/``status``/``content``)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b[key] for b in content if isinstance(b, dict) and isinstance(b.get(key), dict)]
 
 
 def _results(s: TraceSpan) -> tuple[Result, ...]:
@@ -187,6 +201,9 @@ def _results(s: TraceSpan) -> tuple[Result, ...]:
         if m.get("role") != "tool":
             continue
         parts = m.get("parts")
+        if parts is None and (blocks := _blocks(m, "toolResult")):  # content blocks (Strands)
+            out.extend(Result(_id(b.get("toolUseId")), text_of(b.get("content")), b.get("status") == "error") for b in blocks)
+            continue
         if parts is None:  # an older gen_ai.tool.message event
             out.append(Result(_id(m.get("id") or m.get("tool_call_id")), text_of(m.get("content"))))
             continue
@@ -201,14 +218,25 @@ def _id(value: Any) -> str | None:
     return str(value) if value is not None and value != "" else None
 
 
+def _event_attribute(s: TraceSpan, event: str, key: str) -> Any:
+    return next((_decoded(e.attributes[key]) for e in s.events if e.name == event and key in e.attributes), None)
+
+
 def _run(s: TraceSpan) -> Executed:
     attrs = s.attributes
+    # the attributes of the conventions (pydantic-ai's older names); else the tool span's own
+    # message events, as Strands records a run: arguments in gen_ai.tool.message, result in gen_ai.choice
     result = attrs.get("gen_ai.tool.call.result", attrs.get("tool_response"))
+    if result is None:
+        result = _event_attribute(s, "gen_ai.choice", "message")
+    arguments = attrs.get("gen_ai.tool.call.arguments", attrs.get("tool_arguments"))
+    if arguments is None:
+        arguments = _event_attribute(s, "gen_ai.tool.message", "content")
     error = s.failure()
     name = attrs.get("gen_ai.tool.name") or s.name.removeprefix("execute_tool").strip() or s.name
     return Executed(
         name=str(name),
-        arguments=attrs.get("gen_ai.tool.call.arguments", attrs.get("tool_arguments")),
+        arguments=arguments,
         result=text_of(result),
         failed=error is not None,
         error=error,
