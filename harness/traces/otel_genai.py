@@ -107,9 +107,7 @@ def _decoded(value: Any) -> Any:
 
 def input_messages(s: TraceSpan) -> list[dict[str, Any]]:
     if "input" not in s.memo:  # the query, the contexts and the steps all read them
-        s.memo["input"] = (
-            _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input") or _indexed_messages(s, "gen_ai.prompt")
-        )
+        s.memo["input"] = _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input") or _indexed_messages(s, "gen_ai.prompt")
     return s.memo["input"]
 
 

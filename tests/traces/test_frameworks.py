@@ -97,3 +97,172 @@ def test_a_framework_json_wrapper_is_never_the_query(tmp_path: Path) -> None:
     path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + "\n", encoding="utf-8")
     (transcript,) = [t for _, t in iter_transcripts(path)]
     assert (transcript.resolved().query, transcript.resolved().response) == ("Is it raining?", "Yes.")
+
+
+def _attrs(values: dict[str, Any]) -> list[dict[str, Any]]:
+    kinds = {str: "stringValue", int: "intValue", bool: "boolValue"}
+    return [{"key": k, "value": {kinds[type(v)]: str(v) if isinstance(v, int) and not isinstance(v, bool) else v}} for k, v in values.items()]
+
+
+def _otlp(path: Path, spans: list[dict[str, Any]]) -> Path:
+    raw = []
+    for index, s in enumerate(spans, start=1):
+        raw.append(
+            {
+                "traceId": "ab" * 16,
+                "spanId": f"{index:016x}",
+                **({"parentSpanId": f"{s['parent']:016x}"} if "parent" in s else {}),
+                "name": s["name"],
+                "startTimeUnixNano": str(index * 1000),
+                "endTimeUnixNano": str(index * 1000 + 500),
+                "attributes": _attrs(s["attributes"]),
+                "events": [{"name": n, "timeUnixNano": str(index * 1000 + 1), "attributes": _attrs(a)} for n, a in s.get("events", [])],
+            }
+        )
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": raw}]}]}) + "\n", encoding="utf-8")
+    return path
+
+
+def _read(path: Path) -> tuple[str | None, str | None, list[tuple[str, Any, Any]], str | None]:
+    (t,) = [t for _, t in iter_transcripts(path)]
+    steps = [(s.name, parse_arguments(s.arguments)[0], s.result) for s in t.steps or ()]
+    return t.resolved().query, t.resolved().response, steps, (t.metadata or {}).get("session_id")
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+
+
+def test_otel_messages_in_the_operation_details_event(tmp_path: Path) -> None:
+    """The current conventions' opt-in event carries the same messages as the span attributes."""
+    first_in = [{"role": "user", "parts": [{"type": "text", "content": "Weather in Paris?"}]}]
+    first_out = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}]}]
+    second_in = [*first_in, *first_out, {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "rain"}]}]
+    second_out = [{"role": "assistant", "parts": [{"type": "text", "content": "It rains."}]}]
+    details = "gen_ai.client.inference.operation.details"
+    path = _otlp(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "name": "chat m",
+                "attributes": {"gen_ai.operation.name": "chat", "gen_ai.conversation.id": "conv-7"},
+                "events": [(details, {"gen_ai.input.messages": json.dumps(first_in), "gen_ai.output.messages": json.dumps(first_out)})],
+            },
+            {
+                "name": "chat m",
+                "attributes": {"gen_ai.operation.name": "chat"},
+                "events": [(details, {"gen_ai.input.messages": json.dumps(second_in), "gen_ai.output.messages": json.dumps(second_out)})],
+            },
+        ],
+    )
+    assert _read(path) == ("Weather in Paris?", "It rains.", [("get_weather", {"city": "Paris"}, "rain")], "conv-7")
+
+
+def test_otel_older_per_message_events(tmp_path: Path) -> None:
+    """``gen_ai.user.message``/``gen_ai.assistant.message``/``gen_ai.tool.message`` and ``gen_ai.choice``."""
+    path = _otlp(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "name": "chat",
+                "attributes": {"gen_ai.operation.name": "chat"},
+                "events": [
+                    ("gen_ai.system.message", {"content": "Be brief."}),
+                    ("gen_ai.user.message", {"content": "Weather in Paris?"}),
+                    ("gen_ai.choice", {"message": json.dumps({"content": None, "tool_calls": [CALL]}), "index": 0}),
+                ],
+            },
+            {
+                "name": "chat",
+                "attributes": {"gen_ai.operation.name": "chat"},
+                "events": [
+                    ("gen_ai.user.message", {"content": "Weather in Paris?"}),
+                    ("gen_ai.assistant.message", {"tool_calls": json.dumps([CALL])}),
+                    ("gen_ai.tool.message", {"content": "rain", "id": "c1"}),
+                    ("gen_ai.choice", {"message": json.dumps({"content": "It rains."}), "index": 0}),
+                ],
+            },
+        ],
+    )
+    assert _read(path) == ("Weather in Paris?", "It rains.", [("get_weather", {"city": "Paris"}, "rain")], None)
+
+
+def test_otel_oldest_indexed_prompt_and_completion_attributes(tmp_path: Path) -> None:
+    """``gen_ai.prompt.N.*`` and ``gen_ai.completion.N.*`` (with ``tool_calls.M.*``) span attributes."""
+    path = _otlp(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "name": "chat",
+                "attributes": {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.prompt.0.role": "user",
+                    "gen_ai.prompt.0.content": "Weather in Paris?",
+                    "gen_ai.completion.0.role": "assistant",
+                    "gen_ai.completion.0.tool_calls.0.id": "c1",
+                    "gen_ai.completion.0.tool_calls.0.name": "get_weather",
+                    "gen_ai.completion.0.tool_calls.0.arguments": '{"city": "Paris"}',
+                },
+            },
+            {
+                "name": "chat",
+                "attributes": {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.prompt.0.role": "user",
+                    "gen_ai.prompt.0.content": "Weather in Paris?",
+                    "gen_ai.prompt.1.role": "tool",
+                    "gen_ai.prompt.1.content": "rain",
+                    "gen_ai.prompt.1.tool_call_id": "c1",
+                    "gen_ai.completion.0.role": "assistant",
+                    "gen_ai.completion.0.content": "It rains.",
+                    "session.id": "s-1",
+                },
+            },
+        ],
+    )
+    assert _read(path) == ("Weather in Paris?", "It rains.", [("get_weather", {"city": "Paris"}, "rain")], "s-1")
+
+
+def test_openinference_message_contents_and_tool_attributes(tmp_path: Path) -> None:
+    """``llm.input_messages.N.message.contents.M.message_content.text``, output tool calls, and a TOOL
+    span's ``tool.name``/``tool_call.function.arguments``/``output.value``."""
+    oi = "openinference.span.kind"
+    path = _otlp(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "name": "llm",
+                "attributes": {
+                    oi: "LLM",
+                    "llm.input_messages.0.message.role": "user",
+                    "llm.input_messages.0.message.contents.0.message_content.type": "text",
+                    "llm.input_messages.0.message.contents.0.message_content.text": "Weather in Paris?",
+                    "llm.output_messages.0.message.role": "assistant",
+                    "llm.output_messages.0.message.tool_calls.0.tool_call.id": "c1",
+                    "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather",
+                    "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"city": "Paris"}',
+                },
+            },
+            {
+                "name": "tool",
+                "attributes": {
+                    oi: "TOOL",
+                    "tool.name": "get_weather",
+                    "tool_call.id": "c1",
+                    "tool_call.function.arguments": '{"city": "Paris"}',
+                    "output.value": "rain",
+                },
+            },
+            {
+                "name": "llm",
+                "attributes": {
+                    oi: "LLM",
+                    "llm.input_messages.0.message.role": "user",
+                    "llm.input_messages.0.message.content": "Weather in Paris?",
+                    "llm.output_messages.0.message.role": "assistant",
+                    "llm.output_messages.0.message.content": "It rains.",
+                    "session.id": "s-2",
+                },
+            },
+        ],
+    )
+    assert _read(path) == ("Weather in Paris?", "It rains.", [("get_weather", {"city": "Paris"}, "rain")], "s-2")
