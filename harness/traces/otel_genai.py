@@ -26,8 +26,8 @@ from typing import Any
 
 from ..agent.steps import Step
 from ..jsonlines import MAX_INPUT_DEPTH, decode_json
-from .otlp import Trace, TraceSpan, span_transcript
 from .openinference import indexed
+from .otlp import Trace, TraceSpan, span_transcript
 from .records import Extracted, first, last, span, text_of, unique
 from .steps import Executed, Requested, Result, Turn, assemble, declared, tool_spec
 
