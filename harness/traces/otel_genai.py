@@ -194,7 +194,7 @@ def _blocks(message: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 
 def _results(s: TraceSpan) -> tuple[Result, ...]:
-    out = []
+    out: list[Result] = []
     for m in input_messages(s):
         if m.get("role") != "tool":
             continue

@@ -29,6 +29,7 @@ FORMATS = {
     "autogen_openinference.jsonl": "openinference",
     "strands_otel.jsonl": "otel",
     "smolagents_openinference.jsonl": "openinference",
+    "agno_openinference.jsonl": "openinference",
 }
 #: traces that do not record that a tool failed: AutoGen's instrumentor ends the TOOL span OK with
 #: the error text as its output (AutoGen's ``is_error`` is not written), so the reader sees a
