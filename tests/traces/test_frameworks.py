@@ -37,14 +37,35 @@ FORMATS = {
 UNRECORDED_FAILURES = {"autogen_openinference.jsonl"}
 
 
+#: fixtures the readers refuse, and why: ADK's own spans (its OpenInference instrumentor added
+#: nothing with the google-adk resolved here) record the messages in vendor attributes no
+#: specification describes
+REFUSED = {"adk_otel.jsonl"}
+READ = sorted(set(TRUTH) - REFUSED)
+
+
 def test_six_frameworks_each_with_a_conversation_of_two_turns_or_more() -> None:
-    assert set(TRUTH) == set(FORMATS)
+    assert set(TRUTH) == set(FORMATS) | REFUSED and len(TRUTH) == 6
     for fixture, truth in TRUTH.items():
         assert len(truth["turns"]) >= 2, fixture
         assert (FIXTURES / fixture).stat().st_size < 250_000, fixture
 
 
-@pytest.mark.parametrize("fixture", sorted(TRUTH))
+@pytest.mark.parametrize("fixture", sorted(REFUSED))
+def test_a_trace_the_readers_cannot_read_whole_is_refused_in_one_line(fixture: str) -> None:
+    from harness.errors import TranscriptError
+
+    path = FIXTURES / fixture
+    first_trace = next(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
+    trace_id = first_trace["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+    with pytest.raises(TranscriptError) as caught:
+        list(iter_transcripts(path))
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message and f"trace {trace_id}" in message
+    assert "no query found (looked in gen_ai.input.messages" in message and "no response found" in message
+
+
+@pytest.mark.parametrize("fixture", READ)
 def test_every_turn_reads_back_as_the_tools_and_the_script_logged_it(fixture: str) -> None:
     path = FIXTURES / fixture
     assert detect_format(path) == FORMATS[fixture]
@@ -69,7 +90,7 @@ def test_every_turn_reads_back_as_the_tools_and_the_script_logged_it(fixture: st
         assert transcript.metadata is not None and transcript.metadata["session_id"] == truth["session_id"]
 
 
-@pytest.mark.parametrize("fixture", sorted(TRUTH))
+@pytest.mark.parametrize("fixture", READ)
 def test_the_session_id_is_on_the_per_trace_record(fixture: str) -> None:
     """What the grouping of traces into sessions reads: ``Extracted.session_id`` of each trace."""
     from harness.traces.reader import extracted
