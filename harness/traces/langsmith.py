@@ -273,17 +273,19 @@ def trace_transcript(runs: list[dict[str, Any]], line: int) -> Extracted:
     )
 
 
-#: The metadata keys LangSmith reads as a run's thread (its "Threads" view groups by them).
+#: the metadata keys LangSmith groups a thread's traces by, in its documented order
 THREAD_KEYS = ("session_id", "thread_id", "conversation_id")
 
 
-def _thread(run: dict[str, Any]) -> str | None:
-    metadata = (run.get("extra") or {}).get("metadata") or {}
+def _thread(root: dict[str, Any]) -> str | None:
+    extra = root.get("extra")
+    metadata = extra.get("metadata") if isinstance(extra, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else root.get("metadata")
     if not isinstance(metadata, dict):
         return None
     for key in THREAD_KEYS:
         value = metadata.get(key)
-        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
             return str(value)
     return None
 

@@ -31,6 +31,7 @@ from .steps import Executed, Requested, Result, Turn, assemble, declared, is_sch
 
 KIND = "openinference.span.kind"
 _KINDS = {"LLM": "llm", "TOOL": "tool", "RETRIEVER": "api", "EMBEDDING": "api", "RERANKER": "api"}
+_REPR = re.compile(r"^[A-Z][A-Za-z0-9_]*\((?:[a-z_]+=|[A-Z])")
 _INDEXED = re.compile(r"^(?P<prefix>.+?)\.(?P<index>\d+)\.(?P<rest>.+)$")
 _QUERY_SOURCES = "input.value of the root AGENT/CHAIN span and llm.input_messages of the LLM spans"
 _RESPONSE_SOURCES = "output.value of the root AGENT/CHAIN span and llm.output_messages of the LLM spans"
@@ -71,13 +72,49 @@ def messages(s: TraceSpan, direction: str) -> list[dict[str, Any]]:
 def _plain(s: TraceSpan, key: str) -> str | None:
     """``input.value``/``output.value`` when it is text, not the JSON of a request or reply."""
     value = s.attributes.get(key)
-    if not isinstance(value, str) or s.attributes.get(f"{key.split('.')[0]}.mime_type") == "application/json":
+    if not isinstance(value, str) or s.attributes.get(f"{key.split('.')[0]}.mime_type") == "application/json" or _is_json(value):
         return None
     return value
 
 
+#: the text field of the JSON an agent framework records as its AGENT/CHAIN span's ``input.value``
+#: (smolagents ``{"task": ...}``, llama-index ``{"user_msg": ...}``, Agno/ADK ``{"input"/"message": ...}``):
+#: the user's words, never the wrapper
+WRAPPER_TEXT = ("task", "user_msg", "input", "message", "query", "question", "prompt", "new_message")
+#: the same for ``output.value``
+WRAPPER_ANSWER = ("output", "answer", "response", "final_output", "content", "text", "result")
+
+
+def _is_json(value: str) -> bool:
+    return value[:1] in "{[" and _json(value) is not value
+
+
+def _wrapped(s: TraceSpan, key: str, fields: tuple[str, ...]) -> str | None:
+    """The text of the first of ``fields`` in the JSON object at ``key`` (recursing into a value
+    that is itself a message: ``{"role": ..., "content"/"parts": ...}``)."""
+    value = s.attributes.get(key)
+    decoded = _json(value) if isinstance(value, str) else None
+    return _field_text(decoded, fields) if isinstance(decoded, dict) else None
+
+
+def _field_text(value: Any, fields: tuple[str, ...]) -> str | None:
+    if isinstance(value, str):
+        return value if value.strip() and not _is_json(value) else None
+    if isinstance(value, list):
+        return last(_field_text(v, fields) for v in value)
+    if not isinstance(value, dict):
+        return None
+    for name in (*fields, "content", "parts", "text"):
+        if name in value and (found := _field_text(value[name], fields)):
+            return found
+    return None
+
+
 def _query(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
     if kind(root) in ("AGENT", "CHAIN") and (text := _plain(root, "input.value")):
+        return text
+    # the framework's wrapper says where the user's text is; else the first model call's last user message
+    if kind(root) in ("AGENT", "CHAIN") and (text := _wrapped(root, "input.value", WRAPPER_TEXT)):
         return text
     for s in llm_spans:
         if found := last(_message_text(m) for m in messages(s, "input") if m.get("message.role") == "user"):
@@ -86,17 +123,25 @@ def _query(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
 
 
 def _response(root: TraceSpan, llm_spans: list[TraceSpan]) -> str | None:
+    model = next((found for s in reversed(llm_spans) if (found := _answer(s))), None)
     if kind(root) in ("AGENT", "CHAIN") and (text := _plain(root, "output.value")):
+        # the agent's output, unless it is the repr of the framework's result object (which holds
+        # the last model answer, and is cut short: llama-index's ``StopEvent(result=...)``)
+        return model if model and _REPR.match(text) else text
+    if model:
+        return model
+    if kind(root) in ("AGENT", "CHAIN") and (text := _wrapped(root, "output.value", WRAPPER_ANSWER)):
         return text
-    for s in reversed(llm_spans):
-        if found := last(_message_text(m) for m in messages(s, "output") if m.get("message.role") in ("assistant", None)):
-            return found
     return None
+
+
+def _answer(s: TraceSpan) -> str | None:
+    return last(_message_text(m) for m in messages(s, "output") if m.get("message.role") in ("assistant", None))
 
 
 def _contexts(spans: list[TraceSpan], llm_spans: list[TraceSpan]) -> list[str]:
     documents = [d.get("document.content") for s in spans for d in indexed(s.attributes, "retrieval.documents")]
-    tools = [text_of(s.attributes.get("output.value")) for s in spans if kind(s) == "TOOL"]
+    tools = [tool_output(s) for s in spans if kind(s) == "TOOL"]
     tool_messages = [_message_text(m) for s in llm_spans for m in messages(s, "input") if m.get("message.role") == "tool"]
     return unique([*map(text_of, documents), *tools, *tool_messages])
 
@@ -132,7 +177,7 @@ def _run(s: TraceSpan) -> Executed:
     return Executed(
         name=str(attrs.get("tool.name") or attrs.get("tool_call.function.name") or s.name),
         arguments=attrs.get("tool_call.function.arguments", attrs.get("input.value")),
-        result=text_of(attrs.get("output.value")),
+        result=tool_output(s),
         failed=error is not None,
         error=error,
         call_id=_id(attrs.get("tool_call.id")),
@@ -140,6 +185,23 @@ def _run(s: TraceSpan) -> Executed:
         end_s=s.end_s,
         span_id=s.span_id,
     )
+
+
+#: a framework's tool-output record as a TOOL span's JSON ``output.value`` (llama-index's
+#: ``ToolOutput``: ``{"tool_name", "raw_output", "blocks", ...}``): the field holding what the tool returned
+TOOL_OUTPUT_FIELDS = ("raw_output", "content", "result", "output")
+
+
+def tool_output(s: TraceSpan) -> str | None:
+    """The TOOL span's ``output.value``; when that is a record naming the tool itself (a
+    ``tool_name``/``name`` equal to ``tool.name``), the record's result field, not the record."""
+    value = s.attributes.get("output.value")
+    decoded = _json(value)
+    if isinstance(decoded, dict) and s.attributes.get("tool.name") in (decoded.get("tool_name"), decoded.get("name")):
+        for name in TOOL_OUTPUT_FIELDS:
+            if decoded.get(name) is not None:
+                return text_of(decoded[name])
+    return text_of(value)
 
 
 def _specs(llm_spans: list[TraceSpan], tool_spans: list[TraceSpan]) -> list[dict[str, Any]]:

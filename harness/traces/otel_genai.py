@@ -26,6 +26,7 @@ from typing import Any
 
 from ..agent.steps import Step
 from ..jsonlines import MAX_INPUT_DEPTH, decode_json
+from .openinference import indexed
 from .otlp import Trace, TraceSpan, span_transcript
 from .records import Extracted, first, last, span, text_of, unique
 from .steps import Executed, Requested, Result, Turn, assemble, declared, tool_spec
@@ -33,8 +34,9 @@ from .steps import Executed, Requested, Result, Turn, assemble, declared, tool_s
 LLM_OPERATIONS = {"chat", "text_completion", "generate_content"}
 API_OPERATIONS = {"embeddings", "retrieval"}
 _API_PREFIXES = ("http.", "url.", "db.", "rpc.")
-_QUERY_SOURCES = "gen_ai.input.messages and gen_ai.user.message events of the model spans"
-_RESPONSE_SOURCES = "gen_ai.output.messages and gen_ai.choice events of the model spans"
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_QUERY_SOURCES = "gen_ai.input.messages attributes and operation.details events, gen_ai.user.message events, gen_ai.prompt.N of the model spans"
+_RESPONSE_SOURCES = "gen_ai.output.messages attributes and operation.details events, gen_ai.choice events, gen_ai.completion.N of the model spans"
 
 
 def operation(s: TraceSpan) -> str | None:
@@ -63,28 +65,57 @@ def _parts_text(message: dict[str, Any], part_type: str = "text") -> str | None:
 
 
 def _event_messages(s: TraceSpan, kind: str) -> list[dict[str, Any]]:
-    """Messages from the older span events: ``gen_ai.user.message`` etc., and ``gen_ai.choice``."""
+    """Messages from span events: ``gen_ai.client.inference.operation.details`` (the current
+    conventions: the same ``gen_ai.input.messages``/``gen_ai.output.messages`` as the span
+    attributes), else the older per-message events (``gen_ai.user.message`` etc., ``gen_ai.choice``),
+    whose ``content`` or ``message`` may be JSON text (Strands writes content blocks so)."""
+    for event in s.events:
+        if event.name == DETAILS_EVENT and (found := _messages(event.attributes.get(f"gen_ai.{kind}.messages"))):
+            return found
     out = []
     for event in s.events:
+        attrs = event.attributes
         if kind == "input" and event.name.startswith("gen_ai.") and event.name.endswith(".message"):
             role = event.name.removeprefix("gen_ai.").removesuffix(".message")
-            out.append({"role": event.attributes.get("role", role), "content": event.attributes.get("content"), "id": event.attributes.get("id")})
+            message = {"role": attrs.get("role", role), "content": _decoded(attrs.get("content")), "id": attrs.get("id")}
+            out.append(message | ({"tool_calls": _decoded(attrs["tool_calls"])} if "tool_calls" in attrs else {}))
         elif kind == "output" and event.name == "gen_ai.choice":
-            body = event.attributes.get("message")
-            body = body if isinstance(body, dict) else {}
-            out.append({"role": "assistant", "content": body.get("content", event.attributes.get("content")), "tool_calls": body.get("tool_calls")})
+            # ``message`` is {"content", "tool_calls"} by the conventions; Strands writes the
+            # content itself there (text, or a JSON list of content blocks)
+            body = _decoded(attrs.get("message"))
+            body = body if isinstance(body, dict) else {"content": body} if body is not None else {}
+            content = body.get("content", _decoded(attrs.get("content")))
+            out.append({"role": "assistant", "content": content, "tool_calls": body.get("tool_calls", _decoded(attrs.get("tool_calls")))})
     return out
+
+
+def _indexed_messages(s: TraceSpan, prefix: str) -> list[dict[str, Any]]:
+    """The oldest form: ``gen_ai.prompt.N.role``/``.content``/``.tool_call_id`` and
+    ``gen_ai.completion.N.*`` (with ``.tool_calls.M.{id,name,arguments}``) span attributes."""
+    out = []
+    for m in indexed(s.attributes, prefix):
+        calls = [{"id": c.get("id"), "function": {"name": c.get("name"), "arguments": c.get("arguments")}} for c in indexed(m, "tool_calls")]
+        message = {"role": m.get("role"), "content": _decoded(m.get("content")), "id": m.get("tool_call_id")}
+        out.append(message | ({"tool_calls": calls} if calls else {}))
+    return out
+
+
+def _decoded(value: Any) -> Any:
+    """JSON text of a list or object as that value (content blocks, a message); other text as is."""
+    return decode_json(value, MAX_INPUT_DEPTH) if isinstance(value, str) and _is_json(value) and value[:1] in "[{" else value
 
 
 def input_messages(s: TraceSpan) -> list[dict[str, Any]]:
     if "input" not in s.memo:  # the query, the contexts and the steps all read them
-        s.memo["input"] = _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input")
+        s.memo["input"] = _messages(s.attributes.get("gen_ai.input.messages")) or _event_messages(s, "input") or _indexed_messages(s, "gen_ai.prompt")
     return s.memo["input"]
 
 
 def output_messages(s: TraceSpan) -> list[dict[str, Any]]:
     if "output" not in s.memo:
-        s.memo["output"] = _messages(s.attributes.get("gen_ai.output.messages")) or _event_messages(s, "output")
+        s.memo["output"] = (
+            _messages(s.attributes.get("gen_ai.output.messages")) or _event_messages(s, "output") or _indexed_messages(s, "gen_ai.completion")
+        )
     return s.memo["output"]
 
 
@@ -147,15 +178,30 @@ def _requested(s: TraceSpan) -> tuple[Requested, ...]:
             function = c.get("function") if isinstance(c, dict) else None
             if isinstance(function, dict):
                 calls.append(Requested(str(function.get("name") or ""), function.get("arguments"), _id(c.get("id"))))
+        for use in _blocks(m, "toolUse"):
+            calls.append(Requested(str(use.get("name") or ""), use.get("input"), _id(use.get("toolUseId"))))
     return tuple(calls)
 
 
+def _blocks(message: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The ``{key: {...}}`` content blocks of an event message's content (the Bedrock Converse
+    shape Strands records: ``toolUse`` with ``toolUseId``/``name``/``input``, ``toolResult``
+    with ``toolUseId``/``status``/``content``)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b[key] for b in content if isinstance(b, dict) and isinstance(b.get(key), dict)]
+
+
 def _results(s: TraceSpan) -> tuple[Result, ...]:
-    out = []
+    out: list[Result] = []
     for m in input_messages(s):
         if m.get("role") != "tool":
             continue
         parts = m.get("parts")
+        if parts is None and (blocks := _blocks(m, "toolResult")):  # content blocks (Strands)
+            out.extend(Result(_id(b.get("toolUseId")), text_of(b.get("content")), b.get("status") == "error") for b in blocks)
+            continue
         if parts is None:  # an older gen_ai.tool.message event
             out.append(Result(_id(m.get("id") or m.get("tool_call_id")), text_of(m.get("content"))))
             continue
@@ -170,14 +216,25 @@ def _id(value: Any) -> str | None:
     return str(value) if value is not None and value != "" else None
 
 
+def _event_attribute(s: TraceSpan, event: str, key: str) -> Any:
+    return next((_decoded(e.attributes[key]) for e in s.events if e.name == event and key in e.attributes), None)
+
+
 def _run(s: TraceSpan) -> Executed:
     attrs = s.attributes
+    # the attributes of the conventions (pydantic-ai's older names); else the tool span's own
+    # message events, as Strands records a run: arguments in gen_ai.tool.message, result in gen_ai.choice
     result = attrs.get("gen_ai.tool.call.result", attrs.get("tool_response"))
+    if result is None:
+        result = _event_attribute(s, "gen_ai.choice", "message")
+    arguments = attrs.get("gen_ai.tool.call.arguments", attrs.get("tool_arguments"))
+    if arguments is None:
+        arguments = _event_attribute(s, "gen_ai.tool.message", "content")
     error = s.failure()
     name = attrs.get("gen_ai.tool.name") or s.name.removeprefix("execute_tool").strip() or s.name
     return Executed(
         name=str(name),
-        arguments=attrs.get("gen_ai.tool.call.arguments", attrs.get("tool_arguments")),
+        arguments=arguments,
         result=text_of(result),
         failed=error is not None,
         error=error,

@@ -225,6 +225,8 @@ def span_transcript(
     query_sources: str,
     response_sources: str,
 ) -> Extracted:
+    # the conversation: on the root span by the conventions, on any span of the unit in practice
+    # (an instrumentor's session context marks the spans opened inside it)
     """The transcript of ``root`` as an OTLP reader (OpenTelemetry GenAI, OpenInference) found it in
     ``spans``: named after the trace, ``total_ms`` from the first span's start to the last one's
     end, the metadata naming the source format, trace and root span, and the model and token usage

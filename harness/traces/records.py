@@ -42,8 +42,11 @@ class Extracted:
     #: where the query and response were looked for, for the message when they are missing
     query_sources: str = ""
     response_sources: str = ""
-    #: the session (conversation) the trace belongs to, as its ecosystem names it, and when the
-    #: transcript started (epoch seconds): :mod:`.sessions` groups and orders by them; not written
+    #: the session (conversation) the trace belongs to, as its ecosystem names it (OTel
+    #: ``gen_ai.conversation.id``, OpenInference ``session.id``, Langfuse ``sessionId``, LangSmith
+    #: thread metadata, MLflow's session tag; None when the trace names none), and when the
+    #: transcript started (epoch seconds): :mod:`.sessions` groups and orders by them. The session
+    #: is written as ``metadata.session_id``, so a transcript read back keeps it.
     session: str | None = None
     start_s: float | None = None
     #: the span its verdict goes back to (the root or agent span), when the format has span ids
@@ -97,8 +100,9 @@ class Extracted:
             out["steps"] = self.steps  # written when empty too: the trace says no tool was called
         if self.tools:
             out["tools"] = self.tools
-        if self.metadata:
-            out["metadata"] = self.metadata
+        metadata = self.metadata | ({"session_id": self.session} if self.session is not None else {})
+        if metadata:
+            out["metadata"] = metadata
         return out
 
     def error(self, path: str) -> TranscriptError | None:
