@@ -1,10 +1,12 @@
 """Multi-turn traces written by six more agent frameworks (``tests/fixtures/traces/conversations.py``),
 read back against the ground truth their tools and the script logged (``conversations_truth.json``).
 
-For each fixture, each trace is one user turn of the conversation: its user text, its answer and its
-tool calls (name, arguments, result, or the error the tool raised) must read back equal to what was
-logged, and every trace must carry the session id the framework was given. Nothing here needs the
-frameworks: the files are committed.
+For each fixture, each trace is one user turn of the conversation: read one transcript per trace
+(``sessions="off"``), its user text, its answer and its tool calls (name, arguments, result, or the
+error the tool raised) must read back equal to what was logged, and every trace must carry the
+session id the framework was given; read as the harness reads by default (``sessions="on"``), the
+traces are one conversation whose turns are those, in order. Nothing here needs the frameworks: the
+files are committed.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def test_every_turn_reads_back_as_the_tools_and_the_script_logged_it(fixture: st
     path = FIXTURES / fixture
     assert detect_format(path) == FORMATS[fixture]
     truth = TRUTH[fixture]
-    transcripts = [t for _, t in iter_transcripts(path)]
+    transcripts = [t for _, t in iter_transcripts(path, sessions="off")]
     assert len(transcripts) == len(truth["turns"])
     for transcript, turn in zip(transcripts, truth["turns"], strict=True):
         resolved = transcript.resolved()
@@ -102,8 +104,25 @@ def test_the_session_id_is_on_the_per_trace_record(fixture: str) -> None:
     """What the grouping of traces into sessions reads: ``Extracted.session`` of each trace."""
     from harness.traces.reader import extracted
 
-    found = list(extracted(FIXTURES / fixture, FORMATS[fixture]))
+    found = list(extracted(FIXTURES / fixture, FORMATS[fixture], sessions="off"))
     assert [e.session for e in found] == [TRUTH[fixture]["session_id"]] * len(TRUTH[fixture]["turns"])
+
+
+@pytest.mark.parametrize("fixture", READ)
+def test_a_sessions_traces_read_as_one_conversation_of_its_turns(fixture: str) -> None:
+    """The default reading: the fixture's traces are one transcript (id = the session id) whose turns
+    are the logged turns in order, each with its user text, answer and our tools' calls."""
+    truth = TRUTH[fixture]
+    (transcript,) = [t for _, t in iter_transcripts(FIXTURES / fixture)]
+    assert transcript.id == truth["session_id"]
+    conversation = transcript.resolved().conversation
+    assert conversation is not None
+    turns = conversation.turns()
+    assert [t.user for t in turns] == [turn["query"] for turn in truth["turns"]]
+    assert [(t.answer or "").strip() for t in turns] == [turn["scripted_answer"] for turn in truth["turns"]]
+    for got, turn in zip(turns, truth["turns"], strict=True):
+        calls = [(s.name, parse_arguments(s.arguments)[0]) for s in got.steps if s.name in OUR_TOOLS]
+        assert calls == [(c["name"], c["arguments"]) for c in turn["calls"]]
 
 
 def test_a_framework_json_wrapper_is_never_the_query(tmp_path: Path) -> None:
