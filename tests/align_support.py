@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e_support import judge, user_prompt, write_config, write_jsonl
-from tests.judge_server import JudgeServer
+from tests.judge_server import JudgeServer, prompt_text
 
 PLAIN = 0.6
 WITH_EXAMPLES = 0.95
@@ -57,7 +57,8 @@ class AlignJudgeServer(JudgeServer):
             revised = template.group(1).replace("EVALUATION CRITERIA:", "EVALUATION CRITERIA (what people value: a right answer):")
             return f"Here it is.\n<rubric>\n{revised}\n</rubric>"
         truth, tid = _TRUTH.findall(prompt)[-1]  # the material judged comes after any examples
-        correct = right(body["model"], tid, "<example" in prompt)
+        # the examples are part of the rubric's instructions: the system message in the data layout
+        correct = right(body["model"], tid, "<example" in prompt_text(body["messages"]))
         passed = (truth == "pass") == correct
         return json.dumps({"score": 0.9 if passed else 0.1})
 

@@ -10,6 +10,8 @@ judge reads an input by its name through :func:`judged_input` and so answers the
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 _MARKER = re.compile(r"^Marker: data-([0-9a-f]{16})$", re.M)
 
@@ -45,3 +47,21 @@ def judged_input(user: str, name: str) -> str | None:
 def judged_contexts(user: str) -> dict[str, str]:
     """The numbered context blocks, number -> text."""
     return {n: text for n, text in judged_blocks(user, "context") if n is not None}
+
+
+def instruction_lines(body: dict[str, Any]) -> list[str]:
+    """The lines a rubric's first line can be among: the user message's first (the inline layout)
+    and the system message's (the data layout puts the instructions there)."""
+    messages = body["messages"]
+    user = messages[-1]["content"]
+    system = "\n".join(m["content"] for m in messages if m.get("role") in ("system", "developer"))
+    return [user.splitlines()[0] if user else "", *system.splitlines()]
+
+
+def rubric_of(body: dict[str, Any], by_first_line: Mapping[str, str]) -> str:
+    """The rubric a request is of, by its template's first line (``by_first_line``), in either layout."""
+    lines = instruction_lines(body)
+    found = next((by_first_line[line] for line in lines if line in by_first_line), None)
+    if found is None:
+        raise KeyError(lines[0])
+    return found

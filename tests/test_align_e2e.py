@@ -108,9 +108,9 @@ def test_the_split_is_recorded_and_the_test_labels_never_fit_or_chose(aligned: d
 def test_the_aligned_rubric_is_a_new_file_version_and_cache_key(aligned: dict[str, Any]) -> None:
     result, out = aligned["result"], aligned["out"]
     rubric = load_rubrics([out / "prompts"])["relevance"]
-    assert rubric.version == result["aligned_version"] and rubric.version.startswith("2-aligned-")
+    assert rubric.version == result["aligned_version"] and rubric.version.startswith("2-data-aligned-")  # aligned from the default version, 2-data
     head = (out / "prompts" / "relevance.md").read_text().split("+++")[1]
-    assert "# aligned by harness align from relevance version 2 (few-shot)" in head
+    assert "# aligned by harness align from relevance version 2-data (few-shot)" in head
     provenance = json.loads((out / "prompts" / "relevance.align.json").read_text())
     assert provenance["labels_sha256"] == result["labels_sha256"] and provenance["seed"] == 0
     assert provenance["test_ids"] == result["split"]["ids"]["test"] and provenance["split"]["sizes"] == {"fit": 80, "select": 40, "test": 80}
@@ -131,7 +131,7 @@ def test_the_terminal_shows_the_tables_the_verdict_and_the_rewrite_diff(aligned:
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     for text in ("Candidates on the select set", "Sealed test set, measured once: 80 labels in 40 groups", "improved: Cohen's kappa +",
-                 "--- relevance.md (version 2)", "+EVALUATION CRITERIA (what people value", "fit 80 · select 40 · sealed test 80"):  # fmt: skip
+                 "--- relevance.md (version 2-data)", "+EVALUATION CRITERIA (what people value", "fit 80 · select 40 · sealed test 80"):  # fmt: skip
         assert text in done.output, text
 
 

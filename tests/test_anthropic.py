@@ -18,7 +18,9 @@ from harness.judges.anthropic import AnthropicJudge
 from harness.judges.base import JudgeRequest
 from harness.judges.registry import make_judge
 from harness.planning import RunOptions
-from harness.rubrics.rubric import DEFAULT_SYSTEM, load_rubrics
+from harness.rubrics.fence import OPENING
+from harness.rubrics.rubric import load_rubrics
+from harness.transcripts.models import Transcript
 from tests.anthropic_server import AnthropicServer
 from tests.e2e_support import KEY, KEY_ENV, Outputs, cache_rows, run_and_show, write_config, write_jsonl
 
@@ -209,13 +211,15 @@ async def test_a_run_on_claude_retries_overload_prices_cache_reads_and_replays(t
     assert written > 0 and first["cached_tokens"] == 0 and second["cached_tokens"] == written
     # The breakpoint sits after the rubric's fixed text, so the system prompt and that text are the
     # cached prefix: the same for both transcripts, and all of the prompt but the transcript's part.
-    rubric = load_rubrics()["relevance"]
+    # (the data layout, a run's default: the instructions are the system prompt, the fixed text the opening)
+    rubric = load_rubrics()["relevance"].as_data()
     body = anthropic_server.requests[0]["body"]
-    assert body["system"] == [{"type": "text", "text": DEFAULT_SYSTEM}]
+    system = rubric.render(Transcript.model_validate({"id": "x", "query": "q", "response": "r"}).resolved())[0]["content"]
+    assert body["system"] == [{"type": "text", "text": system}]
     fixed, rest = body["messages"][0]["content"]
-    assert fixed == {"type": "text", "text": rubric.parts[0], "cache_control": {"type": "ephemeral"}}
+    assert fixed == {"type": "text", "text": OPENING, "cache_control": {"type": "ephemeral"}}
     assert "What is the NAV?" in rest["text"] and "cache_control" not in rest
-    assert written == len(DEFAULT_SYSTEM.split()) + len(rubric.parts[0].split())
+    assert written == len(system.split()) + len(OPENING.split())
     fresh = first["prompt_tokens"] - written
     assert first["cost_usd"] == pytest.approx((fresh * 1.00 + written * 1.25 + 2 * 5.00) / 1e6, rel=1e-12)
     fresh = second["prompt_tokens"] - written

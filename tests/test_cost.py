@@ -44,11 +44,11 @@ from tests.e2e_support import (
     judge,
     run_and_show,
     serve,
-    user_prompt,
     write_config,
     write_jsonl,
 )
 from tests.judge_server import JudgeServer
+from tests.prompt_blocks import rubric_of as rubric_in
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 
@@ -103,7 +103,7 @@ def openai_usage(messages: list[Any], reply: str) -> tuple[int, int]:
 
 
 def rubric_of(request: dict[str, Any]) -> str:
-    return RUBRIC_OF_LINE[user_prompt(request).splitlines()[0]]
+    return rubric_in(request["body"], RUBRIC_OF_LINE)  # in either layout (tests/prompt_blocks.py)
 
 
 def usd(prompt: float, completion: float, in_price: float, out_price: float) -> float:
@@ -794,7 +794,8 @@ async def test_budget_stop_reports_every_transcript_of_a_long_input(tmp_path: Pa
     with serve(usage=lambda messages, reply: (INFLATED_PROMPT, INFLATED_COMPLETION)) as server:
         assert server.base_url
         write_config(tmp_path / "harness.toml", [judge("mini", server.base_url, model="gpt-4o-mini", prices=False, max_concurrency=1)])
-        outcome, outputs, _ = await run(tmp_path, no_cache=True, rubrics=["relevance"], max_cost=0.03)
+        # above the estimate ($0.040 for the data layout's prompts), crossed by the 7th inflated reply ($0.0075 each)
+        outcome, outputs, _ = await run(tmp_path, no_cache=True, rubrics=["relevance"], max_cost=0.05)
         sent = server.count()
     assert outcome.exit_code == 4
     judgments = outputs.judgments

@@ -158,6 +158,7 @@ def test_request_with_messages_is_dataclasses_replace() -> None:
         top_logprobs=4,
         fixed_prefix=2,
         key="old",
+        system_role="developer",
     )
     assert all(getattr(full, f.name) != f.default for f in dataclasses.fields(JudgeRequest))
     messages = ({"role": "user", "content": "b"},)

@@ -363,7 +363,7 @@ def test_explain_prints_formula_reply_version_and_cache_key(small: dict[str, Any
     faith = judgments[("t01", "faithfulness", "big")]["score"]
     value = results["t01"]["composites"]["big"]["answer_correctness"]
     assert f"judge big: answer_correctness = 0.7·relevance + 0.3·faithfulness = 0.7·1 + 0.3·{faith:g} = {value:.6g}" in out
-    assert "relevance v2 · judge mini: scored 1 (clamped from 1.4)" in out
+    assert "relevance v2-data · judge mini: scored 1 (clamped from 1.4)" in out
     for key in [("t01", r, jd) for r in ("relevance", "helpfulness", "contextual_relevance") for jd in ("mini", "big")]:
         row = judgments[key]
         assert f"{key[1]} v{row['rubric_version']} · judge {key[2]}: " in out
@@ -378,11 +378,11 @@ def test_explain_prints_formula_reply_version_and_cache_key(small: dict[str, Any
 
 def test_explain_failed_and_missing_judgments(small: dict[str, Any]) -> None:
     out = _explain(small, "t06", "--config", str(small["config"]), "--prompts", str(small["prompts"])).output
-    assert "relevance v2 · judge mini: failed (fatal)" in out
+    assert "relevance v2-data · judge mini: failed (fatal)" in out
     assert "error: " in out and "no judge reply" in out
     assert "judge mini: answer_correctness = 0.7·relevance + 0.3·faithfulness: unscored (relevance failed (fatal))" in out
     out = _explain(small, "t08", "--config", str(small["config"]), "--prompts", str(small["prompts"])).output
-    assert "faithfulness v2 · judge mini: unscored (missing_input)" in out
+    assert "faithfulness v2-data · judge mini: unscored (missing_input)" in out
     assert "contexts: 0" in out
 
 

@@ -44,6 +44,7 @@ from tests.e2e_support import (
     write_jsonl,
 )
 from tests.judge_server import JudgeServer
+from tests.prompt_blocks import rubric_of
 
 #: The rubrics a run that names none judges (the trajectory rubrics run only when named).
 RUBRICS = {name: rubric for name, rubric in load_rubrics().items() if rubric.default}
@@ -68,7 +69,7 @@ def request_index(judge_server: JudgeServer) -> Counter[tuple[str, str]]:
     counts: Counter[tuple[str, str]] = Counter()
     for request in chat_requests(judge_server):
         prompt = user_prompt(request)
-        rubric = RUBRIC_OF_LINE[prompt.splitlines()[0]]
+        rubric = rubric_of(request["body"], RUBRIC_OF_LINE)
         tid = prompt.split("id=", 1)[1].split()[0]
         counts[(tid, rubric)] += 1
     return counts
@@ -165,7 +166,7 @@ async def test_normal_run_scores_tokens_cost_composites_summary(tmp_path: Path, 
     for request in chat_requests(judge_server):
         prompt = user_prompt(request)
         tid = prompt.split("id=", 1)[1].split()[0]
-        j = judgments[(tid, RUBRIC_OF_LINE[prompt.splitlines()[0]], "mini")]
+        j = judgments[(tid, rubric_of(request["body"], RUBRIC_OF_LINE), "mini")]
         assert request["headers"]["Authorization"] == f"Bearer {KEY}"
         assert request["body"]["model"] == "judge-model"
         pt, ct = server_usage(request, j["raw_output"])
@@ -553,7 +554,8 @@ async def test_hostile_transcript_cannot_inject_a_score(tmp_path: Path) -> None:
                 }
             ],
         )
-        write_config(tmp_path / "harness.toml", [judge("j", judge_server.base_url)])
+        # the inline version's tags (the data layout's blocks: tests/test_fence.py)
+        write_config(tmp_path / "harness.toml", [judge("j", judge_server.base_url)], rubric_layout="inline")
         outcome, outputs, _ = await run(tmp_path)
 
     assert outcome.exit_code == 0
@@ -628,7 +630,7 @@ async def test_json_array_with_messages_and_spans(tmp_path: Path, judge_server: 
     judgments = outputs.by_key()
     assert judgments[("msg", "relevance", "j")]["score"] == 0.7
     assert judgments[("msg", "faithfulness", "j")]["score"] == 0.4
-    prompts = {RUBRIC_OF_LINE[user_prompt(r).splitlines()[0]]: user_prompt(r) for r in chat_requests(judge_server) if "id=msg" in user_prompt(r)}
+    prompts = {rubric_of(r["body"], RUBRIC_OF_LINE): user_prompt(r) for r in chat_requests(judge_server) if "id=msg" in user_prompt(r)}
     assert "What is the NAV of fund X?" in prompts["relevance"]
     assert "The NAV of fund X is 101.5." in prompts["relevance"]
     assert "You are a fund assistant." not in prompts["relevance"]
@@ -663,7 +665,7 @@ async def test_custom_rubric_and_composites_with_lower_is_better(
 
     def reply(body: dict[str, Any]) -> str:
         first = body["messages"][-1]["content"].splitlines()[0]
-        return replies["helpfulness" if first.startswith("Rate how helpful") else RUBRIC_OF_LINE[first]]
+        return replies["helpfulness" if first.startswith("Rate how helpful") else rubric_of(body, RUBRIC_OF_LINE)]
 
     with serve(reply=reply) as judge_server:
         assert judge_server.base_url

@@ -42,7 +42,7 @@ def transcripts(path: Path, queries: list[str]) -> Path:
 # -- n choices in one request --------------------------------------------------------------------------
 
 #: A 30-word reply (the servers count words as tokens): under max_tokens = 64 alone, five of them are 150.
-REPLY = "Score: 0.75 " + " ".join(["because"] * 28)
+REPLY = '{"score": 0.75} ' + " ".join(["because"] * 28)  # the reply format the (data-layout) rubric asks for
 
 
 def test_an_n_request_reports_the_usage_of_all_its_choices_never_0(tmp_path: Path) -> None:
