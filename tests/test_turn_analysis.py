@@ -23,9 +23,9 @@ from harness.cli import app
 from harness.planning import RunOptions
 from harness.runner import run_evaluation
 from tests.e2e_support import judge, read_jsonl, serve, write_config, write_jsonl
+from tests.prompt_blocks import judged_input
 
 pytestmark = pytest.mark.timeout(300)
-_QUERY = re.compile(r"<query>\n(.*?)\n</query>", re.S)
 CONVERSATIONS = 8
 #: a human label per conversation (not in the order of its score)
 LABELS = [0.3 + 0.05 * ((3 * i) % CONVERSATIONS) for i in range(CONVERSATIONS)]
@@ -33,8 +33,8 @@ LABELS = [0.3 + 0.05 * ((3 * i) % CONVERSATIONS) for i in range(CONVERSATIONS)]
 
 def reply(body: dict[str, Any]) -> str:
     """The judged turn's score is the ``s=X`` of its query (the history before it is not read)."""
-    found = _QUERY.search(body["messages"][-1]["content"])
-    value = re.search(r"s=(\d\.\d+)", found[1] if found else "")
+    query = judged_input(body["messages"][-1]["content"], "query")
+    value = re.search(r"s=(\d\.\d+)", query or "")
     return json.dumps({"score": float(value[1]) if value else 0.5})
 
 
