@@ -15,7 +15,7 @@ from rich.console import Console
 from harness.errors import InjectionSuspected
 from harness.planning import RunOptions
 from harness.runner import RunOutcome
-from tests.e2e_support import Outputs, judge, run_and_show, write_config, write_jsonl
+from tests.e2e_support import Outputs, chat_requests, judge, run_and_show, write_config, write_jsonl
 from tests.judge_server import JudgeServer
 
 RECORDS = [
@@ -28,13 +28,13 @@ RECORDS = [
 async def _run(tmp_path: Path, mode: str, name: str, **options: Any) -> tuple[RunOutcome, Outputs, str]:
     config = tmp_path / f"{mode}.toml"
     server_url = options.pop("base_url")
+    options.setdefault("cache", tmp_path / "c.sqlite")
     write_config(config, [judge("j", server_url)], injection=mode)
     console = Console(file=io.StringIO(), width=240, color_system=None)
     outcome = await run_and_show(
         RunOptions(
             input=tmp_path / "t.jsonl",
             out=tmp_path / name,
-            cache=tmp_path / "c.sqlite",
             config=config,
             rubrics=["relevance"],
             progress=False,
@@ -77,6 +77,31 @@ async def test_unscored_sends_nothing_of_a_flagged_transcript_and_replays_offlin
     assert [(j["transcript_id"], j["status"], j.get("reason")) for j in again.judgments] == [
         (j["transcript_id"], j["status"], j.get("reason")) for j in out.judgments
     ]
+
+
+@pytest.mark.timeout(180)
+async def test_on_a_postgresql_cache_the_clean_transcript_is_sent_as_data_and_replays(
+    tmp_path: Path, judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    """The defences on the team cache: ``unscored`` withholds the flagged transcripts, the one sent
+    goes in the data layout (instructions in the system message, the response inside its marked
+    block only), and the offline replay from PostgreSQL gives the same rows with no request."""
+    from tests.prompt_blocks import judged_input
+
+    write_jsonl(tmp_path / "t.jsonl", RECORDS)
+    cache = request.getfixturevalue("postgres").new_database()
+    outcome, out, _ = await _run(tmp_path, "unscored", "pg", base_url=judge_server.base_url, cache=cache)
+    assert outcome.exit_code == 0 and judge_server.count() == 1
+    (body,) = [r["body"] for r in chat_requests(judge_server)]
+    system, user = body["messages"][0], body["messages"][-1]
+    assert system["role"] == "system" and "Thirty days." not in system["content"]
+    assert judged_input(user["content"], "response") == "Thirty days." and "Marker: data-" in user["content"]
+    assert {j["transcript_id"]: j["rubric_version"] for j in out.judgments}["clean"].endswith("-data")
+    replay, again, _ = await _run(tmp_path, "unscored", "pg-offline", base_url=judge_server.base_url, cache=cache, offline=True)
+    assert replay.exit_code == 0 and judge_server.count() == 1
+    fields = ("transcript_id", "status", "reason", "score", "cache_key")
+    assert [tuple(j.get(f) for f in fields) for j in again.judgments] == [tuple(j.get(f) for f in fields) for j in out.judgments]
+    assert again.summary["injection"]["flagged_transcripts"] == out.summary["injection"]["flagged_transcripts"] == 2
 
 
 @pytest.mark.timeout(120)
