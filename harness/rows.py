@@ -9,9 +9,12 @@
 Each row writes itself with ``line()`` (the bytes the run has always written: orjson, keys in field
 order, an optional key left out when it has no value) and is read back by ``iter_judgment_rows`` /
 ``iter_result_rows``, which stream a file and validate each line once by pydantic straight from its
-JSON text (no dict in between); a bad line is one ``FILE:LINE: field: problem`` error. These are the
-only places a run's row files are named (``JUDGMENTS``, ``RESULTS``): ``rundir.read_run`` hands a
-reader the summary and these iterators (tests/test_rows.py keeps it so).
+JSON text (no dict in between); a bad line is one ``FILE:LINE: field: problem`` error.
+``located_judgments`` / ``located_results`` give each row with its line, byte offset and length,
+for a reader that keeps where a row is instead of the row (the viewer), and ``judgment_at`` /
+``result_at`` read one again from there. These are the only places a run's row files are named
+and opened (``JUDGMENTS``, ``RESULTS``): ``rundir.read_run`` hands a reader the summary and these
+iterators (tests/test_rows.py keeps it so).
 
 The module sits below the rubrics and the planning vocabulary (``traces/export.py`` reads rows
 too), so reasons and statuses are plain strings here; ``planning.Judgment`` is the value a run
