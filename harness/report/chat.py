@@ -75,7 +75,9 @@ def build_chat(turns: Sequence[TurnText] | None, scores: TurnScores | None, judg
     by_turn: dict[int, list[TurnJudgment]] = {}
     for j in judgments:
         if isinstance(j, TurnJudgmentRow):
-            by_turn.setdefault(j.turn, []).append(TurnJudgment(rubric=j.rubric, judge=j.judge, status=j.status, score=j.score, label=j.label, reason=j.reason))
+            by_turn.setdefault(j.turn, []).append(
+                TurnJudgment(rubric=j.rubric, judge=j.judge, status=j.status, score=j.score, label=j.label, reason=j.reason)
+            )
     judged = set(scores.judged) if scores is not None else set()
     chat_turns = tuple(
         ChatTurn(
