@@ -9,9 +9,12 @@
 Each row writes itself with ``line()`` (the bytes the run has always written: orjson, keys in field
 order, an optional key left out when it has no value) and is read back by ``iter_judgment_rows`` /
 ``iter_result_rows``, which stream a file and validate each line once by pydantic straight from its
-JSON text (no dict in between); a bad line is one ``FILE:LINE: field: problem`` error. These are the
-only places a run's row files are named (``JUDGMENTS``, ``RESULTS``): ``rundir.read_run`` hands a
-reader the summary and these iterators (tests/test_rows.py keeps it so).
+JSON text (no dict in between); a bad line is one ``FILE:LINE: field: problem`` error.
+``located_judgments`` / ``located_results`` give each row with its line, byte offset and length,
+for a reader that keeps where a row is instead of the row (the viewer), and ``judgment_at`` /
+``result_at`` read one again from there. These are the only places a run's row files are named
+and opened (``JUDGMENTS``, ``RESULTS``): ``rundir.read_run`` hands a reader the summary and these
+iterators (tests/test_rows.py keeps it so).
 
 The module sits below the rubrics and the planning vocabulary (``traces/export.py`` reads rows
 too), so reasons and statuses are plain strings here; ``planning.Judgment`` is the value a run
@@ -243,7 +246,10 @@ def _parse(adapter: TypeAdapter[Any], path: Path, number: int, text: bytes) -> A
         raise line_error(path, number, problem.field, said) from None
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def _located(path: Path) -> Iterator[tuple[int, int, int, bytes]]:
+    """``(line number, byte offset, byte length, text)`` of each non-blank line of a rows file,
+    streamed: the one place a run's rows files are opened (a UTF-8 BOM before the first line is
+    skipped, and its bytes counted in the offsets)."""
     check_readable_file(path)
     try:
         handle = path.open("rb")
@@ -252,9 +258,32 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     except OSError as exc:
         raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
     with handle:
+        offset = 0
         for number, text in enumerate(handle, start=1):
+            start, offset = offset, offset + len(text)
+            if number == 1 and text.startswith(b"\xef\xbb\xbf"):
+                text, start = text[3:], start + 3
             if text.strip():
-                yield number, text
+                yield number, start, len(text), text
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    for number, _, _, text in _located(path):
+        yield number, text
+
+
+def _read_at(path: Path, number: int, offset: int, length: int) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            text = handle.read(length)
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
+    if len(text) != length:
+        raise UserInputError(f"{path}:{number}: changed while it was read; reload the page")
+    return text
 
 
 def parse_judgment(text: bytes | str, path: Path = Path(JUDGMENTS), number: int = 1) -> JudgmentRow:
@@ -297,3 +326,26 @@ def numbered_results(path: Path) -> Iterator[tuple[int, ResultRow]]:
     """(line number, row) of results.jsonl."""
     for number, text in _lines(path):
         yield number, parse_result(text, path, number)
+
+
+def located_judgments(path: Path) -> Iterator[tuple[int, int, int, JudgmentRow]]:
+    """``(line number, byte offset, byte length, row)`` of judgments.jsonl, for a reader that keeps
+    where a row is instead of the row (the viewer) and reads it again with :func:`judgment_at`."""
+    for number, offset, length, text in _located(path):
+        yield number, offset, length, parse_judgment(text, path, number)
+
+
+def located_results(path: Path) -> Iterator[tuple[int, int, int, ResultRow]]:
+    """``(line number, byte offset, byte length, row)`` of results.jsonl (:func:`result_at` reads one again)."""
+    for number, offset, length, text in _located(path):
+        yield number, offset, length, parse_result(text, path, number)
+
+
+def judgment_at(path: Path, number: int, offset: int, length: int) -> JudgmentRow:
+    """The row :func:`located_judgments` found at ``offset`` (line ``number``), read again."""
+    return parse_judgment(_read_at(path, number, offset, length), path, number)
+
+
+def result_at(path: Path, number: int, offset: int, length: int) -> ResultRow:
+    """The row :func:`located_results` found at ``offset`` (line ``number``), read again."""
+    return parse_result(_read_at(path, number, offset, length), path, number)

@@ -426,8 +426,8 @@ def _add_conversation(totals: RunTotals, row: ResultRow) -> None:
             for name in names:
                 totals.add_conversation(name, judge, None, "turns_absent")
         return
-    for judge, names in turns.scores.items():
-        for name in names:
+    for judge, per_turn in turns.scores.items():
+        for name in per_turn:
             value = (scores.get(judge) or {}).get(name)
             if value is not None:
                 totals.add_conversation(name, judge, float(value), None)

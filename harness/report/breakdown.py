@@ -9,11 +9,12 @@ wrote to results.jsonl. The report and ``harness explain`` both print these line
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..metrics.composites import Component, CompositeResult, weighted_composite
+from ..rows import JudgmentRow, TurnJudgmentRow
 from ..rubrics.rubric import Rubric
 from .run import RunView, TurnScores
 
@@ -71,22 +72,29 @@ def _same(a: float | None, b: float | None) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def judgment_components(judgments: Iterable[JudgmentRow]) -> dict[str, dict[str, Component]]:
+    """judge -> rubric -> the component a composite weighs, of one transcript's judgments (a
+    per-turn judgment is left out: the conversation's score is what a composite weighs)."""
+    components: dict[str, dict[str, Component]] = {}
+    for row in judgments:
+        if not isinstance(row, TurnJudgmentRow):
+            components.setdefault(row.judge, {})[row.rubric] = Component(row.status, row.score, row.reason)
+    return components
+
+
 def composite_lines(
     view: RunView,
-    judgments: Sequence[Mapping[str, Any]],
+    judged: Mapping[str, Mapping[str, Component]],
     recorded: Mapping[str, Mapping[str, Any]] | None,
     conversation: TurnScores | None = None,
 ) -> list[CompositeLine]:
-    """Every (judge, composite) of one transcript. ``judgments``: its judgments.jsonl rows;
-    ``recorded``: its results.jsonl ``composites`` (judge -> name -> value); ``conversation``: a
-    conversation judged per turn, whose composites weigh its rubrics' conversation scores."""
+    """Every (judge, composite) of one transcript. ``judged``: its judgments' components
+    (:func:`judgment_components`); ``recorded``: its results.jsonl ``composites`` (judge -> name ->
+    value); ``conversation``: a conversation judged per turn, whose composites weigh its rubrics'
+    conversation scores."""
     components: dict[str, dict[str, Component]] = {judge: {} for judge in view.judges}
-    for row in judgments:
-        if row.get("turn") is not None:
-            continue  # one turn's: the conversation's score (below) is what a composite weighs
-        components.setdefault(str(row.get("judge")), {})[str(row.get("rubric"))] = Component(
-            str(row.get("status")), row.get("score"), row.get("reason")
-        )
+    for judge, by_rubric in judged.items():
+        components.setdefault(judge, {}).update(by_rubric)
     for (rubric, judge), (value, why) in (conversation.conversation if conversation is not None else {}).items():
         reason = why.split(": ", 1)[1].split(" (turn ")[0] if why and ": " in why else why
         status = "scored" if value is not None else (why.split(":", 1)[0] if why else "unscored")

@@ -33,9 +33,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import HarnessError, UserInputError
-from ..jsonlines import iter_json_objects as iter_jsonl
+from ..metrics.composites import Component
 from ..metrics.schema import NoiseSummary
 from ..planning.judgment import NO_CALL_REASONS
+from ..rows import JudgmentRow, TurnJudgmentRow, iter_result_rows, located_judgments, located_results
 from ..transcripts import PERFORMANCE_FIELDS
 from ..version import __version__
 from .aggregate import (
@@ -48,7 +49,7 @@ from .aggregate import (
 from .breakdown import composite_lines
 from .details import SPENT_REPLY_CHARS, ChunkWriter, Spool, dumps
 from .inference import read_inference
-from .run import RunView, TurnScores, clip, iter_rows, iter_texts, open_run, turn_scores
+from .run import RunView, TurnScores, clip, iter_texts, open_run, turn_scores
 
 #: npm chart.js version of vendor/chart.umd.min.js (update both together; see vendor/README.md).
 CHART_JS_VERSION = "4.6.1"
@@ -239,6 +240,8 @@ class _Run:
     judgment_lines: list[list[int]]
     #: a conversation judged per turn: its turns' scores (``run.turn_scores``); None otherwise
     conversations: list[TurnScores | None]
+    #: each transcript's judgments as its composites weigh them (``breakdown.judgment_components``)
+    components: list[dict[str, dict[str, Component]]]
     rubric_values: dict[tuple[str, str], list[float]]
     label_counts: dict[tuple[str, str], Counter[str]]
     composite_values: dict[tuple[str, str], list[float]]
@@ -256,88 +259,91 @@ def _read_run(view: RunView, spool: Spool | None) -> _Run:
     columns = _columns(view)
     col_index = {c["key"]: i for i, c in enumerate(columns)}
     run = _Run(
-        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[], result_refs=[], judgment_lines=[], conversations=[],
+        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[], result_refs=[], judgment_lines=[], conversations=[], components=[],
         rubric_values=defaultdict(list), label_counts=defaultdict(Counter), composite_values=defaultdict(list),
         agent={f: [] for f in LATENCY_FIELDS}, tool_calls=[], judge_latency={j: [] for j in view.judges},
         health=defaultdict(Health), notes=list(view.notes),
     )  # fmt: skip
     position: dict[str, int] = {}
-    for number, offset, length, row in iter_rows(view.results_path):
-        tid = str(row.get("transcript_id"))
+    for number, offset, length, row in located_results(view.results_path):
+        tid = row.transcript_id
         position[tid] = len(run.ids)
         run.ids.append(tid)
         cells: list[Any] = [None] * len(columns)
         cells[0] = tid
-        recorded = row.get("composites") or {}
+        recorded = row.composites
         for judge in view.judges:
             for name in view.composites:
                 value = (recorded.get(judge) or {}).get(name)
                 cells[col_index[f"c:{name}:{judge}"]] = value
                 if value is not None:
                     run.composite_values[(name, judge)].append(float(value))
-        performance = row.get("performance") or {}
+        performance = row.performance.as_dict()
         for f in LATENCY_FIELDS:
             if performance.get(f) is not None:
                 run.agent[f].append(float(performance[f]))
         if performance.get("tool_calls") is not None:
             run.tool_calls.append(int(performance["tool_calls"]))
-        if isinstance(row.get("turns"), dict):
+        if row.turns is not None:
             # judged per turn: the table and the histograms hold the conversation's score (the
             # results row's, by the run's rule); each turn's is in the transcript's details
-            for judge, values in (row.get("scores") or {}).items():
-                for name, value in (values or {}).items():
+            for judge, values in row.scores.items():
+                for name, value in values.items():
                     if value is not None and (i := col_index.get(f"r:{name}:{judge}")) is not None:
                         cells[i] = value
-                        run.rubric_values[(str(name), str(judge))].append(float(value))
+                        run.rubric_values[(name, judge)].append(float(value))
         cells[col_index["unscored"]], cells[col_index["failed"]] = 0, 0
         cells[col_index["total_ms"]], cells[col_index["tool_calls"]] = performance.get("total_ms"), performance.get("tool_calls")
         run.rows.append(cells)
         perf = {f: performance.get(f) for f in PERFORMANCE_FIELDS}
-        if isinstance(row.get("agent"), dict):  # the transcript's agent metrics, for its detail view
-            perf["agent"], perf["agent_unscored"] = row["agent"], row.get("agent_unscored") or {}
+        if row.agent is not None:  # the transcript's agent metrics, for its detail view
+            perf["agent"], perf["agent_unscored"] = row.agent, row.agent_unscored or {}
             # what the metrics point at: the steps behind each count, and why the trajectory did not
             # match (the reference calls expected and not made), as results.jsonl records them
-            perf["agent_steps"], perf["agent_notes"] = row.get("agent_steps") or {}, row.get("agent_notes") or {}
-            for name, value in row["agent"].items():
+            perf["agent_steps"], perf["agent_notes"] = row.agent_steps or {}, row.agent_notes or {}
+            for name, value in row.agent.items():
                 if (i := col_index.get(f"a:{name}")) is not None:
                     cells[i] = value
-        if row.get("task") is not None:
-            perf["task"] = row["task"]
+        if row.task is not None:
+            perf["task"] = row.task
         if (turns := turn_scores(view, row)) is not None:
             perf["turns"] = turns.as_dict()
         run.conversations.append(turns)
         run.perf.append(perf)
         run.recorded.append(recorded)
         run.judgment_refs.append([])
+        run.components.append({})
         run.text_refs.append(None)
         run.queries.append("")
         if spool is None:
             run.result_refs.append((number, offset, length))
             run.judgment_lines.append([])
-    for number, offset, length, j in iter_rows(view.judgments_path):
-        at = position.get(str(j.get("transcript_id")))
+    for number, offset, length, j in located_judgments(view.judgments_path):
+        at = position.get(j.transcript_id)
         if at is None:
             continue
         cells = run.rows[at]
-        rubric, judge, status = str(j.get("rubric")), str(j.get("judge")), j.get("status")
+        rubric, judge, status = j.rubric, j.judge, j.status
         run.health[(judge, rubric)].add(j)
-        if j.get("turn") is not None:
+        if isinstance(j, TurnJudgmentRow):
             pass  # one turn's judgment: the conversation's score is the results row's (above)
-        elif status == "scored" and j.get("score") is not None:
-            run.rubric_values[(rubric, judge)].append(float(j["score"]))
+        elif status == "scored" and j.score is not None:
+            run.rubric_values[(rubric, judge)].append(j.score)
             if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
-                cells[i] = j["score"]
-        elif status == "scored" and j.get("label") is not None:
-            run.label_counts[(rubric, judge)][str(j["label"])] += 1
+                cells[i] = j.score
+        elif status == "scored" and j.label is not None:
+            run.label_counts[(rubric, judge)][j.label] += 1
             if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
-                cells[i] = str(j["label"])
+                cells[i] = j.label
         elif status == "failed":
             cells[col_index["failed"]] += 1
         else:
             cells[col_index["unscored"]] += 1
-        called = not (j.get("reason") in NO_CALL_REASONS and not j.get("attempts"))
-        if called and not j.get("cached") and status != "failed" and j.get("latency_ms") is not None and judge in run.judge_latency:
-            run.judge_latency[judge].append(float(j["latency_ms"]))
+        if not isinstance(j, TurnJudgmentRow):
+            run.components[at].setdefault(judge, {})[rubric] = Component(status, j.score, j.reason)
+        called = not (j.reason in NO_CALL_REASONS and not j.attempts)
+        if called and not j.cached and status != "failed" and j.latency_ms is not None and judge in run.judge_latency:
+            run.judge_latency[judge].append(j.latency_ms)
         if spool is None:
             run.judgment_refs[at].append((offset, length))
             run.judgment_lines[at].append(number)
@@ -352,9 +358,10 @@ def _read_run(view: RunView, spool: Spool | None) -> _Run:
     return run
 
 
-def judgment_fields(j: Mapping[str, Any]) -> list[Any]:
-    """A judgments.jsonl row as the page's list of ``JUDGMENT_FIELDS`` (the reply cut at ``MAX_TEXT_CHARS``)."""
-    return [clip(j.get(f)) if f == "raw_output" else j.get(f) for f in JUDGMENT_FIELDS]
+def judgment_fields(j: JudgmentRow) -> list[Any]:
+    """A judgments.jsonl row as the page's list of ``JUDGMENT_FIELDS`` (the reply cut at ``MAX_TEXT_CHARS``;
+    ``turn`` None but for a per-turn row)."""
+    return [clip(j.raw_output) if f == "raw_output" else getattr(j, f, None) for f in JUDGMENT_FIELDS]
 
 
 def _write_details(view: RunView, run: _Run, spool: Spool, writer: ChunkWriter, order: list[int]) -> tuple[int, int]:
@@ -367,7 +374,7 @@ def _write_details(view: RunView, run: _Run, spool: Spool, writer: ChunkWriter, 
     for at in order:
         rest -= small[at]
         packed = [spool.get(ref) for ref in run.judgment_refs[at]]
-        lines = composite_lines(view, [dict(zip(JUDGMENT_FIELDS, p, strict=True)) for p in packed], run.recorded[at], run.conversations[at])
+        lines = composite_lines(view, run.components[at], run.recorded[at], run.conversations[at])
         disagreements += sum(1 for line in lines if line.agrees is False)
         ref = run.text_refs[at]
         detail: dict[str, Any] = {"perf": run.perf[at], "texts": None, "j": packed, "c": [line.as_dict() for line in lines]}
@@ -500,7 +507,7 @@ def agent_section(view: RunView) -> dict[str, Any]:
         return out
     from ..analysis.repeated import repeated_runs, success_rule
 
-    runs = Counter(str(r["task"]) for _, r in iter_jsonl(view.results_path) if r.get("task") is not None)
+    runs = Counter(r.task for r in iter_result_rows(view.results_path) if r.task is not None)
     most = max(runs.values(), default=1)
     try:
         rule = success_rule(metric="trajectory_match", at_least=1.0)

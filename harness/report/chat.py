@@ -10,11 +10,12 @@ without ``messages``, has no chat: it is shown as one exchange, as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..agent.render import timeline
+from ..rows import JudgmentRow, TurnJudgmentRow
 from .run import TurnScores, TurnText
 
 
@@ -65,7 +66,7 @@ class Chat:
     absent: int = 0
 
 
-def build_chat(turns: Sequence[TurnText] | None, scores: TurnScores | None, judgments: Sequence[Mapping[str, Any]]) -> Chat | None:
+def build_chat(turns: Sequence[TurnText] | None, scores: TurnScores | None, judgments: Iterable[JudgmentRow]) -> Chat | None:
     """The chat of a conversation (``turns``: its texts' turns), with the per-turn ``scores`` of its
     results row and its ``judgments`` (each per-turn one carries its ``turn``); None when the
     transcript is not a conversation of more than one turn."""
@@ -73,18 +74,9 @@ def build_chat(turns: Sequence[TurnText] | None, scores: TurnScores | None, judg
         return None
     by_turn: dict[int, list[TurnJudgment]] = {}
     for j in judgments:
-        turn = j.get("turn")
-        if isinstance(turn, int) and not isinstance(turn, bool):
-            label = j.get("label")
-            by_turn.setdefault(turn, []).append(
-                TurnJudgment(
-                    rubric=str(j.get("rubric")),
-                    judge=str(j.get("judge")),
-                    status=str(j.get("status")),
-                    score=j.get("score"),
-                    label=str(label) if label is not None else None,
-                    reason=j.get("reason"),
-                )
+        if isinstance(j, TurnJudgmentRow):
+            by_turn.setdefault(j.turn, []).append(
+                TurnJudgment(rubric=j.rubric, judge=j.judge, status=j.status, score=j.score, label=j.label, reason=j.reason)
             )
     judged = set(scores.judged) if scores is not None else set()
     chat_turns = tuple(

@@ -13,9 +13,9 @@ from typing import Any
 
 from ..agent.render import timeline
 from ..errors import UserInputError
-from ..jsonlines import iter_json_objects as iter_jsonl
+from ..rows import TurnJudgmentRow, iter_judgment_rows, iter_result_rows
 from .aggregate import fmt_ms
-from .breakdown import composite_lines
+from .breakdown import composite_lines, judgment_components
 from .chat import build_chat, chat_lines
 from .run import open_run, read_texts, turn_scores
 
@@ -63,10 +63,10 @@ def explain(
 ) -> str:
     """The breakdown of one transcript as text. An id the run does not hold is a UserInputError."""
     view = open_run(run_dir, config=config, prompts=prompts, input=input)
-    row = next((r for _, r in iter_jsonl(view.results_path) if str(r.get("transcript_id")) == transcript_id), None)
+    row = next((r for r in iter_result_rows(view.results_path) if r.transcript_id == transcript_id), None)
     if row is None:
         raise UserInputError(f"{view.results_path}: no transcript {transcript_id!r} in this run")
-    judgments = [j for _, j in iter_jsonl(view.judgments_path) if str(j.get("transcript_id")) == transcript_id]
+    judgments = [j for j in iter_judgment_rows(view.judgments_path) if j.transcript_id == transcript_id]
     texts, note = read_texts(view, {transcript_id})
     conversation = turn_scores(view, row)
     out = [f"transcript {transcript_id}  (run {view.path})"]
@@ -85,24 +85,24 @@ def explain(
         out.append(f"  contexts: {len(contexts) + found.contexts_left_out}")
         for i, context in enumerate(contexts[:5], start=1):
             out.append(_indent(f"[{i}] " + _short(context, 200), "    "))
-    perf = row.get("performance") or {}
+    perf = row.performance.as_dict()
     parts = [
         f"{label} {fmt_ms(perf[key]) if perf.get(key) is not None else '—'}"
         for key, label in (("total_ms", "total"), ("llm_ms", "LLM"), ("tool_ms", "tool"), ("api_ms", "API"))
     ]
     out.append(f"  performance: {' · '.join(parts)} · tool calls {_number(perf.get('tool_calls'))}")
-    if row.get("task") is not None:
-        out.append(f"  task: {row['task']}")
+    if row.task is not None:
+        out.append(f"  task: {row.task}")
     if found is not None and found.steps is not None:
         out.append(f"  steps: {len(found.steps)}")
         out.extend(_indent(line, "    ") for line in timeline(found.steps))
-    agent = row.get("agent")
-    if isinstance(agent, dict):
+    agent = row.agent
+    if agent is not None:
         out.append("")
         out.append("agent metrics")
-        why = row.get("agent_unscored") or {}
-        behind = row.get("agent_steps") or {}
-        notes = row.get("agent_notes") or {}
+        why = row.agent_unscored or {}
+        behind = row.agent_steps or {}
+        notes = row.agent_notes or {}
         for name, value in agent.items():
             shown = f"  {name}: {_number(value)}" if value is not None else f"  {name}: — ({why.get(name, 'unknown')})"
             if behind.get(name):
@@ -115,7 +115,7 @@ def explain(
         out.append("")
         out.append(f"conversation ({len(chat.turns)} turns)")
         out.extend(chat_lines(chat, _short))
-    lines = composite_lines(view, judgments, row.get("composites"), conversation)
+    lines = composite_lines(view, judgment_components(judgments), row.composites, conversation)
     if lines:
         out.append("")
         out.append("composites")
@@ -127,30 +127,30 @@ def explain(
     out.append("")
     out.append("judgments")
     for j in judgments:
-        status = j.get("status")
-        head = f"  {j.get('rubric')} v{j.get('rubric_version')} · judge {j.get('judge')}{'' if j.get('turn') is None else ' · turn ' + str(j['turn'])}: {status}"
-        if status == "scored" and j.get("score") is None and j.get("label") is not None:
-            head += f" label {j['label']}"
+        status = j.status
+        turn = f" · turn {j.turn}" if isinstance(j, TurnJudgmentRow) else ""
+        head = f"  {j.rubric} v{j.rubric_version} · judge {j.judge}{turn}: {status}"
+        if status == "scored" and j.score is None and j.label is not None:
+            head += f" label {j.label}"
         elif status == "scored":
-            head += f" {_number(j.get('score'))}"
-            if j.get("clamped"):
-                head += f" (clamped from {_number(j.get('raw_score'))})"
-        elif j.get("reason"):
-            head += f" ({j.get('reason')})"
+            head += f" {_number(j.score)}"
+            if j.clamped:
+                head += f" (clamped from {_number(j.raw_score)})"
+        elif j.reason:
+            head += f" ({j.reason})"
         out.append(head)
-        cost = j.get("cost_usd")
-        out.append(f"    cache key {j.get('cache_key') or '—'}{' (cache hit)' if j.get('cached') else ''}")
+        out.append(f"    cache key {j.cache_key or '—'}{' (cache hit)' if j.cached else ''}")
         out.append(
-            f"    attempts {j.get('attempts') or 0} · latency {fmt_ms(j['latency_ms']) if j.get('latency_ms') is not None else '—'}"
-            f" · tokens {_number(j.get('prompt_tokens'))} + {_number(j.get('completion_tokens'))}"
-            f" · cost {_usd(cost)}"
+            f"    attempts {j.attempts or 0} · latency {fmt_ms(j.latency_ms) if j.latency_ms is not None else '—'}"
+            f" · tokens {_number(j.prompt_tokens)} + {_number(j.completion_tokens)}"
+            f" · cost {_usd(j.cost_usd)}"
         )
-        if j.get("error"):
-            out.append(f"    error: {j['error']}")
-        if j.get("jury"):
-            out.append(f"    {_jury_line(j['jury'])}")
+        if j.error:
+            out.append(f"    error: {j.error}")
+        if j.jury:
+            out.append(f"    {_jury_line(j.jury)}")
             continue
-        raw = j.get("raw_output")
+        raw = j.raw_output
         if raw is None:
             out.append("    no judge reply")
         else:

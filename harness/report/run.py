@@ -17,20 +17,16 @@ Every problem with the run directory itself is a one-line :class:`UserInputError
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ..agent.steps import Step
 from ..config import DEFAULT_COMPOSITES, load_config
 from ..errors import HarnessError, UserInputError
-from ..jsonlines import MAX_INPUT_DEPTH, check_readable_file, decode_json, line_error
 from ..metrics.schema import RunSummary
-from ..rows import judgments_path, results_path
+from ..rows import ResultRow, judgments_path, results_path
 from ..rubrics.rubric import Rubric, load_rubrics
 from ..rundir import interrupted_note, open_run_dir, resolve_input, version_note
 from ..traces.loader import iter_transcripts
@@ -181,28 +177,25 @@ class TurnScores:
         }  # fmt: skip
 
 
-def turn_scores(view: RunView, row: dict[str, Any]) -> TurnScores | None:
+def turn_scores(view: RunView, row: ResultRow) -> TurnScores | None:
     """The per-turn scores of a results.jsonl row of a run judged per turn; None for any other row."""
-    turns = row.get("turns")
-    if not isinstance(turns, dict):
+    turns = row.turns
+    if turns is None:
         return None
-    judged = tuple(int(t) for t in turns.get("judged") or () if isinstance(t, int) and not isinstance(t, bool))
     by_turn: dict[tuple[str, str], tuple[float | None, ...]] = {}
     conversation: dict[tuple[str, str], tuple[float | None, str | None]] = {}
-    scores, why = row.get("scores") or {}, row.get("unscored") or {}
-    for judge, rubrics in (turns.get("scores") or {}).items():
-        for rubric, values in (rubrics or {}).items():
-            key = (str(rubric), str(judge))
-            by_turn[key] = tuple(float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None for v in values or ())
-            conversation[key] = ((scores.get(judge) or {}).get(rubric), (why.get(judge) or {}).get(rubric))
+    for judge, rubrics in turns.scores.items():
+        for rubric, values in rubrics.items():
+            by_turn[(rubric, judge)] = tuple(None if v is None else float(v) for v in values)
+            conversation[(rubric, judge)] = (row.scores.get(judge, {}).get(rubric), row.unscored.get(judge, {}).get(rubric))
     conversations = view.summary.conversations
     return TurnScores(
-        judged=judged,
-        aggregate=str(turns.get("aggregate")),
+        judged=tuple(turns.judged),
+        aggregate=turns.aggregate,
         rule=conversations.aggregate_rule if conversations is not None else None,
         by_turn=by_turn,
         conversation=conversation,
-        absent=int(turns.get("absent") or 0),
+        absent=turns.absent or 0,
     )
 
 
@@ -298,63 +291,6 @@ def open_run(
         input_path=input_path,
         notes=notes,
     )
-
-
-def iter_rows(path: Path) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
-    """``(line number, byte offset, byte length, object)`` of each non-blank line of a run's rows
-    file (results.jsonl, judgments.jsonl), streamed; the checks and messages are
-    ``jsonlines.iter_json_objects``'s (bad JSON or a non-object is a ``FILE:LINE`` error). The
-    offsets let a reader (the viewer) keep where a row is instead of the row: :func:`read_row`."""
-    check_readable_file(path)
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
-    with handle:
-        offset = 0
-        for number, data in enumerate(handle, start=1):
-            start, offset = offset, offset + len(data)
-            if number == 1 and data.startswith(b"\xef\xbb\xbf"):
-                data, start = data[3:], start + 3
-            if not data.strip():
-                continue
-            yield number, start, len(data), _row(path, number, data)
-
-
-def _row(path: Path, number: int, data: bytes) -> dict[str, Any]:
-    # The harness wrote the line (scores checked finite, counts within 64 bits), so orjson alone
-    # reads it; whatever orjson refuses gets the bounded decoder's verdict and message.
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        value = _decoded(path, number, data)
-    if not isinstance(value, dict):
-        raise line_error(path, number, "<record>", f"expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _decoded(path: Path, number: int, data: bytes) -> Any:
-    try:
-        return decode_json(data, MAX_INPUT_DEPTH)
-    except UnicodeDecodeError as exc:
-        raise line_error(path, number, "<record>", f"is not valid UTF-8 (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise line_error(path, number, "<json>", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
-    except ValueError as exc:
-        raise line_error(path, number, "<json>", str(exc)) from None
-
-
-def read_row(path: Path, number: int, offset: int, length: int) -> dict[str, Any]:
-    """The row :func:`iter_rows` found at ``offset`` (line ``number``), read again."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(offset)
-            data = fh.read(length)
-    except OSError as exc:
-        raise UserInputError(f"{path}: cannot be read ({exc.strerror})") from None
-    if len(data) != length:
-        raise UserInputError(f"{path}:{number}: changed while it was read; reload the page")
-    return _row(path, number, data)
 
 
 def texts_of(t: Resolved) -> Texts:

@@ -90,7 +90,7 @@ def agent_detail(run: OpenedRun, at: int) -> AgentDetail | None:
         return None
     steps = resolved.steps
     row = run.result(at)
-    repeated = set((row.get("agent_steps") or {}).get("repeated_calls") or ())
+    repeated = set((row.agent_steps or {}).get("repeated_calls") or ())
     table = reference_table(resolved)  # the report's own reference table
     note = table.note if table is not None else None
     owner = {step: pos for pos, _, step in table.rows if step is not None} if table is not None else {}
@@ -118,7 +118,7 @@ def agent_detail(run: OpenedRun, at: int) -> AgentDetail | None:
     mode = table.mode if table is not None else TrajectorySettings().mode
     if table is not None and table.matched is not None:
         reference = [ReferenceView(pos, call, step) for pos, call, step in table.rows]
-        recorded = (row.get("agent") or {}).get("trajectory_match")
+        recorded = (row.agent or {}).get("trajectory_match")
         if recorded is not None and float(recorded) != (1.0 if table.matched else 0.0):
             disagrees = (
                 f"results.jsonl holds trajectory_match {recorded:g}; matched here in the default mode {mode} it is "

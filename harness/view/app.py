@@ -23,6 +23,7 @@ from flask import Flask, abort, jsonify, render_template, request
 
 from ..errors import HarnessError, UserInputError
 from ..outputs.layout import usd as layout_usd
+from ..rows import ROW_FILES
 from .agent import agent_detail, passk
 from .compare import SideBySide, side_by_side
 from .queue import Queue, choices, find_queue, label_rows, open_queue
@@ -76,7 +77,7 @@ class Viewer:
         return found
 
     def opened(self, entry: RunEntry) -> OpenedRun:
-        key = stamp(entry.path, ("summary.json", "results.jsonl", "judgments.jsonl"))
+        key = stamp(entry.path, ("summary.json", *ROW_FILES))
         with self._lock:
             cached = self._opened.get(entry.path)
             if cached is not None and cached[0] == key:

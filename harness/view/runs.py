@@ -5,7 +5,7 @@ under the viewer's root (two levels deep), each summary read once while its file
 (:func:`stamp`: mtime and size). :class:`OpenedRun` is one run read with the static report's own
 pass (``report.builder._read_run`` without a spool, and ``build_data``), so every figure the
 viewer shows of a run is the figure report.html shows; that pass keeps the table's cells and where
-each transcript's results and judgment rows are in their files (``report.run.iter_rows``), not
+each transcript's results and judgment rows are in their files (``rows.located_results``), not
 the rows. A transcript's rows are read back by offset when it is opened, and its input record
 through :class:`InputIndex` (the input's lines indexed once, on first need). The table rows, with
 the agent metrics, task and tags added, stay in memory for server-side filtering and sorting.
@@ -30,7 +30,8 @@ from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import HarnessError, UserInputError
 from ..report.builder import JUDGMENT_FIELDS, QUERY_SEARCH_CHARS, _read_run, build_data, judgment_fields
 from ..report.chat import Chat, build_chat
-from ..report.run import RunView, TurnScores, open_run, read_row, texts_of, turn_texts
+from ..report.run import RunView, TurnScores, open_run, texts_of, turn_texts
+from ..rows import JudgmentRow, ResultRow, judgment_at, result_at
 from ..rundir import read_summary
 from ..traces.loader import iter_transcripts, parse_record
 from ..transcripts.models import Resolved
@@ -248,15 +249,15 @@ class OpenedRun:
     #: figures worked out once per opened run (pass@k per task)
     extras: dict[str, Any] = field(default_factory=dict)
 
-    def result(self, at: int) -> dict[str, Any]:
+    def result(self, at: int) -> ResultRow:
         """Transcript ``at``'s results.jsonl row."""
         number, offset, length = self.result_refs[at]
-        return read_row(self.view.results_path, number, offset, length)
+        return result_at(self.view.results_path, number, offset, length)
 
-    def judgment_rows(self, at: int) -> list[dict[str, Any]]:
-        """Transcript ``at``'s judgments.jsonl rows, as written."""
+    def judgment_rows(self, at: int) -> list[JudgmentRow]:
+        """Transcript ``at``'s judgments.jsonl rows."""
         path = self.view.judgments_path
-        return [read_row(path, n, o, ln) for n, (o, ln) in zip(self.judgment_lines[at], self.judgment_refs[at], strict=True)]
+        return [judgment_at(path, n, o, ln) for n, (o, ln) in zip(self.judgment_lines[at], self.judgment_refs[at], strict=True)]
 
     def judgments(self, at: int) -> list[dict[str, Any]]:
         """Transcript ``at``'s judgments as the report's details hold them (``JUDGMENT_FIELDS``, the reply cut)."""
