@@ -26,6 +26,7 @@ from harness.errors import UserInputError
 from harness.exit_codes import EXIT_USER_ERROR
 from harness.planning import RunOptions
 from harness.report.aggregate import Health
+from harness.rows import iter_judgment_rows, judgments_path
 from harness.runner import RunOutcome
 from tests.e2e_support import Outputs, cache_rows, chat_requests, judge, read_jsonl, run_and_show, serve, write_config, write_jsonl
 
@@ -187,7 +188,7 @@ async def test_samples_through_separate_requests_are_not_retries(tmp_path: Path)
     assert sent == 61 == sum(r["attempts"] for r in judgments)  # attempts are exactly the requests sent
     assert [(r["attempts"], r["retries"]) for r in judgments] == [(4, 1) if i == 7 else (3, 0) for i in range(20)]
     health = Health()
-    for row in judgments:
+    for row in iter_judgment_rows(judgments_path(out.out)):
         health.add(row)
     assert (health.live, health.retried, health.attempts) == (20, 1, 61)  # not "retried 20 of 20"
 
