@@ -42,11 +42,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-sys.path.insert(0, str(ROOT / "bench"))
 
-from _agentdata import STEPS, TASKS, commit  # the agent benches' shared calls and sizes
-from _agentdata import call as _call
-
+from bench._agentdata import STEPS, TASKS, commit  # the agent benches' shared calls and sizes
+from bench._agentdata import call as _call
 from harness.agent.match import MODES, compile_reference, match_trajectory
 from harness.agent.records import RefCall
 from harness.agent.steps import Step, parse_arguments

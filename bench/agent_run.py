@@ -43,9 +43,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _agentdata import ROOT, STEPS, TASKS, build, commit
+from bench._agentdata import ROOT, STEPS, TASKS, build, commit
 
 FLOOR = r"""
 import json, sys
