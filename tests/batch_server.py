@@ -67,9 +67,11 @@ def _ant_error(status: int, message: str, type_: str = "invalid_request_error") 
 def _reply_text(messages: list[Any]) -> str:
     last_user = next((m.get("content", "") for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), "")
     found = _SCORE.search(str(last_user))
-    text = f'{{"score": {found.group(1)}}}' if found else f"Score: {deterministic_score(prompt_text(messages)):.2f}"
-    # "\ud800" escaped in the result line: valid JSON that no UTF-8 store can hold
-    return text + " \ud800" if _LONE_SURROGATE in str(last_user) else text
+    if _LONE_SURROGATE in str(last_user):
+        # "\ud800" escaped in the result line: valid JSON that no UTF-8 store can hold, after a
+        # score in the JSON form that every layout's parser reads with text after it
+        return f'{{"score": {deterministic_score(prompt_text(messages)):.2f}}} \ud800'
+    return f'{{"score": {found.group(1)}}}' if found else f"Score: {deterministic_score(prompt_text(messages)):.2f}"
 
 
 def _reasoning_rules(body: dict[str, Any]) -> str | None:

@@ -30,6 +30,7 @@ from harness import testing
 from tests.analysis_support import RUBRIC_OF_LINE
 from tests.e2e_support import KEY, user_prompt
 from tests.judge_server import JudgeServer
+from tests.prompt_blocks import rubric_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "tests" / "pytest_plugin_project"
@@ -68,7 +69,7 @@ def _asked(server: JudgeServer, since: int) -> list[tuple[str, str]]:
         if request["path"] != "/v1/chat/completions":
             continue
         prompt = user_prompt(request)
-        out.append((_ID.search(prompt).group(1), RUBRIC_OF_LINE[prompt.splitlines()[0]]))  # type: ignore[union-attr]
+        out.append((_ID.search(prompt).group(1), rubric_of(request["body"], RUBRIC_OF_LINE)))  # type: ignore[union-attr]
     return out
 
 

@@ -15,9 +15,26 @@ httpx keeps one transport and one ``map_exceptions`` table (``_transports/defaul
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .failures import RETRIED, Failure, Family, error_for, retried_classes, retry_after, status_failure
 from .redact import REDACTED, Redactor, redact, secrets_of
-from .session import Reply, Session, Timeouts, exhausted
+
+if TYPE_CHECKING:
+    from .session import Reply, Session, Timeouts, exhausted
+
+#: what ``session.py`` defines, imported when first asked for: the table and the redactor are read
+#: by retries and messages everywhere (an agent-only run among them), aiohttp only by a client
+_SESSION = frozenset({"Reply", "Session", "Timeouts", "exhausted"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SESSION:
+        from . import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "REDACTED",
