@@ -490,7 +490,11 @@ class JudgeServer:
         completion = self._completion(body, messages, last_user)
         if fault == "200echo":
             message = completion["choices"][0]["message"]
-            message["content"] = f"(request had Authorization: {auth})\n{message['content']}"
+            # the score after the echo in the JSON form, which every layout's parser reads past text
+            content = message["content"]
+            if content.startswith("Score: "):
+                content = json.dumps({"score": float(content.removeprefix("Score: "))})
+            message["content"] = f"(request had Authorization: {auth})\n{content}"
         if fault == "absurdusage":
             completion["usage"] = {"prompt_tokens": 10**30, "completion_tokens": -5, "total_tokens": 10**30}
         elif fault == "nousage":
