@@ -287,6 +287,7 @@ def _read(options: AlignOptions) -> _Inputs:
             f"{rubric.version}: align the rubric the run used (--prompts), or judge the transcripts again"
         )
     labels = read_labels(options.labels, run)
+    labels.refuse_categorical("harness align", "fits a rubric's score to the human scale; a categorical rubric has no score", [options.rubric])
     given = labels.by_metric.get(options.rubric)
     if not given:
         raise UserInputError(f"{options.labels}: holds no {options.rubric} labels")
