@@ -132,7 +132,10 @@ def test_categorical_labels_are_read_as_a_third_kind(cat: dict[str, Path], tmp_p
 )
 def test_a_label_not_among_the_rubric_s_names_file_line_and_the_allowed_ones(cat: dict[str, Path], tmp_path: Path, label: Any, line: int) -> None:
     run = read_run(cat["run"], [cat["prompts"]], categorical=True)
-    path = write_jsonl(tmp_path / "bad.jsonl", [{"transcript_id": "t00", "rubric": "tone", "label": "polite"}, {"transcript_id": "t01", "rubric": "tone", "label": label}])
+    path = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [{"transcript_id": "t00", "rubric": "tone", "label": "polite"}, {"transcript_id": "t01", "rubric": "tone", "label": label}],
+    )
     with pytest.raises(UserInputError) as err:
         parse_labels(path, run.metrics, "the run")
     assert str(err.value) == f"{path}:{line}: label: {label!r} is not one of the tone labels: 'polite', 'neutral', 'rude'"
@@ -197,7 +200,9 @@ def test_agreement_of_judges_with_categorical_labels_and_between_them(cat: dict[
     )
     assert table.exit_code == 0, table.output
     assert "Labels against the human labels" in table.stdout and "between judges, on transcripts both labelled" in table.stdout
-    gated = cli("agreement", str(cat["run"]), "--labels", str(labels), "--prompts", str(cat["prompts"]), "--json", "--resamples", "50", "--min-kappa", "0.99")
+    gated = cli(
+        "agreement", str(cat["run"]), "--labels", str(labels), "--prompts", str(cat["prompts"]), "--json", "--resamples", "50", "--min-kappa", "0.99"
+    )
     checks = json.loads(gated.stdout)["gate"]["checks"]
     assert {c["statistic"] for c in checks} == {"Cohen's kappa (categorical)"} and not all(c["passed"] for c in checks)
 
@@ -209,8 +214,23 @@ def test_infer_and_align_refuse_a_categorical_run_in_one_line(cat: dict[str, Pat
     labels = _write_labels(tmp_path / "l.jsonl")
     line = one_line(cli("infer", str(cat["run"]), "--labels", str(labels), "--prompts", str(cat["prompts"])))
     assert "'tone' is a categorical rubric" in line and "this command compares scores" in line
-    line = one_line(cli("align", str(cat["run"]), "--labels", str(labels), "--rubric", "tone", "--config", str(cat["config"]), "--prompts", str(cat["prompts"]), "--out", str(tmp_path / "al")))
-    assert "categorical" in line
+    line = one_line(
+        cli(
+            "align",
+            str(cat["run"]),
+            "--labels",
+            str(labels),
+            "--rubric",
+            "tone",
+            "--config",
+            str(cat["config"]),
+            "--prompts",
+            str(cat["prompts"]),
+            "--out",
+            str(tmp_path / "al"),
+        )
+    )
+    assert "'tone' is a categorical rubric" in line and "this command compares scores" in line
 
 
 def test_refuse_categorical_names_the_file_and_why(cat: dict[str, Path], tmp_path: Path) -> None:
@@ -218,7 +238,10 @@ def test_refuse_categorical_names_the_file_and_why(cat: dict[str, Path], tmp_pat
     labels = read_labels(_write_labels(tmp_path / "l.jsonl"), run)
     with pytest.raises(UserInputError) as err:
         labels.refuse_categorical("harness infer", "corrects a mean score or a pass rate, which categories do not have")
-    assert str(err.value) == f"{labels.path}: the tone labels are categorical; harness infer corrects a mean score or a pass rate, which categories do not have"
+    assert (
+        str(err.value)
+        == f"{labels.path}: the tone labels are categorical; harness infer corrects a mean score or a pass rate, which categories do not have"
+    )
     labels.refuse_categorical("harness align", "why", ["relevance"])  # another metric's: nothing to refuse
 
 
@@ -292,7 +315,11 @@ def test_two_annotators_label_a_categorical_rubric_in_the_queue(cat: dict[str, P
                 p.wait_for_selector("#item")
                 assert p.locator("#item").get_attribute("data-kind") == "categorical"
                 # the rubric's labels as buttons, in its order, keys 1..3
-                assert p.locator(".choice").evaluate_all("bs => bs.map(b => [b.dataset.key, b.dataset.value])") == [["1", "polite"], ["2", "neutral"], ["3", "rude"]]
+                assert p.locator(".choice").evaluate_all("bs => bs.map(b => [b.dataset.key, b.dataset.value])") == [
+                    ["1", "polite"],
+                    ["2", "neutral"],
+                    ["3", "rude"],
+                ]
                 assert p.locator("#judge-score").is_hidden(), "the judge's label must be hidden until asked for"
                 tid = p.locator("#item").get_attribute("data-transcript") or ""
                 p.keyboard.press("j")

@@ -77,7 +77,12 @@ class Metric:
     def of_rubric(cls, rubric: Rubric, version: str | None = None) -> Metric:
         """The metric a rubric gives: its scale and direction, or its labels (``version``: the run's, else the rubric's)."""
         return cls(
-            rubric.name, "rubric", (float(rubric.lo), float(rubric.hi)), rubric.direction, rubric.version if version is None else version, rubric.labels
+            rubric.name,
+            "rubric",
+            (float(rubric.lo), float(rubric.hi)),
+            rubric.direction,
+            rubric.version if version is None else version,
+            rubric.labels,
         )
 
 

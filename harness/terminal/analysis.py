@@ -125,16 +125,25 @@ def _categorical_metric(metric: MetricAgreement, console: Console) -> None:
         console.print(table)
         for j in metric.judges:
             if j.categorical:
-                rows = "; ".join(f"{name}: {' '.join(map(str, row))}" for name, row in zip(j.categorical.labels, j.categorical.confusion_matrix, strict=True))
-                console.print(f"  {j.judge} matrix (rows = labels, columns = judge, order {', '.join(j.categorical.labels)}): {rows}", highlight=False)
+                rows = "; ".join(
+                    f"{name}: {' '.join(map(str, row))}" for name, row in zip(j.categorical.labels, j.categorical.confusion_matrix, strict=True)
+                )
+                console.print(
+                    f"  {j.judge} matrix (rows = labels, columns = judge, order {', '.join(j.categorical.labels)}): {rows}", highlight=False
+                )
             line = _not_paired(j.judge, j.counts)
             if line:
                 console.print(line, highlight=False)
     if metric.between_judges:
-        table = _table(f"{head}: between judges, on transcripts both labelled", ("judges", "n", "accuracy", "Cohen's kappa [CI]", "Krippendorff's alpha (nominal)"))
+        table = _table(
+            f"{head}: between judges, on transcripts both labelled",
+            ("judges", "n", "accuracy", "Cohen's kappa [CI]", "Krippendorff's alpha (nominal)"),
+        )
         for pair in metric.between_judges:
             c = pair.categorical
-            table.add_row(" vs ".join(pair.judges), str(pair.n), _num(c.accuracy) if c else DASH, _est(c.kappa if c else None), _num(c.alpha) if c else DASH)
+            table.add_row(
+                " vs ".join(pair.judges), str(pair.n), _num(c.accuracy) if c else DASH, _est(c.kappa if c else None), _num(c.alpha) if c else DASH
+            )
         console.print(table)
 
 
