@@ -27,6 +27,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -359,3 +360,25 @@ def test_the_queue_refuses_a_label_the_rubric_does_not_have(cat: dict[str, Path]
             q.give("zed", unit.transcript_id, "tone", bad)
         assert str(err.value) == f"label {bad!r} is not one of tone's choices (polite, neutral, rude)"
     assert not (folder / "annotators" / "zed.jsonl").exists()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fleiss_kappa_equals_statsmodels(seed: int) -> None:
+    import numpy as np
+    from statsmodels.stats.inter_rater import fleiss_kappa as oracle
+
+    from harness.stats.agreement import fleiss_kappa
+
+    rng = np.random.default_rng(seed)
+    raters, categories = 2 + seed % 3, 2 + seed % 4
+    table = np.array([rng.multinomial(raters, rng.dirichlet(np.ones(categories))) for _ in range(15 + seed)])
+    value, problem = fleiss_kappa(table)
+    assert problem is None and value == pytest.approx(oracle(table), abs=1e-12)
+
+
+def test_fleiss_kappa_undefined_is_none_with_the_reason() -> None:
+    from harness.stats.agreement import fleiss_kappa
+
+    assert fleiss_kappa([[3, 0], [3, 0]]) == (None, "undefined: every rating is the same category (no disagreement is expected)")
+    assert fleiss_kappa([[2, 0], [1, 2]]) == (None, "undefined: needs the same number of raters (2 or more) on every item")
+    assert fleiss_kappa(np.zeros((0, 3))) == (None, "undefined: no items")
