@@ -292,6 +292,7 @@ def _read(options: AlignOptions) -> _Inputs:
     if not given:
         raise UserInputError(f"{options.labels}: holds no {options.rubric} labels")
     kind = labels.kind[options.rubric]
+    assert kind != "categorical"  # refused above
     threshold = options.threshold if options.threshold is not None else threshold_for(metric, {})
     lo, hi = metric.scale
     if not lo <= threshold <= hi:

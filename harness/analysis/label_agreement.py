@@ -253,14 +253,14 @@ def numeric_agreement(
     )
 
 
-def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) -> tuple[LabelCounts, list[tuple[Any, float]]]:
-    """Counts of what happened to each label, and the (label value, judge score) pairs."""
+def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) -> tuple[LabelCounts, list[tuple[Any, Any]]]:
+    """Counts of what happened to each label, and the (label value, judge score or label) pairs."""
     outcomes = run.outcomes_of(metric, judge)
     in_run = set(run.transcripts) | set(outcomes)
     unscored: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     not_in_run = no_judgment = 0
-    pairs: list[tuple[Any, float]] = []
+    pairs: list[tuple[Any, Any]] = []
     for label in labels:
         outcome = outcomes.get(label.transcript_id)
         if outcome is None:

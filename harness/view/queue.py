@@ -47,7 +47,7 @@ from ..report.run import iter_texts, open_run
 from ..rows import iter_judgment_rows
 from ..rubrics.rubric import Rubric
 from ..stats.agreement import fleiss_kappa, kappa_from_matrix
-from ..stats.krippendorff import krippendorff_alpha
+from ..stats.krippendorff import Level, krippendorff_alpha
 
 #: a label as given: a number on a scale, or a categorical rubric's label
 Value = float | str
@@ -170,7 +170,7 @@ class Queue:
                         value = given[(u.transcript_id, rubric)]
                         ratings[r, c] = code[value] if code is not None else float(value)
             shared = int(np.sum(np.sum(~np.isnan(ratings), axis=0) >= 2))
-            level = "nominal" if categorical else "interval"
+            level: Level = "nominal" if categorical else "interval"
             alpha = krippendorff_alpha(ratings, level) if units else None
             values = [float(v) for v in range(len(offered))] if code is not None else [float(v) for v in offered]
             pairs = [
