@@ -382,3 +382,24 @@ def test_fleiss_kappa_undefined_is_none_with_the_reason() -> None:
     assert fleiss_kappa([[3, 0], [3, 0]]) == (None, "undefined: every rating is the same category (no disagreement is expected)")
     assert fleiss_kappa([[2, 0], [1, 2]]) == (None, "undefined: needs the same number of raters (2 or more) on every item")
     assert fleiss_kappa(np.zeros((0, 3))) == (None, "undefined: no items")
+
+
+def test_active_sampling_of_a_categorical_run_without_samples_says_what_it_needs(cat: dict[str, Path], tmp_path: Path) -> None:
+    done = cli(
+        "labels",
+        "sample",
+        str(cat["run"]),
+        "--n",
+        "4",
+        "--seed",
+        "0",
+        "--strategy",
+        "active",
+        "--out",
+        str(tmp_path / "d"),
+        "--prompts",
+        str(cat["prompts"]),
+    )
+    line = one_line(done)
+    assert "active sampling needs the judge's uncertainty and the run has none" in line
+    assert not (tmp_path / "d").exists()
