@@ -287,10 +287,12 @@ def _read(options: AlignOptions) -> _Inputs:
             f"{rubric.version}: align the rubric the run used (--prompts), or judge the transcripts again"
         )
     labels = read_labels(options.labels, run)
+    labels.refuse_categorical("harness align", "fits a rubric's score to the human scale; a categorical rubric has no score", [options.rubric])
     given = labels.by_metric.get(options.rubric)
     if not given:
         raise UserInputError(f"{options.labels}: holds no {options.rubric} labels")
     kind = labels.kind[options.rubric]
+    assert kind != "categorical"  # refused above
     threshold = options.threshold if options.threshold is not None else threshold_for(metric, {})
     lo, hi = metric.scale
     if not lo <= threshold <= hi:

@@ -18,6 +18,7 @@ __all__ = [
     "AgreementResult",
     "Bootstrap",
     "CalibrationGate",
+    "CategoricalAgreement",
     "Correlation",
     "Estimate",
     "GateCheck",
@@ -116,6 +117,21 @@ class NumericAgreement(_Part):
     pass_fail: PassFailAgreement | None
 
 
+class CategoricalAgreement(_Part):
+    """A categorical rubric's labels against a judge's (or a second judge's): the confusion matrix
+    (rows = reference, columns = judge, in ``labels``' order: the rubric's, then any label the
+    rubric no longer lists), accuracy, Cohen's kappa (unweighted: the labels have no order) with a
+    paired bootstrap interval, and Krippendorff's alpha at the nominal level of the two raters."""
+
+    n: int
+    labels: list[str]
+    confusion_matrix: list[list[int]]
+    accuracy: float | None
+    kappa: Estimate
+    alpha: float | None
+    alpha_notes: list[str]
+
+
 class LabelCounts(_Part):
     """What happened to each label of one metric for one judge: nothing is dropped silently."""
 
@@ -132,7 +148,8 @@ class LabelCounts(_Part):
 
 class JudgeRow(_Part):
     """One judge against the labels of one metric: `NumericAgreement`'s fields for numeric labels,
-    only ``n`` and ``pass_fail`` for pass/fail labels."""
+    only ``n`` and ``pass_fail`` for pass/fail labels, ``n`` and ``categorical`` (``pass_fail``
+    null) for a categorical rubric's labels."""
 
     judge: str
     counts: LabelCounts
@@ -142,6 +159,7 @@ class JudgeRow(_Part):
     mae: float | None = None
     weighted_kappa: WeightedKappa | None = None
     pass_fail: PassFailAgreement | None
+    categorical: CategoricalAgreement | None = None
 
 
 class PairCounts(_Part):
@@ -151,16 +169,18 @@ class PairCounts(_Part):
 
 
 class JudgePair(_Part):
-    """Two judges on the transcripts both scored, the first in the place of the labels."""
+    """Two judges on the transcripts both scored, the first in the place of the labels; for a
+    categorical rubric only ``n`` and ``categorical``."""
 
     judges: list[str]
     counts: PairCounts
     n: int
-    pearson: Correlation
-    spearman: Correlation
-    mae: float | None
-    weighted_kappa: WeightedKappa | None
-    pass_fail: PassFailAgreement | None
+    pearson: Correlation | None = None
+    spearman: Correlation | None = None
+    mae: float | None = None
+    weighted_kappa: WeightedKappa | None = None
+    pass_fail: PassFailAgreement | None = None
+    categorical: CategoricalAgreement | None = None
 
 
 class MetricAgreement(_Part):
@@ -173,7 +193,7 @@ class MetricAgreement(_Part):
     direction: Literal["higher", "lower"]
     version: str | None
     threshold: float
-    label_kind: Literal["numeric", "pass_fail"] | None
+    label_kind: Literal["numeric", "pass_fail", "categorical"] | None
     labels: int
     judges: list[JudgeRow]
     between_judges: list[JudgePair]

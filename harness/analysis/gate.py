@@ -3,7 +3,7 @@
 ``harness agreement RUN --labels L --min-kappa 0.6 --min-spearman 0.5`` checks, per metric and
 judge with labels, the agreement statistics ``label_agreement.agreement`` computed:
 
-- kappa: the quadratic-weighted kappa for numeric labels, Cohen's kappa for pass/fail labels;
+- kappa: the quadratic-weighted kappa for numeric labels, Cohen's kappa for pass/fail and categorical labels;
 - Spearman's rho: numeric labels only (pass/fail labels have no ranks to compare).
 
 ``on="estimate"`` (the default) judges the point estimate, ``on="ci-lower"`` the lower bound of
@@ -35,6 +35,8 @@ def _judged_value(section: Section | None, on: GateOn) -> float | None:
 def _kappa_section(metric: MetricAgreement, entry: JudgeRow) -> tuple[str, Section | None]:
     if metric.label_kind == "numeric":
         return "quadratic-weighted kappa", entry.weighted_kappa
+    if metric.label_kind == "categorical":
+        return "Cohen's kappa (categorical)", entry.categorical.kappa if entry.categorical else None
     return "Cohen's kappa (pass/fail)", entry.pass_fail.kappa if entry.pass_fail else None
 
 
@@ -65,7 +67,8 @@ def calibration_gate(result: AgreementResult, min_kappa: float | None, min_spear
             for label, floor, section in wanted:
                 value = _judged_value(section, on)
                 if label == "Spearman's rho" and not numeric:
-                    checks.append(_check(metric.metric, entry.judge, label, floor, None, False, "pass/fail labels have no ranks"))
+                    what = "categorical" if metric.label_kind == "categorical" else "pass/fail"
+                    checks.append(_check(metric.metric, entry.judge, label, floor, None, False, f"{what} labels have no ranks"))
                 elif value is None:
                     note = "undefined (" + "; ".join((section.notes if section else None) or ["no scored pairs"]) + ")"
                     checks.append(_check(metric.metric, entry.judge, label, floor, None, False, note))

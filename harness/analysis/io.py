@@ -6,8 +6,15 @@ summary.json the run's judges, rubric versions and composite names. Each rubric'
 direction come from the rubric files (the built-ins, plus ``prompts`` directories for custom
 ones); composites are on 0..1 with higher better, as `harness.metrics.composites` defines them.
 
-`read_labels` reads a JSONL file of ``{"transcript_id", "rubric", "label"}`` rows. Every problem in
-either input is a `UserInputError` whose message names the file, the line and the field.
+`read_labels` reads a JSONL file of ``{"transcript_id", "rubric", "label"}`` rows: numbers on the
+metric's scale, pass/fail, or for a categorical rubric (one with ``labels``) one of its labels as the
+rubric writes it. Every problem in either input is a `UserInputError` whose message names the
+file, the line and the field.
+
+A categorical rubric's judgments have a label and no score. `read_run` reads them only when its
+caller asks (``categorical=True``: ``harness agreement``, ``labels sample``), into `Outcome.label`;
+every other reader of a run refuses such a run at its first categorical judgment in one line,
+since it compares scores.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from ..rubrics.rubric import Rubric, load_rubrics
 from ..rundir import interrupted_note, open_run_dir, run_rows, version_note
 from ..validation import first_problem
 
-__all__ = ["Label", "Labels", "Metric", "Outcome", "RunData", "parse_labels", "read_labels", "read_run"]
+__all__ = ["Label", "LabelKind", "Labels", "Metric", "Outcome", "RunData", "parse_labels", "read_labels", "read_run"]
 
 #: Composites are weighted sums of normalised rubric scores: 0..1, 1 best.
 COMPOSITE_SCALE = (0.0, 1.0)
@@ -46,6 +53,8 @@ class Outcome(NamedTuple):
     status: str  # "scored" | "unscored" | "failed"
     score: float | None
     reason: str | None
+    #: a categorical rubric's label (its score is then None); read only with ``read_run(categorical=True)``
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,14 +66,24 @@ class Metric:
     scale: tuple[float, float]
     direction: Literal["higher", "lower"]
     version: str | None = None
+    #: a categorical rubric's labels, in the rubric's order (its scale is then unused)
+    labels: tuple[str, ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "scale": list(self.scale), "direction": self.direction, "version": self.version}
+        out = {"name": self.name, "kind": self.kind, "scale": list(self.scale), "direction": self.direction, "version": self.version}
+        return out if self.labels is None else {**out, "labels": list(self.labels)}
 
     @classmethod
     def of_rubric(cls, rubric: Rubric, version: str | None = None) -> Metric:
-        """The metric a rubric gives: its scale and direction (``version``: the run's, else the rubric's)."""
-        return cls(rubric.name, "rubric", (float(rubric.lo), float(rubric.hi)), rubric.direction, rubric.version if version is None else version)
+        """The metric a rubric gives: its scale and direction, or its labels (``version``: the run's, else the rubric's)."""
+        return cls(
+            rubric.name,
+            "rubric",
+            (float(rubric.lo), float(rubric.hi)),
+            rubric.direction,
+            rubric.version if version is None else version,
+            rubric.labels,
+        )
 
 
 @dataclass
@@ -133,11 +152,13 @@ def _metrics(summary: RunSummary, prompts: Iterable[str | Path], summary_path: P
     return metrics, notes
 
 
-def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
+def read_run(path: str | Path, prompts: Iterable[str | Path] = (), categorical: bool = False) -> RunData:
     """Load a run directory written by ``harness run --out``.
 
     ``prompts`` are extra rubric directories (as for ``harness run --prompts``), needed when the
-    run used custom rubrics: their files give the scale and direction. Raises `UserInputError`
+    run used custom rubrics: their files give the scale and direction. ``categorical``: read a
+    categorical rubric's judgments (labels, no score) into `Outcome.label`; without it such a
+    judgment is refused in one line (the caller compares scores). Raises `UserInputError`
     naming the file, line and field for anything missing or malformed.
     """
     run, summary = open_run_dir(path)
@@ -156,16 +177,25 @@ def read_run(path: str | Path, prompts: Iterable[str | Path] = ()) -> RunData:
         if status not in ("scored", "unscored", "failed"):
             raise line_error(judgments, line, "status", f"expected scored, unscored or failed, got {status!r}")
         score = row.score
-        if status == "scored" and score is None:
-            raise line_error(judgments, line, "score", "a scored judgment has no score")
         if rubric not in metrics or metrics[rubric].kind != "rubric":
             raise line_error(judgments, line, "rubric", f"{rubric!r} is not among the run's rubrics in summary.json")
+        labels = metrics[rubric].labels
+        if labels is not None and not categorical:
+            raise line_error(
+                judgments, line, "rubric", f"{rubric!r} is a categorical rubric (labels {', '.join(labels)}, no score): this command compares scores"
+            )
+        if labels is not None:
+            if status == "scored" and row.label is None:
+                raise line_error(judgments, line, "label", f"a scored judgment of the categorical rubric {rubric} has no label")
+        elif status == "scored" and score is None:
+            raise line_error(judgments, line, "score", "a scored judgment has no score")
         if judge not in judges:
             raise line_error(judgments, line, "judge", f"{judge!r} is not among the run's judges in summary.json")
         cell = outcomes.setdefault((rubric, judge), {})
         if tid in cell:
             raise line_error(judgments, line, "transcript_id", f"second judgment of ({tid}, {rubric}, {judge})")
-        cell[tid] = Outcome(status, score if status == "scored" else None, row.reason)
+        scored = status == "scored"
+        cell[tid] = Outcome(status, score if scored and labels is None else None, row.reason, row.label if scored and labels is not None else None)
 
     results = rows.results_file
     transcripts: list[str] = []
@@ -251,8 +281,12 @@ class _LabelRow(BaseModel):
         return text
 
 
+#: what a metric's labels are: numbers on its scale, pass/fail, or a categorical rubric's labels
+LabelKind = Literal["numeric", "pass_fail", "categorical"]
+
+
 class Label(NamedTuple):
-    """One human label: a number on the rubric's scale, or "pass" / "fail"."""
+    """One human label: a number on the rubric's scale, "pass" / "fail", or one of a categorical rubric's labels."""
 
     transcript_id: str
     value: float | str
@@ -261,15 +295,28 @@ class Label(NamedTuple):
 
 @dataclass
 class Labels:
-    """Labels per metric, in file order; ``kind`` says whether a metric's labels are numbers or pass/fail."""
+    """Labels per metric, in file order; ``kind`` says whether a metric's labels are numbers, pass/fail or categorical."""
 
     path: Path
     rows: int
     by_metric: dict[str, list[Label]]
-    kind: dict[str, Literal["numeric", "pass_fail"]]
+    kind: dict[str, LabelKind]
+
+    def refuse_categorical(self, what: str, why: str, metrics: Iterable[str] | None = None) -> None:
+        """Raise one line when a metric (of ``metrics``, else any) has categorical labels: ``what``
+        (a command) reads numbers or pass/fail, for the reason ``why``."""
+        chosen = self.kind if metrics is None else {m: self.kind[m] for m in metrics if m in self.kind}
+        found = [m for m, kind in chosen.items() if kind == "categorical"]
+        if found:
+            raise UserInputError(f"{self.path}: the {found[0]} labels are categorical; {what} {why}")
 
 
-def _label_value(path: Path, line: int, value: Any, metric: Metric) -> tuple[float | str, Literal["numeric", "pass_fail"]]:
+def _label_value(path: Path, line: int, value: Any, metric: Metric) -> tuple[float | str, LabelKind]:
+    if metric.labels is not None:
+        # a categorical rubric: exactly one of its labels, as the rubric writes it
+        if isinstance(value, str) and value in metric.labels:
+            return value, "categorical"
+        raise line_error(path, line, "label", f"{value!r} is not one of the {metric.name} labels: {', '.join(map(repr, metric.labels))}")
     if isinstance(value, bool):
         return ("pass" if value else "fail"), "pass_fail"
     if isinstance(value, str):
@@ -293,7 +340,8 @@ def read_labels(path: str | Path, run: RunData) -> Labels:
     """Read human labels for ``run``: JSONL rows ``{"transcript_id", "rubric", "label"}``.
 
     ``rubric`` names a rubric or composite of the run. ``label`` is a number on that metric's scale
-    (numeric labels) or pass/fail: ``true``/``false`` or the strings "pass"/"fail" (any case).
+    (numeric labels) or pass/fail: ``true``/``false`` or the strings "pass"/"fail" (any case); for
+    a categorical rubric, one of its labels exactly (case as the rubric writes it).
     All labels of one metric must be of one kind, and a (transcript, rubric) pair may be labelled
     once. Transcript ids the run does not hold are accepted here and counted by the analysis.
     """
@@ -307,7 +355,7 @@ def parse_labels(path: str | Path, metrics: Mapping[str, Metric], owner: str, sk
     rubrics in ``skip`` (known, but not judged by this run) are passed over."""
     file = Path(path)
     by_metric: dict[str, list[Label]] = {}
-    kinds: dict[str, tuple[Literal["numeric", "pass_fail"], int]] = {}
+    kinds: dict[str, tuple[LabelKind, int]] = {}
     first_line: dict[tuple[str, str], int] = {}
     rows = 0
     for line, row in iter_json_objects(file):

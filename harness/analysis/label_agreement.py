@@ -11,7 +11,12 @@ transcripts the judge scored are paired with their labels:
 - pass/fail labels (true/false, "pass"/"fail"): the judge's score is thresholded (see
   `harness.analysis.scales`) and compared: the 2x2 confusion matrix (rows = human label, columns =
   judge; order pass, fail), the full `harness.stats.classification_report`, Cohen's kappa and
-  the MCC.
+  the MCC;
+- a categorical rubric's labels (one of its labels; its judgments give a label, not a score): the
+  confusion matrix over the rubric's labels, accuracy, Cohen's kappa (unweighted: categories have
+  no order) with a paired bootstrap interval, and Krippendorff's alpha at the nominal level
+  (`harness.stats.krippendorff`) of the two raters. Between judges, the same on the transcripts
+  both labelled.
 
 Kappa and MCC come with paired bootstrap percentile intervals (resampling transcripts, seeded; see
 `harness.analysis.resampling`). Between judges (when the run had several), every pair of judges
@@ -38,6 +43,7 @@ from ..stats.confusion import confusion_matrix
 from .agreement_schema import (
     AgreementResult,
     Bootstrap,
+    CategoricalAgreement,
     Correlation,
     Estimate,
     JudgePair,
@@ -62,7 +68,7 @@ from .resampling import (
 )
 from .scales import FAIL, PASS, bins_for, parse_thresholds, pass_fail_labels, threshold_for
 
-__all__ = ["agreement", "agreement_report", "judge_pair_agreement", "numeric_agreement", "pass_fail_agreement"]
+__all__ = ["agreement", "agreement_report", "categorical_agreement", "judge_pair_agreement", "numeric_agreement", "pass_fail_agreement"]
 
 PASS_FAIL = (PASS, FAIL)
 
@@ -166,6 +172,39 @@ def pass_fail_agreement(
     )
 
 
+def categorical_agreement(
+    reference: Sequence[str],
+    judged: Sequence[str],
+    labels: Sequence[str],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = 0,
+    confidence: float = 0.95,
+) -> CategoricalAgreement | None:
+    """A categorical rubric's labels against a judge's (see the module docstring); ``labels`` are
+    the rubric's, in its order (a label outside them is put after them). None when there are no pairs."""
+    from ..stats.krippendorff import krippendorff_alpha
+
+    if not reference:
+        return None
+    names = [*labels, *sorted((set(reference) | set(judged)) - set(labels))]
+    index = {name: i for i, name in enumerate(names)}
+    ref = np.array([index[v] for v in reference], dtype=np.int64)
+    jud = np.array([index[v] for v in judged], dtype=np.int64)
+    k = len(names)
+    cm = confusion_matrix(ref, jud, labels=range(k))
+    kappa = paired_bootstrap(ref.size, lambda idx: kappa_batch(confusion_batch(ref, jud, k, idx)), n_resamples, seed, confidence)
+    alpha = krippendorff_alpha(np.vstack([ref, jud]).astype(np.float64), "nominal")
+    return CategoricalAgreement(
+        n=int(ref.size),
+        labels=names,
+        confusion_matrix=cm.tolist(),
+        accuracy=float(np.trace(cm) / ref.size),
+        kappa=_estimate(kappa_from_matrix(cm), kappa),
+        alpha=alpha.value,
+        alpha_notes=[alpha.problem] if alpha.problem else [],
+    )
+
+
 def weighted_kappa(
     reference: np.ndarray,
     judged: np.ndarray,
@@ -214,14 +253,14 @@ def numeric_agreement(
     )
 
 
-def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) -> tuple[LabelCounts, list[tuple[Any, float]]]:
-    """Counts of what happened to each label, and the (label value, judge score) pairs."""
+def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) -> tuple[LabelCounts, list[tuple[Any, Any]]]:
+    """Counts of what happened to each label, and the (label value, judge score or label) pairs."""
     outcomes = run.outcomes_of(metric, judge)
     in_run = set(run.transcripts) | set(outcomes)
     unscored: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     not_in_run = no_judgment = 0
-    pairs: list[tuple[Any, float]] = []
+    pairs: list[tuple[Any, Any]] = []
     for label in labels:
         outcome = outcomes.get(label.transcript_id)
         if outcome is None:
@@ -229,8 +268,8 @@ def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) 
                 no_judgment += 1
             else:
                 not_in_run += 1
-        elif outcome.status == "scored" and outcome.score is not None:
-            pairs.append((label.value, outcome.score))
+        elif outcome.status == "scored" and (outcome.score is not None or outcome.label is not None):
+            pairs.append((label.value, outcome.label if outcome.label is not None else outcome.score))
         elif outcome.status == "failed":
             failed[outcome.reason or "unknown"] += 1
         else:
@@ -250,6 +289,10 @@ def _label_counts(run: RunData, labels: Sequence[Any], metric: str, judge: str) 
     return counts, pairs
 
 
+def _labelled(run: RunData, metric: str, judge: str) -> dict[str, str]:
+    return {t: o.label for t, o in run.outcomes_of(metric, judge).items() if o.status == "scored" and o.label is not None}
+
+
 def judge_pair_agreement(
     run: RunData,
     metric: Metric,
@@ -260,7 +303,15 @@ def judge_pair_agreement(
     seed: int | None = 0,
     confidence: float = 0.95,
 ) -> JudgePair:
-    """Two judges of one run on the transcripts both scored; ``first`` takes the reference's place."""
+    """Two judges of one run on the transcripts both scored (a categorical rubric: both labelled);
+    ``first`` takes the reference's place."""
+    if metric.labels is not None:
+        la, lb = _labelled(run, metric.name, first), _labelled(run, metric.name, second)
+        both = [t for t in run.transcripts if t in la and t in lb]
+        both += sorted((la.keys() & lb.keys()) - set(both))
+        counts = PairCounts(both_scored=len(both), only_first_scored=len(la.keys() - lb.keys()), only_second_scored=len(lb.keys() - la.keys()))
+        found = categorical_agreement([la[t] for t in both], [lb[t] for t in both], metric.labels, n_resamples, seed, confidence)
+        return JudgePair(judges=[first, second], counts=counts, n=len(both), categorical=found)
     a, b = run.scored(metric.name, first), run.scored(metric.name, second)
     common = [t for t in run.transcripts if t in a and t in b]
     common += sorted((a.keys() & b.keys()) - set(common))
@@ -296,6 +347,11 @@ def agreement(
         for judge in run.judges if metric_labels else ():
             counts, pairs = _label_counts(run, metric_labels, metric.name, judge)
             ref = [p[0] for p in pairs]
+            if kind == "categorical":
+                assert metric.labels is not None  # a categorical label is read only against a categorical rubric
+                found = categorical_agreement([str(p[0]) for p in pairs], [str(p[1]) for p in pairs], metric.labels, n_resamples, seed, confidence)
+                per_judge.append(JudgeRow(judge=judge, counts=counts, n=len(pairs), pass_fail=None, categorical=found))
+                continue
             scores = np.array([p[1] for p in pairs], dtype=np.float64)
             if kind == "numeric":
                 section = numeric_agreement(ref, scores, metric, threshold, n_resamples, seed, confidence)
@@ -343,6 +399,6 @@ def agreement_report(
 ) -> AgreementResult:
     """`agreement` from paths and ``--threshold`` texts, as ``harness agreement`` runs it."""
     check_resampling(n_resamples, seed)
-    run = read_run(run_dir, prompts)
+    run = read_run(run_dir, prompts, categorical=True)
     parsed = parse_thresholds(thresholds, run.metrics)
     return agreement(run, read_labels(labels_path, run), parsed, n_resamples, seed, confidence)

@@ -391,6 +391,7 @@ def _decide(
         return out, chosen
     assert labels is not None
     given = read_labels(labels, data)
+    given.refuse_categorical("this command", "reads a success as a score's side of a bound or a pass/fail label", [metric.name])
     kind = given.kind.get(metric.name)
     if kind is None:
         raise UserInputError(f"{labels}: holds no {metric.name} labels (it has labels of: {', '.join(given.by_metric)})")

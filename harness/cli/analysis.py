@@ -20,7 +20,7 @@ def agreement(
         Path,
         typer.Option(
             "--labels",
-            help='Human labels: JSONL rows {transcript_id, rubric, label}; label is a number on the rubric\'s scale, true/false or "pass"/"fail".',
+            help='Human labels: JSONL rows {transcript_id, rubric, label}; label is a number on the rubric\'s scale, true/false or "pass"/"fail", or one of a categorical rubric\'s labels as written.',
         ),
     ],
     success: SuccessOpt = None,
@@ -43,8 +43,9 @@ def agreement(
 
     Numeric labels: Pearson and Spearman with 95% CIs, MAE, quadratic-weighted kappa on the scale's
     bins (integer steps for integer scales such as 1..5, else tenths of the scale), and the
-    pass/fail report at the threshold. Pass/fail labels: confusion matrix and full report. Kappa and
-    MCC carry seeded percentile bootstrap CIs over transcripts. Unscored, failed and unmatched
+    pass/fail report at the threshold. Pass/fail labels: confusion matrix and full report. A
+    categorical rubric's labels: confusion matrix, accuracy, Cohen's kappa and nominal
+    Krippendorff's alpha. Kappa and MCC carry seeded percentile bootstrap CIs over transcripts. Unscored, failed and unmatched
     labels are counted, not dropped.
     """
     from ..analysis.gate import calibration_gate

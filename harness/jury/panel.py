@@ -104,7 +104,7 @@ def read_human_labels(path: Path, classes: Sequence[Classes], where: str, others
     rows of ``others`` (rubrics this run does not judge) are passed over."""
     from ..analysis.io import Metric, parse_labels
 
-    metrics = {c.rubric: Metric(c.rubric, "rubric", (c.lo, c.hi), c.direction) for c in classes}
+    metrics = {c.rubric: Metric(c.rubric, "rubric", (c.lo, c.hi), c.direction, labels=c.labels) for c in classes}
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -112,6 +112,9 @@ def read_human_labels(path: Path, classes: Sequence[Classes], where: str, others
     except OSError as exc:
         raise UserInputError(f"{path}: cannot read the labels ({where}): {exc.strerror or exc}") from None
     labels = parse_labels(path, metrics, f"this run ({where})", others)
+    labels.refuse_categorical(
+        "a jury", "weighs or anchors its judges by their scores; a categorical rubric's jury takes the majority label, without labels"
+    )
     by_rubric = {name: {label.transcript_id: label.value for label in rows} for name, rows in labels.by_metric.items()}
     return HumanLabels(path, hashlib.sha256(data).hexdigest(), by_rubric)
 

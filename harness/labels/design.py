@@ -246,7 +246,7 @@ def sample_labels(
 ) -> Design:
     """Draw the transcripts to label and write design.json, to_label.jsonl and to_label.csv to ``out``
     (default RUN_DIR/labels); returns the design as written."""
-    run = read_run(run_dir, prompts)
+    run = read_run(run_dir, prompts, categorical=True)  # a categorical rubric's transcripts are drawn like any other's
     big_n = len(run.transcripts)
     if strategy not in ("uniform", "active"):
         raise UserInputError(f"--strategy: {strategy!r} is not uniform or active")

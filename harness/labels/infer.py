@@ -439,6 +439,8 @@ def infer_report(
     runs = [read_run(r, prompts) for r in run_dirs]
     paths = list(labels_paths) * (len(runs) if len(labels_paths) == 1 else 1)
     labels = [read_labels(p, r) for p, r in zip(paths, runs, strict=True)]
+    for given in labels:
+        given.refuse_categorical("harness infer", "corrects a mean score or a pass rate, which categories do not have")
     found = None if no_design else (Path(design_path) if design_path is not None else _find_design(runs[0].path, Path(paths[0])))
     design = read_design(found) if found is not None else None
     fitted = [_fitted(run, prompts) for run in runs]

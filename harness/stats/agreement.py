@@ -16,7 +16,7 @@ import numpy as np
 from ._common import UndefinedMetricWarning
 from .confusion import check_confusion_matrix, confusion_matrix
 
-__all__ = ["cohen_kappa", "kappa_from_matrix", "matthews_corrcoef", "mcc_from_matrix"]
+__all__ = ["cohen_kappa", "fleiss_kappa", "kappa_from_matrix", "matthews_corrcoef", "mcc_from_matrix"]
 
 KappaWeights = Literal["linear", "quadratic"] | None
 
@@ -106,3 +106,26 @@ def matthews_corrcoef(y_true: Any, y_pred: Any) -> float:
     See `mcc_from_matrix`. Undefined MCC returns 0.0 with an `UndefinedMetricWarning`.
     """
     return _warned(mcc_from_matrix(confusion_matrix(y_true, y_pred)))
+
+
+def fleiss_kappa(counts: Any) -> tuple[float | None, str | None]:
+    """Fleiss' kappa of ``counts`` (items x categories: how many raters put item i in category j;
+    every item rated by the same number of raters, at least 2), or None and why it is undefined.
+
+    Source: J. L. Fleiss, "Measuring nominal scale agreement among many raters", Psychological
+    Bulletin 76(5), 1971: P_i = (sum_j n_ij^2 - n) / (n (n - 1)), p_j = sum_i n_ij / (N n),
+    kappa = (mean P_i - sum_j p_j^2) / (1 - sum_j p_j^2) (as ``statsmodels`` ``fleiss_kappa``).
+    """
+    table = np.asarray(counts, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] == 0:
+        return None, "undefined: no items"
+    raters = table.sum(axis=1)
+    n = float(raters[0])
+    if n < 2 or np.any(raters != n):
+        return None, "undefined: needs the same number of raters (2 or more) on every item"
+    p_i = (np.sum(table * table, axis=1) - n) / (n * (n - 1))
+    p_j = table.sum(axis=0) / (table.shape[0] * n)
+    chance = float(np.sum(p_j * p_j))
+    if chance == 1.0:
+        return None, "undefined: every rating is the same category (no disagreement is expected)"
+    return (float(np.mean(p_i)) - chance) / (1.0 - chance), None

@@ -113,7 +113,44 @@ def _report_table(title: str, pf: PassFailAgreement, console: Console) -> None:
         console.print(f"  {warning}", highlight=False)
 
 
+def _categorical_metric(metric: MetricAgreement, console: Console) -> None:
+    """A categorical rubric: each judge's labels against the humans', and between judges."""
+    head = f"{metric.metric} ({metric.kind}, categorical)"
+    if metric.judges:
+        console.print(f"[bold]{head}[/]: {metric.labels} categorical labels", highlight=False)
+        table = _table("Labels against the human labels", ("judge", "n", "accuracy", "Cohen's kappa [CI]", "Krippendorff's alpha (nominal)"))
+        for j in metric.judges:
+            c = j.categorical
+            table.add_row(j.judge, str(j.n), _num(c.accuracy) if c else DASH, _est(c.kappa if c else None), _num(c.alpha) if c else DASH)
+        console.print(table)
+        for j in metric.judges:
+            if j.categorical:
+                rows = "; ".join(
+                    f"{name}: {' '.join(map(str, row))}" for name, row in zip(j.categorical.labels, j.categorical.confusion_matrix, strict=True)
+                )
+                console.print(
+                    f"  {j.judge} matrix (rows = labels, columns = judge, order {', '.join(j.categorical.labels)}): {rows}", highlight=False
+                )
+            line = _not_paired(j.judge, j.counts)
+            if line:
+                console.print(line, highlight=False)
+    if metric.between_judges:
+        table = _table(
+            f"{head}: between judges, on transcripts both labelled",
+            ("judges", "n", "accuracy", "Cohen's kappa [CI]", "Krippendorff's alpha (nominal)"),
+        )
+        for pair in metric.between_judges:
+            c = pair.categorical
+            table.add_row(
+                " vs ".join(pair.judges), str(pair.n), _num(c.accuracy) if c else DASH, _est(c.kappa if c else None), _num(c.alpha) if c else DASH
+            )
+        console.print(table)
+
+
 def _agreement_metric(metric: MetricAgreement, console: Console) -> None:
+    if metric.label_kind == "categorical" or (metric.label_kind is None and metric.between_judges and metric.between_judges[0].pearson is None):
+        _categorical_metric(metric, console)
+        return
     scale = f"{metric.scale[0]:g}..{metric.scale[1]:g}, {metric.direction} is better"
     head = f"{metric.metric} ({metric.kind}, {scale}; {_threshold_text(metric)})"
     numeric = metric.label_kind == "numeric"

@@ -249,9 +249,10 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
         if q is None:
             abort(404, "this run has no annotation queue")
         raw = body.get("label")
-        if isinstance(raw, bool) or not isinstance(raw, int | float):
-            raise UserInputError(f"label: {raw!r} is not a number")
-        q.give(str(body.get("annotator")), str(body.get("transcript_id")), str(body.get("rubric")), float(raw))
+        # a number on a scale, or a categorical rubric's label as written (Queue.give checks it is one of the rubric's)
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise UserInputError(f"label: {raw!r} is not a number or a label")
+        q.give(str(body.get("annotator")), str(body.get("transcript_id")), str(body.get("rubric")), raw if isinstance(raw, str) else float(raw))
         return jsonify({"saved": True, "progress": q.progress()})
 
     return app

@@ -14,13 +14,15 @@ that stops loses nothing already acknowledged; a changed label rewrites the file
 beside it, fsynced, renamed into place). Nothing else is written: not the run's files, not the design.
 
 **Agreement between annotators**, per rubric, on the units two or more of them labelled:
-Krippendorff's alpha at the interval level (`harness.stats.krippendorff.krippendorff_alpha`), and for each
-pair of annotators Cohen's kappa, unweighted and quadratic-weighted over the rubric's choices
-(`harness.stats.agreement.kappa_from_matrix`).
+Krippendorff's alpha (`harness.stats.krippendorff.krippendorff_alpha`) at the interval level for
+a scale, the nominal level for a categorical rubric, and for each pair of annotators Cohen's
+kappa over the rubric's choices (`harness.stats.agreement.kappa_from_matrix`): unweighted, and
+quadratic-weighted for a scale only (categories have no order); and Fleiss' kappa over the
+choices as categories, on the items all their annotators labelled (`harness.stats.agreement.fleiss_kappa`).
 
-Only rubrics with a numeric scale are offered (a categorical rubric's labels are not a labels
-file's numbers or pass/fail); its choices are the integers of an integer scale of 3 to 11
-points (1..5, 0..10), else five points evenly spaced on the scale (0, 0.25, 0.5, 0.75, 1 of 0..1).
+A scale's choices are the integers of an integer scale of 3 to 11 points (1..5, 0..10), else five
+points evenly spaced on the scale (0, 0.25, 0.5, 0.75, 1 of 0..1); a categorical rubric's are its
+labels, in its order, saved as the rubric writes them (`harness.analysis.io` reads them back).
 """
 
 from __future__ import annotations
@@ -44,15 +46,19 @@ from ..outputs.files import dumps
 from ..report.run import iter_texts, open_run
 from ..rows import iter_judgment_rows
 from ..rubrics.rubric import Rubric
-from ..stats.agreement import kappa_from_matrix
-from ..stats.krippendorff import krippendorff_alpha
+from ..stats.agreement import fleiss_kappa, kappa_from_matrix
+from ..stats.krippendorff import Level, krippendorff_alpha
 
+#: a label as given: a number on a scale, or a categorical rubric's label
+Value = float | str
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 ANNOTATORS_DIR = "annotators"
 
 
-def choices(rubric: Rubric) -> list[float]:
+def choices(rubric: Rubric) -> list[float] | list[str]:
     """The values an annotator picks from (see the module docstring)."""
+    if rubric.labels is not None:
+        return list(rubric.labels)
     lo, hi = rubric.lo, rubric.hi
     if float(lo).is_integer() and float(hi).is_integer() and 2 <= hi - lo <= 10:
         return [float(v) for v in range(int(lo), int(hi) + 1)]
@@ -84,6 +90,12 @@ class RubricAgreement:
     alpha: float | None
     alpha_problem: str | None
     pairs: list[PairKappa]
+    #: Krippendorff's level: "interval" for a scale, "nominal" for a categorical rubric
+    level: str = "interval"
+    #: Fleiss' kappa over the rubric's choices as categories, on the items all their annotators labelled
+    fleiss: float | None = None
+    fleiss_problem: str | None = None
+    fleiss_items: int = 0
 
 
 @dataclass
@@ -97,7 +109,7 @@ class Queue:
     texts: dict[str, dict[str, Any]]
     judge_scores: dict[tuple[str, str], Any]
     notes: list[str]
-    labels: dict[str, dict[tuple[str, str], float]] = field(default_factory=dict)
+    labels: dict[str, dict[tuple[str, str], Value]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def path_of(self, annotator: str) -> Path:
@@ -113,15 +125,16 @@ class Queue:
             for a in self.annotators
         }
 
-    def give(self, annotator: str, transcript_id: str, rubric: str, value: float) -> None:
+    def give(self, annotator: str, transcript_id: str, rubric: str, value: Value) -> None:
         """Record ``annotator``'s label of the unit; on disk (fsynced) before this returns."""
         if annotator not in self.annotators:
             raise UserInputError(f"annotator {annotator!r} is not one of this queue's ({', '.join(self.annotators)})")
         unit = next((u for u in self.units if u.transcript_id == transcript_id and u.rubric == rubric), None)
         if unit is None or annotator not in unit.annotators:
             raise UserInputError(f"{transcript_id} · {rubric} is not assigned to {annotator}")
-        if value not in choices(self.rubrics[rubric]):
-            raise UserInputError(f"label {value!r} is not on {rubric}'s scale")
+        offered: Sequence[Value] = choices(self.rubrics[rubric])
+        if isinstance(value, str) != isinstance(offered[0], str) or value not in offered:
+            raise UserInputError(f"label {value!r} is not one of {rubric}'s choices ({', '.join(map(str, offered))})")
         with self.lock:
             given = self.labels.setdefault(annotator, {})
             key = (transcript_id, rubric)
@@ -138,29 +151,68 @@ class Queue:
                 os.fsync(fh.fileno())
             given[key] = value
 
+    def _fleiss(self, ratings: np.ndarray, values: Sequence[float]) -> tuple[float | None, str | None, int]:
+        return _fleiss_of(ratings, values, self.overlap)
+
     def agreement(self) -> list[RubricAgreement]:
         out = []
         for rubric in self.rubrics:
             units = [u for u in self.units if u.rubric == rubric]
+            offered: Sequence[Value] = choices(self.rubrics[rubric])
+            categorical = self.rubrics[rubric].labels is not None
+            # a categorical label is coded by its place among the rubric's labels (nominal: only equality counts)
+            code = {v: float(i) for i, v in enumerate(offered)} if categorical else None
             ratings = np.full((len(self.annotators), len(units)), np.nan)
             for r, a in enumerate(self.annotators):
                 given = self.labels.get(a, {})
                 for c, u in enumerate(units):
                     if (u.transcript_id, rubric) in given:
-                        ratings[r, c] = given[(u.transcript_id, rubric)]
+                        value = given[(u.transcript_id, rubric)]
+                        ratings[r, c] = code[value] if code is not None else float(value)
             shared = int(np.sum(np.sum(~np.isnan(ratings), axis=0) >= 2))
-            alpha = krippendorff_alpha(ratings, "interval") if units else None
+            level: Level = "nominal" if categorical else "interval"
+            alpha = krippendorff_alpha(ratings, level) if units else None
+            values = [float(v) for v in range(len(offered))] if code is not None else [float(v) for v in offered]
             pairs = [
-                _pair(self.annotators[i], self.annotators[j], ratings[i], ratings[j], choices(self.rubrics[rubric]))
+                _pair(self.annotators[i], self.annotators[j], ratings[i], ratings[j], values, weighted=not categorical)
                 for i, j in combinations(range(len(self.annotators)), 2)
             ]
+            fleiss, fleiss_problem, complete = self._fleiss(ratings, values)
             out.append(
-                RubricAgreement(rubric, shared, alpha.value if alpha else None, alpha.problem if alpha else "no units", [p for p in pairs if p.n])
+                RubricAgreement(
+                    rubric,
+                    shared,
+                    alpha.value if alpha else None,
+                    alpha.problem if alpha else "no units",
+                    [p for p in pairs if p.n],
+                    level,
+                    fleiss,
+                    fleiss_problem,
+                    complete,
+                )
             )
         return out
 
 
-def _pair(a: str, b: str, x: np.ndarray, y: np.ndarray, scale: Sequence[float]) -> PairKappa:
+def _fleiss_of(ratings: np.ndarray, values: Sequence[float], overlap: int) -> tuple[float | None, str | None, int]:
+    """Fleiss' kappa on the items labelled by all ``overlap`` of their annotators (the others left out)."""
+    if overlap < 2:
+        return None, "needs 2 or more annotators per item", 0
+    rated = np.sum(~np.isnan(ratings), axis=0)
+    complete = ratings[:, rated == overlap]
+    index = {v: i for i, v in enumerate(values)}
+    counts = np.zeros((complete.shape[1], len(values)), dtype=np.int64)
+    for c in range(complete.shape[1]):
+        for v in complete[:, c]:
+            if not np.isnan(v):
+                counts[c, index[float(v)]] += 1
+    if counts.shape[0] == 0:
+        return None, "no item is labelled by all its annotators yet", 0
+    value, problem = fleiss_kappa(counts)
+    return value, problem, int(counts.shape[0])
+
+
+def _pair(a: str, b: str, x: np.ndarray, y: np.ndarray, scale: Sequence[float], weighted: bool = True) -> PairKappa:
     both = ~np.isnan(x) & ~np.isnan(y)
     n = int(both.sum())
     if n == 0:
@@ -170,17 +222,20 @@ def _pair(a: str, b: str, x: np.ndarray, y: np.ndarray, scale: Sequence[float]) 
     for u, v in zip(x[both], y[both]):
         cm[index[float(u)], index[float(v)]] += 1
     k, problem = kappa_from_matrix(cm)
-    kq, _ = kappa_from_matrix(cm, "quadratic")
+    kq = kappa_from_matrix(cm, "quadratic")[0] if weighted else None
     if problem is not None:
         return PairKappa(a, b, n, None, None, problem)
     return PairKappa(a, b, n, k, kq, None)
 
 
-def _number(value: float) -> float | int:
+def _number(value: Value) -> Value | int:
+    """A label as the file holds it: a categorical label as written, an integral number as an integer."""
+    if isinstance(value, str):
+        return value
     return int(value) if float(value).is_integer() else value
 
 
-def _rewrite(path: Path, given: dict[tuple[str, str], float]) -> None:
+def _rewrite(path: Path, given: dict[tuple[str, str], Value]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for (tid, rubric), value in given.items():
@@ -190,13 +245,14 @@ def _rewrite(path: Path, given: dict[tuple[str, str], float]) -> None:
     os.replace(tmp, path)
 
 
-def _read_given(path: Path) -> dict[tuple[str, str], float]:
+def _read_given(path: Path) -> dict[tuple[str, str], Value]:
     """An annotator's labels file as written (a line cut short by a crash mid-write is the only loss, and is not acknowledged)."""
-    out: dict[tuple[str, str], float] = {}
+    out: dict[tuple[str, str], Value] = {}
     if not path.is_file():
         return out
     for _, row in iter_json_objects(path):
-        out[(str(row["transcript_id"]), str(row["rubric"]))] = float(row["label"])
+        label = row["label"]
+        out[(str(row["transcript_id"]), str(row["rubric"]))] = label if isinstance(label, str) else float(label)
     return out
 
 
@@ -220,8 +276,6 @@ def open_queue(folder: Path, annotators: Sequence[str], overlap: int, prompts: S
         rubric = view.rubrics.get(name)
         if rubric is None:
             notes.append(f"rubric {name}: no rubric file found, so its scale is unknown: not offered")
-        elif rubric.labels is not None:
-            notes.append(f"rubric {name}: categorical; its labels are not numbers or pass/fail a labels file holds: not offered")
         else:
             rubrics[name] = rubric
     order = [str(row["transcript_id"]) for _, row in iter_json_objects(folder / "to_label.jsonl")]
@@ -233,7 +287,7 @@ def open_queue(folder: Path, annotators: Sequence[str], overlap: int, prompts: S
     wanted = set(order)
     for j in iter_judgment_rows(view.judgments_path):
         if j.judge == judge and j.transcript_id in wanted:
-            scores[(j.transcript_id, j.rubric)] = j.score if j.status == "scored" else j.reason or j.status
+            scores[(j.transcript_id, j.rubric)] = j.shown if j.status == "scored" else j.reason or j.status
     queue = Queue(folder, design, names, overlap, units, rubrics, texts, scores, notes)
     for name in names:
         queue.labels[name] = _read_given(queue.path_of(name))

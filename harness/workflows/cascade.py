@@ -200,8 +200,9 @@ async def _judge(
 def _human_reference(labels: Path, checked: _Checked) -> dict[str, Callable[[Any], bool]]:
     """Per labelled transcript, whether a verdict agrees with its human label, read and checked as
     ``harness agreement`` reads labels (``analysis.io``: scale, kinds, one label each) before any
-    judge is asked. A numeric label agrees with the same score; a pass/fail label with a score on
-    its side of the rubric's pass threshold (the scale's midpoint, as ``agreement`` uses by default).
+    judge is asked. A numeric label agrees with the same score, a categorical rubric's label with
+    the same label; a pass/fail label with a score on its side of the rubric's pass threshold (the
+    scale's midpoint, as ``agreement`` uses by default).
     Labels of other rubrics are checked against their own scales and left aside."""
     from ..analysis.io import Metric, parse_labels
     from ..analysis.scales import passes, threshold_for
@@ -212,7 +213,7 @@ def _human_reference(labels: Path, checked: _Checked) -> dict[str, Callable[[Any
     if name not in read.by_metric:
         raise UserInputError(f"{labels}: holds no {name} labels (--rubric {name})")
     metric = metrics[name]
-    if read.kind[name] == "numeric":
+    if read.kind[name] in ("numeric", "categorical"):
         return {label.transcript_id: partial(_agrees, reference=label.value) for label in read.by_metric[name]}
     cut = threshold_for(metric, {})
 

@@ -27,7 +27,9 @@
       method: "POST",
       headers: {"Content-Type": "application/json"},
       body: JSON.stringify({r: item.dataset.run, annotator: item.dataset.annotator, transcript_id: item.dataset.transcript,
-                            rubric: item.dataset.rubric, label: Number(value)})
+                            rubric: item.dataset.rubric,
+                            // a categorical rubric's label is saved as written; a scale's as the number
+                            label: item.dataset.kind === "categorical" ? value : Number(value)})
     }).then(function (response) {
       if (!response.ok) return response.text().then(function (t) { throw new Error(t.replace(/<[^>]*>/g, " ").trim()); });
       return response.json();
