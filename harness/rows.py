@@ -1,7 +1,7 @@
 """A run's rows as typed values: what judgments.jsonl and results.jsonl hold, written and read here.
 
-- :class:`JudgmentRow`: one line of judgments.jsonl, a (transcript, rubric, judge) outcome with the
-  fields of ``planning.Judgment`` in its order; :class:`TurnJudgmentRow` is a per-turn run's
+- :class:`JudgmentRow`: one line of judgments.jsonl, a (transcript, rubric, judge) outcome; its
+  fields are ``planning.Judgment``'s (a subclass: the list is written once, here); :class:`TurnJudgmentRow` is a per-turn run's
   (``harness run --turns``), the same with its ``turn`` written after ``transcript_id``.
 - :class:`ResultRow`: one line of results.jsonl, a transcript's scores, composites, performance
   and agent metrics; :class:`TurnScores` is its ``turns`` (per-turn runs only).
@@ -18,7 +18,7 @@ iterators (tests/test_rows.py keeps it so).
 
 The module sits below the rubrics and the planning vocabulary (``traces/export.py`` reads rows
 too), so reasons and statuses are plain strings here; ``planning.Judgment`` is the value a run
-builds, and :meth:`JudgmentRow.of` is its row.
+builds (these fields, its status and reason typed), and :meth:`JudgmentRow.of` is its row.
 """
 
 from __future__ import annotations
