@@ -1,7 +1,7 @@
 """A run's rows as typed values: what judgments.jsonl and results.jsonl hold, written and read here.
 
-- :class:`JudgmentRow`: one line of judgments.jsonl, a (transcript, rubric, judge) outcome with the
-  fields of ``planning.Judgment`` in its order; :class:`TurnJudgmentRow` is a per-turn run's
+- :class:`JudgmentRow`: one line of judgments.jsonl, a (transcript, rubric, judge) outcome; its
+  fields are ``planning.Judgment``'s (a subclass: the list is written once, here); :class:`TurnJudgmentRow` is a per-turn run's
   (``harness run --turns``), the same with its ``turn`` written after ``transcript_id``.
 - :class:`ResultRow`: one line of results.jsonl, a transcript's scores, composites, performance
   and agent metrics; :class:`TurnScores` is its ``turns`` (per-turn runs only).
@@ -18,7 +18,7 @@ iterators (tests/test_rows.py keeps it so).
 
 The module sits below the rubrics and the planning vocabulary (``traces/export.py`` reads rows
 too), so reasons and statuses are plain strings here; ``planning.Judgment`` is the value a run
-builds, and :meth:`JudgmentRow.of` is its row.
+builds (these fields, its status and reason typed), and :meth:`JudgmentRow.of` is its row.
 """
 
 from __future__ import annotations
@@ -55,9 +55,11 @@ def results_path(run: Path) -> Path:
     return run / RESULTS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class JudgmentRow:
-    """A line of judgments.jsonl: the fields of ``planning.Judgment``, documented there."""
+    """A line of judgments.jsonl: a (transcript, rubric, judge) outcome. ``planning.Judgment``,
+    the value a run builds and fills in, is one (its status and reason typed by the planning
+    vocabulary), so the fields are written once, here; that is why a row is not frozen."""
 
     __pydantic_config__ = _FORBID
 
@@ -76,27 +78,43 @@ class JudgmentRow:
     raw_output: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: hidden reasoning tokens (part of completion_tokens, priced as output)
     reasoning_tokens: int | None = None
+    #: prompt tokens served from the provider's prompt cache (part of prompt_tokens)
     cached_tokens: int | None = None
+    #: prompt tokens written to the provider's prompt cache (Anthropic; part of prompt_tokens)
     cache_write_tokens: int | None = None
+    #: the transcript was cut in the middle to fit the judge's context window (truncate = "middle")
     truncated_input: bool = False
+    #: the trajectory was compacted by its rule (``agent.render``) to fit its budget or the window
     compacted_input: bool = False
+    #: USD of the call that answered (None: no price or no usage); see ``billed_cost_usd``
     cost_usd: float | None = None
     latency_ms: float | None = None
     attempts: int = 0
+    #: requests that repeated a failed one (attempts beyond the first of each call); a repeated
+    #: sample's own request is not a retry
     retries: int = 0
+    #: attempts answered 2xx with an unusable body: billed by the provider, then retried
     billed_retries: int = 0
     cached: bool = False
     cache_key: str | None = None
     #: a categorical rubric's label (its judgments have no score)
     label: str | None = None
+    #: repeated samples (README "Judges you can trust"): replies asked for; None when 1
     samples: int | None = None
+    #: each sample's score (or label), None where that sample was not scored
     sample_scores: list[float | None] | None = None
     sample_labels: list[str | None] | None = None
+    #: the samples' spread: standard deviation of the scored samples (ddof=1), or for labels the
+    #: share of samples that differ from the majority
     spread: float | None = None
+    #: logprob-weighted (G-Eval) judgments: score -> probability at the score token, and the
+    #: probability mass the score tokens held
     score_distribution: dict[str, float] | None = None
     score_mass: float | None = None
-    #: a jury's verdict: {"method", "votes", "settled", "confidence"} (harness/jury/outputs.py)
+    #: a jury's verdict (``judge`` is the jury): {"method", "votes": member -> score or label (null:
+    #: none), "settled": members not asked, "confidence"} (harness/jury/outputs.py)
     jury: dict[str, Any] | None = None
 
     @classmethod
@@ -123,7 +141,7 @@ JUDGMENT_FIELDS = tuple(f.name for f in fields(JudgmentRow))
 _judgment_values = operator.attrgetter(*JUDGMENT_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TurnJudgmentRow(JudgmentRow):
     """A per-turn run's judgment (``harness run --turns``): written with ``turn`` after ``transcript_id``."""
 

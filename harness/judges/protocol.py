@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import JudgeError, MalformedReply
 from ..jsonlines import MAX_JSON_DEPTH, decode_json, json_depth_exceeds  # noqa: F401 - the one home of untrusted JSON
-from ..net import REDACTED, Failure, error_for, redact, retry_after, status_failure  # noqa: F401 - re-exported: judges' names for them
+from ..net import REDACTED, Failure, Wording, error_for, redact, retry_after, status_error_for, status_failure  # noqa: F401 - re-exported: judges' names for them
 from ..usage import Usage, openai_usage
 from .base import JudgeReply, JudgeRequest, TokenAlternatives
 
@@ -162,28 +162,28 @@ def error_fields(body: Any) -> tuple[str | None, str | None]:
     return (str(code) if code else None), (str(message) if message else None)
 
 
+#: A judge's words for a non-2xx answer: the detail is the error body's message (or the reason)
+_WORDING = Wording(
+    quota="{where}: quota exhausted: {detail}",
+    rate_limited="{where}: rate limited (429): {detail}",
+    transient="{where}: server error {status}: {detail}",
+    # Never followed: a POST redirected would become a GET to wherever the server says.
+    redirect="{where}: HTTP {status} redirect to {target} not followed (set base_url to the final address)",
+    other="{where}: HTTP {status}: {detail}{hint}",
+)
+
+_NO_VERSION_HINT = ' (the base URL has no /v1: OpenAI-compatible servers usually serve under /v1; try base_url = ".../v1")'
+
+
 def status_error(status: int, body: Any, headers: Mapping[str, str], where: str, reason: str = "", base_url: str | None = None) -> JudgeError:
     """The harness error for a non-2xx HTTP answer, by ``net.failures``' one table. ``base_url``
     (OpenAI-compatible judges) lets a 404 say when the URL lacks its ``/v1``, the usual cause
     behind a gateway's bare 404."""
     code, message = error_fields(body)
     detail = (message or reason or "no detail")[:500]
-    failure = status_failure(status, code) or Failure.MALFORMED
-    if failure is Failure.QUOTA:
-        text = f"{where}: quota exhausted: {detail}"
-    elif failure is Failure.RATE_LIMITED:
-        text = f"{where}: rate limited (429): {detail}"
-    elif failure is Failure.TRANSIENT:
-        text = f"{where}: server error {status}: {detail}"
-    elif failure is Failure.REDIRECT:
-        # Never followed: a POST redirected would become a GET to wherever the server says.
-        target = headers.get("location") or headers.get("Location") or "?"
-        text = f"{where}: HTTP {status} redirect to {target[:200]} not followed (set base_url to the final address)"
-    else:
-        if status == 404 and base_url is not None and _lacks_version(base_url):
-            detail += ' (the base URL has no /v1: OpenAI-compatible servers usually serve under /v1; try base_url = ".../v1")'
-        text = f"{where}: HTTP {status}: {detail}"
-    error = error_for("judge", failure, text, status=status, retry_after=retry_after(headers) if failure is Failure.RATE_LIMITED else None)
+    target = (headers.get("location") or headers.get("Location") or "?")[:200]
+    hint = _NO_VERSION_HINT if status == 404 and base_url is not None and _lacks_version(base_url) else ""
+    error = status_error_for("judge", status, code, headers, where, detail, _WORDING, target=target, hint=hint)
     assert isinstance(error, JudgeError)
     return error
 

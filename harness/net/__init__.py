@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .failures import RETRIED, Failure, Family, error_for, retried_classes, retry_after, status_failure
+from .failures import RETRIED, Failure, Family, Wording, error_for, retried_classes, retry_after, status_error_for, status_failure
 from .redact import REDACTED, Redactor, redact, secrets_of
 
 if TYPE_CHECKING:
@@ -45,11 +45,13 @@ __all__ = [
     "Reply",
     "Session",
     "Timeouts",
+    "Wording",
     "error_for",
     "exhausted",
     "redact",
     "retried_classes",
     "retry_after",
     "secrets_of",
+    "status_error_for",
     "status_failure",
 ]

@@ -22,6 +22,7 @@ import email.utils
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
@@ -113,6 +114,49 @@ def error_for(family: Family, failure: Failure, message: str, *, status: int | N
     if cls is BatchHTTPError:
         return BatchHTTPError(message, definite=definite(failure), status=status, failure=failure.value, retry_after=retry_after)
     return cls(message, status=status)  # type: ignore[call-arg]
+
+
+@dataclass(frozen=True, slots=True)
+class Wording:
+    """How a family of clients words a non-2xx answer (:func:`status_error_for`): one template per
+    branch of the table, filled by ``str.format`` with ``where``, ``status``, ``detail`` (the
+    answer's text as the client quotes it), ``target`` (a redirect's address) and ``hint``."""
+
+    quota: str
+    rate_limited: str
+    transient: str
+    redirect: str
+    #: FATAL, and MALFORMED (a status the table does not know)
+    other: str
+
+
+def status_error_for(
+    family: Family,
+    status: int,
+    code: str | None,
+    headers: Mapping[str, str],
+    where: str,
+    detail: str,
+    wording: Wording,
+    *,
+    target: str = "",
+    hint: str = "",
+) -> HarnessError:
+    """The error of ``family`` for a non-2xx answer (``code``: its error body's code or type), worded
+    by ``wording`` (every part already redacted by the caller); Retry-After read for a 429."""
+    failure = status_failure(status, code) or Failure.MALFORMED
+    if failure is Failure.QUOTA:
+        template = wording.quota
+    elif failure is Failure.RATE_LIMITED:
+        template = wording.rate_limited
+    elif failure is Failure.TRANSIENT:
+        template = wording.transient
+    elif failure is Failure.REDIRECT:
+        template = wording.redirect
+    else:
+        template = wording.other
+    text = template.format(where=where, status=status, detail=detail, target=target, hint=hint)
+    return error_for(family, failure, text, status=status, retry_after=retry_after(headers) if failure is Failure.RATE_LIMITED else None)
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

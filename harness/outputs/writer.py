@@ -255,9 +255,9 @@ class OutputSink:
 
 
 def judgment_line(judgment: Judgment) -> bytes:
-    """A judgments.jsonl row, the bytes of ``rows.JudgmentRow.of(judgment).line()`` (the fields and
-    their order are one: tests/test_rows.py), written from the judgment itself: orjson writes a
-    dataclass's fields in order without building the dict or the row (bench/throughput.py --case 4);
+    """A judgments.jsonl row, the bytes of ``rows.JudgmentRow.of(judgment).line()`` (a ``Judgment``
+    is a ``JudgmentRow``: one field list), written from the judgment itself: orjson writes a
+    dataclass's fields in order without building the dict or a copy (bench/throughput.py --case 4);
     a non-finite number is refused by the checked path, as every output row's is."""
     if judgment.non_finite() is not None:
         return dumps_line(judgment.as_dict())  # raises OutputError, naming the value

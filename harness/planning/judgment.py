@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, fields
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from ..errors import JudgeErrorKind
+from ..rows import JudgmentRow
 from ..rubrics.logprob_score import LogprobReason
 from ..rubrics.parsing import ParseReason
 
@@ -38,58 +39,13 @@ NO_CALL_REASONS: frozenset[str] = frozenset(get_args(NoCallReason))
 
 
 @dataclass(slots=True)
-class Judgment:
-    transcript_id: str
-    rubric: str
-    rubric_version: str
-    judge: str
+class Judgment(JudgmentRow):
+    """A judgment as a run builds it and fills it in: the fields of ``rows.JudgmentRow`` (written
+    once, there, with their meaning), which it is (``judgment_line`` writes it as its row), with
+    the status and the reason typed by the vocabulary above the rows."""
+
     status: Status
-    score: float | None = None
-    raw_score: float | None = None
-    clamped: bool = False
     reason: Reason | None = None
-    error: str | None = None
-    raw_output: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    #: hidden reasoning tokens (part of completion_tokens, priced as output)
-    reasoning_tokens: int | None = None
-    #: prompt tokens served from the provider's prompt cache (part of prompt_tokens)
-    cached_tokens: int | None = None
-    #: prompt tokens written to the provider's prompt cache (Anthropic; part of prompt_tokens)
-    cache_write_tokens: int | None = None
-    #: the transcript was cut in the middle to fit the judge's context window (truncate = "middle")
-    truncated_input: bool = False
-    #: the trajectory was compacted by its rule (``agent.render``) to fit its budget or the window
-    compacted_input: bool = False
-    #: USD of the call that answered (None: no price or no usage); see ``billed_cost_usd``
-    cost_usd: float | None = None
-    latency_ms: float | None = None
-    attempts: int = 0
-    #: requests that repeated a failed one (attempts beyond the first of each call); a repeated
-    #: sample's own request is not a retry
-    retries: int = 0
-    #: attempts answered 2xx with an unusable body: billed by the provider, then retried
-    billed_retries: int = 0
-    cached: bool = False
-    cache_key: str | None = None
-    #: a categorical rubric's label (its judgments have no score)
-    label: str | None = None
-    #: repeated samples (README "Judges you can trust"): replies asked for; None when 1
-    samples: int | None = None
-    #: each sample's score (or label), None where that sample was not scored
-    sample_scores: list[float | None] | None = None
-    sample_labels: list[str | None] | None = None
-    #: the samples' spread: standard deviation of the scored samples (ddof=1), or for labels the
-    #: share of samples that differ from the majority
-    spread: float | None = None
-    #: logprob-weighted (G-Eval) judgments: score -> probability at the score token, and the
-    #: probability mass the score tokens held
-    score_distribution: dict[str, float] | None = None
-    score_mass: float | None = None
-    #: a jury's verdict (``judge`` is the jury): {"method", "votes": member -> score or label (null:
-    #: none), "settled": members not asked, "confidence"} (harness/jury/outputs.py)
-    jury: dict[str, Any] | None = None
 
     @property
     def called(self) -> bool:
@@ -121,11 +77,6 @@ class Judgment:
             if any(isinstance(v, float) and v - v != 0.0 for v in numbers):
                 return "jury"
         return None
-
-    def as_dict(self) -> dict[str, Any]:
-        # A plain field-by-field dict: dataclasses.asdict deep-copies every value and was a
-        # quarter of an offline replay's CPU (bench/throughput.py, case 4).
-        return {name: getattr(self, name) for name in _FIELDS}
 
 
 _FIELDS = tuple(f.name for f in fields(Judgment))

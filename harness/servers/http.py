@@ -21,7 +21,7 @@ from ..errors import TraceServerError
 from ..jsonlines import decode_json
 from ..judges.protocol import error_fields
 from ..judges.retry import SERVER_RETRIED, Attempts, call_with_retries
-from ..net import Failure, Redactor, Session, Timeouts, error_for, retry_after, secrets_of, status_failure
+from ..net import Redactor, Session, Timeouts, Wording, secrets_of, status_error_for
 from .source import Source
 
 #: Attempts of one request (the first and its retries): with the backoff's cap, about a minute at most.
@@ -126,28 +126,28 @@ def secrets(headers: Mapping[str, str]) -> list[str]:
     return secrets_of(headers, every=True)
 
 
+#: A trace server's words for a non-2xx answer: the detail is its answer quoted, masked
+_WORDING = Wording(
+    quota="{where}: quota exhausted (429): {detail}",
+    rate_limited="{where}: rate limited (429): {detail}",
+    transient="{where}: server error {status}: {detail}",
+    redirect="{where}: {status}: {detail} (a redirect to {target}, not followed: set the URL to the final address)",
+    other="{where}: {status}: {detail}{hint}",
+)
+
+_HINTS = {401: " (check the key)", 403: " (the key may not reach this project)", 404: " (check the project and the URL)"}
+
+
 def status_error(status: int, raw: bytes, headers: Mapping[str, str], where: str, hidden: list[str] | None = None) -> TraceServerError:
     """The error for a non-2xx answer, by ``net.failures``' table, quoting the server's answer."""
-    answer = Redactor(hidden or [], MASK)(answer_text(raw))
+    mask = Redactor(hidden or [], MASK)
+    answer = mask(answer_text(raw))
     try:
         code, _ = error_fields(decode_json(raw))
     except ValueError:
         code = None
-    failure = status_failure(status, code) or Failure.MALFORMED
-    if failure is Failure.QUOTA:
-        text = f"{where}: quota exhausted (429): {answer}"
-    elif failure is Failure.RATE_LIMITED:
-        text = f"{where}: rate limited (429): {answer}"
-    elif failure is Failure.TRANSIENT:
-        text = f"{where}: server error {status}: {answer}"
-    else:
-        hint = {401: " (check the key)", 403: " (the key may not reach this project)", 404: " (check the project and the URL)"}.get(status, "")
-        if failure is Failure.REDIRECT:
-            hint = (
-                f" (a redirect to {Redactor(hidden or [], MASK)(headers.get('Location', '?'))[:200]}, not followed: set the URL to the final address)"
-            )
-        text = f"{where}: {status}: {answer}{hint}"
-    error = error_for("server", failure, text, status=status, retry_after=retry_after(headers) if failure is Failure.RATE_LIMITED else None)
+    target = mask(headers.get("Location", "?"))[:200]
+    error = status_error_for("server", status, code, headers, where, answer, _WORDING, target=target, hint=_HINTS.get(status, ""))
     assert isinstance(error, TraceServerError)
     return error
 

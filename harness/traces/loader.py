@@ -11,11 +11,11 @@ import itertools
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -197,20 +197,13 @@ def iter_checked(
     """Yield ``(line, transcript)`` of each valid record; a bad record (one lacking an input of
     ``require`` included), or an id seen before (the problem names the line of the first), raises
     with ``on_bad="fail"`` and with ``"skip"`` is appended to ``bad`` and passed over."""
-    first_line: dict[str, int] = {}
-    for raw in iter_raw(path, format, sessions):
-        try:
-            record = parse_record(path, raw)
-            _check_required(path, raw.line, record, require)
-            if record.id in first_line:
-                raise TranscriptError(str(path), raw.line, "id", f"duplicate id {record.id!r} (first on line {first_line[record.id]})")
-        except TranscriptError as exc:
-            if on_bad == "fail":
-                raise
-            bad.append(exc)
-            continue
-        first_line[record.id] = raw.line
-        yield raw.line, record
+
+    def checked(raw: RawRecord) -> Transcript:
+        record = parse_record(path, raw)
+        _check_required(path, raw.line, record, require)
+        return record
+
+    return _iter_unique(path, on_bad, bad, format, sessions, checked)
 
 
 def iter_resolved_for_agent(
@@ -222,22 +215,43 @@ def iter_resolved_for_agent(
     messages). Ids repeated are refused as :func:`iter_checked` refuses them."""
     from ..transcripts.fast import AgentReader
 
-    reader = AgentReader()
+    resolve = AgentReader().resolve
+
+    def resolved(raw: RawRecord) -> Resolved:
+        found = resolve(raw.text) if raw.error is None else None
+        return parse_record(path, raw).resolved() if found is None else found
+
+    return _iter_unique(path, on_bad, bad, format, sessions, resolved)
+
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+_Value = TypeVar("_Value", bound=_HasId)
+
+
+def _iter_unique(
+    path: str | Path, on_bad: OnBad, bad: list[TranscriptError], format: str, sessions: Sessions, value: Callable[[RawRecord], _Value]
+) -> Iterator[tuple[int, _Value]]:
+    """The loop of :func:`iter_checked` and :func:`iter_resolved_for_agent`: ``value`` of each raw
+    record (raising ``TranscriptError`` for a bad one), refused when its id was seen before; a
+    refusal raises with ``on_bad="fail"``, with ``"skip"`` is appended to ``bad`` and passed over.
+    One call of ``value`` per record and nothing more: the agent path is a benchmark's hot path."""
     first_line: dict[str, int] = {}
     for raw in iter_raw(path, format, sessions):
         try:
-            resolved = reader.resolve(raw.text) if raw.error is None else None
-            if resolved is None:
-                resolved = parse_record(path, raw).resolved()
-            if resolved.id in first_line:
-                raise TranscriptError(str(path), raw.line, "id", f"duplicate id {resolved.id!r} (first on line {first_line[resolved.id]})")
+            record = value(raw)
+            if record.id in first_line:
+                raise TranscriptError(str(path), raw.line, "id", f"duplicate id {record.id!r} (first on line {first_line[record.id]})")
         except TranscriptError as exc:
             if on_bad == "fail":
                 raise
             bad.append(exc)
             continue
-        first_line[resolved.id] = raw.line
-        yield raw.line, resolved
+        first_line[record.id] = raw.line
+        yield raw.line, record
 
 
 def scan(
