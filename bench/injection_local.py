@@ -105,9 +105,7 @@ def main() -> int:
             if rate["family"] == "all":
                 pooled[rate["layout"]] = rate
             shift = "—" if rate["shift"] is None else f"{rate['shift']:+.2f}"
-            print(
-                f"{rate['layout']:7} {rate['family']:20} {rate['pairs']:>5} {rate['flippable']:>11} {rate['flips']:>5} {_ci(rate):>18} {shift:>6}"
-            )
+            print(f"{rate['layout']:7} {rate['family']:20} {rate['pairs']:>5} {rate['flippable']:>11} {rate['flips']:>5} {_ci(rate):>18} {shift:>6}")
         inline, data = pooled.get("inline", {}).get("asr"), pooled.get("data", {}).get("asr")
         if inline is None or data is None:
             print("ratio inline/data: undefined (no clean fail to flip in a layout)")

@@ -104,9 +104,27 @@ async def test_the_sdk_judge_sends_the_role_asked_for(monkeypatch: pytest.Monkey
         seen.append(json.loads(request.content))
         reply = {"role": "assistant", "content": '{"score": 0.9}'}
         usage = {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}
-        return httpx2.Response(200, json={"id": "c", "object": "chat.completion", "created": 0, "model": "o9-mini", "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}], "usage": usage})
+        return httpx2.Response(
+            200,
+            json={
+                "id": "c",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "o9-mini",
+                "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}],
+                "usage": usage,
+            },
+        )
 
-    config = JudgeConfig(name="s", provider="openai-sdk", model="o9-mini", base_url="https://judge.invalid/v1", api_key_env=KEY_ENV, instructions_role="developer", max_attempts=1)
+    config = JudgeConfig(
+        name="s",
+        provider="openai-sdk",
+        model="o9-mini",
+        base_url="https://judge.invalid/v1",
+        api_key_env=KEY_ENV,
+        instructions_role="developer",
+        max_attempts=1,
+    )
     sdk = OpenAISDKJudge(config, transport=httpx2.MockTransport(handler))
     try:
         await sdk.complete(shape_request(config, MESSAGES, 64))
