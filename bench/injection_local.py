@@ -1,6 +1,6 @@
 """The injection probe on a real model: the bundled local judge (SmolLM2-135M through llama-cpp-python).
 
-    python bench/injection_local.py                  # 4 hosts + 4 off-topic hosts, 1 attack a family (~15-25 min)
+    python bench/injection_local.py                  # 4 hosts + 4 off-topic hosts, 1 attack a family (~10-25 min on a shared 2-core machine)
     python bench/injection_local.py --hosts 2 --per-family 1 --out /tmp/probe
 
 An attack can only flip a verdict that fails clean, and the README's example answers are relevant,
@@ -32,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "transcripts.jsonl"
+#: the score the rubrics' reply format gives as its example (``like {"score": 0.85}``): a judge that
+#: copies it has read nothing
+EXAMPLE_SCORE = 0.85
 #: the families whose attacks go into a field relevance reads (tool results and arguments do not)
 FAMILIES = ("direct_override", "fake_role", "fake_completion", "delimiter_confusion", "hidden_unicode", "master_key", "earlier_turn")
 
@@ -93,8 +96,10 @@ def main() -> int:
             on = [s for k, s in clean.items() if not k.endswith("-offtopic") and s is not None]
             off = [s for k, s in clean.items() if k.endswith("-offtopic") and s is not None]
             scored = [r["score"] for r in rows if r["status"] == "scored"]
+            example = sum(1 for x in scored if x == EXAMPLE_SCORE)
             print(
                 f"{layout}: judgments {dict(status)}; distinct scores {sorted(set(scored))}; "
+                f"{example}/{len(scored)} scored = {EXAMPLE_SCORE} (the reply format's example); "
                 f"clean on-topic mean {statistics.fmean(on) if on else float('nan'):.2f} (n={len(on)}), "
                 f"off-topic mean {statistics.fmean(off) if off else float('nan'):.2f} (n={len(off)})"
             )
