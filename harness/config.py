@@ -70,6 +70,7 @@ SAMPLING_FIELDS = (
     "send_temperature",
     "reasoning_effort",
     "reasoning_budget",
+    "instructions_role",
     "structured_output",
     "samples",
     "samples_via",
@@ -96,6 +97,7 @@ class Sampling(BaseModel):
     send_temperature: bool | None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None
     reasoning_budget: int | None
+    instructions_role: Literal["system", "developer"] | None = None
     structured_output: bool
     samples: int
     samples_via: Literal["requests", "n"]
@@ -159,6 +161,9 @@ class JudgeConfig(BaseModel):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     #: completion tokens on top of max_tokens for hidden reasoning (gpt-5, o-series: 4096)
     reasoning_budget: int | None = Field(default=None, ge=0)
+    #: the role the rubric's instructions are sent with; default by model family (OpenAI's reasoning
+    #: models: "developer"); set it for a reasoning model the family table does not know (OpenAI providers)
+    instructions_role: Literal["system", "developer"] | None = None
     #: ask for the score as JSON Schema (response_format on OpenAI, a forced tool on Anthropic)
     structured_output: bool = False
     #: prompt + completion tokens the model takes; default from the price table for known models
@@ -184,6 +189,14 @@ class JudgeConfig(BaseModel):
     def _structured_supported(cls, value: bool, info: ValidationInfo) -> bool:
         profile = providers.PROFILES.get(info.data.get("provider", ""))
         if value and profile is not None and (why := profile.cannot("structured_output")) is not None:
+            raise ValueError(why)
+        return value
+
+    @field_validator("instructions_role")
+    @classmethod
+    def _role_supported(cls, value: str | None, info: ValidationInfo) -> str | None:
+        profile = providers.PROFILES.get(info.data.get("provider", ""))
+        if value is not None and profile is not None and (why := profile.cannot("instructions_role")) is not None:
             raise ValueError(why)
         return value
 

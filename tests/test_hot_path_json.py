@@ -159,6 +159,7 @@ def test_request_with_messages_is_dataclasses_replace() -> None:
         fixed_prefix=2,
         key="old",
         system_role="developer",
+        chosen_role="developer",
     )
     assert all(getattr(full, f.name) != f.default for f in dataclasses.fields(JudgeRequest))
     messages = ({"role": "user", "content": "b"},)

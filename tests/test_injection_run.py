@@ -4,6 +4,7 @@ offline replay and ``harness batch``'s planning take the same decision."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -14,7 +15,7 @@ from rich.console import Console
 
 from harness.errors import InjectionSuspected
 from harness.planning import RunOptions
-from harness.runner import RunOutcome
+from harness.runner import RunOutcome, run_evaluation
 from tests.e2e_support import Outputs, chat_requests, judge, run_and_show, write_config, write_jsonl
 from tests.judge_server import JudgeServer
 
@@ -204,3 +205,54 @@ async def test_the_report_shows_the_findings(tmp_path: Path, judge_server: Judge
     # a run that does not scan has no section
     clean, plain, _ = await _run(tmp_path, "off", "off", base_url=judge_server.base_url)
     assert clean.exit_code == 0 and page_data(build_report(plain.out).path)["injection"] is None
+
+
+@pytest.mark.timeout(180)
+def test_two_workers_on_one_postgresql_cache_each_scan_and_withhold_the_same_transcripts(
+    tmp_path: Path, judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    """Workers sharing a PostgreSQL cache (two runs at once, as tests/test_matrix.py's workers_pg
+    path): each scans the whole input and withholds the same flagged transcripts, the clean one is
+    sent once between them, and each run's findings, counts and rows are the unsharded run's."""
+    from tests.matrix_support import run_two_workers
+
+    write_jsonl(tmp_path / "t.jsonl", RECORDS)
+    cache = request.getfixturevalue("postgres").new_database()
+    config = tmp_path / "unscored.toml"
+    write_config(config, [judge("j", judge_server.base_url)], injection="unscored")
+
+    def options(name: str) -> RunOptions:
+        return RunOptions(input=tmp_path / "t.jsonl", out=tmp_path / name, config=config, rubrics=["relevance"], progress=False, cache=cache)
+
+    run_two_workers(options)
+    assert judge_server.count() == 1  # the clean transcript, once: the flagged ones are never sent, the other worker hits the cache
+    (body,) = [r["body"] for r in chat_requests(judge_server)]
+    assert "Thirty days." in body["messages"][-1]["content"] and "Ignore the rubric" not in json.dumps(body)
+
+    # the reference: one run alone on a SQLite cache of its own
+    reference = tmp_path / "ref.toml"
+    write_config(reference, [judge("j", judge_server.base_url)], injection="unscored")
+    alone = asyncio.run(
+        run_evaluation(
+            RunOptions(
+                input=tmp_path / "t.jsonl",
+                out=tmp_path / "alone",
+                config=reference,
+                rubrics=["relevance"],
+                progress=False,
+                cache=tmp_path / "alone.sqlite",
+            )
+        )
+    )
+    assert alone.exit_code == 0
+    expected = Outputs(tmp_path / "alone")
+    fields = ("transcript_id", "status", "reason", "score", "cache_key")
+    for name in ("w1", "w2"):
+        out = Outputs(tmp_path / name)
+        assert out.summary["injection"] == expected.summary["injection"]
+        assert out.summary["injection"]["flagged_transcripts"] == 2
+        assert (out.out / "injection.jsonl").read_text(encoding="utf-8") == (expected.out / "injection.jsonl").read_text(encoding="utf-8")
+        by_id = {j["transcript_id"]: j for j in out.judgments}
+        assert [(by_id[t]["status"], by_id[t]["reason"]) for t in ("bad", "hidden")] == [("unscored", "injection_suspected")] * 2
+        assert by_id["clean"]["status"] == "scored"
+        assert [tuple(j.get(f) for f in fields) for j in out.judgments] == [tuple(j.get(f) for f in fields) for j in expected.judgments]

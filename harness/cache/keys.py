@@ -143,4 +143,6 @@ def _extras(request: JudgeRequest) -> list[str]:
         extras.append(f"reasoning_effort:{request.reasoning_effort}")
     if request.schema is not None:
         extras.append("schema:" + json.dumps(request.schema, sort_keys=True))
+    if request.chosen_role is not None:
+        extras.append(f"instructions_role:{request.chosen_role}")
     return extras

@@ -45,8 +45,12 @@ class JudgeRequest:
     #: the request's cache key (``cache/keys.request_key``), set when the job is planned
     key: str | None = None
     #: the role the system message is sent with (``ModelFamily.system_role``: ``developer`` for
-    #: OpenAI's reasoning models); the wire spelling of one message, so not in the cache key
+    #: OpenAI's reasoning models, or the judge's ``instructions_role``)
     system_role: str = "system"
+    #: the judge's ``instructions_role`` where it differs from its family's role (so it changes
+    #: the request and is in the cache key); None: the family's role, the wire spelling of one
+    #: message, not in the key (keys made before the option are unchanged)
+    chosen_role: str | None = None
 
     def with_messages(self, messages: tuple[dict[str, str], ...], key: str | None) -> JudgeRequest:
         """This request with other messages and key: a run makes one per job, and
@@ -65,6 +69,7 @@ class JudgeRequest:
             self.fixed_prefix,
             key,
             self.system_role,
+            self.chosen_role,
         )
 
     @property

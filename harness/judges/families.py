@@ -3,7 +3,7 @@
 A provider's profile lists the families of its models (``providers/openai.py`` holds OpenAI's:
 the reasoning models want ``max_completion_tokens``, no ``temperature`` and a reasoning budget);
 a model no family claims is a plain chat model. A judge's ``token_param``, ``send_temperature``,
-``reasoning_budget`` and ``reasoning_effort`` win over its family's. ``shape_request`` is the one
+``reasoning_budget``, ``reasoning_effort`` and ``instructions_role`` win over its family's. ``shape_request`` is the one
 place a request is built from a judge and a rendered prompt; every provider (and the batch APIs)
 sends what it says.
 """
@@ -35,6 +35,8 @@ def shape_request(
     family = family_of(judge)
     budget = judge.reasoning_budget if judge.reasoning_budget is not None else family.reasoning_budget
     send_temperature = judge.send_temperature if judge.send_temperature is not None else family.send_temperature
+    # a role the family would not send changes the request, so it enters the cache key; the family's own does not
+    chosen_role = judge.instructions_role if judge.instructions_role not in (None, family.system_role) else None
     return JudgeRequest(
         messages,
         answer_tokens + budget,
@@ -45,5 +47,6 @@ def shape_request(
         reasoning_effort=judge.reasoning_effort,
         schema=schema,
         fixed_prefix=fixed_prefix,
-        system_role=family.system_role,
+        system_role=chosen_role or family.system_role,
+        chosen_role=chosen_role,
     )

@@ -81,5 +81,6 @@ PROFILE = ProviderProfile(
     supports_n=True,
     supports_logprobs=True,
     supports_structured_output=True,
+    supports_instructions_role=True,
     model_families=MODEL_FAMILIES,
 )

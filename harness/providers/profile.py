@@ -25,7 +25,7 @@ CapabilityFamily = Literal["chat", "reasoning", "anthropic", "local"]
 #: The batch APIs (``harness/batch/providers.py``): OpenAI's Files + Batches, Anthropic's Message Batches.
 BatchAPIName = Literal["openai", "anthropic"]
 #: What a request can ask for beyond messages and ``max_tokens``: several choices, logprobs, a schema.
-Capability = Literal["n", "logprobs", "structured_output"]
+Capability = Literal["n", "logprobs", "structured_output", "instructions_role"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,7 +48,8 @@ class ModelFamily:
     system_role: Literal["system", "developer"] = "system"
     """The role the rubric's instructions (the system message) are sent with: OpenAI's reasoning
     models take them as ``developer`` (its docs: developer messages replace system messages from
-    o1 on). The wire spelling of one message, not part of the cache key."""
+    o1 on). The wire spelling of one message: a family's own role is not part of the cache key,
+    a judge's ``instructions_role`` that differs from it is (``cache/keys._extras``)."""
 
 
 #: A model no family claims: ``max_tokens``, temperature sent, no reasoning budget.
@@ -99,6 +100,9 @@ class ProviderProfile:
     """Top logprobs per token (``logprobs = true``, G-Eval)."""
     supports_structured_output: bool = False
     """A JSON Schema the reply must follow (``structured_output = true``)."""
+    supports_instructions_role: bool = False
+    """The instructions travel as a message whose role a judge may choose (``instructions_role``);
+    False where they have a place of their own (Anthropic's ``system`` field, a chat template)."""
     temperature_max: float = 2.0
     """The highest temperature sent; a judge's higher one is capped to it."""
     model_families: tuple[ModelFamily, ...] = ()
@@ -135,4 +139,6 @@ class ProviderProfile:
             return f"{self.title} returns no logprobs: set logprobs = false"
         if option == "structured_output" and not self.supports_structured_output:
             return f"{self.title} cannot follow a JSON Schema: set structured_output = false"
+        if option == "instructions_role" and not self.supports_instructions_role:
+            return f"{self.title} takes the instructions in a place of its own, not as a message of a role: remove instructions_role"
         return None
