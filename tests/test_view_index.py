@@ -35,7 +35,10 @@ def cli(*args: str) -> Any:
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("view-index")
-    plain = [{"id": f"t-{i:02d}", "query": f"question {i}", "response": f"answer {i}", "metadata": {"tags": ["odd" if i % 2 else "even"]}} for i in range(12)]
+    plain = [
+        {"id": f"t-{i:02d}", "query": f"question {i}", "response": f"answer {i}", "metadata": {"tags": ["odd" if i % 2 else "even"]}}
+        for i in range(12)
+    ]
     data_p = write_jsonl(root / "p.jsonl", plain)
     data_c = write_jsonl(root / "c.jsonl", [BOOKING, {"id": "plain", "query": "Hi?", "response": "Hello."}])
     with serve() as server:
@@ -70,7 +73,13 @@ def _pages(root: Path, run: str) -> list[str]:
     results = read_jsonl(root / run / "results.jsonl")
     first, last = results[0]["transcript_id"], results[-1]["transcript_id"]
     out = []
-    for url in (f"/run?r={run}", f"/run?r={run}&sort=total_ms&dir=desc", f"/run?r={run}&q={last}", f"/transcript?r={run}&id={first}", f"/transcript?r={run}&id={last}"):
+    for url in (
+        f"/run?r={run}",
+        f"/run?r={run}&sort=total_ms&dir=desc",
+        f"/run?r={run}&q={last}",
+        f"/transcript?r={run}&id={first}",
+        f"/transcript?r={run}&id={last}",
+    ):
         got = client.get(url)
         assert got.status_code == 200, (url, got.data[:300])
         out.append(got.get_data(as_text=True))
