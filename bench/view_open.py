@@ -16,12 +16,18 @@ opened in headless Chromium (Debian's /usr/bin/chromium through playwright), eac
 - the last transcript's page (its input record found through the input's index, built then);
 - the runs list.
 
-Each viewer is a fresh process (``--repeat`` of them, default 3): "cold" is its first request for
-the run, so nothing of the run is in its memory; the medians are printed, and the cold open's
-ratio to the warm one.
+Each viewer is a fresh process (``--repeat`` of them per way, default 3, the ways interleaved so
+a change of the machine's load falls on each); "cold" is its first request for the run, so nothing
+of the run is in its memory. The ways, each timed the same and their medians printed side by side:
 
-Baseline in the same run: ``harness report`` (build) and report.html opened in the same Chromium,
-timed as bench/report_scale.py times it; the ratios are printed.
+- ``--baseline DIR``: the viewer of another checkout (``--baseline /work/main``: the previous approach);
+- no index: this viewer reading the rows (``HARNESS_VIEW_INDEX=off``; a run's first open, or an
+  index gone stale);
+- the index kept by an earlier viewer (``harness.view.index``, in a directory of the work dir).
+
+The start-up (process start until the server listens) is timed too. The load average is printed;
+ratios are to the first way. Baseline in the same run: ``harness report`` (build) and report.html
+opened in the same Chromium, timed as bench/report_scale.py times it (``--no-report`` leaves it out).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -72,46 +79,76 @@ def timed_pages(url: str, run: str, last_id: str) -> dict[str, float]:
     return out
 
 
+def viewer_pages(tree: Path, root: Path, run: str, last: str, env: dict[str, str]) -> dict[str, float]:
+    """One fresh ``python -m harness view`` (the harness of ``tree``) and its pages' times."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "view", str(root), "--port", "0"],
+        cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, **env},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        found = re.search(r"http://127\.0\.0\.1:\d+/", proc.stdout.readline())
+        up = time.perf_counter() - started
+        if not found:
+            raise SystemExit(f"the viewer of {tree} did not start")
+        return {"start-up (process to listening)": up, **timed_pages(found.group(0), run, last)}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=20_000)
     parser.add_argument("--chars", type=int, default=500)
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--repeat", type=int, default=3, help="fresh viewer processes, each opened cold then warm")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh viewer processes per way, each opened cold then warm")
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout (e.g. /work/main) whose viewer is timed the same way")
+    parser.add_argument("--no-report", action="store_true", help="leave out the harness report baseline")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="harness-view-open-") as tmp:
         work = args.workdir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         out, config = make_run(work, args.n, args.chars)
         last = f"conv-{args.n - 1:06d}"
-        runs: list[dict[str, float]] = []
+        index = work / "view-index"
+        shutil.rmtree(index, ignore_errors=True)
+        ways: dict[str, tuple[Path, dict[str, str]]] = {}
+        if args.baseline is not None:
+            ways[f"{args.baseline}'s viewer"] = (args.baseline.resolve(), {"TMPDIR": str(work)})
+        ways["no index (a first open)"] = (ROOT, {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": "off"})
+        ways["index kept by an earlier viewer"] = (ROOT, {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": str(index)})
+        # the index the last way reads: written by one viewer before the timed ones start
+        viewer_pages(ROOT, out.parent, out.name, last, ways["index kept by an earlier viewer"][1])
+        seen: dict[str, dict[str, float]] = {}
+        colds: dict[str, list[float]] = {}
+        # the ways interleaved, one viewer of each in turn, so a change of the machine's load falls on all
+        runs: dict[str, list[dict[str, float]]] = {w: [] for w in ways}
+        loads = [os.getloadavg()[0]]
         for _ in range(args.repeat):
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "harness", "view", str(out.parent), "--port", "0"],
-                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(work)},
-            )  # fmt: skip
-            assert proc.stdout is not None
-            found = re.search(r"http://127\.0\.0\.1:\d+/", proc.stdout.readline())
-            if not found:
-                raise SystemExit(f"the viewer did not start: {proc.stderr.read() if proc.stderr else ''}")
-            try:
-                runs.append(timed_pages(found.group(0), out.name, last))
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=30)
-        seen = {name: statistics.median(r[name] for r in runs) for name in runs[0]}
-        wall, _, _ = report(out, config)
-        static = in_chromium(out / "report.html", last)
-        print(f"harness view, {args.n:,} transcripts x 5 x {args.chars:,} chars, median of {args.repeat} fresh viewer processes:")
-        for name, seconds in seen.items():
-            print(f"  {name:32} {seconds:6.2f} s")
-        print(f"baseline: harness report builds in {wall:.1f} s, report.html is ready in Chromium in {static['load_s']:.2f} s")
-        colds = ", ".join(f"{r['run page, cold']:.2f}" for r in runs)
-        print(f"  cold opens: {colds} s; cold / warm {seen['run page, cold'] / seen['run page, warm']:.1f}")
-        print(
-            f"ratios: cold run page / (report build + load) {seen['run page, cold'] / (wall + static['load_s']):.2f}, "
-            f"warm run page / report.html load {seen['run page, warm'] / static['load_s']:.2f}"
-        )
+            for way, (tree, env) in ways.items():
+                runs[way].append(viewer_pages(tree, out.parent, out.name, last, env))
+                loads.append(os.getloadavg()[0])
+        for way, rs in runs.items():
+            seen[way] = {name: statistics.median(r[name] for r in rs) for name in rs[0]}
+            colds[way] = [r["run page, cold"] for r in rs]
+        print(f"harness view, {args.n:,} transcripts x 5 x {args.chars:,} chars, median of {args.repeat} fresh viewer processes per way")
+        print(f"load average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
+        names = list(next(iter(seen.values())))
+        print(f"  {'':32} " + " ".join(f"{w[:30]:>30}" for w in seen))
+        for name in names:
+            print(f"  {name:32} " + " ".join(f"{seen[w][name]:28.2f} s" for w in seen))
+        for way in seen:
+            print(f"  {way}: cold opens {', '.join(f'{c:.2f}' for c in colds[way])} s")
+        first = next(iter(seen))
+        for way in list(seen)[1:] if len(seen) > 1 else []:
+            print(f"ratio, cold run page: {way} / {first} {seen[way]['run page, cold'] / seen[first]['run page, cold']:.2f}")
+        if not args.no_report:
+            wall, _, _ = report(out, config)
+            static = in_chromium(out / "report.html", last)
+            print(f"baseline: harness report builds in {wall:.1f} s, report.html is ready in Chromium in {static['load_s']:.2f} s")
     return 0
 
 

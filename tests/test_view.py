@@ -125,8 +125,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 class Viewer:
     """``python -m harness view ROOT`` on a free port, as a user starts it."""
 
-    def __init__(self, root: Path, tmp: Path, *extra: str) -> None:
-        env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+    def __init__(self, root: Path, tmp: Path, *extra: str, index: Path | None = None) -> None:
+        # the runs' indexes in the test's own directory (harness/view/index.py), never the user's cache
+        env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(ROOT), "HARNESS_VIEW_INDEX": str(index or tmp / "view-index")}
         self.log = tmp / f"viewer-{time.monotonic_ns()}.log"  # the server's request log (a pipe left unread would fill)
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(
@@ -533,10 +534,16 @@ def many(tmp_path: Path) -> list[dict[str, Any]]:
 def test_the_table_is_paged_on_the_server_and_every_page_equals_the_run_s_files(many: list[dict[str, Any]], tmp_path: Path, browser: Any) -> None:
     """A run of 130 transcripts: the table's pages (50 rows each), sorted by a rubric on the
     server, hold together every transcript once, in the order worked out here from judgments.jsonl,
-    and each cell is that file's score; the page counts equal the run's."""
+    and each cell is that file's score; the page counts equal the run's. Twice: a first viewer
+    reads the rows, a second the index the first kept (harness/view/index.py)."""
     scores = {j["transcript_id"]: j["score"] for j in read_jsonl(tmp_path / "runs" / "many" / "judgments.jsonl")}
     expected = sorted(scores, key=lambda t: (scores[t], [r["id"] for r in many].index(t)))  # worst first, ties in file order
-    v = Viewer(tmp_path / "runs", tmp_path)
+    for kept in (False, True):
+        assert any((tmp_path / "index").glob("*.json")) is kept
+        _the_pages_equal_the_files(Viewer(tmp_path / "runs", tmp_path, index=tmp_path / "index"), browser, expected, scores)
+
+
+def _the_pages_equal_the_files(v: Viewer, browser: Any, expected: list[str], scores: dict[str, float]) -> None:
     try:
         page = Page(browser, v.url)
         seen: list[tuple[str, str]] = []

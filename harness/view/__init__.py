@@ -2,6 +2,8 @@
 
 - `runs`: the runs under the root (`find_runs`) and one run opened with the static report's own
   pass (`open_viewed_run`), so the viewer's figures are report.html's;
+- `index`: what a run's first pass found, kept outside the run (named by its files' stamps) for
+  the next viewer;
 - `table`: the transcripts table filtered, sorted and paged on the server;
 - `compare`: two runs side by side (`harness.analysis.compare`) and the transcripts that moved most;
 - `agent`: pass@k / pass^k per task, each transcript's steps as a timeline, the reference beside the calls;

@@ -17,18 +17,21 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, abort, jsonify, render_template, request
+from jinja2 import FileSystemBytecodeCache
 
 from ..errors import HarnessError, UserInputError
 from ..outputs.layout import usd as layout_usd
 from ..rows import ROW_FILES
-from .agent import agent_detail, passk
-from .compare import SideBySide, side_by_side
+from .index import index_dir
 from .queue import Queue, choices, find_queue, label_rows, open_queue
 from .runs import OpenedRun, RunEntry, find_runs, open_viewed_run, stamp
 from .table import table_page
+
+if TYPE_CHECKING:
+    from .compare import SideBySide
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -91,6 +94,8 @@ class Viewer:
     def compared(self, a: RunEntry, b: RunEntry) -> SideBySide:
         """The two runs compared, worked out once while neither changes."""
         key = (a.path, b.path, id(self.opened(a)), id(self.opened(b)))  # a run re-read is a new object
+        from .compare import side_by_side  # imported when two runs are first compared (the analysis modules)
+
         with self._lock:
             if key not in self._compared:
                 self._compared[key] = side_by_side(a.path, b.path, self.prompts)
@@ -118,6 +123,10 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
     app = Flask(__name__)
     app.config["VIEWER"] = viewer
     app.jinja_env.autoescape = True
+    if (kept := index_dir()) is not None and (folder := _writable(kept / "templates")) is not None:
+        # the templates compiled once, kept beside the runs' indexes (jinja names each by its
+        # source's hash): compiling run.html was a third of a fresh viewer's first page
+        app.jinja_env.bytecode_cache = _Compiled(folder)
     app.jinja_env.filters["fmt"] = fmt
     app.jinja_env.filters["usd"] = usd
     app.jinja_env.globals["root"] = str(viewer.root)
@@ -149,7 +158,12 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
         opened = viewer.opened(entry)
         page = table_page(opened, request.args)
         if "passk" not in opened.extras:
-            opened.extras["passk"] = passk(opened) if opened.agent_metrics else (None, None)
+            if opened.agent_metrics:
+                from .agent import passk  # an agent run's (harness.analysis.repeated: numpy)
+
+                opened.extras["passk"] = passk(opened)
+            else:
+                opened.extras["passk"] = (None, None)
         tasks, why = opened.extras["passk"]
         return render_template(
             "run.html",
@@ -168,6 +182,8 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
         entry = viewer.entry(request.args.get("r"))
         opened = viewer.opened(entry)
         at = _position(opened, request.args)
+        from .agent import agent_detail
+
         return render_template(
             "transcript.html",
             entry=entry,
@@ -256,6 +272,25 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
         return jsonify({"saved": True, "progress": q.progress()})
 
     return app
+
+
+class _Compiled(FileSystemBytecodeCache):
+    """jinja's compiled templates in a folder; one that cannot be written is only not kept."""
+
+    def dump_bytecode(self, bucket: Any) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _writable(folder: Path) -> str | None:
+    """``folder``, made (None: it cannot be, and the templates are compiled by each viewer)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        return None
+    return str(folder)
 
 
 def _position(run: OpenedRun, args: Any) -> int:

@@ -36,6 +36,10 @@ from ..rundir import read_summary
 from ..traces.loader import iter_transcripts, parse_record
 from ..transcripts.models import Resolved
 from ..transcripts.raw import RawRecord
+from .index import FIELDS as INDEX_FIELDS
+from .index import index_dir, index_key, no_gc
+from .index import load as load_index
+from .index import save as save_index
 
 #: How deep under the root a run directory is looked for.
 MAX_DEPTH = 2
@@ -331,9 +335,31 @@ def _input_tags(view: RunView, wanted: set[str]) -> dict[str, tuple[str, ...]]:
 
 def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> OpenedRun:
     """Read the run at ``path`` with the report's pass, lazily (``_read_run`` without a spool:
-    the input file is not read until a transcript is opened); ``scratch`` is unused by the lazy
-    pass and kept for the viewer's other state (nothing is written into the run)."""
+    the input file is not read until a transcript is opened), or from the index an earlier viewer
+    kept of the same files (`harness.view.index`: outside the run, named by the files' stamps);
+    ``scratch`` is unused by the lazy pass and kept for the viewer's other state (nothing is
+    written into the run)."""
     view = open_run(path, prompts=prompts)
+    key = index_key(path, view.input_path, prompts) if index_dir() is not None else None
+    kept = load_index(key) if key is not None else None
+    if kept is not None:
+        return OpenedRun(
+            view=view,
+            **{f: kept[f] for f in INDEX_FIELDS},
+            position={t: i for i, t in enumerate(kept["ids"])},
+            inputs=InputIndex(view.input_path, set(kept["ids"])),
+            conversations=kept["conversations"],
+            prompts=tuple(prompts),
+        )
+    with no_gc():
+        opened = _first_pass(view, prompts)
+    if key is not None:
+        save_index(key, {f: getattr(opened, f) for f in (*INDEX_FIELDS, "conversations")})
+    return opened
+
+
+def _first_pass(view: RunView, prompts: Sequence[Path]) -> OpenedRun:
+    """The run read with the report's pass: every row of its two row files, each validated."""
     run = _read_run(view, None)
     data = build_data(view, run, {"where": [], "chunks": 0, "left_out": 0})
     # results.jsonl's agent metrics and tasks, as the report's pass kept them (``perf``)

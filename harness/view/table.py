@@ -68,30 +68,17 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
     turns = sorted({t for c in run.conversations if c is not None for t in c.judged})
     turn = int(args["turn"]) if (args.get("turn") or "").isdigit() and int(args["turn"]) in turns else None
     rows = run.rows if turn is None else _turn_rows(run, columns, turn)
-    selected: list[int] = []
-    for at, cells in enumerate(rows):
-        if turn is not None and turn not in (c.judged if (c := run.conversations[at]) is not None else ()):
-            continue
-        if task and run.tasks[at] != task:
-            continue
-        if tag and tag not in run.tags[at]:
-            continue
-        if q and not any(q in str(v).lower() for v in (run.ids[at], run.tasks[at] or "", " ".join(run.tags[at]), run.query(at))):
-            continue
-        if col in index and (lo is not None or hi is not None):
-            value = cells[index[col]]
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                continue
-            if (lo is not None and value < lo) or (hi is not None and value > hi):
-                continue
-        selected.append(at)
     default = columns[_default_sort(columns)]
     sort = str(args.get("sort")) if args.get("sort") in index else str(default["key"])
     direction = str(args.get("dir")) if args.get("dir") in ("asc", "desc") else str(columns[index[sort]]["worst"])
     s = index[sort]
-    present = [at for at in selected if rows[at][s] is not None]
-    present.sort(key=lambda at: _key(rows[at][s]), reverse=direction == "desc")
-    ordered = present + [at for at in selected if rows[at][s] is None]  # missing values last, either way
+    unfiltered = turn is None and not (q or task or tag or (col in index and (lo is not None or hi is not None)))
+    orders: dict[tuple[str, str], list[int]] = run.extras.setdefault("orders", {})
+    ordered = orders.get((sort, direction)) if unfiltered else None
+    if ordered is None:
+        ordered = _ordered(run, rows, turn, task, tag, q, col if col in index else None, lo, hi, index, s, direction)
+        if unfiltered:
+            orders[(sort, direction)] = ordered  # the run's rows do not change while it is open
     pages = max(1, -(-len(ordered) // PER_PAGE))
     try:
         page = min(max(1, int(args.get("page") or 1)), pages)
@@ -114,6 +101,33 @@ def table_page(run: OpenedRun, args: Mapping[str, str]) -> TablePage:
         judges=list(run.view.judges),
         turns=turns,
     )
+
+
+def _ordered(
+    run: OpenedRun, rows: list[list[Any]], turn: int | None, task: str, tag: str, q: str,
+    col: str | None, lo: float | None, hi: float | None, index: dict[str, int], s: int, direction: str,
+) -> list[int]:  # fmt: skip
+    """The rows under the filters, sorted by column ``s`` (missing values last, either way)."""
+    selected: list[int] = []
+    for at, cells in enumerate(rows):
+        if turn is not None and turn not in (c.judged if (c := run.conversations[at]) is not None else ()):
+            continue
+        if task and run.tasks[at] != task:
+            continue
+        if tag and tag not in run.tags[at]:
+            continue
+        if q and not any(q in str(v).lower() for v in (run.ids[at], run.tasks[at] or "", " ".join(run.tags[at]), run.query(at))):
+            continue
+        if col is not None and (lo is not None or hi is not None):
+            value = cells[index[col]]
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                continue
+            if (lo is not None and value < lo) or (hi is not None and value > hi):
+                continue
+        selected.append(at)
+    present = [at for at in selected if rows[at][s] is not None]
+    present.sort(key=lambda at: _key(rows[at][s]), reverse=direction == "desc")
+    return present + [at for at in selected if rows[at][s] is None]
 
 
 def _turn_rows(run: OpenedRun, columns: list[dict[str, Any]], turn: int) -> list[list[Any]]:
