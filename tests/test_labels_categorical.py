@@ -142,6 +142,28 @@ def test_a_label_not_among_the_rubric_s_names_file_line_and_the_allowed_ones(cat
     assert str(err.value) == f"{path}:{line}: label: {label!r} is not one of the tone labels: 'polite', 'neutral', 'rude'"
 
 
+def test_a_label_spelled_as_a_number_is_read_from_the_number_json_or_labels_collect_wrote(tmp_path: Path) -> None:
+    """A categorical rubric whose labels are numerals ("1", "2", "3", "4.5"): ``labels collect`` writes
+    a filled "1" as the number 1.0, and a hand-written file may hold 1; either is read as the label
+    that spells it, and a number no label spells is refused with the allowed ones."""
+    from harness.analysis.io import Metric
+
+    metrics = {"grade": Metric("grade", "rubric", (0.0, 1.0), "higher", labels=("1", "2", "3", "4.5"))}
+    rows = [
+        {"transcript_id": "a", "rubric": "grade", "label": 1.0},
+        {"transcript_id": "b", "rubric": "grade", "label": 2},
+        {"transcript_id": "c", "rubric": "grade", "label": "3"},
+        {"transcript_id": "d", "rubric": "grade", "label": 4.5},
+    ]
+    labels = parse_labels(write_jsonl(tmp_path / "ok.jsonl", rows), metrics, "the run")
+    assert [(lab.transcript_id, lab.value) for lab in labels.by_metric["grade"]] == [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4.5")]
+    assert labels.kind["grade"] == "categorical"
+    bad = write_jsonl(tmp_path / "bad.jsonl", [*rows[:1], {"transcript_id": "e", "rubric": "grade", "label": 5}])
+    with pytest.raises(UserInputError) as err:
+        parse_labels(bad, metrics, "the run")
+    assert str(err.value) == f"{bad}:2: label: 5 is not one of the grade labels: '1', '2', '3', '4.5'"
+
+
 def test_a_reader_of_scores_refuses_a_categorical_run_in_one_line(cat: dict[str, Path]) -> None:
     with pytest.raises(UserInputError) as err:
         read_run(cat["run"], [cat["prompts"]])

@@ -311,11 +311,23 @@ class Labels:
             raise UserInputError(f"{self.path}: the {found[0]} labels are categorical; {what} {why}")
 
 
+def _as_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def _label_value(path: Path, line: int, value: Any, metric: Metric) -> tuple[float | str, LabelKind]:
     if metric.labels is not None:
         # a categorical rubric: exactly one of its labels, as the rubric writes it
         if isinstance(value, str) and value in metric.labels:
             return value, "categorical"
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            # a label spelled as a number ("1"), which JSON or `labels collect` wrote as one
+            spelled = [label for label in metric.labels if _as_number(label) == value]
+            if len(spelled) == 1:
+                return spelled[0], "categorical"
         raise line_error(path, line, "label", f"{value!r} is not one of the {metric.name} labels: {', '.join(map(repr, metric.labels))}")
     if isinstance(value, bool):
         return ("pass" if value else "fail"), "pass_fail"
