@@ -145,7 +145,7 @@ def _plain(text: bytes | str) -> _Record | None:
             function = call.get("function")
             if function is not None and ("name" not in function or not _typed(function, function_types)):
                 return None
-    return record  # type: ignore[no-any-return]
+    return record  # type: ignore[return-value]
 
 
 _REFERENCE: TypeAdapter[list[RefItem]] = TypeAdapter(list[RefItem])
