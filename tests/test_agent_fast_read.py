@@ -199,3 +199,33 @@ def test_an_agent_only_run_writes_the_same_rows_read_either_way(tmp_path: Path, 
         summary.pop("wall_time_s", None)
         summary.pop("out", None)
     assert summaries[0] == summaries[1]
+
+
+@pytest.mark.parametrize("record", TAKEN + LEFT, ids=lambda r: str(r.get("id")))
+def test_the_plain_reading_gives_the_validators_dicts_or_none(record: dict[str, Any]) -> None:
+    """``_plain`` (orjson and type checks) either gives exactly what ``_RECORD`` validates, or
+    leaves the line to it."""
+    line = json.dumps(record).encode()
+    got = fast._plain(line)
+    try:
+        want = fast._RECORD.validate_json(line)
+    except ValueError:
+        assert got is None
+        return
+    assert got is None or got == want
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"id": "a", "metadata": {"x": 1e400}}',  # infinity: orjson refuses, pydantic reads inf
+        b'{"id": "a", "metadata": {"x": 123456789012345678901234567890}}',  # past 64 bits
+        b'{"id": "a\\ud800"}',  # a lone surrogate
+        b'{"id": "a", "messages": [{"role": "tool", "is_error": 0, "content": "x"}]}',  # lax bool
+        b'{"id": "a", "messages": [{"role": "tool", "status": "weird", "content": "x"}]}',
+        b'{"id": "a", "messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}]}',
+        b"[1]",
+    ],
+)
+def test_lines_the_plain_reading_leaves_to_the_validator(line: bytes) -> None:
+    assert fast._plain(line) is None

@@ -236,3 +236,19 @@ def test_arguments_nested_past_the_limit_are_a_parse_error_not_a_crash() -> None
     # an escaped lone surrogate becomes U+FFFD, as in every other decoded JSON (UTF-8 cannot hold it)
     assert parse_arguments('{"q": "\\ud800x"}')[0] == {"q": "\ufffdx"}
     assert parse_arguments("{bad")[2] == "not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_a_built_step_is_the_dataclass_value(failed: bool) -> None:
+    """The builder sets a step's slots directly: the value equals (and hashes, prints and stays
+    frozen as) the one the dataclass's own ``__init__`` makes."""
+    import dataclasses
+
+    from harness.agent.steps import _built_step
+
+    got = _built_step(3, "calc", {"x": 1}, '{"x": 1}', None, "boom", failed, 2, 1, "c1")
+    want = Step(3, "calc", {"x": 1}, '{"x": 1}', None, "boom", failed, "boom" if failed else None, 2, 1, "c1")
+    assert got == want and repr(got) == repr(want)
+    assert [getattr(got, f.name) for f in dataclasses.fields(Step)] == [getattr(want, f.name) for f in dataclasses.fields(Step)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.name = "other"  # type: ignore[misc]
