@@ -39,14 +39,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
-from ..labels.design import Design, read_design
 from ..outputs.files import dumps
 from ..report.run import iter_texts, open_run
 from ..rows import iter_judgment_rows
 from ..rubrics.rubric import Rubric
 
-if TYPE_CHECKING:  # numpy and the statistics are imported where the agreement is computed, not at start-up
+if TYPE_CHECKING:  # numpy, the statistics and the design reader (numpy) are imported where used, not at start-up
     import numpy as np
+
+    from ..labels.design import Design
 
     from ..stats.krippendorff import Level
 
@@ -271,6 +272,8 @@ def _read_given(path: Path) -> dict[tuple[str, str], Value]:
 
 def open_queue(folder: Path, annotators: Sequence[str], overlap: int, prompts: Sequence[Path] = ()) -> Queue:
     """The queue of the design in ``folder`` for ``annotators`` with ``overlap`` annotators per unit."""
+    from ..labels.design import read_design
+
     design = read_design(folder / "design.json")
     names = tuple(annotators)
     for name in names:
