@@ -106,7 +106,13 @@ def main() -> int:
     parser.add_argument("--chars", type=int, default=500)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3, help="fresh viewer processes per way, each opened cold then warm")
-    parser.add_argument("--baseline", type=Path, action="append", default=[], help="another checkout (e.g. /work/main) whose viewer is timed the same way (repeatable)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout (e.g. /work/main) whose viewer is timed the same way (repeatable)",
+    )
     parser.add_argument("--no-report", action="store_true", help="leave out the harness report baseline")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="harness-view-open-") as tmp:

@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # numpy, the statistics and the design reader (numpy) are imp
     import numpy as np
 
     from ..labels.design import Design
-
     from ..stats.krippendorff import Level
 
 #: a label as given: a number on a scale, or a categorical rubric's label
