@@ -20,7 +20,8 @@ Each viewer is a fresh process (``--repeat`` of them per way, default 3, the way
 a change of the machine's load falls on each); "cold" is its first request for the run, so nothing
 of the run is in its memory. The ways, each timed the same and their medians printed side by side:
 
-- ``--baseline DIR``: the viewer of another checkout (``--baseline /work/main``: the previous approach);
+- ``--baseline DIR`` (repeatable): the viewer of another checkout (``--baseline /work/main``: the
+  previous approach), with no index, as a first open;
 - no index: this viewer reading the rows (``HARNESS_VIEW_INDEX=off``; a run's first open, or an
   index gone stale);
 - the index kept by an earlier viewer (``harness.view.index``, in a directory of the work dir).
@@ -105,7 +106,13 @@ def main() -> int:
     parser.add_argument("--chars", type=int, default=500)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3, help="fresh viewer processes per way, each opened cold then warm")
-    parser.add_argument("--baseline", type=Path, default=None, help="another checkout (e.g. /work/main) whose viewer is timed the same way")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout (e.g. /work/main) whose viewer is timed the same way (repeatable)",
+    )
     parser.add_argument("--no-report", action="store_true", help="leave out the harness report baseline")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="harness-view-open-") as tmp:
@@ -116,8 +123,8 @@ def main() -> int:
         index = work / "view-index"
         shutil.rmtree(index, ignore_errors=True)
         ways: dict[str, tuple[Path, dict[str, str]]] = {}
-        if args.baseline is not None:
-            ways[f"{args.baseline}'s viewer"] = (args.baseline.resolve(), {"TMPDIR": str(work)})
+        for other in args.baseline:
+            ways[f"{other}'s viewer"] = (other.resolve(), {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": "off"})
         ways["no index (a first open)"] = (ROOT, {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": "off"})
         ways["index kept by an earlier viewer"] = (ROOT, {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": str(index)})
         # the index the last way reads: written by one viewer before the timed ones start

@@ -35,19 +35,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserInputError
 from ..jsonlines import iter_json_objects
-from ..labels.design import Design, read_design
 from ..outputs.files import dumps
 from ..report.run import iter_texts, open_run
 from ..rows import iter_judgment_rows
 from ..rubrics.rubric import Rubric
-from ..stats.agreement import fleiss_kappa, kappa_from_matrix
-from ..stats.krippendorff import Level, krippendorff_alpha
+
+if TYPE_CHECKING:  # numpy, the statistics and the design reader (numpy) are imported where used, not at start-up
+    import numpy as np
+
+    from ..labels.design import Design
+    from ..stats.krippendorff import Level
 
 #: a label as given: a number on a scale, or a categorical rubric's label
 Value = float | str
@@ -155,6 +156,10 @@ class Queue:
         return _fleiss_of(ratings, values, self.overlap)
 
     def agreement(self) -> list[RubricAgreement]:
+        import numpy as np
+
+        from ..stats.krippendorff import krippendorff_alpha
+
         out = []
         for rubric in self.rubrics:
             units = [u for u in self.units if u.rubric == rubric]
@@ -196,6 +201,10 @@ class Queue:
 
 def _fleiss_of(ratings: np.ndarray, values: Sequence[float], overlap: int) -> tuple[float | None, str | None, int]:
     """Fleiss' kappa on the items labelled by all ``overlap`` of their annotators (the others left out)."""
+    import numpy as np
+
+    from ..stats.agreement import fleiss_kappa
+
     if overlap < 2:
         return None, "needs 2 or more annotators per item", 0
     rated = np.sum(~np.isnan(ratings), axis=0)
@@ -213,6 +222,10 @@ def _fleiss_of(ratings: np.ndarray, values: Sequence[float], overlap: int) -> tu
 
 
 def _pair(a: str, b: str, x: np.ndarray, y: np.ndarray, scale: Sequence[float], weighted: bool = True) -> PairKappa:
+    import numpy as np
+
+    from ..stats.agreement import kappa_from_matrix
+
     both = ~np.isnan(x) & ~np.isnan(y)
     n = int(both.sum())
     if n == 0:
@@ -258,6 +271,8 @@ def _read_given(path: Path) -> dict[tuple[str, str], Value]:
 
 def open_queue(folder: Path, annotators: Sequence[str], overlap: int, prompts: Sequence[Path] = ()) -> Queue:
     """The queue of the design in ``folder`` for ``annotators`` with ``overlap`` annotators per unit."""
+    from ..labels.design import read_design
+
     design = read_design(folder / "design.json")
     names = tuple(annotators)
     for name in names:

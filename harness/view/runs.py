@@ -28,7 +28,6 @@ import orjson
 
 from ..agent.specs import SPECS as AGENT_SPECS
 from ..errors import HarnessError, UserInputError
-from ..report.builder import JUDGMENT_FIELDS, QUERY_SEARCH_CHARS, _read_run, build_data, judgment_fields
 from ..report.chat import Chat, build_chat
 from ..report.run import RunView, TurnScores, open_run, texts_of, turn_texts
 from ..rows import JudgmentRow, ResultRow, judgment_at, result_at
@@ -156,6 +155,8 @@ class InputIndex:
         with self._lock:
             if self._where is not None:
                 return self._where
+            from ..report.builder import QUERY_SEARCH_CHARS
+
             where: dict[str, tuple[int, int, int]] = {}
             if self.path is not None and self._jsonl():
                 try:
@@ -265,6 +266,8 @@ class OpenedRun:
 
     def judgments(self, at: int) -> list[dict[str, Any]]:
         """Transcript ``at``'s judgments as the report's details hold them (``JUDGMENT_FIELDS``, the reply cut)."""
+        from ..report.builder import JUDGMENT_FIELDS, judgment_fields
+
         return [dict(zip(JUDGMENT_FIELDS, judgment_fields(j), strict=True)) for j in self.judgment_rows(at)]
 
     def resolved(self, at: int) -> Resolved | None:
@@ -360,6 +363,10 @@ def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> 
 
 def _first_pass(view: RunView, prompts: Sequence[Path]) -> OpenedRun:
     """The run read with the report's pass: every row of its two row files, each validated."""
+    # the report's builder (and numpy, and the planning it names) is imported here, on a first
+    # open, not at start-up: a viewer reading a kept index never needs it for the run's page
+    from ..report.builder import _read_run, build_data
+
     run = _read_run(view, None)
     data = build_data(view, run, {"where": [], "chunks": 0, "left_out": 0})
     # results.jsonl's agent metrics and tasks, as the report's pass kept them (``perf``)
