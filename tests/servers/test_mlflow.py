@@ -140,7 +140,8 @@ def test_spans_from_the_tracking_store_or_from_the_artifact_are_the_same_transcr
             return pulled, [await artifact(server, document["info"]) for document in pulled]
 
     from_store, from_artifacts = asyncio.run(both())
-    assert all(d["info"]["tags"].get("mlflow.trace.spansLocation") == "TRACKING_STORE" for d in from_store)
+    locations = [d["info"]["tags"].get("mlflow.trace.spansLocation") for d in from_store]
+    assert locations == ["TRACKING_STORE"] * len(QUESTIONS), (locations, (tmp_path / "exported-app.log").read_text(encoding="utf-8")[-3000:])
     for name, documents in (("store.jsonl", from_store), ("artifacts.jsonl", from_artifacts)):
         (tmp_path / name).write_text("".join(json.dumps(d) + "\n" for d in documents), encoding="utf-8")
     assert (
