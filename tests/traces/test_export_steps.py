@@ -25,6 +25,15 @@ from tests.traces.support import deadline
 pytestmark = pytest.mark.timeout(120)
 
 ENV = {"COLUMNS": "400", "NO_COLOR": "1"}
+
+
+def unwrapped(output: str) -> str:
+    """The output with its line breaks read as spaces: the CLI's console, made when its module is
+    first imported, wraps at 80 columns whatever ``COLUMNS`` a later invocation sets, and a long
+    temp path (xdist's) wraps a message."""
+    return " ".join(output.split())
+
+
 WEATHER = {
     "type": "function",
     "name": "get_weather",
@@ -148,8 +157,9 @@ def test_step_findings_go_on_each_step_span(tmp_path: Path) -> None:
     with deadline(60):
         done = CliRunner().invoke(app, ["export", str(out), "--format", "otel"], env=ENV)
     assert done.exit_code == 0, done.output
-    assert "4 step findings, 4 on their step's span" in done.output
-    assert "(2 execute_tool spans for steps whose trace recorded no run)" in done.output
+    said = " ".join(done.output.split())  # read unwrapped: a long temp path wraps the lines
+    assert "4 step findings, 4 on their step's span" in said
+    assert "(2 execute_tool spans for steps whose trace recorded no run)" in said
     records = [r for d in read_jsonl(out / "evaluations.otlp.jsonl") for rl in d["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]]
     metrics = [r for r in records if _attrs(r)["harness.kind"] == "agent_metric"]
     findings = [r for r in records if _attrs(r)["harness.kind"] == "agent_step_finding"]
@@ -211,7 +221,8 @@ def test_step_findings_go_on_each_step_span(tmp_path: Path) -> None:
     with deadline(60):
         done = CliRunner().invoke(app, ["export", str(rerun)], env=ENV)
     assert done.exit_code == 0, done.output
-    assert "4 step findings, 4 on their step's span" in done.output and "execute_tool spans" not in done.output
+    said = " ".join(done.output.split())  # read unwrapped
+    assert "4 step findings, 4 on their step's span" in said and "execute_tool spans" not in said
     assert not (rerun / "evaluations.spans.otlp.jsonl").exists()
     records = [
         r for d in read_jsonl(rerun / "evaluations.otlp.jsonl") for rl in d["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]
@@ -273,7 +284,7 @@ def test_findings_of_a_transcript_with_no_trace_are_unlinked_and_make_no_span(tm
     with deadline(60):
         done = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--out", str(tmp_path / "evaluations.otlp.jsonl")], env=ENV)
     assert done.exit_code == 0, done.output
-    assert "1 step findings, 0 on their step's span" in done.output
+    assert "1 step findings, 0 on their step's span" in unwrapped(done.output)
     records = [
         r for d in read_jsonl(tmp_path / "evaluations.otlp.jsonl") for rl in d["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]
     ]

@@ -24,6 +24,13 @@ from tests.traces.support import INSPECT_EVAL, OTEL, QUESTIONS, TOOL_RESULT, dea
 ENV = {"COLUMNS": "400", "NO_COLOR": "1"}
 
 
+def unwrapped(output: str) -> str:
+    """The output with its line breaks read as spaces: the CLI's console, made when its module is
+    first imported, wraps at 80 columns whatever ``COLUMNS`` a later invocation sets, and a long
+    temp path (xdist's) wraps a message."""
+    return " ".join(output.split())
+
+
 async def _run(tmp_path: Path, base_url: str, source: Path, fmt: str) -> Path:
     config = write_config(tmp_path / "harness.toml", [judge("mini", base_url)])
     out = tmp_path / "out"
@@ -58,7 +65,8 @@ async def test_run_format_otel_judges_each_trace(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     agent_values = [(r["transcript_id"], name, value) for r in results for name, value in (r.get("agent") or {}).items()]
     assert agent_values  # the traces' tool calls give the agent metrics, exported after the judgments
-    assert f"{len(judgments)} judgments, {len(judgments)} linked to their trace and span; {len(agent_values)} agent metrics" in result.output
+    said = " ".join(result.output.split())  # read unwrapped: a long temp path wraps the line
+    assert f"{len(judgments)} judgments, {len(judgments)} linked to their trace and span; {len(agent_values)} agent metrics" in said
     docs = read_jsonl(out / "evaluations.otlp.jsonl")
     records = [r for d in docs for rl in d["resourceLogs"] for sl in rl["scopeLogs"] for r in sl["logRecords"]]
     assert len(records) == len(judgments) + len(agent_values)
@@ -151,7 +159,7 @@ async def test_run_inspect_log_with_reference(tmp_path: Path) -> None:
     # No trace and span ids in an Inspect log: the export says so instead of inventing them.
     with deadline(60):
         result = CliRunner().invoke(app, ["export", str(out)], env=ENV)
-    assert result.exit_code == 0 and "0 linked to their trace and span" in result.output
+    assert result.exit_code == 0 and "0 linked to their trace and span" in unwrapped(result.output)
     records = [r for d in read_jsonl(out / "evaluations.otlp.jsonl") for r in d["resourceLogs"][0]["scopeLogs"][0]["logRecords"]]
     assert records and all("traceId" not in r for r in records)
 
@@ -161,7 +169,7 @@ def test_import_writes_what_run_reads(tmp_path: Path) -> None:
     with deadline(60):
         result = CliRunner().invoke(app, ["import", str(OTEL), "--out", str(target)], env=ENV)
     assert result.exit_code == 0, result.output
-    assert "3 transcripts from otel, 0 skipped" in result.output
+    assert "3 transcripts from otel, 0 skipped" in unwrapped(result.output)
     from harness.traces.loader import iter_transcripts
 
     imported = [t for _, t in iter_transcripts(target, format="jsonl")]
@@ -177,4 +185,4 @@ def test_export_of_a_missing_run_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with deadline(60):
         result = CliRunner().invoke(app, ["export", str(tmp_path / "empty"), "--format", "xml"], env=ENV)
-    assert result.exit_code == 2 and "'xml' is not one of 'otel', 'csv', 'parquet'" in result.output
+    assert result.exit_code == 2 and "'xml' is not one of 'otel', 'csv', 'parquet'" in unwrapped(result.output)
