@@ -7,23 +7,8 @@
 - ``explain``: the same breakdown as terminal text.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .builder import ReportResult, build_report
-    from .explain import explain
-    from .run import RunView, open_run
-
-#: where each name lives, imported when first asked for: the viewer reads ``run`` and ``chat`` at
-#: start-up, and the builder (numpy, the planning package) only when a page is built
-_WHERE = {"ReportResult": "builder", "build_report": "builder", "explain": "explain", "RunView": "run", "open_run": "run"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(import_module(f".{_WHERE[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from .builder import ReportResult, build_report
+from .explain import explain
+from .run import RunView, open_run
 
 __all__ = ["ReportResult", "RunView", "build_report", "explain", "open_run"]
