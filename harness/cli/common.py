@@ -46,8 +46,13 @@ JUDGE_OPTIONS = "Judge options"
 def make_console(*, stderr: bool = False) -> Console:
     """A console for what a command prints. Emoji codes off: a message quotes the user's text (a
     file's line 100 as ``in.jsonl:100:``, an id, a label), which rich would render as an emoji,
-    and ``escape()`` does not prevent that. Every console of the CLI is made here."""
-    return Console(stderr=stderr, emoji=False)
+    and ``escape()`` does not prevent that. Every console of the CLI is made here.
+
+    Printed to a file or a pipe (not a terminal), a line is never wrapped: a path or an id split
+    across lines cannot be copied or grepped back. Tables still fit the width."""
+    console = Console(stderr=stderr, emoji=False)
+    console.soft_wrap = not console.is_terminal
+    return console
 
 
 err = make_console(stderr=True)
