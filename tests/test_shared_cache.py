@@ -457,7 +457,9 @@ def test_merge_refuses_shards_without_their_judges_record(tmp_path: Path) -> Non
 def test_a_worker_killed_mid_run_loses_nothing(tmp_path: Path, postgres: Any) -> None:
     url = postgres.new_database()
     with serve(latency_s=0.05) as server:
-        data, config = setup_run(tmp_path, server.base_url or "", 400, lease=1.0, concurrency=8)
+        # A 3 s lease, renewed each second: a live worker's renewal delayed past a 1 s lease on a
+        # loaded machine let the other worker take its claims over and pay them again (27 > 16).
+        data, config = setup_run(tmp_path, server.base_url or "", 400, lease=3.0, concurrency=8)
         args = ["run", str(data), "--config", str(config), "--cache", url, "--no-progress"]
         victim = harness(*args, "--out", str(tmp_path / "victim"))
         survivor = harness(*args, "--out", str(tmp_path / "survivor"))
