@@ -1,0 +1,248 @@
+"""The viewer's first pass over a run: the table and the page's figures from a few fields of each row.
+
+`runs.open_viewed_run` reads a run with this pass when no index of it is kept. Each line of
+results.jsonl and judgments.jsonl is read by orjson, and only the fields the table, its sorts and
+filters and the page's figures need are taken, each checked for the type the row's schema gives it
+(``rows.ResultRow``, ``rows.JudgmentRow``), with where the line is. A line this pass cannot take
+(not JSON, a needed field missing or of another type, a per-turn row, a number orjson may read
+otherwise) is handed to the row's typed reader (``rows.parse_result`` / ``parse_judgment``), which
+refuses it with its ``FILE:LINE: field: problem`` as every reader of a run does, or gives its values.
+
+The full typed validation of a row is left to when it is shown (``runs.OpenedRun.check``: the rows
+of a page, an opened transcript) and to the check behind the index (``runs``), so a line that passes
+here and fails its schema is refused with its place when its page is drawn: never shown half-read,
+never left out.
+
+The cells and aggregates are made as the report's own pass makes them (``report.builder._read_run``
+without a spool, followed here field by field): tests/test_view_light.py checks both passes give
+the same page data, and the same refusals, on runs of every kind.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+import orjson
+
+from ..jsonlines import orjson_reads_as_stdlib
+from ..planning.judgment import NO_CALL_REASONS
+from ..report.aggregate import Health
+from ..report.builder import LATENCY_FIELDS, _columns, _Run
+from ..report.run import RunView, turn_scores
+from ..rows import TurnJudgmentRow, located_lines, parse_judgment, parse_result
+from ..transcripts import PERFORMANCE_FIELDS
+
+
+class _Typed(Exception):
+    """A line the first pass leaves to the row's typed reader."""
+
+
+def _loads(text: bytes, ints_as_written: bool = False) -> Any:
+    """``text`` read by orjson. ``ints_as_written``: the line is left to its typed reader when orjson
+    might read a long integer as a float (``orjson_reads_as_stdlib``), for a row with a field that
+    holds an integer or a float as written (results' ``agent``); a judgments row needs no such care
+    (a long integer in a float field is the same float either way, and one read as a float in an
+    integer field is refused by `_int`, leaving the line to its reader), and its ``cost_usd``
+    often runs to 19 digits."""
+    if ints_as_written and not orjson_reads_as_stdlib(text):
+        raise _Typed
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise _Typed from None
+
+
+def _float(value: Any) -> float | None:
+    """A ``float | None`` field as the strict schema reads it (an integer is a float; a bool, a string is refused)."""
+    kind = type(value)
+    if value is None or kind is float:
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
+    raise _Typed
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int:
+        raise _Typed
+    return value  # type: ignore[no-any-return]
+
+
+def _bool(value: Any) -> bool:
+    if type(value) is not bool:
+        raise _Typed
+    return value  # type: ignore[no-any-return]
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise _Typed
+    return value  # type: ignore[no-any-return]
+
+
+def _opt_str(value: Any) -> str | None:
+    if value is not None and type(value) is not str:
+        raise _Typed
+    return value  # type: ignore[no-any-return]
+
+
+def _result(d: Any, judges: list[str], composites: list[str]) -> tuple[str, dict[str, dict[str, float | None]], dict[str, Any], Any, Any]:
+    """(id, the composites read, performance, agent, task) of a results row taken as JSON."""
+    if type(d) is not dict or d.get("turns") is not None:
+        raise _Typed  # a per-turn row's turns are read by its schema (``turn_scores``)
+    tid = _str(d["transcript_id"])
+    recorded = d["composites"]
+    if type(recorded) is not dict:
+        raise _Typed
+    read: dict[str, dict[str, float | None]] = {}
+    for judge in judges:
+        values = recorded.get(judge) or {}
+        if type(values) is not dict:
+            raise _Typed
+        read[judge] = {name: _float(values.get(name)) for name in composites}
+    given = d["performance"]
+    if type(given) is not dict:
+        raise _Typed
+    performance = {f: _float(given.get(f)) for f in LATENCY_FIELDS}
+    calls = given.get("tool_calls")
+    if calls is not None:
+        _int(calls)
+    performance["tool_calls"] = calls
+    agent = d.get("agent")
+    if agent is not None:
+        if type(agent) is not dict:
+            raise _Typed
+        for value in agent.values():
+            if value is not None and type(value) is not float and type(value) is not int:
+                raise _Typed
+    return tid, read, performance, agent, _opt_str(d.get("task"))
+
+
+def _judgment(d: Any) -> tuple[str, str, str, str, float | None, str | None, str | None, int, bool, int, int, bool, float | None, bool]:
+    """(transcript, rubric, judge, status, score, label, reason, attempts, cached, retries,
+    billed retries, clamped, latency, per turn) of a judgments row taken as JSON."""
+    if type(d) is not dict:
+        raise _Typed
+    _str(d["rubric_version"])
+    if "turn" in d:
+        _int(d["turn"])  # a per-turn run's row (``TurnJudgmentRow``)
+    return (
+        _str(d["transcript_id"]),
+        _str(d["rubric"]),
+        _str(d["judge"]),
+        _str(d["status"]),
+        _float(d.get("score")),
+        _opt_str(d.get("label")),
+        _opt_str(d.get("reason")),
+        _int(d.get("attempts", 0)),
+        _bool(d.get("cached", False)),
+        _int(d.get("retries", 0)),
+        _int(d.get("billed_retries", 0)),
+        _bool(d.get("clamped", False)),
+        _float(d.get("latency_ms")),
+        "turn" in d,
+    )
+
+
+def first_pass(view: RunView) -> _Run:
+    """The report's lazy pass (``_read_run(view, None)``) made of the fields the viewer needs: the
+    table, the figures, and where each transcript's rows are. ``perf`` holds each transcript's
+    performance, agent metrics and task (not the steps and notes its details read from its row)."""
+    columns = _columns(view)
+    col_index = {c["key"]: i for i, c in enumerate(columns)}
+    judges, composites = list(view.judges), list(view.composites)
+    run = _Run(
+        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[], result_refs=[], judgment_lines=[], conversations=[], components=[],
+        rubric_values=defaultdict(list), label_counts=defaultdict(Counter), composite_values=defaultdict(list),
+        agent={f: [] for f in LATENCY_FIELDS}, tool_calls=[], judge_latency={j: [] for j in view.judges},
+        health=defaultdict(Health), notes=list(view.notes),
+    )  # fmt: skip
+    composite_cols = [(judge, name, col_index[f"c:{name}:{judge}"]) for judge in judges for name in composites]
+    unscored_col, failed_col, total_col, calls_col = (col_index[k] for k in ("unscored", "failed", "total_ms", "tool_calls"))
+    position: dict[str, int] = {}
+    path = view.results_path
+    for number, offset, length, text in located_lines(path):
+        typed = None
+        try:
+            tid, recorded, performance, agent, task = _result(_loads(text, ints_as_written=True), judges, composites)
+        except (_Typed, KeyError):
+            typed = parse_result(text, path, number)  # refuses the line with its place, or reads it
+            tid, recorded, agent, task = typed.transcript_id, typed.composites, typed.agent, typed.task
+            performance = typed.performance.as_dict()
+        position[tid] = len(run.ids)
+        run.ids.append(tid)
+        cells: list[Any] = [None] * len(columns)
+        cells[0] = tid
+        for judge, name, i in composite_cols:
+            value = (recorded.get(judge) or {}).get(name)
+            cells[i] = value
+            if value is not None:
+                run.composite_values[(name, judge)].append(float(value))
+        for f in LATENCY_FIELDS:
+            if performance[f] is not None:
+                run.agent[f].append(float(performance[f]))
+        if performance["tool_calls"] is not None:
+            run.tool_calls.append(int(performance["tool_calls"]))
+        turns = None
+        if typed is not None and typed.turns is not None:
+            for judge, values in typed.scores.items():
+                for name, score in values.items():
+                    if score is not None and (i := col_index.get(f"r:{name}:{judge}")) is not None:
+                        cells[i] = score
+                        run.rubric_values[(name, judge)].append(float(score))
+            turns = turn_scores(view, typed)
+        cells[unscored_col], cells[failed_col] = 0, 0
+        cells[total_col], cells[calls_col] = performance["total_ms"], performance["tool_calls"]
+        run.rows.append(cells)
+        perf = {f: performance[f] for f in PERFORMANCE_FIELDS}
+        if agent is not None:
+            perf["agent"] = agent
+            for name, value in agent.items():
+                if (i := col_index.get(f"a:{name}")) is not None:
+                    cells[i] = value
+        if task is not None:
+            perf["task"] = task
+        if turns is not None:
+            perf["turns"] = turns.as_dict()
+        run.conversations.append(turns)
+        run.perf.append(perf)
+        run.judgment_refs.append([])
+        run.text_refs.append(None)
+        run.queries.append("")
+        run.result_refs.append((number, offset, length))
+        run.judgment_lines.append([])
+    path = view.judgments_path
+    for number, offset, length, text in located_lines(path):
+        try:
+            tid, rubric, judge, status, score, label, reason, attempts, cached, retries, billed, clamped, latency, per_turn = _judgment(_loads(text))
+        except (_Typed, KeyError):
+            j = parse_judgment(text, path, number)
+            tid, rubric, judge, status, score, label, reason = j.transcript_id, j.rubric, j.judge, j.status, j.score, j.label, j.reason
+            attempts, cached, retries, billed, clamped, latency = j.attempts, j.cached, j.retries, j.billed_retries, j.clamped, j.latency_ms
+            per_turn = isinstance(j, TurnJudgmentRow)
+        at = position.get(tid)
+        if at is None:
+            continue
+        cells = run.rows[at]
+        run.health[(judge, rubric)].count(status, reason, attempts, cached, retries, billed, clamped)
+        if per_turn:
+            pass  # one turn's judgment: the conversation's score is the results row's (above)
+        elif status == "scored" and score is not None:
+            run.rubric_values[(rubric, judge)].append(score)
+            if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
+                cells[i] = score
+        elif status == "scored" and label is not None:
+            run.label_counts[(rubric, judge)][label] += 1
+            if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
+                cells[i] = label
+        elif status == "failed":
+            cells[failed_col] += 1
+        else:
+            cells[unscored_col] += 1
+        called = not (reason in NO_CALL_REASONS and not attempts)
+        if called and not cached and status != "failed" and latency is not None and judge in run.judge_latency:
+            run.judge_latency[judge].append(latency)
+        run.judgment_refs[at].append((offset, length))
+        run.judgment_lines[at].append(number)
+    return run
