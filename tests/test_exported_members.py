@@ -70,5 +70,14 @@ def test_harness_report_names_resolve_lazily_and_no_submodule_shadows_one(tmp_pa
         "print(sorted(m for m in ('numpy', 'harness.report.builder', 'harness.planning') if m in sys.modules))"
     )
     env = {**os.environ, "HARNESS_VIEW_INDEX": "off", "TMPDIR": str(tmp_path)}  # nothing kept outside tmp_path
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True, env=env, cwd=Path(__file__).resolve().parent.parent)
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True, env=env, cwd=root)
     assert done.stdout.strip() == "[]"
+    # what the server loads once it listens (harness.view.server.warm): the first page's imports and templates
+    warmed = (
+        "import sys; from harness.view.app import make_app; from harness.view.server import warm; app = make_app('.'); warm(app); "
+        "print(sorted(m for m in ('numpy', 'harness.report.builder', 'harness.view.light') if m in sys.modules), "
+        "all(any(k[1] == n for k in app.jinja_env.cache.keys()) for n in ('run.html', 'transcript.html')))"
+    )
+    done = subprocess.run([sys.executable, "-c", warmed], capture_output=True, text=True, timeout=60, check=True, env=env, cwd=root)
+    assert done.stdout.strip() == "['harness.report.builder', 'harness.view.light', 'numpy'] True"

@@ -87,28 +87,30 @@ def _opt_str(value: Any) -> str | None:
     return value  # type: ignore[no-any-return]
 
 
-def _result(d: Any, judges: list[str], composites: list[str]) -> tuple[str, dict[str, dict[str, float | None]], dict[str, Any], Any, Any]:
-    """(id, the composites read, performance, agent, task) of a results row taken as JSON."""
+def _result(d: Any, judges: list[str], composites: list[str]) -> tuple[str, list[float | None], list[Any], Any, Any]:
+    """(id, each (judge, composite)'s value, performance as ``PERFORMANCE_FIELDS``, agent, task)
+    of a results row taken as JSON."""
     if type(d) is not dict or d.get("turns") is not None:
         raise _Typed  # a per-turn row's turns are read by its schema (``turn_scores``)
-    tid = _str(d["transcript_id"])
+    tid = d["transcript_id"]
     recorded = d["composites"]
-    if type(recorded) is not dict:
-        raise _Typed
-    read: dict[str, dict[str, float | None]] = {}
-    for judge in judges:
-        values = recorded.get(judge) or {}
-        if type(values) is not dict:
-            raise _Typed
-        read[judge] = {name: _float(values.get(name)) for name in composites}
     given = d["performance"]
-    if type(given) is not dict:
+    if type(tid) is not str or type(recorded) is not dict or type(given) is not dict:
         raise _Typed
-    performance = {f: _float(given.get(f)) for f in LATENCY_FIELDS}
-    calls = given.get("tool_calls")
-    if calls is not None:
-        _int(calls)
-    performance["tool_calls"] = calls
+    read: list[float | None] = []
+    if composites:
+        for judge in judges:
+            values = recorded.get(judge) or {}
+            if type(values) is not dict:
+                raise _Typed
+            read += [_float(values.get(name)) for name in composites]
+    performance: list[Any] = [given.get(f) for f in PERFORMANCE_FIELDS]
+    for k in range(4):  # the latencies (``LATENCY_FIELDS``): floats
+        v = performance[k]
+        if v is not None and type(v) is not float:
+            performance[k] = _float(v)
+    if performance[4] is not None:
+        _int(performance[4])  # tool_calls
     agent = d.get("agent")
     if agent is not None:
         if type(agent) is not dict:
@@ -116,39 +118,44 @@ def _result(d: Any, judges: list[str], composites: list[str]) -> tuple[str, dict
         for value in agent.values():
             if value is not None and type(value) is not float and type(value) is not int:
                 raise _Typed
-    return tid, read, performance, agent, _opt_str(d.get("task"))
+    task = d.get("task")
+    if task is not None and type(task) is not str:
+        raise _Typed
+    return tid, read, performance, agent, task
 
 
 def _judgment(d: Any) -> tuple[str, str, str, str, float | None, str | None, str | None, int, bool, int, int, bool, float | None, bool]:
     """(transcript, rubric, judge, status, score, label, reason, attempts, cached, retries,
-    billed retries, clamped, latency, per turn) of a judgments row taken as JSON."""
+    billed retries, clamped, latency, per turn) of a judgments row taken as JSON. The types are
+    checked inline (this runs for every judgment of a run's first open)."""
     if type(d) is not dict:
         raise _Typed
-    _str(d["rubric_version"])
-    if "turn" in d:
-        _int(d["turn"])  # a per-turn run's row (``TurnJudgmentRow``)
-    return (
-        _str(d["transcript_id"]),
-        _str(d["rubric"]),
-        _str(d["judge"]),
-        _str(d["status"]),
-        _float(d.get("score")),
-        _opt_str(d.get("label")),
-        _opt_str(d.get("reason")),
-        _int(d.get("attempts", 0)),
-        _bool(d.get("cached", False)),
-        _int(d.get("retries", 0)),
-        _int(d.get("billed_retries", 0)),
-        _bool(d.get("clamped", False)),
-        _float(d.get("latency_ms")),
-        "turn" in d,
-    )
+    get = d.get
+    tid, rubric, judge, status = d["transcript_id"], d["rubric"], d["judge"], d["status"]
+    if type(tid) is not str or type(rubric) is not str or type(judge) is not str or type(status) is not str or type(d["rubric_version"]) is not str:
+        raise _Typed
+    score, latency, label, reason = get("score"), get("latency_ms"), get("label"), get("reason")
+    if score is not None and type(score) is not float:
+        score = _float(score)
+    if latency is not None and type(latency) is not float:
+        latency = _float(latency)
+    if (label is not None and type(label) is not str) or (reason is not None and type(reason) is not str):
+        raise _Typed
+    attempts, retries, billed = get("attempts", 0), get("retries", 0), get("billed_retries", 0)
+    cached, clamped = get("cached", False), get("clamped", False)
+    if type(attempts) is not int or type(retries) is not int or type(billed) is not int or type(cached) is not bool or type(clamped) is not bool:
+        raise _Typed
+    per_turn = "turn" in d
+    if per_turn and type(d["turn"]) is not int:
+        raise _Typed  # a per-turn run's row (``TurnJudgmentRow``) names its turn
+    return tid, rubric, judge, status, score, label, reason, attempts, cached, retries, billed, clamped, latency, per_turn
 
 
 def first_pass(view: RunView) -> _Run:
     """The report's lazy pass (``_read_run(view, None)``) made of the fields the viewer needs: the
     table, the figures, and where each transcript's rows are. ``perf`` holds each transcript's
-    performance, agent metrics and task (not the steps and notes its details read from its row)."""
+    agent metrics, task and turn scores (its timings are the table's; the steps and notes its
+    details show are read from its row when it is opened)."""
     columns = _columns(view)
     col_index = {c["key"]: i for i, c in enumerate(columns)}
     judges, composites = list(view.judges), list(view.composites)
@@ -158,44 +165,46 @@ def first_pass(view: RunView) -> _Run:
         agent={f: [] for f in LATENCY_FIELDS}, tool_calls=[], judge_latency={j: [] for j in view.judges},
         health=defaultdict(Health), notes=list(view.notes),
     )  # fmt: skip
-    composite_cols = [(judge, name, col_index[f"c:{name}:{judge}"]) for judge in judges for name in composites]
+    # (judge, composite) in `_result`'s order, with its column and its values
+    composite_cols = [(col_index[f"c:{name}:{judge}"], run.composite_values[(name, judge)]) for judge in judges for name in composites]
+    latencies = [(k, run.agent[f]) for k, f in enumerate(LATENCY_FIELDS)]
     unscored_col, failed_col, total_col, calls_col = (col_index[k] for k in ("unscored", "failed", "total_ms", "tool_calls"))
-    position: dict[str, int] = {}
+    width = len(columns)
+    ids, rows, perfs, conversations, result_refs, tool_calls = run.ids, run.rows, run.perf, run.conversations, run.result_refs, run.tool_calls
     path = view.results_path
     for number, offset, length, text in located_lines(path):
         typed = None
         try:
-            tid, recorded, performance, agent, task = _result(_loads(text, ints_as_written=True), judges, composites)
+            tid, read, performance, agent, task = _result(_loads(text, ints_as_written=True), judges, composites)
         except (_Typed, KeyError):
             typed = parse_result(text, path, number)  # refuses the line with its place, or reads it
-            tid, recorded, agent, task = typed.transcript_id, typed.composites, typed.agent, typed.task
-            performance = typed.performance.as_dict()
-        position[tid] = len(run.ids)
-        run.ids.append(tid)
-        cells: list[Any] = [None] * len(columns)
+            tid, agent, task = typed.transcript_id, typed.agent, typed.task
+            read = [(typed.composites.get(judge) or {}).get(name) for judge in judges for name in composites]
+            performance = [getattr(typed.performance, f) for f in PERFORMANCE_FIELDS]
+        ids.append(tid)
+        cells: list[Any] = [None] * width
         cells[0] = tid
-        for judge, name, i in composite_cols:
-            value = (recorded.get(judge) or {}).get(name)
+        for (i, values), value in zip(composite_cols, read, strict=True):
             cells[i] = value
             if value is not None:
-                run.composite_values[(name, judge)].append(float(value))
-        for f in LATENCY_FIELDS:
-            if performance[f] is not None:
-                run.agent[f].append(float(performance[f]))
-        if performance["tool_calls"] is not None:
-            run.tool_calls.append(int(performance["tool_calls"]))
+                values.append(float(value))
+        for k, values in latencies:
+            if performance[k] is not None:
+                values.append(float(performance[k]))
+        if performance[4] is not None:
+            tool_calls.append(int(performance[4]))
         turns = None
         if typed is not None and typed.turns is not None:
-            for judge, values in typed.scores.items():
-                for name, score in values.items():
+            for judge, scores in typed.scores.items():
+                for name, score in scores.items():
                     if score is not None and (i := col_index.get(f"r:{name}:{judge}")) is not None:
                         cells[i] = score
                         run.rubric_values[(name, judge)].append(float(score))
             turns = turn_scores(view, typed)
-        cells[unscored_col], cells[failed_col] = 0, 0
-        cells[total_col], cells[calls_col] = performance["total_ms"], performance["tool_calls"]
-        run.rows.append(cells)
-        perf = {f: performance[f] for f in PERFORMANCE_FIELDS}
+        cells[unscored_col] = cells[failed_col] = 0
+        cells[total_col], cells[calls_col] = performance[0], performance[4]
+        rows.append(cells)
+        perf: dict[str, Any] = {}
         if agent is not None:
             perf["agent"] = agent
             for name, value in agent.items():
@@ -205,13 +214,14 @@ def first_pass(view: RunView) -> _Run:
             perf["task"] = task
         if turns is not None:
             perf["turns"] = turns.as_dict()
-        run.conversations.append(turns)
-        run.perf.append(perf)
-        run.judgment_refs.append([])
-        run.text_refs.append(None)
-        run.queries.append("")
-        run.result_refs.append((number, offset, length))
-        run.judgment_lines.append([])
+        conversations.append(turns)
+        perfs.append(perf)
+        result_refs.append((number, offset, length))
+    count = len(ids)
+    position = {tid: at for at, tid in enumerate(ids)}  # (a repeated id: its last row, as the report's pass)
+    run.text_refs, run.queries = [None] * count, [""] * count
+    run.judgment_refs, run.judgment_lines = [[] for _ in range(count)], [[] for _ in range(count)]
+    judgment_refs, judgment_lines, health, judge_latency = run.judgment_refs, run.judgment_lines, run.health, run.judge_latency
     path = view.judgments_path
     for number, offset, length, text in located_lines(path):
         try:
@@ -224,8 +234,8 @@ def first_pass(view: RunView) -> _Run:
         at = position.get(tid)
         if at is None:
             continue
-        cells = run.rows[at]
-        run.health[(judge, rubric)].count(status, reason, attempts, cached, retries, billed, clamped)
+        cells = rows[at]
+        health[(judge, rubric)].count(status, reason, attempts, cached, retries, billed, clamped)
         if per_turn:
             pass  # one turn's judgment: the conversation's score is the results row's (above)
         elif status == "scored" and score is not None:
@@ -240,9 +250,8 @@ def first_pass(view: RunView) -> _Run:
             cells[failed_col] += 1
         else:
             cells[unscored_col] += 1
-        called = not (reason in NO_CALL_REASONS and not attempts)
-        if called and not cached and status != "failed" and latency is not None and judge in run.judge_latency:
-            run.judge_latency[judge].append(latency)
-        run.judgment_refs[at].append((offset, length))
-        run.judgment_lines[at].append(number)
+        if not cached and status != "failed" and latency is not None and (attempts or reason not in NO_CALL_REASONS) and judge in judge_latency:
+            judge_latency[judge].append(latency)
+        judgment_refs[at].append((offset, length))
+        judgment_lines[at].append(number)
     return run
