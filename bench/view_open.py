@@ -53,7 +53,6 @@ if str(ROOT) not in sys.path:
 
 from bench.report_scale import CHROMIUM, CHROMIUM_ARGS, in_chromium, make_run, report
 
-
 #: a way's index directory made anew (empty) for each of its viewers
 FRESH = "<fresh>"
 

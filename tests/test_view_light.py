@@ -45,7 +45,9 @@ def test_the_light_pass_gives_the_report_pass_figures_and_places(made: Path, nam
         assert dict(getattr(light, f)) == dict(getattr(report, f)), f
     assert {k: v.as_dict() for k, v in light.health.items()} == {k: v.as_dict() for k, v in report.health.items()}
     # the viewer reads each transcript's agent metrics and task from perf
-    assert [(p.get("agent"), p.get("task"), p.get("turns")) for p in light.perf] == [(p.get("agent"), p.get("task"), p.get("turns")) for p in report.perf]
+    assert [(p.get("agent"), p.get("task"), p.get("turns")) for p in light.perf] == [
+        (p.get("agent"), p.get("task"), p.get("turns")) for p in report.perf
+    ]
     assert _data(light, view) == _data(report, view)
 
 
@@ -134,10 +136,22 @@ def test_a_line_that_passes_the_light_pass_and_not_its_schema_is_refused_where_i
     assert shown.status_code == 400 and f"{path}:2: {field}: " in shown.get_data(as_text=True)
     # a page without it is drawn; the check behind the index names the line and keeps no index
     task = next(r.get("task") for r in results if r["transcript_id"] == second)
-    other = next(r["transcript_id"] for r in results if (task is None or r.get("task") != task) and r["transcript_id"] not in second and second not in r["transcript_id"])
+    other = next(
+        r["transcript_id"]
+        for r in results
+        if (task is None or r.get("task") != task) and r["transcript_id"] not in second and second not in r["transcript_id"]
+    )
     drawn = client.get(f"/run?r={name}&q={other}")
     assert drawn.status_code == 200 and other in _cells(drawn.get_data(as_text=True), "id")
     client.application.config["VIEWER"].settle()
     assert not list(index.glob("*.json"))
     again = client.get(f"/run?r={name}&q={other}").get_data(as_text=True)
     assert f"{path}:2: {field}: " in again  # the run's note
+
+
+def test_the_light_pass_reads_performance_in_the_order_of_its_fields() -> None:
+    # `light._result` reads a row's performance as (latencies..., tool_calls) by position
+    from harness.report.builder import LATENCY_FIELDS
+    from harness.transcripts import PERFORMANCE_FIELDS
+
+    assert PERFORMANCE_FIELDS == (*LATENCY_FIELDS, "tool_calls") == ("total_ms", "llm_ms", "tool_ms", "api_ms", "tool_calls")

@@ -104,7 +104,8 @@ def _result(d: Any, judges: list[str], composites: list[str]) -> tuple[str, list
             if type(values) is not dict:
                 raise _Typed
             read += [_float(values.get(name)) for name in composites]
-    performance: list[Any] = [given.get(f) for f in PERFORMANCE_FIELDS]
+    got = given.get
+    performance: list[Any] = [got("total_ms"), got("llm_ms"), got("tool_ms"), got("api_ms"), got("tool_calls")]  # PERFORMANCE_FIELDS
     for k in range(4):  # the latencies (``LATENCY_FIELDS``): floats
         v = performance[k]
         if v is not None and type(v) is not float:
@@ -221,7 +222,9 @@ def first_pass(view: RunView) -> _Run:
     position = {tid: at for at, tid in enumerate(ids)}  # (a repeated id: its last row, as the report's pass)
     run.text_refs, run.queries = [None] * count, [""] * count
     run.judgment_refs, run.judgment_lines = [[] for _ in range(count)], [[] for _ in range(count)]
-    judgment_refs, judgment_lines, health, judge_latency = run.judgment_refs, run.judgment_lines, run.health, run.judge_latency
+    judgment_refs, judgment_lines, judge_latency = run.judgment_refs, run.judgment_lines, run.judge_latency
+    #: (rubric, judge) -> (its table column or None, its health, its judge's latencies or None), made on first meeting
+    pairs: dict[tuple[str, str], tuple[int | None, Health, list[float] | None]] = {}
     path = view.judgments_path
     for number, offset, length, text in located_lines(path):
         try:
@@ -235,23 +238,27 @@ def first_pass(view: RunView) -> _Run:
         if at is None:
             continue
         cells = rows[at]
-        health[(judge, rubric)].count(status, reason, attempts, cached, retries, billed, clamped)
+        pair = pairs.get((rubric, judge))
+        if pair is None:
+            pair = pairs[(rubric, judge)] = (col_index.get(f"r:{rubric}:{judge}"), run.health[(judge, rubric)], judge_latency.get(judge))
+        i, health, latencies = pair
+        health.count(status, reason, attempts, cached, retries, billed, clamped)
         if per_turn:
             pass  # one turn's judgment: the conversation's score is the results row's (above)
         elif status == "scored" and score is not None:
             run.rubric_values[(rubric, judge)].append(score)
-            if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
+            if i is not None:
                 cells[i] = score
         elif status == "scored" and label is not None:
             run.label_counts[(rubric, judge)][label] += 1
-            if (i := col_index.get(f"r:{rubric}:{judge}")) is not None:
+            if i is not None:
                 cells[i] = label
         elif status == "failed":
             cells[failed_col] += 1
         else:
             cells[unscored_col] += 1
-        if not cached and status != "failed" and latency is not None and (attempts or reason not in NO_CALL_REASONS) and judge in judge_latency:
-            judge_latency[judge].append(latency)
+        if latencies is not None and not cached and status != "failed" and latency is not None and (attempts or reason not in NO_CALL_REASONS):
+            latencies.append(latency)
         judgment_refs[at].append((offset, length))
         judgment_lines[at].append(number)
     return run

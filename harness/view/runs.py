@@ -2,11 +2,13 @@
 
 A run is a directory holding summary.json (``harness run --out``). :func:`find_runs` lists them
 under the viewer's root (two levels deep), each summary read once while its file is unchanged
-(:func:`stamp`: mtime and size). :class:`OpenedRun` is one run read with the static report's own
-pass (``report.builder._read_run`` without a spool, and ``build_data``), so every figure the
-viewer shows of a run is the figure report.html shows; that pass keeps the table's cells and where
-each transcript's results and judgment rows are in their files (``rows.located_results``), not
-the rows. A transcript's rows are read back by offset when it is opened, and its input record
+(:func:`stamp`: mtime and size). :class:`OpenedRun` is one run read with the viewer's first pass
+(`harness.view.light`: a few fields of each row, made into the cells and aggregates as the static
+report's own pass makes them) and the report's ``build_data``, so every figure the viewer shows of
+a run is the figure report.html shows; that pass keeps the table's cells and where each
+transcript's results and judgment rows are in their files, not the rows. A row is validated by
+its type when it is shown (`OpenedRun.check`), and every row, in a thread after the first page,
+before the run's index is kept. A transcript's rows are read back by offset when it is opened, and its input record
 through :class:`InputIndex` (the input's lines indexed once, on first need). The table rows, with
 the agent metrics, task and tags added, stay in memory for server-side filtering and sorting.
 
@@ -432,10 +434,13 @@ def _first_pass(view: RunView, prompts: Sequence[Path]) -> OpenedRun:
         spec = AGENT_SPECS[n]
         columns.append({"key": f"a:{n}", "label": n, "type": "score", "worst": "desc" if spec.direction == "lower" else "asc", "scale": None})
     extra = [n for n in present if f"a:{n}" not in known]
-    rows: list[list[Any]] = []
-    for i, cells in enumerate(run.rows):
-        tid = run.ids[i]
-        rows.append([cells[0], tasks[i], " ".join(tags.get(tid, ())), *cells[1:], *[agents[i].get(n) for n in extra]])
+    if extra:
+        rows = [
+            [cells[0], tasks[i], " ".join(tags.get(tid, ())), *cells[1:], *[agents[i].get(n) for n in extra]]
+            for i, (tid, cells) in enumerate(zip(run.ids, run.rows, strict=True))
+        ]
+    else:
+        rows = [[cells[0], task, " ".join(tags.get(tid, ())), *cells[1:]] for tid, task, cells in zip(run.ids, tasks, run.rows, strict=True)]
     return OpenedRun(
         view=view,
         data=data,
