@@ -57,7 +57,7 @@ def _float(value: Any) -> float | None:
     """A ``float | None`` field as the strict schema reads it (an integer is a float; a bool, a string is refused)."""
     kind = type(value)
     if value is None or kind is float:
-        return value  # type: ignore[no-any-return]
+        return value
     if kind is int:
         return float(value)
     raise _Typed
@@ -66,25 +66,25 @@ def _float(value: Any) -> float | None:
 def _int(value: Any) -> int:
     if type(value) is not int:
         raise _Typed
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _bool(value: Any) -> bool:
     if type(value) is not bool:
         raise _Typed
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _str(value: Any) -> str:
     if type(value) is not str:
         raise _Typed
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _opt_str(value: Any) -> str | None:
     if value is not None and type(value) is not str:
         raise _Typed
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _result(d: Any, judges: list[str], composites: list[str]) -> tuple[str, list[float | None], list[Any], Any, Any]:
@@ -168,7 +168,7 @@ def first_pass(view: RunView) -> _Run:
     )  # fmt: skip
     # (judge, composite) in `_result`'s order, with its column and its values
     composite_cols = [(col_index[f"c:{name}:{judge}"], run.composite_values[(name, judge)]) for judge in judges for name in composites]
-    latencies = [(k, run.agent[f]) for k, f in enumerate(LATENCY_FIELDS)]
+    timings = [(k, run.agent[f]) for k, f in enumerate(LATENCY_FIELDS)]
     unscored_col, failed_col, total_col, calls_col = (col_index[k] for k in ("unscored", "failed", "total_ms", "tool_calls"))
     width = len(columns)
     ids, rows, perfs, conversations, result_refs, tool_calls = run.ids, run.rows, run.perf, run.conversations, run.result_refs, run.tool_calls
@@ -185,11 +185,11 @@ def first_pass(view: RunView) -> _Run:
         ids.append(tid)
         cells: list[Any] = [None] * width
         cells[0] = tid
-        for (i, values), value in zip(composite_cols, read, strict=True):
-            cells[i] = value
+        for (column, values), value in zip(composite_cols, read, strict=True):
+            cells[column] = value
             if value is not None:
                 values.append(float(value))
-        for k, values in latencies:
+        for k, values in timings:
             if performance[k] is not None:
                 values.append(float(performance[k]))
         if performance[4] is not None:
@@ -241,18 +241,18 @@ def first_pass(view: RunView) -> _Run:
         pair = pairs.get((rubric, judge))
         if pair is None:
             pair = pairs[(rubric, judge)] = (col_index.get(f"r:{rubric}:{judge}"), run.health[(judge, rubric)], judge_latency.get(judge))
-        i, health, latencies = pair
+        col, health, latencies = pair
         health.count(status, reason, attempts, cached, retries, billed, clamped)
         if per_turn:
             pass  # one turn's judgment: the conversation's score is the results row's (above)
         elif status == "scored" and score is not None:
             run.rubric_values[(rubric, judge)].append(score)
-            if i is not None:
-                cells[i] = score
+            if col is not None:
+                cells[col] = score
         elif status == "scored" and label is not None:
             run.label_counts[(rubric, judge)][label] += 1
-            if i is not None:
-                cells[i] = label
+            if col is not None:
+                cells[col] = label
         elif status == "failed":
             cells[failed_col] += 1
         else:
