@@ -24,6 +24,8 @@ of the run is in its memory. The ways, each timed the same and their medians pri
   previous approach), with no index, as a first open;
 - no index: this viewer reading the rows (``HARNESS_VIEW_INDEX=off``; a run's first open, or an
   index gone stale);
+- a first open with indexes on and their directory empty (made anew for each viewer): nothing
+  kept, nothing compiled, as a user's very first ``harness view``;
 - the index kept by an earlier viewer (``harness.view.index``, in a directory of the work dir).
 
 The start-up (process start until the server listens) is timed too. The load average is printed;
@@ -50,6 +52,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.report_scale import CHROMIUM, CHROMIUM_ARGS, in_chromium, make_run, report
+
+#: a way's index directory made anew (empty) for each of its viewers
+FRESH = "<fresh>"
 
 
 def timed_pages(url: str, run: str, last_id: str) -> dict[str, float]:
@@ -126,6 +131,8 @@ def main() -> int:
         for other in args.baseline:
             ways[f"{other}'s viewer"] = (other.resolve(), {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": "off"})
         ways["no index (a first open)"] = (ROOT, {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": "off"})
+        # a user's very first open: indexes on, their directory empty (nothing compiled, nothing kept)
+        ways["first open, empty index dir"] = (ROOT, {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": FRESH})
         ways["index kept by an earlier viewer"] = (ROOT, {"TMPDIR": str(work), "HARNESS_VIEW_INDEX": str(index)})
         # the index the last way reads: written by one viewer before the timed ones start
         viewer_pages(ROOT, out.parent, out.name, last, ways["index kept by an earlier viewer"][1])
@@ -136,6 +143,10 @@ def main() -> int:
         loads = [os.getloadavg()[0]]
         for _ in range(args.repeat):
             for way, (tree, env) in ways.items():
+                if env.get("HARNESS_VIEW_INDEX") == FRESH:
+                    fresh = work / "fresh-index"
+                    shutil.rmtree(fresh, ignore_errors=True)
+                    env = {**env, "HARNESS_VIEW_INDEX": str(fresh)}
                 runs[way].append(viewer_pages(tree, out.parent, out.name, last, env))
                 loads.append(os.getloadavg()[0])
         for way, rs in runs.items():

@@ -285,6 +285,13 @@ def _located(path: Path) -> Iterator[tuple[int, int, int, bytes]]:
                 yield number, start, len(text), text
 
 
+def located_lines(path: Path) -> Iterator[tuple[int, int, int, bytes]]:
+    """``(line number, byte offset, byte length, text)`` of each non-blank line of a rows file, not
+    parsed: for a reader that reads a few fields of each line itself (the viewer's first pass) and
+    leaves a row's validation to :func:`parse_result` / :func:`parse_judgment` when it is shown."""
+    return _located(path)
+
+
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     for number, _, _, text in _located(path):
         yield number, text

@@ -375,7 +375,7 @@ async def test_run_per_turn_scores_each_turn_and_the_conversation_by_the_named_r
 
     # report and explain show a conversation as a chat (tests/test_view.py drives the pages)
     from harness.report import build_report
-    from harness.report.explain import explain
+    from harness.report.explaining import explain
     from harness.traces.export import export_run
 
     assert build_report(out.out).path.is_file()

@@ -29,7 +29,7 @@ from harness.cli import app
 from harness.labels.infer import infer_report
 from harness.planning import RunOptions
 from harness.report import build_report
-from harness.report.explain import explain
+from harness.report.explaining import explain
 from harness.workflows.cascade import CascadeOptions, calibrate, run_cascade
 from harness.workflows.race import RaceOptions, race
 from tests.analysis_support import ScriptedJudges, record

@@ -565,7 +565,7 @@ def _the_pages_equal_the_files(v: Viewer, browser: Any, expected: list[str], sco
 
 def test_report_html_and_explain_show_a_conversation_as_a_chat(runs: dict[str, Path], browser: Any, tmp_path: Path) -> None:
     from harness.report import build_report
-    from harness.report.explain import explain
+    from harness.report.explaining import explain
 
     judgments = read_jsonl(runs["c"] / "judgments.jsonl")
     results = {r["transcript_id"]: r for r in read_jsonl(runs["c"] / "results.jsonl")}

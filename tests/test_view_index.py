@@ -83,6 +83,7 @@ def _pages(root: Path, run: str) -> list[str]:
         got = client.get(url)
         assert got.status_code == 200, (url, got.data[:300])
         out.append(got.get_data(as_text=True))
+    client.application.config["VIEWER"].settle()  # the index is written once every row is validated, after the first page
     return out
 
 
@@ -132,7 +133,9 @@ def test_an_index_is_not_read_once_a_row_file_changed(runs: Path, tmp_path: Path
     rows = read_jsonl(path)
     rows[3]["score"] = rows[3]["raw_score"] = 0.125 if rows[3]["score"] != 0.125 else 0.25
     write_jsonl(path, rows)
-    page = make_app(runs).test_client().get("/run?r=plain").get_data(as_text=True)
+    client = make_app(runs).test_client()
+    page = client.get("/run?r=plain").get_data(as_text=True)
+    client.application.config["VIEWER"].settle()
     assert _cells(page, "r:relevance:mini")[rows[3]["transcript_id"]] == fmt(rows[3]["score"])
     assert len(list((tmp_path / "index").glob("*.json"))) == 2  # the changed files' own index beside the old
 
@@ -147,7 +150,9 @@ def test_a_bad_line_is_refused_with_its_place_and_no_index_is_kept(runs: Path, t
     row["score"] = "0.5"  # a string: the strict row type refuses it
     lines[4] = json.dumps(row).encode() + b"\n"
     path.write_bytes(b"".join(lines))
-    got = make_app(runs).test_client().get("/run?r=plain")
+    client = make_app(runs).test_client()
+    got = client.get("/run?r=plain")
+    client.application.config["VIEWER"].settle()
     assert got.status_code == 400
     assert f"{path}:5: score: " in got.get_data(as_text=True)
     assert len(list(index.glob("*.json"))) == 1  # only the good version's

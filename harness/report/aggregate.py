@@ -130,21 +130,23 @@ class Health:
     other_unscored: Counter[str] = field(default_factory=Counter)
 
     def add(self, row: JudgmentRow) -> None:
+        self.count(row.status, row.reason, row.attempts, row.cached, row.retries, row.billed_retries, row.clamped)
+
+    def count(self, status: str, reason: str | None, attempts: int, cached: bool, retries: int, billed_retries: int, clamped: bool) -> None:
+        """`add` of a judgment given by these fields of its row (the viewer's first pass reads only them)."""
         self.judgments += 1
-        status, reason = row.status, row.reason
-        attempts = row.attempts
-        if row.cached:
+        if cached:
             self.cached += 1
         elif attempts:
             self.live += 1
             self.attempts += attempts
             # a sample's own request is no retry (the row's schema has ``retries``, 0 when absent)
-            self.retried += row.retries > 0
-            self.billed_retries += row.billed_retries
+            self.retried += retries > 0
+            self.billed_retries += billed_retries
         if status == "scored":
             self.scored += 1
             self.answered += 1
-            self.clamped += row.clamped
+            self.clamped += clamped
         elif status == "unscored" and reason in PARSE_FAILURES:
             self.answered += 1
             self.parse_failures[str(reason)] += 1

@@ -1,7 +1,8 @@
 """``harness view``: a local web viewer over a folder of runs, the agent's view, and an annotation queue.
 
-- `runs`: the runs under the root (`find_runs`) and one run opened with the static report's own
-  pass (`open_viewed_run`), so the viewer's figures are report.html's;
+- `runs`: the runs under the root (`find_runs`) and one run opened (`open_viewed_run`) with the
+  viewer's first pass (`light`: a few fields of each row, made into the static report's figures,
+  so the viewer's figures are report.html's; each row validated by its type when shown);
 - `index`: what a run's first pass found, kept outside the run (named by its files' stamps) for
   the next viewer;
 - `table`: the transcripts table filtered, sorted and paged on the server;

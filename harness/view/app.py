@@ -110,6 +110,18 @@ class Viewer:
                 self._queues[folder] = open_queue(folder, self.annotators, self.overlap, self.prompts)
             return self._queues[folder]
 
+    def served(self) -> None:
+        """A page was drawn: an opened run's index check may start (`runs.OpenedRun.served`)."""
+        for _, run in list(self._opened.values()):
+            run.served.set()
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for the opened runs' index checks (tests; a viewer's stop does not wait)."""
+        self.served()
+        for _, run in list(self._opened.values()):
+            if run.indexing is not None:
+                run.indexing.join(timeout)
+
     def close(self) -> None:
         for _, run in self._opened.values():
             run.close()
@@ -143,6 +155,11 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
     def _missing(exc: Any) -> Any:
         return render_template("error.html", message=getattr(exc, "description", "not found")), 404
 
+    @app.after_request
+    def _drawn(response: Any) -> Any:
+        viewer.served()
+        return response
+
     @app.get("/favicon.ico")
     def favicon() -> Any:
         return "", 204  # no icon: the browser asks for one anyway
@@ -157,6 +174,8 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
         entry = viewer.entry(request.args.get("r"))
         opened = viewer.opened(entry)
         page = table_page(opened, request.args)
+        for at, _ in page.rows:  # the rows shown, validated by their types (the first pass read a few fields)
+            opened.check(at)
         if "passk" not in opened.extras:
             if opened.agent_metrics:
                 from .agent import passk  # an agent run's (harness.analysis.repeated: numpy)
@@ -182,6 +201,7 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
         entry = viewer.entry(request.args.get("r"))
         opened = viewer.opened(entry)
         at = _position(opened, request.args)
+        opened.check(at)
         from .agent import agent_detail
 
         return render_template(
@@ -212,6 +232,8 @@ def make_app(root: str | Path, annotators: Sequence[str] = (), overlap: int = 1,
         for entry in (a, b):
             opened = viewer.opened(entry)
             at = opened.position.get(tid)
+            if at is not None:
+                opened.check(at)
             sides.append(
                 {
                     "entry": entry,

@@ -1,7 +1,7 @@
 """The viewer's index of a run: what its first pass found, kept outside the run for the next viewer.
 
-Opening a run reads every row of results.jsonl and judgments.jsonl, each validated by its type
-(``rows.located_results`` / ``located_judgments``), to make the page's figures and the table; on a
+Opening a run reads every row of results.jsonl and judgments.jsonl (`harness.view.light`: the
+fields the table and the figures need) to make the page's figures and the table; on a
 20,000-transcript run that pass is most of the first page's time (bench/view_open.py). The pass's
 outcome (the report's data, the table's columns and cells, each transcript's id, task, tags, turn
 scores and where its rows are) is written here as one JSON file, so a viewer started later opens
@@ -11,8 +11,10 @@ The file is named by a hash of what the pass read: the run's path, each of summa
 row files' (name, mtime, size), the input file's, the custom rubric directories' files', the
 harness version and this format's number. A row file rewritten, an input edited or a new harness
 makes a new name, so a stale index is never read (it is simply not found, and the rows are read
-again). An index is written only after a pass that validated every row: a bad line is refused at
-open with its ``FILE:LINE: field: problem`` and no index is kept. A file that cannot be read back
+again). An index is written only once every row was validated by its type (`runs`: in a thread,
+after the first page is served): a line the first pass cannot take is refused at open with its
+``FILE:LINE: field: problem``, one that fails only its full type when its page is drawn, and
+neither leaves an index. A file that cannot be read back
 as this format is ignored the same way. The directory is ``$HARNESS_VIEW_INDEX`` when set
 (``off``: no index, every viewer reads the rows), else ``$XDG_CACHE_HOME/harness/view-index``
 (``~/.cache/...``); never inside a run. A directory that cannot be written leaves the viewer

@@ -2,11 +2,13 @@
 
 A run is a directory holding summary.json (``harness run --out``). :func:`find_runs` lists them
 under the viewer's root (two levels deep), each summary read once while its file is unchanged
-(:func:`stamp`: mtime and size). :class:`OpenedRun` is one run read with the static report's own
-pass (``report.builder._read_run`` without a spool, and ``build_data``), so every figure the
-viewer shows of a run is the figure report.html shows; that pass keeps the table's cells and where
-each transcript's results and judgment rows are in their files (``rows.located_results``), not
-the rows. A transcript's rows are read back by offset when it is opened, and its input record
+(:func:`stamp`: mtime and size). :class:`OpenedRun` is one run read with the viewer's first pass
+(`harness.view.light`: a few fields of each row, made into the cells and aggregates as the static
+report's own pass makes them) and the report's ``build_data``, so every figure the viewer shows of
+a run is the figure report.html shows; that pass keeps the table's cells and where each
+transcript's results and judgment rows are in their files, not the rows. A row is validated by
+its type when it is shown (`OpenedRun.check`), and every row, in a thread after the first page,
+before the run's index is kept. A transcript's rows are read back by offset when it is opened, and its input record
 through :class:`InputIndex` (the input's lines indexed once, on first need). The table rows, with
 the agent metrics, task and tags added, stay in memory for server-side filtering and sorting.
 
@@ -253,6 +255,24 @@ class OpenedRun:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: figures worked out once per opened run (pass@k per task)
     extras: dict[str, Any] = field(default_factory=dict)
+    #: the transcripts whose rows were validated by their types (`check`)
+    checked: set[int] = field(default_factory=set)
+    #: set once the run's first page is drawn: the index's check (`index_when_served`) waits for it
+    served: threading.Event = field(default_factory=threading.Event)
+    #: the thread validating every row before the index is written (None: no index to write)
+    indexing: threading.Thread | None = None
+    #: the first line that check refused (``FILE:LINE: field: problem``), shown as a note of the run
+    problem: str | None = None
+
+    def check(self, at: int) -> None:
+        """Validate transcript ``at``'s rows by their types (``rows.result_at`` / ``judgment_at``)
+        before they are shown: the first pass read only some of their fields, so a row that is
+        wrong elsewhere is refused here with its ``FILE:LINE: field: problem`` (a 400 page)."""
+        if at in self.checked:
+            return
+        self.result(at)
+        self.judgment_rows(at)
+        self.checked.add(at)
 
     def result(self, at: int) -> ResultRow:
         """Transcript ``at``'s results.jsonl row."""
@@ -357,17 +377,46 @@ def open_viewed_run(path: Path, scratch: Path, prompts: Sequence[Path] = ()) -> 
     with no_gc():
         opened = _first_pass(view, prompts)
     if key is not None:
-        save_index(key, {f: getattr(opened, f) for f in (*INDEX_FIELDS, "conversations")})
+        opened.indexing = threading.Thread(target=_index_when_served, args=(opened, path, key, prompts), name="harness-view-index", daemon=True)
+        opened.indexing.start()
     return opened
 
 
+#: how long the index's check waits for the run's first page before it starts anyway
+SERVED_WAIT_S = 5.0
+
+
+def _index_when_served(opened: OpenedRun, path: Path, key: str, prompts: Sequence[Path]) -> None:
+    """Once the first page is drawn, validate every row of the run by its type (``rows``' typed
+    readers) and, when each passes and no file changed meanwhile, keep the index for the next viewer
+    (an index is made only of rows that were validated). A refused line is kept as the run's
+    ``problem`` and shown as a note of its page; that row's own page refuses it the same."""
+    from ..rows import iter_judgment_rows, iter_result_rows
+
+    opened.served.wait(SERVED_WAIT_S)
+    view = opened.view
+    try:
+        for _ in iter_result_rows(view.results_path):
+            pass
+        for _ in iter_judgment_rows(view.judgments_path):
+            pass
+    except HarnessError as exc:
+        opened.problem = str(exc)
+        opened.data["meta"]["notes"].append(f"{exc} (that transcript's rows are refused when shown)")
+        return
+    if index_key(path, view.input_path, prompts) == key:  # the files the first pass read are still those
+        save_index(key, {f: getattr(opened, f) for f in (*INDEX_FIELDS, "conversations")})
+
+
 def _first_pass(view: RunView, prompts: Sequence[Path]) -> OpenedRun:
-    """The run read with the report's pass: every row of its two row files, each validated."""
+    """The run read with the viewer's first pass (`harness.view.light`: a few fields of each row,
+    the rows validated when shown), the figures made by the report's ``build_data``."""
     # the report's builder (and numpy, and the planning it names) is imported here, on a first
     # open, not at start-up: a viewer reading a kept index never needs it for the run's page
-    from ..report.builder import _read_run, build_data
+    from ..report.builder import build_data
+    from .light import first_pass
 
-    run = _read_run(view, None)
+    run = first_pass(view)
     data = build_data(view, run, {"where": [], "chunks": 0, "left_out": 0})
     # results.jsonl's agent metrics and tasks, as the report's pass kept them (``perf``)
     agents: list[dict[str, Any]] = [p.get("agent") or {} for p in run.perf]
@@ -385,10 +434,13 @@ def _first_pass(view: RunView, prompts: Sequence[Path]) -> OpenedRun:
         spec = AGENT_SPECS[n]
         columns.append({"key": f"a:{n}", "label": n, "type": "score", "worst": "desc" if spec.direction == "lower" else "asc", "scale": None})
     extra = [n for n in present if f"a:{n}" not in known]
-    rows: list[list[Any]] = []
-    for i, cells in enumerate(run.rows):
-        tid = run.ids[i]
-        rows.append([cells[0], tasks[i], " ".join(tags.get(tid, ())), *cells[1:], *[agents[i].get(n) for n in extra]])
+    if extra:
+        rows = [
+            [cells[0], tasks[i], " ".join(tags.get(tid, ())), *cells[1:], *[agents[i].get(n) for n in extra]]
+            for i, (tid, cells) in enumerate(zip(run.ids, run.rows, strict=True))
+        ]
+    else:
+        rows = [[cells[0], task, " ".join(tags.get(tid, ())), *cells[1:]] for tid, task, cells in zip(run.ids, tasks, run.rows, strict=True)]
     return OpenedRun(
         view=view,
         data=data,

@@ -11,7 +11,7 @@ range), ``sort`` (a column key) with ``dir``, and ``page``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +108,8 @@ def _ordered(
     col: str | None, lo: float | None, hi: float | None, index: dict[str, int], s: int, direction: str,
 ) -> list[int]:  # fmt: skip
     """The rows under the filters, sorted by column ``s`` (missing values last, either way)."""
+    if turn is None and not (task or tag or q or (col is not None and (lo is not None or hi is not None))):
+        return _sorted(rows, range(len(rows)), s, direction)  # no filter: every row (a run's first page)
     selected: list[int] = []
     for at, cells in enumerate(rows):
         if turn is not None and turn not in (c.judged if (c := run.conversations[at]) is not None else ()):
@@ -125,9 +127,20 @@ def _ordered(
             if (lo is not None and value < lo) or (hi is not None and value > hi):
                 continue
         selected.append(at)
+    return _sorted(rows, selected, s, direction)
+
+
+def _sorted(rows: list[list[Any]], selected: Sequence[int], s: int, direction: str) -> list[int]:
+    """``selected`` sorted by column ``s``, numbers before text (`_key`), ties in run order,
+    missing values last either way; a column of numbers only (most) is sorted by its values."""
     present = [at for at in selected if rows[at][s] is not None]
-    present.sort(key=lambda at: _key(rows[at][s]), reverse=direction == "desc")
-    return present + [at for at in selected if rows[at][s] is None]
+    values = [rows[at][s] for at in present]
+    if all(type(v) is float or type(v) is int for v in values):
+        keys: list[Any] = values
+    else:
+        keys = [_key(v) for v in values]
+    order = sorted(range(len(present)), key=keys.__getitem__, reverse=direction == "desc")
+    return [present[i] for i in order] + [at for at in selected if rows[at][s] is None]
 
 
 def _turn_rows(run: OpenedRun, columns: list[dict[str, Any]], turn: int) -> list[list[Any]]:
