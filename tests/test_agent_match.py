@@ -873,6 +873,79 @@ def test_ordered_shortcuts_give_the_searches_answers(case: tuple[list[Step], lis
         assert fast == ordered.align(ref, Graph(steps, ref), strict=strict, shortcut=False), strict
 
 
+@st.composite
+def block_case(draw: st.DrawFn) -> tuple[list[Step], list[RefItem], dict[str, ArgumentRule]]:
+    """A reference of calls and ``any_order`` blocks (every call required: ``Reference.fixed``),
+    argument rules for some tools, and steps that mostly follow it, a block's calls in one
+    message, with calls swapped, repeated, left out, replaced or added and messages split or
+    joined; names and arguments from a few, so that a step often meets several calls."""
+    items: list[RefItem] = []
+    made: list[list[tuple[str, Any]]] = []  # the assistant messages' calls
+    for _ in range(draw(st.integers(0, 9))):
+        calls = draw(st.lists(st.builds(RefCall, name=NAME, arguments=ARG), min_size=1, max_size=4))
+        block = len(calls) > 1 or draw(st.booleans())
+        items.append(AnyOrder(any_order=calls) if block else calls[0])
+        message = [(c.name, c.arguments) for c in calls]
+        draw(st.randoms()).shuffle(message)
+        edit = draw(st.integers(0, 9))
+        if edit == 0 and message:
+            message.pop(draw(st.integers(0, len(message) - 1)))
+        elif edit == 1:
+            message.append(draw(st.tuples(NAME, ARG)))
+        elif edit == 2:
+            message[draw(st.integers(0, len(message) - 1))] = draw(st.tuples(NAME, ARG))
+        elif edit == 3 and made:
+            made[-1] += message  # joined with the message before
+            continue
+        elif edit == 4 and len(message) > 1:
+            cut = draw(st.integers(1, len(message) - 1))
+            made.append(message[:cut])
+            message = message[cut:]
+        elif edit == 5 and made:
+            made.append(list(made[draw(st.integers(0, len(made) - 1))]))  # a message repeated
+        elif edit == 6:
+            continue  # the block not made
+        made.append(message)
+        if len(made) > 1 and draw(st.integers(0, 8)) == 0:
+            j = draw(st.integers(0, len(made) - 2))
+            made[-1], made[j] = made[j], made[-1]
+    steps = []
+    for g, message in enumerate(m for m in made if m):
+        steps += [step(len(steps), name, {} if args is None else args, group=g) for name, args in message]
+    rules = {name: rule for name in draw(st.lists(NAME, unique=True, max_size=2)) if (rule := draw(RULE)) is not None}
+    return steps, items, rules
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(block_case())
+def test_strict_weighted_alignment_gives_the_tables_answer(case: tuple[list[Step], list[RefItem], dict[str, ArgumentRule]]) -> None:
+    """strict against a reference of calls and ``any_order`` blocks, all required: the weighted
+    longest common subsequence (``ordered._weighted``) gives exactly what the table of
+    ``one_to_one`` gives (errors, pairs in their order, missing positions in theirs), the table
+    forced with ``shortcut=False``, under argument rules (keyed or pairwise)."""
+    from harness.agent import ordered
+    from harness.agent.reference import Graph
+
+    steps, items, rules = case
+    ref = compile_reference(items, rules=rules)
+    assert ref.fixed
+    graph = Graph(steps, ref)
+    fast = ordered.one_to_one(ref, graph)
+    table = ordered.one_to_one(ref, graph, shortcut=False)
+    assert fast == table
+    assert list(fast[1].items()) == list(table[1].items())
+    if not ref.simple:
+        assert ordered._weighted(ref, graph) == table  # not only where the diagonal answers first
+
+
+def test_only_references_of_fixed_items_take_the_weighted_alignment() -> None:
+    """``Reference.fixed``: one reading an item, every call required."""
+    assert compile_reference([call("a"), AnyOrder(any_order=[call("b"), call("c")])]).fixed
+    assert not compile_reference([call("a", optional=True)]).fixed
+    assert not compile_reference([AnyOrder(any_order=[call("b"), call("c", optional=True)])]).fixed
+    assert not compile_reference([OneOf(one_of=[call("a"), call("b")])]).fixed
+
+
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 12), max_size=3).map(lambda c: sorted(set(c))), max_size=14))
 def test_greedy_chain_is_the_longest_common_subsequence_found(columns: list[list[int]]) -> None:

@@ -113,6 +113,67 @@ def test_duplicate_id_names_the_first_line(tmp_path: Path) -> None:
         list(iter_transcripts(path))
 
 
+class _Colliding(str):
+    """An id whose hash is its first letter's: ids of one letter collide in ``SeenIds``."""
+
+    def __hash__(self) -> int:
+        return ord(self[0])
+
+
+class _Record:
+    def __init__(self, rid: str) -> None:
+        self.id = rid
+
+
+def _unique(path: Path, on_bad: str = "fail") -> tuple[list[tuple[int, str]], list[str], int]:
+    """``_iter_unique`` of ``path`` with ids whose hashes collide: the records it yields, its
+    refusals, and how many records ``value`` read (each once, and once more on a re-read)."""
+    from harness.traces.loader import _iter_unique
+
+    calls = 0
+
+    def value(raw: Any) -> _Record:
+        nonlocal calls
+        calls += 1
+        data = json.loads(raw.text)
+        if "id" not in data:
+            raise TranscriptError(str(path), raw.line, "id", "field required")
+        return _Record(_Colliding(data["id"]))
+
+    bad: list[TranscriptError] = []
+    got = [(line, r.id) for line, r in _iter_unique(path, on_bad, bad, "jsonl", "off", value)]  # type: ignore[arg-type]
+    return got, [str(e) for e in bad], calls
+
+
+def test_ids_whose_hashes_collide_are_not_refused(tmp_path: Path) -> None:
+    """Ids are kept as hashes; a hash seen again is confirmed against the ids read so far (read
+    once more, once a pass): distinct ids that share a hash pass, a true duplicate is refused
+    naming the first line of its id, bad records are passed over in the re-read as in the pass."""
+    path = jsonl(tmp_path / "t.jsonl", {"id": "a1"}, {"x": 1}, {"id": "b1"}, {"id": "a2"}, {"id": "a3"}, {"id": "b1"}, {"id": "a2"}, {"id": "c"})
+    got, bad, calls = _unique(path, "skip")
+    assert got == [(1, "a1"), (3, "b1"), (4, "a2"), (5, "a3"), (8, "c")]
+    first, second = str(path) + ":6: id: duplicate id 'b1' (first on line 3)", str(path) + ":7: id: duplicate id 'a2' (first on line 4)"
+    assert bad == [str(path) + ":2: id: field required", first, second]
+    assert calls == 8 + 3  # one re-read, of the three records before a2 (the first repeated hash)
+    path = jsonl(tmp_path / "u.jsonl", {"id": "a1"}, {"id": "a2"}, {"id": "a1"})
+    with pytest.raises(TranscriptError, match=re.escape("u.jsonl:3: id: duplicate id 'a1' (first on line 1)")):
+        _unique(path)
+
+
+def test_seen_ids_keep_every_hash() -> None:
+    """``SeenIds.add`` is True for each new id and False for each again, across the table's
+    growth; a few bytes an id."""
+    from harness.traces.seen import SeenIds
+
+    seen = SeenIds(capacity=8)
+    ids = [f"run-{i}" for i in range(50_000)]
+    assert all(seen.add(i) for i in ids)
+    assert len(seen) == len(ids)
+    assert not any(seen.add(i) for i in ids[::7])
+    assert seen.add("another") and len(seen) == len(ids) + 1
+    assert len(seen._table) * 8 <= 32 * len(ids) * 1.4
+
+
 def test_non_utf8_bytes_in_jsonl(tmp_path: Path) -> None:
     path = jsonl(tmp_path / "t.jsonl", GOOD, b'{"id": "b", "query": "caf\xe9", "response": "r"}')
     assert_place(error_of(path), path, 2, "<record>", r"is not valid UTF-8 \(byte 25\)")

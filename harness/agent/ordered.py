@@ -19,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import chain, product
+from operator import neg
 from typing import Any
 
 from .reference import Graph, Reading, Reference, assign, augment
@@ -37,7 +38,7 @@ def align(ref: Reference, graph: Graph, *, strict: bool, shortcut: bool = True) 
             return found if found is not None else chains(ref, graph, shortcut=shortcut)
         if single:
             return sequence(ref, graph, strict)
-    return one_to_one(ref, graph) if strict else InOrder(ref, graph).solve()
+    return one_to_one(ref, graph, shortcut=shortcut) if strict else InOrder(ref, graph).solve()
 
 
 def greedy(columns: Sequence[Sequence[int]]) -> list[tuple[int, int]] | None:
@@ -251,13 +252,17 @@ def chains(ref: Reference, graph: Graph, *, shortcut: bool = True) -> tuple[int,
 _SKIP, _EXTRA = "skip", "extra"
 
 
-def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:
+def one_to_one(ref: Reference, graph: Graph, *, shortcut: bool = True) -> tuple[int, dict[int, int], list[int]]:
     """(missing + extra, pairs, missing positions) of the alignment of items with groups that
-    leaves the fewest missing calls plus extra steps, then matches the most."""
+    leaves the fewest missing calls plus extra steps, then matches the most. ``shortcut``: take
+    :func:`_diagonal` and, for a reference of fixed items, :func:`_weighted` (the same answers as
+    the table; False for the tests that check so)."""
     items, groups, by_step = ref.items, graph.groups, graph.by_step
     q, p = len(items), len(groups)
     absent = ref.absent
-    if q == p and all(absent):
+    if shortcut and ref.fixed:
+        return _weighted(ref, graph)
+    if shortcut and q == p and all(absent):
         found = _diagonal(items, groups, by_step)
         if found is not None:
             return len(graph.steps) - len(found), found, []
@@ -310,6 +315,81 @@ def one_to_one(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[
         else:
             pairs.update(step[0])
             missing += step[1]
+            i, g = i + 1, g + 1
+    return len(missing) + len(graph.steps) - len(pairs), pairs, missing
+
+
+def _weighted(ref: Reference, graph: Graph) -> tuple[int, dict[int, int], list[int]]:
+    """:func:`one_to_one`'s answer, pairs and missing positions included, when every item has one
+    reading with every call required (``Reference.fixed``), by a table of one integer a cell
+    filled only where an item meets a group. Pairing item ``i`` (``k`` calls) with group ``g``
+    (``m`` steps) in a matching of ``j`` costs ``(k + m - 2j)`` errors, skipping the item ``k`` and
+    leaving the group extra ``m``; so an alignment's cost ``big * errors - pairs`` is
+    ``big * (K + M) - (2 big + 1) J``, ``K`` and ``M`` the calls and steps still to align and ``J``
+    the sum of its pairs' ``j``, and the fewest errors, then the most pairs, is the largest ``J``: a
+    weighted longest common subsequence, ``V[i][g]`` the largest ``J`` from item ``i`` and group
+    ``g`` on. The table's choice in a cell is a skip when it is no worse than the rest, else a group
+    left extra when that is no worse than a pair, else the pair: here, a skip when
+    ``V[i + 1][g] == V[i][g]``, else extra when ``V[i][g + 1] == V[i][g]``, else the pair, with the
+    matching the table makes (:func:`_assign`). A row's ``V[i][g]`` is the larger of
+    ``V[i + 1][g]`` and the best pair at ``g`` or after, so a row meeting no group is the row
+    below, and one that does is the row below raised where a pair beats it."""
+    items, groups, by_step, item_of = ref.items, graph.groups, graph.by_step, ref.item_of
+    q, p = len(items), len(groups)
+    cells: list[dict[int, dict[int, int]]] = [{} for _ in range(q)]  # per item: group -> matching
+    for g, group in enumerate(groups):
+        if len(group) == 1:  # _assign's answer: the item's first call the step may take
+            s = group[0]
+            for pos in by_step[s]:
+                met = cells[item_of[pos]]
+                if g not in met:
+                    met[g] = {pos: s}
+            continue
+        for i in {item_of[pos] for s in group for pos in by_step[s]}:
+            cells[i][g] = _assign(items[i][0], group, by_step)
+    value: list[list[int]] = [[]] * (q + 1)
+    below = value[q] = [0] * (p + 1)
+    for i in range(q - 1, -1, -1):
+        met_i = cells[i]
+        if len(met_i) == 1:  # the usual row: one pair
+            ((g, owner),) = met_i.items()
+            run = below[g + 1] + len(owner)
+            h = bisect_right(below, -run, 0, g + 1, key=neg)
+            if h <= g:
+                below = below[:]
+                below[h : g + 1] = [run] * (g + 1 - h)
+        elif met_i:
+            row = below[:]
+            run = 0
+            at = sorted(met_i, reverse=True)
+            for n, g in enumerate(at):
+                pair = below[g + 1] + len(met_i[g])
+                if pair > run:
+                    run = pair
+                # the groups from the next pair's after it up to g: raised to run where the row below
+                # is under it, which (the row below only grows leftwards) is a run of them ending at g
+                lo = at[n + 1] + 1 if n + 1 < len(at) else 0
+                h = bisect_right(below, -run, lo, g + 1, key=neg)
+                if h <= g:
+                    row[h : g + 1] = [run] * (g + 1 - h)
+            below = row
+        value[i] = below
+    pairs: dict[int, int] = {}
+    missing: list[int] = []
+    i = g = 0
+    absent = ref.absent
+    while i < q:
+        row = value[i]
+        here = row[g]
+        if g == p or value[i + 1][g] == here:
+            missing += absent[i]
+            i += 1
+        elif row[g + 1] == here:
+            g += 1
+        else:
+            owner = cells[i][g]
+            pairs.update(owner)
+            missing += [pos for pos, _ in items[i][0] if pos not in owner]
             i, g = i + 1, g + 1
     return len(missing) + len(graph.steps) - len(pairs), pairs, missing
 

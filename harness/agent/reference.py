@@ -77,6 +77,9 @@ class Reference:
     absent: tuple[tuple[int, ...], ...] = ()
     #: position -> the item it is a call of
     item_of: Mapping[int, int] = field(default_factory=dict)
+    #: every item has one reading and every call of it is required (no ``one_of``, no
+    #: ``optional``): ``strict`` is then a weighted longest common subsequence (``ordered.one_to_one``)
+    fixed: bool = False
 
 
 def _item_readings(item: RefItem, calls: list[RefCall]) -> list[Reading]:
@@ -175,6 +178,7 @@ def compile_reference(
         plain=simple and all(r[0][0][1] for r in items),
         absent=tuple(_fewest_required(readings) for readings in items),
         item_of={pos: i for i, readings in enumerate(items) for reading in readings for pos, _ in reading},
+        fixed=all(len(r) == 1 and all(req for _, req in r[0]) for r in items),
     )
 
 

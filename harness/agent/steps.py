@@ -33,7 +33,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..jsonlines import MAX_INPUT_DEPTH, decode_json
+import orjson
+
+from ..jsonlines import MAX_INPUT_DEPTH, decode_json, orjson_reads_as_stdlib
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +196,18 @@ class _Builder:
         self.groups = 0
 
     def call(self, name: str, arguments: Any, call_id: str | None, group: int) -> None:
-        parsed, raw, error = parse_arguments(arguments)
+        if type(arguments) is str and len(arguments) <= MAX_INPUT_DEPTH:
+            # parse_arguments of the usual case, without its calls: text too short to nest past the
+            # bound, read by orjson where it reads as the standard library; anything else, as there
+            try:
+                data = arguments.encode("utf-8")
+                if not orjson_reads_as_stdlib(data):
+                    raise ValueError
+                parsed, raw, error = orjson.loads(data), arguments, None
+            except (UnicodeEncodeError, ValueError):  # (orjson's JSONDecodeError is a ValueError)
+                parsed, raw, error = parse_arguments(arguments)
+        else:
+            parsed, raw, error = parse_arguments(arguments)
         index = len(self._calls)
         self._calls.append([name, parsed, raw, error, self.turn, group, call_id, None, False])
         if call_id is not None:

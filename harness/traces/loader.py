@@ -27,6 +27,7 @@ from ..transcripts.models import Resolved, Transcript
 from ..transcripts.raw import MAX_RECORD_BYTES, RawRecord, iter_json_records
 from ..validation import first_problem
 from .reader import iter_records, resolve_format
+from .seen import SeenIds
 from .sessions import Sessions
 
 
@@ -238,20 +239,45 @@ def _iter_unique(
     """The loop of :func:`iter_checked` and :func:`iter_resolved_for_agent`: ``value`` of each raw
     record (raising ``TranscriptError`` for a bad one), refused when its id was seen before; a
     refusal raises with ``on_bad="fail"``, with ``"skip"`` is appended to ``bad`` and passed over.
-    One call of ``value`` per record and nothing more: the agent path is a benchmark's hot path."""
-    first_line: dict[str, int] = {}
+    One call of ``value`` per record and nothing more: the agent path is a benchmark's hot path.
+
+    The ids are kept as their hashes (:class:`.seen.SeenIds`, a few bytes an id); the first hash
+    seen twice switches to exact ids and first lines, read again from the records before it
+    (:func:`_first_lines`), so a refusal, and the line it names, is always of the same id."""
+    seen = SeenIds()
+    exact: dict[str, int] | None = None  # id -> the line of its first record, once a hash repeats
+    read = 0  # raw records read before this one
     for raw in iter_raw(path, format, sessions):
+        read += 1
         try:
             record = value(raw)
-            if record.id in first_line:
-                raise TranscriptError(str(path), raw.line, "id", f"duplicate id {record.id!r} (first on line {first_line[record.id]})")
+            rid = record.id
+            if exact is None and not seen.add(rid):
+                exact = _first_lines(path, format, sessions, value, read - 1)
+            if exact is not None and rid in exact:
+                raise TranscriptError(str(path), raw.line, "id", f"duplicate id {rid!r} (first on line {exact[rid]})")
         except TranscriptError as exc:
             if on_bad == "fail":
                 raise
             bad.append(exc)
             continue
-        first_line[record.id] = raw.line
+        if exact is not None:
+            exact[rid] = raw.line
         yield raw.line, record
+
+
+def _first_lines(path: str | Path, format: str, sessions: Sessions, value: Callable[[RawRecord], _Value], count: int) -> dict[str, int]:
+    """The line of the first good record of each id among the first ``count`` raw records (what
+    :func:`_iter_unique` kept as exact ids before it kept hashes): bad records are passed over,
+    as the pass passed over them."""
+    first: dict[str, int] = {}
+    for raw in itertools.islice(iter_raw(path, format, sessions), count):
+        try:
+            record = value(raw)
+        except TranscriptError:
+            continue
+        first.setdefault(record.id, raw.line)
+    return first
 
 
 def scan(
