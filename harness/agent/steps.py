@@ -196,6 +196,8 @@ class _Builder:
         self.groups = 0
 
     def call(self, name: str, arguments: Any, call_id: str | None, group: int) -> None:
+        raw: str | None
+        error: str | None
         if type(arguments) is str and len(arguments) <= MAX_INPUT_DEPTH:
             # parse_arguments of the usual case, without its calls: text too short to nest past the
             # bound, read by orjson where it reads as the standard library; anything else, as there
