@@ -252,18 +252,23 @@ class _Run:
     notes: list[str]
 
 
+def _new_run(view: RunView, columns: list[dict[str, Any]]) -> _Run:
+    """An empty pass's outcome for ``view``, its table's ``columns`` (the report's pass and the viewer's light one)."""
+    return _Run(
+        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[], result_refs=[], judgment_lines=[], conversations=[], components=[],
+        rubric_values=defaultdict(list), label_counts=defaultdict(Counter), composite_values=defaultdict(list),
+        agent={f: [] for f in LATENCY_FIELDS}, tool_calls=[], judge_latency={j: [] for j in view.judges},
+        health=defaultdict(Health), notes=list(view.notes),
+    )  # fmt: skip
+
+
 def _read_run(view: RunView, spool: Spool | None) -> _Run:
     """One pass over results.jsonl, judgments.jsonl and the input file. With no ``spool`` (the
     viewer, lazy) the input file is not read and each judgment's ref is where judgments.jsonl holds
     it (offset, length), so the pass costs only the two rows files' parsing."""
     columns = _columns(view)
     col_index = {c["key"]: i for i, c in enumerate(columns)}
-    run = _Run(
-        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[], result_refs=[], judgment_lines=[], conversations=[], components=[],
-        rubric_values=defaultdict(list), label_counts=defaultdict(Counter), composite_values=defaultdict(list),
-        agent={f: [] for f in LATENCY_FIELDS}, tool_calls=[], judge_latency={j: [] for j in view.judges},
-        health=defaultdict(Health), notes=list(view.notes),
-    )  # fmt: skip
+    run = _new_run(view, columns)
     position: dict[str, int] = {}
     for number, offset, length, row in located_results(view.results_path):
         tid = row.transcript_id

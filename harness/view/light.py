@@ -20,7 +20,6 @@ the same page data, and the same refusals, on runs of every kind.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from typing import Any
 
 import orjson
@@ -28,7 +27,7 @@ import orjson
 from ..jsonlines import orjson_reads_as_stdlib
 from ..planning.judgment import NO_CALL_REASONS
 from ..report.aggregate import Health
-from ..report.builder import LATENCY_FIELDS, _columns, _Run
+from ..report.builder import LATENCY_FIELDS, _columns, _new_run, _Run
 from ..report.run import RunView, turn_scores
 from ..rows import TurnJudgmentRow, located_lines, parse_judgment, parse_result
 from ..transcripts import PERFORMANCE_FIELDS
@@ -160,12 +159,7 @@ def first_pass(view: RunView) -> _Run:
     columns = _columns(view)
     col_index = {c["key"]: i for i, c in enumerate(columns)}
     judges, composites = list(view.judges), list(view.composites)
-    run = _Run(
-        ids=[], columns=columns, rows=[], queries=[], perf=[], recorded=[], judgment_refs=[], text_refs=[], result_refs=[], judgment_lines=[], conversations=[], components=[],
-        rubric_values=defaultdict(list), label_counts=defaultdict(Counter), composite_values=defaultdict(list),
-        agent={f: [] for f in LATENCY_FIELDS}, tool_calls=[], judge_latency={j: [] for j in view.judges},
-        health=defaultdict(Health), notes=list(view.notes),
-    )  # fmt: skip
+    run = _new_run(view, columns)
     # (judge, composite) in `_result`'s order, with its column and its values
     composite_cols = [(col_index[f"c:{name}:{judge}"], run.composite_values[(name, judge)]) for judge in judges for name in composites]
     timings = [(k, run.agent[f]) for k, f in enumerate(LATENCY_FIELDS)]
